@@ -1,0 +1,64 @@
+// The finite arm set of a kNone policy: stable string ids in slot order, optional features.
+// Policies keep their per-arm statistics in the same slot order and erase the same slot when
+// an arm is removed.
+#pragma once
+
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "bandit/v1/policy.pb.h"
+#include "core/state_io.h"
+
+namespace bandit {
+
+enum class ArmFeatures { kNone, kRequired };
+
+class ArmSet {
+ public:
+  // Builds the arm set from PolicyConfig.arms (or num_arms). With kRequired every arm needs a
+  // finite feature vector of one common dimension (`dim`, or inferred when dim < 0).
+  static absl::StatusOr<ArmSet> FromConfig(const bandit::v1::PolicyConfig& config,
+                                           ArmFeatures features, int64_t dim = -1,
+                                           int min_arms = 1);
+
+  int size() const { return static_cast<int>(ids_.size()); }
+  int64_t dim() const { return dim_; }
+  const std::vector<std::string>& ids() const { return ids_; }
+  const std::string& id(int slot) const { return ids_[slot]; }
+  std::optional<int> Find(absl::string_view id) const;
+  // Column `slot` is that arm's features (empty matrix when features are not used).
+  const Eigen::MatrixXd& features() const { return features_; }
+
+  // Validation without change, then the change. Add returns the new slot (always the last).
+  absl::Status CheckAdd(const bandit::v1::ArmSpec& arm) const;
+  int Add(const bandit::v1::ArmSpec& arm);
+  // Returns the slot the arm had; later slots shift down by one.
+  absl::StatusOr<int> Remove(absl::string_view id);
+
+  void Save(StateWriter& w) const;
+  absl::Status Restore(const StateReader& r);
+  int64_t Bytes() const;
+
+ private:
+  std::vector<std::string> ids_;
+  absl::flat_hash_map<std::string, int> slot_of_;
+  ArmFeatures use_features_ = ArmFeatures::kNone;
+  int64_t dim_ = 0;
+  Eigen::MatrixXd features_;  // dim x size
+};
+
+// Names: 1..128 chars of [A-Za-z0-9_.:-], first char a letter or digit.
+absl::Status CheckId(absl::string_view field, absl::string_view id);
+
+// Erase entry `slot` of a per-arm vector (helper for policies' RemoveArm).
+void EraseSlot(Eigen::VectorXd& v, int slot);
+void EraseColumn(Eigen::MatrixXd& m, int col);
+
+}  // namespace bandit

@@ -1,0 +1,134 @@
+#include "core/classic/epsilon_greedy.h"
+
+#include "core/validate.h"
+
+namespace bandit {
+
+absl::StatusOr<std::unique_ptr<Policy>> EpsilonGreedy::Make(const bandit::v1::PolicyConfig& config,
+                                                            uint64_t seed) {
+  const auto& c = config.epsilon_greedy();
+  if (auto s = CheckRange("epsilon_greedy.epsilon", c.epsilon(), 0.0, 1.0); !s.ok()) return s;
+  if (auto s = CheckRange("epsilon_greedy.decay", c.decay(), 0.0, 1e12); !s.ok()) return s;
+  auto arms = ArmSet::FromConfig(config, ArmFeatures::kNone);
+  if (!arms.ok()) return arms.status();
+  return std::unique_ptr<Policy>(new EpsilonGreedy(*std::move(arms), c.epsilon(), c.decay(), seed));
+}
+
+EpsilonGreedy::EpsilonGreedy(ArmSet arms, double epsilon, double decay, uint64_t seed)
+    : arms_(std::move(arms)), epsilon_(epsilon), decay_(decay), rng_(seed) {
+  counts_ = Vector::Zero(arms_.size());
+  means_ = Vector::Zero(arms_.size());
+}
+
+double EpsilonGreedy::CurrentEpsilon() const {
+  return epsilon_ / (1.0 + decay_ * static_cast<double>(t_));
+}
+
+Vector EpsilonGreedy::Probabilities() const {
+  const int k = arms_.size();
+  const double eps = CurrentEpsilon();
+  const double best = means_.maxCoeff();
+  const double ties = (means_.array() == best).count();
+  Vector p = Vector::Constant(k, eps / k);
+  for (int i = 0; i < k; ++i)
+    if (means_[i] == best) p[i] += (1.0 - eps) / ties;
+  return p;
+}
+
+absl::StatusOr<Decision> EpsilonGreedy::Select(const SelectContext& ctx) {
+  const int k = arms_.size();
+  if (k == 0) return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
+  const Vector p = Probabilities();
+  Decision d;
+  if (rng_.Uniform() < CurrentEpsilon()) {
+    d.arm = static_cast<int>(rng_.UniformInt(k));
+  } else {
+    const double best = means_.maxCoeff();
+    const int ties = static_cast<int>((means_.array() == best).count());
+    int pick = static_cast<int>(rng_.UniformInt(ties));
+    for (int i = 0; i < k; ++i)
+      if (means_[i] == best && pick-- == 0) {
+        d.arm = i;
+        break;
+      }
+  }
+  ++t_;
+  d.arm_id = arms_.id(d.arm);
+  d.propensity = p[d.arm];
+  d.estimated_gap = means_.maxCoeff() - means_[d.arm];
+  if (ctx.want_scores) {
+    d.scores = p;
+    d.score_kind = bandit::v1::PROBABILITY;
+  }
+  d.diagnostics = {{"mean", means_[d.arm]}, {"pulls", counts_[d.arm]}};
+  return d;
+}
+
+absl::Status EpsilonGreedy::Update(const Observation& obs) {
+  if (auto s = CheckFinite("reward", obs.reward); !s.ok()) return s;
+  auto slot = arms_.Find(obs.arm_id);
+  if (!slot) return absl::NotFoundError(absl::StrCat("arm id '", obs.arm_id, "' is not in the arm set"));
+  const int i = *slot;
+  counts_[i] += 1.0;
+  means_[i] += (obs.reward - means_[i]) / counts_[i];
+  return absl::OkStatus();
+}
+
+std::optional<double> EpsilonGreedy::EstimatedMean(int arm) const {
+  if (arm < 0 || arm >= arms_.size()) return std::nullopt;
+  return means_[arm];
+}
+
+absl::Status EpsilonGreedy::AddArm(const bandit::v1::ArmSpec& arm) {
+  if (auto s = arms_.CheckAdd(arm); !s.ok()) return s;
+  const int slot = arms_.Add(arm);
+  counts_.conservativeResize(slot + 1);
+  means_.conservativeResize(slot + 1);
+  counts_[slot] = 0;
+  means_[slot] = 0;
+  return absl::OkStatus();
+}
+
+absl::Status EpsilonGreedy::RemoveArm(absl::string_view arm_id) {
+  auto slot = arms_.Remove(arm_id);
+  if (!slot.ok()) return slot.status();
+  EraseSlot(counts_, *slot);
+  EraseSlot(means_, *slot);
+  return absl::OkStatus();
+}
+
+void EpsilonGreedy::Save(bandit::v1::PolicyState* out) const {
+  StateWriter w(out, name(), 1);
+  arms_.Save(w);
+  w.Put("counts", counts_);
+  w.Put("means", means_);
+  w.PutInt("t", t_);
+  w.PutRng(rng_);
+}
+
+absl::Status EpsilonGreedy::Restore(const bandit::v1::PolicyState& state) {
+  StateReader r(state);
+  if (auto s = r.Expect(name(), 1); !s.ok()) return s;
+  ArmSet arms = arms_;
+  if (auto s = arms.Restore(r); !s.ok()) return s;
+  Vector counts, means;
+  int64_t t;
+  Rng rng;
+  if (auto s = r.Get("counts", &counts, arms.size()); !s.ok()) return s;
+  if (auto s = r.Get("means", &means, arms.size()); !s.ok()) return s;
+  if (auto s = r.GetInt("t", &t); !s.ok()) return s;
+  if (auto s = r.GetRng(&rng); !s.ok()) return s;
+  arms_ = std::move(arms);
+  counts_ = std::move(counts);
+  means_ = std::move(means);
+  t_ = t;
+  rng_ = rng;
+  return absl::OkStatus();
+}
+
+int64_t EpsilonGreedy::StateBytes() const {
+  return arms_.Bytes() + (counts_.size() + means_.size()) * sizeof(double) + sizeof(t_) +
+         sizeof(rng_);
+}
+
+}  // namespace bandit

@@ -1,0 +1,50 @@
+// Epsilon-greedy over a finite arm set: with probability eps_t a uniform arm, otherwise the arm
+// with the best empirical mean (ties split uniformly). eps_t = epsilon / (1 + decay * t).
+#pragma once
+
+#include <memory>
+
+#include "core/arms.h"
+#include "core/policy.h"
+#include "core/rng.h"
+
+namespace bandit {
+
+class EpsilonGreedy final : public Policy {
+ public:
+  static absl::StatusOr<std::unique_ptr<Policy>> Make(const bandit::v1::PolicyConfig& config,
+                                                      uint64_t seed);
+
+  absl::string_view name() const override { return "epsilon_greedy"; }
+  ContextKind context_kind() const override { return ContextKind::kNone; }
+  absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
+  absl::Status Update(const Observation& obs) override;
+  std::optional<double> EstimatedMean(int arm) const override;
+  std::vector<std::string> ArmIds() const override { return arms_.ids(); }
+  absl::Status AddArm(const bandit::v1::ArmSpec& arm) override;
+  absl::Status RemoveArm(absl::string_view arm_id) override;
+  void Save(bandit::v1::PolicyState* out) const override;
+  absl::Status Restore(const bandit::v1::PolicyState& state) override;
+  int64_t StateBytes() const override;
+
+  // Selection probabilities at the current state (sums to 1).
+  Vector Probabilities() const;
+  double CurrentEpsilon() const;
+
+ private:
+  EpsilonGreedy(ArmSet arms, double epsilon, double decay, uint64_t seed);
+
+  ArmSet arms_;
+  double epsilon_, decay_;
+  Rng rng_;
+  int64_t t_ = 0;   // rounds selected
+  Vector counts_;   // pulls per arm
+  Vector means_;    // empirical mean reward per arm
+};
+
+inline absl::StatusOr<std::unique_ptr<Policy>> MakeEpsilonGreedy(
+    const bandit::v1::PolicyConfig& config, uint64_t seed) {
+  return EpsilonGreedy::Make(config, seed);
+}
+
+}  // namespace bandit

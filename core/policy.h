@@ -1,0 +1,114 @@
+// The one interface every bandit algorithm implements. No gRPC here: the server translates
+// requests into these plain types and absl::Status codes into gRPC codes (same numbers).
+//
+// Contract for every method that returns a Status: on error, the policy's state (including its
+// random engine) is exactly as before the call. Validate first, then mutate.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "bandit/v1/policy.pb.h"
+#include "bandit/v1/service.pb.h"
+#include "bandit/v1/state.pb.h"
+
+namespace bandit {
+
+using Vector = Eigen::VectorXd;
+using Matrix = Eigen::MatrixXd;
+
+// What kind of context Select needs.
+enum class ContextKind {
+  kNone,        // finite arm set held by the policy (K-armed, BKB, mixtures)
+  kCandidates,  // a list of candidate arm feature vectors, may change every request
+  kPoint,       // a single input x (online kernel selection)
+};
+
+// Inputs of one Select call.
+struct SelectContext {
+  std::span<const Vector> candidates;  // kCandidates
+  const Vector* point = nullptr;       // kPoint
+  bool want_scores = false;            // fill Decision::scores
+};
+
+// Output of one Select call.
+struct Decision {
+  int arm = -1;              // index into candidates / arm slots / kernels / generators
+  std::string arm_id;        // finite-arm policies: the stable id of `arm`
+  double propensity = 1.0;   // probability the policy gave `arm`
+  Vector scores;             // per-arm score or probability (when want_scores)
+  bandit::v1::ScoreKind score_kind = bandit::v1::SCORE_KIND_UNSPECIFIED;
+  std::optional<double> prediction;                          // kernel selection
+  std::vector<std::pair<std::string, double>> diagnostics;   // e.g. {"ucb", 1.2}
+  // Model's own estimated gap: best estimated mean minus the chosen arm's estimated mean, at
+  // decision time (NaN if the policy has no estimates). Feeds the estimated-regret metric.
+  double estimated_gap = std::numeric_limits<double>::quiet_NaN();
+  // Whatever the policy needs back at Update time (e.g. OKS's sampling probabilities). The
+  // server stores it with the pending decision and hands it back in Observation::memo.
+  Vector memo;
+};
+
+// Inputs of one Update call: what was chosen, and what was observed.
+struct Observation {
+  int arm = -1;            // kNone policies: slot index resolved from arm_id by the caller
+  std::string arm_id;      // kNone policies: stable arm id (authoritative; slots may shift)
+  Vector features;         // kCandidates: the chosen arm's features; kPoint: the input x
+  Vector memo;             // Decision::memo of the joined Select; empty for direct updates
+  bool direct = false;     // true for logged data (no prior Select)
+  double reward = 0.0;     // reward, or the label y for kernel selection
+  Vector embedding;        // mixtures: the generated sample's embedding
+  std::optional<double> fidelity;  // mixtures: fidelity score in [0, 1]
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+
+  // Registered name, e.g. "ucb1". Stored in snapshots.
+  virtual absl::string_view name() const = 0;
+  virtual ContextKind context_kind() const = 0;
+
+  virtual absl::StatusOr<Decision> Select(const SelectContext& ctx) = 0;
+  virtual absl::Status Update(const Observation& obs) = 0;
+
+  // Estimated mean reward of an arm slot (kNone) or a feature vector (kCandidates);
+  // nullopt where the policy has no such estimate.
+  virtual std::optional<double> EstimatedMean(int arm) const { return std::nullopt; }
+  virtual std::optional<double> EstimatedMean(const Vector& features) const { return std::nullopt; }
+
+  // Finite arm set (kNone policies). Default: the policy has no arm set.
+  virtual std::vector<std::string> ArmIds() const { return {}; }
+  virtual absl::Status AddArm(const bandit::v1::ArmSpec& arm) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("policy '", name(), "' has no finite arm set to add arms to"));
+  }
+  virtual absl::Status RemoveArm(absl::string_view arm_id) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("policy '", name(), "' has no finite arm set to remove arms from"));
+  }
+
+  // Complete state, RNG included. Restore(Save()) gives a policy that makes exactly the same
+  // decisions. Restore is only called on a policy freshly created from the same config.
+  virtual void Save(bandit::v1::PolicyState* out) const = 0;
+  virtual absl::Status Restore(const bandit::v1::PolicyState& state) = 0;
+
+  // Bytes of learned state (what grows, or does not, with the number of rounds).
+  virtual int64_t StateBytes() const = 0;
+
+  // Live policy-specific figures for GetInstance (e.g. mixture score); optional.
+  virtual std::vector<std::pair<std::string, double>> Summary() const { return {}; }
+  // A per-arm vector worth showing (e.g. mixture weights alpha); optional.
+  virtual Vector Weights() const { return Vector(); }
+};
+
+}  // namespace bandit

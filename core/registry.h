@@ -1,0 +1,31 @@
+// Maps a PolicyConfig to the policy that runs it. Adding a policy = one line in registry.cc.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bandit/v1/policy.pb.h"
+#include "core/policy.h"
+
+namespace bandit {
+
+using PolicyFactory =
+    absl::StatusOr<std::unique_ptr<Policy>> (*)(const bandit::v1::PolicyConfig& config,
+                                                uint64_t seed);
+
+struct PolicyRegistration {
+  bandit::v1::PolicyConfig::PolicyCase config_case;
+  absl::string_view name;
+  PolicyFactory make;
+};
+
+const std::vector<PolicyRegistration>& RegisteredPolicies();
+
+// INVALID_ARGUMENT when no policy is set, the policy is unknown, or its parameters are invalid.
+absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const bandit::v1::PolicyConfig& config,
+                                                     uint64_t seed);
+
+}  // namespace bandit

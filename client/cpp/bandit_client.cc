@@ -1,0 +1,116 @@
+#include "client/cpp/bandit_client.h"
+
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+
+namespace bandit::client {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, const ClientOptions& o) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(o.max_message_bytes);
+  args.SetMaxSendMessageSize(o.max_message_bytes);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
+}  // namespace
+
+BanditClient::BanditClient(const std::string& target, ClientOptions options)
+    : BanditClient(MakeChannel(target, options), options) {}
+
+BanditClient::BanditClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
+    : options_(options),
+      channel_(std::move(channel)),
+      stub_(bandit::v1::BanditService::NewStub(channel_)),
+      health_(grpc::health::v1::Health::NewStub(channel_)) {}
+
+template <typename Req, typename Resp, typename Method>
+absl::StatusOr<Resp> BanditClient::Call(Method method, const Req& req) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + options_.deadline);
+  Resp resp;
+  grpc::Status s = ((*stub_).*method)(&ctx, req, &resp);
+  if (!s.ok()) return FromGrpc(s);
+  return resp;
+}
+
+using bandit::v1::BanditService;
+namespace v1 = bandit::v1;
+
+absl::StatusOr<v1::Instance> BanditClient::CreateInstance(const v1::CreateInstanceRequest& req) {
+  return Call<v1::CreateInstanceRequest, v1::Instance>(&BanditService::Stub::CreateInstance, req);
+}
+
+absl::StatusOr<v1::Instance> BanditClient::GetInstance(const std::string& name) {
+  v1::GetInstanceRequest req;
+  req.set_name(name);
+  return Call<v1::GetInstanceRequest, v1::Instance>(&BanditService::Stub::GetInstance, req);
+}
+
+absl::StatusOr<v1::ListInstancesResponse> BanditClient::ListInstances(
+    int page_size, const std::string& page_token) {
+  v1::ListInstancesRequest req;
+  req.set_page_size(page_size);
+  req.set_page_token(page_token);
+  return Call<v1::ListInstancesRequest, v1::ListInstancesResponse>(
+      &BanditService::Stub::ListInstances, req);
+}
+
+absl::Status BanditClient::DeleteInstance(const std::string& name) {
+  v1::DeleteInstanceRequest req;
+  req.set_name(name);
+  return Call<v1::DeleteInstanceRequest, v1::DeleteInstanceResponse>(
+             &BanditService::Stub::DeleteInstance, req)
+      .status();
+}
+
+absl::StatusOr<v1::Instance> BanditClient::ResetInstance(const std::string& name) {
+  v1::ResetInstanceRequest req;
+  req.set_name(name);
+  return Call<v1::ResetInstanceRequest, v1::Instance>(&BanditService::Stub::ResetInstance, req);
+}
+
+absl::StatusOr<v1::Instance> BanditClient::AddArms(const v1::AddArmsRequest& req) {
+  return Call<v1::AddArmsRequest, v1::Instance>(&BanditService::Stub::AddArms, req);
+}
+
+absl::StatusOr<v1::Instance> BanditClient::RemoveArms(const v1::RemoveArmsRequest& req) {
+  return Call<v1::RemoveArmsRequest, v1::Instance>(&BanditService::Stub::RemoveArms, req);
+}
+
+absl::StatusOr<v1::Decision> BanditClient::Select(const v1::SelectRequest& req) {
+  return Call<v1::SelectRequest, v1::Decision>(&BanditService::Stub::Select, req);
+}
+
+absl::StatusOr<v1::UpdateResponse> BanditClient::Update(const v1::UpdateRequest& req) {
+  return Call<v1::UpdateRequest, v1::UpdateResponse>(&BanditService::Stub::Update, req);
+}
+
+absl::StatusOr<v1::SelectBatchResponse> BanditClient::SelectBatch(const v1::SelectBatchRequest& req) {
+  return Call<v1::SelectBatchRequest, v1::SelectBatchResponse>(&BanditService::Stub::SelectBatch,
+                                                               req);
+}
+
+absl::StatusOr<v1::UpdateBatchResponse> BanditClient::UpdateBatch(const v1::UpdateBatchRequest& req) {
+  return Call<v1::UpdateBatchRequest, v1::UpdateBatchResponse>(&BanditService::Stub::UpdateBatch,
+                                                               req);
+}
+
+absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> BanditClient::Health() {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + options_.deadline);
+  grpc::health::v1::HealthCheckRequest req;
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::Status s = health_->Check(&ctx, req, &resp);
+  if (!s.ok()) return FromGrpc(s);
+  return resp.status();
+}
+
+}  // namespace bandit::client

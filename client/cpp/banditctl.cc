@@ -1,0 +1,181 @@
+// banditctl: command-line client for banditd.
+//
+//   banditctl [--target=HOST:PORT] [--json] COMMAND ARGS...
+//   create NAME --config='policy { ucb1 {} num_arms: 3 }'   (text-format bandit.v1.InstanceConfig)
+//   get NAME | list [--page_size=N --page_token=T] | delete NAME | reset NAME
+//   select NAME [--candidates='x1,x2;y1,y2'] [--x='x1,x2'] [--scores]
+//   update NAME --reward=R (--event=ID | --arm=ID | --features='f1,f2' | --x='x1,x2')
+//   add-arms NAME --arms='id1,id2' | remove-arms NAME --arms='id1,id2'
+//   health                                   exits 0 exactly when the server reports SERVING
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/cpp/bandit_client.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:50051", "banditd address");
+ABSL_FLAG(bool, json, false, "Print responses as JSON");
+ABSL_FLAG(int64_t, deadline_ms, 5000, "Per-call deadline");
+ABSL_FLAG(std::string, config, "", "create: text-format bandit.v1.InstanceConfig");
+ABSL_FLAG(int32_t, page_size, 0, "list: page size (0 = server default)");
+ABSL_FLAG(std::string, page_token, "", "list: token from a previous page");
+ABSL_FLAG(std::string, candidates, "", "select: candidate vectors, 'a,b;c,d'");
+ABSL_FLAG(std::string, x, "", "select/update: input vector 'a,b,c'");
+ABSL_FLAG(bool, scores, false, "select: return every arm's score or probability");
+ABSL_FLAG(std::string, event, "", "update: event id from select");
+ABSL_FLAG(std::string, arm, "", "update: arm id (direct update, logged data)");
+ABSL_FLAG(std::string, features, "", "update: played arm's features (direct update)");
+ABSL_FLAG(std::string, reward, "", "update: the reward (or label)");
+ABSL_FLAG(std::string, arms, "", "add-arms/remove-arms: comma-separated arm ids");
+
+namespace {
+
+using bandit::client::BanditClient;
+
+int Fail(const absl::Status& s) {
+  std::cerr << "error: " << absl::StatusCodeToString(s.code()) << ": " << s.message() << "\n";
+  return 1;
+}
+
+int Usage(const std::string& why) {
+  std::cerr << "banditctl: " << why << "\n" << absl::ProgramUsageMessage() << "\n";
+  return 2;
+}
+
+void Print(const google::protobuf::Message& m) {
+  std::string out;
+  if (absl::GetFlag(FLAGS_json)) {
+    google::protobuf::util::JsonPrintOptions o;
+    o.add_whitespace = true;
+    o.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  } else {
+    google::protobuf::TextFormat::PrintToString(m, &out);
+  }
+  std::cout << out;
+  if (!out.empty() && out.back() != '\n') std::cout << "\n";
+}
+
+template <typename T>
+int PrintOr(const absl::StatusOr<T>& r) {
+  if (!r.ok()) return Fail(r.status());
+  Print(*r);
+  return 0;
+}
+
+bool ParseVector(const std::string& text, google::protobuf::RepeatedField<double>* out) {
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    double v;
+    if (!absl::SimpleAtod(part, &v)) return false;
+    out->Add(v);
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "banditctl [--target=HOST:PORT] [--json] COMMAND ARGS\n"
+      "  create NAME --config='policy { ucb1 {} num_arms: 3 }'\n"
+      "  get NAME | list | delete NAME | reset NAME\n"
+      "  select NAME [--candidates='a,b;c,d'] [--x='a,b'] [--scores]\n"
+      "  update NAME --reward=R (--event=ID | --arm=ID | --features='a,b' | --x='a,b')\n"
+      "  add-arms NAME --arms=id1,id2 | remove-arms NAME --arms=id1,id2\n"
+      "  health   (exit 0 exactly when SERVING)");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() < 2) return Usage("missing COMMAND");
+  const std::string cmd = args[1];
+  const std::string name = args.size() > 2 ? args[2] : "";
+  bandit::client::ClientOptions options;
+  options.deadline = std::chrono::milliseconds(absl::GetFlag(FLAGS_deadline_ms));
+  BanditClient client(absl::GetFlag(FLAGS_target), options);
+
+  if (cmd == "health") {
+    auto r = client.Health();
+    if (!r.ok()) return Fail(r.status());
+    const bool serving = *r == grpc::health::v1::HealthCheckResponse::SERVING;
+    std::cout << grpc::health::v1::HealthCheckResponse::ServingStatus_Name(*r) << "\n";
+    return serving ? 0 : 1;
+  }
+  if (cmd == "list") {
+    return PrintOr(client.ListInstances(absl::GetFlag(FLAGS_page_size),
+                                        absl::GetFlag(FLAGS_page_token)));
+  }
+  if (name.empty()) return Usage(absl::StrCat(cmd, " needs an instance NAME"));
+  if (cmd == "create") {
+    bandit::v1::CreateInstanceRequest req;
+    req.set_name(name);
+    if (!google::protobuf::TextFormat::ParseFromString(absl::GetFlag(FLAGS_config),
+                                                       req.mutable_config()))
+      return Usage("--config is not a text-format bandit.v1.InstanceConfig");
+    return PrintOr(client.CreateInstance(req));
+  }
+  if (cmd == "get") return PrintOr(client.GetInstance(name));
+  if (cmd == "reset") return PrintOr(client.ResetInstance(name));
+  if (cmd == "delete") {
+    auto s = client.DeleteInstance(name);
+    if (!s.ok()) return Fail(s);
+    std::cout << "deleted " << name << "\n";
+    return 0;
+  }
+  if (cmd == "select") {
+    bandit::v1::SelectRequest req;
+    req.set_instance(name);
+    req.set_return_scores(absl::GetFlag(FLAGS_scores));
+    for (absl::string_view c :
+         absl::StrSplit(absl::GetFlag(FLAGS_candidates), ';', absl::SkipWhitespace()))
+      if (!ParseVector(std::string(c), req.add_candidates()->mutable_values()))
+        return Usage("--candidates must be numbers, e.g. '0.1,0.2;0.3,0.4'");
+    if (!ParseVector(absl::GetFlag(FLAGS_x), req.mutable_x()))
+      return Usage("--x must be numbers, e.g. '0.1,0.2'");
+    return PrintOr(client.Select(req));
+  }
+  if (cmd == "update") {
+    bandit::v1::UpdateRequest req;
+    req.set_instance(name);
+    double reward;
+    if (!absl::SimpleAtod(absl::GetFlag(FLAGS_reward), &reward))
+      return Usage("--reward is required and must be a number");
+    req.set_reward(reward);
+    if (!absl::GetFlag(FLAGS_event).empty()) {
+      req.set_event_id(absl::GetFlag(FLAGS_event));
+    } else if (!absl::GetFlag(FLAGS_arm).empty()) {
+      req.mutable_direct()->set_arm_id(absl::GetFlag(FLAGS_arm));
+    } else if (!absl::GetFlag(FLAGS_features).empty()) {
+      if (!ParseVector(absl::GetFlag(FLAGS_features), req.mutable_direct()->mutable_features()))
+        return Usage("--features must be numbers");
+    } else if (!absl::GetFlag(FLAGS_x).empty()) {
+      if (!ParseVector(absl::GetFlag(FLAGS_x), req.mutable_direct()->mutable_x()))
+        return Usage("--x must be numbers");
+    } else {
+      return Usage("update needs --event, --arm, --features or --x");
+    }
+    return PrintOr(client.Update(req));
+  }
+  if (cmd == "add-arms" || cmd == "remove-arms") {
+    std::vector<std::string> ids = absl::StrSplit(absl::GetFlag(FLAGS_arms), ',', absl::SkipEmpty());
+    if (ids.empty()) return Usage("--arms needs at least one arm id");
+    if (cmd == "add-arms") {
+      bandit::v1::AddArmsRequest req;
+      req.set_name(name);
+      for (const auto& id : ids) req.add_arms()->set_id(id);
+      return PrintOr(client.AddArms(req));
+    }
+    bandit::v1::RemoveArmsRequest req;
+    req.set_name(name);
+    for (const auto& id : ids) req.add_arm_ids(id);
+    return PrintOr(client.RemoveArms(req));
+  }
+  return Usage(absl::StrCat("unknown command '", cmd, "'"));
+}

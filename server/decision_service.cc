@@ -1,0 +1,132 @@
+#include "server/decision_service.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace bandit::server {
+
+DecisionService::DecisionService(const Clock* clock, ServiceLimits limits)
+    : clock_(clock), limits_(limits), registry_(limits.max_instances) {}
+
+absl::Status DecisionService::CreateInstance(const bandit::v1::CreateInstanceRequest& req,
+                                             bandit::v1::Instance* out) {
+  if (registry_.Get(req.name()).ok())  // cheap early answer; Add re-checks under its lock
+    return absl::AlreadyExistsError(absl::StrCat("instance '", req.name(), "' already exists"));
+  auto inst = Instance::Create(req, clock_, limits_.instance);
+  if (!inst.ok()) return inst.status();
+  if (auto s = registry_.Add(*inst); !s.ok()) return s;
+  (*inst)->Describe(out);
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::GetInstance(const bandit::v1::GetInstanceRequest& req,
+                                          bandit::v1::Instance* out) {
+  auto inst = registry_.Get(req.name());
+  if (!inst.ok()) return inst.status();
+  (*inst)->Describe(out);
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::ListInstances(const bandit::v1::ListInstancesRequest& req,
+                                            bandit::v1::ListInstancesResponse* out) {
+  int size = req.page_size() == 0 ? 100 : req.page_size();
+  if (size < 0 || size > limits_.max_page_size)
+    return absl::InvalidArgumentError(absl::StrCat("page_size is ", req.page_size(),
+                                                   ", expected 0 (default 100) to ",
+                                                   limits_.max_page_size));
+  // The page token is the last name of the previous page; names sort after "".
+  auto page = registry_.ListAfter(req.page_token(), size + 1);
+  const bool more = static_cast<int>(page.size()) > size;
+  if (more) page.pop_back();
+  for (const auto& inst : page) inst->Describe(out->add_instances());
+  if (more && !page.empty()) out->set_next_page_token(page.back()->name());
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::DeleteInstance(const bandit::v1::DeleteInstanceRequest& req) {
+  return registry_.Remove(req.name());
+}
+
+absl::Status DecisionService::ResetInstance(const bandit::v1::ResetInstanceRequest& req,
+                                            bandit::v1::Instance* out) {
+  auto inst = registry_.Get(req.name());
+  if (!inst.ok()) return inst.status();
+  if (auto s = (*inst)->Reset(); !s.ok()) return s;
+  (*inst)->Describe(out);
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::AddArms(const bandit::v1::AddArmsRequest& req,
+                                      bandit::v1::Instance* out) {
+  auto inst = registry_.Get(req.name());
+  if (!inst.ok()) return inst.status();
+  if (auto s = (*inst)->AddArms(req); !s.ok()) return s;
+  (*inst)->Describe(out);
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::RemoveArms(const bandit::v1::RemoveArmsRequest& req,
+                                         bandit::v1::Instance* out) {
+  auto inst = registry_.Get(req.name());
+  if (!inst.ok()) return inst.status();
+  if (auto s = (*inst)->RemoveArms(req); !s.ok()) return s;
+  (*inst)->Describe(out);
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::Select(const bandit::v1::SelectRequest& req,
+                                     bandit::v1::Decision* out) {
+  auto inst = registry_.Get(req.instance());
+  if (!inst.ok()) return inst.status();
+  return (*inst)->Select(req, out);
+}
+
+absl::Status DecisionService::Update(const bandit::v1::UpdateRequest& req,
+                                     bandit::v1::UpdateResponse* out) {
+  auto inst = registry_.Get(req.instance());
+  if (!inst.ok()) return inst.status();
+  return (*inst)->Update(req, out);
+}
+
+absl::Status DecisionService::SelectBatch(const bandit::v1::SelectBatchRequest& req,
+                                          bandit::v1::SelectBatchResponse* out) {
+  if (req.requests_size() > limits_.max_batch_items)
+    return absl::InvalidArgumentError(absl::StrCat("requests has ", req.requests_size(),
+                                                   " items, expected at most ",
+                                                   limits_.max_batch_items));
+  for (const auto& item : req.requests()) {
+    auto* status = out->add_statuses();
+    absl::Status s = Select(item, out->add_decisions());
+    if (!s.ok()) {
+      out->mutable_decisions()->RemoveLast();
+      out->add_decisions();  // keep positions aligned; an empty Decision where status is not OK
+      status->set_code(static_cast<int>(s.code()));
+      status->set_message(std::string(s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::UpdateBatch(const bandit::v1::UpdateBatchRequest& req,
+                                          bandit::v1::UpdateBatchResponse* out) {
+  if (req.requests_size() > limits_.max_batch_items)
+    return absl::InvalidArgumentError(absl::StrCat("requests has ", req.requests_size(),
+                                                   " items, expected at most ",
+                                                   limits_.max_batch_items));
+  for (const auto& item : req.requests()) {
+    auto* status = out->add_statuses();
+    absl::Status s = Update(item, out->add_responses());
+    if (!s.ok()) {
+      status->set_code(static_cast<int>(s.code()));
+      status->set_message(std::string(s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t DecisionService::ExpireAll() {
+  int64_t n = 0;
+  for (const auto& inst : registry_.All()) n += inst->ExpireDue();
+  return n;
+}
+
+}  // namespace bandit::server

@@ -1,0 +1,53 @@
+// The service's request logic, free of gRPC: validate, find the instance, call it. The gRPC
+// layer (grpc_service.h) is a thin adapter over this class, and in-process tests use it directly.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "bandit/v1/service.pb.h"
+#include "server/clock.h"
+#include "server/instance_registry.h"
+
+namespace bandit::server {
+
+struct ServiceLimits {
+  InstanceLimits instance;
+  int64_t max_instances = 100'000;
+  int64_t max_batch_items = 1'000;
+  int max_page_size = 1'000;
+};
+
+class DecisionService {
+ public:
+  explicit DecisionService(const Clock* clock = SystemClock::Get(), ServiceLimits limits = {});
+
+  absl::Status CreateInstance(const bandit::v1::CreateInstanceRequest& req, bandit::v1::Instance* out);
+  absl::Status GetInstance(const bandit::v1::GetInstanceRequest& req, bandit::v1::Instance* out);
+  absl::Status ListInstances(const bandit::v1::ListInstancesRequest& req,
+                             bandit::v1::ListInstancesResponse* out);
+  absl::Status DeleteInstance(const bandit::v1::DeleteInstanceRequest& req);
+  absl::Status ResetInstance(const bandit::v1::ResetInstanceRequest& req, bandit::v1::Instance* out);
+  absl::Status AddArms(const bandit::v1::AddArmsRequest& req, bandit::v1::Instance* out);
+  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req, bandit::v1::Instance* out);
+  absl::Status Select(const bandit::v1::SelectRequest& req, bandit::v1::Decision* out);
+  absl::Status Update(const bandit::v1::UpdateRequest& req, bandit::v1::UpdateResponse* out);
+  absl::Status SelectBatch(const bandit::v1::SelectBatchRequest& req,
+                           bandit::v1::SelectBatchResponse* out);
+  absl::Status UpdateBatch(const bandit::v1::UpdateBatchRequest& req,
+                           bandit::v1::UpdateBatchResponse* out);
+
+  // Applies expiry on every instance (a background sweeper calls this; requests also expire
+  // lazily on the instance they touch). Returns how many decisions expired.
+  int64_t ExpireAll();
+
+  InstanceRegistry& registry() { return registry_; }
+  const Clock* clock() const { return clock_; }
+
+ private:
+  const Clock* clock_;
+  const ServiceLimits limits_;
+  InstanceRegistry registry_;
+};
+
+}  // namespace bandit::server

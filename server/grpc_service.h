@@ -1,0 +1,50 @@
+// gRPC callback-API adapter: each handler times the call, runs DecisionService, finishes the
+// reactor. Handlers hold no state of their own.
+#pragma once
+
+#include "bandit/v1/service.grpc.pb.h"
+#include "server/decision_service.h"
+#include "server/metrics.h"
+
+namespace bandit::server {
+
+class GrpcBanditService final : public bandit::v1::BanditService::CallbackService {
+ public:
+  GrpcBanditService(DecisionService* service, Metrics* metrics)
+      : service_(service), metrics_(metrics) {}
+
+  using Ctx = grpc::CallbackServerContext;
+  using Reactor = grpc::ServerUnaryReactor;
+
+  Reactor* CreateInstance(Ctx* ctx, const bandit::v1::CreateInstanceRequest* req,
+                          bandit::v1::Instance* resp) override;
+  Reactor* GetInstance(Ctx* ctx, const bandit::v1::GetInstanceRequest* req,
+                       bandit::v1::Instance* resp) override;
+  Reactor* ListInstances(Ctx* ctx, const bandit::v1::ListInstancesRequest* req,
+                         bandit::v1::ListInstancesResponse* resp) override;
+  Reactor* DeleteInstance(Ctx* ctx, const bandit::v1::DeleteInstanceRequest* req,
+                          bandit::v1::DeleteInstanceResponse* resp) override;
+  Reactor* ResetInstance(Ctx* ctx, const bandit::v1::ResetInstanceRequest* req,
+                         bandit::v1::Instance* resp) override;
+  Reactor* AddArms(Ctx* ctx, const bandit::v1::AddArmsRequest* req,
+                   bandit::v1::Instance* resp) override;
+  Reactor* RemoveArms(Ctx* ctx, const bandit::v1::RemoveArmsRequest* req,
+                      bandit::v1::Instance* resp) override;
+  Reactor* Select(Ctx* ctx, const bandit::v1::SelectRequest* req,
+                  bandit::v1::Decision* resp) override;
+  Reactor* Update(Ctx* ctx, const bandit::v1::UpdateRequest* req,
+                  bandit::v1::UpdateResponse* resp) override;
+  Reactor* SelectBatch(Ctx* ctx, const bandit::v1::SelectBatchRequest* req,
+                       bandit::v1::SelectBatchResponse* resp) override;
+  Reactor* UpdateBatch(Ctx* ctx, const bandit::v1::UpdateBatchRequest* req,
+                       bandit::v1::UpdateBatchResponse* resp) override;
+
+ private:
+  template <typename Fn>
+  Reactor* Run(Ctx* ctx, Rpc rpc, Fn&& fn);
+
+  DecisionService* service_;
+  Metrics* metrics_;
+};
+
+}  // namespace bandit::server

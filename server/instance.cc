@@ -1,0 +1,437 @@
+#include "server/instance.h"
+
+#include <cmath>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/arms.h"
+#include "core/registry.h"
+
+namespace bandit::server {
+namespace {
+
+using bandit::v1::InstanceConfig;
+
+constexpr int64_t kDefaultPendingCapacity = 100'000;
+constexpr int64_t kDefaultRewardWaitMs = 600'000;
+constexpr int64_t kMaxRewardWaitMs = 7LL * 24 * 3600 * 1000;
+
+template <typename Repeated>
+absl::StatusOr<Vector> ToVector(absl::string_view field, const Repeated& values, int64_t max_size) {
+  if (values.size() > max_size)
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " has ", values.size(), " values, expected at most ", max_size));
+  Vector v(values.size());
+  for (int i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i]))
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", i, "] is ", values[i], ", expected a finite number"));
+    v[i] = values[i];
+  }
+  return v;
+}
+
+absl::Status CheckOptionalFinite(absl::string_view field, bool has, double value) {
+  if (has && !std::isfinite(value))
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is ", value, ", expected a finite number"));
+  return absl::OkStatus();
+}
+
+// Fills defaults and checks ranges of everything outside the policy config.
+absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limits,
+                             InstanceConfig* c) {
+  auto* p = c->mutable_pending();
+  if (p->capacity() == 0) p->set_capacity(kDefaultPendingCapacity);
+  if (p->capacity() < 0 || p->capacity() > limits.max_pending_capacity)
+    return absl::InvalidArgumentError(absl::StrCat("config.pending.capacity is ", p->capacity(),
+                                                   ", expected 1..", limits.max_pending_capacity));
+  if (p->reward_wait_ms() == 0) p->set_reward_wait_ms(kDefaultRewardWaitMs);
+  if (p->reward_wait_ms() < 0 || p->reward_wait_ms() > kMaxRewardWaitMs)
+    return absl::InvalidArgumentError(absl::StrCat("config.pending.reward_wait_ms is ",
+                                                   p->reward_wait_ms(), ", expected 1..",
+                                                   kMaxRewardWaitMs, " (7 days)"));
+  if (p->on_expiry() == bandit::v1::EXPIRY_ACTION_UNSPECIFIED)
+    p->set_on_expiry(bandit::v1::APPLY_DEFAULT);
+  if (!bandit::v1::ExpiryAction_IsValid(p->on_expiry()))
+    return absl::InvalidArgumentError("config.pending.on_expiry is not a known ExpiryAction");
+  if (!std::isfinite(p->default_reward()))
+    return absl::InvalidArgumentError(absl::StrCat("config.pending.default_reward is ",
+                                                   p->default_reward(),
+                                                   ", expected a finite number"));
+  if (c->seed() == 0) c->set_seed(Instance::SeedFromName(name));
+  return absl::OkStatus();
+}
+
+void WriteDecision(const Decision& d, const std::string& event_id, int64_t expires_at_ms,
+                   bandit::v1::Decision* out) {
+  out->set_event_id(event_id);
+  out->set_arm_index(d.arm);
+  out->set_arm_id(d.arm_id);
+  out->set_propensity(d.propensity);
+  if (d.scores.size() > 0) {
+    out->mutable_scores()->Assign(d.scores.data(), d.scores.data() + d.scores.size());
+    out->set_score_kind(d.score_kind);
+  }
+  if (d.prediction) out->set_prediction(*d.prediction);
+  for (const auto& [k, v] : d.diagnostics) (*out->mutable_diagnostics())[k] = v;
+  out->set_expires_at_ms(expires_at_ms);
+}
+
+}  // namespace
+
+uint64_t Instance::SeedFromName(const std::string& name) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h == 0 ? 1 : h;
+}
+
+absl::StatusOr<std::shared_ptr<Instance>> Instance::Create(
+    const bandit::v1::CreateInstanceRequest& req, const Clock* clock, const InstanceLimits& limits) {
+  if (auto s = CheckId("name", req.name()); !s.ok()) return s;
+  if (!req.has_config())
+    return absl::InvalidArgumentError("config is missing, expected an InstanceConfig with a policy");
+  InstanceConfig config = req.config();
+  if (auto s = NormalizeConfig(req.name(), limits, &config); !s.ok()) return s;
+  auto policy = CreatePolicy(config.policy(), config.seed());
+  if (!policy.ok()) return policy.status();
+  auto inst = std::shared_ptr<Instance>(
+      new Instance(req.name(), std::move(config), *std::move(policy), clock, limits));
+  {
+    absl::MutexLock lock(&inst->mu_);
+    inst->SyncConfigArms();
+  }
+  return inst;
+}
+
+Instance::Instance(std::string name, InstanceConfig config, std::unique_ptr<Policy> policy,
+                   const Clock* clock, const InstanceLimits& limits)
+    : name_(std::move(name)),
+      clock_(clock),
+      limits_(limits),
+      uid_(std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32)),
+      config_(std::move(config)),
+      policy_(std::move(policy)),
+      pending_(config_.pending().capacity()) {}
+
+std::string Instance::NextEventId() {
+  return absl::StrFormat("%016x-%x", uid_, next_seq_++);
+}
+
+void Instance::SyncConfigArms() {
+  // The config always lists the current arm set (so Reset and snapshots keep runtime changes).
+  const std::vector<std::string> ids = policy_->ArmIds();
+  if (ids.empty() && config_.policy().arms_size() == 0) return;
+  absl::flat_hash_map<std::string, bandit::v1::ArmSpec> old;
+  for (const auto& a : config_.policy().arms()) old[a.id()] = a;
+  auto* arms = config_.mutable_policy()->mutable_arms();
+  arms->Clear();
+  for (const auto& id : ids) {
+    auto it = old.find(id);
+    if (it != old.end()) {
+      *arms->Add() = it->second;
+    } else {
+      arms->Add()->set_id(id);
+    }
+  }
+  config_.mutable_policy()->set_num_arms(0);
+}
+
+absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::Decision* out,
+                              SelectOutcome* outcome) {
+  // Convert and check the request outside the lock.
+  std::vector<Vector> candidates;
+  if (req.candidates_size() > limits_.max_candidates)
+    return absl::InvalidArgumentError(absl::StrCat("candidates has ", req.candidates_size(),
+                                                   " entries, expected at most ",
+                                                   limits_.max_candidates));
+  candidates.reserve(req.candidates_size());
+  for (int i = 0; i < req.candidates_size(); ++i) {
+    auto v = ToVector(absl::StrCat("candidates[", i, "].values"), req.candidates(i).values(),
+                      limits_.max_vector_size);
+    if (!v.ok()) return v.status();
+    candidates.push_back(*std::move(v));
+  }
+  auto x = ToVector("x", req.x(), limits_.max_vector_size);
+  if (!x.ok()) return x.status();
+
+  absl::MutexLock lock(&mu_);
+  SelectContext ctx;
+  ctx.want_scores = req.return_scores();
+  switch (policy_->context_kind()) {
+    case ContextKind::kNone:
+      if (!candidates.empty() || x->size() > 0)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "instance '", name_, "' runs policy '", policy_->name(),
+            "' over its own arm set, expected no candidates and no x"));
+      break;
+    case ContextKind::kCandidates:
+      if (candidates.empty())
+        return absl::InvalidArgumentError(absl::StrCat(
+            "candidates is empty, expected at least one candidate feature vector for policy '",
+            policy_->name(), "'"));
+      if (x->size() > 0)
+        return absl::InvalidArgumentError("x is set, expected candidates only for this policy");
+      ctx.candidates = candidates;
+      break;
+    case ContextKind::kPoint:
+      if (x->size() == 0)
+        return absl::InvalidArgumentError(
+            absl::StrCat("x is empty, expected the input vector for policy '", policy_->name(), "'"));
+      if (!candidates.empty())
+        return absl::InvalidArgumentError("candidates is set, expected x only for this policy");
+      ctx.point = &*x;
+      break;
+  }
+  ExpireDueLocked();
+  if (pending_.full())
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "instance '", name_, "' has ", pending_.size(),
+        " decisions awaiting rewards, the configured capacity; send rewards or wait for expiry"));
+  auto d = policy_->Select(ctx);
+  if (!d.ok()) return d.status();
+
+  PendingDecision p;
+  p.event_id = NextEventId();
+  p.arm = d->arm;
+  p.arm_id = d->arm_id;
+  if (policy_->context_kind() == ContextKind::kCandidates) p.features = candidates[d->arm];
+  if (policy_->context_kind() == ContextKind::kPoint) p.features = *x;
+  p.memo = std::move(d->memo);
+  p.expires_at_ms = clock_->NowMs() + config_.pending().reward_wait_ms();
+  WriteDecision(*d, p.event_id, p.expires_at_ms, out);
+  pending_.Insert(std::move(p));
+  stats_.set_rounds(stats_.rounds() + 1);
+  if (std::isfinite(d->estimated_gap))
+    stats_.set_estimated_regret(stats_.estimated_regret() + d->estimated_gap);
+  if (outcome) outcome->estimated_gap = d->estimated_gap;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Observation> Instance::ObservationFor(const bandit::v1::UpdateRequest& req,
+                                                     const PendingDecision** pending) const {
+  Observation obs;
+  obs.reward = req.reward();
+  *pending = nullptr;
+  if (req.target_case() == bandit::v1::UpdateRequest::kEventId) {
+    const PendingDecision* p = pending_.Find(req.event_id());
+    if (p == nullptr) {
+      switch (pending_.FateOf(req.event_id())) {
+        case EventFate::kRewarded:
+          return absl::FailedPreconditionError(absl::StrCat(
+              "event '", req.event_id(), "' was already rewarded; a reward is applied once"));
+        case EventFate::kExpired:
+        case EventFate::kDropped:
+          return absl::FailedPreconditionError(absl::StrCat(
+              "event '", req.event_id(), "' expired after ", config_.pending().reward_wait_ms(),
+              " ms; late rewards are not learned"));
+        case EventFate::kUnknown:
+          return absl::NotFoundError(absl::StrCat("event '", req.event_id(),
+                                                  "' is unknown to instance '", name_,
+                                                  "', expected an event_id returned by Select"));
+      }
+    }
+    *pending = p;
+    obs.arm = p->arm;
+    obs.arm_id = p->arm_id;
+    obs.features = p->features;
+    obs.memo = p->memo;
+    return obs;
+  }
+  if (req.target_case() != bandit::v1::UpdateRequest::kDirect)
+    return absl::InvalidArgumentError(
+        "target is not set, expected event_id (from Select) or direct (logged data)");
+  const auto& direct = req.direct();
+  obs.direct = true;
+  switch (policy_->context_kind()) {
+    case ContextKind::kNone: {
+      if (direct.arm_id().empty())
+        return absl::InvalidArgumentError("direct.arm_id is empty, expected the arm that was played");
+      obs.arm_id = direct.arm_id();
+      const auto ids = policy_->ArmIds();
+      auto it = std::find(ids.begin(), ids.end(), direct.arm_id());
+      if (it == ids.end())
+        return absl::NotFoundError(absl::StrCat("direct.arm_id '", direct.arm_id(),
+                                                "' is not an arm of instance '", name_, "'"));
+      obs.arm = static_cast<int>(it - ids.begin());
+      break;
+    }
+    case ContextKind::kCandidates: {
+      if (direct.features_size() == 0)
+        return absl::InvalidArgumentError(
+            "direct.features is empty, expected the played arm's feature vector");
+      auto v = ToVector("direct.features", direct.features(), limits_.max_vector_size);
+      if (!v.ok()) return v.status();
+      obs.features = *std::move(v);
+      break;
+    }
+    case ContextKind::kPoint: {
+      if (direct.x_size() == 0)
+        return absl::InvalidArgumentError("direct.x is empty, expected the input vector");
+      auto v = ToVector("direct.x", direct.x(), limits_.max_vector_size);
+      if (!v.ok()) return v.status();
+      obs.features = *std::move(v);
+      break;
+    }
+  }
+  return obs;
+}
+
+absl::Status Instance::Update(const bandit::v1::UpdateRequest& req,
+                              bandit::v1::UpdateResponse* out, UpdateOutcome* outcome) {
+  if (auto s = CheckOptionalFinite("reward", true, req.reward()); !s.ok()) return s;
+  if (auto s = CheckOptionalFinite("best_expected_reward", req.has_best_expected_reward(),
+                                   req.best_expected_reward());
+      !s.ok())
+    return s;
+  if (auto s = CheckOptionalFinite("expected_reward", req.has_expected_reward(),
+                                   req.expected_reward());
+      !s.ok())
+    return s;
+  if (req.has_fidelity() && !(req.fidelity() >= 0.0 && req.fidelity() <= 1.0))
+    return absl::InvalidArgumentError(
+        absl::StrCat("fidelity is ", req.fidelity(), ", expected a number in [0, 1]"));
+  auto embedding = ToVector("embedding", req.embedding(), limits_.max_vector_size);
+  if (!embedding.ok()) return embedding.status();
+
+  absl::MutexLock lock(&mu_);
+  ExpireDueLocked();
+  const PendingDecision* pending = nullptr;
+  auto obs = ObservationFor(req, &pending);
+  if (!obs.ok()) {
+    if (obs.status().code() == absl::StatusCode::kNotFound ||
+        obs.status().code() == absl::StatusCode::kFailedPrecondition)
+      stats_.set_rejected_rewards(stats_.rejected_rewards() + 1);
+    return obs.status();
+  }
+  obs->embedding = *std::move(embedding);
+  if (req.has_fidelity()) obs->fidelity = req.fidelity();
+  if (auto s = policy_->Update(*obs); !s.ok()) return s;  // pending kept: a fixed reward may follow
+  if (pending != nullptr) pending_.Take(req.event_id(), EventFate::kRewarded);
+  stats_.set_updates(stats_.updates() + 1);
+  stats_.set_reward_sum(stats_.reward_sum() + req.reward());
+  if (req.has_best_expected_reward()) {
+    const double chosen = req.has_expected_reward() ? req.expected_reward() : req.reward();
+    stats_.set_pseudo_regret(stats_.pseudo_regret() + req.best_expected_reward() - chosen);
+    if (outcome) {
+      outcome->has_pseudo_regret = true;
+      outcome->pseudo_regret = req.best_expected_reward() - chosen;
+    }
+  }
+  if (outcome) outcome->reward = req.reward();
+  out->set_updates(stats_.updates());
+  return absl::OkStatus();
+}
+
+int64_t Instance::ExpireDue() {
+  absl::MutexLock lock(&mu_);
+  return ExpireDueLocked();
+}
+
+int64_t Instance::ExpireDueLocked() {
+  auto due = pending_.TakeExpired(clock_->NowMs());
+  for (auto& p : due) {
+    EventFate fate = EventFate::kDropped;
+    if (config_.pending().on_expiry() == bandit::v1::APPLY_DEFAULT) {
+      Observation obs;
+      obs.arm = p.arm;
+      obs.arm_id = p.arm_id;
+      obs.features = std::move(p.features);
+      obs.memo = std::move(p.memo);
+      obs.reward = config_.pending().default_reward();
+      // A default the policy cannot learn (e.g. outside the link's support) drops the event.
+      if (policy_->Update(obs).ok()) {
+        fate = EventFate::kExpired;
+        stats_.set_updates(stats_.updates() + 1);
+        stats_.set_reward_sum(stats_.reward_sum() + obs.reward);
+      }
+    }
+    pending_.RecordFate(p.event_id, fate);
+  }
+  stats_.set_expired(stats_.expired() + static_cast<int64_t>(due.size()));
+  return static_cast<int64_t>(due.size());
+}
+
+absl::Status Instance::Reset() {
+  absl::MutexLock lock(&mu_);
+  auto fresh = CreatePolicy(config_.policy(), config_.seed());
+  if (!fresh.ok()) return fresh.status();
+  policy_ = *std::move(fresh);
+  pending_.Clear();
+  stats_.Clear();
+  return absl::OkStatus();
+}
+
+absl::Status Instance::AddArms(const bandit::v1::AddArmsRequest& req) {
+  if (req.arms_size() == 0) return absl::InvalidArgumentError("arms is empty, expected at least one arm");
+  if (req.arms_size() > limits_.max_arms_per_request)
+    return absl::InvalidArgumentError(absl::StrCat("arms has ", req.arms_size(),
+                                                   " entries, expected at most ",
+                                                   limits_.max_arms_per_request));
+  absl::MutexLock lock(&mu_);
+  bandit::v1::PolicyState before;
+  policy_->Save(&before);
+  const bandit::v1::PolicyConfig config_before = config_.policy();
+  for (int i = 0; i < req.arms_size(); ++i) {
+    if (auto s = policy_->AddArm(req.arms(i)); !s.ok()) {
+      RollBack(config_before, before);
+      return absl::Status(s.code(), absl::StrCat("arms[", i, "]: ", s.message()));
+    }
+    *config_.mutable_policy()->add_arms() = req.arms(i);
+  }
+  SyncConfigArms();
+  return absl::OkStatus();
+}
+
+absl::Status Instance::RemoveArms(const bandit::v1::RemoveArmsRequest& req) {
+  if (req.arm_ids_size() == 0)
+    return absl::InvalidArgumentError("arm_ids is empty, expected at least one arm id");
+  absl::MutexLock lock(&mu_);
+  bandit::v1::PolicyState before;
+  policy_->Save(&before);
+  const bandit::v1::PolicyConfig config_before = config_.policy();
+  for (int i = 0; i < req.arm_ids_size(); ++i) {
+    if (auto s = policy_->RemoveArm(req.arm_ids(i)); !s.ok()) {
+      RollBack(config_before, before);
+      return absl::Status(s.code(), absl::StrCat("arm_ids[", i, "]: ", s.message()));
+    }
+  }
+  SyncConfigArms();
+  return absl::OkStatus();
+}
+
+void Instance::RollBack(const bandit::v1::PolicyConfig& config, const bandit::v1::PolicyState& state) {
+  // A multi-arm change failed part-way: rebuild the policy exactly as it was before the request.
+  *config_.mutable_policy() = config;
+  auto fresh = CreatePolicy(config, config_.seed());
+  if (fresh.ok() && (*fresh)->Restore(state).ok()) policy_ = *std::move(fresh);
+}
+
+bandit::v1::InstanceStats Instance::Stats(std::vector<std::pair<std::string, double>>* summary) {
+  absl::MutexLock lock(&mu_);
+  bandit::v1::InstanceStats stats = stats_;
+  stats.set_pending(pending_.size());
+  stats.set_state_bytes(policy_->StateBytes());
+  if (summary) *summary = policy_->Summary();
+  return stats;
+}
+
+void Instance::Describe(bandit::v1::Instance* out) {
+  absl::MutexLock lock(&mu_);
+  ExpireDueLocked();
+  out->set_name(name_);
+  *out->mutable_config() = config_;
+  *out->mutable_stats() = stats_;
+  out->mutable_stats()->set_pending(pending_.size());
+  out->mutable_stats()->set_state_bytes(policy_->StateBytes());
+  for (const auto& [k, v] : policy_->Summary()) (*out->mutable_summary())[k] = v;
+  for (const auto& id : policy_->ArmIds()) out->add_arm_ids(id);
+  const Vector w = policy_->Weights();
+  out->mutable_weights()->Assign(w.data(), w.data() + w.size());
+}
+
+}  // namespace bandit::server

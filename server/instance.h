@@ -1,0 +1,92 @@
+// One named bandit instance: its policy, its pending decisions and its counters, behind one
+// mutex. Every method validates before it changes anything; on error nothing has changed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "bandit/v1/service.pb.h"
+#include "core/policy.h"
+#include "server/clock.h"
+#include "server/pending_table.h"
+
+namespace bandit::server {
+
+struct InstanceLimits {
+  int64_t max_candidates = 10'000;     // candidate vectors per Select
+  int64_t max_vector_size = 100'000;   // entries of one feature vector / x / embedding
+  int64_t max_pending_capacity = 10'000'000;
+  int64_t max_arms_per_request = 10'000;
+};
+
+// What one Update did, for metrics.
+struct UpdateOutcome {
+  double reward = 0.0;
+  bool has_pseudo_regret = false;
+  double pseudo_regret = 0.0;
+};
+
+// What one Select did, for metrics.
+struct SelectOutcome {
+  double estimated_gap = std::numeric_limits<double>::quiet_NaN();
+};
+
+class Instance {
+ public:
+  // Validates the name and config, fills defaults, creates the policy.
+  static absl::StatusOr<std::shared_ptr<Instance>> Create(const bandit::v1::CreateInstanceRequest& req,
+                                                          const Clock* clock,
+                                                          const InstanceLimits& limits);
+
+  const std::string& name() const { return name_; }
+
+  absl::Status Select(const bandit::v1::SelectRequest& req, bandit::v1::Decision* out,
+                      SelectOutcome* outcome = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Update(const bandit::v1::UpdateRequest& req, bandit::v1::UpdateResponse* out,
+                      UpdateOutcome* outcome = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Reset() ABSL_LOCKS_EXCLUDED(mu_);
+  // All-or-nothing: either every arm is added/removed or none is.
+  absl::Status AddArms(const bandit::v1::AddArmsRequest& req) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req) ABSL_LOCKS_EXCLUDED(mu_);
+  void Describe(bandit::v1::Instance* out) ABSL_LOCKS_EXCLUDED(mu_);
+  // Counters and policy summary only (cheap; for metrics scrapes).
+  bandit::v1::InstanceStats Stats(std::vector<std::pair<std::string, double>>* summary)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Applies the expiry action to every decision whose wait has passed; returns how many.
+  int64_t ExpireDue() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Deterministic default seed of an instance: FNV-1a of its name.
+  static uint64_t SeedFromName(const std::string& name);
+
+ private:
+  Instance(std::string name, bandit::v1::InstanceConfig config, std::unique_ptr<Policy> policy,
+           const Clock* clock, const InstanceLimits& limits);
+
+  int64_t ExpireDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NextEventId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Observation> ObservationFor(const bandit::v1::UpdateRequest& req,
+                                             const PendingDecision** pending) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SyncConfigArms() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RollBack(const bandit::v1::PolicyConfig& config, const bandit::v1::PolicyState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string name_;
+  const Clock* const clock_;
+  const InstanceLimits limits_;
+  const uint64_t uid_;  // makes event ids unique across instances and restarts
+
+  mutable absl::Mutex mu_;
+  bandit::v1::InstanceConfig config_ ABSL_GUARDED_BY(mu_);  // arms kept current
+  std::unique_ptr<Policy> policy_ ABSL_GUARDED_BY(mu_);
+  PendingTable pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  bandit::v1::InstanceStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace bandit::server

@@ -1,0 +1,36 @@
+// Named instances. Lookups hand out a shared_ptr held for one request, so a Delete racing with
+// an in-flight call is safe: the call finishes on the instance it found.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/instance.h"
+
+namespace bandit::server {
+
+class InstanceRegistry {
+ public:
+  explicit InstanceRegistry(int64_t max_instances = 100'000) : max_instances_(max_instances) {}
+
+  absl::Status Add(std::shared_ptr<Instance> instance);
+  absl::StatusOr<std::shared_ptr<Instance>> Get(const std::string& name) const;
+  absl::Status Remove(const std::string& name);
+  // Instances with name > after, in name order, at most limit.
+  std::vector<std::shared_ptr<Instance>> ListAfter(const std::string& after, int limit) const;
+  std::vector<std::shared_ptr<Instance>> All() const;
+  int64_t size() const;
+
+ private:
+  const int64_t max_instances_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Instance>> by_name_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace bandit::server

@@ -1,0 +1,61 @@
+// banditd: hosts named bandit instances over gRPC.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "server/log.h"
+#include "server/server.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "gRPC listen address (host:port; port 0 = any)");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "Prometheus /metrics listen address (empty = off)");
+ABSL_FLAG(std::string, data_dir, "./data", "Directory for durable state");
+ABSL_FLAG(std::string, config, "",
+          "Optional text-format bandit.v1.ServerConfig of instances to create at start");
+ABSL_FLAG(int64_t, grace_period_ms, 5000, "How long in-flight calls may run after SIGTERM/SIGINT");
+ABSL_FLAG(int32_t, max_message_bytes, 16 << 20, "Max gRPC message size, both directions");
+ABSL_FLAG(std::string, port_file, "",
+          "If set, write the bound gRPC and metrics ports to this file (\"GRPC METRICS\\n\")");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("banditd: the Bandit Decision Service");
+  absl::ParseCommandLine(argc, argv);
+
+  // Block the shutdown signals in every thread (threads inherit the mask), then wait for them
+  // synchronously on the main thread: no work inside a signal handler.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  bandit::server::ServerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  options.config_path = absl::GetFlag(FLAGS_config);
+  options.grace_period_ms = absl::GetFlag(FLAGS_grace_period_ms);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  auto server = bandit::server::BanditServer::Start(options);
+  if (!server.ok()) {
+    BANDIT_LOG_ERROR("banditd failed to start: ", server.status().ToString());
+    return 1;
+  }
+  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+      std::fprintf(f, "%d %d\n", (*server)->port(), (*server)->metrics_port());
+      std::fclose(f);
+      std::rename(tmp.c_str(), port_file.c_str());
+    }
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  BANDIT_LOG_INFO("received signal ", sig);
+  (*server)->Shutdown();
+  return 0;
+}

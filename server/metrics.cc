@@ -1,0 +1,165 @@
+#include "server/metrics.h"
+
+#include <chrono>
+
+#include <prometheus/client_metric.h>
+#include <prometheus/metric_family.h>
+
+#ifndef BANDIT_VERSION
+#define BANDIT_VERSION "dev"
+#endif
+#ifndef BANDIT_GIT_SHA
+#define BANDIT_GIT_SHA "unknown"
+#endif
+
+namespace bandit::server {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+class InstanceCollector final : public prometheus::Collectable {
+ public:
+  explicit InstanceCollector(DecisionService* service)
+      : service_(service), start_(std::chrono::steady_clock::now()) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    struct Def {
+      const char* name;
+      const char* help;
+      MetricType type;
+      double (*get)(const bandit::v1::InstanceStats&);
+    };
+    static const Def defs[] = {
+        {"bandit_instance_decisions_total", "Decisions made (Select).", MetricType::Counter,
+         [](const bandit::v1::InstanceStats& s) { return double(s.rounds()); }},
+        {"bandit_instance_updates_total", "Rewards learned (joined, direct and expiry defaults).",
+         MetricType::Counter, [](const bandit::v1::InstanceStats& s) { return double(s.updates()); }},
+        {"bandit_instance_reward_sum", "Sum of learned rewards.", MetricType::Gauge,
+         [](const bandit::v1::InstanceStats& s) { return s.reward_sum(); }},
+        {"bandit_instance_pending_decisions", "Decisions awaiting a reward.", MetricType::Gauge,
+         [](const bandit::v1::InstanceStats& s) { return double(s.pending()); }},
+        {"bandit_instance_expired_decisions_total", "Decisions whose reward wait passed.",
+         MetricType::Counter, [](const bandit::v1::InstanceStats& s) { return double(s.expired()); }},
+        {"bandit_instance_rejected_rewards_total",
+         "Rewards refused as late, duplicate or for an unknown event.", MetricType::Counter,
+         [](const bandit::v1::InstanceStats& s) { return double(s.rejected_rewards()); }},
+        {"bandit_instance_state_bytes", "Size of the policy's learned state.", MetricType::Gauge,
+         [](const bandit::v1::InstanceStats& s) { return double(s.state_bytes()); }},
+        {"bandit_instance_pseudo_regret",
+         "Cumulative pseudo-regret from updates that reported best_expected_reward.",
+         MetricType::Gauge, [](const bandit::v1::InstanceStats& s) { return s.pseudo_regret(); }},
+        {"bandit_instance_estimated_regret",
+         "Cumulative model-estimated regret: sum of (best estimated mean - chosen arm's).",
+         MetricType::Gauge, [](const bandit::v1::InstanceStats& s) { return s.estimated_regret(); }},
+    };
+    constexpr int kDefs = sizeof(defs) / sizeof(defs[0]);
+    std::vector<MetricFamily> families(kDefs + 4);
+    for (int i = 0; i < kDefs; ++i) {
+      families[i].name = defs[i].name;
+      families[i].help = defs[i].help;
+      families[i].type = defs[i].type;
+    }
+    MetricFamily& summary = families[kDefs];
+    summary.name = "bandit_instance_summary";
+    summary.help = "Policy-specific live figures (e.g. mixture score, dictionary size), by key.";
+    summary.type = MetricType::Gauge;
+
+    const auto instances = service_->registry().All();
+    for (const auto& inst : instances) {
+      std::vector<std::pair<std::string, double>> figures;
+      const auto stats = inst->Stats(&figures);
+      for (int i = 0; i < kDefs; ++i) {
+        ClientMetric m;
+        m.label = {{"instance", inst->name()}};
+        if (defs[i].type == MetricType::Counter) m.counter.value = defs[i].get(stats);
+        else m.gauge.value = defs[i].get(stats);
+        families[i].metric.push_back(std::move(m));
+      }
+      for (const auto& [key, value] : figures) {
+        ClientMetric m;
+        m.label = {{"instance", inst->name()}, {"key", key}};
+        m.gauge.value = value;
+        summary.metric.push_back(std::move(m));
+      }
+    }
+    MetricFamily& count = families[kDefs + 1];
+    count.name = "bandit_instances";
+    count.help = "Instances hosted by this server.";
+    count.type = MetricType::Gauge;
+    count.metric.emplace_back().gauge.value = static_cast<double>(instances.size());
+
+    MetricFamily& uptime = families[kDefs + 2];
+    uptime.name = "bandit_uptime_seconds";
+    uptime.help = "Seconds since the server started.";
+    uptime.type = MetricType::Gauge;
+    uptime.metric.emplace_back().gauge.value =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+
+    MetricFamily& build = families[kDefs + 3];
+    build.name = "bandit_build_info";
+    build.help = "Build of this server (value is always 1).";
+    build.type = MetricType::Gauge;
+    auto& b = build.metric.emplace_back();
+    b.label = {{"version", BANDIT_VERSION}, {"git_sha", BANDIT_GIT_SHA}};
+    b.gauge.value = 1;
+    return families;
+  }
+
+ private:
+  DecisionService* service_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+const char* const kRpcNames[] = {"CreateInstance", "GetInstance", "ListInstances",
+                                 "DeleteInstance", "ResetInstance", "AddArms",
+                                 "RemoveArms",     "Select",      "Update",
+                                 "SelectBatch",    "UpdateBatch"};
+
+const char* const kCodeNames[] = {
+    "OK",          "CANCELLED",           "UNKNOWN",        "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED", "NOT_FOUND",     "ALREADY_EXISTS", "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+    "UNIMPLEMENTED", "INTERNAL",          "UNAVAILABLE",    "DATA_LOSS",
+    "UNAUTHENTICATED"};
+
+}  // namespace
+
+const char* RpcName(Rpc rpc) { return kRpcNames[static_cast<int>(rpc)]; }
+
+const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* b = new prometheus::Histogram::BucketBoundaries{
+      0.00001, 0.00005, 0.0001, 0.0003, 0.0006, 0.0008, 0.001, 0.002, 0.005,
+      0.01,    0.025,   0.05,   0.1,    0.25,   0.5,    1,     2.5,   5};
+  return *b;
+}
+
+Metrics::Metrics(DecisionService* service)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      collector_(std::make_shared<InstanceCollector>(service)) {
+  rpc_duration_ = &prometheus::BuildHistogram()
+                       .Name("bandit_rpc_duration_seconds")
+                       .Help("RPC handling time by method and status code (count = RPCs).")
+                       .Register(*registry_);
+  // Pre-create the OK series so zero counts are visible.
+  for (int r = 0; r < static_cast<int>(Rpc::kCount); ++r) Child(static_cast<Rpc>(r), grpc::OK);
+}
+
+prometheus::Histogram& Metrics::Child(Rpc rpc, grpc::StatusCode code) {
+  const int c = static_cast<int>(code) >= 0 && static_cast<int>(code) < kCodes ? code : 2;
+  auto& slot = children_[static_cast<int>(rpc)][c];
+  if (auto* h = slot.load(std::memory_order_acquire)) return *h;
+  absl::MutexLock lock(&mu_);
+  if (auto* h = slot.load(std::memory_order_acquire)) return *h;
+  auto* h = &rpc_duration_->Add({{"method", RpcName(rpc)}, {"code", kCodeNames[c]}},
+                                LatencyBuckets());
+  slot.store(h, std::memory_order_release);
+  return *h;
+}
+
+void Metrics::ObserveRpc(Rpc rpc, grpc::StatusCode code, double seconds) {
+  Child(rpc, code).Observe(seconds);
+}
+
+}  // namespace bandit::server

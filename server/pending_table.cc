@@ -1,0 +1,92 @@
+#include "server/pending_table.h"
+
+#include <algorithm>
+
+namespace bandit::server {
+
+PendingTable::PendingTable(int64_t capacity)
+    : capacity_(capacity), fate_capacity_(std::clamp<int64_t>(capacity, 1024, 1'000'000)) {}
+
+void PendingTable::Insert(PendingDecision d) {
+  order_.emplace_back(d.expires_at_ms, d.event_id);
+  std::string id = d.event_id;
+  by_id_.emplace(std::move(id), std::move(d));
+  if (order_.size() > 2 * by_id_.size() + 1024) CompactOrder();
+}
+
+const PendingDecision* PendingTable::Find(const std::string& event_id) const {
+  auto it = by_id_.find(event_id);
+  return it == by_id_.end() ? nullptr : &it->second;
+}
+
+std::optional<PendingDecision> PendingTable::Take(const std::string& event_id, EventFate fate) {
+  auto it = by_id_.find(event_id);
+  if (it == by_id_.end()) return std::nullopt;
+  PendingDecision d = std::move(it->second);
+  by_id_.erase(it);
+  RecordFate(event_id, fate);
+  return d;
+}
+
+std::vector<PendingDecision> PendingTable::TakeExpired(int64_t now_ms) {
+  std::vector<PendingDecision> out;
+  while (!order_.empty() && order_.front().first <= now_ms) {
+    auto it = by_id_.find(order_.front().second);
+    if (it != by_id_.end() && it->second.expires_at_ms == order_.front().first) {
+      out.push_back(std::move(it->second));
+      by_id_.erase(it);
+    }
+    order_.pop_front();
+  }
+  return out;
+}
+
+EventFate PendingTable::FateOf(const std::string& event_id) const {
+  auto it = fates_.find(event_id);
+  return it == fates_.end() ? EventFate::kUnknown : it->second;
+}
+
+void PendingTable::RecordFate(const std::string& event_id, EventFate fate) {
+  auto [it, inserted] = fates_.insert_or_assign(event_id, fate);
+  if (!inserted) return;
+  fate_order_.push_back(event_id);
+  while (static_cast<int64_t>(fate_order_.size()) > fate_capacity_) {
+    fates_.erase(fate_order_.front());
+    fate_order_.pop_front();
+  }
+}
+
+void PendingTable::Clear() {
+  by_id_.clear();
+  order_.clear();
+  fates_.clear();
+  fate_order_.clear();
+}
+
+std::vector<const PendingDecision*> PendingTable::InOrder() const {
+  std::vector<const PendingDecision*> out;
+  for (const auto& [expires, id] : order_) {
+    auto it = by_id_.find(id);
+    if (it != by_id_.end() && it->second.expires_at_ms == expires) out.push_back(&it->second);
+  }
+  return out;
+}
+
+void PendingTable::CompactOrder() {
+  std::deque<std::pair<int64_t, std::string>> live;
+  for (auto& e : order_) {
+    auto it = by_id_.find(e.second);
+    if (it != by_id_.end() && it->second.expires_at_ms == e.first) live.push_back(std::move(e));
+  }
+  order_ = std::move(live);
+}
+
+int64_t PendingTable::Bytes() const {
+  int64_t b = 0;
+  for (const auto& [id, d] : by_id_)
+    b += id.size() + d.arm_id.size() + (d.features.size() + d.memo.size()) * sizeof(double) +
+         sizeof(PendingDecision);
+  return b;
+}
+
+}  // namespace bandit::server

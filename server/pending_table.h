@@ -1,0 +1,64 @@
+// Decisions awaiting their reward, bounded, with expiry in insertion order (every decision of an
+// instance waits the same time), and a bounded memory of recently finished event ids so a late or
+// duplicate reward gets a precise answer instead of "unknown".
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace bandit::server {
+
+struct PendingDecision {
+  std::string event_id;
+  std::string arm_id;
+  int arm = -1;
+  Eigen::VectorXd features;  // chosen candidate (contextual) or x (point input)
+  Eigen::VectorXd memo;      // Decision::memo
+  int64_t expires_at_ms = 0;
+};
+
+enum class EventFate { kUnknown, kRewarded, kExpired, kDropped };
+
+class PendingTable {
+ public:
+  explicit PendingTable(int64_t capacity);
+
+  int64_t capacity() const { return capacity_; }
+  int64_t size() const { return static_cast<int64_t>(by_id_.size()); }
+  bool full() const { return size() >= capacity_; }
+
+  // Caller checks full() first. expires_at_ms must not decrease between inserts.
+  void Insert(PendingDecision d);
+  const PendingDecision* Find(const std::string& event_id) const;
+  std::optional<PendingDecision> Take(const std::string& event_id, EventFate fate);
+  // Removes and returns every decision with expires_at_ms <= now, oldest first.
+  std::vector<PendingDecision> TakeExpired(int64_t now_ms);
+  // Fate of an event that is no longer pending (kUnknown if never seen or long forgotten).
+  EventFate FateOf(const std::string& event_id) const;
+  void RecordFate(const std::string& event_id, EventFate fate);
+  void Clear();
+  // Pending decisions in expiry order (for snapshots).
+  std::vector<const PendingDecision*> InOrder() const;
+  int64_t Bytes() const;
+
+ private:
+  void CompactOrder();
+
+  int64_t capacity_;
+  absl::flat_hash_map<std::string, PendingDecision> by_id_;
+  // (expires_at_ms, event_id) in insertion order; may hold ids already taken (skipped lazily,
+  // compacted when it grows past twice the live size).
+  std::deque<std::pair<int64_t, std::string>> order_;
+  int64_t fate_capacity_;
+  absl::flat_hash_map<std::string, EventFate> fates_;
+  std::deque<std::string> fate_order_;
+};
+
+}  // namespace bandit::server

@@ -1,0 +1,119 @@
+#include "server/server.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <google/protobuf/text_format.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/str_cat.h"
+#include "bandit/v1/config.pb.h"
+#include "server/log.h"
+
+namespace bandit::server {
+
+absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOptions& options) {
+  std::unique_ptr<BanditServer> s(new BanditServer());
+  s->options_ = options;
+  std::error_code ec;
+  std::filesystem::create_directories(options.data_dir, ec);
+  if (ec)
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create --data_dir=", options.data_dir, ": ", ec.message()));
+  s->service_ = std::make_unique<DecisionService>(options.clock, options.limits);
+  s->metrics_ = std::make_unique<Metrics>(s->service_.get());
+  s->grpc_service_ = std::make_unique<GrpcBanditService>(s->service_.get(), s->metrics_.get());
+  if (!options.config_path.empty()) {
+    if (auto st = s->LoadConfig(options.config_path); !st.ok()) return st;
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.RegisterService(s->grpc_service_.get());
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(options.keepalive_time_ms));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             static_cast<int>(options.keepalive_timeout_ms));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  s->server_ = builder.BuildAndStart();
+  if (!s->server_ || s->port_ == 0)
+    return absl::UnavailableError(absl::StrCat("cannot listen on --listen=", options.listen));
+  s->server_->GetHealthCheckService()->SetServingStatus(true);
+
+  if (!options.metrics_listen.empty()) {
+    try {
+      s->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
+    } catch (const std::exception& e) {
+      s->server_->Shutdown();
+      return absl::UnavailableError(absl::StrCat("cannot listen on --metrics_listen=",
+                                                 options.metrics_listen, ": ", e.what()));
+    }
+    s->exposer_->RegisterCollectable(s->metrics_->registry());
+    s->exposer_->RegisterCollectable(s->metrics_->collector());
+    const auto ports = s->exposer_->GetListeningPorts();
+    s->metrics_port_ = ports.empty() ? 0 : ports[0];
+  }
+
+  s->sweeper_ = std::thread([srv = s.get()] {
+    while (!srv->stop_.WaitForNotificationWithTimeout(
+        absl::Milliseconds(srv->options_.expiry_sweep_ms))) {
+      srv->service_->ExpireAll();
+    }
+  });
+
+  BANDIT_LOG_INFO("banditd listening on ", options.listen, " (port ", s->port_, "), metrics on ",
+                  options.metrics_listen.empty() ? "(off)" : options.metrics_listen, " (port ",
+                  s->metrics_port_, "), data_dir=", options.data_dir,
+                  ", max_message_bytes=", options.max_message_bytes,
+                  ", keepalive_time_ms=", options.keepalive_time_ms,
+                  ", keepalive_timeout_ms=", options.keepalive_timeout_ms,
+                  ", grace_period_ms=", options.grace_period_ms);
+  return s;
+}
+
+absl::Status BanditServer::LoadConfig(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return absl::NotFoundError(absl::StrCat("cannot read --config=", path));
+  std::stringstream text;
+  text << f.rdbuf();
+  bandit::v1::ServerConfig config;
+  if (!google::protobuf::TextFormat::ParseFromString(text.str(), &config))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--config=", path, " is not a text-format bandit.v1.ServerConfig"));
+  for (const auto& req : config.instances()) {
+    bandit::v1::Instance out;
+    absl::Status st = service_->CreateInstance(req, &out);
+    if (st.code() == absl::StatusCode::kAlreadyExists) continue;
+    if (!st.ok())
+      return absl::Status(st.code(), absl::StrCat("--config=", path, ": instance '", req.name(),
+                                                  "': ", st.message()));
+    BANDIT_LOG_INFO("created instance '", req.name(), "' from ", path);
+  }
+  return absl::OkStatus();
+}
+
+void BanditServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  BANDIT_LOG_INFO("shutting down: health NOT_SERVING, draining for up to ",
+                  options_.grace_period_ms, " ms");
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(options_.grace_period_ms));
+  stop_.Notify();
+  if (sweeper_.joinable()) sweeper_.join();
+  exposer_.reset();
+  BANDIT_LOG_INFO("shutdown complete");
+}
+
+BanditServer::~BanditServer() { Shutdown(); }
+
+}  // namespace bandit::server

@@ -1,0 +1,66 @@
+// The whole server: gRPC (BanditService + health + reflection), the metrics exposer and the
+// expiry sweeper. main.cc and in-process tests both use it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <grpcpp/server.h>
+#include <prometheus/exposer.h>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "server/decision_service.h"
+#include "server/grpc_service.h"
+#include "server/metrics.h"
+
+namespace bandit::server {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:50051";
+  // Empty = no metrics endpoint.
+  std::string metrics_listen = "127.0.0.1:9464";
+  std::string data_dir = "./data";
+  // Optional text-format bandit.v1.ServerConfig of instances to create at start.
+  std::string config_path;
+  int64_t grace_period_ms = 5'000;
+  int max_message_bytes = 16 << 20;
+  int64_t keepalive_time_ms = 60'000;
+  int64_t keepalive_timeout_ms = 20'000;
+  int64_t expiry_sweep_ms = 1'000;
+  ServiceLimits limits;
+  const Clock* clock = SystemClock::Get();
+};
+
+class BanditServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<BanditServer>> Start(const ServerOptions& options);
+  ~BanditServer();
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+  DecisionService& service() { return *service_; }
+
+  // Health -> NOT_SERVING, stop accepting, let in-flight calls finish within the grace period,
+  // stop the sweeper. Idempotent.
+  void Shutdown();
+
+ private:
+  BanditServer() = default;
+  absl::Status LoadConfig(const std::string& path);
+
+  ServerOptions options_;
+  std::unique_ptr<DecisionService> service_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<GrpcBanditService> grpc_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+  absl::Notification stop_;
+  std::thread sweeper_;
+  bool shut_down_ = false;
+};
+
+}  // namespace bandit::server

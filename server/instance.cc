@@ -421,6 +421,7 @@ bandit::v1::InstanceStats Instance::Stats(std::vector<std::pair<std::string, dou
 }
 
 void Instance::Describe(bandit::v1::Instance* out) {
+  out->Clear();
   absl::MutexLock lock(&mu_);
   ExpireDueLocked();
   out->set_name(name_);

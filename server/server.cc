@@ -101,7 +101,7 @@ absl::Status BanditServer::LoadConfig(const std::string& path) {
 }
 
 void BanditServer::Shutdown() {
-  if (shut_down_) return;
+  if (shut_down_ || server_ == nullptr) return;  // never started: nothing to drain
   shut_down_ = true;
   BANDIT_LOG_INFO("shutting down: health NOT_SERVING, draining for up to ",
                   options_.grace_period_ms, " ms");

@@ -1,0 +1,320 @@
+// DecisionService in-process, with a manual clock: the request logic the gRPC layer adapts.
+#include "server/decision_service.h"
+
+#include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
+
+namespace bandit::server {
+namespace {
+
+using absl::StatusCode;
+namespace v1 = bandit::v1;
+
+v1::CreateInstanceRequest Create(const std::string& name, const std::string& config_text) {
+  v1::CreateInstanceRequest req;
+  req.set_name(name);
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(config_text, req.mutable_config()))
+      << config_text;
+  return req;
+}
+
+class DecisionServiceTest : public ::testing::Test {
+ protected:
+  ManualClock clock_;
+  DecisionService svc_{&clock_};
+
+  void MakeEps(const std::string& name, const std::string& extra = "") {
+    v1::Instance out;
+    ASSERT_TRUE(svc_.CreateInstance(
+                        Create(name, "policy { epsilon_greedy { epsilon: 0.2 } num_arms: 3 } " + extra),
+                        &out)
+                    .ok());
+  }
+  v1::Decision Select(const std::string& name) {
+    v1::SelectRequest req;
+    req.set_instance(name);
+    v1::Decision d;
+    EXPECT_TRUE(svc_.Select(req, &d).ok());
+    return d;
+  }
+  absl::Status Reward(const std::string& name, const std::string& event, double r) {
+    v1::UpdateRequest req;
+    req.set_instance(name);
+    req.set_event_id(event);
+    req.set_reward(r);
+    v1::UpdateResponse resp;
+    return svc_.Update(req, &resp);
+  }
+  v1::InstanceStats Stats(const std::string& name) {
+    v1::GetInstanceRequest req;
+    req.set_name(name);
+    v1::Instance out;
+    EXPECT_TRUE(svc_.GetInstance(req, &out).ok());
+    return out.stats();
+  }
+  std::string PolicyState(const std::string& name) {
+    auto inst = svc_.registry().Get(name);
+    EXPECT_TRUE(inst.ok());
+    v1::Instance out;
+    (*inst)->Describe(&out);
+    return out.stats().SerializeAsString();
+  }
+};
+
+TEST_F(DecisionServiceTest, LifecycleAndExactErrorCodes) {
+  MakeEps("a");
+  v1::Instance out;
+  EXPECT_EQ(svc_.CreateInstance(Create("a", "policy { ucb1 {} num_arms: 2 }"), &out).code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(svc_.CreateInstance(Create("bad name", "policy { ucb1 {} num_arms: 2 }"), &out).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(svc_.CreateInstance(Create(std::string(129, 'x'), "policy { ucb1 {} num_arms: 2 }"), &out)
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(svc_.CreateInstance(Create("nopolicy", "seed: 3"), &out).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(svc_.CreateInstance(Create("eps", "policy { epsilon_greedy { epsilon: 2 } num_arms: 2 }"), &out)
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(svc_.CreateInstance(Create("w", "policy { epsilon_greedy {} num_arms: 2 } pending { reward_wait_ms: -5 }"), &out)
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(svc_.registry().size(), 1);
+
+  v1::GetInstanceRequest get;
+  get.set_name("missing");
+  EXPECT_EQ(svc_.GetInstance(get, &out).code(), StatusCode::kNotFound);
+  v1::DeleteInstanceRequest del;
+  del.set_name("a");
+  EXPECT_TRUE(svc_.DeleteInstance(del).ok());
+  EXPECT_EQ(svc_.DeleteInstance(del).code(), StatusCode::kNotFound);
+}
+
+TEST_F(DecisionServiceTest, ListPaginatesInNameOrder) {
+  for (int i = 24; i >= 0; --i) MakeEps(absl::StrCat("inst-", i < 10 ? "0" : "", i));
+  std::vector<std::string> seen;
+  std::string token;
+  int pages = 0;
+  do {
+    v1::ListInstancesRequest req;
+    req.set_page_size(10);
+    req.set_page_token(token);
+    v1::ListInstancesResponse resp;
+    ASSERT_TRUE(svc_.ListInstances(req, &resp).ok());
+    for (const auto& i : resp.instances()) seen.push_back(i.name());
+    token = resp.next_page_token();
+    ++pages;
+  } while (!token.empty());
+  EXPECT_EQ(pages, 3);
+  ASSERT_EQ(seen.size(), 25u);
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+  EXPECT_EQ(seen.front(), "inst-00");
+  v1::ListInstancesRequest bad;
+  bad.set_page_size(-1);
+  v1::ListInstancesResponse resp;
+  EXPECT_EQ(svc_.ListInstances(bad, &resp).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(DecisionServiceTest, RewardIsJoinedOnceAndLateOrUnknownRewardsAreRefused) {
+  MakeEps("a");
+  const v1::Decision d = Select("a");
+  EXPECT_FALSE(d.event_id().empty());
+  EXPECT_GT(d.propensity(), 0.0);
+  EXPECT_EQ(Stats("a").pending(), 1);
+  ASSERT_TRUE(Reward("a", d.event_id(), 1.0).ok());
+  EXPECT_EQ(Reward("a", d.event_id(), 1.0).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Reward("a", "no-such-event", 1.0).code(), StatusCode::kNotFound);
+  EXPECT_EQ(Reward("missing", d.event_id(), 1.0).code(), StatusCode::kNotFound);
+  const auto s = Stats("a");
+  EXPECT_EQ(s.rounds(), 1);
+  EXPECT_EQ(s.updates(), 1);
+  EXPECT_EQ(s.pending(), 0);
+  EXPECT_EQ(s.rejected_rewards(), 2);
+  EXPECT_DOUBLE_EQ(s.reward_sum(), 1.0);
+}
+
+TEST_F(DecisionServiceTest, BadRewardChangesNothingAndTheEventStaysOpen) {
+  MakeEps("a");
+  const v1::Decision d = Select("a");
+  const std::string before = PolicyState("a");
+  EXPECT_EQ(Reward("a", d.event_id(), std::nan("")).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Reward("a", d.event_id(), INFINITY).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(PolicyState("a"), before);
+  EXPECT_TRUE(Reward("a", d.event_id(), 0.5).ok());
+}
+
+TEST_F(DecisionServiceTest, ExpiredDecisionGetsTheDefaultRewardOnce) {
+  MakeEps("a", "pending { reward_wait_ms: 1000 default_reward: 0.25 }");
+  const v1::Decision d = Select("a");
+  EXPECT_EQ(d.expires_at_ms(), clock_.NowMs() + 1000);
+  clock_.Advance(999);
+  EXPECT_EQ(svc_.ExpireAll(), 0);
+  clock_.Advance(1);
+  EXPECT_EQ(Reward("a", d.event_id(), 1.0).code(), StatusCode::kFailedPrecondition);
+  const auto s = Stats("a");
+  EXPECT_EQ(s.expired(), 1);
+  EXPECT_EQ(s.updates(), 1);
+  EXPECT_DOUBLE_EQ(s.reward_sum(), 0.25);
+  EXPECT_EQ(s.pending(), 0);
+}
+
+TEST_F(DecisionServiceTest, DroppedExpiryLearnsNothing) {
+  MakeEps("a", "pending { reward_wait_ms: 10 on_expiry: DROP }");
+  Select("a");
+  Select("a");
+  clock_.Advance(10);
+  EXPECT_EQ(svc_.ExpireAll(), 2);
+  const auto s = Stats("a");
+  EXPECT_EQ(s.expired(), 2);
+  EXPECT_EQ(s.updates(), 0);
+}
+
+TEST_F(DecisionServiceTest, FullPendingTableRefusesWithoutChange) {
+  MakeEps("a", "pending { capacity: 2 }");
+  Select("a");
+  const v1::Decision second = Select("a");
+  v1::SelectRequest req;
+  req.set_instance("a");
+  v1::Decision d;
+  EXPECT_EQ(svc_.Select(req, &d).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(Stats("a").rounds(), 2);
+  ASSERT_TRUE(Reward("a", second.event_id(), 1.0).ok());
+  EXPECT_TRUE(svc_.Select(req, &d).ok());
+}
+
+TEST_F(DecisionServiceTest, ContextShapeIsChecked) {
+  MakeEps("a");
+  v1::SelectRequest req;
+  req.set_instance("a");
+  req.add_candidates()->add_values(1.0);
+  v1::Decision d;
+  EXPECT_EQ(svc_.Select(req, &d).code(), StatusCode::kInvalidArgument);
+  v1::Instance out;
+  ASSERT_TRUE(svc_.CreateInstance(Create("lin", "policy { linucb { dimension: 2 } }"), &out).ok());
+  req.set_instance("lin");
+  req.clear_candidates();
+  EXPECT_EQ(svc_.Select(req, &d).code(), StatusCode::kInvalidArgument);  // no candidates
+  auto* c = req.add_candidates();
+  c->add_values(0.1);
+  c->add_values(NAN);
+  auto s = svc_.Select(req, &d);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("candidates[0].values[1]"), std::string::npos) << s.message();
+  c->set_values(1, 0.2);
+  c = req.add_candidates();
+  c->add_values(0.3);  // wrong length
+  EXPECT_EQ(svc_.Select(req, &d).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Stats("lin").rounds(), 0);
+  c->add_values(0.4);
+  ASSERT_TRUE(svc_.Select(req, &d).ok());
+  EXPECT_GE(d.arm_index(), 0);
+  EXPECT_LE(d.arm_index(), 1);
+}
+
+TEST_F(DecisionServiceTest, DirectUpdatesServeLoggedData) {
+  MakeEps("a");
+  v1::UpdateRequest req;
+  req.set_instance("a");
+  req.mutable_direct()->set_arm_id("2");
+  req.set_reward(3.0);
+  v1::UpdateResponse resp;
+  ASSERT_TRUE(svc_.Update(req, &resp).ok());
+  EXPECT_EQ(resp.updates(), 1);
+  req.mutable_direct()->set_arm_id("9");
+  EXPECT_EQ(svc_.Update(req, &resp).code(), StatusCode::kNotFound);
+  req.clear_direct();
+  EXPECT_EQ(svc_.Update(req, &resp).code(), StatusCode::kInvalidArgument);  // no target
+  // The logged reward made arm "2" the greedy arm.
+  v1::SelectRequest sel;
+  sel.set_instance("a");
+  sel.set_return_scores(true);
+  v1::Decision d;
+  ASSERT_TRUE(svc_.Select(sel, &d).ok());
+  EXPECT_NEAR(d.scores(2), 0.8 + 0.2 / 3, 1e-12);
+}
+
+TEST_F(DecisionServiceTest, ArmChangesAreAllOrNothing) {
+  MakeEps("a");
+  v1::AddArmsRequest add;
+  add.set_name("a");
+  add.add_arms()->set_id("new");
+  add.add_arms()->set_id("1");  // duplicate: the whole request fails
+  v1::Instance out;
+  EXPECT_EQ(svc_.AddArms(add, &out).code(), StatusCode::kInvalidArgument);
+  v1::GetInstanceRequest get;
+  get.set_name("a");
+  ASSERT_TRUE(svc_.GetInstance(get, &out).ok());
+  EXPECT_EQ(out.arm_ids_size(), 3);
+  add.mutable_arms()->RemoveLast();
+  ASSERT_TRUE(svc_.AddArms(add, &out).ok());
+  EXPECT_EQ(out.arm_ids_size(), 4);
+  v1::RemoveArmsRequest rm;
+  rm.set_name("a");
+  rm.add_arm_ids("0");
+  rm.add_arm_ids("zzz");
+  EXPECT_EQ(svc_.RemoveArms(rm, &out).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(svc_.GetInstance(get, &out).ok());
+  EXPECT_EQ(out.arm_ids_size(), 4);
+  rm.mutable_arm_ids()->RemoveLast();
+  ASSERT_TRUE(svc_.RemoveArms(rm, &out).ok());
+  EXPECT_EQ(std::vector<std::string>(out.arm_ids().begin(), out.arm_ids().end()),
+            (std::vector<std::string>{"1", "2", "new"}));
+  // Reset keeps the current arm set and forgets what was learned.
+  v1::ResetInstanceRequest reset;
+  reset.set_name("a");
+  Select("a");
+  ASSERT_TRUE(svc_.ResetInstance(reset, &out).ok());
+  EXPECT_EQ(out.arm_ids_size(), 3);
+  EXPECT_EQ(out.stats().rounds(), 0);
+  EXPECT_EQ(out.stats().pending(), 0);
+}
+
+TEST_F(DecisionServiceTest, BatchItemsSucceedOrFailIndependently) {
+  MakeEps("a");
+  v1::SelectBatchRequest sb;
+  sb.add_requests()->set_instance("a");
+  sb.add_requests()->set_instance("missing");
+  sb.add_requests()->set_instance("a");
+  v1::SelectBatchResponse sr;
+  ASSERT_TRUE(svc_.SelectBatch(sb, &sr).ok());
+  ASSERT_EQ(sr.decisions_size(), 3);
+  ASSERT_EQ(sr.statuses_size(), 3);
+  EXPECT_EQ(sr.statuses(0).code(), 0);
+  EXPECT_EQ(sr.statuses(1).code(), static_cast<int>(StatusCode::kNotFound));
+  EXPECT_TRUE(sr.decisions(1).event_id().empty());
+  v1::UpdateBatchRequest ub;
+  for (int i : {0, 2, 0}) {
+    auto* u = ub.add_requests();
+    u->set_instance("a");
+    u->set_event_id(sr.decisions(i).event_id());
+    u->set_reward(1.0);
+  }
+  v1::UpdateBatchResponse ur;
+  ASSERT_TRUE(svc_.UpdateBatch(ub, &ur).ok());
+  EXPECT_EQ(ur.statuses(0).code(), 0);
+  EXPECT_EQ(ur.statuses(1).code(), 0);
+  EXPECT_EQ(ur.statuses(2).code(), static_cast<int>(StatusCode::kFailedPrecondition));
+  EXPECT_EQ(Stats("a").updates(), 2);
+  v1::SelectBatchRequest huge;
+  for (int i = 0; i < 1001; ++i) huge.add_requests()->set_instance("a");
+  EXPECT_EQ(svc_.SelectBatch(huge, &sr).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(DecisionServiceTest, PseudoRegretAccumulatesReportedGaps) {
+  MakeEps("a");
+  for (double expected : {0.5, 0.75}) {
+    const v1::Decision d = Select("a");
+    v1::UpdateRequest req;
+    req.set_instance("a");
+    req.set_event_id(d.event_id());
+    req.set_reward(1.0);
+    req.set_best_expected_reward(1.0);
+    req.set_expected_reward(expected);
+    v1::UpdateResponse resp;
+    ASSERT_TRUE(svc_.Update(req, &resp).ok());
+  }
+  EXPECT_DOUBLE_EQ(Stats("a").pseudo_regret(), 0.5 + 0.25);
+}
+
+}  // namespace
+}  // namespace bandit::server

@@ -5,10 +5,14 @@ set -euo pipefail
 PKGS=(
   cmake make g++ pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libeigen3-dev prometheus-cpp-dev nlohmann-json3-dev
+  libabsl-dev libeigen3-dev prometheus-cpp-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-grpcio python3-protobuf python3-numpy python3-matplotlib
+  prometheus docker-compose python3-yaml
 )
+# client/node (tests: node --test, deps: npm ci): Debian's nodejs (18) + npm, unless a Node.js
+# with npm is already there (NodeSource's nodejs bundles npm and conflicts with Debian's npm).
+command -v npm >/dev/null 2>&1 || PKGS+=(nodejs npm)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

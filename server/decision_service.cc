@@ -1,6 +1,7 @@
 #include "server/decision_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/storage/snapshot_store.h"
 
 namespace bandit::server {
 
@@ -9,10 +10,69 @@ DecisionService::DecisionService(const Clock* clock, ServiceLimits limits)
 
 absl::Status DecisionService::CreateInstance(const bandit::v1::CreateInstanceRequest& req,
                                              bandit::v1::Instance* out) {
-  if (registry_.Get(req.name()).ok())  // cheap early answer; Add re-checks under its lock
+  absl::MutexLock lock(&lifecycle_mu_);
+  if (auto existing = registry_.Get(req.name()); existing.ok())
     return absl::AlreadyExistsError(absl::StrCat("instance '", req.name(), "' already exists"));
+  else if (existing.status().code() != absl::StatusCode::kNotFound)
+    return existing.status();
   auto inst = Instance::Create(req, clock_, limits_.instance);
   if (!inst.ok()) return inst.status();
+  if (journal_ != nullptr) {
+    if (auto s = journal_->health(); !s.ok()) return s;
+    bandit::v1::JournalRecord rec;
+    rec.set_instance(req.name());
+    rec.set_uid((*inst)->uid());
+    rec.set_now_ms(clock_->NowMs());
+    rec.mutable_create()->set_name(req.name());
+    *rec.mutable_create()->mutable_config() = (*inst)->config();
+    if (auto seq = journal_->Append(&rec); !seq.ok()) return seq.status();
+    (*inst)->AttachJournal(journal_);
+  }
+  if (auto s = registry_.Add(*inst); !s.ok()) return s;
+  (*inst)->Describe(out);
+  return absl::OkStatus();
+}
+
+void DecisionService::AttachJournal(Journal* journal,
+                                    std::function<void(const std::string&)> on_deleted) {
+  absl::MutexLock lock(&lifecycle_mu_);
+  journal_ = journal;
+  on_deleted_ = std::move(on_deleted);
+  for (const auto& inst : registry_.All()) inst->AttachJournal(journal);
+}
+
+absl::Status DecisionService::ExportInstance(const bandit::v1::ExportInstanceRequest& req,
+                                             bandit::v1::ExportInstanceResponse* out) {
+  auto inst = registry_.Get(req.name());
+  if (!inst.ok()) return inst.status();
+  out->set_snapshot(SnapshotStore::Encode((*inst)->Snapshot()));
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::ImportInstance(const bandit::v1::ImportInstanceRequest& req,
+                                             bandit::v1::Instance* out) {
+  auto snap = SnapshotStore::Decode(req.snapshot());
+  if (!snap.ok())
+    return absl::InvalidArgumentError(absl::StrCat("snapshot: ", snap.status().message()));
+  if (!req.name().empty()) snap->set_name(req.name());
+  snap->set_last_journal_seq(0);
+  absl::MutexLock lock(&lifecycle_mu_);
+  if (auto existing = registry_.Get(snap->name()); existing.ok())
+    return absl::AlreadyExistsError(absl::StrCat("instance '", snap->name(), "' already exists"));
+  else if (existing.status().code() != absl::StatusCode::kNotFound)
+    return existing.status();
+  auto inst = Instance::FromSnapshot(*snap, clock_, limits_.instance);
+  if (!inst.ok()) return inst.status();
+  if (journal_ != nullptr) {
+    if (auto s = journal_->health(); !s.ok()) return s;
+    bandit::v1::JournalRecord rec;
+    rec.set_instance(snap->name());
+    rec.set_uid((*inst)->uid());
+    rec.set_now_ms(clock_->NowMs());
+    *rec.mutable_import() = *snap;
+    if (auto seq = journal_->Append(&rec); !seq.ok()) return seq.status();
+    (*inst)->AttachJournal(journal_);
+  }
   if (auto s = registry_.Add(*inst); !s.ok()) return s;
   (*inst)->Describe(out);
   return absl::OkStatus();
@@ -43,7 +103,17 @@ absl::Status DecisionService::ListInstances(const bandit::v1::ListInstancesReque
 }
 
 absl::Status DecisionService::DeleteInstance(const bandit::v1::DeleteInstanceRequest& req) {
-  return registry_.Remove(req.name());
+  absl::MutexLock lock(&lifecycle_mu_);
+  auto inst = registry_.Get(req.name());
+  if (inst.ok()) {
+    if (auto s = (*inst)->MarkDeleted(); !s.ok()) return s;
+  } else if (inst.status().code() == absl::StatusCode::kNotFound ||
+             inst.status().code() == absl::StatusCode::kInvalidArgument) {
+    return inst.status();
+  }
+  if (auto s = registry_.Remove(req.name()); !s.ok()) return s;
+  if (on_deleted_) on_deleted_(req.name());
+  return absl::OkStatus();
 }
 
 absl::Status DecisionService::ResetInstance(const bandit::v1::ResetInstanceRequest& req,

@@ -2,6 +2,7 @@
 // layer (grpc_service.h) is a thin adapter over this class, and in-process tests use it directly.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -36,6 +37,14 @@ class DecisionService {
                            bandit::v1::SelectBatchResponse* out);
   absl::Status UpdateBatch(const bandit::v1::UpdateBatchRequest& req,
                            bandit::v1::UpdateBatchResponse* out);
+  absl::Status ExportInstance(const bandit::v1::ExportInstanceRequest& req,
+                              bandit::v1::ExportInstanceResponse* out);
+  absl::Status ImportInstance(const bandit::v1::ImportInstanceRequest& req, bandit::v1::Instance* out);
+
+  // Durability: once attached, every change is journaled; deleted names are handed to
+  // `on_deleted` (the snapshot store forgets them at its next round).
+  void AttachJournal(Journal* journal, std::function<void(const std::string&)> on_deleted);
+  Journal* journal() const { return journal_; }
 
   // Applies expiry on every instance (a background sweeper calls this; requests also expire
   // lazily on the instance they touch). Returns how many decisions expired.
@@ -48,6 +57,11 @@ class DecisionService {
   const Clock* clock_;
   const ServiceLimits limits_;
   InstanceRegistry registry_;
+  // Serializes create/delete/import so the journal's order of lifecycle records matches the
+  // registry's (these calls are rare; Select/Update never take it).
+  absl::Mutex lifecycle_mu_;
+  Journal* journal_ = nullptr;
+  std::function<void(const std::string&)> on_deleted_;
 };
 
 }  // namespace bandit::server

@@ -1,69 +1,123 @@
 #include "server/grpc_service.h"
 
 #include <chrono>
+#include <thread>
 
 #include "server/status_util.h"
 
 namespace bandit::server {
 
-template <typename Fn>
-GrpcBanditService::Reactor* GrpcBanditService::Run(Ctx* ctx, Rpc rpc, Fn&& fn) {
-  const auto start = std::chrono::steady_clock::now();
-  const grpc::Status status = ToGrpcStatus(fn());
+void GrpcBanditService::Finish(Reactor* reactor, Rpc rpc,
+                               std::chrono::steady_clock::time_point start,
+                               const absl::Status& status) {
+  const grpc::Status g = ToGrpcStatus(status);
   if (metrics_ != nullptr)
-    metrics_->ObserveRpc(rpc, status.error_code(),
-                         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                             .count());
+    metrics_->ObserveRpc(
+        rpc, g.error_code(),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  reactor->Finish(g);
+}
+
+template <typename Fn>
+GrpcBanditService::Reactor* GrpcBanditService::Run(Ctx* ctx, Rpc rpc, Kind kind, Fn&& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  const absl::Status status = fn();
   Reactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(status);
+  Journal* journal = service_->journal();
+  if (status.ok() && kind == Kind::kWrite && journal != nullptr &&
+      journal->mode() == Durability::kAlways) {
+    // Waiting for the newest record covers this call's records (group commit makes that free).
+    journal->WhenDurable(journal->last_seq(), [this, reactor, rpc, start](absl::Status durable) {
+      Finish(reactor, rpc, start, durable);
+    });
+    return reactor;
+  }
+  Finish(reactor, rpc, start, status);
   return reactor;
 }
 
 GrpcBanditService::Reactor* GrpcBanditService::CreateInstance(
     Ctx* ctx, const bandit::v1::CreateInstanceRequest* req, bandit::v1::Instance* resp) {
-  return Run(ctx, Rpc::kCreateInstance, [&] { return service_->CreateInstance(*req, resp); });
+  return Run(ctx, Rpc::kCreateInstance, Kind::kWrite, [&] { return service_->CreateInstance(*req, resp); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::GetInstance(
     Ctx* ctx, const bandit::v1::GetInstanceRequest* req, bandit::v1::Instance* resp) {
-  return Run(ctx, Rpc::kGetInstance, [&] { return service_->GetInstance(*req, resp); });
+  return Run(ctx, Rpc::kGetInstance, Kind::kRead, [&] { return service_->GetInstance(*req, resp); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::ListInstances(
     Ctx* ctx, const bandit::v1::ListInstancesRequest* req, bandit::v1::ListInstancesResponse* resp) {
-  return Run(ctx, Rpc::kListInstances, [&] { return service_->ListInstances(*req, resp); });
+  return Run(ctx, Rpc::kListInstances, Kind::kRead, [&] { return service_->ListInstances(*req, resp); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::DeleteInstance(
     Ctx* ctx, const bandit::v1::DeleteInstanceRequest* req, bandit::v1::DeleteInstanceResponse*) {
-  return Run(ctx, Rpc::kDeleteInstance, [&] { return service_->DeleteInstance(*req); });
+  return Run(ctx, Rpc::kDeleteInstance, Kind::kWrite, [&] { return service_->DeleteInstance(*req); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::ResetInstance(
     Ctx* ctx, const bandit::v1::ResetInstanceRequest* req, bandit::v1::Instance* resp) {
-  return Run(ctx, Rpc::kResetInstance, [&] { return service_->ResetInstance(*req, resp); });
+  return Run(ctx, Rpc::kResetInstance, Kind::kWrite, [&] { return service_->ResetInstance(*req, resp); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::AddArms(
     Ctx* ctx, const bandit::v1::AddArmsRequest* req, bandit::v1::Instance* resp) {
-  return Run(ctx, Rpc::kAddArms, [&] { return service_->AddArms(*req, resp); });
+  return Run(ctx, Rpc::kAddArms, Kind::kWrite, [&] { return service_->AddArms(*req, resp); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::RemoveArms(
     Ctx* ctx, const bandit::v1::RemoveArmsRequest* req, bandit::v1::Instance* resp) {
-  return Run(ctx, Rpc::kRemoveArms, [&] { return service_->RemoveArms(*req, resp); });
+  return Run(ctx, Rpc::kRemoveArms, Kind::kWrite, [&] { return service_->RemoveArms(*req, resp); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::Select(Ctx* ctx,
                                                       const bandit::v1::SelectRequest* req,
                                                       bandit::v1::Decision* resp) {
-  return Run(ctx, Rpc::kSelect, [&] { return service_->Select(*req, resp); });
+  return Run(ctx, Rpc::kSelect, Kind::kWrite, [&] { return service_->Select(*req, resp); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::Update(Ctx* ctx,
                                                       const bandit::v1::UpdateRequest* req,
                                                       bandit::v1::UpdateResponse* resp) {
-  return Run(ctx, Rpc::kUpdate, [&] { return service_->Update(*req, resp); });
+  return Run(ctx, Rpc::kUpdate, Kind::kWrite, [&] { return service_->Update(*req, resp); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::SelectBatch(
     Ctx* ctx, const bandit::v1::SelectBatchRequest* req, bandit::v1::SelectBatchResponse* resp) {
-  return Run(ctx, Rpc::kSelectBatch, [&] { return service_->SelectBatch(*req, resp); });
+  return Run(ctx, Rpc::kSelectBatch, Kind::kWrite, [&] { return service_->SelectBatch(*req, resp); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::UpdateBatch(
     Ctx* ctx, const bandit::v1::UpdateBatchRequest* req, bandit::v1::UpdateBatchResponse* resp) {
-  return Run(ctx, Rpc::kUpdateBatch, [&] { return service_->UpdateBatch(*req, resp); });
+  return Run(ctx, Rpc::kUpdateBatch, Kind::kWrite, [&] { return service_->UpdateBatch(*req, resp); });
+}
+
+GrpcBanditService::Reactor* GrpcBanditService::SnapshotInstances(
+    Ctx* ctx, const bandit::v1::SnapshotInstancesRequest* req,
+    bandit::v1::SnapshotInstancesResponse* resp) {
+  const auto start = std::chrono::steady_clock::now();
+  Reactor* reactor = ctx->DefaultReactor();
+  if (persistence_ == nullptr) {
+    Finish(reactor, Rpc::kSnapshotInstances, start,
+           absl::FailedPreconditionError("this server keeps no durable state"));
+    return reactor;
+  }
+  // Snapshot I/O runs off the RPC thread; the reactor finishes when it is done.
+  std::thread([this, reactor, req, resp, start] {
+    absl::Status status;
+    if (!req->name().empty()) {
+      status = persistence_->SnapshotOne(req->name());
+      if (status.ok()) resp->set_snapshots_written(1);
+    } else {
+      auto n = persistence_->SnapshotAll();
+      status = n.status();
+      if (n.ok()) resp->set_snapshots_written(*n);
+    }
+    Finish(reactor, Rpc::kSnapshotInstances, start, status);
+  }).detach();
+  return reactor;
+}
+GrpcBanditService::Reactor* GrpcBanditService::ExportInstance(
+    Ctx* ctx, const bandit::v1::ExportInstanceRequest* req,
+    bandit::v1::ExportInstanceResponse* resp) {
+  return Run(ctx, Rpc::kExportInstance, Kind::kRead,
+             [&] { return service_->ExportInstance(*req, resp); });
+}
+GrpcBanditService::Reactor* GrpcBanditService::ImportInstance(
+    Ctx* ctx, const bandit::v1::ImportInstanceRequest* req, bandit::v1::Instance* resp) {
+  return Run(ctx, Rpc::kImportInstance, Kind::kWrite,
+             [&] { return service_->ImportInstance(*req, resp); });
 }
 
 }  // namespace bandit::server

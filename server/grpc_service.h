@@ -5,13 +5,15 @@
 #include "bandit/v1/service.grpc.pb.h"
 #include "server/decision_service.h"
 #include "server/metrics.h"
+#include "server/persistence.h"
 
 namespace bandit::server {
 
 class GrpcBanditService final : public bandit::v1::BanditService::CallbackService {
  public:
-  GrpcBanditService(DecisionService* service, Metrics* metrics)
-      : service_(service), metrics_(metrics) {}
+  // `persistence` may be null (no durable state: SnapshotInstances answers FAILED_PRECONDITION).
+  GrpcBanditService(DecisionService* service, Metrics* metrics, Persistence* persistence)
+      : service_(service), metrics_(metrics), persistence_(persistence) {}
 
   using Ctx = grpc::CallbackServerContext;
   using Reactor = grpc::ServerUnaryReactor;
@@ -38,13 +40,25 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
                        bandit::v1::SelectBatchResponse* resp) override;
   Reactor* UpdateBatch(Ctx* ctx, const bandit::v1::UpdateBatchRequest* req,
                        bandit::v1::UpdateBatchResponse* resp) override;
+  Reactor* SnapshotInstances(Ctx* ctx, const bandit::v1::SnapshotInstancesRequest* req,
+                             bandit::v1::SnapshotInstancesResponse* resp) override;
+  Reactor* ExportInstance(Ctx* ctx, const bandit::v1::ExportInstanceRequest* req,
+                          bandit::v1::ExportInstanceResponse* resp) override;
+  Reactor* ImportInstance(Ctx* ctx, const bandit::v1::ImportInstanceRequest* req,
+                          bandit::v1::Instance* resp) override;
 
  private:
+  enum class Kind { kRead, kWrite };
+  // Runs `fn`; a successful write is acknowledged only once the journal has it as durable as
+  // --durability promises (in `always`, after the group-commit fsync, off this thread).
   template <typename Fn>
-  Reactor* Run(Ctx* ctx, Rpc rpc, Fn&& fn);
+  Reactor* Run(Ctx* ctx, Rpc rpc, Kind kind, Fn&& fn);
+  void Finish(Reactor* reactor, Rpc rpc, std::chrono::steady_clock::time_point start,
+              const absl::Status& status);
 
   DecisionService* service_;
   Metrics* metrics_;
+  Persistence* persistence_;
 };
 
 }  // namespace bandit::server

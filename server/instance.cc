@@ -91,7 +91,8 @@ uint64_t Instance::SeedFromName(const std::string& name) {
 }
 
 absl::StatusOr<std::shared_ptr<Instance>> Instance::Create(
-    const bandit::v1::CreateInstanceRequest& req, const Clock* clock, const InstanceLimits& limits) {
+    const bandit::v1::CreateInstanceRequest& req, const Clock* clock, const InstanceLimits& limits,
+    uint64_t uid) {
   if (auto s = CheckId("name", req.name()); !s.ok()) return s;
   if (!req.has_config())
     return absl::InvalidArgumentError("config is missing, expected an InstanceConfig with a policy");
@@ -99,8 +100,9 @@ absl::StatusOr<std::shared_ptr<Instance>> Instance::Create(
   if (auto s = NormalizeConfig(req.name(), limits, &config); !s.ok()) return s;
   auto policy = CreatePolicy(config.policy(), config.seed());
   if (!policy.ok()) return policy.status();
+  if (uid == 0) uid = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
   auto inst = std::shared_ptr<Instance>(
-      new Instance(req.name(), std::move(config), *std::move(policy), clock, limits));
+      new Instance(req.name(), std::move(config), *std::move(policy), clock, limits, uid));
   {
     absl::MutexLock lock(&inst->mu_);
     inst->SyncConfigArms();
@@ -108,15 +110,160 @@ absl::StatusOr<std::shared_ptr<Instance>> Instance::Create(
   return inst;
 }
 
+absl::StatusOr<std::shared_ptr<Instance>> Instance::FromSnapshot(
+    const bandit::v1::InstanceSnapshot& snap, const Clock* clock, const InstanceLimits& limits) {
+  bandit::v1::CreateInstanceRequest req;
+  req.set_name(snap.name());
+  *req.mutable_config() = snap.config();
+  auto inst = Create(req, clock, limits, snap.uid() == 0 ? 1 : snap.uid());
+  if (!inst.ok()) return inst.status();
+  Instance& in = **inst;
+  absl::MutexLock lock(&in.mu_);
+  if (auto s = in.policy_->Restore(snap.policy()); !s.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat("snapshot of instance '", snap.name(), "': ", s.message()));
+  int64_t last_expiry = std::numeric_limits<int64_t>::min();
+  for (const auto& p : snap.pending()) {
+    if (p.expires_at_ms() < last_expiry)
+      return absl::InvalidArgumentError("snapshot pending decisions are not in expiry order");
+    last_expiry = p.expires_at_ms();
+    PendingDecision d;
+    d.event_id = p.event_id();
+    d.arm_id = p.arm_id();
+    d.arm = p.arm();
+    d.features = Eigen::Map<const Vector>(p.features().data(), p.features_size());
+    d.memo = Eigen::Map<const Vector>(p.memo().data(), p.memo_size());
+    d.expires_at_ms = p.expires_at_ms();
+    in.pending_.Insert(std::move(d));
+  }
+  in.stats_ = snap.stats();
+  in.next_seq_ = std::max<uint64_t>(1, snap.next_event_seq());
+  in.last_journal_seq_ = snap.last_journal_seq();
+  in.SyncConfigArms();
+  return inst;
+}
+
 Instance::Instance(std::string name, InstanceConfig config, std::unique_ptr<Policy> policy,
-                   const Clock* clock, const InstanceLimits& limits)
+                   const Clock* clock, const InstanceLimits& limits, uint64_t uid)
     : name_(std::move(name)),
       clock_(clock),
       limits_(limits),
-      uid_(std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32)),
+      uid_(uid),
       config_(std::move(config)),
       policy_(std::move(policy)),
       pending_(config_.pending().capacity()) {}
+
+void Instance::AttachJournal(Journal* journal) {
+  absl::MutexLock lock(&mu_);
+  journal_ = journal;
+}
+
+bandit::v1::InstanceConfig Instance::config() const {
+  absl::MutexLock lock(&mu_);
+  return config_;
+}
+
+int64_t Instance::changes_since_snapshot() const {
+  absl::MutexLock lock(&mu_);
+  return changes_since_snapshot_;
+}
+
+uint64_t Instance::last_journal_seq() const {
+  absl::MutexLock lock(&mu_);
+  return last_journal_seq_;
+}
+
+void Instance::MarkSnapshotted() {
+  absl::MutexLock lock(&mu_);
+  changes_since_snapshot_ = 0;
+}
+
+bandit::v1::InstanceSnapshot Instance::Snapshot() {
+  bandit::v1::InstanceSnapshot snap;
+  absl::MutexLock lock(&mu_);
+  snap.set_format_version(1);
+  snap.set_name(name_);
+  *snap.mutable_config() = config_;
+  policy_->Save(snap.mutable_policy());
+  for (const PendingDecision* p : pending_.InOrder()) {
+    auto* r = snap.add_pending();
+    r->set_event_id(p->event_id);
+    r->set_arm_id(p->arm_id);
+    r->set_arm(p->arm);
+    r->mutable_features()->Assign(p->features.data(), p->features.data() + p->features.size());
+    r->mutable_memo()->Assign(p->memo.data(), p->memo.data() + p->memo.size());
+    r->set_expires_at_ms(p->expires_at_ms);
+  }
+  *snap.mutable_stats() = stats_;
+  snap.set_uid(uid_);
+  snap.set_next_event_seq(next_seq_);
+  snap.set_last_journal_seq(last_journal_seq_);
+  changes_since_snapshot_ = 0;
+  return snap;
+}
+
+absl::Status Instance::CheckWritable() const {
+  if (deleted_) return absl::NotFoundError(absl::StrCat("instance '", name_, "' does not exist"));
+  if (journal_ != nullptr && !replaying_) return journal_->health();
+  return absl::OkStatus();
+}
+
+absl::Status Instance::Journaled(bandit::v1::JournalRecord rec, int64_t now) {
+  ++changes_since_snapshot_;
+  if (journal_ == nullptr || replaying_) return absl::OkStatus();
+  rec.set_instance(name_);
+  rec.set_uid(uid_);
+  rec.set_now_ms(now);
+  auto seq = journal_->Append(&rec);
+  if (!seq.ok()) return seq.status();
+  last_journal_seq_ = *seq;
+  return absl::OkStatus();
+}
+
+absl::Status Instance::MarkDeleted() {
+  absl::MutexLock lock(&mu_);
+  if (auto s = CheckWritable(); !s.ok()) return s;
+  deleted_ = true;
+  bandit::v1::JournalRecord rec;
+  rec.set_delete_(true);
+  return Journaled(std::move(rec), clock_->NowMs());
+}
+
+absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
+  absl::MutexLock lock(&mu_);
+  replaying_ = true;
+  absl::Status s;
+  switch (rec.op_case()) {
+    case bandit::v1::JournalRecord::kSelect: {
+      bandit::v1::Decision out;
+      s = SelectLocked(rec.select(), rec.now_ms(), &out, nullptr, &rec.event_id());
+      break;
+    }
+    case bandit::v1::JournalRecord::kUpdate: {
+      bandit::v1::UpdateResponse out;
+      s = UpdateLocked(rec.update(), rec.now_ms(), &out, nullptr);
+      break;
+    }
+    case bandit::v1::JournalRecord::kExpire:
+      ExpireDueLocked(rec.now_ms());
+      break;
+    case bandit::v1::JournalRecord::kReset:
+      s = ResetLocked();
+      break;
+    case bandit::v1::JournalRecord::kAddArms:
+      s = AddArmsLocked(rec.add_arms());
+      break;
+    case bandit::v1::JournalRecord::kRemoveArms:
+      s = RemoveArmsLocked(rec.remove_arms());
+      break;
+    default:
+      s = absl::InternalError(absl::StrCat("journal record ", rec.seq(), " has op ",
+                                           rec.op_case(), " that an instance cannot replay"));
+  }
+  replaying_ = false;
+  if (s.ok()) last_journal_seq_ = rec.seq();
+  return s;
+}
 
 std::string Instance::NextEventId() {
   return absl::StrFormat("%016x-%x", uid_, next_seq_++);
@@ -143,7 +290,14 @@ void Instance::SyncConfigArms() {
 
 absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::Decision* out,
                               SelectOutcome* outcome) {
-  // Convert and check the request outside the lock.
+  absl::MutexLock lock(&mu_);
+  return SelectLocked(req, clock_->NowMs(), out, outcome, nullptr);
+}
+
+absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, int64_t now,
+                                    bandit::v1::Decision* out, SelectOutcome* outcome,
+                                    const std::string* replay_event_id) {
+  if (auto s = CheckWritable(); !s.ok()) return s;
   std::vector<Vector> candidates;
   if (req.candidates_size() > limits_.max_candidates)
     return absl::InvalidArgumentError(absl::StrCat("candidates has ", req.candidates_size(),
@@ -159,7 +313,6 @@ absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::
   auto x = ToVector("x", req.x(), limits_.max_vector_size);
   if (!x.ok()) return x.status();
 
-  absl::MutexLock lock(&mu_);
   SelectContext ctx;
   ctx.want_scores = req.return_scores();
   switch (policy_->context_kind()) {
@@ -187,7 +340,7 @@ absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::
       ctx.point = &*x;
       break;
   }
-  ExpireDueLocked();
+  if (!replay_event_id) ExpireDueLocked(now);
   if (pending_.full())
     return absl::ResourceExhaustedError(absl::StrCat(
         "instance '", name_, "' has ", pending_.size(),
@@ -197,19 +350,27 @@ absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::
 
   PendingDecision p;
   p.event_id = NextEventId();
+  if (replay_event_id && p.event_id != *replay_event_id)
+    return absl::DataLossError(absl::StrCat("replay of instance '", name_, "' produced event '",
+                                            p.event_id, "' where the journal has '",
+                                            *replay_event_id, "'"));
   p.arm = d->arm;
   p.arm_id = d->arm_id;
   if (policy_->context_kind() == ContextKind::kCandidates) p.features = candidates[d->arm];
   if (policy_->context_kind() == ContextKind::kPoint) p.features = *x;
   p.memo = std::move(d->memo);
-  p.expires_at_ms = clock_->NowMs() + config_.pending().reward_wait_ms();
+  p.expires_at_ms = now + config_.pending().reward_wait_ms();
   WriteDecision(*d, p.event_id, p.expires_at_ms, out);
+  const std::string event_id = p.event_id;
   pending_.Insert(std::move(p));
   stats_.set_rounds(stats_.rounds() + 1);
   if (std::isfinite(d->estimated_gap))
     stats_.set_estimated_regret(stats_.estimated_regret() + d->estimated_gap);
   if (outcome) outcome->estimated_gap = d->estimated_gap;
-  return absl::OkStatus();
+  bandit::v1::JournalRecord rec;
+  *rec.mutable_select() = req;
+  rec.set_event_id(event_id);
+  return Journaled(std::move(rec), now);
 }
 
 absl::StatusOr<Observation> Instance::ObservationFor(const bandit::v1::UpdateRequest& req,
@@ -283,6 +444,13 @@ absl::StatusOr<Observation> Instance::ObservationFor(const bandit::v1::UpdateReq
 
 absl::Status Instance::Update(const bandit::v1::UpdateRequest& req,
                               bandit::v1::UpdateResponse* out, UpdateOutcome* outcome) {
+  absl::MutexLock lock(&mu_);
+  return UpdateLocked(req, clock_->NowMs(), out, outcome);
+}
+
+absl::Status Instance::UpdateLocked(const bandit::v1::UpdateRequest& req, int64_t now,
+                                    bandit::v1::UpdateResponse* out, UpdateOutcome* outcome) {
+  if (auto s = CheckWritable(); !s.ok()) return s;
   if (auto s = CheckOptionalFinite("reward", true, req.reward()); !s.ok()) return s;
   if (auto s = CheckOptionalFinite("best_expected_reward", req.has_best_expected_reward(),
                                    req.best_expected_reward());
@@ -298,8 +466,7 @@ absl::Status Instance::Update(const bandit::v1::UpdateRequest& req,
   auto embedding = ToVector("embedding", req.embedding(), limits_.max_vector_size);
   if (!embedding.ok()) return embedding.status();
 
-  absl::MutexLock lock(&mu_);
-  ExpireDueLocked();
+  if (!replaying_) ExpireDueLocked(now);
   const PendingDecision* pending = nullptr;
   auto obs = ObservationFor(req, &pending);
   if (!obs.ok()) {
@@ -324,16 +491,20 @@ absl::Status Instance::Update(const bandit::v1::UpdateRequest& req,
   }
   if (outcome) outcome->reward = req.reward();
   out->set_updates(stats_.updates());
-  return absl::OkStatus();
+  bandit::v1::JournalRecord rec;
+  *rec.mutable_update() = req;
+  return Journaled(std::move(rec), now);
 }
 
 int64_t Instance::ExpireDue() {
   absl::MutexLock lock(&mu_);
-  return ExpireDueLocked();
+  if (!CheckWritable().ok()) return 0;
+  return ExpireDueLocked(clock_->NowMs());
 }
 
-int64_t Instance::ExpireDueLocked() {
-  auto due = pending_.TakeExpired(clock_->NowMs());
+int64_t Instance::ExpireDueLocked(int64_t now) {
+  auto due = pending_.TakeExpired(now);
+  if (due.empty()) return 0;
   for (auto& p : due) {
     EventFate fate = EventFate::kDropped;
     if (config_.pending().on_expiry() == bandit::v1::APPLY_DEFAULT) {
@@ -353,17 +524,27 @@ int64_t Instance::ExpireDueLocked() {
     pending_.RecordFate(p.event_id, fate);
   }
   stats_.set_expired(stats_.expired() + static_cast<int64_t>(due.size()));
+  bandit::v1::JournalRecord rec;
+  rec.set_expire(true);
+  (void)Journaled(std::move(rec), now);  // a failure here surfaces on the next write
   return static_cast<int64_t>(due.size());
 }
 
 absl::Status Instance::Reset() {
   absl::MutexLock lock(&mu_);
+  if (auto s = CheckWritable(); !s.ok()) return s;
+  return ResetLocked();
+}
+
+absl::Status Instance::ResetLocked() {
   auto fresh = CreatePolicy(config_.policy(), config_.seed());
   if (!fresh.ok()) return fresh.status();
   policy_ = *std::move(fresh);
   pending_.Clear();
   stats_.Clear();
-  return absl::OkStatus();
+  bandit::v1::JournalRecord rec;
+  rec.set_reset(true);
+  return Journaled(std::move(rec), clock_->NowMs());
 }
 
 absl::Status Instance::AddArms(const bandit::v1::AddArmsRequest& req) {
@@ -373,6 +554,11 @@ absl::Status Instance::AddArms(const bandit::v1::AddArmsRequest& req) {
                                                    " entries, expected at most ",
                                                    limits_.max_arms_per_request));
   absl::MutexLock lock(&mu_);
+  if (auto s = CheckWritable(); !s.ok()) return s;
+  return AddArmsLocked(req);
+}
+
+absl::Status Instance::AddArmsLocked(const bandit::v1::AddArmsRequest& req) {
   bandit::v1::PolicyState before;
   policy_->Save(&before);
   const bandit::v1::PolicyConfig config_before = config_.policy();
@@ -384,13 +570,20 @@ absl::Status Instance::AddArms(const bandit::v1::AddArmsRequest& req) {
     *config_.mutable_policy()->add_arms() = req.arms(i);
   }
   SyncConfigArms();
-  return absl::OkStatus();
+  bandit::v1::JournalRecord rec;
+  *rec.mutable_add_arms() = req;
+  return Journaled(std::move(rec), clock_->NowMs());
 }
 
 absl::Status Instance::RemoveArms(const bandit::v1::RemoveArmsRequest& req) {
   if (req.arm_ids_size() == 0)
     return absl::InvalidArgumentError("arm_ids is empty, expected at least one arm id");
   absl::MutexLock lock(&mu_);
+  if (auto s = CheckWritable(); !s.ok()) return s;
+  return RemoveArmsLocked(req);
+}
+
+absl::Status Instance::RemoveArmsLocked(const bandit::v1::RemoveArmsRequest& req) {
   bandit::v1::PolicyState before;
   policy_->Save(&before);
   const bandit::v1::PolicyConfig config_before = config_.policy();
@@ -401,7 +594,9 @@ absl::Status Instance::RemoveArms(const bandit::v1::RemoveArmsRequest& req) {
     }
   }
   SyncConfigArms();
-  return absl::OkStatus();
+  bandit::v1::JournalRecord rec;
+  *rec.mutable_remove_arms() = req;
+  return Journaled(std::move(rec), clock_->NowMs());
 }
 
 void Instance::RollBack(const bandit::v1::PolicyConfig& config, const bandit::v1::PolicyState& state) {
@@ -423,7 +618,7 @@ bandit::v1::InstanceStats Instance::Stats(std::vector<std::pair<std::string, dou
 void Instance::Describe(bandit::v1::Instance* out) {
   out->Clear();
   absl::MutexLock lock(&mu_);
-  ExpireDueLocked();
+  if (CheckWritable().ok()) ExpireDueLocked(clock_->NowMs());
   out->set_name(name_);
   *out->mutable_config() = config_;
   *out->mutable_stats() = stats_;

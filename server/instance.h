@@ -11,9 +11,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "bandit/v1/service.pb.h"
+#include "bandit/v1/storage.pb.h"
 #include "core/policy.h"
 #include "server/clock.h"
 #include "server/pending_table.h"
+#include "server/storage/journal.h"
 
 namespace bandit::server {
 
@@ -39,9 +41,30 @@ struct SelectOutcome {
 class Instance {
  public:
   // Validates the name and config, fills defaults, creates the policy.
+  // `uid` is the event-id prefix (0 = random; replay passes the journaled one).
   static absl::StatusOr<std::shared_ptr<Instance>> Create(const bandit::v1::CreateInstanceRequest& req,
                                                           const Clock* clock,
-                                                          const InstanceLimits& limits);
+                                                          const InstanceLimits& limits,
+                                                          uint64_t uid = 0);
+  // Rebuilds an instance exactly as it was when `snap` was taken (recovery, import).
+  static absl::StatusOr<std::shared_ptr<Instance>> FromSnapshot(
+      const bandit::v1::InstanceSnapshot& snap, const Clock* clock, const InstanceLimits& limits);
+
+  // Every change is appended to `journal` before the call returns (nullptr = not durable).
+  void AttachJournal(Journal* journal) ABSL_LOCKS_EXCLUDED(mu_);
+  // The complete state; last_journal_seq says which journal records it contains.
+  bandit::v1::InstanceSnapshot Snapshot() ABSL_LOCKS_EXCLUDED(mu_);
+  // Replays one journal record (recovery). Fails if the replay diverges from what was recorded.
+  absl::Status Apply(const bandit::v1::JournalRecord& rec) ABSL_LOCKS_EXCLUDED(mu_);
+  // Journals the deletion and refuses every later call with NOT_FOUND.
+  absl::Status MarkDeleted() ABSL_LOCKS_EXCLUDED(mu_);
+  // Journaled changes since the last Snapshot() (for snapshot scheduling).
+  int64_t changes_since_snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Recovery: the instance's state is exactly what its snapshot file holds.
+  void MarkSnapshotted() ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t uid() const { return uid_; }
+  uint64_t last_journal_seq() const ABSL_LOCKS_EXCLUDED(mu_);
+  bandit::v1::InstanceConfig config() const ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string& name() const { return name_; }
 
@@ -65,9 +88,25 @@ class Instance {
 
  private:
   Instance(std::string name, bandit::v1::InstanceConfig config, std::unique_ptr<Policy> policy,
-           const Clock* clock, const InstanceLimits& limits);
+           const Clock* clock, const InstanceLimits& limits, uint64_t uid);
 
-  int64_t ExpireDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The bodies of the public calls, at an explicit time; `replay_event_id` is set on replay.
+  absl::Status SelectLocked(const bandit::v1::SelectRequest& req, int64_t now,
+                            bandit::v1::Decision* out, SelectOutcome* outcome,
+                            const std::string* replay_event_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status UpdateLocked(const bandit::v1::UpdateRequest& req, int64_t now,
+                            bandit::v1::UpdateResponse* out, UpdateOutcome* outcome)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ResetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AddArmsLocked(const bandit::v1::AddArmsRequest& req) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RemoveArmsLocked(const bandit::v1::RemoveArmsRequest& req)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks the instance can take a change now (not deleted, storage healthy).
+  absl::Status CheckWritable() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends a record of a change already applied; fills instance, uid and time.
+  absl::Status Journaled(bandit::v1::JournalRecord rec, int64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t ExpireDueLocked(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NextEventId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Observation> ObservationFor(const bandit::v1::UpdateRequest& req,
                                              const PendingDecision** pending) const
@@ -87,6 +126,12 @@ class Instance {
   PendingTable pending_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   bandit::v1::InstanceStats stats_ ABSL_GUARDED_BY(mu_);
+  Journal* journal_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool deleted_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t last_journal_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // Starts at 1: a new instance has no snapshot file yet, so the next round must write one.
+  int64_t changes_since_snapshot_ ABSL_GUARDED_BY(mu_) = 1;
+  bool replaying_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace bandit::server

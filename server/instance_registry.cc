@@ -7,6 +7,7 @@ namespace bandit::server {
 
 absl::Status InstanceRegistry::Add(std::shared_ptr<Instance> instance) {
   absl::MutexLock lock(&mu_);
+  if (auto it = refused_.find(instance->name()); it != refused_.end()) return it->second;
   if (by_name_.count(instance->name()))
     return absl::AlreadyExistsError(
         absl::StrCat("instance '", instance->name(), "' already exists"));
@@ -21,14 +22,17 @@ absl::StatusOr<std::shared_ptr<Instance>> InstanceRegistry::Get(const std::strin
   if (auto s = CheckId("instance name", name); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   auto it = by_name_.find(name);
-  if (it == by_name_.end())
+  if (it == by_name_.end()) {
+    if (auto r = refused_.find(name); r != refused_.end()) return r->second;
     return absl::NotFoundError(absl::StrCat("instance '", name, "' does not exist"));
+  }
   return it->second;
 }
 
 absl::Status InstanceRegistry::Remove(const std::string& name) {
   if (auto s = CheckId("instance name", name); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
+  if (refused_.erase(name) > 0) return absl::OkStatus();
   if (by_name_.erase(name) == 0)
     return absl::NotFoundError(absl::StrCat("instance '", name, "' does not exist"));
   return absl::OkStatus();
@@ -54,6 +58,21 @@ std::vector<std::shared_ptr<Instance>> InstanceRegistry::All() const {
 int64_t InstanceRegistry::size() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(by_name_.size());
+}
+
+}  // namespace bandit::server
+
+namespace bandit::server {
+
+void InstanceRegistry::Refuse(const std::string& name, absl::Status why) {
+  absl::MutexLock lock(&mu_);
+  by_name_.erase(name);
+  refused_[name] = std::move(why);
+}
+
+std::vector<std::pair<std::string, absl::Status>> InstanceRegistry::Refused() const {
+  absl::MutexLock lock(&mu_);
+  return {refused_.begin(), refused_.end()};
 }
 
 }  // namespace bandit::server

@@ -26,11 +26,16 @@ class InstanceRegistry {
   std::vector<std::shared_ptr<Instance>> ListAfter(const std::string& after, int limit) const;
   std::vector<std::shared_ptr<Instance>> All() const;
   int64_t size() const;
+  // An instance refused at recovery (damaged snapshot or journal): every call on the name gets
+  // `why` until the operator deletes it.
+  void Refuse(const std::string& name, absl::Status why);
+  std::vector<std::pair<std::string, absl::Status>> Refused() const;
 
  private:
   const int64_t max_instances_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Instance>> by_name_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::Status> refused_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace bandit::server

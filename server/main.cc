@@ -18,6 +18,11 @@ ABSL_FLAG(std::string, config, "",
           "Optional text-format bandit.v1.ServerConfig of instances to create at start");
 ABSL_FLAG(int64_t, grace_period_ms, 5000, "How long in-flight calls may run after SIGTERM/SIGINT");
 ABSL_FLAG(int32_t, max_message_bytes, 16 << 20, "Max gRPC message size, both directions");
+ABSL_FLAG(std::string, durability, "always",
+          "Journal fsync policy: always (fsync before acknowledging, group commit), everysec, none");
+ABSL_FLAG(int64_t, snapshot_every_changes, 10000, "Snapshot an instance after this many changes");
+ABSL_FLAG(int64_t, snapshot_interval_ms, 60000,
+          "Snapshot round (all changed instances + journal compaction) interval");
 ABSL_FLAG(std::string, port_file, "",
           "If set, write the bound gRPC and metrics ports to this file (\"GRPC METRICS\\n\")");
 
@@ -40,6 +45,14 @@ int main(int argc, char** argv) {
   options.config_path = absl::GetFlag(FLAGS_config);
   options.grace_period_ms = absl::GetFlag(FLAGS_grace_period_ms);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  auto durability = bandit::server::ParseDurability(absl::GetFlag(FLAGS_durability));
+  if (!durability.ok()) {
+    BANDIT_LOG_ERROR(durability.status().message());
+    return 2;
+  }
+  options.durability = *durability;
+  options.snapshot_every_changes = absl::GetFlag(FLAGS_snapshot_every_changes);
+  options.snapshot_interval_ms = absl::GetFlag(FLAGS_snapshot_interval_ms);
   auto server = bandit::server::BanditServer::Start(options);
   if (!server.ok()) {
     BANDIT_LOG_ERROR("banditd failed to start: ", server.status().ToString());

@@ -5,6 +5,9 @@
 #include <prometheus/client_metric.h>
 #include <prometheus/metric_family.h>
 
+#include "absl/container/flat_hash_map.h"
+#include "core/registry.h"
+
 #ifndef BANDIT_VERSION
 #define BANDIT_VERSION "dev"
 #endif
@@ -18,6 +21,12 @@ namespace {
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
+
+std::string PolicyName(const bandit::v1::PolicyConfig& config) {
+  for (const auto& r : RegisteredPolicies())
+    if (r.config_case == config.policy_case()) return std::string(r.name);
+  return "unknown";
+}
 
 class InstanceCollector final : public prometheus::Collectable {
  public:
@@ -55,7 +64,7 @@ class InstanceCollector final : public prometheus::Collectable {
          MetricType::Gauge, [](const bandit::v1::InstanceStats& s) { return s.estimated_regret(); }},
     };
     constexpr int kDefs = sizeof(defs) / sizeof(defs[0]);
-    std::vector<MetricFamily> families(kDefs + 4);
+    std::vector<MetricFamily> families(kDefs + 5);
     for (int i = 0; i < kDefs; ++i) {
       families[i].name = defs[i].name;
       families[i].help = defs[i].help;
@@ -66,10 +75,19 @@ class InstanceCollector final : public prometheus::Collectable {
     summary.help = "Policy-specific live figures (e.g. mixture score, dictionary size), by key.";
     summary.type = MetricType::Gauge;
 
+    MetricFamily& info = families[kDefs + 4];
+    info.name = "bandit_instance_info";
+    info.help = "One series per instance naming its policy (value is always 1).";
+    info.type = MetricType::Gauge;
+
     const auto instances = service_->registry().All();
     for (const auto& inst : instances) {
       std::vector<std::pair<std::string, double>> figures;
       const auto stats = inst->Stats(&figures);
+      ClientMetric im;
+      im.label = {{"instance", inst->name()}, {"policy", PolicyOf(inst)}};
+      im.gauge.value = 1;
+      info.metric.push_back(std::move(im));
       for (int i = 0; i < kDefs; ++i) {
         ClientMetric m;
         m.label = {{"instance", inst->name()}};
@@ -84,6 +102,7 @@ class InstanceCollector final : public prometheus::Collectable {
         summary.metric.push_back(std::move(m));
       }
     }
+    PruneDeleted();
     MetricFamily& count = families[kDefs + 1];
     count.name = "bandit_instances";
     count.help = "Instances hosted by this server.";
@@ -108,14 +127,40 @@ class InstanceCollector final : public prometheus::Collectable {
   }
 
  private:
+  // An instance's policy never changes (Reset keeps the config), so its name is looked up once
+  // per Instance object (Describe) and cached; a deleted and re-created name gets a new object.
+  std::string PolicyOf(const std::shared_ptr<Instance>& inst) const {
+    absl::MutexLock lock(&policy_mu_);
+    auto& [weak, policy] = policy_names_[inst->name()];
+    if (weak.lock() != inst) {
+      bandit::v1::Instance described;
+      inst->Describe(&described);
+      policy = PolicyName(described.config().policy());
+      weak = inst;
+    }
+    return policy;
+  }
+
+  void PruneDeleted() const {
+    absl::MutexLock lock(&policy_mu_);
+    for (auto it = policy_names_.begin(); it != policy_names_.end();) {
+      if (it->second.first.expired()) policy_names_.erase(it++);
+      else ++it;
+    }
+  }
+
   DecisionService* service_;
   std::chrono::steady_clock::time_point start_;
+  mutable absl::Mutex policy_mu_;
+  mutable absl::flat_hash_map<std::string, std::pair<std::weak_ptr<Instance>, std::string>>
+      policy_names_ ABSL_GUARDED_BY(policy_mu_);
 };
 
 const char* const kRpcNames[] = {"CreateInstance", "GetInstance", "ListInstances",
                                  "DeleteInstance", "ResetInstance", "AddArms",
                                  "RemoveArms",     "Select",      "Update",
-                                 "SelectBatch",    "UpdateBatch"};
+                                 "SelectBatch",    "UpdateBatch", "SnapshotInstances",
+                                 "ExportInstance", "ImportInstance"};
 
 const char* const kCodeNames[] = {
     "OK",          "CANCELLED",           "UNKNOWN",        "INVALID_ARGUMENT",

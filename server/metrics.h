@@ -21,7 +21,8 @@ namespace bandit::server {
 
 enum class Rpc : int {
   kCreateInstance, kGetInstance, kListInstances, kDeleteInstance, kResetInstance, kAddArms,
-  kRemoveArms, kSelect, kUpdate, kSelectBatch, kUpdateBatch, kCount
+  kRemoveArms, kSelect, kUpdate, kSelectBatch, kUpdateBatch, kSnapshotInstances,
+  kExportInstance, kImportInstance, kCount
 };
 const char* RpcName(Rpc rpc);
 

@@ -26,7 +26,30 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
         absl::StrCat("cannot create --data_dir=", options.data_dir, ": ", ec.message()));
   s->service_ = std::make_unique<DecisionService>(options.clock, options.limits);
   s->metrics_ = std::make_unique<Metrics>(s->service_.get());
-  s->grpc_service_ = std::make_unique<GrpcBanditService>(s->service_.get(), s->metrics_.get());
+  s->storage_metrics_ = std::make_unique<StorageMetrics>(*s->metrics_->registry());
+  if (options.persistent) {
+    PersistenceOptions po;
+    po.data_dir = options.data_dir;
+    po.durability = options.durability;
+    po.snapshot_every_changes = options.snapshot_every_changes;
+    po.snapshot_interval_ms = options.snapshot_interval_ms;
+    po.fs = options.fs;
+    BanditServer* self = s.get();
+    po.on_snapshot = [self](double sec) { self->storage_metrics_->ObserveSnapshot(sec); };
+    po.observer.on_fsync = [self](double sec) { self->storage_metrics_->ObserveFsync(sec); };
+    po.observer.on_error = [self](const absl::Status& e) {
+      // Never retried silently: writes are refused from now on, health says so.
+      self->storage_metrics_->CountError();
+      BANDIT_LOG_ERROR("storage failed, refusing writes and reporting NOT_SERVING: ", e.ToString());
+      if (self->server_) self->server_->GetHealthCheckService()->SetServingStatus(false);
+    };
+    auto p = Persistence::Open(po, s->service_.get(), &s->recovery_);
+    if (!p.ok()) return p.status();
+    s->persistence_ = *std::move(p);
+    s->snapshot_age_ = StorageMetrics::AgeCollector(s->persistence_.get(), options.clock);
+  }
+  s->grpc_service_ = std::make_unique<GrpcBanditService>(s->service_.get(), s->metrics_.get(),
+                                                         s->persistence_.get());
   if (!options.config_path.empty()) {
     if (auto st = s->LoadConfig(options.config_path); !st.ok()) return st;
   }
@@ -58,10 +81,12 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
     }
     s->exposer_->RegisterCollectable(s->metrics_->registry());
     s->exposer_->RegisterCollectable(s->metrics_->collector());
+    if (s->snapshot_age_) s->exposer_->RegisterCollectable(s->snapshot_age_);
     const auto ports = s->exposer_->GetListeningPorts();
     s->metrics_port_ = ports.empty() ? 0 : ports[0];
   }
 
+  if (s->persistence_) s->persistence_->StartBackground();
   s->sweeper_ = std::thread([srv = s.get()] {
     while (!srv->stop_.WaitForNotificationWithTimeout(
         absl::Milliseconds(srv->options_.expiry_sweep_ms))) {
@@ -75,7 +100,8 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
                   ", max_message_bytes=", options.max_message_bytes,
                   ", keepalive_time_ms=", options.keepalive_time_ms,
                   ", keepalive_timeout_ms=", options.keepalive_timeout_ms,
-                  ", grace_period_ms=", options.grace_period_ms);
+                  ", grace_period_ms=", options.grace_period_ms, ", durability=",
+                  options.persistent ? DurabilityName(options.durability) : "off");
   return s;
 }
 
@@ -110,6 +136,12 @@ void BanditServer::Shutdown() {
                     std::chrono::milliseconds(options_.grace_period_ms));
   stop_.Notify();
   if (sweeper_.joinable()) sweeper_.join();
+  if (persistence_) {
+    if (auto st = persistence_->Close(); !st.ok())
+      BANDIT_LOG_ERROR("final snapshot failed: ", st.ToString());
+    else
+      BANDIT_LOG_INFO("final snapshot written, journal flushed");
+  }
   exposer_.reset();
   BANDIT_LOG_INFO("shutdown complete");
 }

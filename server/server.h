@@ -14,6 +14,8 @@
 #include "server/decision_service.h"
 #include "server/grpc_service.h"
 #include "server/metrics.h"
+#include "server/persistence.h"
+#include "server/storage_metrics.h"
 
 namespace bandit::server {
 
@@ -29,6 +31,12 @@ struct ServerOptions {
   int64_t keepalive_time_ms = 60'000;
   int64_t keepalive_timeout_ms = 20'000;
   int64_t expiry_sweep_ms = 1'000;
+  // Durable state under data_dir (journal + snapshots). Off only for throwaway servers.
+  bool persistent = true;
+  Durability durability = Durability::kAlways;
+  int64_t snapshot_every_changes = 10'000;
+  int64_t snapshot_interval_ms = 60'000;
+  FileSystem* fs = PosixFileSystem();
   ServiceLimits limits;
   const Clock* clock = SystemClock::Get();
 };
@@ -41,6 +49,8 @@ class BanditServer {
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
   DecisionService& service() { return *service_; }
+  Persistence* persistence() { return persistence_.get(); }
+  const RecoveryReport& recovery() const { return recovery_; }
 
   // Health -> NOT_SERVING, stop accepting, let in-flight calls finish within the grace period,
   // stop the sweeper. Idempotent.
@@ -53,6 +63,10 @@ class BanditServer {
   ServerOptions options_;
   std::unique_ptr<DecisionService> service_;
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<StorageMetrics> storage_metrics_;
+  std::shared_ptr<prometheus::Collectable> snapshot_age_;
+  std::unique_ptr<Persistence> persistence_;
+  RecoveryReport recovery_;
   std::unique_ptr<GrpcBanditService> grpc_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;

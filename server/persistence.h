@@ -1,0 +1,81 @@
+// Durable state for a DecisionService: recovery at start (newest snapshot per instance, then the
+// journal records after it), the journal that every change goes through, and snapshot rounds
+// (every N changes per instance, every T seconds, on demand, at shutdown) followed by journal
+// compaction.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "server/decision_service.h"
+#include "server/storage/file_system.h"
+#include "server/storage/journal.h"
+#include "server/storage/snapshot_store.h"
+
+namespace bandit::server {
+
+struct PersistenceOptions {
+  std::string data_dir = "./data";
+  Durability durability = Durability::kAlways;
+  int64_t snapshot_every_changes = 10'000;  // per instance
+  int64_t snapshot_interval_ms = 60'000;    // full round + compaction
+  FileSystem* fs = PosixFileSystem();
+  JournalObserver observer;                 // fsync timings, storage errors
+  std::function<void(double seconds)> on_snapshot;  // snapshot write durations
+};
+
+struct RecoveryReport {
+  int64_t snapshots_loaded = 0;
+  int64_t journal_records = 0;
+  int64_t records_replayed = 0;
+  int64_t truncated_bytes = 0;
+  std::vector<std::pair<std::string, std::string>> refused;  // (instance, why)
+  double seconds = 0;
+};
+
+class Persistence {
+ public:
+  // Recovers every instance into `service` (which must be empty), then attaches the journal.
+  static absl::StatusOr<std::unique_ptr<Persistence>> Open(const PersistenceOptions& options,
+                                                           DecisionService* service,
+                                                           RecoveryReport* report = nullptr);
+  ~Persistence();
+
+  // Starts the background thread that applies the snapshot triggers.
+  void StartBackground();
+  // Snapshot round: rotate the journal, snapshot every changed instance, forget deleted ones,
+  // drop journal segments every snapshot now covers. Returns snapshots written.
+  absl::StatusOr<int64_t> SnapshotAll();
+  absl::Status SnapshotOne(const std::string& name);
+  // Final round and journal flush (graceful shutdown).
+  absl::Status Close();
+
+  Journal* journal() const { return journal_.get(); }
+  // Milliseconds-since-epoch of each instance's last snapshot (for the snapshot-age metric).
+  std::vector<std::pair<std::string, int64_t>> LastSnapshotTimes() const;
+
+ private:
+  Persistence(const PersistenceOptions& options, DecisionService* service);
+  absl::Status Recover(RecoveryReport* report);
+  absl::Status WriteSnapshot(const std::shared_ptr<Instance>& inst);
+  void BackgroundLoop();
+
+  const PersistenceOptions options_;
+  DecisionService* const service_;
+  SnapshotStore snapshots_;
+  std::unique_ptr<Journal> journal_;
+  absl::Mutex round_mu_;  // one snapshot round at a time
+  mutable absl::Mutex mu_;
+  std::set<std::string> deleted_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> last_snapshot_ms_ ABSL_GUARDED_BY(mu_);
+  absl::Notification stop_;
+  std::thread background_;
+  bool closed_ = false;
+};
+
+}  // namespace bandit::server

@@ -1,0 +1,48 @@
+// Every file operation of the storage layer goes through this seam (LevelDB's Env idea), so
+// tests can inject faults and drop everything that was not fsynced.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace bandit::server {
+
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual absl::Status Append(absl::string_view data) = 0;
+  // Makes everything appended so far durable (fdatasync).
+  virtual absl::Status Sync() = 0;
+  virtual absl::Status Close() = 0;
+};
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+  // Creates or truncates.
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
+  // Creates or appends.
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) = 0;
+  virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
+  virtual absl::Status Rename(const std::string& from, const std::string& to) = 0;
+  // Makes renames, creations and removals in `dir` durable (fsync of the directory).
+  virtual absl::Status SyncDir(const std::string& dir) = 0;
+  // File names (not paths) in dir; empty if dir does not exist.
+  virtual absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) = 0;
+  virtual absl::Status Remove(const std::string& path) = 0;
+  virtual absl::Status CreateDirs(const std::string& dir) = 0;
+  virtual absl::Status Truncate(const std::string& path, uint64_t size) = 0;
+};
+
+FileSystem* PosixFileSystem();
+
+// Writes `data` to `path` atomically and durably: temp file, fsync, rename, fsync the directory.
+absl::Status WriteFileAtomically(FileSystem* fs, const std::string& dir, const std::string& name,
+                                 absl::string_view data);
+
+}  // namespace bandit::server

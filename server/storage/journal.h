@@ -1,0 +1,108 @@
+// The update journal: every state change is appended (with a sequence number and checksums)
+// before it is acknowledged. A writer thread batches appends (group commit): in `always` mode a
+// caller is acknowledged once the fsync covering its record has finished; `everysec` fsyncs once a
+// second; `none` leaves flushing to the OS. Segments (journal-<first seq>.log) are rotated at
+// snapshot rounds and deleted once every instance's snapshot covers them.
+//
+// Frame: u32 payload_len | u16 name_len | name | u32 crc(header bytes) | u32 crc(payload) | payload
+// The instance name sits in its own checksummed header so a damaged payload can be blamed on
+// exactly one instance.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "bandit/v1/storage.pb.h"
+#include "server/storage/file_system.h"
+
+namespace bandit::server {
+
+enum class Durability { kAlways, kEverySec, kNone };
+absl::StatusOr<Durability> ParseDurability(const std::string& text);
+const char* DurabilityName(Durability d);
+
+struct JournalObserver {
+  std::function<void(double seconds)> on_fsync;
+  std::function<void(const absl::Status&)> on_error;
+};
+
+class Journal {
+ public:
+  static absl::StatusOr<std::unique_ptr<Journal>> Open(FileSystem* fs, const std::string& dir,
+                                                       Durability mode, uint64_t next_seq,
+                                                       JournalObserver observer = {});
+  ~Journal();
+
+  // Assigns the next sequence number to `rec`, encodes and buffers it. UNAVAILABLE once the
+  // journal has failed. Callers append under the lock of the instance they change, so journal
+  // order equals the order changes were applied.
+  absl::StatusOr<uint64_t> Append(bandit::v1::JournalRecord* rec);
+  // Calls done(status) when record `seq` is as durable as the mode promises (immediately for
+  // everysec/none), on the writer thread or inline. Status is UNAVAILABLE if storage failed.
+  void WhenDurable(uint64_t seq, std::function<void(absl::Status)> done);
+  absl::Status WaitDurable(uint64_t seq);
+  // Flushes and fsyncs everything appended so far (shutdown, snapshots), whatever the mode.
+  absl::Status Flush();
+  // Starts a new segment; returns the first sequence number it will hold.
+  absl::StatusOr<uint64_t> Rotate();
+  // Deletes segments whose records all have seq < `seq`.
+  absl::Status DropSegmentsBefore(uint64_t seq);
+  absl::Status health() const;
+  Durability mode() const { return mode_; }
+  uint64_t last_seq() const;
+
+  // Reads every segment in order. `apply` gets each intact record. A torn tail of the last
+  // segment is truncated away; a record whose payload checksum fails is reported through
+  // `corrupt(instance, seq_hint, message)` and skipped; a damaged header in the middle stops
+  // reading and reports corrupt("", ...) (instance unknown). Returns the next sequence number.
+  struct ReadResult {
+    uint64_t next_seq = 1;
+    int64_t records = 0;
+    int64_t truncated_bytes = 0;
+  };
+  static absl::StatusOr<ReadResult> ReadAll(
+      FileSystem* fs, const std::string& dir,
+      const std::function<void(const bandit::v1::JournalRecord&)>& apply,
+      const std::function<void(const std::string& instance, const std::string& message)>& corrupt);
+
+  static std::string EncodeFrame(const bandit::v1::JournalRecord& rec);
+
+ private:
+  Journal(FileSystem* fs, std::string dir, Durability mode, uint64_t next_seq,
+          JournalObserver observer);
+  absl::Status OpenSegment(uint64_t first_seq);
+  void WriterLoop();
+  void Fail(const absl::Status& s);  // requires mu_
+
+  FileSystem* const fs_;
+  const std::string dir_;
+  const Durability mode_;
+  const JournalObserver observer_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_, durable_cv_;
+  std::string buffer_;                // encoded, not yet written
+  uint64_t next_seq_;                 // next to assign
+  uint64_t buffered_last_ = 0;        // last seq in buffer_
+  uint64_t written_seq_ = 0;          // last seq handed to write()
+  uint64_t durable_seq_ = 0;          // last seq covered by an fsync (or per-mode promise)
+  std::multimap<uint64_t, std::function<void(absl::Status)>> waiters_;
+  absl::Status health_;
+  bool stop_ = false;
+  bool flush_requested_ = false;
+  std::unique_ptr<WritableFile> file_;
+  std::map<uint64_t, std::string> segments_;  // first seq -> file name
+  std::thread writer_;
+};
+
+}  // namespace bandit::server

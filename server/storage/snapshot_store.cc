@@ -1,0 +1,88 @@
+#include "server/storage/snapshot_store.h"
+
+#include <zlib.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace bandit::server {
+namespace {
+
+constexpr absl::string_view kMagic = "BSNP";
+constexpr uint32_t kFormat = 1;
+constexpr absl::string_view kSuffix = ".snap";
+
+void PutU32(std::string* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+uint32_t GetU32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+uint32_t Crc(absl::string_view d) {
+  return static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(d.data()),
+                                     static_cast<uInt>(d.size())));
+}
+
+}  // namespace
+
+std::string SnapshotStore::Encode(const bandit::v1::InstanceSnapshot& snap) {
+  const std::string payload = snap.SerializeAsString();
+  std::string out(kMagic);
+  PutU32(&out, kFormat);
+  PutU32(&out, Crc(payload));
+  out += payload;
+  return out;
+}
+
+absl::StatusOr<bandit::v1::InstanceSnapshot> SnapshotStore::Decode(absl::string_view data) {
+  if (data.size() < 12 || data.substr(0, 4) != kMagic)
+    return absl::InvalidArgumentError("snapshot does not start with the BSNP header");
+  if (GetU32(data.data() + 4) != kFormat)
+    return absl::InvalidArgumentError(absl::StrCat("snapshot format ", GetU32(data.data() + 4),
+                                                   " is not supported, expected ", kFormat));
+  const absl::string_view payload = data.substr(12);
+  if (Crc(payload) != GetU32(data.data() + 8))
+    return absl::InvalidArgumentError("snapshot checksum mismatch: the data is damaged");
+  bandit::v1::InstanceSnapshot snap;
+  if (!snap.ParseFromArray(payload.data(), static_cast<int>(payload.size())))
+    return absl::InvalidArgumentError("snapshot payload is not an InstanceSnapshot");
+  return snap;
+}
+
+absl::Status SnapshotStore::Init() { return fs_->CreateDirs(dir_); }
+
+absl::Status SnapshotStore::Write(const bandit::v1::InstanceSnapshot& snap) {
+  return WriteFileAtomically(fs_, dir_, absl::StrCat(snap.name(), kSuffix), Encode(snap));
+}
+
+absl::Status SnapshotStore::Remove(const std::string& instance) {
+  if (auto s = fs_->Remove(absl::StrCat(dir_, "/", instance, kSuffix)); !s.ok()) return s;
+  return fs_->SyncDir(dir_);
+}
+
+absl::StatusOr<SnapshotStore::Loaded> SnapshotStore::LoadAll() {
+  Loaded out;
+  auto names = fs_->ListDir(dir_);
+  if (!names.ok()) return names.status();
+  for (const auto& n : *names) {
+    if (n.size() <= kSuffix.size() || !absl::EndsWith(n, kSuffix))
+      continue;  // temp files of an interrupted write are ignored
+    const std::string instance = n.substr(0, n.size() - kSuffix.size());
+    auto data = fs_->ReadFile(dir_ + "/" + n);
+    if (!data.ok()) return data.status();
+    auto snap = Decode(*data);
+    if (!snap.ok()) {
+      out.invalid.emplace_back(instance, std::string(snap.status().message()));
+    } else if (snap->name() != instance) {
+      out.invalid.emplace_back(instance, absl::StrCat("snapshot file names instance '",
+                                                      snap->name(), "'"));
+    } else {
+      out.snapshots.push_back(*std::move(snap));
+    }
+  }
+  return out;
+}
+
+}  // namespace bandit::server

@@ -1,0 +1,32 @@
+// Persistence metrics: snapshot and fsync durations, storage errors, snapshot age per instance.
+#pragma once
+
+#include <memory>
+
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+namespace bandit::server {
+
+class Persistence;
+class Clock;
+
+class StorageMetrics {
+ public:
+  explicit StorageMetrics(prometheus::Registry& registry);
+  void ObserveSnapshot(double seconds) { snapshot_->Observe(seconds); }
+  void ObserveFsync(double seconds) { fsync_->Observe(seconds); }
+  void CountError() { errors_->Increment(); }
+  // Scrape-time gauge bandit_last_snapshot_age_seconds{instance}.
+  static std::shared_ptr<prometheus::Collectable> AgeCollector(const Persistence* persistence,
+                                                                const Clock* clock);
+
+ private:
+  prometheus::Histogram* snapshot_;
+  prometheus::Histogram* fsync_;
+  prometheus::Counter* errors_;
+};
+
+}  // namespace bandit::server

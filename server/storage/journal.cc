@@ -90,7 +90,7 @@ Journal::Journal(FileSystem* fs, std::string dir, Durability mode, uint64_t next
                  JournalObserver observer)
     : fs_(fs), dir_(std::move(dir)), mode_(mode), observer_(std::move(observer)),
       next_seq_(next_seq) {
-  written_seq_ = durable_seq_ = next_seq - 1;
+  written_seq_ = durable_seq_ = synced_seq_ = next_seq - 1;
 }
 
 absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(FileSystem* fs, const std::string& dir,
@@ -167,7 +167,7 @@ absl::Status Journal::Flush() {
   const uint64_t target = next_seq_ - 1;
   flush_requested_ = true;
   work_cv_.notify_one();
-  durable_cv_.wait(lock, [&] { return !health_.ok() || (durable_seq_ >= target && !flush_requested_); });
+  durable_cv_.wait(lock, [&] { return !health_.ok() || (synced_seq_ >= target && !flush_requested_); });
   return health_;
 }
 
@@ -184,7 +184,7 @@ void Journal::WriterLoop() {
     work_cv_.wait_for(lock, std::chrono::milliseconds(mode_ == Durability::kEverySec ? 200 : 1000),
                       [&] { return stop_ || !buffer_.empty() || flush_requested_; });
     const bool every_sec_due = mode_ == Durability::kEverySec &&
-                               written_seq_ > durable_seq_ &&
+                               written_seq_ > synced_seq_ &&
                                std::chrono::steady_clock::now() - last_sync >= std::chrono::seconds(1);
     if (buffer_.empty() && !flush_requested_ && !every_sec_due) {
       if (stop_) break;
@@ -215,6 +215,7 @@ void Journal::WriterLoop() {
     lock.lock();
     if (!s.ok()) Fail(s);
     written_seq_ = last;
+    if (s.ok() && sync) synced_seq_ = std::max(synced_seq_, last);
     if (s.ok() && (sync || mode_ != Durability::kAlways)) durable_seq_ = std::max(durable_seq_, last);
     if (was_flush && buffer_.empty()) flush_requested_ = false;
     std::vector<std::function<void(absl::Status)>> ready;
@@ -250,6 +251,7 @@ absl::StatusOr<uint64_t> Journal::Rotate() {
     return health_;
   }
   durable_seq_ = std::max(durable_seq_, written_seq_);
+  synced_seq_ = std::max(synced_seq_, written_seq_);
   (void)file_->Close();
   const uint64_t boundary = next_seq_;
   if (auto s = OpenSegment(boundary); !s.ok()) {

@@ -95,7 +95,8 @@ class Journal {
   uint64_t next_seq_;                 // next to assign
   uint64_t buffered_last_ = 0;        // last seq in buffer_
   uint64_t written_seq_ = 0;          // last seq handed to write()
-  uint64_t durable_seq_ = 0;          // last seq covered by an fsync (or per-mode promise)
+  uint64_t durable_seq_ = 0;          // last seq as durable as the mode promises
+  uint64_t synced_seq_ = 0;           // last seq covered by an fsync
   std::multimap<uint64_t, std::function<void(absl::Status)>> waiters_;
   absl::Status health_;
   bool stop_ = false;

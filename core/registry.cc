@@ -2,6 +2,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/classic/epsilon_greedy.h"
+#include "core/glb/domd_glb.h"
+#include "core/glb/glb_omd.h"
+#include "core/glb/glm_epsilon_greedy.h"
+#include "core/glb/glm_ucb.h"
+#include "core/classic/linucb.h"
+#include "core/classic/thompson.h"
+#include "core/classic/ucb1.h"
+#include "core/kernel/bkb.h"
+#include "core/kernel/gp_ucb.h"
+#include "core/oks/oks_policy.h"
+#include "core/mixture/mixture_factory.h"
 
 namespace bandit {
 
@@ -10,6 +21,17 @@ using bandit::v1::PolicyConfig;
 const std::vector<PolicyRegistration>& RegisteredPolicies() {
   static const auto* registrations = new std::vector<PolicyRegistration>{
       {PolicyConfig::kEpsilonGreedy, "epsilon_greedy", &MakeEpsilonGreedy},
+      {PolicyConfig::kGlbOmd, "glb_omd", &glb::MakeGlbOmd},
+      {PolicyConfig::kDomdGlb, "domd_glb", &glb::MakeDomdGlb},
+      {PolicyConfig::kGlmUcb, "glm_ucb", &glb::MakeGlmUcb},
+      {PolicyConfig::kGlmEpsilonGreedy, "glm_epsilon_greedy", &glb::MakeGlmEpsilonGreedy},
+      {PolicyConfig::kLinucb, "linucb", &MakeLinUcb},
+      {PolicyConfig::kThompson, "thompson", &MakeThompson},
+      {PolicyConfig::kUcb1, "ucb1", &MakeUcb1},
+      {PolicyConfig::kOks, "oks", &MakeOks},
+      {PolicyConfig::kMixture, "mixture", &MakeMixture},
+      {PolicyConfig::kBkb, "bkb", &MakeBkb},
+      {PolicyConfig::kGpUcb, "gp_ucb", &MakeGpUcb},
   };
   return *registrations;
 }

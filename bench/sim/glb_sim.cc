@@ -1,0 +1,224 @@
+// bandit-sim runner for the GLB environments (GLB-OMD Section 5, DOMD-GLB Section 5):
+//   bandit-sim --env=logistic|poisson|gaussian|drift|piecewise --algos=a,b,c --d=5 --arms=30
+//              --S=3 --T=3000 --seeds=10 --out=FILE.json [--plot=FILE.png]
+// Algorithms (all built through CreatePolicy): glb_omd, domd_glb, glm_ucb (MLE + local-Hessian
+// bonus), glm_ucb_dm (MLE + kappa-scaled design-matrix bonus), linucb, eps_greedy (GLM MLE),
+// sw_glm_ucb (sliding-window GLM-UCB, the nonstationary baseline).
+// Other flags: --lambda=NUMBER|theory (default d), --radius=MULT (default 1; 0.2 for drift and
+// piecewise, as in the DOMD-GLB paper), --delta=0.05, --dispersion=1 (gaussian), --gamma=G
+// (DOMD-GLB; default: Theorem 2 / 3 tuned from the env's P_T / Gamma_T), --window=W
+// (sw_glm_ucb; default T^(2/3)), --eps=0.1, --linucb_alpha=1.
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "bench/sim/sim.h"
+#include "core/glb/link.h"
+#include "core/registry.h"
+#include "core/sim/glb_env.h"
+
+namespace bandit::sim {
+
+namespace {
+
+struct AlgoResult {
+  std::vector<std::vector<double>> curves;
+  std::vector<double> finals, spr, spr_last, bytes;
+};
+
+bandit::v1::Link ProtoLink(glb::LinkKind k) {
+  switch (k) {
+    case glb::LinkKind::kPoisson: return bandit::v1::POISSON;
+    case glb::LinkKind::kGaussian: return bandit::v1::GAUSSIAN;
+    default: return bandit::v1::LOGISTIC;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs& args) {
+  auto kind = ParseGlbEnv(env_name);
+  if (!kind.ok()) return kind.status();
+  const bool nonstat = *kind == GlbEnvKind::kDrift || *kind == GlbEnvKind::kPiecewise;
+  GlbEnvConfig ec;
+  ec.kind = *kind;
+  auto d = args.Int("d", 5);
+  auto arms = args.Int("arms", 30);
+  auto S = args.Double("S", 3.0);
+  auto T = args.Int("T", nonstat ? 5000 : 3000);
+  auto seeds = args.Int("seeds", nonstat ? 20 : 10);
+  auto radius = args.Double("radius", nonstat ? 0.2 : 1.0);
+  auto delta = args.Double("delta", 0.05);
+  auto disp = args.Double("dispersion", 1.0);
+  auto eps = args.Double("eps", 0.1);
+  auto lin_alpha = args.Double("linucb_alpha", 1.0);
+  for (const absl::Status& s : {d.status(), arms.status(), S.status(), T.status(), seeds.status(),
+                                radius.status(), delta.status(), disp.status(), eps.status(),
+                                lin_alpha.status()})
+    if (!s.ok()) return s;
+  if (*d < 1 || *arms < 1 || *T < 2 || *seeds < 1 || *S <= 0)
+    return absl::InvalidArgumentError("expected --d >= 1, --arms >= 1, --T >= 2, --seeds >= 1, --S > 0");
+  ec.d = static_cast<int>(*d);
+  ec.arms = static_cast<int>(*arms);
+  ec.S = *S;
+  ec.T = *T;
+  ec.dispersion = *disp;
+  const std::string lambda_arg = args.String("lambda", "d");
+  const bool theory_lambda = lambda_arg == "theory";
+  double lambda = static_cast<double>(*d);
+  if (!theory_lambda && args.Has("lambda")) {
+    auto l = args.Double("lambda", lambda);
+    if (!l.ok()) return absl::InvalidArgumentError("--lambda expects a number or 'theory'");
+    lambda = *l;
+  }
+  auto window = args.Int("window", std::llround(std::pow(static_cast<double>(*T), 2.0 / 3.0)));
+  if (!window.ok()) return window.status();
+  const std::vector<std::string> algos = args.List(
+      "algos", nonstat ? "domd_glb,glb_omd,sw_glm_ucb" : "glb_omd,glm_ucb,linucb,eps_greedy");
+
+  const GlbEnv probe(ec, 1);
+  const glb::GlmLink link = probe.link();
+  const double path_length = probe.PathLength();
+  const int64_t changes = probe.NumChanges();
+  const bool has_gamma = args.Has("gamma");
+  auto gamma = args.Double("gamma", 0.0);
+  if (!gamma.ok()) return gamma.status();
+
+  auto make_config = [&](const std::string& algo) -> absl::StatusOr<bandit::v1::PolicyConfig> {
+    bandit::v1::PolicyConfig c;
+    const auto plink = ProtoLink(link.kind());
+    if (algo == "glb_omd") {
+      auto* g = c.mutable_glb_omd();
+      g->set_dimension(ec.d);
+      g->set_link(plink);
+      g->set_s(ec.S);
+      if (theory_lambda) g->set_theory_lambda(true); else g->set_lambda(lambda);
+      g->set_delta(*delta);
+      g->set_radius_multiplier(*radius);
+      if (plink == bandit::v1::GAUSSIAN) g->set_dispersion(*disp);
+    } else if (algo == "domd_glb") {
+      auto* g = c.mutable_domd_glb();
+      g->set_dimension(ec.d);
+      g->set_link(plink);
+      g->set_s(ec.S);
+      if (theory_lambda) g->set_theory_lambda(true); else g->set_lambda(lambda);
+      g->set_delta(*delta);
+      g->set_radius_multiplier(*radius);
+      if (plink == bandit::v1::GAUSSIAN) g->set_dispersion(*disp);
+      if (has_gamma) {
+        g->set_gamma(*gamma);
+      } else {
+        g->set_horizon(ec.T);
+        if (ec.kind == GlbEnvKind::kPiecewise) g->set_num_changes(std::max<int64_t>(changes, 1));
+        else g->set_path_length(ec.kind == GlbEnvKind::kDrift ? path_length : 0.0);
+      }
+    } else if (algo == "glm_ucb" || algo == "glm_ucb_dm" || algo == "sw_glm_ucb") {
+      auto* g = c.mutable_glm_ucb();
+      g->set_dimension(ec.d);
+      g->set_link(plink);
+      g->set_s(ec.S);
+      g->set_lambda(lambda);
+      g->set_delta(*delta);
+      g->set_radius_multiplier(*radius);
+      if (plink == bandit::v1::GAUSSIAN) g->set_dispersion(*disp);
+      if (algo == "glm_ucb_dm") g->set_bonus(bandit::v1::GlmUcbConfig::DESIGN_MATRIX);
+      if (algo == "sw_glm_ucb") g->set_window(*window);
+    } else if (algo == "linucb") {
+      auto* g = c.mutable_linucb();
+      g->set_dimension(ec.d);
+      g->set_lambda(lambda);
+      g->set_alpha(*lin_alpha);
+    } else if (algo == "eps_greedy") {
+      auto* g = c.mutable_glm_epsilon_greedy();
+      g->set_dimension(ec.d);
+      g->set_link(plink);
+      g->set_s(ec.S);
+      g->set_lambda(lambda);
+      g->set_epsilon(*eps);
+      if (plink == bandit::v1::GAUSSIAN) g->set_dispersion(*disp);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--algos: unknown algorithm '", algo,
+          "', expected glb_omd|domd_glb|glm_ucb|glm_ucb_dm|sw_glm_ucb|linucb|eps_greedy"));
+    }
+    return c;
+  };
+
+  nlohmann::json results = nlohmann::json::array();
+  nlohmann::json algo_params = nlohmann::json::object();
+  using Clock = std::chrono::steady_clock;
+  for (const auto& algo : algos) {
+    auto config = make_config(algo);
+    if (!config.ok()) return config.status();
+    AlgoResult res;
+    for (int64_t s = 0; s < *seeds; ++s) {
+      const uint64_t seed = static_cast<uint64_t>(s) + 1;
+      auto policy = CreatePolicy(*config, seed);
+      if (!policy.ok())
+        return absl::InvalidArgumentError(absl::StrCat(algo, ": ", policy.status().message()));
+      if (s == 0) algo_params[algo] = (*policy)->Summary();
+      GlbEnv env(ec, seed);
+      std::vector<double> curve(ec.T);
+      double cum = 0, secs = 0, secs_last = 0;
+      const int64_t last_from = ec.T - std::max<int64_t>(1, ec.T / 10);
+      for (int64_t t = 0; t < ec.T; ++t) {
+        const auto& cands = env.NextRound();
+        SelectContext ctx;
+        ctx.candidates = cands;
+        const auto t0 = Clock::now();
+        auto dec = (*policy)->Select(ctx);
+        if (!dec.ok()) return absl::InternalError(absl::StrCat(algo, " Select: ", dec.status().message()));
+        const auto t1 = Clock::now();
+        Observation obs;
+        obs.features = cands[dec->arm];
+        obs.reward = env.Reward(dec->arm);
+        const auto t2 = Clock::now();
+        if (auto st = (*policy)->Update(obs); !st.ok())
+          return absl::InternalError(absl::StrCat(algo, " Update: ", st.message()));
+        const auto t3 = Clock::now();
+        const double dt = std::chrono::duration<double>((t1 - t0) + (t3 - t2)).count();
+        secs += dt;
+        if (t >= last_from) secs_last += dt;
+        cum += env.Regret(dec->arm);
+        curve[t] = cum;
+      }
+      res.curves.push_back(std::move(curve));
+      res.finals.push_back(cum);
+      res.spr.push_back(secs / ec.T);
+      res.spr_last.push_back(secs_last / (ec.T - last_from));
+      res.bytes.push_back(static_cast<double>((*policy)->StateBytes()));
+    }
+    auto [mean_curve, std_curve] = CurveMeanStd(res.curves);
+    auto [rm, rs] = MeanStd(res.finals);
+    auto [sm, ss] = MeanStd(res.spr);
+    auto [lm, ls] = MeanStd(res.spr_last);
+    auto [bm, bs] = MeanStd(res.bytes);
+    results.push_back({{"algo", algo},
+                       {"regret_mean", rm},
+                       {"regret_std", rs},
+                       {"regret_curve", Downsample(mean_curve)},
+                       {"regret_curve_std", Downsample(std_curve)},
+                       {"seconds_per_round", sm},
+                       {"seconds_per_round_std", ss},
+                       {"seconds_per_round_last10pct", lm},
+                       {"state_bytes", bm}});
+  }
+  nlohmann::json params = {{"d", ec.d},
+                           {"arms", ec.arms},
+                           {"S", ec.S},
+                           {"T", ec.T},
+                           {"seeds", *seeds},
+                           {"link", std::string(link.name())},
+                           {"lambda", theory_lambda ? nlohmann::json("theory") : nlohmann::json(lambda)},
+                           {"radius_multiplier", *radius},
+                           {"delta", *delta},
+                           {"path_length", path_length},
+                           {"num_changes", changes},
+                           {"window", *window},
+                           {"algo_summary_seed1", algo_params}};
+  if (link.kind() == glb::LinkKind::kGaussian) params["dispersion"] = *disp;
+  if (has_gamma) params["gamma"] = *gamma;
+  return nlohmann::json{{"env", std::string(env_name)}, {"params", params}, {"results", results}};
+}
+
+}  // namespace bandit::sim

@@ -1,0 +1,140 @@
+#include "core/classic/linucb.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/state_io.h"
+#include "core/validate.h"
+
+namespace bandit {
+
+absl::StatusOr<std::unique_ptr<Policy>> LinUcb::Make(const bandit::v1::PolicyConfig& config,
+                                                     uint64_t /*seed: deterministic policy*/) {
+  const auto& c = config.linucb();
+  if (c.dimension() <= 0 || c.dimension() > kMaxDimension)
+    return absl::InvalidArgumentError(absl::StrCat("linucb.dimension is ", c.dimension(),
+                                                   ", expected 1..", kMaxDimension));
+  double lambda, alpha;
+  if (auto s = OptionalParam("linucb.lambda", c.has_lambda(), c.lambda(), 1.0, &lambda,
+                             [](absl::string_view f, double v) { return CheckRange(f, v, 1e-12, 1e12); });
+      !s.ok())
+    return s;
+  if (auto s = OptionalParam("linucb.alpha", c.has_alpha(), c.alpha(), 1.0, &alpha,
+                             [](absl::string_view f, double v) { return CheckRange(f, v, 0.0, 1e12); });
+      !s.ok())
+    return s;
+  if (config.arms_size() > 0 || config.num_arms() != 0)
+    return absl::InvalidArgumentError(
+        "linucb takes candidate feature vectors with every Select, expected no arms / num_arms");
+  return std::unique_ptr<Policy>(new LinUcb(c.dimension(), lambda, alpha));
+}
+
+LinUcb::LinUcb(int dim, double lambda, double alpha) : lambda_(lambda), alpha_(alpha) {
+  a_inv_ = Matrix::Identity(dim, dim) / lambda;  // A_0 = lambda I
+  b_ = Vector::Zero(dim);
+  theta_ = Vector::Zero(dim);
+}
+
+absl::StatusOr<Decision> LinUcb::Select(const SelectContext& ctx) {
+  const int n = static_cast<int>(ctx.candidates.size());
+  if (n == 0)
+    return absl::InvalidArgumentError("candidates is empty, expected at least one feature vector");
+  const int d = dimension();
+  for (int i = 0; i < n; ++i)
+    if (auto s = CheckVector(absl::StrCat("candidates[", i, "]"), ctx.candidates[i], d); !s.ok())
+      return s;
+
+  Decision dec;
+  if (ctx.want_scores) {
+    dec.scores.resize(n);
+    dec.score_kind = bandit::v1::UPPER_CONFIDENCE_BOUND;
+  }
+  Vector u(d);
+  int best = -1;
+  double best_ucb = 0, best_mean = 0, best_width = 0;
+  double max_mean = -std::numeric_limits<double>::infinity();
+  for (int i = 0; i < n; ++i) {
+    const Vector& x = ctx.candidates[i];
+    const double mean = x.dot(theta_);
+    u.noalias() = a_inv_ * x;
+    const double width = alpha_ * std::sqrt(std::max(0.0, x.dot(u)));  // ||x||_{A^-1} >= 0
+    const double ucb = mean + width;                                     // Alg. 1 line 9
+    if (ctx.want_scores) dec.scores[i] = ucb;
+    max_mean = std::max(max_mean, mean);
+    if (best < 0 || ucb > best_ucb) {  // strict: ties go to the lowest index
+      best = i;
+      best_ucb = ucb;
+      best_mean = mean;
+      best_width = width;
+    }
+  }
+  ++rounds_;
+  dec.arm = best;
+  dec.propensity = 1.0;
+  dec.estimated_gap = max_mean - best_mean;
+  dec.diagnostics = {{"ucb", best_ucb}, {"mean", best_mean}, {"width", best_width}};
+  return dec;
+}
+
+absl::Status LinUcb::Update(const Observation& obs) {
+  if (auto s = CheckVector("features", obs.features, dimension()); !s.ok()) return s;
+  if (auto s = CheckFinite("reward", obs.reward); !s.ok()) return s;
+  const Vector& x = obs.features;
+  // Sherman-Morrison: (A + x x')^{-1} = A^{-1} - (A^{-1}x)(A^{-1}x)' / (1 + x'A^{-1}x).
+  const Vector u = a_inv_ * x;
+  const double denom = 1.0 + x.dot(u);
+  a_inv_.noalias() -= (u / denom) * u.transpose();
+  b_.noalias() += obs.reward * x;  // Alg. 1 line 13
+  theta_.noalias() = a_inv_ * b_;
+  ++updates_;
+  return absl::OkStatus();
+}
+
+std::optional<double> LinUcb::EstimatedMean(const Vector& features) const {
+  if (features.size() != dimension() || !features.allFinite()) return std::nullopt;
+  return features.dot(theta_);
+}
+
+void LinUcb::Save(bandit::v1::PolicyState* out) const {
+  StateWriter w(out, name(), 1);
+  w.Put("a_inv", a_inv_);
+  w.Put("b", b_);
+  w.Put("theta", theta_);
+  w.PutInt("updates", updates_);
+  w.PutInt("rounds", rounds_);
+}
+
+absl::Status LinUcb::Restore(const bandit::v1::PolicyState& state) {
+  StateReader r(state);
+  if (auto s = r.Expect(name(), 1); !s.ok()) return s;
+  const int d = dimension();
+  Matrix a_inv;
+  Vector b, theta;
+  int64_t updates, rounds;
+  if (auto s = r.Get("a_inv", &a_inv, d, d); !s.ok()) return s;
+  if (auto s = r.Get("b", &b, d); !s.ok()) return s;
+  if (auto s = r.Get("theta", &theta, d); !s.ok()) return s;
+  if (auto s = r.GetInt("updates", &updates); !s.ok()) return s;
+  if (auto s = r.GetInt("rounds", &rounds); !s.ok()) return s;
+  if (!a_inv.allFinite() || !b.allFinite() || !theta.allFinite())
+    return absl::InvalidArgumentError("linucb state has non-finite values, expected finite");
+  a_inv_ = std::move(a_inv);
+  b_ = std::move(b);
+  theta_ = std::move(theta);
+  updates_ = updates;
+  rounds_ = rounds;
+  return absl::OkStatus();
+}
+
+int64_t LinUcb::StateBytes() const {
+  return (a_inv_.size() + b_.size() + theta_.size()) * static_cast<int64_t>(sizeof(double)) +
+         sizeof(updates_) + sizeof(rounds_);
+}
+
+std::vector<std::pair<std::string, double>> LinUcb::Summary() const {
+  return {{"updates", static_cast<double>(updates_)},
+          {"rounds", static_cast<double>(rounds_)},
+          {"theta_norm", theta_.norm()}};
+}
+
+}  // namespace bandit

@@ -1,0 +1,83 @@
+// Thompson sampling over a finite arm set (Thompson 1933; Agrawal & Goyal 2012 for both
+// likelihoods below). Each Select draws theta_i ~ posterior_i for every arm and plays argmax_i.
+//
+//  * BERNOULLI: Beta(alpha_i, beta_i), prior Beta(a0, b0), rewards r in [0, 1]. Fractional
+//    rewards use the deterministic fractional update alpha_i += r, beta_i += 1 - r (exact
+//    conjugate update for r in {0, 1}); Update never draws randomness.
+//  * GAUSSIAN: prior N(m0, v0), known noise variance s2. After n_i rewards with sum S_i:
+//      v_i = 1 / (1/v0 + n_i/s2),  m_i = v_i (m0/v0 + S_i/s2).
+//
+// Propensity: P(arm i is the argmax of a posterior draw) has no closed form. It is estimated by
+// Monte Carlo: one 64-bit sub-seed is drawn from the instance Rng (so replay stays exact), a local
+// Rng seeded with it draws M more joint posterior samples, and the decision's own draw is counted
+// as one more sample: p_i = (#argmax_i over the M+1 draws) / (M+1). The chosen arm therefore
+// always has p >= 1/(M+1) > 0. With M = 0 nothing is estimated: propensity is NaN ("unknown")
+// and scores are the posterior draws (POSTERIOR_SAMPLE).
+#pragma once
+
+#include <memory>
+
+#include "core/arms.h"
+#include "core/policy.h"
+#include "core/rng.h"
+
+namespace bandit {
+
+class Thompson final : public Policy {
+ public:
+  enum class Likelihood { kBernoulli, kGaussian };
+
+  static absl::StatusOr<std::unique_ptr<Policy>> Make(const bandit::v1::PolicyConfig& config,
+                                                      uint64_t seed);
+
+  static constexpr int kDefaultPropensitySamples = 1000;
+  static constexpr int kMaxPropensitySamples = 1000000;
+
+  absl::string_view name() const override { return "thompson"; }
+  ContextKind context_kind() const override { return ContextKind::kNone; }
+  absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
+  absl::Status Update(const Observation& obs) override;
+  std::optional<double> EstimatedMean(int arm) const override;
+  std::vector<std::string> ArmIds() const override { return arms_.ids(); }
+  absl::Status AddArm(const bandit::v1::ArmSpec& arm) override;
+  absl::Status RemoveArm(absl::string_view arm_id) override;
+  void Save(bandit::v1::PolicyState* out) const override;
+  absl::Status Restore(const bandit::v1::PolicyState& state) override;
+  int64_t StateBytes() const override;
+  std::vector<std::pair<std::string, double>> Summary() const override;
+  Vector Weights() const override { return PosteriorMeans(); }
+
+  Likelihood likelihood() const { return likelihood_; }
+  // Bernoulli: posterior Beta parameters. Gaussian: posterior mean and variance.
+  double PosteriorA(int arm) const;  // alpha_i or m_i
+  double PosteriorB(int arm) const;  // beta_i or v_i
+  Vector PosteriorMeans() const;
+  const Vector& pulls() const { return counts_; }
+
+ private:
+  struct Prior {
+    double alpha = 1, beta = 1;               // Bernoulli
+    double mean = 0, variance = 1, noise = 1;  // Gaussian
+  };
+  Thompson(ArmSet arms, Likelihood lik, Prior prior, int samples, uint64_t seed);
+
+  double Draw(Rng& rng, int arm) const;
+  static int ArgMax(const Vector& v);
+
+  ArmSet arms_;
+  Likelihood likelihood_;
+  Prior prior_;
+  int samples_;         // M
+  Rng rng_;
+  int64_t rounds_ = 0;  // Select calls
+  Vector counts_;       // rewards received per arm
+  Vector a_, b_;        // Bernoulli: alpha_i, beta_i. Gaussian: unused (empty)
+  Vector sums_;         // Gaussian: S_i. Bernoulli: unused (empty)
+};
+
+inline absl::StatusOr<std::unique_ptr<Policy>> MakeThompson(const bandit::v1::PolicyConfig& config,
+                                                            uint64_t seed) {
+  return Thompson::Make(config, seed);
+}
+
+}  // namespace bandit

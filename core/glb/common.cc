@@ -1,0 +1,78 @@
+#include "core/glb/common.h"
+
+#include <cmath>
+
+namespace bandit::glb {
+
+absl::Status CheckCandidates(std::span<const Vector> candidates, int d, double max_norm) {
+  if (candidates.empty())
+    return absl::InvalidArgumentError("candidates is empty, expected at least one feature vector");
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const std::string field = absl::StrCat("candidates[", i, "]");
+    if (auto s = CheckVector(field, candidates[i], d); !s.ok()) return s;
+    const double n = candidates[i].norm();
+    if (n > max_norm * (1 + 1e-9))
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, " has norm ", n, ", expected a norm <= max_feature_norm = ", max_norm));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFeatures(const Vector& x, int d, double max_norm) {
+  if (auto s = CheckVector("features", x, d); !s.ok()) return s;
+  const double n = x.norm();
+  if (n > max_norm * (1 + 1e-9))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "features has norm ", n, ", expected a norm <= max_feature_norm = ", max_norm));
+  return absl::OkStatus();
+}
+
+void ShermanMorrisonAdd(Matrix& a_inv, const Vector& x, double c) {
+  if (c == 0) return;
+  const Vector u = a_inv * x;
+  const double denom = 1.0 + c * x.dot(u);
+  a_inv.noalias() -= (c / denom) * u * u.transpose();
+}
+
+int ArgmaxUcb(std::span<const Vector> candidates, const Vector& theta, const Matrix& h_inv,
+              double beta, Vector* ucb, Vector* mean_logit) {
+  const int n = static_cast<int>(candidates.size());
+  const int d = static_cast<int>(theta.size());
+  Matrix c(d, n);
+  for (int i = 0; i < n; ++i) c.col(i) = candidates[i];
+  mean_logit->noalias() = c.transpose() * theta;
+  const Matrix m = h_inv * c;  // O(d^2 n)
+  const Vector w2 = (c.array() * m.array()).colwise().sum().transpose();
+  *ucb = *mean_logit + beta * w2.cwiseMax(0.0).cwiseSqrt();
+  int best = 0;
+  for (int i = 1; i < n; ++i)
+    if ((*ucb)[i] > (*ucb)[best]) best = i;
+  return best;
+}
+
+Decision UcbDecision(const GlmLink& link, int arm, const Vector& ucb, const Vector& logit,
+                     double beta, bool want_scores) {
+  Decision d;
+  d.arm = arm;
+  d.propensity = 1.0;
+  d.estimated_gap = link.Mu(logit.maxCoeff()) - link.Mu(logit[arm]);
+  if (want_scores) {
+    d.scores = ucb;
+    d.score_kind = bandit::v1::UPPER_CONFIDENCE_BOUND;
+  }
+  d.diagnostics = {{"ucb", ucb[arm]},
+                   {"mean", link.Mu(logit[arm])},
+                   {"bonus", ucb[arm] - logit[arm]},
+                   {"beta", beta}};
+  return d;
+}
+
+double GlbOmdBeta(const GlbParams& p, double lambda, int64_t t) {
+  const double eta = p.eta(), d = p.d, g = p.link.g();
+  const double b2 = 4 * lambda * p.S * p.S + 2 * eta * std::log(1 / p.delta) +
+                    d * (6 * eta * eta + eta) *
+                        std::log(1 + p.link.LMu(p.S) * static_cast<double>(t) / (lambda * g));
+  return std::sqrt(b2);
+}
+
+}  // namespace bandit::glb

@@ -1,0 +1,120 @@
+#include "core/glb/glb_omd.h"
+
+#include <cmath>
+
+#include "core/glb/projection.h"
+#include "core/state_io.h"
+
+namespace bandit::glb {
+
+double GlbOmdTheoryLambda(const GlbParams& p) {
+  const double eta = p.eta();
+  return std::max(14.0 * p.d * eta * p.R * p.R, 6.0 * eta * p.R * p.S * p.link.LMu(p.S) / p.link.g());
+}
+
+absl::StatusOr<std::unique_ptr<Policy>> GlbOmd::Make(const bandit::v1::PolicyConfig& config,
+                                                     uint64_t seed) {
+  const auto& c = config.glb_omd();
+  auto p = ParseParams("glb_omd", c);
+  if (!p.ok()) return p.status();
+  if (c.theory_lambda()) {
+    if (c.has_lambda())
+      return absl::InvalidArgumentError(
+          "glb_omd.lambda and glb_omd.theory_lambda are both set, expected at most one");
+    p->lambda = GlbOmdTheoryLambda(*p);
+    if (!(p->lambda > 0))  // Gaussian link (R = 0) gives 0
+      return absl::InvalidArgumentError(absl::StrCat(
+          "glb_omd.theory_lambda gives lambda = ", p->lambda, ", expected > 0 (set lambda)"));
+  }
+  return std::unique_ptr<Policy>(new GlbOmd(*p));
+}
+
+GlbOmd::GlbOmd(const GlbParams& p) : p_(p) {
+  theta_ = Vector::Zero(p.d);                            // theta_1 in Theta
+  h_ = p.lambda * Matrix::Identity(p.d, p.d);            // H_1 = lambda I
+  h_inv_ = (1.0 / p.lambda) * Matrix::Identity(p.d, p.d);
+}
+
+double GlbOmd::Beta() const { return p_.radius_multiplier * GlbOmdBeta(p_, p_.lambda, t_ + 1); }
+
+absl::StatusOr<Decision> GlbOmd::Select(const SelectContext& ctx) {
+  if (auto s = CheckCandidates(ctx.candidates, p_.d, p_.max_feature_norm); !s.ok()) return s;
+  const double beta = Beta();
+  Vector ucb, logit;
+  const int arm = ArgmaxUcb(ctx.candidates, theta_, h_inv_, beta, &ucb, &logit);  // eq. (6)
+  return UcbDecision(p_.link, arm, ucb, logit, beta, ctx.want_scores);
+}
+
+absl::Status GlbOmd::Update(const Observation& obs) {
+  if (auto s = CheckFeatures(obs.features, p_.d, p_.max_feature_norm); !s.ok()) return s;
+  if (auto s = p_.link.CheckReward("reward", obs.reward); !s.ok()) return s;
+  const Vector& x = obs.features;
+  const double eta = p_.eta();
+  const double z = x.dot(theta_);
+  const Vector grad = p_.link.LossGrad(z, obs.reward) * x;  // grad l_t(theta_t)
+  const double c = eta * p_.link.LossHess(z);                // eta * mu'(x'theta_t) / g
+  // (28a) with H~_t^{-1} by Sherman-Morrison (Appendix A.3).
+  Matrix ht_inv = h_inv_;
+  ShermanMorrisonAdd(ht_inv, x, c);
+  const Vector zeta = theta_ - eta * (ht_inv * grad);
+  // (28b): exact H~_t-norm projection onto ||theta|| <= S (eigendecomposition only if needed).
+  Vector next = zeta;
+  if (zeta.norm() > p_.S) {
+    Matrix ht = h_;
+    ht.noalias() += c * x * x.transpose();
+    next = ProjectOntoBall(ht, zeta, p_.S).theta;
+  }
+  // Line 5: H_{t+1} = H_t + grad^2 l_t(theta_{t+1}).
+  const double c2 = p_.link.LossHess(x.dot(next));
+  h_.noalias() += c2 * x * x.transpose();
+  ShermanMorrisonAdd(h_inv_, x, c2);
+  theta_ = std::move(next);
+  ++t_;
+  return absl::OkStatus();
+}
+
+std::optional<double> GlbOmd::EstimatedMean(const Vector& features) const {
+  if (features.size() != p_.d || !features.allFinite()) return std::nullopt;
+  return p_.link.Mu(features.dot(theta_));
+}
+
+void GlbOmd::Save(bandit::v1::PolicyState* out) const {
+  StateWriter w(out, name(), 1);
+  w.Put("theta", theta_);
+  w.Put("h", h_);
+  w.Put("h_inv", h_inv_);
+  w.PutInt("t", t_);
+}
+
+absl::Status GlbOmd::Restore(const bandit::v1::PolicyState& state) {
+  StateReader r(state);
+  if (auto s = r.Expect(name(), 1); !s.ok()) return s;
+  Vector theta;
+  Matrix h, h_inv;
+  int64_t t;
+  if (auto s = r.Get("theta", &theta, p_.d); !s.ok()) return s;
+  if (auto s = r.Get("h", &h, p_.d, p_.d); !s.ok()) return s;
+  if (auto s = r.Get("h_inv", &h_inv, p_.d, p_.d); !s.ok()) return s;
+  if (auto s = r.GetInt("t", &t); !s.ok()) return s;
+  if (t < 0) return absl::InvalidArgumentError(absl::StrCat("state t is ", t, ", expected >= 0"));
+  if (!theta.allFinite() || !h.allFinite() || !h_inv.allFinite())
+    return absl::InvalidArgumentError("state theta/h/h_inv has non-finite values, expected finite");
+  theta_ = std::move(theta);
+  h_ = std::move(h);
+  h_inv_ = std::move(h_inv);
+  t_ = t;
+  return absl::OkStatus();
+}
+
+int64_t GlbOmd::StateBytes() const {
+  return (theta_.size() + h_.size() + h_inv_.size()) * sizeof(double) + sizeof(t_);
+}
+
+std::vector<std::pair<std::string, double>> GlbOmd::Summary() const {
+  return {{"rounds", static_cast<double>(t_)},
+          {"beta", Beta()},
+          {"lambda", p_.lambda},
+          {"theta_norm", theta_.norm()}};
+}
+
+}  // namespace bandit::glb

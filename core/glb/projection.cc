@@ -1,0 +1,52 @@
+#include "core/glb/projection.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace bandit::glb {
+
+Projection ProjectOntoBall(const Eigen::MatrixXd& H, const Eigen::VectorXd& zeta, double S) {
+  if (zeta.norm() <= S) return {zeta, 0.0, 0};
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(H);
+  return ProjectOntoBallEigen(eig.eigenvalues(), eig.eigenvectors(), zeta, S);
+}
+
+Projection ProjectOntoBallEigen(const Eigen::VectorXd& l, const Eigen::MatrixXd& Q,
+                                const Eigen::VectorXd& zeta, double S) {
+  const double zn = zeta.norm();
+  if (zn <= S) return {zeta, 0.0, 0};
+  const Eigen::VectorXd c = Q.transpose() * zeta;
+  const Eigen::ArrayXd lc = l.array() * c.array();
+  // phi(nu) = ||theta(nu)||, phi'(nu) = -sum l_i^2 c_i^2 / (l_i + nu)^3 / phi.
+  auto norm_at = [&](double nu, double* dnorm) {
+    const Eigen::ArrayXd den = l.array() + nu;
+    const Eigen::ArrayXd v = lc / den;
+    const double n = std::sqrt(v.square().sum());
+    if (dnorm) *dnorm = -(v.square() / den).sum() / n;
+    return n;
+  };
+  double lo = 0.0, hi = std::max(l.maxCoeff(), 0.0) * (zn / S - 1.0);
+  // Bracket check: theta(hi) <= S holds since l_i/(l_i+nu) <= l_max/(l_max+nu); widen on rounding.
+  while (norm_at(hi, nullptr) > S) hi = 2.0 * hi + 1e-300;
+  double nu = 0.0;
+  int it = 0;
+  for (; it < 200; ++it) {
+    double dn;
+    const double n = norm_at(nu, &dn);
+    const double f = 1.0 / n - 1.0 / S;  // increasing in nu, root at ||theta|| = S
+    if (std::abs(n - S) <= 1e-14 * S) break;
+    if (f < 0) lo = nu; else hi = nu;
+    const double df = -dn / (n * n);      // d/dnu (1/n) > 0
+    double next = nu - f / df;
+    if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
+    if (hi - lo <= 1e-16 * std::max(1.0, hi)) break;
+    nu = next;
+  }
+  Eigen::VectorXd theta = Q * (lc / (l.array() + nu)).matrix();
+  // Remove the last rounding so the result is feasible.
+  const double tn = theta.norm();
+  if (tn > S) theta *= S / tn;
+  return {theta, nu, it};
+}
+
+}  // namespace bandit::glb

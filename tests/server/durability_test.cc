@@ -170,8 +170,9 @@ TEST_P(ExactResumption, NextThousandDecisionsMatchAnUninterruptedTwin) {
     ASSERT_TRUE(a.svc.CreateInstance(Create("x", kEps), &out).ok());
     for (int i = 0; i < 250; ++i) {
       EXPECT_EQ(Round(a.svc, "x", i), Round(twin, "x", i));
-      if (GetParam() == Interruption::kSnapshotThenCrash && i == 120)
+      if (GetParam() == Interruption::kSnapshotThenCrash && i == 120) {
         ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+      }
     }
     // One decision left pending across the interruption: its reward arrives afterwards.
     v1::SelectRequest sel;
@@ -195,7 +196,9 @@ TEST_P(ExactResumption, NextThousandDecisionsMatchAnUninterruptedTwin) {
     up.set_event_id(dt.event_id());
     ASSERT_TRUE(twin.Update(up, &r).ok());
     EXPECT_EQ(Continue(b.svc, "x", 1000, 1000), Continue(twin, "x", 1000, 1000));
-    if (GetParam() == Interruption::kSnapshotThenCrash) EXPECT_EQ(b.report.snapshots_loaded, 1);
+    if (GetParam() == Interruption::kSnapshotThenCrash) {
+      EXPECT_EQ(b.report.snapshots_loaded, 1);
+    }
   }
 }
 

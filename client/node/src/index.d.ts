@@ -1,0 +1,168 @@
+// Type declarations for bandit-client (src/index.js). Messages follow @grpc/proto-loader's
+// conversion of proto/bandit/v1/*.proto: camelCase fields, int64 as decimal strings (numbers
+// accepted on input), enums as their names, oneofs also named by a string field.
+import type { ChannelCredentials, ClientOptions } from '@grpc/grpc-js';
+
+export type Int64 = string;
+export type Int64Input = string | number;
+
+/** gRPC status codes (numbers), as in @grpc/grpc-js. */
+export declare const Status: typeof import('@grpc/grpc-js').status;
+
+export declare class BanditError extends Error {
+  constructor(details: string, code?: number, attempts?: number);
+  /** Numeric gRPC status code. */
+  readonly code: number;
+  /** e.g. 'NOT_FOUND'. */
+  readonly codeName: string;
+  /** The server's (or the client's) message. */
+  readonly details: string;
+  /** Attempts sent (0 when the deadline had passed before the first). */
+  readonly attempts: number;
+}
+export declare class InvalidArgumentError extends BanditError {}
+export declare class NotFoundError extends BanditError {}
+export declare class AlreadyExistsError extends BanditError {}
+export declare class FailedPreconditionError extends BanditError {}
+export declare class ResourceExhaustedError extends BanditError {}
+export declare class UnavailableError extends BanditError {}
+export declare class DeadlineExceededError extends BanditError {}
+export declare class PermissionDeniedError extends BanditError {}
+export declare class UnauthenticatedError extends BanditError {}
+export declare class CancelledError extends BanditError {}
+export declare class InternalError extends BanditError {}
+export declare class UnimplementedError extends BanditError {}
+export declare function errorForCode(code: number, details: string, attempts?: number): BanditError;
+
+export interface RetryPolicy {
+  /** Attempts in all (1 = no retries). Default 4. */
+  maxAttempts: number;
+  initialBackoffMs: number;
+  maxBackoffMs: number;
+  multiplier: number;
+}
+export declare const DEFAULT_RETRY: Readonly<RetryPolicy>;
+
+export interface ClientConstructorOptions {
+  /** Default deadline of each call in ms, covering its retries; null = none. Default 5000. */
+  timeoutMs?: number | null;
+  /** Retries for UNAVAILABLE only; null = a single attempt. */
+  retry?: Partial<RetryPolicy> | null;
+  credentials?: ChannelCredentials;
+  /** grpc-js client options (channel arguments, interceptors, ...). */
+  channelOptions?: ClientOptions;
+  /** Where proto/ is; default $BANDIT_PROTO_DIR or the repository's proto/. */
+  protoDir?: string;
+}
+
+export interface CallOptions {
+  /** Overrides the client's timeoutMs for this call. */
+  timeoutMs?: number | null;
+  /** Absolute deadline (wins over timeoutMs). */
+  deadline?: Date | number;
+  retry?: Partial<RetryPolicy>;
+}
+
+/** bandit.v1.PolicyConfig: exactly one policy field, plus arms or numArms for finite-arm ones. */
+export interface PolicyConfig {
+  epsilonGreedy?: Record<string, unknown>;
+  ucb1?: Record<string, unknown>;
+  thompson?: Record<string, unknown>;
+  linucb?: { dimension: number; lambda?: number; alpha?: number };
+  glbOmd?: { dimension: number; link?: 'LOGISTIC' | 'POISSON' | 'GAUSSIAN'; [k: string]: unknown };
+  domdGlb?: Record<string, unknown>;
+  glmUcb?: Record<string, unknown>;
+  glmEpsilonGreedy?: Record<string, unknown>;
+  bkb?: Record<string, unknown>;
+  gpUcb?: Record<string, unknown>;
+  oks?: Record<string, unknown>;
+  mixture?: Record<string, unknown>;
+  arms?: ArmSpec[];
+  numArms?: number;
+  /** On output: the name of the policy that is set. */
+  policy?: string;
+}
+export interface ArmSpec { id?: string; features?: number[] }
+export interface PendingConfig {
+  capacity?: Int64Input;
+  rewardWaitMs?: Int64Input;
+  onExpiry?: 'EXPIRY_ACTION_UNSPECIFIED' | 'APPLY_DEFAULT' | 'DROP';
+  defaultReward?: number;
+}
+export interface InstanceConfig { policy?: PolicyConfig; seed?: Int64Input; pending?: PendingConfig }
+
+export interface InstanceStats {
+  rounds: Int64; updates: Int64; pending: Int64; expired: Int64; rejectedRewards: Int64;
+  stateBytes: Int64; rewardSum: number; pseudoRegret: number; estimatedRegret: number;
+}
+export interface Instance {
+  name: string;
+  config: InstanceConfig;
+  stats: InstanceStats;
+  summary: Record<string, number>;
+  armIds: string[];
+  weights: number[];
+}
+export interface ListInstancesResponse { instances: Instance[]; nextPageToken: string }
+
+export type ScoreKind = 'SCORE_KIND_UNSPECIFIED' | 'UPPER_CONFIDENCE_BOUND' | 'PROBABILITY'
+  | 'ESTIMATED_MEAN' | 'POSTERIOR_SAMPLE';
+export interface Decision {
+  eventId: string;
+  armIndex: number;
+  armId: string;
+  propensity: number;
+  scores: number[];
+  scoreKind: ScoreKind;
+  prediction?: number;
+  diagnostics: Record<string, number>;
+  expiresAtMs: Int64;
+}
+export interface UpdateResponse { updates: Int64 }
+
+export interface SelectParams {
+  /** Contextual policies: one feature vector per candidate arm. */
+  candidates?: Array<number[] | { values: number[] }>;
+  /** Point-input policies: the input x. */
+  x?: number[];
+  returnScores?: boolean;
+}
+export interface DirectObservation { armId?: string; features?: number[]; x?: number[] }
+export interface UpdateParams {
+  /** The Decision's eventId (or give `direct`). */
+  eventId?: string;
+  direct?: DirectObservation;
+  reward: number;
+  embedding?: number[];
+  fidelity?: number;
+  bestExpectedReward?: number;
+  expectedReward?: number;
+}
+export type BatchItem<T> = { ok: true; value: T } | { ok: false; error: BanditError };
+
+export declare class BanditClient {
+  constructor(target: string, options?: ClientConstructorOptions);
+  timeoutMs: number | null;
+  retry: RetryPolicy;
+  close(): void;
+
+  createInstance(name: string, config?: InstanceConfig, opts?: CallOptions): Promise<Instance>;
+  getInstance(name: string, opts?: CallOptions): Promise<Instance>;
+  listInstances(page?: { pageSize?: number; pageToken?: string }, opts?: CallOptions): Promise<ListInstancesResponse>;
+  instances(page?: { pageSize?: number }, opts?: CallOptions): AsyncGenerator<Instance, void, undefined>;
+  deleteInstance(name: string, opts?: CallOptions): Promise<void>;
+  resetInstance(name: string, opts?: CallOptions): Promise<Instance>;
+  addArms(name: string, arms: Array<string | ArmSpec>, opts?: CallOptions): Promise<Instance>;
+  removeArms(name: string, armIds: string[], opts?: CallOptions): Promise<Instance>;
+
+  select(instance: string, req?: SelectParams, opts?: CallOptions): Promise<Decision>;
+  update(instance: string, req: UpdateParams, opts?: CallOptions): Promise<UpdateResponse>;
+  selectBatch(items: Array<SelectParams & { instance: string }>, opts?: CallOptions): Promise<Array<BatchItem<Decision>>>;
+  updateBatch(items: Array<UpdateParams & { instance: string }>, opts?: CallOptions): Promise<Array<BatchItem<UpdateResponse>>>;
+
+  /** grpc.health.v1 status: 'SERVING', 'NOT_SERVING', ... */
+  health(service?: string, opts?: CallOptions): Promise<string>;
+}
+
+export declare function defaultProtoDir(): string;
+export declare function loadProtos(protoDir?: string): { protoDir: string; BanditService: unknown; Health: unknown };

@@ -1,0 +1,197 @@
+'use strict';
+// BanditClient: a small promise-based wrapper over banditd's gRPC API, loaded at run time from
+// the repository's proto/ files with @grpc/proto-loader (no generated code to keep in sync).
+//
+//   const { BanditClient } = require('bandit-client');
+//   const client = new BanditClient('127.0.0.1:50051');
+//   await client.createInstance('ads', { policy: { linucb: { dimension: 3 } } });
+//   const d = await client.select('ads', { candidates: [[1, 0, 0], [0, 1, 0]] });
+//   await client.update('ads', { eventId: d.eventId, reward: 1 });
+//   client.close();
+//
+// Messages are plain objects with camelCase field names; int64 fields are decimal strings (as in
+// proto3's JSON mapping, so 64-bit seeds survive; numbers are accepted on input), enums are
+// strings. Every call has a deadline (timeoutMs, per call or the client default) covering all
+// its attempts; a call whose deadline has already passed is not sent. Calls failing with
+// UNAVAILABLE are retried with exponential backoff; no other code is retried.
+
+const path = require('node:path');
+const grpc = require('@grpc/grpc-js');
+const protoLoader = require('@grpc/proto-loader');
+const errors = require('./errors');
+
+const { Status } = errors;
+
+/** Where proto/ is: $BANDIT_PROTO_DIR, else the repository's proto/ next to client/node. */
+function defaultProtoDir() {
+  return process.env.BANDIT_PROTO_DIR || path.resolve(__dirname, '..', '..', '..', 'proto');
+}
+
+const LOADER_OPTIONS = { keepCase: false, longs: String, enums: String, defaults: true, oneofs: true };
+
+let cached = null;
+/** Loads bandit/v1/service.proto and grpc/health/v1/health.proto (once per proto dir). */
+function loadProtos(protoDir = defaultProtoDir()) {
+  if (cached && cached.protoDir === protoDir) return cached;
+  const def = protoLoader.loadSync(['bandit/v1/service.proto', 'grpc/health/v1/health.proto'],
+    { ...LOADER_OPTIONS, includeDirs: [protoDir] });
+  const pkg = grpc.loadPackageDefinition(def);
+  cached = { protoDir, BanditService: pkg.bandit.v1.BanditService, Health: pkg.grpc.health.v1.Health };
+  return cached;
+}
+
+const DEFAULT_RETRY = Object.freeze({ maxAttempts: 4, initialBackoffMs: 50, maxBackoffMs: 2000, multiplier: 2 });
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function toSelectRequest(instance, req = {}) {
+  const out = { instance, returnScores: !!req.returnScores };
+  if (req.candidates) out.candidates = req.candidates.map((c) => (Array.isArray(c) ? { values: c } : c));
+  if (req.x) out.x = req.x;
+  return out;
+}
+
+function toUpdateRequest(instance, req = {}) {
+  if (req.eventId !== undefined && req.direct !== undefined)
+    throw new TypeError('give either eventId or direct, not both');
+  const out = { instance, reward: req.reward ?? 0 };
+  for (const k of ['eventId', 'direct', 'embedding', 'fidelity', 'bestExpectedReward', 'expectedReward'])
+    if (req[k] !== undefined && req[k] !== null) out[k] = req[k];
+  return out;
+}
+
+class BanditClient {
+  /**
+   * @param {string} target "host:port"
+   * @param {object} [options]
+   * @param {number|null} [options.timeoutMs=5000] default deadline per call (covers retries); null = none
+   * @param {object|null} [options.retry] {maxAttempts, initialBackoffMs, maxBackoffMs, multiplier}; null = no retries
+   * @param {import('@grpc/grpc-js').ChannelCredentials} [options.credentials] default: insecure
+   * @param {object} [options.channelOptions] grpc-js client/channel options (e.g. interceptors)
+   * @param {string} [options.protoDir] where proto/ is
+   */
+  constructor(target, options = {}) {
+    const { BanditService, Health } = loadProtos(options.protoDir);
+    const creds = options.credentials || grpc.credentials.createInsecure();
+    this.timeoutMs = options.timeoutMs === undefined ? 5000 : options.timeoutMs;
+    this.retry = options.retry === null ? { ...DEFAULT_RETRY, maxAttempts: 1 }
+      : { ...DEFAULT_RETRY, ...(options.retry || {}) };
+    if (!(this.retry.maxAttempts >= 1)) throw new RangeError('retry.maxAttempts must be >= 1');
+    this._stub = new BanditService(target, creds, options.channelOptions || {});
+    // The health stub shares the channel of the service stub.
+    this._health = new Health(target, creds, { ...(options.channelOptions || {}), channelOverride: this._stub.getChannel() });
+  }
+
+  /** Closes the channel. */
+  close() {
+    this._stub.close();
+  }
+
+  /**
+   * The retry / deadline / error-mapping core.
+   * @param {string} method
+   * @param {object} request
+   * @param {{timeoutMs?: number|null, deadline?: Date|number, retry?: object}} [opts]
+   */
+  async _call(method, request, opts = {}, stub = this._stub) {
+    const policy = opts.retry ? { ...this.retry, ...opts.retry } : this.retry;
+    let deadline = null;
+    if (opts.deadline !== undefined) deadline = +opts.deadline;
+    else {
+      const t = opts.timeoutMs === undefined ? this.timeoutMs : opts.timeoutMs;
+      if (t !== null && t !== undefined) deadline = Date.now() + t;
+    }
+    let last = ''; // the previous attempt's UNAVAILABLE, if any
+    for (let attempt = 1; ; attempt++) {
+      if (deadline !== null && deadline - Date.now() <= 0) // never send a call that is already late
+        throw new errors.DeadlineExceededError(`deadline passed before attempt ${attempt} was sent${last}`,
+          Status.DEADLINE_EXCEEDED, attempt - 1);
+      try {
+        return await new Promise((resolve, reject) => {
+          const callOpts = deadline === null ? {} : { deadline: new Date(deadline) };
+          stub[method](request, callOpts, (err, resp) => (err ? reject(err) : resolve(resp)));
+        });
+      } catch (err) {
+        const code = typeof err.code === 'number' ? err.code : Status.UNKNOWN;
+        const details = err.details || err.message || String(err);
+        if (code !== Status.UNAVAILABLE || attempt >= policy.maxAttempts)
+          throw errors.errorForCode(code, code === Status.DEADLINE_EXCEEDED ? details + last : details, attempt);
+        const base = Math.min(policy.maxBackoffMs, policy.initialBackoffMs * policy.multiplier ** (attempt - 1));
+        const pause = base * (0.8 + 0.4 * Math.random());
+        if (deadline !== null && Date.now() + pause >= deadline)
+          throw new errors.DeadlineExceededError(
+            `deadline reached while retrying; last attempt: UNAVAILABLE: ${details}`,
+            Status.DEADLINE_EXCEEDED, attempt);
+        last = `; last attempt: UNAVAILABLE: ${details}`;
+        await sleep(pause);
+      }
+    }
+  }
+
+  // ---- lifecycle ----
+  /** @param {string} name @param {object} [config] InstanceConfig, e.g. {policy: {linucb: {dimension: 3}}} */
+  createInstance(name, config = {}, opts) { return this._call('CreateInstance', { name, config }, opts); }
+  getInstance(name, opts) { return this._call('GetInstance', { name }, opts); }
+  /** One page: {instances, nextPageToken}. */
+  listInstances({ pageSize = 0, pageToken = '' } = {}, opts) {
+    return this._call('ListInstances', { pageSize, pageToken }, opts);
+  }
+  /** Every instance, following nextPageToken. */
+  async *instances({ pageSize = 0 } = {}, opts) {
+    let pageToken = '';
+    do {
+      const page = await this.listInstances({ pageSize, pageToken }, opts);
+      yield* page.instances;
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+  }
+  async deleteInstance(name, opts) { await this._call('DeleteInstance', { name }, opts); }
+  resetInstance(name, opts) { return this._call('ResetInstance', { name }, opts); }
+  /** @param {Array<string|{id?: string, features?: number[]}>} arms */
+  addArms(name, arms, opts) {
+    return this._call('AddArms', { name, arms: arms.map((a) => (typeof a === 'string' ? { id: a } : a)) }, opts);
+  }
+  removeArms(name, armIds, opts) { return this._call('RemoveArms', { name, armIds }, opts); }
+
+  // ---- decisions and rewards ----
+  /** A Decision. req: {candidates?: number[][], x?: number[], returnScores?: boolean} */
+  select(instance, req, opts) { return this._call('Select', toSelectRequest(instance, req), opts); }
+  /** req: {eventId | direct: {armId|features|x}, reward, embedding?, fidelity?, bestExpectedReward?, expectedReward?} */
+  update(instance, req, opts) { return this._call('Update', toUpdateRequest(instance, req), opts); }
+
+  /** items: [{instance, candidates?, x?, returnScores?}] -> [{ok: true, value} | {ok: false, error}] */
+  async selectBatch(items, opts) {
+    const requests = items.map((it) => toSelectRequest(it.instance, it));
+    const resp = await this._call('SelectBatch', { requests }, opts);
+    return resp.statuses.map((s, i) => (s.code === 0 ? { ok: true, value: resp.decisions[i] }
+      : { ok: false, error: errors.errorForCode(s.code, s.message) }));
+  }
+  /** items: [{instance, eventId | direct, reward, ...}] -> [{ok: true, value} | {ok: false, error}] */
+  async updateBatch(items, opts) {
+    const requests = items.map((it) => toUpdateRequest(it.instance, it));
+    const resp = await this._call('UpdateBatch', { requests }, opts);
+    return resp.statuses.map((s, i) => (s.code === 0 ? { ok: true, value: resp.responses[i] }
+      : { ok: false, error: errors.errorForCode(s.code, s.message) }));
+  }
+
+  // ---- health ----
+  /** grpc.health.v1 status: 'SERVING', 'NOT_SERVING', ... */
+  async health(service = '', opts) {
+    const resp = await this._call('Check', { service }, opts, this._health);
+    return resp.status;
+  }
+}
+
+// Listed one by one (shorthand) so that ESM `import { NotFoundError } from '.../index.js'` sees
+// the names (Node's CommonJS export detection is static).
+const {
+  BanditError, InvalidArgumentError, NotFoundError, AlreadyExistsError, FailedPreconditionError,
+  ResourceExhaustedError, UnavailableError, DeadlineExceededError, PermissionDeniedError,
+  UnauthenticatedError, CancelledError, InternalError, UnimplementedError, errorForCode,
+} = errors;
+module.exports = {
+  BanditClient, loadProtos, defaultProtoDir, DEFAULT_RETRY, Status,
+  BanditError, InvalidArgumentError, NotFoundError, AlreadyExistsError, FailedPreconditionError,
+  ResourceExhaustedError, UnavailableError, DeadlineExceededError, PermissionDeniedError,
+  UnauthenticatedError, CancelledError, InternalError, UnimplementedError, errorForCode,
+};

@@ -1,0 +1,265 @@
+'use strict';
+// bandit-client against a real banditd on port 0: lifecycle, contextual select/update with an
+// event id, batches, typed errors per status code, deadlines, and retries for UNAVAILABLE only.
+// Run: BANDITD=build/bin/banditd node --test client/node/test/
+const { describe, it, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { spawnSync } = require('node:child_process');
+const path = require('node:path');
+const grpc = require('@grpc/grpc-js');
+const { startServer, unusedPort } = require('./server_process');
+const {
+  BanditClient, BanditError, NotFoundError, InvalidArgumentError, AlreadyExistsError,
+  FailedPreconditionError, DeadlineExceededError, UnavailableError, Status, errorForCode,
+} = require('../src');
+
+const LINUCB = { policy: { linucb: { dimension: 3 } } };
+const CANDIDATES = [[1, 0, 0], [0, 1, 0], [0, 0, 1]];
+
+/** A grpc-js interceptor that records every attempt that leaves the client. */
+function counter() {
+  const c = { calls: {}, deadlines: [] };
+  c.interceptor = (options, nextCall) => {
+    const m = options.method_definition.path;
+    c.calls[m] = (c.calls[m] || 0) + 1;
+    c.deadlines.push(options.deadline);
+    return new grpc.InterceptingCall(nextCall(options));
+  };
+  return c;
+}
+
+describe('BanditClient against a live banditd', () => {
+  let server;
+  let client;
+  before(async () => {
+    server = await startServer();
+    client = new BanditClient(server.target, { timeoutMs: 10000 });
+  });
+  after(async () => {
+    client.close();
+    await server.stop();
+  });
+
+  it('reports health', async () => {
+    assert.equal(await client.health(), 'SERVING');
+  });
+
+  it('runs the instance lifecycle', async () => {
+    const inst = await client.createInstance('life-a', LINUCB);
+    assert.equal(inst.name, 'life-a');
+    assert.equal(inst.config.policy.linucb.dimension, 3);
+    const b = await client.createInstance('life-b',
+      { policy: { epsilonGreedy: { epsilon: 0.1 }, numArms: 4 }, seed: '18446744073709551557' });
+    assert.deepEqual(b.armIds, ['0', '1', '2', '3']);
+    assert.equal(b.config.seed, '18446744073709551557'); // uint64 survives (int64 as strings)
+    const got = await client.getInstance('life-a');
+    assert.equal(got.stats.rounds, '0');
+    assert.ok(Number(got.stats.stateBytes) > 0);
+
+    const page = await client.listInstances({ pageSize: 1 });
+    assert.equal(page.instances.length, 1);
+    assert.notEqual(page.nextPageToken, '');
+    const names = [];
+    for await (const i of client.instances({ pageSize: 1 })) names.push(i.name);
+    assert.ok(names.includes('life-a') && names.includes('life-b'), names.join());
+
+    const reset = await client.resetInstance('life-b');
+    assert.equal(reset.stats.rounds, '0');
+    await client.deleteInstance('life-a');
+    await client.deleteInstance('life-b');
+    await assert.rejects(client.getInstance('life-a'), NotFoundError);
+    const after = [];
+    for await (const i of client.instances()) after.push(i.name);
+    assert.ok(!after.includes('life-a') && !after.includes('life-b'));
+  });
+
+  it('selects and updates a contextual policy with an event id', async () => {
+    await client.createInstance('ctx', { ...LINUCB, seed: 3 });
+    const d = await client.select('ctx', { candidates: CANDIDATES, returnScores: true });
+    assert.ok(d.eventId);
+    assert.ok([0, 1, 2].includes(d.armIndex));
+    assert.equal(d.scores.length, 3);
+    assert.equal(d.scoreKind, 'UPPER_CONFIDENCE_BOUND');
+    assert.equal(d.propensity, 1);
+    assert.ok(Number(d.expiresAtMs) > Date.now());
+    const u = await client.update('ctx', { eventId: d.eventId, reward: 1 });
+    assert.equal(u.updates, '1');
+    await assert.rejects(client.update('ctx', { eventId: d.eventId, reward: 1 }), FailedPreconditionError);
+    const s = (await client.getInstance('ctx')).stats;
+    assert.deepEqual([s.rounds, s.updates, s.pending, s.rejectedRewards], ['1', '1', '0', '1']);
+
+    // Learning over the wire: reward = candidate . theta, theta = (0.1, 0.9, 0.3); after a short
+    // warm-up LinUCB picks candidate 1 nearly always.
+    const theta = [0.1, 0.9, 0.3];
+    const picks = [];
+    for (let t = 0; t < 120; t++) {
+      const dd = await client.select('ctx', { candidates: CANDIDATES });
+      const reward = CANDIDATES[dd.armIndex].reduce((acc, v, k) => acc + v * theta[k], 0);
+      await client.update('ctx', { eventId: dd.eventId, reward });
+      picks.push(dd.armIndex);
+    }
+    assert.ok(picks.slice(-60).filter((p) => p === 1).length >= 55, picks.join());
+    assert.equal((await client.getInstance('ctx')).stats.updates, '121');
+
+    const direct = await client.update('ctx', { direct: { features: [1, 0, 0] }, reward: 0.5 });
+    assert.equal(direct.updates, '122');
+  });
+
+  it('returns per-item statuses from batch calls', async () => {
+    await client.createInstance('batch', LINUCB);
+    const items = await client.selectBatch([
+      { instance: 'batch', candidates: CANDIDATES },
+      { instance: 'batch-missing', candidates: CANDIDATES },
+      { instance: 'batch', candidates: [[1, 2]] }, // wrong dimension
+      { instance: 'batch', candidates: [[0, 0, 1]] },
+    ]);
+    assert.deepEqual(items.map((i) => i.ok), [true, false, false, true]);
+    assert.ok(items[1].error instanceof NotFoundError);
+    assert.ok(items[2].error instanceof InvalidArgumentError);
+    assert.match(items[2].error.details, /3/); // names the expected dimension
+    assert.equal(items[3].value.armIndex, 0);
+    const e0 = items[0].value.eventId;
+    const e3 = items[3].value.eventId;
+    assert.notEqual(e0, e3);
+
+    const ups = await client.updateBatch([
+      { instance: 'batch', eventId: e0, reward: 1 },
+      { instance: 'batch', eventId: e0, reward: 1 }, // duplicate
+      { instance: 'batch', eventId: 'no-such-event', reward: 1 },
+      { instance: 'batch', eventId: e3, reward: NaN },
+      { instance: 'batch', eventId: e3, reward: 0 },
+    ]);
+    assert.deepEqual(ups.map((u) => (u.ok ? 'ok' : u.error.constructor.name)),
+      ['ok', 'FailedPreconditionError', 'NotFoundError', 'InvalidArgumentError', 'ok']);
+    assert.equal(ups[0].value.updates, '1');
+    assert.equal(ups[4].value.updates, '2');
+  });
+
+  it('maps each error code to its typed error', async () => {
+    await client.createInstance('errs', LINUCB);
+    const cases = [
+      [NotFoundError, Status.NOT_FOUND, () => client.select('errs-nope', { candidates: CANDIDATES })],
+      [InvalidArgumentError, Status.INVALID_ARGUMENT, () => client.select('errs', { candidates: [[1, 2]] })],
+      [InvalidArgumentError, Status.INVALID_ARGUMENT, () => client.createInstance('bad name!', LINUCB)],
+      [AlreadyExistsError, Status.ALREADY_EXISTS, () => client.createInstance('errs', LINUCB)],
+    ];
+    for (const [cls, code, call] of cases) {
+      const err = await call().then(() => null, (e) => e);
+      assert.ok(err instanceof cls, `${cls.name}: got ${err}`);
+      assert.ok(err instanceof BanditError && err instanceof Error);
+      assert.equal(err.code, code);
+      assert.ok(err.details.length > 0);
+      assert.equal(err.attempts, 1);
+    }
+    const d = await client.select('errs', { candidates: CANDIDATES });
+    await client.update('errs', { eventId: d.eventId, reward: 0 });
+    const err = await client.update('errs', { eventId: d.eventId, reward: 0 }).then(() => null, (e) => e);
+    assert.ok(err instanceof FailedPreconditionError);
+    assert.equal(err.code, Status.FAILED_PRECONDITION);
+    assert.equal(err.codeName, 'FAILED_PRECONDITION');
+    assert.ok(err.details.includes(d.eventId));
+    // Unmapped codes still give a BanditError with the code.
+    const other = errorForCode(Status.DATA_LOSS, 'x');
+    assert.ok(other instanceof BanditError);
+    assert.equal(other.codeName, 'DATA_LOSS');
+  });
+
+  it('honours deadlines', async () => {
+    await client.createInstance('dl', LINUCB);
+    // Already past: not sent at all.
+    for (const opts of [{ timeoutMs: 0 }, { deadline: new Date(Date.now() - 1000) }]) {
+      const err = await client.select('dl', { candidates: CANDIDATES }, opts).then(() => null, (e) => e);
+      assert.ok(err instanceof DeadlineExceededError, String(err));
+      assert.equal(err.code, Status.DEADLINE_EXCEEDED);
+      assert.equal(err.attempts, 0);
+    }
+    assert.equal((await client.getInstance('dl')).stats.rounds, '0');
+    // 1 microsecond: handed to grpc-js with a Date deadline (ms resolution) that has already
+    // passed, so grpc-js itself ends it with DEADLINE_EXCEEDED (or the client does, if the ms
+    // ticked). As with any deadline, the server may or may not have seen the request.
+    await assert.rejects(client.select('dl', { candidates: CANDIDATES }, { timeoutMs: 0.001 }),
+      DeadlineExceededError);
+    const roundsBefore = Number((await client.getInstance('dl')).stats.rounds);
+    assert.ok(roundsBefore <= 1);
+    // A client-wide default deadline applies too.
+    const hurried = new BanditClient(server.target, { timeoutMs: 0 });
+    await assert.rejects(hurried.getInstance('dl'), DeadlineExceededError);
+    hurried.close();
+    // Each attempt carries the deadline to grpc-js.
+    const c = counter();
+    const watched = new BanditClient(server.target, { timeoutMs: 7500, channelOptions: { interceptors: [c.interceptor] } });
+    const before = Date.now();
+    await watched.select('dl', { candidates: CANDIDATES });
+    watched.close();
+    assert.equal(c.deadlines.length, 1);
+    const dl = +c.deadlines[0];
+    assert.ok(dl >= before + 7500 - 1 && dl <= Date.now() + 7500, `${dl - before}`);
+    assert.equal(Number((await client.getInstance('dl')).stats.rounds), roundsBefore + 1);
+  });
+
+  it('runs the example', () => {
+    const out = spawnSync(process.execPath, [path.join(__dirname, '..', 'examples', 'logistic_loop.js'),
+      '--target', server.target, '--instance', 'example-test', '--rounds', '60', '--report_every', '30'],
+    { encoding: 'utf8', timeout: 60000 });
+    assert.equal(out.status, 0, out.stderr);
+    const rows = out.stdout.trim().split('\n').slice(1).map((l) => l.trim().split(/\s+/));
+    assert.deepEqual(rows.map((r) => r[0]), ['30', '60']);
+    // The server summed the same gaps as the example.
+    assert.ok(Math.abs(Number(rows[1][1]) - Number(rows[1][3])) < 0.01, rows.join(' | '));
+  });
+
+  it('does not retry INVALID_ARGUMENT', async () => {
+    const c = counter();
+    const cl = new BanditClient(server.target, {
+      retry: { maxAttempts: 5, initialBackoffMs: 10 }, channelOptions: { interceptors: [c.interceptor] },
+    });
+    const err = await cl.createInstance('', LINUCB).then(() => null, (e) => e);
+    cl.close();
+    assert.ok(err instanceof InvalidArgumentError);
+    assert.equal(err.attempts, 1);
+    assert.deepEqual(c.calls, { '/bandit.v1.BanditService/CreateInstance': 1 });
+  });
+});
+
+describe('BanditClient against a server that is not running', () => {
+  it('retries UNAVAILABLE, then gives up with a typed UnavailableError', async () => {
+    const c = counter();
+    const cl = new BanditClient(`127.0.0.1:${await unusedPort()}`, {
+      timeoutMs: 10000, retry: { maxAttempts: 3, initialBackoffMs: 10, maxBackoffMs: 50 },
+      channelOptions: { interceptors: [c.interceptor] },
+    });
+    const err = await cl.getInstance('anything').then(() => null, (e) => e);
+    assert.ok(err instanceof UnavailableError, String(err));
+    assert.equal(err.code, Status.UNAVAILABLE);
+    assert.equal(err.attempts, 3);
+    assert.deepEqual(c.calls, { '/bandit.v1.BanditService/GetInstance': 3 });
+    // retry: null = exactly one attempt
+    const single = new BanditClient(`127.0.0.1:${await unusedPort()}`, { retry: null });
+    const e1 = await single.health().then(() => null, (e) => e);
+    assert.ok(e1 instanceof UnavailableError);
+    assert.equal(e1.attempts, 1);
+    single.close();
+    cl.close();
+  });
+
+  it('stops retrying when the deadline is reached', async () => {
+    const c = counter();
+    const cl = new BanditClient(`127.0.0.1:${await unusedPort()}`, {
+      timeoutMs: 300, retry: { maxAttempts: 1000, initialBackoffMs: 20, maxBackoffMs: 20 },
+      channelOptions: { interceptors: [c.interceptor] },
+    });
+    const err = await cl.getInstance('anything').then(() => null, (e) => e);
+    cl.close();
+    assert.ok(err instanceof DeadlineExceededError, String(err));
+    assert.match(err.details, /UNAVAILABLE/);
+    const attempts = c.calls['/bandit.v1.BanditService/GetInstance'];
+    assert.equal(err.attempts, attempts);
+    assert.ok(attempts > 1 && attempts < 1000, String(attempts));
+    // Every attempt carried the same overall deadline.
+    assert.equal(new Set(c.deadlines.map((d) => +d)).size, 1);
+  });
+
+  it('validates the retry policy', () => {
+    assert.throws(() => new BanditClient('127.0.0.1:1', { retry: { maxAttempts: 0 } }), RangeError);
+  });
+});

@@ -1,0 +1,276 @@
+"""BanditClient: a thin, synchronous wrapper over banditd's generated gRPC stubs.
+
+    with BanditClient("127.0.0.1:50051") as client:
+        client.create_instance("ads", "policy { linucb { dimension: 3 } }")
+        d = client.select("ads", candidates=[[1, 0, 0], [0, 1, 0]])
+        client.update("ads", d.event_id, reward=1.0)
+
+Responses are the generated protobuf messages (``Decision``, ``Instance``, ...). Every call has a
+deadline (``timeout`` seconds, per call or the client default) that covers all its attempts.
+A call whose deadline has already passed is not sent (DeadlineExceededError, attempts=0).
+Calls that fail with UNAVAILABLE (server down, restarting or draining) are retried with
+exponential backoff; no other code is retried. Failures raise typed ``BanditError`` subclasses.
+"""
+import random
+import time
+
+import grpc
+from google.protobuf import json_format, text_format
+
+from . import errors
+from ._pb import health_pb2, health_pb2_grpc, service_pb2, service_pb2_grpc
+
+__all__ = ["BanditClient", "RetryPolicy", "BatchItem"]
+
+
+class RetryPolicy:
+    """Retries for UNAVAILABLE only: up to ``max_attempts`` attempts in all, waiting
+    ``initial_backoff * multiplier**(n-1)`` seconds (capped at ``max_backoff``, with +-20 % jitter)
+    before attempt n+1. ``max_attempts=1`` disables retries."""
+
+    def __init__(self, max_attempts=4, initial_backoff=0.05, max_backoff=2.0, multiplier=2.0):
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        self.max_attempts = max_attempts
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.multiplier = multiplier
+
+    def backoff(self, attempt):
+        base = min(self.max_backoff, self.initial_backoff * self.multiplier ** (attempt - 1))
+        return base * random.uniform(0.8, 1.2)
+
+
+class BatchItem:
+    """One item of a batch answer: ``value`` (a message) when ``ok``, else ``error`` (a typed
+    BanditError, not raised). ``unwrap()`` returns the value or raises the error."""
+
+    __slots__ = ("value", "error")
+
+    def __init__(self, value=None, error=None):
+        self.value = value
+        self.error = error
+
+    @property
+    def ok(self):
+        return self.error is None
+
+    def unwrap(self):
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+    def __repr__(self):
+        return "BatchItem(ok)" if self.ok else "BatchItem(%r)" % (self.error,)
+
+
+def _config(config):
+    """InstanceConfig from a message, a text-format string or a dict (JSON field names)."""
+    if config is None:
+        return service_pb2.InstanceConfig()
+    if isinstance(config, service_pb2.InstanceConfig):
+        return config
+    if isinstance(config, str):
+        return text_format.Parse(config, service_pb2.InstanceConfig())
+    if isinstance(config, dict):
+        return json_format.ParseDict(config, service_pb2.InstanceConfig())
+    raise TypeError("config must be an InstanceConfig, a text-format str or a dict, got %s"
+                    % type(config).__name__)
+
+
+def _select_request(instance, candidates=None, x=None, return_scores=False):
+    req = service_pb2.SelectRequest(instance=instance, return_scores=return_scores)
+    for c in candidates or ():
+        req.candidates.add(values=list(c))
+    if x is not None:
+        req.x.extend(x)
+    return req
+
+
+def _update_request(instance, event_id=None, reward=0.0, direct=None, embedding=None,
+                    fidelity=None, best_expected_reward=None, expected_reward=None):
+    req = service_pb2.UpdateRequest(instance=instance, reward=reward)
+    if event_id is not None and direct is not None:
+        raise ValueError("give either event_id or direct, not both")
+    if event_id is not None:
+        req.event_id = event_id
+    elif direct is not None:
+        if isinstance(direct, dict):
+            direct = service_pb2.DirectObservation(**direct)
+        req.direct.CopyFrom(direct)
+    if embedding is not None:
+        req.embedding.extend(embedding)
+    if fidelity is not None:
+        req.fidelity = fidelity
+    if best_expected_reward is not None:
+        req.best_expected_reward = best_expected_reward
+    if expected_reward is not None:
+        req.expected_reward = expected_reward
+    return req
+
+
+def _as_request(item, cls, build):
+    if isinstance(item, cls):
+        return item
+    if isinstance(item, dict):
+        return build(**item)
+    raise TypeError("batch items must be %s messages or dicts of keyword arguments" % cls.__name__)
+
+
+class BanditClient:
+    """Client for one banditd server.
+
+    Args:
+      target: "host:port" (anything grpc accepts, e.g. "dns:///bandit.internal:50051").
+      timeout: default deadline of each call, in seconds (covers retries). None = no deadline.
+      retry: a RetryPolicy (default: 4 attempts) or None for no retries.
+      credentials: grpc.ChannelCredentials for TLS; None = plaintext.
+      options: extra channel options, e.g. [("grpc.max_receive_message_length", 64 << 20)].
+      channel: an existing grpc.Channel to use instead (the client will not close it).
+    """
+
+    def __init__(self, target=None, *, timeout=5.0, retry=None, credentials=None, options=None,
+                 channel=None):
+        if channel is None and target is None:
+            raise ValueError("give a target \"host:port\" or a channel")
+        self.timeout = timeout
+        self.retry = retry if retry is not None else RetryPolicy()
+        self._owns_channel = channel is None
+        if channel is None:
+            opts = list(options or [])
+            channel = (grpc.secure_channel(target, credentials, opts) if credentials
+                       else grpc.insecure_channel(target, opts))
+        self._channel = channel
+        self._stub = service_pb2_grpc.BanditServiceStub(channel)
+        self._health = health_pb2_grpc.HealthStub(channel)
+
+    # ---- channel ----
+    def close(self):
+        if self._owns_channel:
+            self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    @property
+    def channel(self):
+        return self._channel
+
+    # ---- the retry / deadline / error-mapping core ----
+    def _call(self, method, request, timeout, retry=None):
+        timeout = self.timeout if timeout is None else timeout
+        policy = self.retry if retry is None else retry
+        deadline = None if timeout is None else time.monotonic() + timeout
+        attempt = 0
+        last = ""  # the previous attempt's UNAVAILABLE, if any
+        while True:
+            attempt += 1
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:  # never send a call that is already late
+                raise errors.DeadlineExceededError(
+                    "deadline of %gs passed before attempt %d was sent%s" % (timeout, attempt, last),
+                    attempts=attempt - 1)
+            try:
+                return method(request, timeout=remaining)
+            except grpc.RpcError as e:
+                code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
+                details = (e.details() if hasattr(e, "details") else None) or str(e)
+                if code != grpc.StatusCode.UNAVAILABLE or attempt >= policy.max_attempts:
+                    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                        details += last
+                    raise errors.error_for_code(code, details, attempt) from None
+                pause = policy.backoff(attempt)
+                if deadline is not None and time.monotonic() + pause >= deadline:
+                    raise errors.DeadlineExceededError(
+                        "deadline of %gs reached while retrying; last attempt: %s: %s"
+                        % (timeout, code.name, details), attempts=attempt) from None
+                last = "; last attempt: %s: %s" % (code.name, details)
+                time.sleep(pause)
+
+    # ---- lifecycle ----
+    def create_instance(self, name, config=None, *, timeout=None):
+        """Creates instance ``name``. ``config``: InstanceConfig, text format
+        ("policy { linucb { dimension: 3 } }") or dict ({"policy": {"linucb": {"dimension": 3}}})."""
+        req = service_pb2.CreateInstanceRequest(name=name, config=_config(config))
+        return self._call(self._stub.CreateInstance, req, timeout)
+
+    def get_instance(self, name, *, timeout=None):
+        return self._call(self._stub.GetInstance, service_pb2.GetInstanceRequest(name=name), timeout)
+
+    def list_instances(self, page_size=0, page_token="", *, timeout=None):
+        """One page: a ListInstancesResponse (instances, next_page_token)."""
+        req = service_pb2.ListInstancesRequest(page_size=page_size, page_token=page_token)
+        return self._call(self._stub.ListInstances, req, timeout)
+
+    def iter_instances(self, page_size=0, *, timeout=None):
+        """Every instance, following next_page_token."""
+        token = ""
+        while True:
+            page = self.list_instances(page_size, token, timeout=timeout)
+            yield from page.instances
+            token = page.next_page_token
+            if not token:
+                return
+
+    def delete_instance(self, name, *, timeout=None):
+        self._call(self._stub.DeleteInstance, service_pb2.DeleteInstanceRequest(name=name), timeout)
+
+    def reset_instance(self, name, *, timeout=None):
+        return self._call(self._stub.ResetInstance, service_pb2.ResetInstanceRequest(name=name), timeout)
+
+    def add_arms(self, name, arms, *, timeout=None):
+        """``arms``: ArmSpec messages, ids (str) or dicts {"id": ..., "features": [...]}."""
+        req = service_pb2.AddArmsRequest(name=name)
+        for a in arms:
+            if isinstance(a, str):
+                req.arms.add(id=a)
+            elif isinstance(a, dict):
+                req.arms.add(**a)
+            else:
+                req.arms.append(a)
+        return self._call(self._stub.AddArms, req, timeout)
+
+    def remove_arms(self, name, arm_ids, *, timeout=None):
+        req = service_pb2.RemoveArmsRequest(name=name, arm_ids=list(arm_ids))
+        return self._call(self._stub.RemoveArms, req, timeout)
+
+    # ---- decisions and rewards ----
+    def select(self, instance, candidates=None, *, x=None, return_scores=False, timeout=None):
+        """A Decision. ``candidates``: one feature vector (sequence of floats) per candidate arm,
+        for contextual policies; ``x``: the input point for kernel-selection policies."""
+        return self._call(self._stub.Select, _select_request(instance, candidates, x, return_scores),
+                          timeout)
+
+    def update(self, instance, event_id=None, reward=0.0, *, direct=None, embedding=None,
+               fidelity=None, best_expected_reward=None, expected_reward=None, timeout=None):
+        """Reports ``reward`` for the decision ``event_id`` (or a ``direct`` observation:
+        DirectObservation or dict with arm_id / features / x). Returns the UpdateResponse."""
+        req = _update_request(instance, event_id, reward, direct, embedding, fidelity,
+                              best_expected_reward, expected_reward)
+        return self._call(self._stub.Update, req, timeout)
+
+    def select_batch(self, requests, *, timeout=None):
+        """``requests``: SelectRequest messages or dicts of select() keywords (with "instance").
+        Returns one BatchItem per request, in order; item failures are not raised."""
+        reqs = [_as_request(r, service_pb2.SelectRequest, _select_request) for r in requests]
+        resp = self._call(self._stub.SelectBatch, service_pb2.SelectBatchRequest(requests=reqs), timeout)
+        return [BatchItem(d, None) if s.code == 0 else BatchItem(None, errors.error_for_code(s.code, s.message))
+                for d, s in zip(resp.decisions, resp.statuses)]
+
+    def update_batch(self, requests, *, timeout=None):
+        """``requests``: UpdateRequest messages or dicts of update() keywords (with "instance").
+        Returns one BatchItem (value: UpdateResponse) per request, in order."""
+        reqs = [_as_request(r, service_pb2.UpdateRequest, _update_request) for r in requests]
+        resp = self._call(self._stub.UpdateBatch, service_pb2.UpdateBatchRequest(requests=reqs), timeout)
+        return [BatchItem(u, None) if s.code == 0 else BatchItem(None, errors.error_for_code(s.code, s.message))
+                for u, s in zip(resp.responses, resp.statuses)]
+
+    # ---- health ----
+    def health(self, service="", *, timeout=None):
+        """grpc.health.v1 status name: "SERVING", "NOT_SERVING", ..."""
+        resp = self._call(self._health.Check, health_pb2.HealthCheckRequest(service=service), timeout)
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)

@@ -131,10 +131,18 @@ absl::Status Journal::OpenSegment(uint64_t first_seq) {
   return absl::OkStatus();
 }
 
+namespace {
+thread_local uint64_t thread_seq = 0;
+}  // namespace
+
+uint64_t Journal::ThreadSeq() { return thread_seq; }
+void Journal::ResetThreadSeq() { thread_seq = 0; }
+
 absl::StatusOr<uint64_t> Journal::Append(bandit::v1::JournalRecord* rec) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!health_.ok()) return health_;
   rec->set_seq(next_seq_++);
+  thread_seq = rec->seq();
   buffer_ += EncodeFrame(*rec);
   buffered_last_ = rec->seq();
   work_cv_.notify_one();

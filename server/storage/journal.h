@@ -59,6 +59,10 @@ class Journal {
   absl::Status DropSegmentsBefore(uint64_t seq);
   absl::Status health() const;
   Durability mode() const { return mode_; }
+  // The newest sequence number appended by the calling thread since ResetThreadSeq() (0 if
+  // none): a request handler waits for exactly its own records, not for later ones.
+  static uint64_t ThreadSeq();
+  static void ResetThreadSeq();
   uint64_t last_seq() const;
 
   // Reads every segment in order. `apply` gets each intact record. A torn tail of the last

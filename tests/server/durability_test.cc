@@ -38,10 +38,9 @@ struct Node {
     if (!p.ok()) std::abort();
     if (p.ok()) persistence = *std::move(p);
   }
-  // What the gRPC layer does before acknowledging a write.
-  absl::Status Ack() {
-    return persistence->journal()->WaitDurable(persistence->journal()->last_seq());
-  }
+  // What the gRPC layer does before acknowledging a write: wait for the newest record this
+  // thread appended.
+  absl::Status Ack() { return persistence->journal()->WaitDurable(Journal::ThreadSeq()); }
   DecisionService svc;
   RecoveryReport report;
   std::unique_ptr<Persistence> persistence;

@@ -401,9 +401,10 @@ TEST(MixtureGreedy, BeatsBestSingleArmAndApproachesOracleOnGenerators) {
       for (int t = 0; t < 1500; ++t) Step(**p, env, rng);
       for (const auto& [key, v] : (*p)->Summary())
         if (key == "score") score[k] = v;
-      if (algo == MixtureConfig::MIXTURE_GREEDY)
+      if (algo == MixtureConfig::MIXTURE_GREEDY) {
         EXPECT_LT(((*p)->Weights() - oracle.alpha).lpNorm<1>(), 0.2)
             << (*p)->Weights().transpose() << " vs " << oracle.alpha.transpose();
+      }
       ++k;
     }
     EXPECT_LT(score[0], 0.5 * score[1]) << "seed " << seed << ": greedy FD " << score[0]

@@ -9,6 +9,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-grpcio python3-protobuf python3-numpy python3-matplotlib
   prometheus docker-compose python3-yaml
+  openssl clang libclang-rt-14-dev
 )
 # client/node (tests: node --test, deps: npm ci): Debian's nodejs (18) + npm, unless a Node.js
 # with npm is already there (NodeSource's nodejs bundles npm and conflicts with Debian's npm).

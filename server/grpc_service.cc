@@ -21,13 +21,21 @@ void GrpcBanditService::Finish(Reactor* reactor, Rpc rpc,
 template <typename Fn>
 GrpcBanditService::Reactor* GrpcBanditService::Run(Ctx* ctx, Rpc rpc, Kind kind, Fn&& fn) {
   const auto start = std::chrono::steady_clock::now();
+  if (auth_ != nullptr) {
+    if (absl::Status denied = auth_->Check(rpc, *ctx); !denied.ok()) {
+      Reactor* reactor = ctx->DefaultReactor();
+      Finish(reactor, rpc, start, denied);
+      return reactor;
+    }
+  }
+  Journal::ResetThreadSeq();
   const absl::Status status = fn();
+  const uint64_t seq = Journal::ThreadSeq();  // this call's newest record (0 = none)
   Reactor* reactor = ctx->DefaultReactor();
   Journal* journal = service_->journal();
-  if (status.ok() && kind == Kind::kWrite && journal != nullptr &&
+  if (status.ok() && kind == Kind::kWrite && seq > 0 && journal != nullptr &&
       journal->mode() == Durability::kAlways) {
-    // Waiting for the newest record covers this call's records (group commit makes that free).
-    journal->WhenDurable(journal->last_seq(), [this, reactor, rpc, start](absl::Status durable) {
+    journal->WhenDurable(seq, [this, reactor, rpc, start](absl::Status durable) {
       Finish(reactor, rpc, start, durable);
     });
     return reactor;
@@ -88,6 +96,12 @@ GrpcBanditService::Reactor* GrpcBanditService::SnapshotInstances(
     bandit::v1::SnapshotInstancesResponse* resp) {
   const auto start = std::chrono::steady_clock::now();
   Reactor* reactor = ctx->DefaultReactor();
+  if (auth_ != nullptr) {
+    if (absl::Status denied = auth_->Check(Rpc::kSnapshotInstances, *ctx); !denied.ok()) {
+      Finish(reactor, Rpc::kSnapshotInstances, start, denied);
+      return reactor;
+    }
+  }
   if (persistence_ == nullptr) {
     Finish(reactor, Rpc::kSnapshotInstances, start,
            absl::FailedPreconditionError("this server keeps no durable state"));

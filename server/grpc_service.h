@@ -3,6 +3,7 @@
 #pragma once
 
 #include "bandit/v1/service.grpc.pb.h"
+#include "server/auth.h"
 #include "server/decision_service.h"
 #include "server/metrics.h"
 #include "server/persistence.h"
@@ -12,8 +13,11 @@ namespace bandit::server {
 class GrpcBanditService final : public bandit::v1::BanditService::CallbackService {
  public:
   // `persistence` may be null (no durable state: SnapshotInstances answers FAILED_PRECONDITION).
-  GrpcBanditService(DecisionService* service, Metrics* metrics, Persistence* persistence)
-      : service_(service), metrics_(metrics), persistence_(persistence) {}
+  // `auth` may be null (no authentication); when set, every handler checks the caller's token
+  // against RequiredRole(rpc) before doing anything.
+  GrpcBanditService(DecisionService* service, Metrics* metrics, Persistence* persistence,
+                    const Authorizer* auth = nullptr)
+      : service_(service), metrics_(metrics), persistence_(persistence), auth_(auth) {}
 
   using Ctx = grpc::CallbackServerContext;
   using Reactor = grpc::ServerUnaryReactor;
@@ -59,6 +63,7 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   DecisionService* service_;
   Metrics* metrics_;
   Persistence* persistence_;
+  const Authorizer* auth_;
 };
 
 }  // namespace bandit::server

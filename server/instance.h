@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -19,11 +20,22 @@
 
 namespace bandit::server {
 
+// Per-instance limits (banditd flags, see main.cc). Request-shape limits answer INVALID_ARGUMENT
+// (the same request will never succeed); limits on what the server holds answer
+// RESOURCE_EXHAUSTED (a later request may succeed once something is freed).
 struct InstanceLimits {
   int64_t max_candidates = 10'000;     // candidate vectors per Select
   int64_t max_vector_size = 100'000;   // entries of one feature vector / x / embedding
   int64_t max_pending_capacity = 10'000'000;
   int64_t max_arms_per_request = 10'000;
+  // The two below default to "no limit" so that recovery (which builds instances with default
+  // limits) never refuses what the server once accepted; banditd's flags set real values.
+  // Config fields named `dimension` or `random_features` (any policy, found by reflection).
+  int64_t max_feature_dim = std::numeric_limits<int32_t>::max();
+  // Arms of one instance: config arms / num_arms at create, and the total after AddArms.
+  int64_t max_arms = std::numeric_limits<int32_t>::max();
+  // Instance name length (core's CheckId also caps ids at 128 characters).
+  int64_t max_name_length = 128;
 };
 
 // What one Update did, for metrics.

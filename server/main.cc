@@ -23,6 +23,26 @@ ABSL_FLAG(std::string, durability, "always",
 ABSL_FLAG(int64_t, snapshot_every_changes, 10000, "Snapshot an instance after this many changes");
 ABSL_FLAG(int64_t, snapshot_interval_ms, 60000,
           "Snapshot round (all changed instances + journal compaction) interval");
+// Limits (request shapes answer INVALID_ARGUMENT, server capacity RESOURCE_EXHAUSTED).
+ABSL_FLAG(int64_t, max_instances, 100000, "Max instances on this server");
+ABSL_FLAG(int64_t, max_feature_dim, 4096,
+          "Max feature dimension: config `dimension`/`random_features` and the length of every "
+          "request vector (candidate, x, embedding, direct features)");
+ABSL_FLAG(int64_t, max_candidates, 10000, "Max candidate vectors (arms) per Select");
+ABSL_FLAG(int64_t, max_arms, 100000, "Max arms of one instance (config and after AddArms)");
+ABSL_FLAG(int64_t, max_arms_per_request, 10000, "Max arms per AddArms/RemoveArms request");
+ABSL_FLAG(int64_t, max_batch_items, 1000, "Max items per SelectBatch/UpdateBatch");
+ABSL_FLAG(int64_t, max_pending_capacity, 10000000,
+          "Max config.pending.capacity (decisions awaiting rewards) of one instance");
+ABSL_FLAG(int64_t, max_name_length, 128, "Max instance name length (1..128)");
+ABSL_FLAG(int32_t, max_page_size, 1000, "Max ListInstances page size");
+// Security.
+ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain (enables TLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM server private key");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle; when set, clients must present a certificate it signed (mutual TLS)");
+ABSL_FLAG(std::string, tokens_file, "",
+          "Token file, lines 'ROLE TOKEN [LABEL]' with ROLE admin|writer|reader (enables auth)");
 ABSL_FLAG(std::string, port_file, "",
           "If set, write the bound gRPC and metrics ports to this file (\"GRPC METRICS\\n\")");
 
@@ -53,6 +73,29 @@ int main(int argc, char** argv) {
   options.durability = *durability;
   options.snapshot_every_changes = absl::GetFlag(FLAGS_snapshot_every_changes);
   options.snapshot_interval_ms = absl::GetFlag(FLAGS_snapshot_interval_ms);
+  auto& limits = options.limits;
+  limits.max_instances = absl::GetFlag(FLAGS_max_instances);
+  limits.max_batch_items = absl::GetFlag(FLAGS_max_batch_items);
+  limits.max_page_size = absl::GetFlag(FLAGS_max_page_size);
+  limits.instance.max_feature_dim = absl::GetFlag(FLAGS_max_feature_dim);
+  limits.instance.max_vector_size = absl::GetFlag(FLAGS_max_feature_dim);
+  limits.instance.max_candidates = absl::GetFlag(FLAGS_max_candidates);
+  limits.instance.max_arms = absl::GetFlag(FLAGS_max_arms);
+  limits.instance.max_arms_per_request = absl::GetFlag(FLAGS_max_arms_per_request);
+  limits.instance.max_pending_capacity = absl::GetFlag(FLAGS_max_pending_capacity);
+  limits.instance.max_name_length = absl::GetFlag(FLAGS_max_name_length);
+  if (limits.max_instances < 1 || limits.max_batch_items < 1 || limits.max_page_size < 1 ||
+      limits.instance.max_feature_dim < 1 || limits.instance.max_candidates < 1 ||
+      limits.instance.max_arms < 1 || limits.instance.max_arms_per_request < 1 ||
+      limits.instance.max_pending_capacity < 1 || limits.instance.max_name_length < 1 ||
+      limits.instance.max_name_length > 128) {
+    BANDIT_LOG_ERROR("every --max_* limit must be at least 1 (and --max_name_length at most 128)");
+    return 2;
+  }
+  options.tls.cert_path = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.key_path = absl::GetFlag(FLAGS_tls_key);
+  options.tls.client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
+  options.tokens_file = absl::GetFlag(FLAGS_tokens_file);
   auto server = bandit::server::BanditServer::Start(options);
   if (!server.ok()) {
     BANDIT_LOG_ERROR("banditd failed to start: ", server.status().ToString());

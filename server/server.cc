@@ -48,8 +48,29 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
     s->persistence_ = *std::move(p);
     s->snapshot_age_ = StorageMetrics::AgeCollector(s->persistence_.get(), options.clock);
   }
+  if (!options.tokens_file.empty()) {
+    auto auth = Authorizer::FromFile(options.tokens_file);
+    if (!auth.ok()) return auth.status();
+    s->auth_ = *std::move(auth);
+    BANDIT_LOG_INFO("auth: ", s->auth_->size(), " tokens from --tokens_file=", options.tokens_file,
+                    " (admin ", s->auth_->count(Role::kAdmin), ", writer ",
+                    s->auth_->count(Role::kWriter), ", reader ", s->auth_->count(Role::kReader),
+                    ")");
+  }
+  auto creds = MakeServerCredentials(options.tls);
+  if (!creds.ok()) return creds.status();
+  if (!IsLoopbackListen(options.listen)) {
+    if (!options.tls.enabled())
+      BANDIT_LOG_WARN("listening on non-loopback address ", options.listen,
+                      " WITHOUT TLS: traffic", s->auth_ ? " (including bearer tokens)" : "",
+                      " is plaintext; set --tls_cert and --tls_key");
+    if (!s->auth_)
+      BANDIT_LOG_WARN("listening on non-loopback address ", options.listen,
+                      " WITHOUT authentication: anyone who reaches the port is admin; set "
+                      "--tokens_file");
+  }
   s->grpc_service_ = std::make_unique<GrpcBanditService>(s->service_.get(), s->metrics_.get(),
-                                                         s->persistence_.get());
+                                                         s->persistence_.get(), s->auth_.get());
   if (!options.config_path.empty()) {
     if (auto st = s->LoadConfig(options.config_path); !st.ok()) return st;
   }
@@ -57,7 +78,7 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(options.listen, *creds, &s->port_);
   builder.RegisterService(s->grpc_service_.get());
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
@@ -101,7 +122,18 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
                   ", keepalive_time_ms=", options.keepalive_time_ms,
                   ", keepalive_timeout_ms=", options.keepalive_timeout_ms,
                   ", grace_period_ms=", options.grace_period_ms, ", durability=",
-                  options.persistent ? DurabilityName(options.durability) : "off");
+                  options.persistent ? DurabilityName(options.durability) : "off",
+                  ", tls=", !options.tls.enabled() ? "off"
+                            : options.tls.client_ca_path.empty() ? "on" : "mutual",
+                  ", auth=", s->auth_ ? "tokens" : "off");
+  const ServiceLimits& l = options.limits;
+  BANDIT_LOG_INFO("limits: max_instances=", l.max_instances, ", max_batch_items=",
+                  l.max_batch_items, ", max_page_size=", l.max_page_size, ", max_candidates=",
+                  l.instance.max_candidates, ", max_vector_size=", l.instance.max_vector_size,
+                  ", max_feature_dim=", l.instance.max_feature_dim, ", max_arms=",
+                  l.instance.max_arms, ", max_arms_per_request=", l.instance.max_arms_per_request,
+                  ", max_pending_capacity=", l.instance.max_pending_capacity,
+                  ", max_name_length=", l.instance.max_name_length);
   return s;
 }
 

@@ -11,11 +11,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
+#include "server/auth.h"
 #include "server/decision_service.h"
 #include "server/grpc_service.h"
 #include "server/metrics.h"
 #include "server/persistence.h"
 #include "server/storage_metrics.h"
+#include "server/tls.h"
 
 namespace bandit::server {
 
@@ -39,6 +41,10 @@ struct ServerOptions {
   FileSystem* fs = PosixFileSystem();
   ServiceLimits limits;
   const Clock* clock = SystemClock::Get();
+  // TLS on the gRPC port (off = plaintext; a warning is logged unless listening on loopback).
+  TlsOptions tls;
+  // Token file (see server/auth.h); empty = no authentication.
+  std::string tokens_file;
 };
 
 class BanditServer {
@@ -67,6 +73,7 @@ class BanditServer {
   std::shared_ptr<prometheus::Collectable> snapshot_age_;
   std::unique_ptr<Persistence> persistence_;
   RecoveryReport recovery_;
+  std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<GrpcBanditService> grpc_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;

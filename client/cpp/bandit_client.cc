@@ -17,7 +17,14 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, const Clie
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(o.max_message_bytes);
   args.SetMaxSendMessageSize(o.max_message_bytes);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  if (!o.tls && o.tls_root_certs.empty())
+    return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = o.tls_root_certs;
+  ssl.pem_cert_chain = o.tls_client_cert;
+  ssl.pem_private_key = o.tls_client_key;
+  if (!o.tls_server_name.empty()) args.SetSslTargetNameOverride(o.tls_server_name);
+  return grpc::CreateCustomChannel(target, grpc::SslCredentials(ssl), args);
 }
 
 }  // namespace
@@ -31,10 +38,15 @@ BanditClient::BanditClient(std::shared_ptr<grpc::Channel> channel, ClientOptions
       stub_(bandit::v1::BanditService::NewStub(channel_)),
       health_(grpc::health::v1::Health::NewStub(channel_)) {}
 
+void BanditClient::Prepare(grpc::ClientContext* ctx) const {
+  ctx->set_deadline(std::chrono::system_clock::now() + options_.deadline);
+  if (!options_.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options_.token);
+}
+
 template <typename Req, typename Resp, typename Method>
 absl::StatusOr<Resp> BanditClient::Call(Method method, const Req& req) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + options_.deadline);
+  Prepare(&ctx);
   Resp resp;
   grpc::Status s = ((*stub_).*method)(&ctx, req, &resp);
   if (!s.ok()) return FromGrpc(s);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -18,6 +19,17 @@ namespace bandit::client {
 struct ClientOptions {
   std::chrono::milliseconds deadline{5000};
   int max_message_bytes = 16 << 20;
+  // TLS: on when `tls` is set or tls_root_certs is non-empty. tls_root_certs is the PEM of the CA
+  // that signed the server certificate (empty = the system's roots).
+  bool tls = false;
+  std::string tls_root_certs;
+  // Mutual TLS: this client's PEM certificate chain and private key.
+  std::string tls_client_cert;
+  std::string tls_client_key;
+  // Name to check the server certificate against instead of the target's host (optional).
+  std::string tls_server_name;
+  // Sent as metadata "authorization: Bearer <token>" on every call (empty = none).
+  std::string token;
 };
 
 class BanditClient {
@@ -43,6 +55,8 @@ class BanditClient {
   absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> Health();
 
   bandit::v1::BanditService::Stub& stub() { return *stub_; }
+  // Sets the deadline and the token metadata on a context for a raw stub() call.
+  void Prepare(grpc::ClientContext* ctx) const;
 
  private:
   template <typename Req, typename Resp, typename Method>

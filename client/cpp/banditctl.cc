@@ -1,6 +1,7 @@
 // banditctl: command-line client for banditd.
 //
-//   banditctl [--target=HOST:PORT] [--json] COMMAND ARGS...
+//   banditctl [--target=HOST:PORT] [--json] [--tls_ca=CA.pem [--tls_cert=C --tls_key=K]]
+//             [--token=T | env BANDIT_TOKEN] COMMAND ARGS...
 //   create NAME --config='policy { ucb1 {} num_arms: 3 }'   (text-format bandit.v1.InstanceConfig)
 //   get NAME | list [--page_size=N --page_token=T] | delete NAME | reset NAME
 //   select NAME [--candidates='x1,x2;y1,y2'] [--x='x1,x2'] [--scores]
@@ -8,6 +9,9 @@
 //   add-arms NAME --arms='id1,id2' | remove-arms NAME --arms='id1,id2'
 //   health                                   exits 0 exactly when the server reports SERVING
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -37,6 +41,13 @@ ABSL_FLAG(std::string, arm, "", "update: arm id (direct update, logged data)");
 ABSL_FLAG(std::string, features, "", "update: played arm's features (direct update)");
 ABSL_FLAG(std::string, reward, "", "update: the reward (or label)");
 ABSL_FLAG(std::string, arms, "", "add-arms/remove-arms: comma-separated arm ids");
+ABSL_FLAG(std::string, token, "",
+          "Bearer token (default: $BANDIT_TOKEN; prefer the variable, flags show in `ps`)");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA of the server certificate (enables TLS)");
+ABSL_FLAG(bool, tls, false, "Use TLS with the system's root certificates");
+ABSL_FLAG(std::string, tls_cert, "", "Mutual TLS: this client's PEM certificate");
+ABSL_FLAG(std::string, tls_key, "", "Mutual TLS: this client's PEM private key");
+ABSL_FLAG(std::string, tls_server_name, "", "Name to verify the server certificate against");
 
 namespace {
 
@@ -73,6 +84,15 @@ int PrintOr(const absl::StatusOr<T>& r) {
   return 0;
 }
 
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::stringstream text;
+  text << f.rdbuf();
+  *out = text.str();
+  return true;
+}
+
 bool ParseVector(const std::string& text, google::protobuf::RepeatedField<double>* out) {
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     double v;
@@ -86,7 +106,7 @@ bool ParseVector(const std::string& text, google::protobuf::RepeatedField<double
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "banditctl [--target=HOST:PORT] [--json] COMMAND ARGS\n"
+      "banditctl [--target=HOST:PORT] [--json] [--tls_ca=CA.pem] [--token=T | $BANDIT_TOKEN] COMMAND ARGS\n"
       "  create NAME --config='policy { ucb1 {} num_arms: 3 }'\n"
       "  get NAME | list | delete NAME | reset NAME\n"
       "  select NAME [--candidates='a,b;c,d'] [--x='a,b'] [--scores]\n"
@@ -99,6 +119,19 @@ int main(int argc, char** argv) {
   const std::string name = args.size() > 2 ? args[2] : "";
   bandit::client::ClientOptions options;
   options.deadline = std::chrono::milliseconds(absl::GetFlag(FLAGS_deadline_ms));
+  options.token = absl::GetFlag(FLAGS_token);
+  if (options.token.empty())
+    if (const char* env = std::getenv("BANDIT_TOKEN")) options.token = env;
+  options.tls = absl::GetFlag(FLAGS_tls);
+  if (const std::string ca = absl::GetFlag(FLAGS_tls_ca); !ca.empty()) {
+    if (!ReadFile(ca, &options.tls_root_certs)) return Usage("cannot read --tls_ca=" + ca);
+    options.tls = true;
+  }
+  if (const std::string cert = absl::GetFlag(FLAGS_tls_cert); !cert.empty())
+    if (!ReadFile(cert, &options.tls_client_cert)) return Usage("cannot read --tls_cert=" + cert);
+  if (const std::string key = absl::GetFlag(FLAGS_tls_key); !key.empty())
+    if (!ReadFile(key, &options.tls_client_key)) return Usage("cannot read --tls_key=" + key);
+  options.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
   BanditClient client(absl::GetFlag(FLAGS_target), options);
 
   if (cmd == "health") {

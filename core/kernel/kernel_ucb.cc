@@ -105,6 +105,11 @@ absl::StatusOr<Decision> KernelUcbPolicy::Select(const SelectContext& ctx) {
   } else {
     d.propensity = 1.0;
   }
+  // Every u_t NaN (a numerically broken posterior, e.g. restored from a crafted snapshot): no
+  // argmax exists; refuse instead of indexing arm -1 (found by fuzzing, see results_hardening).
+  if (d.arm < 0)
+    return absl::FailedPreconditionError(
+        "every arm's upper confidence bound is NaN, expected a finite posterior; reset the instance");
   d.arm_id = arms_.id(d.arm);
   d.estimated_gap = mean_.maxCoeff() - mean_[d.arm];
   if (ctx.want_scores) {

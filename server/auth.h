@@ -1,0 +1,66 @@
+// Token authentication with roles, checked by every BanditService handler before it runs.
+//
+// Tokens file (--tokens_file): one token per line, `ROLE TOKEN [LABEL]`, '#' starts a comment.
+//   admin  3f9c...e1  ops-console
+//   writer 8a71...0c  checkout-service
+//   reader 55d2...9b  dashboards
+// Clients send `authorization: Bearer TOKEN` metadata. Roles are ordered, each includes the ones
+// below it: reader (GetInstance, ListInstances) < writer (+ Select, Update, SelectBatch,
+// UpdateBatch) < admin (+ Create/Delete/Reset, AddArms/RemoveArms, Snapshot, Export/Import).
+// No or an unknown token -> UNAUTHENTICATED; a known token whose role is too low ->
+// PERMISSION_DENIED. grpc.health.v1 and server reflection stay open (load balancers, tooling).
+// Tokens are never logged, never put in a status message and never in a metric label; an
+// error names the token's LABEL (or its line number) only.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/metrics.h"
+
+namespace grpc {
+class ServerContextBase;
+}
+
+namespace bandit::server {
+
+enum class Role : int { kReader = 1, kWriter = 2, kAdmin = 3 };
+const char* RoleName(Role role);
+// The least role that may call `rpc`.
+Role RequiredRole(Rpc rpc);
+
+class Authorizer {
+ public:
+  static constexpr size_t kMinTokenLength = 16;
+
+  // Parses the tokens file format above. Errors name the line, never the token.
+  static absl::StatusOr<std::unique_ptr<Authorizer>> Parse(absl::string_view text,
+                                                           absl::string_view origin);
+  static absl::StatusOr<std::unique_ptr<Authorizer>> FromFile(const std::string& path);
+
+  // `authorization` is the value of the `authorization` metadata (nullptr if absent).
+  absl::Status Authorize(Rpc rpc, const std::string* authorization) const;
+  // Reads the metadata from the call.
+  absl::Status Check(Rpc rpc, const grpc::ServerContextBase& ctx) const;
+
+  size_t size() const { return entries_.size(); }
+  int count(Role role) const;
+
+ private:
+  struct Entry {
+    std::string token;
+    Role role;
+    std::string label;
+  };
+  Authorizer() = default;
+  // Constant-time in the token's content: compares against every entry.
+  const Entry* Find(absl::string_view token) const;
+
+  std::vector<Entry> entries_;
+};
+
+}  // namespace bandit::server

@@ -1,0 +1,204 @@
+// ThreadSanitizer support for Debian's prebuilt Abseil (make sanitize, TSan build only).
+//
+// libabsl_synchronization.so is not built with -fsanitize=thread, so absl::Mutex (futex and
+// atomics inside an uninstrumented library) creates no happens-before edges TSan can see, and
+// every ABSL_GUARDED_BY field looks racy. This object is linked into each TSan executable (with
+// --export-dynamic, so gRPC's calls bind to it too); it wraps the absl::Mutex, CondVar and
+// absl::Notification entry points, calls the library's own implementation (dlsym RTLD_NEXT) and
+// tells TSan what happened with its mutex annotation API. Mangled names are those of Debian 12's
+// Abseil 20220623 (inline namespace `debian3`).
+#include <dlfcn.h>
+#include <sanitizer/tsan_interface.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+
+namespace {
+
+template <typename Fn>
+Fn Real(const char* mangled) {
+  void* p = dlsym(RTLD_NEXT, mangled);
+  if (p == nullptr) {
+    std::fprintf(stderr, "tsan_absl_shim: %s not found: %s\n", mangled, dlerror());
+    std::abort();
+  }
+  return reinterpret_cast<Fn>(p);
+}
+
+#define REAL(type, mangled)                         \
+  static const auto real = Real<type>(mangled);
+
+}  // namespace
+
+namespace absl {
+ABSL_NAMESPACE_BEGIN
+
+void Mutex::Lock() {
+  REAL(void (*)(Mutex*), "_ZN4absl7debian35Mutex4LockEv");
+  __tsan_mutex_pre_lock(this, 0);
+  real(this);
+  __tsan_mutex_post_lock(this, 0, 0);
+}
+
+void Mutex::Unlock() {
+  REAL(void (*)(Mutex*), "_ZN4absl7debian35Mutex6UnlockEv");
+  __tsan_mutex_pre_unlock(this, 0);
+  real(this);
+  __tsan_mutex_post_unlock(this, 0);
+}
+
+bool Mutex::TryLock() {
+  REAL(bool (*)(Mutex*), "_ZN4absl7debian35Mutex7TryLockEv");
+  __tsan_mutex_pre_lock(this, __tsan_mutex_try_lock);
+  const bool ok = real(this);
+  __tsan_mutex_post_lock(this, ok ? __tsan_mutex_try_lock : __tsan_mutex_try_lock_failed, 0);
+  return ok;
+}
+
+void Mutex::ReaderLock() {
+  REAL(void (*)(Mutex*), "_ZN4absl7debian35Mutex10ReaderLockEv");
+  __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
+  real(this);
+  __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
+}
+
+void Mutex::ReaderUnlock() {
+  REAL(void (*)(Mutex*), "_ZN4absl7debian35Mutex12ReaderUnlockEv");
+  __tsan_mutex_pre_unlock(this, __tsan_mutex_read_lock);
+  real(this);
+  __tsan_mutex_post_unlock(this, __tsan_mutex_read_lock);
+}
+
+bool Mutex::ReaderTryLock() {
+  REAL(bool (*)(Mutex*), "_ZN4absl7debian35Mutex13ReaderTryLockEv");
+  const unsigned f = __tsan_mutex_read_lock | __tsan_mutex_try_lock;
+  __tsan_mutex_pre_lock(this, f);
+  const bool ok = real(this);
+  __tsan_mutex_post_lock(this, ok ? f : (f | __tsan_mutex_try_lock_failed), 0);
+  return ok;
+}
+
+// CondVar waits release the mutex while blocked and hold it again on return (gRPC's gpr_cv_wait
+// uses these through the same exported symbols). WaitWithTimeout calls WaitWithDeadline through
+// the interposed symbol, so only the outermost wrapper annotates.
+thread_local int cv_depth = 0;
+struct CvScope {
+  Mutex* mu;
+  bool outer;
+  explicit CvScope(Mutex* m) : mu(m), outer(cv_depth++ == 0) {
+    if (outer) {
+      __tsan_mutex_pre_unlock(mu, 0);
+      __tsan_mutex_post_unlock(mu, 0);
+    }
+  }
+  ~CvScope() {
+    --cv_depth;
+    if (outer) {
+      __tsan_mutex_pre_lock(mu, 0);
+      __tsan_mutex_post_lock(mu, 0, 0);
+    }
+  }
+};
+void CondVar::Wait(Mutex* mu) {
+  REAL(void (*)(CondVar*, Mutex*), "_ZN4absl7debian37CondVar4WaitEPNS0_5MutexE");
+  CvScope scope(mu);
+  real(this, mu);
+}
+
+bool CondVar::WaitWithTimeout(Mutex* mu, absl::Duration timeout) {
+  REAL(bool (*)(CondVar*, Mutex*, absl::Duration),
+       "_ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE");
+  CvScope scope(mu);
+  return real(this, mu, timeout);
+}
+
+bool CondVar::WaitWithDeadline(Mutex* mu, absl::Time deadline) {
+  REAL(bool (*)(CondVar*, Mutex*, absl::Time),
+       "_ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
+  CvScope scope(mu);
+  return real(this, mu, deadline);
+}
+
+// LockWhen*: return holding the lock (whatever the condition's outcome).
+void Mutex::LockWhen(const Condition& cond) {
+  REAL(void (*)(Mutex*, const Condition&), "_ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE");
+  __tsan_mutex_pre_lock(this, 0);
+  real(this, cond);
+  __tsan_mutex_post_lock(this, 0, 0);
+}
+bool Mutex::LockWhenWithTimeout(const Condition& cond, absl::Duration timeout) {
+  REAL(bool (*)(Mutex*, const Condition&, absl::Duration),
+       "_ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  __tsan_mutex_pre_lock(this, 0);
+  const bool r = real(this, cond, timeout);
+  __tsan_mutex_post_lock(this, 0, 0);
+  return r;
+}
+bool Mutex::LockWhenWithDeadline(const Condition& cond, absl::Time deadline) {
+  REAL(bool (*)(Mutex*, const Condition&, absl::Time),
+       "_ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  __tsan_mutex_pre_lock(this, 0);
+  const bool r = real(this, cond, deadline);
+  __tsan_mutex_post_lock(this, 0, 0);
+  return r;
+}
+void Mutex::ReaderLockWhen(const Condition& cond) {
+  REAL(void (*)(Mutex*, const Condition&),
+       "_ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE");
+  __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
+  real(this, cond);
+  __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
+}
+// Await*: called holding the lock; release it while waiting.
+void Mutex::Await(const Condition& cond) {
+  REAL(void (*)(Mutex*, const Condition&), "_ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE");
+  CvScope scope(this);
+  real(this, cond);
+}
+bool Mutex::AwaitWithTimeout(const Condition& cond, absl::Duration timeout) {
+  REAL(bool (*)(Mutex*, const Condition&, absl::Duration),
+       "_ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  CvScope scope(this);
+  return real(this, cond, timeout);
+}
+bool Mutex::AwaitWithDeadline(const Condition& cond, absl::Time deadline) {
+  REAL(bool (*)(Mutex*, const Condition&, absl::Time),
+       "_ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  CvScope scope(this);
+  return real(this, cond, deadline);
+}
+
+void Notification::Notify() {
+  REAL(void (*)(Notification*), "_ZN4absl7debian312Notification6NotifyEv");
+  __tsan_release(this);
+  real(this);
+}
+
+void Notification::WaitForNotification() const {
+  REAL(void (*)(const Notification*), "_ZNK4absl7debian312Notification19WaitForNotificationEv");
+  real(this);
+  __tsan_acquire(const_cast<Notification*>(this));
+}
+
+bool Notification::WaitForNotificationWithTimeout(absl::Duration timeout) const {
+  REAL(bool (*)(const Notification*, absl::Duration),
+       "_ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE");
+  const bool ok = real(this, timeout);
+  if (ok) __tsan_acquire(const_cast<Notification*>(this));
+  return ok;
+}
+
+bool Notification::WaitForNotificationWithDeadline(absl::Time deadline) const {
+  REAL(bool (*)(const Notification*, absl::Time),
+       "_ZNK4absl7debian312Notification31WaitForNotificationWithDeadlineENS0_4TimeE");
+  const bool ok = real(this, deadline);
+  if (ok) __tsan_acquire(const_cast<Notification*>(this));
+  return ok;
+}
+
+ABSL_NAMESPACE_END
+}  // namespace absl

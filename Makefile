@@ -46,7 +46,7 @@ sanitize: deps
 	$(CXX) -std=c++20 -O1 -g -fPIC -fsanitize=thread -c tests/security/tsan_absl_shim.cc -o build-tsan/tsan_absl_shim.o
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
-	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread $(CURDIR)/build-tsan/tsan_absl_shim.o -Wl,--export-dynamic -ldl"
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread $(CURDIR)/build-tsan/tsan_absl_shim.o -ldl"
 	cmake --build build-tsan -j $(JOBS) --target banditd banditctl $$(cd build-tsan && ctest -N -R '$(SAN_TESTS)' | sed -n 's/^ *Test *#[0-9]*: //p')
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/security/tsan.supp" \
 	  ctest --output-on-failure -j $(JOBS) -R '$(SAN_TESTS)'

@@ -2,8 +2,9 @@
 //
 // libabsl_synchronization.so is not built with -fsanitize=thread, so absl::Mutex (futex and
 // atomics inside an uninstrumented library) creates no happens-before edges TSan can see, and
-// every ABSL_GUARDED_BY field looks racy. This object is linked into each TSan executable (with
-// --export-dynamic, so gRPC's calls bind to it too); it wraps the absl::Mutex, CondVar and
+// every ABSL_GUARDED_BY field looks racy. This object is linked into each TSan executable (the
+// linker exports the definitions the shared libraries reference, so gRPC's and Abseil's own calls
+// bind to it too); it wraps the absl::Mutex, CondVar and
 // absl::Notification entry points, calls the library's own implementation (dlsym RTLD_NEXT) and
 // tells TSan what happened with its mutex annotation API. Mangled names are those of Debian 12's
 // Abseil 20220623 (inline namespace `debian3`).
@@ -32,6 +33,15 @@ Fn Real(const char* mangled) {
 #define REAL(type, mangled)                         \
   static const auto real = Real<type>(mangled);
 
+// Set while inside an absl::Notification call: the library locks and unlocks the
+// Notification's own mutex, some of it through our exported wrappers and some not, so those
+// operations are not annotated; the Notification wrappers annotate release/acquire instead.
+thread_local int in_notification = 0;
+struct NotificationScope {
+  NotificationScope() { ++in_notification; }
+  ~NotificationScope() { --in_notification; }
+};
+
 }  // namespace
 
 namespace absl {
@@ -39,6 +49,7 @@ ABSL_NAMESPACE_BEGIN
 
 void Mutex::Lock() {
   REAL(void (*)(Mutex*), "_ZN4absl7debian35Mutex4LockEv");
+  if (in_notification) return real(this);
   __tsan_mutex_pre_lock(this, 0);
   real(this);
   __tsan_mutex_post_lock(this, 0, 0);
@@ -46,6 +57,7 @@ void Mutex::Lock() {
 
 void Mutex::Unlock() {
   REAL(void (*)(Mutex*), "_ZN4absl7debian35Mutex6UnlockEv");
+  if (in_notification) return real(this);
   __tsan_mutex_pre_unlock(this, 0);
   real(this);
   __tsan_mutex_post_unlock(this, 0);
@@ -53,6 +65,7 @@ void Mutex::Unlock() {
 
 bool Mutex::TryLock() {
   REAL(bool (*)(Mutex*), "_ZN4absl7debian35Mutex7TryLockEv");
+  if (in_notification) return real(this);
   __tsan_mutex_pre_lock(this, __tsan_mutex_try_lock);
   const bool ok = real(this);
   __tsan_mutex_post_lock(this, ok ? __tsan_mutex_try_lock : __tsan_mutex_try_lock_failed, 0);
@@ -61,6 +74,7 @@ bool Mutex::TryLock() {
 
 void Mutex::ReaderLock() {
   REAL(void (*)(Mutex*), "_ZN4absl7debian35Mutex10ReaderLockEv");
+  if (in_notification) return real(this);
   __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
   real(this);
   __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
@@ -68,6 +82,7 @@ void Mutex::ReaderLock() {
 
 void Mutex::ReaderUnlock() {
   REAL(void (*)(Mutex*), "_ZN4absl7debian35Mutex12ReaderUnlockEv");
+  if (in_notification) return real(this);
   __tsan_mutex_pre_unlock(this, __tsan_mutex_read_lock);
   real(this);
   __tsan_mutex_post_unlock(this, __tsan_mutex_read_lock);
@@ -75,6 +90,7 @@ void Mutex::ReaderUnlock() {
 
 bool Mutex::ReaderTryLock() {
   REAL(bool (*)(Mutex*), "_ZN4absl7debian35Mutex13ReaderTryLockEv");
+  if (in_notification) return real(this);
   const unsigned f = __tsan_mutex_read_lock | __tsan_mutex_try_lock;
   __tsan_mutex_pre_lock(this, f);
   const bool ok = real(this);
@@ -126,6 +142,7 @@ bool CondVar::WaitWithDeadline(Mutex* mu, absl::Time deadline) {
 // LockWhen*: return holding the lock (whatever the condition's outcome).
 void Mutex::LockWhen(const Condition& cond) {
   REAL(void (*)(Mutex*, const Condition&), "_ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE");
+  if (in_notification) return real(this, cond);
   __tsan_mutex_pre_lock(this, 0);
   real(this, cond);
   __tsan_mutex_post_lock(this, 0, 0);
@@ -133,6 +150,7 @@ void Mutex::LockWhen(const Condition& cond) {
 bool Mutex::LockWhenWithTimeout(const Condition& cond, absl::Duration timeout) {
   REAL(bool (*)(Mutex*, const Condition&, absl::Duration),
        "_ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  if (in_notification) return real(this, cond, timeout);
   __tsan_mutex_pre_lock(this, 0);
   const bool r = real(this, cond, timeout);
   __tsan_mutex_post_lock(this, 0, 0);
@@ -141,6 +159,7 @@ bool Mutex::LockWhenWithTimeout(const Condition& cond, absl::Duration timeout) {
 bool Mutex::LockWhenWithDeadline(const Condition& cond, absl::Time deadline) {
   REAL(bool (*)(Mutex*, const Condition&, absl::Time),
        "_ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  if (in_notification) return real(this, cond, deadline);
   __tsan_mutex_pre_lock(this, 0);
   const bool r = real(this, cond, deadline);
   __tsan_mutex_post_lock(this, 0, 0);
@@ -149,6 +168,7 @@ bool Mutex::LockWhenWithDeadline(const Condition& cond, absl::Time deadline) {
 void Mutex::ReaderLockWhen(const Condition& cond) {
   REAL(void (*)(Mutex*, const Condition&),
        "_ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE");
+  if (in_notification) return real(this, cond);
   __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
   real(this, cond);
   __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
@@ -175,19 +195,27 @@ bool Mutex::AwaitWithDeadline(const Condition& cond, absl::Time deadline) {
 void Notification::Notify() {
   REAL(void (*)(Notification*), "_ZN4absl7debian312Notification6NotifyEv");
   __tsan_release(this);
+  NotificationScope scope;
   real(this);
 }
 
 void Notification::WaitForNotification() const {
   REAL(void (*)(const Notification*), "_ZNK4absl7debian312Notification19WaitForNotificationEv");
-  real(this);
+  {
+    NotificationScope scope;
+    real(this);
+  }
   __tsan_acquire(const_cast<Notification*>(this));
 }
 
 bool Notification::WaitForNotificationWithTimeout(absl::Duration timeout) const {
   REAL(bool (*)(const Notification*, absl::Duration),
        "_ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE");
-  const bool ok = real(this, timeout);
+  bool ok;
+  {
+    NotificationScope scope;
+    ok = real(this, timeout);
+  }
   if (ok) __tsan_acquire(const_cast<Notification*>(this));
   return ok;
 }
@@ -195,7 +223,11 @@ bool Notification::WaitForNotificationWithTimeout(absl::Duration timeout) const 
 bool Notification::WaitForNotificationWithDeadline(absl::Time deadline) const {
   REAL(bool (*)(const Notification*, absl::Time),
        "_ZNK4absl7debian312Notification31WaitForNotificationWithDeadlineENS0_4TimeE");
-  const bool ok = real(this, deadline);
+  bool ok;
+  {
+    NotificationScope scope;
+    ok = real(this, deadline);
+  }
   if (ok) __tsan_acquire(const_cast<Notification*>(this));
   return ok;
 }

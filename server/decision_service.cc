@@ -8,29 +8,40 @@ namespace bandit::server {
 DecisionService::DecisionService(const Clock* clock, ServiceLimits limits)
     : clock_(clock), limits_(limits), registry_(limits.max_instances) {}
 
+absl::Status DecisionService::CheckNameFree(const std::string& name) {
+  auto existing = registry_.Get(name);
+  if (existing.ok())
+    return absl::AlreadyExistsError(absl::StrCat("instance '", name, "' already exists"));
+  if (existing.status().code() != absl::StatusCode::kNotFound) return existing.status();
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::Register(std::shared_ptr<Instance> inst,
+                                       bandit::v1::JournalRecord rec, bandit::v1::Instance* out) {
+  if (journal_ != nullptr) {
+    // Journaled before anyone can see the instance, so its own records always come after.
+    if (auto s = journal_->health(); !s.ok()) return s;
+    rec.set_instance(inst->name());
+    rec.set_uid(inst->uid());
+    rec.set_now_ms(clock_->NowMs());
+    if (auto seq = journal_->Append(&rec); !seq.ok()) return seq.status();
+    inst->AttachJournal(journal_);
+  }
+  if (auto s = registry_.Add(inst); !s.ok()) return s;
+  inst->Describe(out);
+  return absl::OkStatus();
+}
+
 absl::Status DecisionService::CreateInstance(const bandit::v1::CreateInstanceRequest& req,
                                              bandit::v1::Instance* out) {
   absl::MutexLock lock(&lifecycle_mu_);
-  if (auto existing = registry_.Get(req.name()); existing.ok())
-    return absl::AlreadyExistsError(absl::StrCat("instance '", req.name(), "' already exists"));
-  else if (existing.status().code() != absl::StatusCode::kNotFound)
-    return existing.status();
+  if (auto s = CheckNameFree(req.name()); !s.ok()) return s;
   auto inst = Instance::Create(req, clock_, limits_.instance);
   if (!inst.ok()) return inst.status();
-  if (journal_ != nullptr) {
-    if (auto s = journal_->health(); !s.ok()) return s;
-    bandit::v1::JournalRecord rec;
-    rec.set_instance(req.name());
-    rec.set_uid((*inst)->uid());
-    rec.set_now_ms(clock_->NowMs());
-    rec.mutable_create()->set_name(req.name());
-    *rec.mutable_create()->mutable_config() = (*inst)->config();
-    if (auto seq = journal_->Append(&rec); !seq.ok()) return seq.status();
-    (*inst)->AttachJournal(journal_);
-  }
-  if (auto s = registry_.Add(*inst); !s.ok()) return s;
-  (*inst)->Describe(out);
-  return absl::OkStatus();
+  bandit::v1::JournalRecord rec;
+  rec.mutable_create()->set_name(req.name());
+  *rec.mutable_create()->mutable_config() = (*inst)->config();
+  return Register(*std::move(inst), std::move(rec), out);
 }
 
 void DecisionService::AttachJournal(Journal* journal,
@@ -57,25 +68,12 @@ absl::Status DecisionService::ImportInstance(const bandit::v1::ImportInstanceReq
   if (!req.name().empty()) snap->set_name(req.name());
   snap->set_last_journal_seq(0);
   absl::MutexLock lock(&lifecycle_mu_);
-  if (auto existing = registry_.Get(snap->name()); existing.ok())
-    return absl::AlreadyExistsError(absl::StrCat("instance '", snap->name(), "' already exists"));
-  else if (existing.status().code() != absl::StatusCode::kNotFound)
-    return existing.status();
+  if (auto s = CheckNameFree(snap->name()); !s.ok()) return s;
   auto inst = Instance::FromSnapshot(*snap, clock_, limits_.instance);
   if (!inst.ok()) return inst.status();
-  if (journal_ != nullptr) {
-    if (auto s = journal_->health(); !s.ok()) return s;
-    bandit::v1::JournalRecord rec;
-    rec.set_instance(snap->name());
-    rec.set_uid((*inst)->uid());
-    rec.set_now_ms(clock_->NowMs());
-    *rec.mutable_import() = *snap;
-    if (auto seq = journal_->Append(&rec); !seq.ok()) return seq.status();
-    (*inst)->AttachJournal(journal_);
-  }
-  if (auto s = registry_.Add(*inst); !s.ok()) return s;
-  (*inst)->Describe(out);
-  return absl::OkStatus();
+  bandit::v1::JournalRecord rec;
+  *rec.mutable_import() = *std::move(snap);
+  return Register(*std::move(inst), std::move(rec), out);
 }
 
 absl::Status DecisionService::GetInstance(const bandit::v1::GetInstanceRequest& req,
@@ -116,31 +114,29 @@ absl::Status DecisionService::DeleteInstance(const bandit::v1::DeleteInstanceReq
   return absl::OkStatus();
 }
 
-absl::Status DecisionService::ResetInstance(const bandit::v1::ResetInstanceRequest& req,
-                                            bandit::v1::Instance* out) {
-  auto inst = registry_.Get(req.name());
+absl::Status DecisionService::ChangeAndDescribe(
+    const std::string& name, bandit::v1::Instance* out,
+    const std::function<absl::Status(Instance&)>& change) {
+  auto inst = registry_.Get(name);
   if (!inst.ok()) return inst.status();
-  if (auto s = (*inst)->Reset(); !s.ok()) return s;
+  if (auto s = change(**inst); !s.ok()) return s;
   (*inst)->Describe(out);
   return absl::OkStatus();
+}
+
+absl::Status DecisionService::ResetInstance(const bandit::v1::ResetInstanceRequest& req,
+                                            bandit::v1::Instance* out) {
+  return ChangeAndDescribe(req.name(), out, [&](Instance& inst) { return inst.Reset(); });
 }
 
 absl::Status DecisionService::AddArms(const bandit::v1::AddArmsRequest& req,
                                       bandit::v1::Instance* out) {
-  auto inst = registry_.Get(req.name());
-  if (!inst.ok()) return inst.status();
-  if (auto s = (*inst)->AddArms(req); !s.ok()) return s;
-  (*inst)->Describe(out);
-  return absl::OkStatus();
+  return ChangeAndDescribe(req.name(), out, [&](Instance& inst) { return inst.AddArms(req); });
 }
 
 absl::Status DecisionService::RemoveArms(const bandit::v1::RemoveArmsRequest& req,
                                          bandit::v1::Instance* out) {
-  auto inst = registry_.Get(req.name());
-  if (!inst.ok()) return inst.status();
-  if (auto s = (*inst)->RemoveArms(req); !s.ok()) return s;
-  (*inst)->Describe(out);
-  return absl::OkStatus();
+  return ChangeAndDescribe(req.name(), out, [&](Instance& inst) { return inst.RemoveArms(req); });
 }
 
 absl::Status DecisionService::Select(const bandit::v1::SelectRequest& req,

@@ -54,6 +54,15 @@ class DecisionService {
   const Clock* clock() const { return clock_; }
 
  private:
+  // ALREADY_EXISTS if `name` is taken (or the refusal status of a name refused at recovery).
+  absl::Status CheckNameFree(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
+  // Journals `rec` (the create or import of `inst`), then makes the instance visible.
+  absl::Status Register(std::shared_ptr<Instance> inst, bandit::v1::JournalRecord rec,
+                        bandit::v1::Instance* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
+  // Looks the instance up, applies `change`, describes the result.
+  absl::Status ChangeAndDescribe(const std::string& name, bandit::v1::Instance* out,
+                                 const std::function<absl::Status(Instance&)>& change);
+
   const Clock* clock_;
   const ServiceLimits limits_;
   InstanceRegistry registry_;

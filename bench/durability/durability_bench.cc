@@ -30,6 +30,14 @@ static std::string Flag(int argc, char** argv, const std::string& name, const st
   return def;
 }
 
+// Setup steps must succeed; a benchmark over a half-built state would measure nothing.
+static void Must(const absl::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::cerr << what << ": " << s << "\n";
+    std::exit(1);
+  }
+}
+
 static v1::CreateInstanceRequest Create(const std::string& name) {
   v1::CreateInstanceRequest req;
   req.set_name(name);
@@ -65,7 +73,8 @@ static double Throughput(const std::string& dir, Durability mode, int threads, d
   }
   Journal* journal = (*p)->journal();
   v1::Instance out;
-  for (int t = 0; t < threads; ++t) svc.CreateInstance(Create(absl::StrCat("i", t % 8)), &out);
+  for (int t = 0; t < std::min(threads, 8); ++t)
+    Must(svc.CreateInstance(Create(absl::StrCat("i", t)), &out), "create");
   std::atomic<bool> stop{false};
   std::atomic<int64_t> done{0};
   std::vector<std::thread> ws;
@@ -126,22 +135,23 @@ int main(int argc, char** argv) {
     o.snapshot_every_changes = 1 << 30;
     o.snapshot_interval_ms = 1 << 30;
     auto p = Persistence::Open(o, &svc);
+    Must(p.status(), "open");
     v1::Instance out;
     for (int64_t n = 0; n < instances; ++n) {
       const std::string name = absl::StrCat("inst-", n);
-      svc.CreateInstance(Create(name), &out);
+      Must(svc.CreateInstance(Create(name), &out), "create");
       for (int i = 0; i < per; ++i) {
         v1::Decision d;
-        svc.Select(Select(name, i), &d);
+        Must(svc.Select(Select(name, i), &d), "select");
         v1::UpdateRequest up;
         up.set_instance(name);
         up.set_event_id(d.event_id());
         up.set_reward(i % 2);
         v1::UpdateResponse r;
-        svc.Update(up, &r);
+        Must(svc.Update(up, &r), "update");
       }
     }
-    (void)(*p)->journal()->Flush();
+    Must((*p)->journal()->Flush(), "flush");
   }
   auto recover = [&](const char* label, DecisionService& svc) {
     PersistenceOptions o;
@@ -151,6 +161,7 @@ int main(int argc, char** argv) {
     RecoveryReport report;
     const auto t0 = SteadyClock::now();
     auto p = Persistence::Open(o, &svc, &report);
+    Must(p.status(), "recover");
     const double el = std::chrono::duration<double>(SteadyClock::now() - t0).count();
     doc["recovery"].push_back({{"from", label},
                                {"instances", svc.registry().size()},
@@ -172,7 +183,7 @@ int main(int argc, char** argv) {
   }
   {
     DecisionService svc;
-    recover("snapshots", svc);
+    Must(recover("snapshots", svc).status(), "recover");
   }
   std::filesystem::remove_all(dir);
   const std::string out = Flag(argc, argv, "out", "");

@@ -30,8 +30,9 @@ target_compile_options(bandit_bench_echo_proto PRIVATE -w)
 
 # ---- the echo server ----
 add_executable(bandit-echo ${CMAKE_SOURCE_DIR}/bench/echo/echo_server.cc)
+target_include_directories(bandit-echo PRIVATE ${CMAKE_SOURCE_DIR})
 target_link_libraries(bandit-echo PRIVATE bandit_bench_echo_proto absl::flags absl::flags_parse
-  absl::str_format Threads::Threads)
+  absl::str_format absl::synchronization Threads::Threads)
 
 # ---- the load generator ----
 file(GLOB LOADGEN_SRCS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bench/loadgen/*.cc)

@@ -79,6 +79,11 @@ class Policy {
   virtual ContextKind context_kind() const = 0;
 
   virtual absl::StatusOr<Decision> Select(const SelectContext& ctx) = 0;
+  // True when Select only reads the policy's state: no random draw, no counter, so Save()
+  // before and after any Select is identical. The server then journals a Select's decision
+  // rather than its (possibly large) request. Declaring it wrongly breaks recovery; each policy
+  // that returns true has a test that checks the invariant.
+  virtual bool SelectReadsOnly() const { return false; }
   virtual absl::Status Update(const Observation& obs) = 0;
 
   // Estimated mean reward of an arm slot (kNone) or a feature vector (kCandidates);

@@ -129,6 +129,26 @@ void WriteDecision(const Decision& d, const std::string& event_id, int64_t expir
   out->set_expires_at_ms(expires_at_ms);
 }
 
+void ToRecord(const PendingDecision& p, bandit::v1::PendingDecisionRecord* r) {
+  r->set_event_id(p.event_id);
+  r->set_arm_id(p.arm_id);
+  r->set_arm(p.arm);
+  r->mutable_features()->Assign(p.features.data(), p.features.data() + p.features.size());
+  r->mutable_memo()->Assign(p.memo.data(), p.memo.data() + p.memo.size());
+  r->set_expires_at_ms(p.expires_at_ms);
+}
+
+PendingDecision FromRecord(const bandit::v1::PendingDecisionRecord& r) {
+  PendingDecision d;
+  d.event_id = r.event_id();
+  d.arm_id = r.arm_id();
+  d.arm = r.arm();
+  d.features = Eigen::Map<const Vector>(r.features().data(), r.features_size());
+  d.memo = Eigen::Map<const Vector>(r.memo().data(), r.memo_size());
+  d.expires_at_ms = r.expires_at_ms();
+  return d;
+}
+
 }  // namespace
 
 uint64_t Instance::SeedFromName(const std::string& name) {
@@ -196,17 +216,7 @@ absl::StatusOr<std::shared_ptr<Instance>> Instance::FromSnapshot(
   std::stable_sort(pending.begin(), pending.end(), [](const auto* a, const auto* b) {
     return a->expires_at_ms() < b->expires_at_ms();
   });
-  for (const auto* pp : pending) {
-    const auto& p = *pp;
-    PendingDecision d;
-    d.event_id = p.event_id();
-    d.arm_id = p.arm_id();
-    d.arm = p.arm();
-    d.features = Eigen::Map<const Vector>(p.features().data(), p.features_size());
-    d.memo = Eigen::Map<const Vector>(p.memo().data(), p.memo_size());
-    d.expires_at_ms = p.expires_at_ms();
-    in.pending_.Insert(std::move(d));
-  }
+  for (const auto* p : pending) in.pending_.Insert(FromRecord(*p));
   in.stats_ = snap.stats();
   in.next_seq_ = std::max<uint64_t>(1, snap.next_event_seq());
   in.last_journal_seq_ = snap.last_journal_seq();
@@ -256,15 +266,7 @@ bandit::v1::InstanceSnapshot Instance::Snapshot() {
   snap.set_name(name_);
   *snap.mutable_config() = config_;
   policy_->Save(snap.mutable_policy());
-  for (const PendingDecision* p : pending_.InOrder()) {
-    auto* r = snap.add_pending();
-    r->set_event_id(p->event_id);
-    r->set_arm_id(p->arm_id);
-    r->set_arm(p->arm);
-    r->mutable_features()->Assign(p->features.data(), p->features.data() + p->features.size());
-    r->mutable_memo()->Assign(p->memo.data(), p->memo.data() + p->memo.size());
-    r->set_expires_at_ms(p->expires_at_ms);
-  }
+  for (const PendingDecision* p : pending_.InOrder()) ToRecord(*p, snap.add_pending());
   *snap.mutable_stats() = stats_;
   snap.set_uid(uid_);
   snap.set_next_event_seq(next_seq_);
@@ -320,6 +322,9 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
       s = SelectLocked(rec.select(), rec.now_ms(), &out, nullptr, &rec.event_id());
       break;
     }
+    case bandit::v1::JournalRecord::kDecided:
+      s = ApplyDecidedLocked(rec.decided());
+      break;
     case bandit::v1::JournalRecord::kUpdate: {
       bandit::v1::UpdateResponse out;
       s = UpdateLocked(rec.update(), rec.now_ms(), &out, nullptr);
@@ -442,17 +447,47 @@ absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, int64_
   p.memo = std::move(d->memo);
   p.expires_at_ms = now + config_.pending().reward_wait_ms();
   WriteDecision(*d, p.event_id, p.expires_at_ms, out);
-  const std::string event_id = p.event_id;
+  bandit::v1::JournalRecord rec;
+  if (policy_->SelectReadsOnly()) {
+    // Nothing in the policy changed: the decision alone lets replay rebuild this Select.
+    ToRecord(p, rec.mutable_decided()->mutable_decision());
+    rec.mutable_decided()->set_estimated_gap(d->estimated_gap);
+  } else {
+    // Re-executed on replay. Borrowed, not copied: only read while the record is encoded;
+    // Journaled() hands it back.
+    rec.unsafe_arena_set_allocated_select(const_cast<bandit::v1::SelectRequest*>(&req));
+    rec.set_event_id(p.event_id);
+  }
+  RecordDecisionLocked(std::move(p), d->estimated_gap);
+  if (outcome) outcome->estimated_gap = d->estimated_gap;
+  return Journaled(std::move(rec), now);
+}
+
+void Instance::RecordDecisionLocked(PendingDecision p, double estimated_gap) {
   pending_.Insert(std::move(p));
   stats_.set_rounds(stats_.rounds() + 1);
-  if (std::isfinite(d->estimated_gap))
-    stats_.set_estimated_regret(stats_.estimated_regret() + d->estimated_gap);
-  if (outcome) outcome->estimated_gap = d->estimated_gap;
-  bandit::v1::JournalRecord rec;
-  // Borrowed, not copied: only read while the record is encoded; Journaled() hands it back.
-  rec.unsafe_arena_set_allocated_select(const_cast<bandit::v1::SelectRequest*>(&req));
-  rec.set_event_id(event_id);
-  return Journaled(std::move(rec), now);
+  if (std::isfinite(estimated_gap))
+    stats_.set_estimated_regret(stats_.estimated_regret() + estimated_gap);
+}
+
+absl::Status Instance::ApplyDecidedLocked(const bandit::v1::DecidedSelect& rec) {
+  if (auto s = CheckWritable(); !s.ok()) return s;
+  if (!policy_->SelectReadsOnly())
+    return absl::DataLossError(absl::StrCat("journal has a decided-select record for instance '",
+                                            name_, "', whose policy '", policy_->name(),
+                                            "' must be replayed from its requests"));
+  if (pending_.full())
+    return absl::DataLossError(absl::StrCat("replay of instance '", name_,
+                                            "' found the pending table full at a select"));
+  PendingDecision p = FromRecord(rec.decision());
+  const std::string expected = NextEventId();
+  if (p.event_id != expected)
+    return absl::DataLossError(absl::StrCat("replay of instance '", name_, "' expected event '",
+                                            expected, "' where the journal has '", p.event_id,
+                                            "'"));
+  RecordDecisionLocked(std::move(p), rec.estimated_gap());
+  ++changes_since_snapshot_;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Observation> Instance::ObservationFor(const bandit::v1::UpdateRequest& req,

@@ -109,6 +109,12 @@ class Instance {
   absl::Status UpdateLocked(const bandit::v1::UpdateRequest& req, int64_t now,
                             bandit::v1::UpdateResponse* out, UpdateOutcome* outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Replay of a DecidedSelect record (a Select of a read-only policy, journaled by outcome).
+  absl::Status ApplyDecidedLocked(const bandit::v1::DecidedSelect& rec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What every Select leaves behind: the pending decision and the round counters.
+  void RecordDecisionLocked(PendingDecision p, double estimated_gap)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ResetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AddArmsLocked(const bandit::v1::AddArmsRequest& req) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RemoveArmsLocked(const bandit::v1::RemoveArmsRequest& req)

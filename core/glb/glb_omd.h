@@ -27,6 +27,7 @@ class GlbOmd final : public Policy {
   absl::string_view name() const override { return "glb_omd"; }
   ContextKind context_kind() const override { return ContextKind::kCandidates; }
   absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
+  bool SelectReadsOnly() const override { return true; }  // arg max, ties to the lowest index
   absl::Status Update(const Observation& obs) override;
   std::optional<double> EstimatedMean(const Vector& features) const override;
   void Save(bandit::v1::PolicyState* out) const override;

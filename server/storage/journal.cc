@@ -143,9 +143,17 @@ absl::StatusOr<uint64_t> Journal::Append(bandit::v1::JournalRecord* rec) {
   if (!health_.ok()) return health_;
   rec->set_seq(next_seq_++);
   thread_seq = rec->seq();
+  const size_t before = buffer_.size();
   buffer_ += EncodeFrame(*rec);
   buffered_last_ = rec->seq();
-  work_cv_.notify_one();
+  // Wake the writer only when it has new work it would otherwise not see: the writer takes the
+  // whole buffer each pass and re-checks it before sleeping, so only the empty -> non-empty
+  // edge needs a wake-up (and, in everysec/none, where the writer lingers, a buffer grown
+  // large). A wake-up per record cost a context switch per RPC at 64 in flight
+  // (docs/results.md, "Profile and hot spots").
+  const bool wake = before == 0 || (mode_ != Durability::kAlways && before < kEagerWriteBytes &&
+                                    buffer_.size() >= kEagerWriteBytes);
+  if (wake) work_cv_.notify_one();
   return rec->seq();
 }
 
@@ -191,6 +199,13 @@ void Journal::WriterLoop() {
   while (true) {
     work_cv_.wait_for(lock, std::chrono::milliseconds(mode_ == Durability::kEverySec ? 200 : 1000),
                       [&] { return stop_ || !buffer_.empty() || flush_requested_; });
+    if (mode_ != Durability::kAlways) {
+      // Linger: let records accumulate for one write(2), unless a flush, a stop or a large
+      // buffer asks for it now.
+      work_cv_.wait_for(lock, kWriteLinger, [&] {
+        return stop_ || flush_requested_ || buffer_.empty() || buffer_.size() >= kEagerWriteBytes;
+      });
+    }
     const bool every_sec_due = mode_ == Durability::kEverySec &&
                                written_seq_ > synced_seq_ &&
                                std::chrono::steady_clock::now() - last_sync >= std::chrono::seconds(1);

@@ -9,6 +9,7 @@
 // exactly one instance.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -80,6 +81,12 @@ class Journal {
       const std::function<void(const std::string& instance, const std::string& message)>& corrupt);
 
   static std::string EncodeFrame(const bandit::v1::JournalRecord& rec);
+
+  // everysec/none: the writer hands the buffer to write(2) at least this often (a process
+  // crash loses at most this much of acknowledged work; `always` is unaffected) ...
+  static constexpr std::chrono::milliseconds kWriteLinger{2};
+  // ... or as soon as this many bytes are buffered.
+  static constexpr size_t kEagerWriteBytes = 1 << 20;
 
  private:
   Journal(FileSystem* fs, std::string dir, Durability mode, uint64_t next_seq,

@@ -1,0 +1,102 @@
+// Request and response messages of a callback-API RPC on a protobuf Arena, with the arenas
+// pooled and reused. A Select request with 50 candidate vectors is ~100 heap allocations when
+// parsed the default way; under sustained load glibc's malloc fragments and its cost per round
+// grew by half within 20 s (docs/results.md, "Profile and hot spots"). On an arena the whole
+// request lives in one reused block and is freed by a pointer reset.
+//
+//   ArenaMessageAllocator<SelectRequest, Decision> select_alloc;
+//   service.SetMessageAllocatorFor_Select(&select_alloc);   // before the server starts
+//
+// The allocator must outlive the server (gRPC releases every holder before Server::Wait
+// returns). Used by banditd and, so both are built the same way, by the bench echo server.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <google/protobuf/arena.h>
+#include <grpcpp/support/message_allocator.h>
+
+namespace bandit::server {
+
+template <typename Request, typename Response>
+class ArenaMessageAllocator final : public grpc::MessageAllocator<Request, Response> {
+ public:
+  // `block_bytes`: each arena's first block, kept across reuse (larger messages spill into
+  // further blocks that the next reset frees). `max_pooled`: idle arenas kept for reuse.
+  explicit ArenaMessageAllocator(size_t block_bytes = 32 << 10, size_t max_pooled = 512)
+      : block_bytes_(block_bytes), max_pooled_(max_pooled) {}
+  ~ArenaMessageAllocator() override {
+    for (Holder* h : pool_) delete h;
+  }
+  ArenaMessageAllocator(const ArenaMessageAllocator&) = delete;
+  ArenaMessageAllocator& operator=(const ArenaMessageAllocator&) = delete;
+
+  grpc::MessageHolder<Request, Response>* AllocateMessages() override {
+    Holder* h = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!pool_.empty()) {
+        h = pool_.back();
+        pool_.pop_back();
+      }
+    }
+    if (h == nullptr) h = new Holder(this, block_bytes_);
+    h->Start();
+    return h;
+  }
+
+  // Idle arenas in the pool (for tests).
+  size_t pooled() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pool_.size();
+  }
+
+ private:
+  class Holder final : public grpc::MessageHolder<Request, Response> {
+   public:
+    Holder(ArenaMessageAllocator* owner, size_t block_bytes)
+        : owner_(owner), block_(new char[block_bytes]), arena_(Options(block_.get(), block_bytes)) {}
+    // Fresh messages on a reset arena: Reset() frees blocks a large message spilled into and
+    // keeps our own first block.
+    void Start() {
+      if (used_) arena_.Reset();
+      used_ = true;
+      this->set_request(google::protobuf::Arena::CreateMessage<Request>(&arena_));
+      this->set_response(google::protobuf::Arena::CreateMessage<Response>(&arena_));
+    }
+    void Release() override { owner_->Recycle(this); }
+
+   private:
+    static google::protobuf::ArenaOptions Options(char* block, size_t bytes) {
+      google::protobuf::ArenaOptions options;
+      options.initial_block = block;
+      options.initial_block_size = bytes;
+      return options;
+    }
+    ArenaMessageAllocator* const owner_;
+    const std::unique_ptr<char[]> block_;  // declared before arena_: outlives it
+    google::protobuf::Arena arena_;
+    bool used_ = false;
+  };
+
+  void Recycle(Holder* h) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (pool_.size() < max_pooled_) {
+        pool_.push_back(h);
+        return;
+      }
+    }
+    delete h;
+  }
+
+  const size_t block_bytes_;
+  const size_t max_pooled_;
+  mutable std::mutex mu_;
+  std::vector<Holder*> pool_;
+};
+
+}  // namespace bandit::server

@@ -22,18 +22,26 @@ constexpr int64_t kDefaultPendingCapacity = 100'000;
 constexpr int64_t kDefaultRewardWaitMs = 600'000;
 constexpr int64_t kMaxRewardWaitMs = 7LL * 24 * 3600 * 1000;
 
-template <typename Repeated>
-absl::StatusOr<Vector> ToVector(absl::string_view field, const Repeated& values, int64_t max_size) {
+// Copies `values` into `out` after checking size and finiteness; `field()` names the field in
+// the error and is only called on error (no string is built per candidate on the hot path).
+// Reuses `out`'s storage when the size matches.
+template <typename Repeated, typename FieldName>
+absl::Status CopyChecked(const Repeated& values, int64_t max_size, Vector* out, FieldName field) {
   if (values.size() > max_size)
     return absl::InvalidArgumentError(
-        absl::StrCat(field, " has ", values.size(), " values, expected at most ", max_size));
-  Vector v(values.size());
-  for (int i = 0; i < values.size(); ++i) {
+        absl::StrCat(field(), " has ", values.size(), " values, expected at most ", max_size));
+  for (int i = 0; i < values.size(); ++i)
     if (!std::isfinite(values[i]))
       return absl::InvalidArgumentError(
-          absl::StrCat(field, "[", i, "] is ", values[i], ", expected a finite number"));
-    v[i] = values[i];
-  }
+          absl::StrCat(field(), "[", i, "] is ", values[i], ", expected a finite number"));
+  *out = Eigen::Map<const Vector>(values.data(), values.size());
+  return absl::OkStatus();
+}
+
+template <typename Repeated>
+absl::StatusOr<Vector> ToVector(absl::string_view field, const Repeated& values, int64_t max_size) {
+  Vector v;
+  if (auto s = CopyChecked(values, max_size, &v, [field] { return field; }); !s.ok()) return s;
   return v;
 }
 
@@ -319,7 +327,9 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
   switch (rec.op_case()) {
     case bandit::v1::JournalRecord::kSelect: {
       bandit::v1::Decision out;
-      s = SelectLocked(rec.select(), rec.now_ms(), &out, nullptr, &rec.event_id());
+      SelectInputs in;
+      s = ParseSelectInputs(rec.select(), &in);
+      if (s.ok()) s = SelectLocked(rec.select(), in, rec.now_ms(), &out, nullptr, &rec.event_id());
       break;
     }
     case bandit::v1::JournalRecord::kDecided:
@@ -374,30 +384,52 @@ void Instance::SyncConfigArms() {
   config_.mutable_policy()->set_num_arms(0);
 }
 
-absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::Decision* out,
-                              SelectOutcome* outcome) {
-  absl::MutexLock lock(&mu_);
-  return SelectLocked(req, clock_->NowMs(), out, outcome, nullptr);
+Instance::SelectInputs::SelectInputs() {
+  // Candidate vectors are reused per thread: a 50-candidate Select otherwise costs 50 heap
+  // allocations and frees. Scratch beyond kKeepDoubles is given back after the call.
+  thread_local std::vector<Vector> scratch;
+  candidates = &scratch;
 }
 
-absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, int64_t now,
-                                    bandit::v1::Decision* out, SelectOutcome* outcome,
-                                    const std::string* replay_event_id) {
-  if (auto s = CheckWritable(); !s.ok()) return s;
-  std::vector<Vector> candidates;
+Instance::SelectInputs::~SelectInputs() {
+  constexpr int64_t kKeepDoubles = 1 << 20;
+  int64_t total = 0;
+  for (const auto& v : *candidates) total += v.size();
+  if (total > kKeepDoubles) std::vector<Vector>().swap(*candidates);
+}
+
+absl::Status Instance::ParseSelectInputs(const bandit::v1::SelectRequest& req,
+                                         SelectInputs* in) const {
   if (req.candidates_size() > limits_.max_candidates)
     return absl::InvalidArgumentError(absl::StrCat("candidates has ", req.candidates_size(),
                                                    " entries, expected at most ",
                                                    limits_.max_candidates));
-  candidates.reserve(req.candidates_size());
-  for (int i = 0; i < req.candidates_size(); ++i) {
-    auto v = ToVector(absl::StrCat("candidates[", i, "].values"), req.candidates(i).values(),
-                      limits_.max_vector_size);
-    if (!v.ok()) return v.status();
-    candidates.push_back(*std::move(v));
-  }
-  auto x = ToVector("x", req.x(), limits_.max_vector_size);
-  if (!x.ok()) return x.status();
+  in->candidates->resize(req.candidates_size());
+  for (int i = 0; i < req.candidates_size(); ++i)
+    if (auto s = CopyChecked(req.candidates(i).values(), limits_.max_vector_size,
+                             &(*in->candidates)[i],
+                             [i] { return absl::StrCat("candidates[", i, "].values"); });
+        !s.ok())
+      return s;
+  return CopyChecked(req.x(), limits_.max_vector_size, &in->x, [] { return "x"; });
+}
+
+absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::Decision* out,
+                              SelectOutcome* outcome) {
+  // Check and convert the request before taking the lock: the critical section is what every
+  // concurrent caller of this instance waits for.
+  SelectInputs in;
+  if (auto s = ParseSelectInputs(req, &in); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  return SelectLocked(req, in, clock_->NowMs(), out, outcome, nullptr);
+}
+
+absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, const SelectInputs& in,
+                                    int64_t now, bandit::v1::Decision* out,
+                                    SelectOutcome* outcome, const std::string* replay_event_id) {
+  if (auto s = CheckWritable(); !s.ok()) return s;
+  const std::vector<Vector>& candidates = *in.candidates;
+  const Vector* x = &in.x;
 
   SelectContext ctx;
   ctx.want_scores = req.return_scores();

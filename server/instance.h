@@ -102,9 +102,19 @@ class Instance {
   Instance(std::string name, bandit::v1::InstanceConfig config, std::unique_ptr<Policy> policy,
            const Clock* clock, const InstanceLimits& limits, uint64_t uid);
 
+  // A Select request's vectors, checked and converted (outside the lock).
+  struct SelectInputs {
+    SelectInputs();
+    ~SelectInputs();
+    SelectInputs(const SelectInputs&) = delete;
+    SelectInputs& operator=(const SelectInputs&) = delete;
+    std::vector<Vector>* candidates;  // per-thread scratch, reused across calls
+    Vector x;
+  };
+  absl::Status ParseSelectInputs(const bandit::v1::SelectRequest& req, SelectInputs* in) const;
   // The bodies of the public calls, at an explicit time; `replay_event_id` is set on replay.
-  absl::Status SelectLocked(const bandit::v1::SelectRequest& req, int64_t now,
-                            bandit::v1::Decision* out, SelectOutcome* outcome,
+  absl::Status SelectLocked(const bandit::v1::SelectRequest& req, const SelectInputs& in,
+                            int64_t now, bandit::v1::Decision* out, SelectOutcome* outcome,
                             const std::string* replay_event_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status UpdateLocked(const bandit::v1::UpdateRequest& req, int64_t now,
                             bandit::v1::UpdateResponse* out, UpdateOutcome* outcome)

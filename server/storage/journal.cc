@@ -180,10 +180,16 @@ absl::Status Journal::WaitDurable(uint64_t seq) {
 absl::Status Journal::Flush() {
   std::unique_lock<std::mutex> lock(mu_);
   if (writer_.get_id() == std::thread::id()) return health_;
+  // Done once an fsync covers everything appended before this call. (Waiting for the request
+  // flag to clear instead starved under steady appends: the writer cleared it only on finding
+  // the buffer empty.) The flag is raised again on every wake-up, so a concurrent Flush whose
+  // request the writer already consumed still gets its own fsync.
   const uint64_t target = next_seq_ - 1;
-  flush_requested_ = true;
-  work_cv_.notify_one();
-  durable_cv_.wait(lock, [&] { return !health_.ok() || (synced_seq_ >= target && !flush_requested_); });
+  while (health_.ok() && synced_seq_ < target) {
+    flush_requested_ = true;
+    work_cv_.notify_one();
+    durable_cv_.wait(lock);
+  }
   return health_;
 }
 
@@ -220,11 +226,13 @@ void Journal::WriterLoop() {
                       (mode_ == Durability::kEverySec &&
                        std::chrono::steady_clock::now() - last_sync >= std::chrono::seconds(1));
     const bool was_flush = flush_requested_;
+    const bool healthy = health_.ok();
     WritableFile* file = file_.get();
+    io_in_progress_ = true;  // Rotate() waits for this before it touches file_
     lock.unlock();
 
     absl::Status s;
-    if (health_.ok() && !data.empty()) s = file->Append(data);
+    if (healthy && !data.empty()) s = file->Append(data);
     double fsync_seconds = -1;
     if (s.ok() && sync) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -236,11 +244,12 @@ void Journal::WriterLoop() {
     if (!s.ok() && observer_.on_error) observer_.on_error(s);
 
     lock.lock();
+    io_in_progress_ = false;
     if (!s.ok()) Fail(s);
     written_seq_ = last;
     if (s.ok() && sync) synced_seq_ = std::max(synced_seq_, last);
     if (s.ok() && (sync || mode_ != Durability::kAlways)) durable_seq_ = std::max(durable_seq_, last);
-    if (was_flush && buffer_.empty()) flush_requested_ = false;
+    if (was_flush) flush_requested_ = false;  // this sync covered what the request was for
     std::vector<std::function<void(absl::Status)>> ready;
     const absl::Status status = health_;
     while (!waiters_.empty() && (!status.ok() || waiters_.begin()->first <= durable_seq_)) {
@@ -256,7 +265,12 @@ void Journal::WriterLoop() {
 
 absl::StatusOr<uint64_t> Journal::Rotate() {
   if (auto s = Flush(); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  // The writer may have taken a new batch after Flush() returned and be writing it to the
+  // current file outside the lock: wait until it is done, then hold the lock (the writer cannot
+  // start another batch) while the file is switched. Without this wait the old file could be
+  // closed and destroyed under a running write.
+  durable_cv_.wait(lock, [&] { return !io_in_progress_; });
   if (!health_.ok()) return health_;
   // Everything appended before this point is in the old segment and fsynced (Flush above waited
   // for it; appends racing in between are fine: they land in the new segment, which is never

@@ -114,6 +114,7 @@ class Journal {
   bool flush_requested_ = false;
   std::unique_ptr<WritableFile> file_;
   std::map<uint64_t, std::string> segments_;  // first seq -> file name
+  bool io_in_progress_ = false;  // the writer is writing/syncing a batch outside the lock
   std::thread writer_;
 };
 

@@ -3,7 +3,9 @@
 // (LevelDB's FaultInjectionTestEnv idea). It can also fail syncs to simulate a broken disk.
 #pragma once
 
+#include <chrono>
 #include <map>
+#include <thread>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +32,11 @@ class FaultInjectionFs final : public FileSystem {
     }
     ++generation_;  // files opened before the crash write nowhere
   }
+  // Every Append sleeps this long first (outside the lock): widens race windows in tests.
+  void SetAppendDelay(std::chrono::microseconds d) {
+    std::lock_guard<std::mutex> lock(mu_);
+    append_delay_ = d;
+  }
   void FailSyncs(bool fail) {
     std::lock_guard<std::mutex> lock(mu_);
     fail_syncs_ = fail;
@@ -52,21 +59,34 @@ class FaultInjectionFs final : public FileSystem {
     File(FaultInjectionFs* fs, std::shared_ptr<Inode> inode, int generation)
         : fs_(fs), inode_(std::move(inode)), generation_(generation) {}
     absl::Status Append(absl::string_view data) override {
+      std::chrono::microseconds delay;
+      {
+        std::lock_guard<std::mutex> lock(fs_->mu_);
+        delay = fs_->append_delay_;
+      }
+      if (delay.count() > 0) std::this_thread::sleep_for(delay);
       std::lock_guard<std::mutex> lock(fs_->mu_);
+      if (closed_) return absl::FailedPreconditionError("append to a closed file");
       if (generation_ != fs_->generation_) return absl::OkStatus();  // the machine is "off"
       inode_->data.append(data.data(), data.size());
       return absl::OkStatus();
     }
     absl::Status Sync() override {
       std::lock_guard<std::mutex> lock(fs_->mu_);
+      if (closed_) return absl::FailedPreconditionError("sync of a closed file");
       if (fs_->fail_syncs_) return absl::UnavailableError("injected fsync failure");
       if (generation_ != fs_->generation_) return absl::OkStatus();
       inode_->synced = inode_->data.size();
       return absl::OkStatus();
     }
-    absl::Status Close() override { return absl::OkStatus(); }
+    absl::Status Close() override {
+      std::lock_guard<std::mutex> lock(fs_->mu_);
+      closed_ = true;
+      return absl::OkStatus();
+    }
 
    private:
+    bool closed_ = false;  // guarded by fs_->mu_
     FaultInjectionFs* fs_;
     std::shared_ptr<Inode> inode_;
     int generation_;
@@ -138,6 +158,7 @@ class FaultInjectionFs final : public FileSystem {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Inode>> current_, durable_;
   bool fail_syncs_ = false;
+  std::chrono::microseconds append_delay_{0};
   int generation_ = 0;
 };
 

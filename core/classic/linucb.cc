@@ -41,8 +41,8 @@ absl::StatusOr<Decision> LinUcb::Select(const SelectContext& ctx) {
     return absl::InvalidArgumentError("candidates is empty, expected at least one feature vector");
   const int d = dimension();
   for (int i = 0; i < n; ++i)
-    if (auto s = CheckVector(absl::StrCat("candidates[", i, "]"), ctx.candidates[i], d); !s.ok())
-      return s;
+    if (ctx.candidates[i].size() != d || !ctx.candidates[i].allFinite())  // name built on error only
+      return CheckVector(absl::StrCat("candidates[", i, "]"), ctx.candidates[i], d);
 
   Decision dec;
   if (ctx.want_scores) {

@@ -89,4 +89,24 @@ int64_t PendingTable::Bytes() const {
   return b;
 }
 
+void ToRecord(const PendingDecision& p, bandit::v1::PendingDecisionRecord* r) {
+  r->set_event_id(p.event_id);
+  r->set_arm_id(p.arm_id);
+  r->set_arm(p.arm);
+  r->mutable_features()->Assign(p.features.data(), p.features.data() + p.features.size());
+  r->mutable_memo()->Assign(p.memo.data(), p.memo.data() + p.memo.size());
+  r->set_expires_at_ms(p.expires_at_ms);
+}
+
+PendingDecision FromRecord(const bandit::v1::PendingDecisionRecord& r) {
+  PendingDecision d;
+  d.event_id = r.event_id();
+  d.arm_id = r.arm_id();
+  d.arm = r.arm();
+  d.features = Eigen::Map<const Eigen::VectorXd>(r.features().data(), r.features_size());
+  d.memo = Eigen::Map<const Eigen::VectorXd>(r.memo().data(), r.memo_size());
+  d.expires_at_ms = r.expires_at_ms();
+  return d;
+}
+
 }  // namespace bandit::server

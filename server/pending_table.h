@@ -12,6 +12,7 @@
 #include <Eigen/Dense>
 
 #include "absl/container/flat_hash_map.h"
+#include "bandit/v1/storage.pb.h"
 
 namespace bandit::server {
 
@@ -23,6 +24,10 @@ struct PendingDecision {
   Eigen::VectorXd memo;      // Decision::memo
   int64_t expires_at_ms = 0;
 };
+
+// PendingDecision <-> its durable form (snapshots, decided-select journal records).
+void ToRecord(const PendingDecision& p, bandit::v1::PendingDecisionRecord* r);
+PendingDecision FromRecord(const bandit::v1::PendingDecisionRecord& r);
 
 enum class EventFate { kUnknown, kRewarded, kExpired, kDropped };
 

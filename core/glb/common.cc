@@ -78,4 +78,31 @@ double GlbOmdBeta(const GlbParams& p, double lambda, int64_t t) {
   return std::sqrt(b2);
 }
 
+void SaveOmdState(StateWriter& w, const Vector& theta, const Matrix& h, const Matrix& h_inv,
+                  int64_t t) {
+  w.Put("theta", theta);
+  w.Put("h", h);
+  w.Put("h_inv", h_inv);
+  w.PutInt("t", t);
+}
+
+absl::Status RestoreOmdState(const StateReader& r, int d, Vector* theta, Matrix* h, Matrix* h_inv,
+                             int64_t* t) {
+  Vector th;
+  Matrix hh, hi;
+  int64_t tt;
+  if (auto s = r.Get("theta", &th, d); !s.ok()) return s;
+  if (auto s = r.Get("h", &hh, d, d); !s.ok()) return s;
+  if (auto s = r.Get("h_inv", &hi, d, d); !s.ok()) return s;
+  if (auto s = r.GetInt("t", &tt); !s.ok()) return s;
+  if (tt < 0) return absl::InvalidArgumentError(absl::StrCat("state t is ", tt, ", expected >= 0"));
+  if (!th.allFinite() || !hh.allFinite() || !hi.allFinite())
+    return absl::InvalidArgumentError("state theta/h/h_inv has non-finite values, expected finite");
+  *theta = std::move(th);
+  *h = std::move(hh);
+  *h_inv = std::move(hi);
+  *t = tt;
+  return absl::OkStatus();
+}
+
 }  // namespace bandit::glb

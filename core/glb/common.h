@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "core/glb/link.h"
 #include "core/policy.h"
+#include "core/state_io.h"
 
 namespace bandit::glb {
 
@@ -42,6 +43,14 @@ absl::Status CheckFeatures(const Vector& x, int d, double max_norm);
 
 // (A + c x x')^{-1} from A^{-1} by Sherman-Morrison, in place; c >= 0.
 void ShermanMorrisonAdd(Matrix& a_inv, const Vector& x, double c);
+
+// GLB-OMD and DOMD-GLB keep the same learned state (theta_t, H_t, H_t^{-1}, t) under the same
+// keys. Restore checks shapes (d x d), finiteness and t >= 0, and writes its outputs only when
+// everything is valid (a policy's state is unchanged by a failed Restore).
+void SaveOmdState(StateWriter& w, const Vector& theta, const Matrix& h, const Matrix& h_inv,
+                  int64_t t);
+absl::Status RestoreOmdState(const StateReader& r, int d, Vector* theta, Matrix* h, Matrix* h_inv,
+                             int64_t* t);
 
 // argmax_i x_i' theta + beta ||x_i||_{H^{-1}} (lowest index on ties). Fills `ucb` (size n),
 // and `mean_logit` (x_i' theta).

@@ -80,30 +80,13 @@ std::optional<double> GlbOmd::EstimatedMean(const Vector& features) const {
 
 void GlbOmd::Save(bandit::v1::PolicyState* out) const {
   StateWriter w(out, name(), 1);
-  w.Put("theta", theta_);
-  w.Put("h", h_);
-  w.Put("h_inv", h_inv_);
-  w.PutInt("t", t_);
+  SaveOmdState(w, theta_, h_, h_inv_, t_);
 }
 
 absl::Status GlbOmd::Restore(const bandit::v1::PolicyState& state) {
   StateReader r(state);
   if (auto s = r.Expect(name(), 1); !s.ok()) return s;
-  Vector theta;
-  Matrix h, h_inv;
-  int64_t t;
-  if (auto s = r.Get("theta", &theta, p_.d); !s.ok()) return s;
-  if (auto s = r.Get("h", &h, p_.d, p_.d); !s.ok()) return s;
-  if (auto s = r.Get("h_inv", &h_inv, p_.d, p_.d); !s.ok()) return s;
-  if (auto s = r.GetInt("t", &t); !s.ok()) return s;
-  if (t < 0) return absl::InvalidArgumentError(absl::StrCat("state t is ", t, ", expected >= 0"));
-  if (!theta.allFinite() || !h.allFinite() || !h_inv.allFinite())
-    return absl::InvalidArgumentError("state theta/h/h_inv has non-finite values, expected finite");
-  theta_ = std::move(theta);
-  h_ = std::move(h);
-  h_inv_ = std::move(h_inv);
-  t_ = t;
-  return absl::OkStatus();
+  return RestoreOmdState(r, p_.d, &theta_, &h_, &h_inv_, &t_);
 }
 
 int64_t GlbOmd::StateBytes() const {

@@ -135,4 +135,31 @@ void EraseColumn(Eigen::MatrixXd& m, int col) {
   m.conservativeResize(m.rows(), n - 1);
 }
 
+void ArmMeans::AddSlot() {
+  const int n = static_cast<int>(counts.size());
+  counts.conservativeResize(n + 1);
+  means.conservativeResize(n + 1);
+  counts[n] = 0;
+  means[n] = 0;
+}
+
+void ArmMeans::EraseSlot(int slot) {
+  bandit::EraseSlot(counts, slot);
+  bandit::EraseSlot(means, slot);
+}
+
+void ArmMeans::Save(StateWriter& w) const {
+  w.Put("counts", counts);
+  w.Put("means", means);
+}
+
+absl::Status ArmMeans::Restore(const StateReader& r, int arms) {
+  Eigen::VectorXd c, m;
+  if (auto s = r.Get("counts", &c, arms); !s.ok()) return s;
+  if (auto s = r.Get("means", &m, arms); !s.ok()) return s;
+  counts = std::move(c);
+  means = std::move(m);
+  return absl::OkStatus();
+}
+
 }  // namespace bandit

@@ -61,4 +61,26 @@ absl::Status CheckId(absl::string_view field, absl::string_view id);
 void EraseSlot(Eigen::VectorXd& v, int slot);
 void EraseColumn(Eigen::MatrixXd& m, int col);
 
+// Per-arm pull counts and running mean rewards, slot-aligned with an ArmSet (what
+// epsilon-greedy and UCB1 learn).
+struct ArmMeans {
+  Eigen::VectorXd counts;  // pulls of each arm
+  Eigen::VectorXd means;   // empirical mean reward of each arm
+
+  explicit ArmMeans(int arms = 0)
+      : counts(Eigen::VectorXd::Zero(arms)), means(Eigen::VectorXd::Zero(arms)) {}
+  void Observe(int slot, double reward) {
+    counts[slot] += 1.0;
+    means[slot] += (reward - means[slot]) / counts[slot];  // incremental mean
+  }
+  void AddSlot();                 // a new arm: 0 pulls, mean 0
+  void EraseSlot(int slot);
+  void Save(StateWriter& w) const;
+  // Reads "counts" and "means" of length `arms`; on error *this is unchanged.
+  absl::Status Restore(const StateReader& r, int arms);
+  int64_t Bytes() const {
+    return static_cast<int64_t>((counts.size() + means.size()) * sizeof(double));
+  }
+};
+
 }  // namespace bandit

@@ -16,8 +16,7 @@ absl::StatusOr<std::unique_ptr<Policy>> EpsilonGreedy::Make(const bandit::v1::Po
 
 EpsilonGreedy::EpsilonGreedy(ArmSet arms, double epsilon, double decay, uint64_t seed)
     : arms_(std::move(arms)), epsilon_(epsilon), decay_(decay), rng_(seed) {
-  counts_ = Vector::Zero(arms_.size());
-  means_ = Vector::Zero(arms_.size());
+  stats_ = ArmMeans(arms_.size());
 }
 
 double EpsilonGreedy::CurrentEpsilon() const {
@@ -27,11 +26,11 @@ double EpsilonGreedy::CurrentEpsilon() const {
 Vector EpsilonGreedy::Probabilities() const {
   const int k = arms_.size();
   const double eps = CurrentEpsilon();
-  const double best = means_.maxCoeff();
-  const double ties = (means_.array() == best).count();
+  const double best = stats_.means.maxCoeff();
+  const double ties = (stats_.means.array() == best).count();
   Vector p = Vector::Constant(k, eps / k);
   for (int i = 0; i < k; ++i)
-    if (means_[i] == best) p[i] += (1.0 - eps) / ties;
+    if (stats_.means[i] == best) p[i] += (1.0 - eps) / ties;
   return p;
 }
 
@@ -43,11 +42,11 @@ absl::StatusOr<Decision> EpsilonGreedy::Select(const SelectContext& ctx) {
   if (rng_.Uniform() < CurrentEpsilon()) {
     d.arm = static_cast<int>(rng_.UniformInt(k));
   } else {
-    const double best = means_.maxCoeff();
-    const int ties = static_cast<int>((means_.array() == best).count());
+    const double best = stats_.means.maxCoeff();
+    const int ties = static_cast<int>((stats_.means.array() == best).count());
     int pick = static_cast<int>(rng_.UniformInt(ties));
     for (int i = 0; i < k; ++i)
-      if (means_[i] == best && pick-- == 0) {
+      if (stats_.means[i] == best && pick-- == 0) {
         d.arm = i;
         break;
       }
@@ -55,12 +54,12 @@ absl::StatusOr<Decision> EpsilonGreedy::Select(const SelectContext& ctx) {
   ++t_;
   d.arm_id = arms_.id(d.arm);
   d.propensity = p[d.arm];
-  d.estimated_gap = means_.maxCoeff() - means_[d.arm];
+  d.estimated_gap = stats_.means.maxCoeff() - stats_.means[d.arm];
   if (ctx.want_scores) {
     d.scores = p;
     d.score_kind = bandit::v1::PROBABILITY;
   }
-  d.diagnostics = {{"mean", means_[d.arm]}, {"pulls", counts_[d.arm]}};
+  d.diagnostics = {{"mean", stats_.means[d.arm]}, {"pulls", stats_.counts[d.arm]}};
   return d;
 }
 
@@ -68,40 +67,33 @@ absl::Status EpsilonGreedy::Update(const Observation& obs) {
   if (auto s = CheckFinite("reward", obs.reward); !s.ok()) return s;
   auto slot = arms_.Find(obs.arm_id);
   if (!slot) return absl::NotFoundError(absl::StrCat("arm id '", obs.arm_id, "' is not in the arm set"));
-  const int i = *slot;
-  counts_[i] += 1.0;
-  means_[i] += (obs.reward - means_[i]) / counts_[i];
+  stats_.Observe(*slot, obs.reward);
   return absl::OkStatus();
 }
 
 std::optional<double> EpsilonGreedy::EstimatedMean(int arm) const {
   if (arm < 0 || arm >= arms_.size()) return std::nullopt;
-  return means_[arm];
+  return stats_.means[arm];
 }
 
 absl::Status EpsilonGreedy::AddArm(const bandit::v1::ArmSpec& arm) {
   if (auto s = arms_.CheckAdd(arm); !s.ok()) return s;
-  const int slot = arms_.Add(arm);
-  counts_.conservativeResize(slot + 1);
-  means_.conservativeResize(slot + 1);
-  counts_[slot] = 0;
-  means_[slot] = 0;
+  arms_.Add(arm);
+  stats_.AddSlot();
   return absl::OkStatus();
 }
 
 absl::Status EpsilonGreedy::RemoveArm(absl::string_view arm_id) {
   auto slot = arms_.Remove(arm_id);
   if (!slot.ok()) return slot.status();
-  EraseSlot(counts_, *slot);
-  EraseSlot(means_, *slot);
+  stats_.EraseSlot(*slot);
   return absl::OkStatus();
 }
 
 void EpsilonGreedy::Save(bandit::v1::PolicyState* out) const {
   StateWriter w(out, name(), 1);
   arms_.Save(w);
-  w.Put("counts", counts_);
-  w.Put("means", means_);
+  stats_.Save(w);
   w.PutInt("t", t_);
   w.PutRng(rng_);
 }
@@ -111,23 +103,21 @@ absl::Status EpsilonGreedy::Restore(const bandit::v1::PolicyState& state) {
   if (auto s = r.Expect(name(), 1); !s.ok()) return s;
   ArmSet arms = arms_;
   if (auto s = arms.Restore(r); !s.ok()) return s;
-  Vector counts, means;
+  ArmMeans stats;
   int64_t t;
   Rng rng;
-  if (auto s = r.Get("counts", &counts, arms.size()); !s.ok()) return s;
-  if (auto s = r.Get("means", &means, arms.size()); !s.ok()) return s;
+  if (auto s = stats.Restore(r, arms.size()); !s.ok()) return s;
   if (auto s = r.GetInt("t", &t); !s.ok()) return s;
   if (auto s = r.GetRng(&rng); !s.ok()) return s;
   arms_ = std::move(arms);
-  counts_ = std::move(counts);
-  means_ = std::move(means);
+  stats_ = std::move(stats);
   t_ = t;
   rng_ = rng;
   return absl::OkStatus();
 }
 
 int64_t EpsilonGreedy::StateBytes() const {
-  return arms_.Bytes() + (counts_.size() + means_.size()) * sizeof(double) + sizeof(t_) +
+  return arms_.Bytes() + stats_.Bytes() + sizeof(t_) +
          sizeof(rng_);
 }
 

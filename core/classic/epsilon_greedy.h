@@ -38,8 +38,7 @@ class EpsilonGreedy final : public Policy {
   double epsilon_, decay_;
   Rng rng_;
   int64_t t_ = 0;   // rounds selected
-  Vector counts_;   // pulls per arm
-  Vector means_;    // empirical mean reward per arm
+  ArmMeans stats_;  // pulls and empirical mean reward per arm
 };
 
 inline absl::StatusOr<std::unique_ptr<Policy>> MakeEpsilonGreedy(

@@ -22,8 +22,7 @@ absl::StatusOr<std::unique_ptr<Policy>> Ucb1::Make(const bandit::v1::PolicyConfi
 }
 
 Ucb1::Ucb1(ArmSet arms, double c) : arms_(std::move(arms)), c_(c) {
-  counts_ = Vector::Zero(arms_.size());
-  means_ = Vector::Zero(arms_.size());
+  stats_ = ArmMeans(arms_.size());
 }
 
 Vector Ucb1::Indices() const {
@@ -32,8 +31,8 @@ Vector Ucb1::Indices() const {
   // n >= 1 whenever some arm has n_i >= 1, so ln n >= 0.
   const double log_n = n_ > 0 ? std::log(static_cast<double>(n_)) : 0.0;
   for (int i = 0; i < k; ++i)
-    idx[i] = counts_[i] == 0 ? kUntriedScore
-                             : means_[i] + c_ * std::sqrt(2.0 * log_n / counts_[i]);  // Fig. 1
+    idx[i] = stats_.counts[i] == 0 ? kUntriedScore
+                             : stats_.means[i] + c_ * std::sqrt(2.0 * log_n / stats_.counts[i]);  // Fig. 1
   return idx;
 }
 
@@ -49,17 +48,17 @@ absl::StatusOr<Decision> Ucb1::Select(const SelectContext& ctx) {
   d.arm = best;
   d.arm_id = arms_.id(best);
   d.propensity = 1.0;
-  if (counts_[best] > 0) {
+  if (stats_.counts[best] > 0) {
     double max_mean = -std::numeric_limits<double>::infinity();
     for (int i = 0; i < k; ++i)
-      if (counts_[i] > 0) max_mean = std::max(max_mean, means_[i]);
-    d.estimated_gap = max_mean - means_[best];
+      if (stats_.counts[i] > 0) max_mean = std::max(max_mean, stats_.means[i]);
+    d.estimated_gap = max_mean - stats_.means[best];
   }  // else: no estimate for an untried arm, gap stays NaN
   if (ctx.want_scores) {
     d.scores = idx;
     d.score_kind = bandit::v1::UPPER_CONFIDENCE_BOUND;
   }
-  d.diagnostics = {{"ucb", idx[best]}, {"mean", means_[best]}, {"pulls", counts_[best]}};
+  d.diagnostics = {{"ucb", idx[best]}, {"mean", stats_.means[best]}, {"pulls", stats_.counts[best]}};
   return d;
 }
 
@@ -67,41 +66,34 @@ absl::Status Ucb1::Update(const Observation& obs) {
   if (auto s = CheckFinite("reward", obs.reward); !s.ok()) return s;
   auto slot = arms_.Find(obs.arm_id);
   if (!slot) return absl::NotFoundError(absl::StrCat("arm id '", obs.arm_id, "' is not in the arm set"));
-  const int i = *slot;
-  counts_[i] += 1.0;
-  means_[i] += (obs.reward - means_[i]) / counts_[i];
+  stats_.Observe(*slot, obs.reward);
   ++n_;
   return absl::OkStatus();
 }
 
 std::optional<double> Ucb1::EstimatedMean(int arm) const {
-  if (arm < 0 || arm >= arms_.size() || counts_[arm] == 0) return std::nullopt;
-  return means_[arm];
+  if (arm < 0 || arm >= arms_.size() || stats_.counts[arm] == 0) return std::nullopt;
+  return stats_.means[arm];
 }
 
 absl::Status Ucb1::AddArm(const bandit::v1::ArmSpec& arm) {
   if (auto s = arms_.CheckAdd(arm); !s.ok()) return s;
-  const int slot = arms_.Add(arm);
-  counts_.conservativeResize(slot + 1);
-  means_.conservativeResize(slot + 1);
-  counts_[slot] = 0;
-  means_[slot] = 0;
+  arms_.Add(arm);
+  stats_.AddSlot();
   return absl::OkStatus();
 }
 
 absl::Status Ucb1::RemoveArm(absl::string_view arm_id) {
   auto slot = arms_.Remove(arm_id);
   if (!slot.ok()) return slot.status();
-  EraseSlot(counts_, *slot);
-  EraseSlot(means_, *slot);
+  stats_.EraseSlot(*slot);
   return absl::OkStatus();
 }
 
 void Ucb1::Save(bandit::v1::PolicyState* out) const {
   StateWriter w(out, name(), 1);
   arms_.Save(w);
-  w.Put("counts", counts_);
-  w.Put("means", means_);
+  stats_.Save(w);
   w.PutInt("n", n_);
   w.PutInt("rounds", rounds_);
 }
@@ -111,22 +103,20 @@ absl::Status Ucb1::Restore(const bandit::v1::PolicyState& state) {
   if (auto s = r.Expect(name(), 1); !s.ok()) return s;
   ArmSet arms = arms_;
   if (auto s = arms.Restore(r); !s.ok()) return s;
-  Vector counts, means;
+  ArmMeans stats;
   int64_t n, rounds;
-  if (auto s = r.Get("counts", &counts, arms.size()); !s.ok()) return s;
-  if (auto s = r.Get("means", &means, arms.size()); !s.ok()) return s;
+  if (auto s = stats.Restore(r, arms.size()); !s.ok()) return s;
   if (auto s = r.GetInt("n", &n); !s.ok()) return s;
   if (auto s = r.GetInt("rounds", &rounds); !s.ok()) return s;
   arms_ = std::move(arms);
-  counts_ = std::move(counts);
-  means_ = std::move(means);
+  stats_ = std::move(stats);
   n_ = n;
   rounds_ = rounds;
   return absl::OkStatus();
 }
 
 int64_t Ucb1::StateBytes() const {
-  return arms_.Bytes() + (counts_.size() + means_.size()) * static_cast<int64_t>(sizeof(double)) +
+  return arms_.Bytes() + stats_.Bytes() +
          sizeof(n_) + sizeof(rounds_);
 }
 

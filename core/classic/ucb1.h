@@ -35,7 +35,7 @@ class Ucb1 final : public Policy {
   absl::Status Restore(const bandit::v1::PolicyState& state) override;
   int64_t StateBytes() const override;
   std::vector<std::pair<std::string, double>> Summary() const override;
-  Vector Weights() const override { return means_; }
+  Vector Weights() const override { return stats_.means; }
 
   // UCB index of every arm at the current state (kUntriedScore for untried arms).
   Vector Indices() const;
@@ -47,8 +47,7 @@ class Ucb1 final : public Policy {
   double c_;
   int64_t n_ = 0;       // rewards received (all arms, including removed ones)
   int64_t rounds_ = 0;  // Select calls
-  Vector counts_;       // n_i
-  Vector means_;        // empirical mean of arm i
+  ArmMeans stats_;  // pulls and empirical mean reward per arm
 };
 
 inline absl::StatusOr<std::unique_ptr<Policy>> MakeUcb1(const bandit::v1::PolicyConfig& config,

@@ -102,6 +102,17 @@ class Policy {
         absl::StrCat("policy '", name(), "' has no finite arm set to remove arms from"));
   }
 
+  // Policies scored against a reference distribution (mixtures with FD or KD): replace it and
+  // keep what was learned. `samples` has one reference embedding per row; `mean`/`covariance`
+  // are FD's reference statistics. Default: this policy has no reference.
+  virtual absl::Status SetReference(const Matrix& samples) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("policy '", name(), "' has no reference distribution"));
+  }
+  virtual absl::Status SetReferenceStats(const Vector& mean, const Matrix& covariance) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("policy '", name(), "' has no reference distribution"));
+  }
   // Complete state, RNG included. Restore(Save()) gives a policy that makes exactly the same
   // decisions. Restore is only called on a policy freshly created from the same config.
   virtual void Save(bandit::v1::PolicyState* out) const = 0;

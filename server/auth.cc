@@ -42,6 +42,7 @@ Role RequiredRole(Rpc rpc) {
     case Rpc::kResetInstance:
     case Rpc::kAddArms:
     case Rpc::kRemoveArms:
+    case Rpc::kSetMixtureReference:
     case Rpc::kSnapshotInstances:
     case Rpc::kExportInstance:
     case Rpc::kImportInstance:

@@ -6,7 +6,7 @@
 //   reader 55d2...9b  dashboards
 // Clients send `authorization: Bearer TOKEN` metadata. Roles are ordered, each includes the ones
 // below it: reader (GetInstance, ListInstances) < writer (+ Select, Update, SelectBatch,
-// UpdateBatch) < admin (+ Create/Delete/Reset, AddArms/RemoveArms, Snapshot, Export/Import).
+// UpdateBatch) < admin (+ Create/Delete/Reset, AddArms/RemoveArms, SetMixtureReference, Snapshot, Export/Import).
 // No or an unknown token -> UNAUTHENTICATED; a known token whose role is too low ->
 // PERMISSION_DENIED. grpc.health.v1 and server reflection stay open (load balancers, tooling).
 // Tokens are never logged, never put in a status message and never in a metric label; an

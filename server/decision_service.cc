@@ -139,6 +139,12 @@ absl::Status DecisionService::RemoveArms(const bandit::v1::RemoveArmsRequest& re
   return ChangeAndDescribe(req.name(), out, [&](Instance& inst) { return inst.RemoveArms(req); });
 }
 
+absl::Status DecisionService::SetMixtureReference(
+    const bandit::v1::SetMixtureReferenceRequest& req, bandit::v1::Instance* out) {
+  return ChangeAndDescribe(req.name(), out,
+                           [&](Instance& inst) { return inst.SetMixtureReference(req); });
+}
+
 absl::Status DecisionService::Select(const bandit::v1::SelectRequest& req,
                                      bandit::v1::Decision* out) {
   auto inst = registry_.Get(req.instance());

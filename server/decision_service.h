@@ -31,6 +31,8 @@ class DecisionService {
   absl::Status ResetInstance(const bandit::v1::ResetInstanceRequest& req, bandit::v1::Instance* out);
   absl::Status AddArms(const bandit::v1::AddArmsRequest& req, bandit::v1::Instance* out);
   absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req, bandit::v1::Instance* out);
+  absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
+                                   bandit::v1::Instance* out);
   absl::Status Select(const bandit::v1::SelectRequest& req, bandit::v1::Decision* out);
   absl::Status Update(const bandit::v1::UpdateRequest& req, bandit::v1::UpdateResponse* out);
   absl::Status SelectBatch(const bandit::v1::SelectBatchRequest& req,

@@ -72,6 +72,11 @@ GrpcBanditService::Reactor* GrpcBanditService::RemoveArms(
     Ctx* ctx, const bandit::v1::RemoveArmsRequest* req, bandit::v1::Instance* resp) {
   return Run(ctx, Rpc::kRemoveArms, Kind::kWrite, [&] { return service_->RemoveArms(*req, resp); });
 }
+GrpcBanditService::Reactor* GrpcBanditService::SetMixtureReference(
+    Ctx* ctx, const bandit::v1::SetMixtureReferenceRequest* req, bandit::v1::Instance* resp) {
+  return Run(ctx, Rpc::kSetMixtureReference, Kind::kWrite,
+             [&] { return service_->SetMixtureReference(*req, resp); });
+}
 GrpcBanditService::Reactor* GrpcBanditService::Select(Ctx* ctx,
                                                       const bandit::v1::SelectRequest* req,
                                                       bandit::v1::Decision* resp) {

@@ -43,6 +43,8 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
                    bandit::v1::Instance* resp) override;
   Reactor* RemoveArms(Ctx* ctx, const bandit::v1::RemoveArmsRequest* req,
                       bandit::v1::Instance* resp) override;
+  Reactor* SetMixtureReference(Ctx* ctx, const bandit::v1::SetMixtureReferenceRequest* req,
+                               bandit::v1::Instance* resp) override;
   Reactor* Select(Ctx* ctx, const bandit::v1::SelectRequest* req,
                   bandit::v1::Decision* resp) override;
   Reactor* Update(Ctx* ctx, const bandit::v1::UpdateRequest* req,

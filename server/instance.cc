@@ -517,6 +517,96 @@ absl::Status Instance::ResetLocked() {
   return Journaled(std::move(rec), clock_->NowMs());
 }
 
+absl::Status Instance::SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req) {
+  absl::MutexLock lock(&mu_);
+  if (auto s = CheckWritable(); !s.ok()) return s;
+  return SetMixtureReferenceLocked(req);
+}
+
+absl::Status Instance::SetMixtureReferenceLocked(
+    const bandit::v1::SetMixtureReferenceRequest& req) {
+  using bandit::v1::MixtureObjective;
+  if (!config_.policy().has_mixture())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "instance '", name_, "' runs policy '", policy_->name(),
+        "', which has no reference distribution; expected a mixture instance (FD or KD)"));
+  const MixtureObjective objective = config_.policy().mixture().objective();
+  if (objective != bandit::v1::FD && objective != bandit::v1::KD &&
+      objective != bandit::v1::OBJECTIVE_UNSPECIFIED)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "instance '", name_, "' scores with ", bandit::v1::MixtureObjective_Name(objective),
+        ", which uses no reference; expected an FD or KD mixture"));
+  const bool stats = req.mean_size() > 0 || req.covariance_size() > 0;
+  const bool embeddings = req.embeddings_size() > 0;
+  if (stats == embeddings)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected either mean and covariance or embeddings, got ", stats ? "both" : "neither"));
+  if (stats && req.append())
+    return absl::InvalidArgumentError("append applies to embeddings, not to mean and covariance");
+  if (stats && objective == bandit::v1::KD)
+    return absl::InvalidArgumentError(
+        "KD compares against reference embeddings, expected embeddings rather than mean and "
+        "covariance");
+
+  InstanceConfig next = config_;
+  auto* m = next.mutable_policy()->mutable_mixture();
+  const int d = m->dimension();
+  if (stats) {
+    m->mutable_reference_mean()->Assign(req.mean().begin(), req.mean().end());
+    m->mutable_reference_covariance()->Assign(req.covariance().begin(), req.covariance().end());
+    m->clear_reference_samples();
+  } else {
+    if (!req.append()) m->clear_reference_samples();
+    m->clear_reference_mean();
+    m->clear_reference_covariance();
+    const int64_t total = m->reference_samples_size() + int64_t{req.embeddings_size()} * d;
+    if (total > kMaxReferenceValues)
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the reference would hold ", total, " values (embeddings x dimension), expected at most ",
+          kMaxReferenceValues));
+    m->mutable_reference_samples()->Reserve(static_cast<int>(total));
+    for (int i = 0; i < req.embeddings_size(); ++i) {
+      const auto& e = req.embeddings(i).values();
+      if (e.size() != d)
+        return absl::InvalidArgumentError(absl::StrCat("embeddings[", i, "] has ", e.size(),
+                                                       " values, expected the dimension ", d));
+      for (int j = 0; j < d; ++j) {
+        if (!std::isfinite(e[j]))
+          return absl::InvalidArgumentError(absl::StrCat(
+              "embeddings[", i, "].values[", j, "] is ", e[j], ", expected a finite number"));
+        m->add_reference_samples(e[j]);
+      }
+    }
+  }
+  // The new config must stay creatable (Reset and recovery build the policy from it): a policy
+  // built from it validates the reference exactly as CreateInstance does (shapes, finiteness,
+  // a symmetric PSD covariance). The live policy then swaps its reference and keeps what it
+  // learned (per-generator statistics, alpha, its random engine); it validates before it
+  // changes anything.
+  if (auto fresh = CreatePolicy(next.policy(), next.seed()); !fresh.ok())
+    return absl::Status(fresh.status().code(),
+                        absl::StrCat("reference: ", fresh.status().message()));
+  absl::Status set;
+  if (stats) {
+    const Vector mean = Eigen::Map<const Vector>(m->reference_mean().data(), d);
+    const Matrix cov = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic,
+                                                      Eigen::RowMajor>>(
+        m->reference_covariance().data(), d, d);
+    set = policy_->SetReferenceStats(mean, cov);
+  } else {
+    const int64_t n = m->reference_samples_size() / d;
+    const Matrix samples = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic,
+                                                          Eigen::RowMajor>>(
+        m->reference_samples().data(), n, d);
+    set = policy_->SetReference(samples);
+  }
+  if (!set.ok()) return absl::Status(set.code(), absl::StrCat("reference: ", set.message()));
+  config_ = std::move(next);
+  bandit::v1::JournalRecord rec;
+  *rec.mutable_set_mixture_reference() = req;
+  return Journaled(std::move(rec), clock_->NowMs());
+}
+
 absl::Status Instance::AddArms(const bandit::v1::AddArmsRequest& req) {
   if (req.arms_size() == 0) return absl::InvalidArgumentError("arms is empty, expected at least one arm");
   if (req.arms_size() > limits_.max_arms_per_request)

@@ -88,6 +88,11 @@ class Instance {
   // All-or-nothing: either every arm is added/removed or none is.
   absl::Status AddArms(const bandit::v1::AddArmsRequest& req) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req) ABSL_LOCKS_EXCLUDED(mu_);
+  // Mixture instances (FD, KD): replaces the reference distribution; learned state is kept.
+  absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Most reference values (embeddings x dimension, or mean + covariance) an instance keeps.
+  static constexpr int64_t kMaxReferenceValues = int64_t{1} << 22;
   void Describe(bandit::v1::Instance* out) ABSL_LOCKS_EXCLUDED(mu_);
   // Counters and policy summary only (cheap; for metrics scrapes).
   bandit::v1::InstanceStats Stats(std::vector<std::pair<std::string, double>>* summary)
@@ -126,6 +131,8 @@ class Instance {
   void RecordDecisionLocked(PendingDecision p, double estimated_gap)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ResetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SetMixtureReferenceLocked(const bandit::v1::SetMixtureReferenceRequest& req)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AddArmsLocked(const bandit::v1::AddArmsRequest& req) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RemoveArmsLocked(const bandit::v1::RemoveArmsRequest& req)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -137,6 +137,9 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
     case bandit::v1::JournalRecord::kAddArms:
       s = AddArmsLocked(rec.add_arms());
       break;
+    case bandit::v1::JournalRecord::kSetMixtureReference:
+      s = SetMixtureReferenceLocked(rec.set_mixture_reference());
+      break;
     case bandit::v1::JournalRecord::kRemoveArms:
       s = RemoveArmsLocked(rec.remove_arms());
       break;

@@ -160,7 +160,7 @@ const char* const kRpcNames[] = {"CreateInstance", "GetInstance", "ListInstances
                                  "DeleteInstance", "ResetInstance", "AddArms",
                                  "RemoveArms",     "Select",      "Update",
                                  "SelectBatch",    "UpdateBatch", "SnapshotInstances",
-                                 "ExportInstance", "ImportInstance"};
+                                 "ExportInstance", "ImportInstance", "SetMixtureReference"};
 
 const char* const kCodeNames[] = {
     "OK",          "CANCELLED",           "UNKNOWN",        "INVALID_ARGUMENT",

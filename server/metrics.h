@@ -22,7 +22,7 @@ namespace bandit::server {
 enum class Rpc : int {
   kCreateInstance, kGetInstance, kListInstances, kDeleteInstance, kResetInstance, kAddArms,
   kRemoveArms, kSelect, kUpdate, kSelectBatch, kUpdateBatch, kSnapshotInstances,
-  kExportInstance, kImportInstance, kCount
+  kExportInstance, kImportInstance, kSetMixtureReference, kCount
 };
 const char* RpcName(Rpc rpc);
 

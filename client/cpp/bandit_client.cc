@@ -97,6 +97,12 @@ absl::StatusOr<v1::Instance> BanditClient::RemoveArms(const v1::RemoveArmsReques
   return Call<v1::RemoveArmsRequest, v1::Instance>(&BanditService::Stub::RemoveArms, req);
 }
 
+absl::StatusOr<v1::Instance> BanditClient::SetMixtureReference(
+    const v1::SetMixtureReferenceRequest& req) {
+  return Call<v1::SetMixtureReferenceRequest, v1::Instance>(
+      &BanditService::Stub::SetMixtureReference, req);
+}
+
 absl::StatusOr<v1::Decision> BanditClient::Select(const v1::SelectRequest& req) {
   return Call<v1::SelectRequest, v1::Decision>(&BanditService::Stub::Select, req);
 }

@@ -45,6 +45,8 @@ class BanditClient {
   absl::StatusOr<bandit::v1::Instance> ResetInstance(const std::string& name);
   absl::StatusOr<bandit::v1::Instance> AddArms(const bandit::v1::AddArmsRequest& req);
   absl::StatusOr<bandit::v1::Instance> RemoveArms(const bandit::v1::RemoveArmsRequest& req);
+  absl::StatusOr<bandit::v1::Instance> SetMixtureReference(
+      const bandit::v1::SetMixtureReferenceRequest& req);
   absl::StatusOr<bandit::v1::Decision> Select(const bandit::v1::SelectRequest& req);
   absl::StatusOr<bandit::v1::UpdateResponse> Update(const bandit::v1::UpdateRequest& req);
   absl::StatusOr<bandit::v1::SelectBatchResponse> SelectBatch(

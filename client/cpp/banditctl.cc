@@ -7,6 +7,7 @@
 //   select NAME [--candidates='x1,x2;y1,y2'] [--x='x1,x2'] [--scores]
 //   update NAME --reward=R (--event=ID | --arm=ID | --features='f1,f2' | --x='x1,x2')
 //   add-arms NAME --arms='id1,id2' | remove-arms NAME --arms='id1,id2'
+//   set-reference NAME (--embeddings_file=F.csv [--append] | --mean='m1,m2' --covariance='c11,c12,c21,c22')
 //   health                                   exits 0 exactly when the server reports SERVING
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +42,11 @@ ABSL_FLAG(std::string, arm, "", "update: arm id (direct update, logged data)");
 ABSL_FLAG(std::string, features, "", "update: played arm's features (direct update)");
 ABSL_FLAG(std::string, reward, "", "update: the reward (or label)");
 ABSL_FLAG(std::string, arms, "", "add-arms/remove-arms: comma-separated arm ids");
+ABSL_FLAG(std::string, embeddings_file, "",
+          "set-reference: reference embeddings, one per line, values separated by commas");
+ABSL_FLAG(bool, append, false, "set-reference: add the embeddings to the current reference");
+ABSL_FLAG(std::string, mean, "", "set-reference: FD reference mean 'm1,m2,...'");
+ABSL_FLAG(std::string, covariance, "", "set-reference: FD reference covariance, row-major");
 ABSL_FLAG(std::string, token, "",
           "Bearer token (default: $BANDIT_TOKEN; prefer the variable, flags show in `ps`)");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA of the server certificate (enables TLS)");
@@ -112,6 +118,7 @@ int main(int argc, char** argv) {
       "  select NAME [--candidates='a,b;c,d'] [--x='a,b'] [--scores]\n"
       "  update NAME --reward=R (--event=ID | --arm=ID | --features='a,b' | --x='a,b')\n"
       "  add-arms NAME --arms=id1,id2 | remove-arms NAME --arms=id1,id2\n"
+      "  set-reference NAME (--embeddings_file=F.csv [--append] | --mean=.. --covariance=..)\n"
       "  health   (exit 0 exactly when SERVING)");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) return Usage("missing COMMAND");
@@ -209,6 +216,26 @@ int main(int argc, char** argv) {
     req.set_name(name);
     for (const auto& id : ids) req.add_arm_ids(id);
     return PrintOr(client.RemoveArms(req));
+  }
+  if (cmd == "set-reference") {
+    bandit::v1::SetMixtureReferenceRequest req;
+    req.set_name(name);
+    if (const std::string file = absl::GetFlag(FLAGS_embeddings_file); !file.empty()) {
+      std::string text;
+      if (!ReadFile(file, &text)) return Usage("cannot read --embeddings_file=" + file);
+      int line_no = 0;
+      for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+        ++line_no;
+        if (!ParseVector(std::string(line), req.add_embeddings()->mutable_values()))
+          return Usage(absl::StrCat(file, ":", line_no, ": expected numbers separated by commas"));
+      }
+      req.set_append(absl::GetFlag(FLAGS_append));
+    } else {
+      if (!ParseVector(absl::GetFlag(FLAGS_mean), req.mutable_mean()) ||
+          !ParseVector(absl::GetFlag(FLAGS_covariance), req.mutable_covariance()))
+        return Usage("--mean and --covariance must be numbers");
+    }
+    return PrintOr(client.SetMixtureReference(req));
   }
   return Usage(absl::StrCat("unknown command '", cmd, "'"));
 }

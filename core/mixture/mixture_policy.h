@@ -72,9 +72,9 @@ class MixturePolicy : public Policy {
   // Replaces the reference: FD uses the samples' mean and covariance, KD their mean feature.
   // `samples` is n x d. INVALID_ARGUMENT (state unchanged) on bad shape / non-finite values;
   // FAILED_PRECONDITION for objectives without a reference (Vendi, RKE).
-  absl::Status SetReference(const Matrix& samples);
+  absl::Status SetReference(const Matrix& samples) override;
   // FD only: replaces (mu_data, Sigma_data); Sigma must be symmetric PSD.
-  absl::Status SetReferenceStats(const Vector& mean, const Matrix& covariance);
+  absl::Status SetReferenceStats(const Vector& mean, const Matrix& covariance) override;
 
   const MixtureParams& params() const { return params_; }
   const MixtureStats& stats() const { return stats_; }

@@ -204,6 +204,29 @@ TEST(Banditctl, HealthExitCodeAndRoundTrip) {
   EXPECT_EQ(RunCtl(t + " get demo"), 0);
   EXPECT_EQ(RunCtl(t + " list"), 0);
   EXPECT_EQ(RunCtl(t + " delete demo"), 0);
+
+  // set-reference: embeddings from a file (two uploads, the second appended), then statistics.
+  EXPECT_EQ(RunCtl(t + " create gen --config='policy { mixture { objective: FD num_arms: 2 "
+                       "dimension: 2 reference_mean: [0, 0] reference_covariance: [1, 0, 0, 1] } }'"),
+            0);
+  const std::string csv = ::testing::TempDir() + "/reference.csv";
+  {
+    std::ofstream f(csv);
+    f << "0.5, 1\n-1, 2\n\n3, 0.25\n";
+  }
+  EXPECT_EQ(RunCtl(t + " set-reference gen --embeddings_file=" + csv), 0);
+  EXPECT_EQ(RunCtl(t + " set-reference gen --append --embeddings_file=" + csv), 0);
+  BanditClient client(server.target());
+  auto got = client.GetInstance("gen");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->config().policy().mixture().reference_samples_size(), 12);  // 6 rows x 2
+  EXPECT_EQ(RunCtl(t + " set-reference gen --mean=1,1 --covariance=2,0,0,2"), 0);
+  EXPECT_EQ(RunCtl(t + " set-reference gen --mean=1,1 --covariance=2,5,5,2"), 1);  // not PSD
+  EXPECT_EQ(RunCtl(t + " set-reference demo_gone --mean=1,1 --covariance=2,0,0,2"), 1);
+  got = client.GetInstance("gen");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->config().policy().mixture().reference_mean(0), 1.0);
+  EXPECT_EQ(got->config().policy().mixture().reference_samples_size(), 0);
   server.Stop(SIGTERM);
   EXPECT_NE(RunCtl(t + " --deadline_ms=500 health"), 0);
 }

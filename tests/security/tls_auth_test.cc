@@ -133,6 +133,12 @@ std::map<std::string, std::function<StatusCode(BanditClient&)>> EveryRpc() {
     r.add_arm_ids("z");
     return c.RemoveArms(r).status().code();
   };
+  rpcs["SetMixtureReference"] = [](BanditClient& c) {
+    v1::SetMixtureReferenceRequest r;
+    r.set_name("nosuch");
+    r.add_embeddings()->add_values(0.5);
+    return c.SetMixtureReference(r).status().code();
+  };
   rpcs["Select"] = [](BanditClient& c) {
     v1::SelectRequest r;
     r.set_instance("main");

@@ -4,6 +4,10 @@
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+#include <cmath>
+#include <array>
+
 namespace bandit::server {
 namespace {
 
@@ -314,6 +318,169 @@ TEST_F(DecisionServiceTest, PseudoRegretAccumulatesReportedGaps) {
     ASSERT_TRUE(svc_.Update(req, &resp).ok());
   }
   EXPECT_DOUBLE_EQ(Stats("a").pseudo_regret(), 0.5 + 0.25);
+}
+
+// ---- SetMixtureReference ----
+
+// FD mixture over 3 generators in d = 2, warm start 4 samples per arm.
+std::string FdMixture(const std::string& reference) {
+  return "policy { mixture { objective: FD num_arms: 3 dimension: 2 warm_start: 4 " + reference +
+         " } } seed: 9";
+}
+constexpr char kRefA[] = "reference_mean: [0, 0] reference_covariance: [1, 0, 0, 1]";
+constexpr char kRefB[] = "reference_mean: [1, -1] reference_covariance: [2, 0.5, 0.5, 1]";
+
+// Deterministic embedding for round i of generator `arm`.
+v1::UpdateRequest Embedding(const std::string& name, const v1::Decision& d, int i) {
+  v1::UpdateRequest up;
+  up.set_instance(name);
+  up.set_event_id(d.event_id());
+  up.set_reward(0);
+  up.add_embedding(std::sin(0.7 * i + d.arm_index()) + d.arm_index());
+  up.add_embedding(std::cos(1.3 * i) - 0.5 * d.arm_index());
+  return up;
+}
+
+std::vector<std::pair<int, double>> MixtureRounds(DecisionService& svc, const std::string& name,
+                                                  int from, int n) {
+  std::vector<std::pair<int, double>> out;
+  for (int i = from; i < from + n; ++i) {
+    v1::SelectRequest sel;
+    sel.set_instance(name);
+    v1::Decision d;
+    EXPECT_TRUE(svc.Select(sel, &d).ok());
+    out.emplace_back(d.arm_index(), d.propensity());
+    v1::UpdateResponse r;
+    EXPECT_TRUE(svc.Update(Embedding(name, d, i), &r).ok());
+  }
+  return out;
+}
+
+v1::Instance Describe(DecisionService& svc, const std::string& name) {
+  v1::GetInstanceRequest g;
+  g.set_name(name);
+  v1::Instance out;
+  EXPECT_TRUE(svc.GetInstance(g, &out).ok());
+  return out;
+}
+
+// During the warm start (round-robin, no EG step) nothing depends on the reference, so an
+// instance switched from reference A to B must from then on behave exactly like one created
+// with B: same decisions, same weights, same summary.
+TEST_F(DecisionServiceTest, SetMixtureReferenceContinuesLikeAnInstanceBornWithIt) {
+  v1::Instance out;
+  ASSERT_TRUE(svc_.CreateInstance(Create("switched", FdMixture(kRefA)), &out).ok());
+  ASSERT_TRUE(svc_.CreateInstance(Create("born_b", FdMixture(kRefB)), &out).ok());
+  EXPECT_EQ(MixtureRounds(svc_, "switched", 0, 12), MixtureRounds(svc_, "born_b", 0, 12));
+
+  v1::SetMixtureReferenceRequest set;
+  set.set_name("switched");
+  for (double v : {1.0, -1.0}) set.add_mean(v);
+  for (double v : {2.0, 0.5, 0.5, 1.0}) set.add_covariance(v);
+  ASSERT_TRUE(svc_.SetMixtureReference(set, &out).ok());
+  EXPECT_EQ(out.config().policy().mixture().reference_mean(1), -1.0);
+  EXPECT_EQ(out.stats().updates(), 12);  // learned state kept
+
+  EXPECT_EQ(MixtureRounds(svc_, "switched", 12, 200), MixtureRounds(svc_, "born_b", 12, 200));
+  const v1::Instance a = Describe(svc_, "switched"), b = Describe(svc_, "born_b");
+  ASSERT_EQ(a.weights_size(), 3);
+  for (int i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(a.weights(i), b.weights(i));
+  EXPECT_DOUBLE_EQ(a.summary().at("score"), b.summary().at("score"));
+}
+
+// Embeddings instead of statistics: FD uses their mean and covariance, exactly as a config
+// with the same reference_samples does; `append` accumulates them.
+TEST_F(DecisionServiceTest, SetMixtureReferenceFromEmbeddingsInTwoParts) {
+  const std::vector<std::array<double, 2>> ref = {{0, 1}, {2, 0}, {1, 1}, {-1, 2}, {0.5, -0.5}};
+  std::string samples = "reference_samples: [";
+  for (size_t i = 0; i < ref.size(); ++i)
+    samples += absl::StrCat(i ? ", " : "", ref[i][0], ", ", ref[i][1]);
+  samples += "]";
+  v1::Instance out;
+  ASSERT_TRUE(svc_.CreateInstance(Create("uploaded", FdMixture(kRefA)), &out).ok());
+  ASSERT_TRUE(svc_.CreateInstance(Create("born", FdMixture(samples)), &out).ok());
+  for (int part = 0; part < 2; ++part) {
+    v1::SetMixtureReferenceRequest set;
+    set.set_name("uploaded");
+    set.set_append(part == 1);
+    for (size_t i = part == 0 ? 0 : 3; i < (part == 0 ? 3 : ref.size()); ++i) {
+      auto* e = set.add_embeddings();
+      e->add_values(ref[i][0]);
+      e->add_values(ref[i][1]);
+    }
+    ASSERT_TRUE(svc_.SetMixtureReference(set, &out).ok());
+  }
+  EXPECT_EQ(out.config().policy().mixture().reference_samples_size(), 10);
+  EXPECT_EQ(out.config().policy().mixture().reference_mean_size(), 0);
+  EXPECT_EQ(MixtureRounds(svc_, "uploaded", 0, 150), MixtureRounds(svc_, "born", 0, 150));
+  EXPECT_DOUBLE_EQ(Describe(svc_, "uploaded").summary().at("score"),
+                   Describe(svc_, "born").summary().at("score"));
+}
+
+TEST_F(DecisionServiceTest, SetMixtureReferenceRefusesBadRequestsWithoutChange) {
+  v1::Instance out;
+  ASSERT_TRUE(svc_.CreateInstance(Create("fd", FdMixture(kRefA)), &out).ok());
+  ASSERT_TRUE(svc_.CreateInstance(
+                      Create("vendi", "policy { mixture { objective: VENDI num_arms: 2 dimension: 2 } }"),
+                      &out)
+                  .ok());
+  MakeEps("eps");
+  MixtureRounds(svc_, "fd", 0, 20);
+  v1::ExportInstanceRequest ex;
+  ex.set_name("fd");
+  v1::ExportInstanceResponse before, after;
+  ASSERT_TRUE(svc_.ExportInstance(ex, &before).ok());
+
+  auto code = [&](const std::string& name, auto fill) {
+    v1::SetMixtureReferenceRequest r;
+    r.set_name(name);
+    fill(r);
+    return svc_.SetMixtureReference(r, &out).code();
+  };
+  auto stats = [](v1::SetMixtureReferenceRequest& r) {
+    r.add_mean(0);
+    r.add_mean(0);
+    for (double v : {1.0, 0.0, 0.0, 1.0}) r.add_covariance(v);
+  };
+  auto embedding = [](v1::SetMixtureReferenceRequest& r) {
+    auto* e = r.add_embeddings();
+    e->add_values(1);
+    e->add_values(2);
+  };
+  EXPECT_EQ(code("nosuch", stats), StatusCode::kNotFound);
+  EXPECT_EQ(code("eps", stats), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(code("vendi", embedding), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(code("fd", [](auto&) {}), StatusCode::kInvalidArgument);  // neither
+  EXPECT_EQ(code("fd", [&](auto& r) { stats(r); embedding(r); }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("fd", [&](auto& r) { stats(r); r.set_append(true); }),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("fd", [](auto& r) { r.add_embeddings()->add_values(1); }),  // d = 1, not 2
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("fd", [](auto& r) {
+              auto* e = r.add_embeddings();
+              e->add_values(1);
+              e->add_values(std::nan(""));
+            }),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("fd", [](auto& r) {  // not positive semi-definite
+              r.add_mean(0);
+              r.add_mean(0);
+              for (double v : {1.0, 3.0, 3.0, 1.0}) r.add_covariance(v);
+            }),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("fd", [](auto& r) {  // mean of the wrong length
+              r.add_mean(0);
+              for (double v : {1.0, 0.0, 0.0, 1.0}) r.add_covariance(v);
+            }),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("fd", [](auto& r) {  // not symmetric
+              r.add_mean(0);
+              r.add_mean(0);
+              for (double v : {1.0, 0.2, 0.0, 1.0}) r.add_covariance(v);
+            }),
+            StatusCode::kInvalidArgument);
+  ASSERT_TRUE(svc_.ExportInstance(ex, &after).ok());
+  EXPECT_EQ(after.snapshot(), before.snapshot());
 }
 
 }  // namespace

@@ -334,6 +334,66 @@ TEST(Durability, RotationUnderConcurrentAppendsLosesAndReordersNothing) {
   EXPECT_EQ(read->records, kRecords);
 }
 
+// A reference replaced by SetMixtureReference is journaled and snapshotted: after a crash the
+// instance scores against the new reference and continues exactly like an uninterrupted twin.
+TEST(Durability, MixtureReferenceChangeSurvivesCrashAndSnapshot) {
+  const std::string config =
+      "policy { mixture { objective: FD num_arms: 3 dimension: 2 warm_start: 2 "
+      "reference_mean: [0, 0] reference_covariance: [1, 0, 0, 1] } } seed: 3";
+  auto rounds = [](DecisionService& svc, int from, int n) {
+    std::vector<std::pair<int, double>> out;
+    for (int i = from; i < from + n; ++i) {
+      v1::SelectRequest sel;
+      sel.set_instance("m");
+      v1::Decision d;
+      EXPECT_TRUE(svc.Select(sel, &d).ok());
+      out.emplace_back(d.arm_index(), d.propensity());
+      v1::UpdateRequest up;
+      up.set_instance("m");
+      up.set_event_id(d.event_id());
+      up.add_embedding(std::sin(0.9 * i) + d.arm_index());
+      up.add_embedding(std::cos(0.4 * i) - d.arm_index());
+      v1::UpdateResponse r;
+      EXPECT_TRUE(svc.Update(up, &r).ok());
+    }
+    return out;
+  };
+  v1::SetMixtureReferenceRequest set;
+  set.set_name("m");
+  for (int i = 0; i < 6; ++i) {
+    auto* e = set.add_embeddings();
+    e->add_values(0.5 * i - 1);
+    e->add_values(i % 3 == 0 ? 2.0 : -0.5 * i);
+  }
+  for (bool snapshot : {false, true}) {
+    SCOPED_TRACE(snapshot ? "snapshot, then crash" : "journal only");
+    FaultInjectionFs fs;
+    ManualClock clock;
+    DecisionService twin(&clock);
+    v1::Instance out;
+    ASSERT_TRUE(twin.CreateInstance(Create("m", config), &out).ok());
+    {
+      Node a(&fs, &clock, Durability::kAlways);
+      ASSERT_TRUE(a.svc.CreateInstance(Create("m", config), &out).ok());
+      ASSERT_EQ(rounds(a.svc, 0, 40), rounds(twin, 0, 40));
+      ASSERT_TRUE(a.svc.SetMixtureReference(set, &out).ok());
+      ASSERT_TRUE(twin.SetMixtureReference(set, &out).ok());
+      if (snapshot) ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+      ASSERT_EQ(rounds(a.svc, 40, 30), rounds(twin, 40, 30));
+      ASSERT_TRUE(a.Ack().ok());
+      fs.Crash();
+    }
+    Node b(&fs, &clock, Durability::kAlways);
+    EXPECT_TRUE(b.report.refused.empty());
+    v1::GetInstanceRequest g;
+    g.set_name("m");
+    ASSERT_TRUE(b.svc.GetInstance(g, &out).ok());
+    EXPECT_EQ(out.config().policy().mixture().reference_samples_size(), 12);
+    EXPECT_EQ(out.config().policy().mixture().reference_mean_size(), 0);
+    EXPECT_EQ(rounds(b.svc, 70, 200), rounds(twin, 70, 200));
+  }
+}
+
 TEST(Durability, ExportImportContinuesIdentically) {
   ManualClock clock;
   DecisionService source(&clock), target(&clock), twin(&clock);

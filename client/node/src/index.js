@@ -152,6 +152,15 @@ class BanditClient {
     return this._call('AddArms', { name, arms: arms.map((a) => (typeof a === 'string' ? { id: a } : a)) }, opts);
   }
   removeArms(name, armIds, opts) { return this._call('RemoveArms', { name, armIds }, opts); }
+  /**
+   * Mixture (FD/KD) instances: replace the reference distribution, keeping what was learned.
+   * ref: {embeddings: number[][], append?: boolean} or {mean: number[], covariance: number[]} (row-major).
+   */
+  setMixtureReference(name, ref, opts) {
+    const req = { name, append: !!ref.append, mean: ref.mean || [], covariance: ref.covariance || [],
+      embeddings: (ref.embeddings || []).map((values) => ({ values })) };
+    return this._call('SetMixtureReference', req, opts);
+  }
 
   // ---- decisions and rewards ----
   /** A Decision. req: {candidates?: number[][], x?: number[], returnScores?: boolean} */

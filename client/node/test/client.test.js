@@ -73,6 +73,20 @@ describe('BanditClient against a live banditd', () => {
     assert.ok(!after.includes('life-a') && !after.includes('life-b'));
   });
 
+  it('replaces a mixture reference', async () => {
+    await client.createInstance('gen', { policy: { mixture: { objective: 'FD', numArms: 2, dimension: 2,
+      referenceMean: [0, 0], referenceCovariance: [1, 0, 0, 1] } } });
+    let inst = await client.setMixtureReference('gen', { embeddings: [[0.5, 1], [-1, 2]] });
+    assert.deepEqual(inst.config.policy.mixture.referenceSamples, [0.5, 1, -1, 2]);
+    inst = await client.setMixtureReference('gen', { embeddings: [[3, 0.25]], append: true });
+    assert.equal(inst.config.policy.mixture.referenceSamples.length, 6);
+    inst = await client.setMixtureReference('gen', { mean: [1, -1], covariance: [2, 0.5, 0.5, 1] });
+    assert.deepEqual(inst.config.policy.mixture.referenceMean, [1, -1]);
+    await assert.rejects(client.setMixtureReference('gen', { mean: [0, 0], covariance: [1, 3, 3, 1] }),
+      InvalidArgumentError);
+    await client.deleteInstance('gen');
+  });
+
   it('selects and updates a contextual policy with an event id', async () => {
     await client.createInstance('ctx', { ...LINUCB, seed: 3 });
     const d = await client.select('ctx', { candidates: CANDIDATES, returnScores: true });

@@ -238,6 +238,21 @@ class BanditClient:
         req = service_pb2.RemoveArmsRequest(name=name, arm_ids=list(arm_ids))
         return self._call(self._stub.RemoveArms, req, timeout)
 
+    def set_mixture_reference(self, name, *, embeddings=None, mean=None, covariance=None,
+                              append=False, timeout=None):
+        """Mixture (FD/KD) instances: replace the reference distribution, keeping what was
+        learned. Either ``embeddings`` (one vector per reference sample; ``append`` adds them to
+        the current reference) or FD's ``mean`` and ``covariance`` (row-major d x d, or nested)."""
+        req = service_pb2.SetMixtureReferenceRequest(name=name, append=append)
+        for e in embeddings or []:
+            req.embeddings.add(values=[float(v) for v in e])
+        if mean is not None:
+            req.mean.extend(float(v) for v in mean)
+        if covariance is not None:
+            flat = [v for row in covariance for v in row] if covariance and hasattr(covariance[0], "__len__") else covariance
+            req.covariance.extend(float(v) for v in flat)
+        return self._call(self._stub.SetMixtureReference, req, timeout)
+
     # ---- decisions and rewards ----
     def select(self, instance, candidates=None, *, x=None, return_scores=False, timeout=None):
         """A Decision. ``candidates``: one feature vector (sequence of floats) per candidate arm,

@@ -88,6 +88,21 @@ class LiveServerTest(unittest.TestCase):
         names = {i.name for i in self.client.iter_instances()}
         self.assertFalse({a, b} & names)
 
+    def test_set_mixture_reference(self):
+        n = self.name("gen")
+        self.client.create_instance(
+            n, "policy { mixture { objective: FD num_arms: 2 dimension: 2 "
+               "reference_mean: [0, 0] reference_covariance: [1, 0, 0, 1] } }")
+        inst = self.client.set_mixture_reference(n, embeddings=[[0.5, 1], [-1, 2], [3, 0.25]])
+        self.assertEqual(list(inst.config.policy.mixture.reference_samples), [0.5, 1, -1, 2, 3, 0.25])
+        inst = self.client.set_mixture_reference(n, embeddings=[[1, 1]], append=True)
+        self.assertEqual(len(inst.config.policy.mixture.reference_samples), 8)
+        inst = self.client.set_mixture_reference(n, mean=[1, -1], covariance=[[2, 0.5], [0.5, 1]])
+        self.assertEqual(list(inst.config.policy.mixture.reference_covariance), [2, 0.5, 0.5, 1])
+        with self.assertRaises(InvalidArgumentError):  # not positive semi-definite
+            self.client.set_mixture_reference(n, mean=[0, 0], covariance=[1, 3, 3, 1])
+        self.client.delete_instance(n)
+
     def test_contextual_select_update_with_event_id(self):
         n = self.name("lin")
         self.client.create_instance(n, "policy { linucb { dimension: 3 } } seed: 3")

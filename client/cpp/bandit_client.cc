@@ -97,6 +97,23 @@ absl::StatusOr<v1::Instance> BanditClient::RemoveArms(const v1::RemoveArmsReques
   return Call<v1::RemoveArmsRequest, v1::Instance>(&BanditService::Stub::RemoveArms, req);
 }
 
+absl::StatusOr<std::string> BanditClient::ExportInstance(const std::string& name) {
+  v1::ExportInstanceRequest req;
+  req.set_name(name);
+  auto resp = Call<v1::ExportInstanceRequest, v1::ExportInstanceResponse>(
+      &BanditService::Stub::ExportInstance, req);
+  if (!resp.ok()) return resp.status();
+  return std::move(*resp->mutable_snapshot());
+}
+
+absl::StatusOr<v1::Instance> BanditClient::ImportInstance(const std::string& name,
+                                                          const std::string& snapshot) {
+  v1::ImportInstanceRequest req;
+  req.set_name(name);
+  req.set_snapshot(snapshot);
+  return Call<v1::ImportInstanceRequest, v1::Instance>(&BanditService::Stub::ImportInstance, req);
+}
+
 absl::StatusOr<v1::Instance> BanditClient::SetMixtureReference(
     const v1::SetMixtureReferenceRequest& req) {
   return Call<v1::SetMixtureReferenceRequest, v1::Instance>(

@@ -47,6 +47,11 @@ class BanditClient {
   absl::StatusOr<bandit::v1::Instance> RemoveArms(const bandit::v1::RemoveArmsRequest& req);
   absl::StatusOr<bandit::v1::Instance> SetMixtureReference(
       const bandit::v1::SetMixtureReferenceRequest& req);
+  // The instance's complete exported state (opaque bytes), and its import under `name`
+  // (empty = the exported name).
+  absl::StatusOr<std::string> ExportInstance(const std::string& name);
+  absl::StatusOr<bandit::v1::Instance> ImportInstance(const std::string& name,
+                                                      const std::string& snapshot);
   absl::StatusOr<bandit::v1::Decision> Select(const bandit::v1::SelectRequest& req);
   absl::StatusOr<bandit::v1::UpdateResponse> Update(const bandit::v1::UpdateRequest& req);
   absl::StatusOr<bandit::v1::SelectBatchResponse> SelectBatch(

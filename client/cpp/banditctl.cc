@@ -7,6 +7,7 @@
 //   select NAME [--candidates='x1,x2;y1,y2'] [--x='x1,x2'] [--scores]
 //   update NAME --reward=R (--event=ID | --arm=ID | --features='f1,f2' | --x='x1,x2')
 //   add-arms NAME --arms='id1,id2' | remove-arms NAME --arms='id1,id2'
+//   export NAME --file=F | import [NAME] --file=F   (move an instance between servers)
 //   set-reference NAME (--embeddings_file=F.csv [--append] | --mean='m1,m2' --covariance='c11,c12,c21,c22')
 //   health                                   exits 0 exactly when the server reports SERVING
 #include <cstdio>
@@ -42,6 +43,7 @@ ABSL_FLAG(std::string, arm, "", "update: arm id (direct update, logged data)");
 ABSL_FLAG(std::string, features, "", "update: played arm's features (direct update)");
 ABSL_FLAG(std::string, reward, "", "update: the reward (or label)");
 ABSL_FLAG(std::string, arms, "", "add-arms/remove-arms: comma-separated arm ids");
+ABSL_FLAG(std::string, file, "", "export: write the instance state here; import: read it");
 ABSL_FLAG(std::string, embeddings_file, "",
           "set-reference: reference embeddings, one per line, values separated by commas");
 ABSL_FLAG(bool, append, false, "set-reference: add the embeddings to the current reference");
@@ -118,6 +120,7 @@ int main(int argc, char** argv) {
       "  select NAME [--candidates='a,b;c,d'] [--x='a,b'] [--scores]\n"
       "  update NAME --reward=R (--event=ID | --arm=ID | --features='a,b' | --x='a,b')\n"
       "  add-arms NAME --arms=id1,id2 | remove-arms NAME --arms=id1,id2\n"
+      "  export NAME --file=F | import [NAME] --file=F\n"
       "  set-reference NAME (--embeddings_file=F.csv [--append] | --mean=.. --covariance=..)\n"
       "  health   (exit 0 exactly when SERVING)");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -152,7 +155,8 @@ int main(int argc, char** argv) {
     return PrintOr(client.ListInstances(absl::GetFlag(FLAGS_page_size),
                                         absl::GetFlag(FLAGS_page_token)));
   }
-  if (name.empty()) return Usage(absl::StrCat(cmd, " needs an instance NAME"));
+  if (name.empty() && cmd != "import")  // import without NAME keeps the exported name
+    return Usage(absl::StrCat(cmd, " needs an instance NAME"));
   if (cmd == "create") {
     bandit::v1::CreateInstanceRequest req;
     req.set_name(name);
@@ -216,6 +220,22 @@ int main(int argc, char** argv) {
     req.set_name(name);
     for (const auto& id : ids) req.add_arm_ids(id);
     return PrintOr(client.RemoveArms(req));
+  }
+  if (cmd == "export" || cmd == "import") {
+    const std::string file = absl::GetFlag(FLAGS_file);
+    if (file.empty()) return Usage(cmd + " needs --file");
+    if (cmd == "export") {
+      auto state = client.ExportInstance(name);
+      if (!state.ok()) return PrintOr(absl::StatusOr<bandit::v1::Instance>(state.status()));
+      std::ofstream out(file, std::ios::binary | std::ios::trunc);
+      out.write(state->data(), static_cast<std::streamsize>(state->size()));
+      if (!out.good()) return Usage("cannot write --file=" + file);
+      std::cout << "exported '" << name << "' (" << state->size() << " bytes) to " << file << "\n";
+      return 0;
+    }
+    std::string state;
+    if (!ReadFile(file, &state)) return Usage("cannot read --file=" + file);
+    return PrintOr(client.ImportInstance(name, state));
   }
   if (cmd == "set-reference") {
     bandit::v1::SetMixtureReferenceRequest req;

@@ -227,6 +227,19 @@ TEST(Banditctl, HealthExitCodeAndRoundTrip) {
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->config().policy().mixture().reference_mean(0), 1.0);
   EXPECT_EQ(got->config().policy().mixture().reference_samples_size(), 0);
+
+  // export / import move an instance (here: within one server, under a new name).
+  const std::string state = ::testing::TempDir() + "/gen.state";
+  EXPECT_EQ(RunCtl(t + " export gen --file=" + state), 0);
+  EXPECT_EQ(RunCtl(t + " import gen_copy --file=" + state), 0);
+  EXPECT_EQ(RunCtl(t + " import gen_copy --file=" + state), 1);  // exists
+  EXPECT_EQ(RunCtl(t + " export nosuch --file=" + state), 1);
+  EXPECT_EQ(RunCtl(t + " delete gen"), 0);
+  EXPECT_EQ(RunCtl(t + " import --file=" + state), 0);  // back under its exported name
+  EXPECT_TRUE(client.GetInstance("gen").ok());
+  auto copy = client.GetInstance("gen_copy");
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  EXPECT_EQ(copy->config().policy().mixture().reference_mean(0), 1.0);
   server.Stop(SIGTERM);
   EXPECT_NE(RunCtl(t + " --deadline_ms=500 health"), 0);
 }

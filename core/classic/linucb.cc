@@ -68,7 +68,6 @@ absl::StatusOr<Decision> LinUcb::Select(const SelectContext& ctx) {
       best_width = width;
     }
   }
-  ++rounds_;
   dec.arm = best;
   dec.propensity = 1.0;
   dec.estimated_gap = max_mean - best_mean;
@@ -101,7 +100,6 @@ void LinUcb::Save(bandit::v1::PolicyState* out) const {
   w.Put("b", b_);
   w.Put("theta", theta_);
   w.PutInt("updates", updates_);
-  w.PutInt("rounds", rounds_);
 }
 
 absl::Status LinUcb::Restore(const bandit::v1::PolicyState& state) {
@@ -110,30 +108,27 @@ absl::Status LinUcb::Restore(const bandit::v1::PolicyState& state) {
   const int d = dimension();
   Matrix a_inv;
   Vector b, theta;
-  int64_t updates, rounds;
+  int64_t updates;
   if (auto s = r.Get("a_inv", &a_inv, d, d); !s.ok()) return s;
   if (auto s = r.Get("b", &b, d); !s.ok()) return s;
   if (auto s = r.Get("theta", &theta, d); !s.ok()) return s;
   if (auto s = r.GetInt("updates", &updates); !s.ok()) return s;
-  if (auto s = r.GetInt("rounds", &rounds); !s.ok()) return s;
   if (!a_inv.allFinite() || !b.allFinite() || !theta.allFinite())
     return absl::InvalidArgumentError("linucb state has non-finite values, expected finite");
   a_inv_ = std::move(a_inv);
   b_ = std::move(b);
   theta_ = std::move(theta);
   updates_ = updates;
-  rounds_ = rounds;
   return absl::OkStatus();
 }
 
 int64_t LinUcb::StateBytes() const {
   return (a_inv_.size() + b_.size() + theta_.size()) * static_cast<int64_t>(sizeof(double)) +
-         sizeof(updates_) + sizeof(rounds_);
+         sizeof(updates_);
 }
 
 std::vector<std::pair<std::string, double>> LinUcb::Summary() const {
   return {{"updates", static_cast<double>(updates_)},
-          {"rounds", static_cast<double>(rounds_)},
           {"theta_norm", theta_.norm()}};
 }
 

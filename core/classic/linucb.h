@@ -20,6 +20,8 @@ class LinUcb final : public Policy {
   absl::string_view name() const override { return "linucb"; }
   ContextKind context_kind() const override { return ContextKind::kCandidates; }
   absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
+  // Select changes nothing (the instance counts rounds): journaled by outcome, not request.
+  bool SelectReadsOnly() const override { return true; }
   absl::Status Update(const Observation& obs) override;
   std::optional<double> EstimatedMean(const Vector& features) const override;
   void Save(bandit::v1::PolicyState* out) const override;
@@ -43,7 +45,6 @@ class LinUcb final : public Policy {
   Vector b_;            // sum r x
   Vector theta_;        // A^{-1} b
   int64_t updates_ = 0;
-  int64_t rounds_ = 0;  // Select calls
 };
 
 inline absl::StatusOr<std::unique_ptr<Policy>> MakeLinUcb(const bandit::v1::PolicyConfig& config,

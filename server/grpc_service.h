@@ -19,11 +19,7 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   GrpcBanditService(DecisionService* service, Metrics* metrics, Persistence* persistence,
                     const Authorizer* auth = nullptr)
       : service_(service), metrics_(metrics), persistence_(persistence), auth_(auth) {
-    // The per-round RPCs parse into pooled arenas (server/arena_allocator.h).
-    SetMessageAllocatorFor_Select(&select_alloc_);
-    SetMessageAllocatorFor_Update(&update_alloc_);
-    SetMessageAllocatorFor_SelectBatch(&select_batch_alloc_);
-    SetMessageAllocatorFor_UpdateBatch(&update_batch_alloc_);
+    allocators_.Install(*this);  // per-round RPCs parse into pooled arenas
   }
 
   using Ctx = grpc::CallbackServerContext;
@@ -69,12 +65,7 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   void Finish(Reactor* reactor, Rpc rpc, std::chrono::steady_clock::time_point start,
               const absl::Status& status);
 
-  ArenaMessageAllocator<bandit::v1::SelectRequest, bandit::v1::Decision> select_alloc_;
-  ArenaMessageAllocator<bandit::v1::UpdateRequest, bandit::v1::UpdateResponse> update_alloc_{4 << 10};
-  ArenaMessageAllocator<bandit::v1::SelectBatchRequest, bandit::v1::SelectBatchResponse>
-      select_batch_alloc_{128 << 10, 64};
-  ArenaMessageAllocator<bandit::v1::UpdateBatchRequest, bandit::v1::UpdateBatchResponse>
-      update_batch_alloc_{32 << 10, 64};
+  RoundMessageAllocators allocators_;
   DecisionService* service_;
   Metrics* metrics_;
   Persistence* persistence_;

@@ -57,11 +57,7 @@ class EchoService final : public bandit::bench::Echo::CallbackService {
  public:
   EchoService(int arms, std::vector<std::string> diagnostics)
       : arms_(arms > 0 ? arms : 1), diagnostics_(std::move(diagnostics)) {
-    // The same pooled-arena message allocation as banditd (server/arena_allocator.h).
-    SetMessageAllocatorFor_Select(&select_alloc_);
-    SetMessageAllocatorFor_Update(&update_alloc_);
-    SetMessageAllocatorFor_SelectBatch(&select_batch_alloc_);
-    SetMessageAllocatorFor_UpdateBatch(&update_batch_alloc_);
+    allocators_.Install(*this);  // the same pooled arenas as banditd
   }
 
   grpc::ServerUnaryReactor* Select(grpc::CallbackServerContext* ctx, const SelectRequest* req,
@@ -121,12 +117,7 @@ class EchoService final : public bandit::bench::Echo::CallbackService {
     out->set_expires_at_ms(NowMs() + 600'000);
   }
 
-  bandit::server::ArenaMessageAllocator<SelectRequest, Decision> select_alloc_;
-  bandit::server::ArenaMessageAllocator<UpdateRequest, UpdateResponse> update_alloc_{4 << 10};
-  bandit::server::ArenaMessageAllocator<SelectBatchRequest, SelectBatchResponse>
-      select_batch_alloc_{128 << 10, 64};
-  bandit::server::ArenaMessageAllocator<UpdateBatchRequest, UpdateBatchResponse>
-      update_batch_alloc_{32 << 10, 64};
+  bandit::server::RoundMessageAllocators allocators_;
   static constexpr uint64_t kUid = 0x5eed5eed5eed5eedULL;
   const int arms_;
   const std::vector<std::string> diagnostics_;

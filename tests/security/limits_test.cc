@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "server/decision_service.h"
+#include "tests/server/server_test_util.h"
 
 namespace bandit::server {
 namespace {
@@ -12,13 +13,7 @@ namespace {
 using absl::StatusCode;
 namespace v1 = bandit::v1;
 
-v1::CreateInstanceRequest Create(const std::string& name, const std::string& config_text) {
-  v1::CreateInstanceRequest req;
-  req.set_name(name);
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(config_text, req.mutable_config()))
-      << config_text;
-  return req;
-}
+using testing::Create;
 
 ServiceLimits SmallLimits() {
   ServiceLimits l;

@@ -1,5 +1,6 @@
 // DecisionService in-process, with a manual clock: the request logic the gRPC layer adapts.
 #include "server/decision_service.h"
+#include "tests/server/server_test_util.h"
 
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
@@ -14,13 +15,7 @@ namespace {
 using absl::StatusCode;
 namespace v1 = bandit::v1;
 
-v1::CreateInstanceRequest Create(const std::string& name, const std::string& config_text) {
-  v1::CreateInstanceRequest req;
-  req.set_name(name);
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(config_text, req.mutable_config()))
-      << config_text;
-  return req;
-}
+using testing::Create;
 
 class DecisionServiceTest : public ::testing::Test {
  protected:
@@ -330,30 +325,14 @@ std::string FdMixture(const std::string& reference) {
 constexpr char kRefA[] = "reference_mean: [0, 0] reference_covariance: [1, 0, 0, 1]";
 constexpr char kRefB[] = "reference_mean: [1, -1] reference_covariance: [2, 0.5, 0.5, 1]";
 
-// Deterministic embedding for round i of generator `arm`.
-v1::UpdateRequest Embedding(const std::string& name, const v1::Decision& d, int i) {
-  v1::UpdateRequest up;
-  up.set_instance(name);
-  up.set_event_id(d.event_id());
-  up.set_reward(0);
-  up.add_embedding(std::sin(0.7 * i + d.arm_index()) + d.arm_index());
-  up.add_embedding(std::cos(1.3 * i) - 0.5 * d.arm_index());
-  return up;
-}
-
+// Rounds whose Update carries a deterministic embedding for round i of the chosen generator.
 std::vector<std::pair<int, double>> MixtureRounds(DecisionService& svc, const std::string& name,
                                                   int from, int n) {
-  std::vector<std::pair<int, double>> out;
-  for (int i = from; i < from + n; ++i) {
-    v1::SelectRequest sel;
-    sel.set_instance(name);
-    v1::Decision d;
-    EXPECT_TRUE(svc.Select(sel, &d).ok());
-    out.emplace_back(d.arm_index(), d.propensity());
-    v1::UpdateResponse r;
-    EXPECT_TRUE(svc.Update(Embedding(name, d, i), &r).ok());
-  }
-  return out;
+  return testing::PlayRounds(svc, name, from, n, [](const v1::Decision& d, int i, auto* up) {
+    up->set_reward(0);
+    up->add_embedding(std::sin(0.7 * i + d.arm_index()) + d.arm_index());
+    up->add_embedding(std::cos(1.3 * i) - 0.5 * d.arm_index());
+  });
 }
 
 v1::Instance Describe(DecisionService& svc, const std::string& name) {

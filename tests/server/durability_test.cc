@@ -11,6 +11,7 @@
 #include "server/decision_service.h"
 #include "server/persistence.h"
 #include "tests/server/fault_injection_fs.h"
+#include "tests/server/server_test_util.h"
 
 namespace bandit::server {
 namespace {
@@ -20,12 +21,7 @@ namespace v1 = bandit::v1;
 
 constexpr char kEps[] = "policy { epsilon_greedy { epsilon: 0.3 } num_arms: 4 } seed: 77";
 
-v1::CreateInstanceRequest Create(const std::string& name, const std::string& config_text) {
-  v1::CreateInstanceRequest req;
-  req.set_name(name);
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(config_text, req.mutable_config()));
-  return req;
-}
+using testing::Create;
 
 // A server "process": a DecisionService with its Persistence on a shared fake disk.
 struct Node {
@@ -140,21 +136,9 @@ TEST(Durability, EverysecBoundsTheLossWindow) {
 // decisions (arms and propensities).
 std::vector<std::pair<int, double>> Continue(DecisionService& svc, const std::string& name,
                                              int from, int n) {
-  std::vector<std::pair<int, double>> out;
-  for (int i = from; i < from + n; ++i) {
-    v1::SelectRequest sel;
-    sel.set_instance(name);
-    v1::Decision d;
-    EXPECT_TRUE(svc.Select(sel, &d).ok());
-    out.emplace_back(d.arm_index(), d.propensity());
-    v1::UpdateRequest up;
-    up.set_instance(name);
-    up.set_event_id(d.event_id());
-    up.set_reward(0.1 * d.arm_index() + ((i * 7919) % 13) / 13.0);
-    v1::UpdateResponse r;
-    EXPECT_TRUE(svc.Update(up, &r).ok());
-  }
-  return out;
+  return testing::PlayRounds(svc, name, from, n, [](const v1::Decision& d, int i, auto* up) {
+    up->set_reward(0.1 * d.arm_index() + ((i * 7919) % 13) / 13.0);
+  });
 }
 
 enum class Interruption { kGraceful, kCrash, kSnapshotThenCrash };
@@ -341,22 +325,10 @@ TEST(Durability, MixtureReferenceChangeSurvivesCrashAndSnapshot) {
       "policy { mixture { objective: FD num_arms: 3 dimension: 2 warm_start: 2 "
       "reference_mean: [0, 0] reference_covariance: [1, 0, 0, 1] } } seed: 3";
   auto rounds = [](DecisionService& svc, int from, int n) {
-    std::vector<std::pair<int, double>> out;
-    for (int i = from; i < from + n; ++i) {
-      v1::SelectRequest sel;
-      sel.set_instance("m");
-      v1::Decision d;
-      EXPECT_TRUE(svc.Select(sel, &d).ok());
-      out.emplace_back(d.arm_index(), d.propensity());
-      v1::UpdateRequest up;
-      up.set_instance("m");
-      up.set_event_id(d.event_id());
-      up.add_embedding(std::sin(0.9 * i) + d.arm_index());
-      up.add_embedding(std::cos(0.4 * i) - d.arm_index());
-      v1::UpdateResponse r;
-      EXPECT_TRUE(svc.Update(up, &r).ok());
-    }
-    return out;
+    return testing::PlayRounds(svc, "m", from, n, [](const v1::Decision& d, int i, auto* up) {
+      up->add_embedding(std::sin(0.9 * i) + d.arm_index());
+      up->add_embedding(std::cos(0.4 * i) - d.arm_index());
+    });
   };
   v1::SetMixtureReferenceRequest set;
   set.set_name("m");

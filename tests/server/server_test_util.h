@@ -1,0 +1,47 @@
+// Helpers shared by the in-process DecisionService tests (tests/server, tests/security).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
+
+#include "server/decision_service.h"
+
+namespace bandit::server::testing {
+
+inline bandit::v1::CreateInstanceRequest Create(const std::string& name,
+                                                const std::string& config_text) {
+  bandit::v1::CreateInstanceRequest req;
+  req.set_name(name);
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(config_text, req.mutable_config()))
+      << config_text;
+  return req;
+}
+
+// Plays rounds [from, from + n) on instance `name`: a Select without context, then the Update
+// for its event id, whose reward or embedding `fill(decision, i, &update)` sets. Returns
+// (arm, propensity) per round, to compare an instance with a twin fed the same inputs.
+template <typename Fill>
+std::vector<std::pair<int, double>> PlayRounds(DecisionService& svc, const std::string& name,
+                                               int from, int n, Fill fill) {
+  std::vector<std::pair<int, double>> out;
+  for (int i = from; i < from + n; ++i) {
+    bandit::v1::SelectRequest sel;
+    sel.set_instance(name);
+    bandit::v1::Decision d;
+    EXPECT_TRUE(svc.Select(sel, &d).ok());
+    out.emplace_back(d.arm_index(), d.propensity());
+    bandit::v1::UpdateRequest up;
+    up.set_instance(name);
+    up.set_event_id(d.event_id());
+    fill(d, i, &up);
+    bandit::v1::UpdateResponse r;
+    EXPECT_TRUE(svc.Update(up, &r).ok());
+  }
+  return out;
+}
+
+}  // namespace bandit::server::testing

@@ -38,6 +38,12 @@ struct InstanceLimits {
   int64_t max_name_length = 128;
 };
 
+// Fills the defaults of an instance config (pending capacity, reward wait, expiry action, seed
+// from the name) and checks it against `limits`: sizes anywhere in the policy config, ranges of
+// everything outside it. instance_config.cc.
+absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limits,
+                             bandit::v1::InstanceConfig* c);
+
 // What one Update did, for metrics.
 struct UpdateOutcome {
   double reward = 0.0;

@@ -56,3 +56,12 @@ if(BANDIT_NODE AND BANDIT_NPM)
 else()
   message(WARNING "clients: node or npm missing; the client_node test is skipped (run scripts/deps.sh)")
 endif()
+
+# ---- Both packages as a user outside the repository gets them (pip wheel, npm pack) ----
+if(BANDIT_PYTHON3 AND GRPC_PYTHON_PLUGIN AND BANDIT_NODE AND BANDIT_NPM)
+  add_test(NAME client_packages
+           COMMAND ${BANDIT_PYTHON3} ${CMAKE_SOURCE_DIR}/tests/clients/package_test.py)
+  set_tests_properties(client_packages PROPERTIES
+    ENVIRONMENT "BANDITD=${CMAKE_BINARY_DIR}/bin/banditd;PYTHONDONTWRITEBYTECODE=1"
+    TIMEOUT 600)
+endif()

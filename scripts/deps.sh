@@ -8,6 +8,7 @@ PKGS=(
   libabsl-dev libeigen3-dev prometheus-cpp-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-grpcio python3-protobuf python3-numpy python3-matplotlib
+  python3-venv python3-pip python3-setuptools python3-wheel
   prometheus docker-compose python3-yaml
   openssl clang libclang-rt-14-dev
 )

@@ -165,4 +165,6 @@ export declare class BanditClient {
 }
 
 export declare function defaultProtoDir(): string;
+/** The package version, equal to the banditd release it ships with. */
+export declare const version: string;
 export declare function loadProtos(protoDir?: string): { protoDir: string; BanditService: unknown; Health: unknown };

@@ -1,6 +1,6 @@
 'use strict';
 // BanditClient: a small promise-based wrapper over banditd's gRPC API, loaded at run time from
-// the repository's proto/ files with @grpc/proto-loader (no generated code to keep in sync).
+// the service's .proto files (packed into the npm package) with @grpc/proto-loader (no generated code to keep in sync).
 //
 //   const { BanditClient } = require('bandit-client');
 //   const client = new BanditClient('127.0.0.1:50051');
@@ -15,6 +15,7 @@
 // its attempts; a call whose deadline has already passed is not sent. Calls failing with
 // UNAVAILABLE are retried with exponential backoff; no other code is retried.
 
+const fs = require('node:fs');
 const path = require('node:path');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
@@ -22,9 +23,20 @@ const errors = require('./errors');
 
 const { Status } = errors;
 
-/** Where proto/ is: $BANDIT_PROTO_DIR, else the repository's proto/ next to client/node. */
+const PACKED_PROTO_DIR = path.resolve(__dirname, '..', 'proto');        // in the npm package
+const REPOSITORY_PROTO_DIR = path.resolve(__dirname, '..', '..', '..', 'proto');  // in a checkout
+
+/**
+ * Where the .proto files are: $BANDIT_PROTO_DIR; else the copy packed into the package
+ * (`npm pack` puts it there); else, in a repository checkout, the repository's proto/.
+ */
 function defaultProtoDir() {
-  return process.env.BANDIT_PROTO_DIR || path.resolve(__dirname, '..', '..', '..', 'proto');
+  if (process.env.BANDIT_PROTO_DIR) return process.env.BANDIT_PROTO_DIR;
+  const hasService = (dir) => fs.existsSync(path.join(dir, 'bandit', 'v1', 'service.proto'));
+  if (hasService(PACKED_PROTO_DIR)) return PACKED_PROTO_DIR;
+  if (hasService(REPOSITORY_PROTO_DIR)) return REPOSITORY_PROTO_DIR;
+  throw new Error(`bandit-client: no bandit/v1/service.proto in ${PACKED_PROTO_DIR} (the package's copy) ` +
+    `or ${REPOSITORY_PROTO_DIR}; set BANDIT_PROTO_DIR to the directory holding bandit/v1/service.proto`);
 }
 
 const LOADER_OPTIONS = { keepCase: false, longs: String, enums: String, defaults: true, oneofs: true };
@@ -198,8 +210,11 @@ const {
   ResourceExhaustedError, UnavailableError, DeadlineExceededError, PermissionDeniedError,
   UnauthenticatedError, CancelledError, InternalError, UnimplementedError, errorForCode,
 } = errors;
+/** The client's version: the same as the server it ships with (package.json). */
+const version = require('../package.json').version;
+
 module.exports = {
-  BanditClient, loadProtos, defaultProtoDir, DEFAULT_RETRY, Status,
+  version, BanditClient, loadProtos, defaultProtoDir, DEFAULT_RETRY, Status,
   BanditError, InvalidArgumentError, NotFoundError, AlreadyExistsError, FailedPreconditionError,
   ResourceExhaustedError, UnavailableError, DeadlineExceededError, PermissionDeniedError,
   UnauthenticatedError, CancelledError, InternalError, UnimplementedError, errorForCode,

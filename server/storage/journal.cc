@@ -119,6 +119,15 @@ Journal::~Journal() {
   work_cv_.notify_all();
   if (writer_.joinable()) writer_.join();
   if (file_) (void)file_->Close();
+  // A record appended after the final flush is not durable and never will be: its waiter is
+  // told so rather than left hanging.
+  Answers answers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (health_.ok()) health_ = absl::UnavailableError("the journal was closed (server shutting down)");
+    answers = TakeAnswersLocked();
+  }
+  answers.Send();
 }
 
 absl::Status Journal::OpenSegment(uint64_t first_seq) {
@@ -250,31 +259,39 @@ void Journal::WriterLoop() {
     if (s.ok() && sync) synced_seq_ = std::max(synced_seq_, last);
     if (s.ok() && (sync || mode_ != Durability::kAlways)) durable_seq_ = std::max(durable_seq_, last);
     if (was_flush) flush_requested_ = false;  // this sync covered what the request was for
-    std::vector<std::function<void(absl::Status)>> ready;
-    const absl::Status status = health_;
-    while (!waiters_.empty() && (!status.ok() || waiters_.begin()->first <= durable_seq_)) {
-      ready.push_back(std::move(waiters_.begin()->second));
-      waiters_.erase(waiters_.begin());
-    }
-    durable_cv_.notify_all();
+    Answers answers = TakeAnswersLocked();
     lock.unlock();
-    for (auto& done : ready) done(status);
+    answers.Send();
     lock.lock();
   }
 }
 
 absl::StatusOr<uint64_t> Journal::Rotate() {
   if (auto s = Flush(); !s.ok()) return s;
+  return RotateFlushed();
+}
+
+absl::StatusOr<uint64_t> Journal::RotateFlushed() {
   std::unique_lock<std::mutex> lock(mu_);
   // The writer may have taken a new batch after Flush() returned and be writing it to the
   // current file outside the lock: wait until it is done, then hold the lock (the writer cannot
   // start another batch) while the file is switched. Without this wait the old file could be
   // closed and destroyed under a running write.
   durable_cv_.wait(lock, [&] { return !io_in_progress_; });
+  const absl::StatusOr<uint64_t> boundary = SwitchSegmentLocked();
+  // Records appended after the flush were just written and fsynced here (or the journal failed):
+  // their waiters are answered now. The writer would not: it finds an empty buffer and sleeps.
+  Answers answers = TakeAnswersLocked();
+  lock.unlock();
+  answers.Send();
+  return boundary;
+}
+
+absl::StatusOr<uint64_t> Journal::SwitchSegmentLocked() {
   if (!health_.ok()) return health_;
-  // Everything appended before this point is in the old segment and fsynced (Flush above waited
-  // for it; appends racing in between are fine: they land in the new segment, which is never
-  // deleted before a later boundary).
+  // Everything appended before Rotate's Flush is in the old segment and fsynced; what was
+  // appended since is still buffered and goes into the old segment now (the boundary below is
+  // after it). Appends after this lock land in the new segment.
   if (!buffer_.empty()) {
     if (auto s = file_->Append(buffer_); !s.ok()) {
       Fail(s);
@@ -314,6 +331,22 @@ absl::Status Journal::DropSegmentsBefore(uint64_t seq) {
     if (auto s = fs_->Remove(dir_ + "/" + name); !s.ok()) return s;
   if (!doomed.empty()) return fs_->SyncDir(dir_);
   return absl::OkStatus();
+}
+
+Journal::Answers Journal::TakeAnswersLocked() {
+  Answers answers;
+  answers.status = health_;
+  while (!waiters_.empty() && (!health_.ok() || waiters_.begin()->first <= durable_seq_)) {
+    answers.callbacks.push_back(std::move(waiters_.begin()->second));
+    waiters_.erase(waiters_.begin());
+  }
+  durable_cv_.notify_all();
+  return answers;
+}
+
+void Journal::Answers::Send() {
+  for (auto& done : callbacks) done(status);
+  callbacks.clear();
 }
 
 absl::Status Journal::health() const {

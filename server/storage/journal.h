@@ -49,7 +49,8 @@ class Journal {
   // order equals the order changes were applied.
   absl::StatusOr<uint64_t> Append(bandit::v1::JournalRecord* rec);
   // Calls done(status) when record `seq` is as durable as the mode promises (immediately for
-  // everysec/none), on the writer thread or inline. Status is UNAVAILABLE if storage failed.
+  // everysec/none), on the thread that made it durable (the writer, a rotation) or inline.
+  // Status is UNAVAILABLE if storage failed or the journal closed first. Never dropped.
   void WhenDurable(uint64_t seq, std::function<void(absl::Status)> done);
   absl::Status WaitDurable(uint64_t seq);
   // Flushes and fsyncs everything appended so far (shutdown, snapshots), whatever the mode.
@@ -91,9 +92,29 @@ class Journal {
  private:
   Journal(FileSystem* fs, std::string dir, Durability mode, uint64_t next_seq,
           JournalObserver observer);
+  friend class JournalTestPeer;  // drives the rotation step after its flush (tests/server)
+
   absl::Status OpenSegment(uint64_t first_seq);
+  // Rotate() after its Flush(): writes what is still buffered into the old segment, fsyncs it,
+  // opens the next one.
+  absl::StatusOr<uint64_t> RotateFlushed();
+  absl::StatusOr<uint64_t> SwitchSegmentLocked();  // requires mu_, writer not in I/O
   void WriterLoop();
   void Fail(const absl::Status& s);  // requires mu_
+
+  using DurableCallback = std::function<void(absl::Status)>;
+  // Waiters taken under mu_, answered after it is released (a callback finishes an RPC and may
+  // call back into the journal).
+  struct Answers {
+    absl::Status status;
+    std::vector<DurableCallback> callbacks;
+    void Send();
+  };
+  // The one place waiters are answered (group commit as in LevelDB: whoever makes records
+  // durable answers their waiters in that same step). Requires mu_; called after every change
+  // of durable_seq_ or health_ (writer pass, rotation, close). Takes every waiter whose record
+  // is now durable, or all of them once the journal has failed, and wakes Flush/WaitDurable.
+  Answers TakeAnswersLocked();
 
   FileSystem* const fs_;
   const std::string dir_;
@@ -108,7 +129,7 @@ class Journal {
   uint64_t written_seq_ = 0;          // last seq handed to write()
   uint64_t durable_seq_ = 0;          // last seq as durable as the mode promises
   uint64_t synced_seq_ = 0;           // last seq covered by an fsync
-  std::multimap<uint64_t, std::function<void(absl::Status)>> waiters_;
+  std::multimap<uint64_t, DurableCallback> waiters_;  // by seq
   absl::Status health_;
   bool stop_ = false;
   bool flush_requested_ = false;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <thread>
 #include <memory>
@@ -36,6 +37,21 @@ class FaultInjectionFs final : public FileSystem {
   void SetAppendDelay(std::chrono::microseconds d) {
     std::lock_guard<std::mutex> lock(mu_);
     append_delay_ = d;
+  }
+  // The next file Sync() (e.g. the journal writer's group-commit fsync) stops until
+  // ReleaseSync(): a test can order its own steps against a writer parked mid-I/O without sleeps.
+  void HoldNextSync() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_next_sync_ = true;
+  }
+  void AwaitSyncHeld() {
+    std::unique_lock<std::mutex> lock(mu_);
+    sync_cv_.wait(lock, [&] { return sync_held_; });
+  }
+  void ReleaseSync() {
+    std::lock_guard<std::mutex> lock(mu_);
+    sync_held_ = false;
+    sync_cv_.notify_all();
   }
   void FailSyncs(bool fail) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -72,7 +88,13 @@ class FaultInjectionFs final : public FileSystem {
       return absl::OkStatus();
     }
     absl::Status Sync() override {
-      std::lock_guard<std::mutex> lock(fs_->mu_);
+      std::unique_lock<std::mutex> lock(fs_->mu_);
+      if (fs_->hold_next_sync_) {
+        fs_->hold_next_sync_ = false;
+        fs_->sync_held_ = true;
+        fs_->sync_cv_.notify_all();
+        fs_->sync_cv_.wait(lock, [&] { return !fs_->sync_held_; });
+      }
       if (closed_) return absl::FailedPreconditionError("sync of a closed file");
       if (fs_->fail_syncs_) return absl::UnavailableError("injected fsync failure");
       if (generation_ != fs_->generation_) return absl::OkStatus();
@@ -158,6 +180,9 @@ class FaultInjectionFs final : public FileSystem {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Inode>> current_, durable_;
   bool fail_syncs_ = false;
+  bool hold_next_sync_ = false;
+  bool sync_held_ = false;
+  std::condition_variable sync_cv_;
   std::chrono::microseconds append_delay_{0};
   int generation_ = 0;
 };

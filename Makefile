@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 DEPS_STAMP := $(BUILD_DIR)/.deps-ok
 
-.PHONY: all build run test bench deps clean sanitize fuzz soak
+.PHONY: all build build-serve run test bench deps clean sanitize fuzz soak
 
 all: build
 
@@ -17,10 +17,15 @@ deps: $(DEPS_STAMP)
 $(BUILD_DIR)/CMakeCache.txt: $(DEPS_STAMP)
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
 
+# Everything: libraries, binaries, tests, benchmarks, the nested clang build of the fuzzers.
 build: $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-run: build
+# Only what `make run` runs: the server and its CLI (a fraction of the full build).
+build-serve: $(BUILD_DIR)/CMakeCache.txt
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target banditd banditctl
+
+run: build-serve
 	./$(BUILD_DIR)/bin/banditd
 
 test: build

@@ -17,15 +17,12 @@ absl::Status DecisionService::CheckNameFree(const std::string& name) {
 }
 
 absl::Status DecisionService::Register(std::shared_ptr<Instance> inst,
-                                       bandit::v1::JournalRecord rec, bandit::v1::Instance* out) {
-  if (journal_ != nullptr) {
+                                       bandit::v1::JournalRecord rec, bandit::v1::Instance* out,
+                                       uint64_t* written_seq) {
+  if (storage_ != nullptr) {
     // Journaled before anyone can see the instance, so its own records always come after.
-    if (auto s = journal_->health(); !s.ok()) return s;
-    rec.set_instance(inst->name());
-    rec.set_uid(inst->uid());
-    rec.set_now_ms(clock_->NowMs());
-    if (auto seq = journal_->Append(&rec); !seq.ok()) return seq.status();
-    inst->AttachJournal(journal_);
+    if (auto s = storage_->health(); !s.ok()) return s;
+    if (auto s = inst->AttachNew(storage_, std::move(rec), written_seq); !s.ok()) return s;
   }
   if (auto s = registry_.Add(inst); !s.ok()) return s;
   inst->Describe(out);
@@ -33,7 +30,7 @@ absl::Status DecisionService::Register(std::shared_ptr<Instance> inst,
 }
 
 absl::Status DecisionService::CreateInstance(const bandit::v1::CreateInstanceRequest& req,
-                                             bandit::v1::Instance* out) {
+                                             bandit::v1::Instance* out, uint64_t* written_seq) {
   absl::MutexLock lock(&lifecycle_mu_);
   if (auto s = CheckNameFree(req.name()); !s.ok()) return s;
   auto inst = Instance::Create(req, clock_, limits_.instance);
@@ -41,15 +38,26 @@ absl::Status DecisionService::CreateInstance(const bandit::v1::CreateInstanceReq
   bandit::v1::JournalRecord rec;
   rec.mutable_create()->set_name(req.name());
   *rec.mutable_create()->mutable_config() = (*inst)->config();
-  return Register(*std::move(inst), std::move(rec), out);
+  return Register(*std::move(inst), std::move(rec), out, written_seq);
 }
 
-void DecisionService::AttachJournal(Journal* journal,
+void DecisionService::AttachStorage(Storage* storage,
                                     std::function<void(const std::string&)> on_deleted) {
   absl::MutexLock lock(&lifecycle_mu_);
-  journal_ = journal;
+  storage_ = storage;
   on_deleted_ = std::move(on_deleted);
-  for (const auto& inst : registry_.All()) inst->AttachJournal(journal);
+  for (const auto& inst : registry_.All()) inst->AttachStorage(storage);
+}
+
+void DecisionService::WhenDurable(uint64_t written_seq,
+                                  std::function<void(absl::Status)> done) const {
+  // In everysec and none a write is acknowledged once appended (the append checked the
+  // storage's health); only `always` waits for the group commit.
+  if (!MustWaitForDurability(written_seq)) {
+    done(absl::OkStatus());
+    return;
+  }
+  storage_->WhenDurable(written_seq, std::move(done));
 }
 
 absl::Status DecisionService::ExportInstance(const bandit::v1::ExportInstanceRequest& req,
@@ -61,7 +69,7 @@ absl::Status DecisionService::ExportInstance(const bandit::v1::ExportInstanceReq
 }
 
 absl::Status DecisionService::ImportInstance(const bandit::v1::ImportInstanceRequest& req,
-                                             bandit::v1::Instance* out) {
+                                             bandit::v1::Instance* out, uint64_t* written_seq) {
   auto snap = SnapshotStore::Decode(req.snapshot());
   if (!snap.ok())
     return absl::InvalidArgumentError(absl::StrCat("snapshot: ", snap.status().message()));
@@ -73,7 +81,7 @@ absl::Status DecisionService::ImportInstance(const bandit::v1::ImportInstanceReq
   if (!inst.ok()) return inst.status();
   bandit::v1::JournalRecord rec;
   *rec.mutable_import() = *std::move(snap);
-  return Register(*std::move(inst), std::move(rec), out);
+  return Register(*std::move(inst), std::move(rec), out, written_seq);
 }
 
 absl::Status DecisionService::GetInstance(const bandit::v1::GetInstanceRequest& req,
@@ -100,11 +108,12 @@ absl::Status DecisionService::ListInstances(const bandit::v1::ListInstancesReque
   return absl::OkStatus();
 }
 
-absl::Status DecisionService::DeleteInstance(const bandit::v1::DeleteInstanceRequest& req) {
+absl::Status DecisionService::DeleteInstance(const bandit::v1::DeleteInstanceRequest& req,
+                                             uint64_t* written_seq) {
   absl::MutexLock lock(&lifecycle_mu_);
   auto inst = registry_.Get(req.name());
   if (inst.ok()) {
-    if (auto s = (*inst)->MarkDeleted(); !s.ok()) return s;
+    if (auto s = (*inst)->MarkDeleted(written_seq); !s.ok()) return s;
   } else if (inst.status().code() == absl::StatusCode::kNotFound ||
              inst.status().code() == absl::StatusCode::kInvalidArgument) {
     return inst.status();
@@ -125,49 +134,55 @@ absl::Status DecisionService::ChangeAndDescribe(
 }
 
 absl::Status DecisionService::ResetInstance(const bandit::v1::ResetInstanceRequest& req,
-                                            bandit::v1::Instance* out) {
-  return ChangeAndDescribe(req.name(), out, [&](Instance& inst) { return inst.Reset(); });
+                                            bandit::v1::Instance* out, uint64_t* written_seq) {
+  return ChangeAndDescribe(req.name(), out,
+                           [&](Instance& inst) { return inst.Reset(written_seq); });
 }
 
 absl::Status DecisionService::AddArms(const bandit::v1::AddArmsRequest& req,
-                                      bandit::v1::Instance* out) {
-  return ChangeAndDescribe(req.name(), out, [&](Instance& inst) { return inst.AddArms(req); });
+                                      bandit::v1::Instance* out, uint64_t* written_seq) {
+  return ChangeAndDescribe(req.name(), out,
+                           [&](Instance& inst) { return inst.AddArms(req, written_seq); });
 }
 
 absl::Status DecisionService::RemoveArms(const bandit::v1::RemoveArmsRequest& req,
-                                         bandit::v1::Instance* out) {
-  return ChangeAndDescribe(req.name(), out, [&](Instance& inst) { return inst.RemoveArms(req); });
+                                         bandit::v1::Instance* out, uint64_t* written_seq) {
+  return ChangeAndDescribe(req.name(), out,
+                           [&](Instance& inst) { return inst.RemoveArms(req, written_seq); });
 }
 
 absl::Status DecisionService::SetMixtureReference(
-    const bandit::v1::SetMixtureReferenceRequest& req, bandit::v1::Instance* out) {
-  return ChangeAndDescribe(req.name(), out,
-                           [&](Instance& inst) { return inst.SetMixtureReference(req); });
+    const bandit::v1::SetMixtureReferenceRequest& req, bandit::v1::Instance* out,
+    uint64_t* written_seq) {
+  return ChangeAndDescribe(req.name(), out, [&](Instance& inst) {
+    return inst.SetMixtureReference(req, written_seq);
+  });
 }
 
 absl::Status DecisionService::Select(const bandit::v1::SelectRequest& req,
-                                     bandit::v1::Decision* out) {
+                                     bandit::v1::Decision* out, uint64_t* written_seq) {
   auto inst = registry_.Get(req.instance());
   if (!inst.ok()) return inst.status();
-  return (*inst)->Select(req, out);
+  return (*inst)->Select(req, out, written_seq);
 }
 
 absl::Status DecisionService::Update(const bandit::v1::UpdateRequest& req,
-                                     bandit::v1::UpdateResponse* out) {
+                                     bandit::v1::UpdateResponse* out, uint64_t* written_seq) {
   auto inst = registry_.Get(req.instance());
   if (!inst.ok()) return inst.status();
-  return (*inst)->Update(req, out);
+  return (*inst)->Update(req, out, written_seq);
 }
 
 absl::Status DecisionService::SelectBatch(const bandit::v1::SelectBatchRequest& req,
-                                          bandit::v1::SelectBatchResponse* out) {
+                                          bandit::v1::SelectBatchResponse* out,
+                                          uint64_t* written_seq) {
   if (req.requests_size() > limits_.max_batch_items)
     return absl::InvalidArgumentError(absl::StrCat("requests has ", req.requests_size(),
                                                    " items, expected at most ",
                                                    limits_.max_batch_items));
   for (const auto& item : req.requests()) {
     auto* status = out->add_statuses();
-    absl::Status s = Select(item, out->add_decisions());
+    absl::Status s = Select(item, out->add_decisions(), written_seq);
     if (!s.ok()) {
       out->mutable_decisions()->RemoveLast();
       out->add_decisions();  // keep positions aligned; an empty Decision where status is not OK
@@ -179,14 +194,15 @@ absl::Status DecisionService::SelectBatch(const bandit::v1::SelectBatchRequest& 
 }
 
 absl::Status DecisionService::UpdateBatch(const bandit::v1::UpdateBatchRequest& req,
-                                          bandit::v1::UpdateBatchResponse* out) {
+                                          bandit::v1::UpdateBatchResponse* out,
+                                          uint64_t* written_seq) {
   if (req.requests_size() > limits_.max_batch_items)
     return absl::InvalidArgumentError(absl::StrCat("requests has ", req.requests_size(),
                                                    " items, expected at most ",
                                                    limits_.max_batch_items));
   for (const auto& item : req.requests()) {
     auto* status = out->add_statuses();
-    absl::Status s = Update(item, out->add_responses());
+    absl::Status s = Update(item, out->add_responses(), written_seq);
     if (!s.ok()) {
       status->set_code(static_cast<int>(s.code()));
       status->set_message(std::string(s.message()));

@@ -1,5 +1,9 @@
 // The service's request logic, free of gRPC: validate, find the instance, call it. The gRPC
 // layer (grpc_service.h) is a thin adapter over this class, and in-process tests use it directly.
+//
+// Every call that changes state takes an optional `written_seq`: it is raised to the sequence
+// number of the newest record the call appended to storage. A caller that acknowledges to a
+// client does so once WhenDurable(written_seq) answers.
 #pragma once
 
 #include <functional>
@@ -9,6 +13,7 @@
 #include "bandit/v1/service.pb.h"
 #include "server/clock.h"
 #include "server/instance_registry.h"
+#include "server/storage/storage.h"
 
 namespace bandit::server {
 
@@ -23,30 +28,44 @@ class DecisionService {
  public:
   explicit DecisionService(const Clock* clock = SystemClock::Get(), ServiceLimits limits = {});
 
-  absl::Status CreateInstance(const bandit::v1::CreateInstanceRequest& req, bandit::v1::Instance* out);
+  absl::Status CreateInstance(const bandit::v1::CreateInstanceRequest& req, bandit::v1::Instance* out,
+                              uint64_t* written_seq = nullptr);
   absl::Status GetInstance(const bandit::v1::GetInstanceRequest& req, bandit::v1::Instance* out);
   absl::Status ListInstances(const bandit::v1::ListInstancesRequest& req,
                              bandit::v1::ListInstancesResponse* out);
-  absl::Status DeleteInstance(const bandit::v1::DeleteInstanceRequest& req);
-  absl::Status ResetInstance(const bandit::v1::ResetInstanceRequest& req, bandit::v1::Instance* out);
-  absl::Status AddArms(const bandit::v1::AddArmsRequest& req, bandit::v1::Instance* out);
-  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req, bandit::v1::Instance* out);
+  absl::Status DeleteInstance(const bandit::v1::DeleteInstanceRequest& req,
+                              uint64_t* written_seq = nullptr);
+  absl::Status ResetInstance(const bandit::v1::ResetInstanceRequest& req, bandit::v1::Instance* out,
+                             uint64_t* written_seq = nullptr);
+  absl::Status AddArms(const bandit::v1::AddArmsRequest& req, bandit::v1::Instance* out,
+                       uint64_t* written_seq = nullptr);
+  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req, bandit::v1::Instance* out,
+                          uint64_t* written_seq = nullptr);
   absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
-                                   bandit::v1::Instance* out);
-  absl::Status Select(const bandit::v1::SelectRequest& req, bandit::v1::Decision* out);
-  absl::Status Update(const bandit::v1::UpdateRequest& req, bandit::v1::UpdateResponse* out);
+                                   bandit::v1::Instance* out, uint64_t* written_seq = nullptr);
+  absl::Status Select(const bandit::v1::SelectRequest& req, bandit::v1::Decision* out,
+                      uint64_t* written_seq = nullptr);
+  absl::Status Update(const bandit::v1::UpdateRequest& req, bandit::v1::UpdateResponse* out,
+                      uint64_t* written_seq = nullptr);
   absl::Status SelectBatch(const bandit::v1::SelectBatchRequest& req,
-                           bandit::v1::SelectBatchResponse* out);
+                           bandit::v1::SelectBatchResponse* out, uint64_t* written_seq = nullptr);
   absl::Status UpdateBatch(const bandit::v1::UpdateBatchRequest& req,
-                           bandit::v1::UpdateBatchResponse* out);
+                           bandit::v1::UpdateBatchResponse* out, uint64_t* written_seq = nullptr);
   absl::Status ExportInstance(const bandit::v1::ExportInstanceRequest& req,
                               bandit::v1::ExportInstanceResponse* out);
-  absl::Status ImportInstance(const bandit::v1::ImportInstanceRequest& req, bandit::v1::Instance* out);
+  absl::Status ImportInstance(const bandit::v1::ImportInstanceRequest& req, bandit::v1::Instance* out,
+                              uint64_t* written_seq = nullptr);
 
-  // Durability: once attached, every change is journaled; deleted names are handed to
-  // `on_deleted` (the snapshot store forgets them at its next round).
-  void AttachJournal(Journal* journal, std::function<void(const std::string&)> on_deleted);
-  Journal* journal() const { return journal_; }
+  // Durability: once attached, every change is appended to `storage`; deleted names are handed
+  // to `on_deleted` (the snapshot store forgets them at its next round).
+  void AttachStorage(Storage* storage, std::function<void(const std::string&)> on_deleted);
+  // done(status) once record `written_seq` is as durable as the storage's mode promises
+  // (inline when nothing was written, there is no storage, or the mode does not wait).
+  void WhenDurable(uint64_t written_seq, std::function<void(absl::Status)> done) const;
+  // False when WhenDurable would answer OK at once (the caller may skip it).
+  bool MustWaitForDurability(uint64_t written_seq) const {
+    return written_seq != 0 && storage_ != nullptr && storage_->mode() == Durability::kAlways;
+  }
 
   // Applies expiry on every instance (a background sweeper calls this; requests also expire
   // lazily on the instance they touch). Returns how many decisions expired.
@@ -60,7 +79,8 @@ class DecisionService {
   absl::Status CheckNameFree(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
   // Journals `rec` (the create or import of `inst`), then makes the instance visible.
   absl::Status Register(std::shared_ptr<Instance> inst, bandit::v1::JournalRecord rec,
-                        bandit::v1::Instance* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
+                        bandit::v1::Instance* out, uint64_t* written_seq)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
   // Looks the instance up, applies `change`, describes the result.
   absl::Status ChangeAndDescribe(const std::string& name, bandit::v1::Instance* out,
                                  const std::function<absl::Status(Instance&)>& change);
@@ -71,7 +91,7 @@ class DecisionService {
   // Serializes create/delete/import so the journal's order of lifecycle records matches the
   // registry's (these calls are rare; Select/Update never take it).
   absl::Mutex lifecycle_mu_;
-  Journal* journal_ = nullptr;
+  Storage* storage_ = nullptr;
   std::function<void(const std::string&)> on_deleted_;
 };
 

@@ -19,7 +19,7 @@ void GrpcBanditService::Finish(Reactor* reactor, Rpc rpc,
 }
 
 template <typename Fn>
-GrpcBanditService::Reactor* GrpcBanditService::Run(Ctx* ctx, Rpc rpc, Kind kind, Fn&& fn) {
+GrpcBanditService::Reactor* GrpcBanditService::Run(Ctx* ctx, Rpc rpc, Fn&& fn) {
   const auto start = std::chrono::steady_clock::now();
   if (auth_ != nullptr) {
     if (absl::Status denied = auth_->Check(rpc, *ctx); !denied.ok()) {
@@ -28,72 +28,80 @@ GrpcBanditService::Reactor* GrpcBanditService::Run(Ctx* ctx, Rpc rpc, Kind kind,
       return reactor;
     }
   }
-  Journal::ResetThreadSeq();
-  const absl::Status status = fn();
-  const uint64_t seq = Journal::ThreadSeq();  // this call's newest record (0 = none)
+  uint64_t written_seq = 0;  // the newest record this call appended (0 = none)
+  const absl::Status status = fn(&written_seq);
   Reactor* reactor = ctx->DefaultReactor();
-  Journal* journal = service_->journal();
-  if (status.ok() && kind == Kind::kWrite && seq > 0 && journal != nullptr &&
-      journal->mode() == Durability::kAlways) {
-    journal->WhenDurable(seq, [this, reactor, rpc, start](absl::Status durable) {
-      Finish(reactor, rpc, start, durable);
-    });
+  if (!status.ok()) {
+    Finish(reactor, rpc, start, status);
     return reactor;
   }
-  Finish(reactor, rpc, start, status);
+  if (!service_->MustWaitForDurability(written_seq)) {
+    Finish(reactor, rpc, start, status);
+    return reactor;
+  }
+  service_->WhenDurable(written_seq, [this, reactor, rpc, start](absl::Status durable) {
+    Finish(reactor, rpc, start, durable);
+  });
   return reactor;
 }
 
 GrpcBanditService::Reactor* GrpcBanditService::CreateInstance(
     Ctx* ctx, const bandit::v1::CreateInstanceRequest* req, bandit::v1::Instance* resp) {
-  return Run(ctx, Rpc::kCreateInstance, Kind::kWrite, [&] { return service_->CreateInstance(*req, resp); });
+  return Run(ctx, Rpc::kCreateInstance,
+             [&](uint64_t* seq) { return service_->CreateInstance(*req, resp, seq); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::GetInstance(
     Ctx* ctx, const bandit::v1::GetInstanceRequest* req, bandit::v1::Instance* resp) {
-  return Run(ctx, Rpc::kGetInstance, Kind::kRead, [&] { return service_->GetInstance(*req, resp); });
+  return Run(ctx, Rpc::kGetInstance, [&](uint64_t*) { return service_->GetInstance(*req, resp); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::ListInstances(
     Ctx* ctx, const bandit::v1::ListInstancesRequest* req, bandit::v1::ListInstancesResponse* resp) {
-  return Run(ctx, Rpc::kListInstances, Kind::kRead, [&] { return service_->ListInstances(*req, resp); });
+  return Run(ctx, Rpc::kListInstances,
+             [&](uint64_t*) { return service_->ListInstances(*req, resp); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::DeleteInstance(
     Ctx* ctx, const bandit::v1::DeleteInstanceRequest* req, bandit::v1::DeleteInstanceResponse*) {
-  return Run(ctx, Rpc::kDeleteInstance, Kind::kWrite, [&] { return service_->DeleteInstance(*req); });
+  return Run(ctx, Rpc::kDeleteInstance,
+             [&](uint64_t* seq) { return service_->DeleteInstance(*req, seq); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::ResetInstance(
     Ctx* ctx, const bandit::v1::ResetInstanceRequest* req, bandit::v1::Instance* resp) {
-  return Run(ctx, Rpc::kResetInstance, Kind::kWrite, [&] { return service_->ResetInstance(*req, resp); });
+  return Run(ctx, Rpc::kResetInstance,
+             [&](uint64_t* seq) { return service_->ResetInstance(*req, resp, seq); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::AddArms(
     Ctx* ctx, const bandit::v1::AddArmsRequest* req, bandit::v1::Instance* resp) {
-  return Run(ctx, Rpc::kAddArms, Kind::kWrite, [&] { return service_->AddArms(*req, resp); });
+  return Run(ctx, Rpc::kAddArms, [&](uint64_t* seq) { return service_->AddArms(*req, resp, seq); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::RemoveArms(
     Ctx* ctx, const bandit::v1::RemoveArmsRequest* req, bandit::v1::Instance* resp) {
-  return Run(ctx, Rpc::kRemoveArms, Kind::kWrite, [&] { return service_->RemoveArms(*req, resp); });
+  return Run(ctx, Rpc::kRemoveArms,
+             [&](uint64_t* seq) { return service_->RemoveArms(*req, resp, seq); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::SetMixtureReference(
     Ctx* ctx, const bandit::v1::SetMixtureReferenceRequest* req, bandit::v1::Instance* resp) {
-  return Run(ctx, Rpc::kSetMixtureReference, Kind::kWrite,
-             [&] { return service_->SetMixtureReference(*req, resp); });
+  return Run(ctx, Rpc::kSetMixtureReference,
+             [&](uint64_t* seq) { return service_->SetMixtureReference(*req, resp, seq); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::Select(Ctx* ctx,
                                                       const bandit::v1::SelectRequest* req,
                                                       bandit::v1::Decision* resp) {
-  return Run(ctx, Rpc::kSelect, Kind::kWrite, [&] { return service_->Select(*req, resp); });
+  return Run(ctx, Rpc::kSelect, [&](uint64_t* seq) { return service_->Select(*req, resp, seq); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::Update(Ctx* ctx,
                                                       const bandit::v1::UpdateRequest* req,
                                                       bandit::v1::UpdateResponse* resp) {
-  return Run(ctx, Rpc::kUpdate, Kind::kWrite, [&] { return service_->Update(*req, resp); });
+  return Run(ctx, Rpc::kUpdate, [&](uint64_t* seq) { return service_->Update(*req, resp, seq); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::SelectBatch(
     Ctx* ctx, const bandit::v1::SelectBatchRequest* req, bandit::v1::SelectBatchResponse* resp) {
-  return Run(ctx, Rpc::kSelectBatch, Kind::kWrite, [&] { return service_->SelectBatch(*req, resp); });
+  return Run(ctx, Rpc::kSelectBatch,
+             [&](uint64_t* seq) { return service_->SelectBatch(*req, resp, seq); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::UpdateBatch(
     Ctx* ctx, const bandit::v1::UpdateBatchRequest* req, bandit::v1::UpdateBatchResponse* resp) {
-  return Run(ctx, Rpc::kUpdateBatch, Kind::kWrite, [&] { return service_->UpdateBatch(*req, resp); });
+  return Run(ctx, Rpc::kUpdateBatch,
+             [&](uint64_t* seq) { return service_->UpdateBatch(*req, resp, seq); });
 }
 
 GrpcBanditService::Reactor* GrpcBanditService::SnapshotInstances(
@@ -130,13 +138,13 @@ GrpcBanditService::Reactor* GrpcBanditService::SnapshotInstances(
 GrpcBanditService::Reactor* GrpcBanditService::ExportInstance(
     Ctx* ctx, const bandit::v1::ExportInstanceRequest* req,
     bandit::v1::ExportInstanceResponse* resp) {
-  return Run(ctx, Rpc::kExportInstance, Kind::kRead,
-             [&] { return service_->ExportInstance(*req, resp); });
+  return Run(ctx, Rpc::kExportInstance,
+             [&](uint64_t*) { return service_->ExportInstance(*req, resp); });
 }
 GrpcBanditService::Reactor* GrpcBanditService::ImportInstance(
     Ctx* ctx, const bandit::v1::ImportInstanceRequest* req, bandit::v1::Instance* resp) {
-  return Run(ctx, Rpc::kImportInstance, Kind::kWrite,
-             [&] { return service_->ImportInstance(*req, resp); });
+  return Run(ctx, Rpc::kImportInstance,
+             [&](uint64_t* seq) { return service_->ImportInstance(*req, resp, seq); });
 }
 
 }  // namespace bandit::server

@@ -57,11 +57,11 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
                           bandit::v1::Instance* resp) override;
 
  private:
-  enum class Kind { kRead, kWrite };
-  // Runs `fn`; a successful write is acknowledged only once the journal has it as durable as
-  // --durability promises (in `always`, after the group-commit fsync, off this thread).
+  // Checks the caller's role, runs `fn(&written_seq)`; a call that wrote is acknowledged only
+  // once the service says its newest record is as durable as --durability promises (in
+  // `always`, after the group-commit fsync, off this thread).
   template <typename Fn>
-  Reactor* Run(Ctx* ctx, Rpc rpc, Kind kind, Fn&& fn);
+  Reactor* Run(Ctx* ctx, Rpc rpc, Fn&& fn);
   void Finish(Reactor* reactor, Rpc rpc, std::chrono::steady_clock::time_point start,
               const absl::Status& status);
 

@@ -1,5 +1,5 @@
 // InstanceConfig: defaults and limits, before any policy is built (CreateInstance, import,
-// recovery). The request-serving half of an instance is instance.cc.
+// recovery). The learned state itself is instance_state.cc.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -9,7 +9,7 @@
 #include <google/protobuf/message.h>
 
 #include "absl/strings/str_cat.h"
-#include "server/instance.h"
+#include "server/instance_state.h"
 
 namespace bandit::server {
 namespace {
@@ -85,7 +85,7 @@ absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limi
     return absl::InvalidArgumentError(absl::StrCat("config.pending.default_reward is ",
                                                    p->default_reward(),
                                                    ", expected a finite number"));
-  if (c->seed() == 0) c->set_seed(Instance::SeedFromName(name));
+  if (c->seed() == 0) c->set_seed(InstanceState::SeedFromName(name));
   return absl::OkStatus();
 }
 

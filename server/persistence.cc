@@ -8,14 +8,26 @@
 
 namespace bandit::server {
 
-Persistence::Persistence(const PersistenceOptions& options, DecisionService* service)
-    : options_(options), service_(service),
-      snapshots_(options.fs, options.data_dir + "/snapshots") {}
+Persistence::Persistence(std::unique_ptr<Storage> storage, const PersistenceOptions& options,
+                         DecisionService* service)
+    : options_(options), service_(service), storage_(std::move(storage)) {}
 
 absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(const PersistenceOptions& options,
                                                                DecisionService* service,
                                                                RecoveryReport* report) {
-  std::unique_ptr<Persistence> p(new Persistence(options, service));
+  FileStorageOptions fo;
+  fo.fs = options.fs;
+  fo.dir = options.data_dir;
+  fo.durability = options.durability;
+  fo.observer = options.observer;
+  return Open(std::make_unique<FileStorage>(std::move(fo)), options, service, report);
+}
+
+absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(std::unique_ptr<Storage> storage,
+                                                               const PersistenceOptions& options,
+                                                               DecisionService* service,
+                                                               RecoveryReport* report) {
+  std::unique_ptr<Persistence> p(new Persistence(std::move(storage), options, service));
   RecoveryReport local;
   if (auto s = p->Recover(report ? report : &local); !s.ok()) return s;
   return p;
@@ -23,93 +35,77 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(const Persistence
 
 absl::Status Persistence::Recover(RecoveryReport* report) {
   const auto t0 = std::chrono::steady_clock::now();
-  FileSystem* fs = options_.fs;
-  if (auto s = fs->CreateDirs(options_.data_dir); !s.ok()) return s;
-  if (auto s = snapshots_.Init(); !s.ok()) return s;
-  const std::string journal_dir = options_.data_dir + "/journal";
-  if (auto s = fs->CreateDirs(journal_dir); !s.ok()) return s;
-
-  auto loaded = snapshots_.LoadAll();
-  if (!loaded.ok()) return loaded.status();
   std::map<std::string, std::shared_ptr<Instance>> live;
   std::map<std::string, std::string> refused;
-  uint64_t max_snapshot_seq = 0;
   const InstanceLimits limits;  // recovery trusts what the server once accepted
-  for (const auto& [name, why] : loaded->invalid) refused[name] = "snapshot: " + why;
-  for (const auto& snap : loaded->snapshots) {
-    auto inst = Instance::FromSnapshot(snap, service_->clock(), limits);
-    if (!inst.ok()) {
-      refused[snap.name()] = std::string(inst.status().message());
-      continue;
-    }
-    (*inst)->MarkSnapshotted();
-    live[snap.name()] = *inst;
-    max_snapshot_seq = std::max<uint64_t>(max_snapshot_seq, snap.last_journal_seq());
-    ++report->snapshots_loaded;
-  }
-
   auto refuse = [&](const std::string& name, const std::string& why) {
     if (!refused.count(name)) refused[name] = why;
     live.erase(name);
   };
-  auto read = Journal::ReadAll(
-      fs, journal_dir,
-      [&](const bandit::v1::JournalRecord& rec) {
-        const std::string& name = rec.instance();
-        if (refused.count(name)) return;
-        auto it = live.find(name);
-        switch (rec.op_case()) {
-          case bandit::v1::JournalRecord::kCreate:
-          case bandit::v1::JournalRecord::kImport: {
-            if (it != live.end() && it->second->uid() == rec.uid()) return;  // in its snapshot
-            absl::StatusOr<std::shared_ptr<Instance>> inst =
-                rec.op_case() == bandit::v1::JournalRecord::kCreate
-                    ? Instance::Create(rec.create(), service_->clock(), limits, rec.uid())
-                    : Instance::FromSnapshot(rec.import(), service_->clock(), limits);
-            if (!inst.ok()) {
-              refuse(name, absl::StrCat("journal record ", rec.seq(), ": ", inst.status().message()));
-              return;
-            }
-            live[name] = *inst;
-            ++report->records_replayed;
-            return;
-          }
-          case bandit::v1::JournalRecord::kDelete:
-            if (it != live.end() && it->second->uid() == rec.uid()) live.erase(it);
-            ++report->records_replayed;
-            return;
-          default: {
-            if (it == live.end() || it->second->uid() != rec.uid()) return;  // deleted incarnation
-            const auto snap_seq = it->second->last_journal_seq();
-            if (rec.seq() <= snap_seq) return;  // already in the snapshot
-            if (auto s = it->second->Apply(rec); !s.ok()) {
-              refuse(name, absl::StrCat("replay of journal record ", rec.seq(), " failed: ",
-                                        s.message()));
-              return;
-            }
-            ++report->records_replayed;
-          }
-        }
-      },
-      [&](const std::string& name, const std::string& why) {
-        if (!name.empty()) {
-          refuse(name, absl::StrCat("journal corrupted: ", why));
+  RecoverySink sink;
+  sink.snapshot = [&](const bandit::v1::InstanceSnapshot& snap) {
+    if (refused.count(snap.name())) return;
+    auto inst = Instance::FromSnapshot(snap, service_->clock(), limits);
+    if (!inst.ok()) {
+      refuse(snap.name(), std::string(inst.status().message()));
+      return;
+    }
+    (*inst)->MarkSnapshotted();
+    live[snap.name()] = *inst;
+    ++report->snapshots_loaded;
+  };
+  sink.record = [&](const bandit::v1::JournalRecord& rec) {
+    const std::string& name = rec.instance();
+    if (refused.count(name)) return;
+    auto it = live.find(name);
+    switch (rec.op_case()) {
+      case bandit::v1::JournalRecord::kCreate:
+      case bandit::v1::JournalRecord::kImport: {
+        if (it != live.end() && it->second->uid() == rec.uid()) return;  // in its snapshot
+        absl::StatusOr<std::shared_ptr<Instance>> inst =
+            rec.op_case() == bandit::v1::JournalRecord::kCreate
+                ? Instance::Create(rec.create(), service_->clock(), limits, rec.uid())
+                : Instance::FromSnapshot(rec.import(), service_->clock(), limits);
+        if (!inst.ok()) {
+          refuse(name, absl::StrCat("journal record ", rec.seq(), ": ", inst.status().message()));
           return;
         }
-        // A damaged frame header: the rest of that segment cannot be attributed, so every
-        // instance it might have touched is refused rather than served with a silent gap.
-        std::vector<std::string> names;
-        for (const auto& [n, inst] : live) names.push_back(n);
-        for (const auto& n : names) refuse(n, absl::StrCat("journal corrupted: ", why));
-      });
+        live[name] = *inst;
+        ++report->records_replayed;
+        return;
+      }
+      case bandit::v1::JournalRecord::kDelete:
+        if (it != live.end() && it->second->uid() == rec.uid()) live.erase(it);
+        ++report->records_replayed;
+        return;
+      default: {
+        if (it == live.end() || it->second->uid() != rec.uid()) return;  // deleted incarnation
+        const auto snap_seq = it->second->last_journal_seq();
+        if (rec.seq() <= snap_seq) return;  // already in the snapshot
+        if (auto s = it->second->Apply(rec); !s.ok()) {
+          refuse(name, absl::StrCat("replay of journal record ", rec.seq(), " failed: ",
+                                    s.message()));
+          return;
+        }
+        ++report->records_replayed;
+      }
+    }
+  };
+  sink.corrupt = [&](const std::string& name, const std::string& why) {
+    if (!name.empty()) {
+      refuse(name, why);
+      return;
+    }
+    // Damage that cannot be attributed (a damaged frame header): every instance the records
+    // that follow might have touched is refused rather than served with a silent gap.
+    std::vector<std::string> names;
+    for (const auto& [n, inst] : live) names.push_back(n);
+    for (const auto& n : names) refuse(n, why);
+  };
+  auto read = storage_->Recover(sink);
   if (!read.ok()) return read.status();
   report->journal_records = read->records;
   report->truncated_bytes = read->truncated_bytes;
-
-  const uint64_t next_seq = std::max<uint64_t>(read->next_seq, max_snapshot_seq + 1);
-  auto journal = Journal::Open(fs, journal_dir, options_.durability, next_seq, options_.observer);
-  if (!journal.ok()) return journal.status();
-  journal_ = *std::move(journal);
 
   for (auto& [name, inst] : live) {
     if (auto s = service_->registry().Add(inst); !s.ok()) return s;
@@ -121,7 +117,7 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
                                                why, "); delete it to clear the name")));
     report->refused.emplace_back(name, why);
   }
-  service_->AttachJournal(journal_.get(), [this](const std::string& name) {
+  service_->AttachStorage(storage_.get(), [this](const std::string& name) {
     absl::MutexLock lock(&mu_);
     deleted_.insert(name);
   });
@@ -131,14 +127,14 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
                   report->snapshots_loaded, " snapshots, ", report->journal_records,
                   " journal records, ", report->records_replayed, " replayed, ",
                   report->truncated_bytes, " torn bytes cut, ", refused.size(),
-                  " refused); durability=", DurabilityName(options_.durability));
+                  " refused); durability=", DurabilityName(storage_->mode()));
   return absl::OkStatus();
 }
 
 absl::Status Persistence::WriteSnapshot(const std::shared_ptr<Instance>& inst) {
   const auto t0 = std::chrono::steady_clock::now();
   const bandit::v1::InstanceSnapshot snap = inst->Snapshot();
-  absl::Status s = snapshots_.Write(snap);
+  absl::Status s = storage_->WriteSnapshot(snap);
   if (!s.ok()) {
     if (options_.observer.on_error) options_.observer.on_error(s);
     return s;
@@ -153,7 +149,7 @@ absl::Status Persistence::WriteSnapshot(const std::shared_ptr<Instance>& inst) {
 
 absl::StatusOr<int64_t> Persistence::SnapshotAll() {
   absl::MutexLock round(&round_mu_);
-  auto boundary = journal_->Rotate();
+  auto boundary = storage_->BeginSnapshotRound();
   if (!boundary.ok()) return boundary.status();
   int64_t written = 0;
   std::set<std::string> live_names;
@@ -170,12 +166,12 @@ absl::StatusOr<int64_t> Persistence::SnapshotAll() {
   }
   for (const auto& name : deleted) {
     if (live_names.count(name)) continue;  // re-created since: its new snapshot stays
-    if (auto s = snapshots_.Remove(name); !s.ok()) return s;
+    if (auto s = storage_->RemoveSnapshot(name); !s.ok()) return s;
     absl::MutexLock lock(&mu_);
     last_snapshot_ms_.erase(name);
   }
   // Every record before the boundary is now inside a snapshot (or belongs to a deleted instance).
-  if (auto s = journal_->DropSegmentsBefore(*boundary); !s.ok()) return s;
+  if (auto s = storage_->Compact(*boundary); !s.ok()) return s;
   return written;
 }
 
@@ -193,7 +189,7 @@ void Persistence::StartBackground() {
 void Persistence::BackgroundLoop() {
   auto last_round = std::chrono::steady_clock::now();
   while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(500))) {
-    if (!journal_->health().ok()) continue;
+    if (!storage_->health().ok()) continue;
     if (std::chrono::steady_clock::now() - last_round >=
         std::chrono::milliseconds(options_.snapshot_interval_ms)) {
       if (auto s = SnapshotAll(); !s.ok())
@@ -215,12 +211,12 @@ absl::Status Persistence::Close() {
   closed_ = true;
   stop_.Notify();
   if (background_.joinable()) background_.join();
-  absl::Status status = journal_->health();
+  absl::Status status = storage_->health();
   if (status.ok()) {
     auto round = SnapshotAll();
     if (!round.ok()) status = round.status();
   }
-  if (status.ok()) status = journal_->Flush();
+  if (status.ok()) status = storage_->Flush();
   return status;
 }
 

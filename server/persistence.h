@@ -1,7 +1,8 @@
-// Durable state for a DecisionService: recovery at start (newest snapshot per instance, then the
-// journal records after it), the journal that every change goes through, and snapshot rounds
-// (every N changes per instance, every T seconds, on demand, at shutdown) followed by journal
-// compaction.
+// Durable state for a DecisionService, over any Storage backend: recovery at start (newest
+// snapshot per instance, then the journal records after it, replayed through the instances),
+// and snapshot rounds (every N changes per instance, every T seconds, on demand, at shutdown)
+// followed by compaction. The request path never comes here: instances append their own
+// records (Instance::Commit).
 #pragma once
 
 #include <atomic>
@@ -13,19 +14,19 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "server/decision_service.h"
-#include "server/storage/file_system.h"
-#include "server/storage/journal.h"
-#include "server/storage/snapshot_store.h"
+#include "server/storage/file_storage.h"
+#include "server/storage/storage.h"
 
 namespace bandit::server {
 
 struct PersistenceOptions {
+  // The file backend's settings (Open without a Storage builds a FileStorage from them).
   std::string data_dir = "./data";
   Durability durability = Durability::kAlways;
-  int64_t snapshot_every_changes = 10'000;  // per instance
-  int64_t snapshot_interval_ms = 60'000;    // full round + compaction
   FileSystem* fs = PosixFileSystem();
   JournalObserver observer;                 // fsync timings, storage errors
+  int64_t snapshot_every_changes = 10'000;  // per instance
+  int64_t snapshot_interval_ms = 60'000;    // full round + compaction
   std::function<void(double seconds)> on_snapshot;  // snapshot write durations
 };
 
@@ -40,7 +41,13 @@ struct RecoveryReport {
 
 class Persistence {
  public:
-  // Recovers every instance into `service` (which must be empty), then attaches the journal.
+  // Recovers every instance from `storage` into `service` (which must be empty), then attaches
+  // the storage to the service: from then on every change is appended to it.
+  static absl::StatusOr<std::unique_ptr<Persistence>> Open(std::unique_ptr<Storage> storage,
+                                                           const PersistenceOptions& options,
+                                                           DecisionService* service,
+                                                           RecoveryReport* report = nullptr);
+  // The same over files under options.data_dir (FileStorage).
   static absl::StatusOr<std::unique_ptr<Persistence>> Open(const PersistenceOptions& options,
                                                            DecisionService* service,
                                                            RecoveryReport* report = nullptr);
@@ -48,27 +55,27 @@ class Persistence {
 
   // Starts the background thread that applies the snapshot triggers.
   void StartBackground();
-  // Snapshot round: rotate the journal, snapshot every changed instance, forget deleted ones,
-  // drop journal segments every snapshot now covers. Returns snapshots written.
+  // Snapshot round: take a boundary, snapshot every changed instance, forget deleted ones,
+  // compact the records every snapshot now covers. Returns snapshots written.
   absl::StatusOr<int64_t> SnapshotAll();
   absl::Status SnapshotOne(const std::string& name);
-  // Final round and journal flush (graceful shutdown).
+  // Final round and storage flush (graceful shutdown).
   absl::Status Close();
 
-  Journal* journal() const { return journal_.get(); }
+  Storage* storage() const { return storage_.get(); }
   // Milliseconds-since-epoch of each instance's last snapshot (for the snapshot-age metric).
   std::vector<std::pair<std::string, int64_t>> LastSnapshotTimes() const;
 
  private:
-  Persistence(const PersistenceOptions& options, DecisionService* service);
+  Persistence(std::unique_ptr<Storage> storage, const PersistenceOptions& options,
+              DecisionService* service);
   absl::Status Recover(RecoveryReport* report);
   absl::Status WriteSnapshot(const std::shared_ptr<Instance>& inst);
   void BackgroundLoop();
 
   const PersistenceOptions options_;
   DecisionService* const service_;
-  SnapshotStore snapshots_;
-  std::unique_ptr<Journal> journal_;
+  const std::unique_ptr<Storage> storage_;
   absl::Mutex round_mu_;  // one snapshot round at a time
   mutable absl::Mutex mu_;
   std::set<std::string> deleted_ ABSL_GUARDED_BY(mu_);

@@ -71,7 +71,6 @@ static double Throughput(const std::string& dir, Durability mode, int threads, d
     std::cerr << p.status() << "\n";
     std::exit(1);
   }
-  Journal* journal = (*p)->journal();
   v1::Instance out;
   for (int t = 0; t < std::min(threads, 8); ++t)
     Must(svc.CreateInstance(Create(absl::StrCat("i", t)), &out), "create");
@@ -83,16 +82,16 @@ static double Throughput(const std::string& dir, Durability mode, int threads, d
       const std::string name = absl::StrCat("i", t % 8);
       for (int i = 0; !stop; ++i) {
         v1::Decision d;
-        Journal::ResetThreadSeq();
-        if (!svc.Select(Select(name, i), &d).ok()) continue;
+        uint64_t written_seq = 0;
+        if (!svc.Select(Select(name, i), &d, &written_seq).ok()) continue;
         v1::UpdateRequest up;
         up.set_instance(name);
         up.set_event_id(d.event_id());
         up.set_reward(i % 2);
         v1::UpdateResponse r;
-        if (!svc.Update(up, &r).ok()) continue;
+        if (!svc.Update(up, &r, &written_seq).ok()) continue;
         // What the gRPC layer does: wait for this call's own newest record.
-        if (journal->WaitDurable(Journal::ThreadSeq()).ok()) ++done;
+        if ((*p)->storage()->WaitDurable(written_seq).ok()) ++done;
       }
     });
   const auto t0 = SteadyClock::now();
@@ -151,7 +150,7 @@ int main(int argc, char** argv) {
         Must(svc.Update(up, &r), "update");
       }
     }
-    Must((*p)->journal()->Flush(), "flush");
+    Must((*p)->storage()->Flush(), "flush");
   }
   auto recover = [&](const char* label, DecisionService& svc) {
     PersistenceOptions o;

@@ -24,13 +24,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "bandit/v1/storage.pb.h"
+#include "server/storage/durability.h"
 #include "server/storage/file_system.h"
 
 namespace bandit::server {
-
-enum class Durability { kAlways, kEverySec, kNone };
-absl::StatusOr<Durability> ParseDurability(const std::string& text);
-const char* DurabilityName(Durability d);
 
 struct JournalObserver {
   std::function<void(double seconds)> on_fsync;

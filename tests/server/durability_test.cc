@@ -23,25 +23,63 @@ constexpr char kEps[] = "policy { epsilon_greedy { epsilon: 0.3 } num_arms: 4 } 
 
 using testing::Create;
 
+// FileStorage that remembers the newest sequence number it assigned, so a single-threaded test
+// can acknowledge "everything written so far" the way the gRPC layer acknowledges one call.
+class NewestSeqStorage final : public Storage {
+ public:
+  explicit NewestSeqStorage(FileStorageOptions o) : files_(std::move(o)) {}
+  absl::StatusOr<RecoveryStats> Recover(const RecoverySink& sink) override {
+    return files_.Recover(sink);
+  }
+  absl::StatusOr<uint64_t> Append(v1::JournalRecord* rec) override {
+    auto seq = files_.Append(rec);
+    if (seq.ok()) newest = *seq;
+    return seq;
+  }
+  void WhenDurable(uint64_t seq, std::function<void(absl::Status)> done) override {
+    files_.WhenDurable(seq, std::move(done));
+  }
+  absl::Status Flush() override { return files_.Flush(); }
+  absl::StatusOr<uint64_t> BeginSnapshotRound() override { return files_.BeginSnapshotRound(); }
+  absl::Status WriteSnapshot(const v1::InstanceSnapshot& snap) override {
+    return files_.WriteSnapshot(snap);
+  }
+  absl::Status RemoveSnapshot(const std::string& instance) override {
+    return files_.RemoveSnapshot(instance);
+  }
+  absl::Status Compact(uint64_t boundary) override { return files_.Compact(boundary); }
+  absl::Status health() const override { return files_.health(); }
+  Durability mode() const override { return files_.mode(); }
+
+  uint64_t newest = 0;
+
+ private:
+  FileStorage files_;
+};
+
 // A server "process": a DecisionService with its Persistence on a shared fake disk.
 struct Node {
   Node(FaultInjectionFs* fs, const Clock* clock, Durability mode) : svc(clock) {
     PersistenceOptions o;
-    o.data_dir = "/data";
-    o.durability = mode;
-    o.fs = fs;
     o.snapshot_every_changes = 1'000'000;
     o.snapshot_interval_ms = 1'000'000'000;
-    auto p = Persistence::Open(o, &svc, &report);
+    FileStorageOptions fo;
+    fo.dir = "/data";
+    fo.durability = mode;
+    fo.fs = fs;
+    auto owned = std::make_unique<NewestSeqStorage>(std::move(fo));
+    storage = owned.get();
+    auto p = Persistence::Open(std::move(owned), o, &svc, &report);
     EXPECT_TRUE(p.ok()) << p.status();
     if (!p.ok()) std::abort();
     if (p.ok()) persistence = *std::move(p);
   }
-  // What the gRPC layer does before acknowledging a write: wait for the newest record this
-  // thread appended.
-  absl::Status Ack() { return persistence->journal()->WaitDurable(Journal::ThreadSeq()); }
+  // What the gRPC layer does before acknowledging a write (DecisionService::WhenDurable):
+  // wait for the newest record written.
+  absl::Status Ack() { return storage->WaitDurable(storage->newest); }
   DecisionService svc;
   RecoveryReport report;
+  NewestSeqStorage* storage = nullptr;
   std::unique_ptr<Persistence> persistence;
 };
 
@@ -103,9 +141,9 @@ TEST(Durability, NoneLosesUnsyncedWorkButRecoversAConsistentPrefix) {
     Node a(&fs, &clock, Durability::kNone);
     v1::Instance out;
     ASSERT_TRUE(a.svc.CreateInstance(Create("x", kEps), &out).ok());
-    ASSERT_TRUE(a.persistence->journal()->Flush().ok());
+    ASSERT_TRUE(a.storage->Flush().ok());
     for (int i = 0; i < 100; ++i) Round(a.svc, "x", i);
-    ASSERT_TRUE(a.persistence->journal()->Flush().ok());  // 100 rounds made durable
+    ASSERT_TRUE(a.storage->Flush().ok());  // 100 rounds made durable
     for (int i = 100; i < 200; ++i) Round(a.svc, "x", i);  // never fsynced
     fs.Crash();
   }
@@ -431,7 +469,7 @@ TEST(Durability, CorruptRecordInTheMiddleRefusesOnlyItsInstance) {
       Round(a.svc, "bad", i);
     }
     ASSERT_TRUE(a.Ack().ok());
-    ASSERT_TRUE(a.persistence->journal()->Rotate().ok());  // the damaged segment is not the last
+    ASSERT_TRUE(a.storage->BeginSnapshotRound().ok());  // the damaged segment is not the last
     for (int i = 10; i < 15; ++i) Round(a.svc, "good", i);
     ASSERT_TRUE(a.Ack().ok());
   }

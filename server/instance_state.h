@@ -1,0 +1,141 @@
+// What one bandit instance has learned and is waiting for: its config, its policy, its pending
+// decisions and its counters. Pure: no lock, no clock, no storage. The caller (server/instance.h)
+// serializes access, supplies the time and makes each change durable.
+//
+// Every change validates before it changes anything (on error nothing has changed) and then
+// describes itself as a journal record: replaying that record through the same method
+// reproduces the change exactly, which is how recovery works.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "bandit/v1/service.pb.h"
+#include "bandit/v1/storage.pb.h"
+#include "core/policy.h"
+#include "server/pending_table.h"
+
+namespace bandit::server {
+
+// Per-instance limits (banditd flags, see main.cc). Request-shape limits answer INVALID_ARGUMENT
+// (the same request will never succeed); limits on what the server holds answer
+// RESOURCE_EXHAUSTED (a later request may succeed once something is freed).
+struct InstanceLimits {
+  int64_t max_candidates = 10'000;     // candidate vectors per Select
+  int64_t max_vector_size = 100'000;   // entries of one feature vector / x / embedding
+  int64_t max_pending_capacity = 10'000'000;
+  int64_t max_arms_per_request = 10'000;
+  // The two below default to "no limit" so that recovery (which builds instances with default
+  // limits) never refuses what the server once accepted; banditd's flags set real values.
+  // Config fields named `dimension` or `random_features` (any policy, found by reflection).
+  int64_t max_feature_dim = std::numeric_limits<int32_t>::max();
+  // Arms of one instance: config arms / num_arms at create, and the total after AddArms.
+  int64_t max_arms = std::numeric_limits<int32_t>::max();
+  // Instance name length (core's CheckId also caps ids at 128 characters).
+  int64_t max_name_length = 128;
+};
+
+// Fills the defaults of an instance config (pending capacity, reward wait, expiry action, seed
+// from the name) and checks it against `limits`: sizes anywhere in the policy config, ranges of
+// everything outside it. instance_config.cc.
+absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limits,
+                             bandit::v1::InstanceConfig* c);
+
+class InstanceState {
+ public:
+  // Validates the name and config, fills defaults, creates the policy. `uid` is the event-id
+  // prefix (makes event ids unique across instances and restarts).
+  static absl::StatusOr<std::unique_ptr<InstanceState>> Create(
+      const bandit::v1::CreateInstanceRequest& req, const InstanceLimits& limits, uint64_t uid);
+  // Rebuilds the state exactly as it was when `snap` was taken (recovery, import).
+  static absl::StatusOr<std::unique_ptr<InstanceState>> FromSnapshot(
+      const bandit::v1::InstanceSnapshot& snap, const InstanceLimits& limits);
+  // The complete state, except where it stands in the journal (the durable side adds that).
+  void Save(bandit::v1::InstanceSnapshot* snap) const;
+
+  // A Select request's vectors, checked and converted (the caller does this before taking its
+  // lock: the critical section is what every concurrent caller of the instance waits for).
+  struct SelectInputs {
+    SelectInputs();
+    ~SelectInputs();
+    SelectInputs(const SelectInputs&) = delete;
+    SelectInputs& operator=(const SelectInputs&) = delete;
+    std::vector<Vector>* candidates;  // per-thread scratch, reused across calls
+    Vector x;
+  };
+  static absl::Status ParseSelectInputs(const bandit::v1::SelectRequest& req,
+                                        const InstanceLimits& limits, SelectInputs* in);
+  // Checks the inputs against the policy's context kind; changes nothing.
+  absl::StatusOr<SelectContext> SelectContextFor(const bandit::v1::SelectRequest& req,
+                                                 const SelectInputs& in) const;
+  // Decides and records the pending decision. `replay_event_id` is set on replay: the decision
+  // must reproduce the journaled event id. The record borrows `req` (see Instance::Commit).
+  absl::Status Select(const SelectContext& ctx, const bandit::v1::SelectRequest& req,
+                      const SelectInputs& in, int64_t now, bandit::v1::Decision* out,
+                      bandit::v1::JournalRecord* rec, const std::string* replay_event_id);
+  // Replay of a DecidedSelect record (a Select of a read-only policy, journaled by outcome).
+  absl::Status ReplayDecided(const bandit::v1::DecidedSelect& rec);
+
+  // Checks an Update's own fields (finite numbers, fidelity range, embedding size); returns the
+  // embedding. Changes nothing.
+  absl::StatusOr<Vector> CheckUpdate(const bandit::v1::UpdateRequest& req) const;
+  // Joins the reward to its decision (or takes logged data) and learns. The record borrows `req`.
+  absl::Status Update(const bandit::v1::UpdateRequest& req, Vector embedding,
+                      bandit::v1::UpdateResponse* out, bandit::v1::JournalRecord* rec);
+  // Applies the expiry action to every decision whose wait has passed at `now`; returns how many
+  // (and, when any, sets `rec` to the expiry record).
+  int64_t ExpireDue(int64_t now, bandit::v1::JournalRecord* rec);
+
+  absl::Status Reset(bandit::v1::JournalRecord* rec);
+  // AddArms' limit on the arms an instance holds (RESOURCE_EXHAUSTED); changes nothing.
+  absl::Status CheckArmCapacity(const bandit::v1::AddArmsRequest& req) const;
+  // All-or-nothing: either every arm is added/removed or none is.
+  absl::Status AddArms(const bandit::v1::AddArmsRequest& req, bandit::v1::JournalRecord* rec);
+  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req,
+                          bandit::v1::JournalRecord* rec);
+  // Mixture instances (FD, KD): replaces the reference distribution; learned state is kept.
+  absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
+                                   bandit::v1::JournalRecord* rec);
+  // Most reference values (embeddings x dimension, or mean + covariance) an instance keeps.
+  static constexpr int64_t kMaxReferenceValues = int64_t{1} << 22;
+
+  void Describe(bandit::v1::Instance* out) const;
+  // Counters and policy summary only (cheap; for metrics scrapes).
+  bandit::v1::InstanceStats Stats(std::vector<std::pair<std::string, double>>* summary) const;
+
+  const std::string& name() const { return name_; }
+  uint64_t uid() const { return uid_; }
+  const bandit::v1::InstanceConfig& config() const { return config_; }
+
+  // Deterministic default seed of an instance: FNV-1a of its name.
+  static uint64_t SeedFromName(const std::string& name);
+
+ private:
+  InstanceState(std::string name, bandit::v1::InstanceConfig config,
+                std::unique_ptr<Policy> policy, const InstanceLimits& limits, uint64_t uid);
+
+  // What every Select leaves behind: the pending decision and the round counters.
+  void RecordDecision(PendingDecision p, double estimated_gap);
+  std::string NextEventId();
+  absl::StatusOr<Observation> ObservationFor(const bandit::v1::UpdateRequest& req,
+                                             const PendingDecision** pending) const;
+  void SyncConfigArms();
+  void RollBack(const bandit::v1::PolicyConfig& config, const bandit::v1::PolicyState& state);
+
+  const std::string name_;
+  const InstanceLimits limits_;
+  const uint64_t uid_;
+  bandit::v1::InstanceConfig config_;  // arms kept current
+  std::unique_ptr<Policy> policy_;
+  PendingTable pending_;
+  uint64_t next_seq_ = 1;  // of event ids
+  bandit::v1::InstanceStats stats_;
+};
+
+}  // namespace bandit::server

@@ -27,31 +27,6 @@ const char* RoleName(Role role) {
   return "?";
 }
 
-Role RequiredRole(Rpc rpc) {
-  switch (rpc) {
-    case Rpc::kGetInstance:
-    case Rpc::kListInstances:
-      return Role::kReader;
-    case Rpc::kSelect:
-    case Rpc::kUpdate:
-    case Rpc::kSelectBatch:
-    case Rpc::kUpdateBatch:
-      return Role::kWriter;
-    case Rpc::kCreateInstance:
-    case Rpc::kDeleteInstance:
-    case Rpc::kResetInstance:
-    case Rpc::kAddArms:
-    case Rpc::kRemoveArms:
-    case Rpc::kSetMixtureReference:
-    case Rpc::kSnapshotInstances:
-    case Rpc::kExportInstance:
-    case Rpc::kImportInstance:
-    case Rpc::kCount:
-      return Role::kAdmin;
-  }
-  return Role::kAdmin;  // unknown: the strictest
-}
-
 namespace {
 
 bool TokenCharsOk(absl::string_view t) {

@@ -6,7 +6,7 @@
 //   reader 55d2...9b  dashboards
 // Clients send `authorization: Bearer TOKEN` metadata. Roles are ordered, each includes the ones
 // below it: reader (GetInstance, ListInstances) < writer (+ Select, Update, SelectBatch,
-// UpdateBatch) < admin (+ Create/Delete/Reset, AddArms/RemoveArms, SetMixtureReference, Snapshot, Export/Import).
+// UpdateBatch) < admin (everything else); the list with each RPC's role is server/rpcs.h.
 // No or an unknown token -> UNAUTHENTICATED; a known token whose role is too low ->
 // PERMISSION_DENIED. grpc.health.v1 and server reflection stay open (load balancers, tooling).
 // Tokens are never logged, never put in a status message and never in a metric label; an
@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "server/metrics.h"
+#include "server/rpcs.h"
 
 namespace grpc {
 class ServerContextBase;
@@ -28,10 +28,7 @@ class ServerContextBase;
 
 namespace bandit::server {
 
-enum class Role : int { kReader = 1, kWriter = 2, kAdmin = 3 };
 const char* RoleName(Role role);
-// The least role that may call `rpc`.
-Role RequiredRole(Rpc rpc);
 
 class Authorizer {
  public:

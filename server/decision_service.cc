@@ -1,6 +1,7 @@
 #include "server/decision_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/status_util.h"
 #include "server/storage/snapshot_store.h"
 
 namespace bandit::server {
@@ -109,6 +110,7 @@ absl::Status DecisionService::ListInstances(const bandit::v1::ListInstancesReque
 }
 
 absl::Status DecisionService::DeleteInstance(const bandit::v1::DeleteInstanceRequest& req,
+                                             bandit::v1::DeleteInstanceResponse*,
                                              uint64_t* written_seq) {
   absl::MutexLock lock(&lifecycle_mu_);
   auto inst = registry_.Get(req.name());
@@ -186,8 +188,7 @@ absl::Status DecisionService::SelectBatch(const bandit::v1::SelectBatchRequest& 
     if (!s.ok()) {
       out->mutable_decisions()->RemoveLast();
       out->add_decisions();  // keep positions aligned; an empty Decision where status is not OK
-      status->set_code(static_cast<int>(s.code()));
-      status->set_message(std::string(s.message()));
+      ToItemStatus(s, status);
     }
   }
   return absl::OkStatus();
@@ -203,12 +204,32 @@ absl::Status DecisionService::UpdateBatch(const bandit::v1::UpdateBatchRequest& 
   for (const auto& item : req.requests()) {
     auto* status = out->add_statuses();
     absl::Status s = Update(item, out->add_responses(), written_seq);
-    if (!s.ok()) {
-      status->set_code(static_cast<int>(s.code()));
-      status->set_message(std::string(s.message()));
-    }
+    if (!s.ok()) ToItemStatus(s, status);
   }
   return absl::OkStatus();
+}
+
+void DecisionService::SetSnapshotRunner(SnapshotRunner runner) {
+  absl::MutexLock lock(&lifecycle_mu_);
+  snapshot_runner_ = std::move(runner);
+}
+
+void DecisionService::SnapshotInstances(const bandit::v1::SnapshotInstancesRequest& req,
+                                        bandit::v1::SnapshotInstancesResponse* out,
+                                        std::function<void(absl::Status)> done) {
+  SnapshotRunner runner;
+  {
+    absl::MutexLock lock(&lifecycle_mu_);
+    runner = snapshot_runner_;
+  }
+  if (!runner) {
+    done(absl::FailedPreconditionError("this server keeps no durable state"));
+    return;
+  }
+  runner(req.name(), [out, done = std::move(done)](absl::StatusOr<int64_t> written) {
+    if (written.ok()) out->set_snapshots_written(*written);
+    done(written.status());
+  });
 }
 
 int64_t DecisionService::ExpireAll() {

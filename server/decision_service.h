@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "bandit/v1/service.pb.h"
 #include "server/clock.h"
 #include "server/instance_registry.h"
@@ -34,6 +35,7 @@ class DecisionService {
   absl::Status ListInstances(const bandit::v1::ListInstancesRequest& req,
                              bandit::v1::ListInstancesResponse* out);
   absl::Status DeleteInstance(const bandit::v1::DeleteInstanceRequest& req,
+                              bandit::v1::DeleteInstanceResponse* out = nullptr,
                               uint64_t* written_seq = nullptr);
   absl::Status ResetInstance(const bandit::v1::ResetInstanceRequest& req, bandit::v1::Instance* out,
                              uint64_t* written_seq = nullptr);
@@ -55,6 +57,17 @@ class DecisionService {
                               bandit::v1::ExportInstanceResponse* out);
   absl::Status ImportInstance(const bandit::v1::ImportInstanceRequest& req, bandit::v1::Instance* out,
                               uint64_t* written_seq = nullptr);
+  // Snapshot I/O runs off the caller's thread (on the snapshot runner's); `done` gets the
+  // outcome. FAILED_PRECONDITION when the server keeps no durable state.
+  void SnapshotInstances(const bandit::v1::SnapshotInstancesRequest& req,
+                         bandit::v1::SnapshotInstancesResponse* out,
+                         std::function<void(absl::Status)> done);
+
+  // Takes snapshots: `name` (empty = a full round); `done` gets how many were written. Set by
+  // whoever keeps the durable state (Persistence).
+  using SnapshotRunner = std::function<void(
+      const std::string& name, std::function<void(absl::StatusOr<int64_t>)> done)>;
+  void SetSnapshotRunner(SnapshotRunner runner);
 
   // Durability: once attached, every change is appended to `storage`; deleted names are handed
   // to `on_deleted` (the snapshot store forgets them at its next round).
@@ -92,6 +105,7 @@ class DecisionService {
   // registry's (these calls are rare; Select/Update never take it).
   absl::Mutex lifecycle_mu_;
   Storage* storage_ = nullptr;
+  SnapshotRunner snapshot_runner_;
   std::function<void(const std::string&)> on_deleted_;
 };
 

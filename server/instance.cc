@@ -32,6 +32,7 @@ Instance::Instance(std::unique_ptr<InstanceState> state, const Clock* clock,
                    const InstanceLimits& limits)
     : name_(state->name()),
       uid_(state->uid()),
+      policy_case_(state->config().policy().policy_case()),
       clock_(clock),
       limits_(limits),
       state_(std::move(state)) {}

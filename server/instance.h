@@ -57,6 +57,8 @@ class Instance {
   uint64_t last_journal_seq() const ABSL_LOCKS_EXCLUDED(mu_);
   bandit::v1::InstanceConfig config() const ABSL_LOCKS_EXCLUDED(mu_);
   const std::string& name() const { return name_; }
+  // Which policy the instance runs (fixed for its life: Reset and arm changes keep it).
+  bandit::v1::PolicyConfig::PolicyCase policy_case() const { return policy_case_; }
 
   // The changes. `written_seq` (optional) is raised to the sequence number of the newest record
   // the call appended: the caller acknowledges once Storage::WhenDurable says it is durable.
@@ -107,6 +109,7 @@ class Instance {
 
   const std::string name_;
   const uint64_t uid_;  // makes event ids unique across instances and restarts
+  const bandit::v1::PolicyConfig::PolicyCase policy_case_;
   const Clock* const clock_;
   const InstanceLimits limits_;
 

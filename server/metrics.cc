@@ -5,7 +5,7 @@
 #include <prometheus/client_metric.h>
 #include <prometheus/metric_family.h>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "core/registry.h"
 
 #ifndef BANDIT_VERSION
@@ -22,9 +22,9 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-std::string PolicyName(const bandit::v1::PolicyConfig& config) {
+std::string PolicyName(bandit::v1::PolicyConfig::PolicyCase policy_case) {
   for (const auto& r : RegisteredPolicies())
-    if (r.config_case == config.policy_case()) return std::string(r.name);
+    if (r.config_case == policy_case) return std::string(r.name);
   return "unknown";
 }
 
@@ -81,11 +81,13 @@ class InstanceCollector final : public prometheus::Collectable {
     info.type = MetricType::Gauge;
 
     const auto instances = service_->registry().All();
+    // A scrape only reads (Instance::Stats, policy_case): it never expires decisions, so it
+    // never writes a journal record.
     for (const auto& inst : instances) {
       std::vector<std::pair<std::string, double>> figures;
       const auto stats = inst->Stats(&figures);
       ClientMetric im;
-      im.label = {{"instance", inst->name()}, {"policy", PolicyOf(inst)}};
+      im.label = {{"instance", inst->name()}, {"policy", PolicyName(inst->policy_case())}};
       im.gauge.value = 1;
       info.metric.push_back(std::move(im));
       for (int i = 0; i < kDefs; ++i) {
@@ -102,7 +104,6 @@ class InstanceCollector final : public prometheus::Collectable {
         summary.metric.push_back(std::move(m));
       }
     }
-    PruneDeleted();
     MetricFamily& count = families[kDefs + 1];
     count.name = "bandit_instances";
     count.help = "Instances hosted by this server.";
@@ -127,51 +128,11 @@ class InstanceCollector final : public prometheus::Collectable {
   }
 
  private:
-  // An instance's policy never changes (Reset keeps the config), so its name is looked up once
-  // per Instance object (Describe) and cached; a deleted and re-created name gets a new object.
-  std::string PolicyOf(const std::shared_ptr<Instance>& inst) const {
-    absl::MutexLock lock(&policy_mu_);
-    auto& [weak, policy] = policy_names_[inst->name()];
-    if (weak.lock() != inst) {
-      bandit::v1::Instance described;
-      inst->Describe(&described);
-      policy = PolicyName(described.config().policy());
-      weak = inst;
-    }
-    return policy;
-  }
-
-  void PruneDeleted() const {
-    absl::MutexLock lock(&policy_mu_);
-    for (auto it = policy_names_.begin(); it != policy_names_.end();) {
-      if (it->second.first.expired()) policy_names_.erase(it++);
-      else ++it;
-    }
-  }
-
   DecisionService* service_;
   std::chrono::steady_clock::time_point start_;
-  mutable absl::Mutex policy_mu_;
-  mutable absl::flat_hash_map<std::string, std::pair<std::weak_ptr<Instance>, std::string>>
-      policy_names_ ABSL_GUARDED_BY(policy_mu_);
 };
 
-const char* const kRpcNames[] = {"CreateInstance", "GetInstance", "ListInstances",
-                                 "DeleteInstance", "ResetInstance", "AddArms",
-                                 "RemoveArms",     "Select",      "Update",
-                                 "SelectBatch",    "UpdateBatch", "SnapshotInstances",
-                                 "ExportInstance", "ImportInstance", "SetMixtureReference"};
-
-const char* const kCodeNames[] = {
-    "OK",          "CANCELLED",           "UNKNOWN",        "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED", "NOT_FOUND",     "ALREADY_EXISTS", "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-    "UNIMPLEMENTED", "INTERNAL",          "UNAVAILABLE",    "DATA_LOSS",
-    "UNAUTHENTICATED"};
-
 }  // namespace
-
-const char* RpcName(Rpc rpc) { return kRpcNames[static_cast<int>(rpc)]; }
 
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
   static const auto* b = new prometheus::Histogram::BucketBoundaries{
@@ -197,8 +158,11 @@ prometheus::Histogram& Metrics::Child(Rpc rpc, grpc::StatusCode code) {
   if (auto* h = slot.load(std::memory_order_acquire)) return *h;
   absl::MutexLock lock(&mu_);
   if (auto* h = slot.load(std::memory_order_acquire)) return *h;
-  auto* h = &rpc_duration_->Add({{"method", RpcName(rpc)}, {"code", kCodeNames[c]}},
-                                LatencyBuckets());
+  // gRPC's canonical codes are absl's (the same numbers and names).
+  auto* h = &rpc_duration_->Add(
+      {{"method", RpcName(rpc)},
+       {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(c))}},
+      LatencyBuckets());
   slot.store(h, std::memory_order_release);
   return *h;
 }

@@ -16,15 +16,10 @@
 
 #include "absl/synchronization/mutex.h"
 #include "server/decision_service.h"
+#include "server/rpcs.h"
 
 namespace bandit::server {
 
-enum class Rpc : int {
-  kCreateInstance, kGetInstance, kListInstances, kDeleteInstance, kResetInstance, kAddArms,
-  kRemoveArms, kSelect, kUpdate, kSelectBatch, kUpdateBatch, kSnapshotInstances,
-  kExportInstance, kImportInstance, kSetMixtureReference, kCount
-};
-const char* RpcName(Rpc rpc);
 
 // gRPC's A66 latency buckets (sub-millisecond first).
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets();

@@ -121,6 +121,10 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
     absl::MutexLock lock(&mu_);
     deleted_.insert(name);
   });
+  service_->SetSnapshotRunner(
+      [this](const std::string& name, std::function<void(absl::StatusOr<int64_t>)> done) {
+        RequestSnapshot(name, std::move(done));
+      });
   report->seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   BANDIT_LOG_INFO("recovered ", live.size(), " instances in ", report->seconds, " s (",
@@ -183,12 +187,51 @@ absl::Status Persistence::SnapshotOne(const std::string& name) {
 }
 
 void Persistence::StartBackground() {
+  absl::MutexLock lock(&queue_mu_);
+  if (background_running_ || stopping_) return;
+  background_running_ = true;
   background_ = std::thread([this] { BackgroundLoop(); });
+}
+
+void Persistence::RequestSnapshot(const std::string& name,
+                                  std::function<void(absl::StatusOr<int64_t>)> done) {
+  SnapshotRequest r{name, std::move(done)};
+  {
+    absl::MutexLock lock(&queue_mu_);
+    if (background_running_ && !stopping_) {
+      requests_.push_back(std::move(r));
+      return;
+    }
+  }
+  RunRequest(r);
+}
+
+void Persistence::RunRequest(const SnapshotRequest& r) {
+  if (r.name.empty()) {
+    r.done(SnapshotAll());
+    return;
+  }
+  absl::Status s = SnapshotOne(r.name);
+  if (s.ok()) r.done(int64_t{1});
+  else r.done(s);
 }
 
 void Persistence::BackgroundLoop() {
   auto last_round = std::chrono::steady_clock::now();
-  while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(500))) {
+  const auto woken = [](Persistence* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->queue_mu_) {
+    return p->stopping_ || !p->requests_.empty();
+  };
+  for (;;) {
+    std::vector<SnapshotRequest> requests;
+    bool stopping;
+    {
+      absl::MutexLock lock(&queue_mu_);
+      queue_mu_.AwaitWithTimeout(absl::Condition(+woken, this), absl::Milliseconds(500));
+      requests.swap(requests_);
+      stopping = stopping_;
+    }
+    for (const auto& r : requests) RunRequest(r);
+    if (stopping) return;
     if (!storage_->health().ok()) continue;
     if (std::chrono::steady_clock::now() - last_round >=
         std::chrono::milliseconds(options_.snapshot_interval_ms)) {
@@ -206,11 +249,20 @@ void Persistence::BackgroundLoop() {
   }
 }
 
+void Persistence::StopBackground() {
+  bool running;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    stopping_ = true;
+    running = background_running_;
+  }
+  if (running) background_.join();
+}
+
 absl::Status Persistence::Close() {
   if (closed_) return absl::OkStatus();
   closed_ = true;
-  stop_.Notify();
-  if (background_.joinable()) background_.join();
+  StopBackground();
   absl::Status status = storage_->health();
   if (status.ok()) {
     auto round = SnapshotAll();
@@ -221,10 +273,8 @@ absl::Status Persistence::Close() {
 }
 
 Persistence::~Persistence() {
-  if (!closed_) {
-    stop_.Notify();
-    if (background_.joinable()) background_.join();
-  }
+  service_->SetSnapshotRunner(nullptr);
+  if (!closed_) StopBackground();
 }
 
 std::vector<std::pair<std::string, int64_t>> Persistence::LastSnapshotTimes() const {

@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
+#include <functional>
+#include <vector>
+
 #include "server/decision_service.h"
 #include "server/storage/file_storage.h"
 #include "server/storage/storage.h"
@@ -53,8 +55,13 @@ class Persistence {
                                                            RecoveryReport* report = nullptr);
   ~Persistence();
 
-  // Starts the background thread that applies the snapshot triggers.
+  // Starts the background thread that applies the snapshot triggers and runs requested
+  // snapshots (the service's SnapshotInstances).
   void StartBackground();
+  // Snapshots `name` (empty = a full round) on the background thread, or inline if it is not
+  // running; done(snapshots written). Requests still queued at Close run before the final round.
+  void RequestSnapshot(const std::string& name,
+                       std::function<void(absl::StatusOr<int64_t>)> done);
   // Snapshot round: take a boundary, snapshot every changed instance, forget deleted ones,
   // compact the records every snapshot now covers. Returns snapshots written.
   absl::StatusOr<int64_t> SnapshotAll();
@@ -72,6 +79,7 @@ class Persistence {
   absl::Status Recover(RecoveryReport* report);
   absl::Status WriteSnapshot(const std::shared_ptr<Instance>& inst);
   void BackgroundLoop();
+  void StopBackground();
 
   const PersistenceOptions options_;
   DecisionService* const service_;
@@ -80,7 +88,15 @@ class Persistence {
   mutable absl::Mutex mu_;
   std::set<std::string> deleted_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> last_snapshot_ms_ ABSL_GUARDED_BY(mu_);
-  absl::Notification stop_;
+  struct SnapshotRequest {
+    std::string name;
+    std::function<void(absl::StatusOr<int64_t>)> done;
+  };
+  void RunRequest(const SnapshotRequest& r);
+  absl::Mutex queue_mu_;
+  std::vector<SnapshotRequest> requests_ ABSL_GUARDED_BY(queue_mu_);
+  bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
+  bool background_running_ ABSL_GUARDED_BY(queue_mu_) = false;
   std::thread background_;
   bool closed_ = false;
 };

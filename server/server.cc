@@ -69,8 +69,8 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
                       " WITHOUT authentication: anyone who reaches the port is admin; set "
                       "--tokens_file");
   }
-  s->grpc_service_ = std::make_unique<GrpcBanditService>(s->service_.get(), s->metrics_.get(),
-                                                         s->persistence_.get(), s->auth_.get());
+  s->grpc_service_ =
+      std::make_unique<GrpcBanditService>(s->service_.get(), s->metrics_.get(), s->auth_.get());
   if (!options.config_path.empty()) {
     if (auto st = s->LoadConfig(options.config_path); !st.ok()) return st;
   }

@@ -1,17 +1,23 @@
 #include "server/status_util.h"
 
-#include <string>
-
 namespace bandit::server {
 
-grpc::Status ToGrpcStatus(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
+std::string CappedMessage(const absl::Status& s) {
   std::string msg(s.message());
   if (msg.size() > kMaxErrorMessageBytes) {
     msg.resize(kMaxErrorMessageBytes);
     msg += "...";
   }
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), msg);
+  return msg;
+}
+
+void ToItemStatus(const absl::Status& s, bandit::v1::ItemStatus* out) {
+  out->set_code(static_cast<int>(s.code()));
+  if (s.ok()) {
+    out->clear_message();
+  } else {
+    out->set_message(CappedMessage(s));
+  }
 }
 
 }  // namespace bandit::server

@@ -1,0 +1,42 @@
+// Every RPC of bandit.v1.BanditService, listed once. The metrics enum and names, the role each
+// RPC needs (auth.cc), the gRPC handlers (grpc_service.*) are all expanded from this list; each
+// handler calls the DecisionService method of the same name, so a method missing there does not
+// compile.
+#pragma once
+
+namespace bandit::server {
+
+// Roles are ordered; each includes the ones below it.
+enum class Role : int { kReader = 1, kWriter = 2, kAdmin = 3 };
+
+// X(method, request message, response message, least role)
+#define BANDIT_FOR_EACH_RPC(X)                                                       \
+  X(CreateInstance, CreateInstanceRequest, Instance, kAdmin)                         \
+  X(GetInstance, GetInstanceRequest, Instance, kReader)                              \
+  X(ListInstances, ListInstancesRequest, ListInstancesResponse, kReader)             \
+  X(DeleteInstance, DeleteInstanceRequest, DeleteInstanceResponse, kAdmin)           \
+  X(ResetInstance, ResetInstanceRequest, Instance, kAdmin)                           \
+  X(AddArms, AddArmsRequest, Instance, kAdmin)                                       \
+  X(RemoveArms, RemoveArmsRequest, Instance, kAdmin)                                 \
+  X(Select, SelectRequest, Decision, kWriter)                                        \
+  X(Update, UpdateRequest, UpdateResponse, kWriter)                                  \
+  X(SelectBatch, SelectBatchRequest, SelectBatchResponse, kWriter)                   \
+  X(UpdateBatch, UpdateBatchRequest, UpdateBatchResponse, kWriter)                   \
+  X(SnapshotInstances, SnapshotInstancesRequest, SnapshotInstancesResponse, kAdmin)  \
+  X(ExportInstance, ExportInstanceRequest, ExportInstanceResponse, kAdmin)           \
+  X(ImportInstance, ImportInstanceRequest, Instance, kAdmin)                         \
+  X(SetMixtureReference, SetMixtureReferenceRequest, Instance, kAdmin)
+
+enum class Rpc : int {
+#define BANDIT_RPC_ENUM(method, request, response, role) k##method,
+  BANDIT_FOR_EACH_RPC(BANDIT_RPC_ENUM)
+#undef BANDIT_RPC_ENUM
+  kCount
+};
+
+// "Select", "CreateInstance", ...
+const char* RpcName(Rpc rpc);
+// The least role that may call `rpc`.
+Role RequiredRole(Rpc rpc);
+
+}  // namespace bandit::server

@@ -2,12 +2,15 @@
 // recovery). The learned state itself is instance_state.cc.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "server/instance_state.h"
 
@@ -18,9 +21,74 @@ constexpr int64_t kDefaultPendingCapacity = 100'000;
 constexpr int64_t kDefaultRewardWaitMs = 600'000;
 constexpr int64_t kMaxRewardWaitMs = 7LL * 24 * 3600 * 1000;
 
-// Size limits on the policy config, whatever the policy: integer fields named `dimension` or
-// `random_features` are feature dimensions, `num_arms` and `arms` count arms. Checked before the
-// policy is built, so a config cannot make the server allocate more than the limits allow.
+// What a numeric policy-config field sizes. Every integer field (and every repeated message
+// field) reachable from PolicyConfig is classified in the table below by its full name, and a
+// test fails while any is not (UnclassifiedPolicyConfigFields), so a new policy cannot slip a
+// size past the limits by naming its field differently.
+enum class Sizes { kNotASize, kFeatureDim, kArmCount };
+
+const absl::flat_hash_map<std::string, Sizes>& SizeFields() {
+  static const auto* fields = new absl::flat_hash_map<std::string, Sizes>{
+      // A dimension of the vectors or matrices a policy allocates: --max_feature_dim.
+      {"bandit.v1.LinUcbConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.GlbOmdConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.DomdGlbConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.GlmUcbConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.GlmEpsilonGreedyConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.MixtureConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.MixtureConfig.random_features", Sizes::kFeatureDim},
+      {"bandit.v1.OksConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.OksConfig.random_features", Sizes::kFeatureDim},
+      // Support vectors kept per kernel: the kernel matrix is budget x budget.
+      {"bandit.v1.OksConfig.support_budget", Sizes::kFeatureDim},
+      // Arms (a count, or the length of a repeated field): --max_arms.
+      {"bandit.v1.PolicyConfig.num_arms", Sizes::kArmCount},
+      {"bandit.v1.PolicyConfig.arms", Sizes::kArmCount},
+      {"bandit.v1.MixtureConfig.num_arms", Sizes::kArmCount},
+      // Not sizes: iteration counts, horizons and windows of the paper baselines, a degree.
+      {"bandit.v1.ThompsonConfig.propensity_samples", Sizes::kNotASize},
+      {"bandit.v1.DomdGlbConfig.horizon", Sizes::kNotASize},
+      {"bandit.v1.DomdGlbConfig.num_changes", Sizes::kNotASize},
+      {"bandit.v1.GlmUcbConfig.window", Sizes::kNotASize},
+      {"bandit.v1.KernelSpec.degree", Sizes::kNotASize},
+      {"bandit.v1.BkbConfig.horizon", Sizes::kNotASize},
+      // A few kernels, each its own learner; bounded by the message size like any list.
+      {"bandit.v1.OksConfig.kernels", Sizes::kNotASize},
+      {"bandit.v1.MixtureConfig.warm_start", Sizes::kNotASize},
+      {"bandit.v1.MixtureConfig.eg_steps", Sizes::kNotASize},
+      {"bandit.v1.OksConfig.horizon", Sizes::kNotASize},
+  };
+  return *fields;
+}
+
+bool Classifiable(const google::protobuf::FieldDescriptor* f) {
+  using FD = google::protobuf::FieldDescriptor;
+  switch (f->cpp_type()) {
+    case FD::CPPTYPE_INT32:
+    case FD::CPPTYPE_INT64:
+    case FD::CPPTYPE_UINT32:
+    case FD::CPPTYPE_UINT64:
+      return !f->is_repeated();
+    case FD::CPPTYPE_MESSAGE:
+      return f->is_repeated();
+    default:
+      return false;
+  }
+}
+
+void Unclassified(const google::protobuf::Descriptor* d, std::set<std::string>* seen,
+                  std::vector<std::string>* out) {
+  if (!seen->insert(d->full_name()).second) return;
+  for (int i = 0; i < d->field_count(); ++i) {
+    const auto* f = d->field(i);
+    if (Classifiable(f) && !SizeFields().contains(f->full_name())) out->push_back(f->full_name());
+    if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE)
+      Unclassified(f->message_type(), seen, out);
+  }
+}
+
+// Size limits on the policy config, whatever the policy, from the table above. Checked before
+// the policy is built, so a config cannot make the server allocate more than the limits allow.
 absl::Status CheckConfigSizes(const google::protobuf::Message& m, const InstanceLimits& limits,
                               const std::string& path, int depth = 0) {
   if (depth > 8) return absl::OkStatus();  // configs are shallow; protobuf caps nesting anyway
@@ -29,12 +97,15 @@ absl::Status CheckConfigSizes(const google::protobuf::Message& m, const Instance
   refl->ListFields(m, &fields);
   for (const auto* f : fields) {
     const std::string field = absl::StrCat(path, ".", f->name());
+    const auto kind = SizeFields().find(f->full_name());
+    const Sizes size = kind == SizeFields().end() ? Sizes::kNotASize : kind->second;
+    int64_t v = 0;
     if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
       if (f->is_repeated()) {
         const int n = refl->FieldSize(m, f);
-        if (f->name() == "arms" && n > limits.max_arms)
-          return absl::InvalidArgumentError(absl::StrCat(field, " has ", n,
-                                                         " arms, expected at most ", limits.max_arms));
+        if (size == Sizes::kArmCount && n > limits.max_arms)
+          return absl::InvalidArgumentError(absl::StrCat(
+              field, " has ", n, " arms, expected at most ", limits.max_arms, " (--max_arms)"));
         for (int i = 0; i < n; ++i)
           if (auto s = CheckConfigSizes(refl->GetRepeatedMessage(m, f, i), limits,
                                         absl::StrCat(field, "[", i, "]"), depth + 1);
@@ -47,14 +118,26 @@ absl::Status CheckConfigSizes(const google::protobuf::Message& m, const Instance
       continue;
     }
     if (f->is_repeated()) continue;
-    int64_t v = 0;
-    if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT32) v = refl->GetInt32(m, f);
-    else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT64) v = refl->GetInt64(m, f);
-    else continue;
-    if ((f->name() == "dimension" || f->name() == "random_features") && v > limits.max_feature_dim)
+    switch (f->cpp_type()) {
+      case google::protobuf::FieldDescriptor::CPPTYPE_INT32:
+        v = refl->GetInt32(m, f);
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_INT64:
+        v = refl->GetInt64(m, f);
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_UINT32:
+        v = refl->GetUInt32(m, f);
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_UINT64:
+        v = static_cast<int64_t>(std::min<uint64_t>(refl->GetUInt64(m, f), INT64_MAX));
+        break;
+      default:
+        continue;
+    }
+    if (size == Sizes::kFeatureDim && v > limits.max_feature_dim)
       return absl::InvalidArgumentError(absl::StrCat(
           field, " is ", v, ", expected at most ", limits.max_feature_dim, " (--max_feature_dim)"));
-    if (f->name() == "num_arms" && v > limits.max_arms)
+    if (size == Sizes::kArmCount && v > limits.max_arms)
       return absl::InvalidArgumentError(
           absl::StrCat(field, " is ", v, ", expected at most ", limits.max_arms, " (--max_arms)"));
   }
@@ -62,6 +145,13 @@ absl::Status CheckConfigSizes(const google::protobuf::Message& m, const Instance
 }
 
 }  // namespace
+
+std::vector<std::string> UnclassifiedPolicyConfigFields() {
+  std::set<std::string> seen;
+  std::vector<std::string> out;
+  Unclassified(bandit::v1::PolicyConfig::descriptor(), &seen, &out);
+  return out;
+}
 
 absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limits,
                              bandit::v1::InstanceConfig* c) {

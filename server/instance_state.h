@@ -33,7 +33,8 @@ struct InstanceLimits {
   int64_t max_arms_per_request = 10'000;
   // The two below default to "no limit" so that recovery (which builds instances with default
   // limits) never refuses what the server once accepted; banditd's flags set real values.
-  // Config fields named `dimension` or `random_features` (any policy, found by reflection).
+  // Every config field that sizes a vector or matrix (dimension, random features, support
+  // budget; the classification is in instance_config.cc).
   int64_t max_feature_dim = std::numeric_limits<int32_t>::max();
   // Arms of one instance: config arms / num_arms at create, and the total after AddArms.
   int64_t max_arms = std::numeric_limits<int32_t>::max();
@@ -46,6 +47,9 @@ struct InstanceLimits {
 // everything outside it. instance_config.cc.
 absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limits,
                              bandit::v1::InstanceConfig* c);
+// Integer (and repeated message) fields reachable from PolicyConfig that instance_config.cc
+// does not classify as a size or not a size; must be empty (a test checks it).
+std::vector<std::string> UnclassifiedPolicyConfigFields();
 
 class InstanceState {
  public:

@@ -4,6 +4,8 @@
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "server/decision_service.h"
 #include "tests/server/server_test_util.h"
 
@@ -109,6 +111,26 @@ TEST_F(LimitsTest, FeatureDimensionInConfig) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(Make("glb", "policy { glb_omd { dimension: 100 } }").code(),
             StatusCode::kInvalidArgument);
+}
+
+// A size field not called `dimension` is caught too: OKS's support budget sizes a
+// budget x budget kernel matrix per kernel.
+TEST_F(LimitsTest, EverySizeFieldIsCheckedWhateverItsName) {
+  const char* oks =
+      "policy { oks { dimension: 2 kernels { kind: GAUSSIAN bandwidth: 1 } support_budget: %d } }";
+  EXPECT_TRUE(Make("oks8", absl::StrFormat(oks, 8)).ok());
+  const absl::Status s = Make("oks9", absl::StrFormat(oks, 9));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("config.policy.oks.support_budget is 9"), absl::string_view::npos)
+      << s;
+  EXPECT_EQ(svc_.registry().size(), 1);
+}
+
+// Every integer field of every policy config is classified as a size (checked against a
+// limit) or explicitly not one; a new field must be added to the table in instance_config.cc.
+TEST(SizeFields, EveryPolicyConfigIntegerFieldIsClassified) {
+  const std::vector<std::string> unclassified = UnclassifiedPolicyConfigFields();
+  EXPECT_TRUE(unclassified.empty()) << "unclassified: " << absl::StrJoin(unclassified, ", ");
 }
 
 TEST_F(LimitsTest, FeatureDimensionOfRequestVectors) {

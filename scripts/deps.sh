@@ -11,6 +11,7 @@ PKGS=(
   python3-venv python3-pip python3-setuptools python3-wheel
   prometheus docker-compose python3-yaml
   openssl clang libclang-rt-14-dev
+  postgresql libpq-dev
 )
 # client/node (tests: node --test, deps: npm ci): Debian's nodejs (18) + npm, unless a Node.js
 # with npm is already there (NodeSource's nodejs bundles npm and conflicts with Debian's npm).

@@ -1,0 +1,724 @@
+#include "server/storage/postgres_storage.h"
+
+#include <endian.h>
+#include <libpq-fe.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/log.h"
+#include "server/storage/snapshot_store.h"
+
+#ifndef BANDIT_VERSION
+#define BANDIT_VERSION "dev"
+#endif
+
+namespace bandit::server {
+namespace {
+
+// Numbered schema migrations, applied in order, each once (bandit_schema_version). Never edit
+// a released one: add the next number.
+struct Migration {
+  int version;
+  const char* sql;
+};
+constexpr Migration kMigrations[] = {
+    {1,
+     // The journal: one row per record, keyed by the server-assigned sequence number (the
+     // replay order). The instance name is a column of its own so corruption of a record is
+     // blamed on one instance, as in the file frame header.
+     "CREATE TABLE bandit_journal ("
+     "  seq bigint PRIMARY KEY,"
+     "  instance text NOT NULL,"
+     "  payload_crc integer NOT NULL,"
+     "  record bytea NOT NULL);"
+     // One snapshot per instance, replaced in place (INSERT ... ON CONFLICT DO UPDATE).
+     "CREATE TABLE bandit_snapshots ("
+     "  instance text PRIMARY KEY,"
+     "  last_seq bigint NOT NULL,"
+     "  snapshot bytea NOT NULL,"
+     "  written_at timestamptz NOT NULL DEFAULT now());"},
+};
+
+// Advisory lock keys ("band" "it" + purpose).
+constexpr const char* kWriterLockKey = "7017280427813404673";     // 0x616e646974000001
+constexpr const char* kMigrationLockKey = "7017280427813404674";  // 0x616e646974000002
+
+constexpr size_t kRowsPerInsert = 1000;        // 4 parameters a row; the protocol allows 65535
+constexpr std::chrono::milliseconds kLinger{2};  // everysec/none, as the file journal
+
+constexpr unsigned kOidInt8 = 20, kOidText = 25, kOidInt4 = 23, kOidBytea = 17;
+
+uint32_t Crc(const std::string& d) {
+  return static_cast<uint32_t>(
+      crc32(0L, reinterpret_cast<const Bytef*>(d.data()), static_cast<uInt>(d.size())));
+}
+
+std::string Trimmed(const char* msg) {
+  return std::string(absl::StripAsciiWhitespace(msg ? msg : ""));
+}
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using Result = std::unique_ptr<PGresult, ResultDeleter>;
+
+uint64_t ReadBigEndian(const char* p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+}  // namespace
+
+// One libpq connection and the few ways this file talks over it.
+class PostgresStorage::Connection {
+ public:
+  explicit Connection(PGconn* conn) : conn_(conn) {}
+  ~Connection() { PQfinish(conn_); }
+  PGconn* get() const { return conn_; }
+  bool ok() const { return PQstatus(conn_) == CONNECTION_OK; }
+
+  absl::Status Error(absl::string_view what, const PGresult* res = nullptr) const {
+    std::string why = res ? Trimmed(PQresultErrorMessage(res)) : "";
+    if (why.empty()) why = Trimmed(PQerrorMessage(conn_));
+    if (why.empty() && res) why = PQresStatus(PQresultStatus(res));
+    return absl::UnavailableError(absl::StrCat("PostgreSQL: ", what, ": ", why));
+  }
+
+  // A statement with text parameters; `value` gets the first column of the first row.
+  absl::Status Exec(const std::string& sql, const std::vector<std::string>& params = {},
+                    std::string* value = nullptr) const {
+    std::vector<const char*> p;
+    for (const auto& s : params) p.push_back(s.c_str());
+    // Without parameters: the simple protocol, which also runs a migration's several commands.
+    Result res(p.empty() ? PQexec(conn_, sql.c_str())
+                         : PQexecParams(conn_, sql.c_str(), static_cast<int>(p.size()), nullptr,
+                                        p.data(), nullptr, nullptr, 0));
+    const auto st = PQresultStatus(res.get());
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return Error(sql, res.get());
+    if (value != nullptr)
+      *value = (PQntuples(res.get()) > 0 && !PQgetisnull(res.get(), 0, 0))
+                   ? PQgetvalue(res.get(), 0, 0) : "";
+    return absl::OkStatus();
+  }
+
+ private:
+  PGconn* conn_;
+};
+
+PostgresStorage::PostgresStorage(PostgresStorageOptions options) : options_(std::move(options)) {}
+
+PostgresStorage::~PostgresStorage() {
+  bool recovered;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    recovered = recovered_;
+  }
+  if (recovered) (void)Flush();
+  size_t dropped = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    dropped = buffer_.size();
+  }
+  work_cv_.notify_all();
+  if (committer_.joinable()) committer_.join();
+  if (dropped > 0)
+    BANDIT_LOG_WARN("PostgreSQL storage closed with ", dropped,
+                    " records never committed (none of them was acknowledged in durability=always)");
+}
+
+int PostgresStorage::LatestSchemaVersion() { return std::end(kMigrations)[-1].version; }
+
+std::string PostgresStorage::RedactedDsn(const std::string& dsn) {
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &err);
+  if (opts == nullptr) {
+    if (err) PQfreemem(err);
+    return "(unparseable connection string)";
+  }
+  std::vector<std::string> parts;
+  for (PQconninfoOption* o = opts; o->keyword != nullptr; ++o) {
+    if (o->val == nullptr) continue;
+    if (std::strcmp(o->keyword, "password") == 0) {
+      parts.push_back("password=(hidden)");
+      continue;
+    }
+    parts.push_back(absl::StrCat(o->keyword, "=", o->val));
+  }
+  PQconninfoFree(opts);
+  return absl::StrJoin(parts, " ");
+}
+
+absl::StatusOr<std::unique_ptr<PostgresStorage::Connection>> PostgresStorage::Connect(
+    bool commit_session) const {
+  // Defaults first; the operator's connection string (expanded from "dbname") overrides them;
+  // a password from --postgres_password_file overrides everything.
+  std::vector<const char*> keys = {"connect_timeout", "application_name", "keepalives_idle",
+                                   "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+                                   "dbname"};
+  std::vector<const char*> values = {"5", "banditd", "10", "5", "3", "15000",
+                                     options_.dsn.c_str()};
+  if (!password_.empty()) {
+    keys.push_back("password");
+    values.push_back(password_.c_str());
+  }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  auto conn = std::make_unique<Connection>(PQconnectdbParams(keys.data(), values.data(), 1));
+  // Server notices (e.g. "terminating connection due to administrator command") into our log.
+  PQsetNoticeProcessor(
+      conn->get(),
+      [](void*, const char* message) { BANDIT_LOG_WARN("PostgreSQL: ", Trimmed(message)); },
+      nullptr);
+  if (!conn->ok())
+    return absl::UnavailableError(absl::StrCat("cannot connect to PostgreSQL (",
+                                               RedactedDsn(options_.dsn), "): ",
+                                               Trimmed(PQerrorMessage(conn->get()))));
+  // always: the COMMIT returns once its WAL is flushed. everysec/none: PostgreSQL's WAL writer
+  // flushes within 3 x wal_writer_delay. Snapshots and compaction (the admin session) always
+  // commit synchronously: a round deletes journal rows only after the snapshots are durable.
+  const bool sync = !commit_session || options_.durability == Durability::kAlways;
+  if (auto s = conn->Exec(absl::StrCat("SET synchronous_commit TO ", sync ? "on" : "off"));
+      !s.ok())
+    return s;
+  if (auto s = conn->Exec("SET client_min_messages TO warning"); !s.ok()) return s;
+  return conn;
+}
+
+absl::Status PostgresStorage::Migrate(Connection& conn) const {
+  auto fail = [&](absl::Status s) {
+    (void)conn.Exec("ROLLBACK");
+    return s;
+  };
+  if (auto s = conn.Exec("BEGIN"); !s.ok()) return s;
+  // Two servers starting at once on an empty database: one migrates, the other waits.
+  if (auto s = conn.Exec(absl::StrCat("SELECT pg_advisory_xact_lock(", kMigrationLockKey, ")"));
+      !s.ok())
+    return fail(s);
+  if (auto s = conn.Exec(
+          "CREATE TABLE IF NOT EXISTS bandit_schema_version ("
+          "  version integer PRIMARY KEY,"
+          "  applied_at timestamptz NOT NULL DEFAULT now(),"
+          "  applied_by text NOT NULL)");
+      !s.ok())
+    return fail(s);
+  std::string current_text;
+  if (auto s = conn.Exec("SELECT coalesce(max(version), 0) FROM bandit_schema_version", {},
+                         &current_text);
+      !s.ok())
+    return fail(s);
+  int current = 0;
+  (void)absl::SimpleAtoi(current_text, &current);
+  if (current > LatestSchemaVersion())
+    return fail(absl::FailedPreconditionError(absl::StrCat(
+        "the PostgreSQL database (", RedactedDsn(options_.dsn), ") has bandit schema version ",
+        current, ", newer than this banditd knows (", LatestSchemaVersion(),
+        "): a newer banditd has migrated it; run that version (or point --postgres_dsn at "
+        "another database)")));
+  for (const Migration& m : kMigrations) {
+    if (m.version <= current) continue;
+    if (auto s = conn.Exec(m.sql); !s.ok()) return fail(s);
+    if (auto s = conn.Exec(
+            "INSERT INTO bandit_schema_version (version, applied_by) VALUES ($1::integer, $2)",
+            {absl::StrCat(m.version), "banditd " BANDIT_VERSION});
+        !s.ok())
+      return fail(s);
+    BANDIT_LOG_INFO("PostgreSQL schema migrated to version ", m.version);
+  }
+  return conn.Exec("COMMIT");
+}
+
+absl::Status PostgresStorage::TakeWriterLock(Connection& conn,
+                                             std::chrono::milliseconds wait) const {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (true) {
+    std::string got;
+    if (auto s = conn.Exec(absl::StrCat("SELECT pg_try_advisory_lock(", kWriterLockKey, ")"), {},
+                           &got);
+        !s.ok())
+      return s;
+    if (got == "t") return absl::OkStatus();
+    if (std::chrono::steady_clock::now() >= deadline)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "another banditd holds the writer lock on the PostgreSQL database (",
+          RedactedDsn(options_.dsn), "): one server writes a database at a time"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+absl::StatusOr<RecoveryStats> PostgresStorage::Recover(const RecoverySink& sink) {
+  if (!options_.password_file.empty()) {
+    std::ifstream f(options_.password_file);
+    std::string line;
+    if (!f || !std::getline(f, line))
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot read the password from --postgres_password_file=", options_.password_file));
+    password_ = std::string(absl::StripTrailingAsciiWhitespace(line));
+  }
+  auto admin = Connect(false);
+  if (!admin.ok()) return admin.status();
+  if (auto s = Migrate(**admin); !s.ok()) return s;
+  auto commit = Connect(true);
+  if (!commit.ok()) return commit.status();
+  // Before reading anything: a previous server (killed a moment ago, or still running) must
+  // not write while we read.
+  if (auto s = TakeWriterLock(**commit, options_.writer_lock_wait); !s.ok()) return s;
+
+  Connection& conn = **admin;
+  uint64_t max_seq = 0;
+  {
+    Result res(PQexecParams(conn.get(),
+                            "SELECT instance, snapshot FROM bandit_snapshots ORDER BY instance", 0,
+                            nullptr, nullptr, nullptr, nullptr, 1));
+    if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
+      return conn.Error("reading bandit_snapshots", res.get());
+    for (int i = 0; i < PQntuples(res.get()); ++i) {
+      const std::string name(PQgetvalue(res.get(), i, 0), PQgetlength(res.get(), i, 0));
+      auto snap = SnapshotStore::Decode(
+          absl::string_view(PQgetvalue(res.get(), i, 1), PQgetlength(res.get(), i, 1)));
+      if (!snap.ok()) {
+        sink.corrupt(name, absl::StrCat("snapshot: ", snap.status().message()));
+        continue;
+      }
+      if (snap->name() != name) {
+        sink.corrupt(name, absl::StrCat("snapshot: the row of '", name, "' holds instance '",
+                                        snap->name(), "'"));
+        continue;
+      }
+      max_seq = std::max<uint64_t>(max_seq, snap->last_journal_seq());
+      sink.snapshot(*snap);
+    }
+  }
+
+  RecoveryStats stats;
+  // Row by row (single-row mode): the journal is not held in memory twice.
+  if (!PQsendQueryParams(conn.get(),
+                         "SELECT seq, instance, payload_crc, record FROM bandit_journal "
+                         "ORDER BY seq",
+                         0, nullptr, nullptr, nullptr, nullptr, 1) ||
+      !PQsetSingleRowMode(conn.get()))
+    return conn.Error("reading bandit_journal");
+  absl::Status read_status;
+  while (PGresult* raw = PQgetResult(conn.get())) {
+    Result res(raw);
+    const auto st = PQresultStatus(raw);
+    if (st == PGRES_TUPLES_OK) continue;  // the end
+    if (st != PGRES_SINGLE_TUPLE) {
+      if (read_status.ok()) read_status = conn.Error("reading bandit_journal", raw);
+      continue;
+    }
+    const uint64_t seq = ReadBigEndian(PQgetvalue(raw, 0, 0), 8);
+    const std::string name(PQgetvalue(raw, 0, 1), PQgetlength(raw, 0, 1));
+    const uint32_t crc = static_cast<uint32_t>(ReadBigEndian(PQgetvalue(raw, 0, 2), 4));
+    const std::string payload(PQgetvalue(raw, 0, 3), PQgetlength(raw, 0, 3));
+    max_seq = std::max(max_seq, seq);
+    bandit::v1::JournalRecord rec;
+    if (Crc(payload) != crc || !rec.ParseFromString(payload)) {
+      sink.corrupt(name, absl::StrCat("journal corrupted: bandit_journal row ", seq,
+                                      ": record payload checksum mismatch"));
+      continue;
+    }
+    if (rec.seq() != seq || rec.instance() != name) {
+      sink.corrupt(name, absl::StrCat("journal corrupted: bandit_journal row ", seq,
+                                      " holds record ", rec.seq(), " of '", rec.instance(), "'"));
+      continue;
+    }
+    ++stats.records;
+    sink.record(rec);
+  }
+  if (!read_status.ok()) return read_status;
+
+  std::lock_guard<std::mutex> lock(mu_);
+  admin_conn_ = *std::move(admin);
+  commit_conn_ = *std::move(commit);
+  next_seq_ = max_seq + 1;
+  committed_seq_ = synced_seq_ = max_seq;
+  health_ = absl::OkStatus();
+  recovered_ = true;
+  committer_ = std::thread([this] { CommitterLoop(); });
+  BANDIT_LOG_INFO("PostgreSQL storage (", RedactedDsn(options_.dsn), ", schema version ",
+                  LatestSchemaVersion(), ", durability=", DurabilityName(options_.durability),
+                  ", synchronous_commit=",
+                  options_.durability == Durability::kAlways ? "on" : "off", ")");
+  return stats;
+}
+
+absl::StatusOr<uint64_t> PostgresStorage::Append(bandit::v1::JournalRecord* rec) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!recovered_ || stop_) return health_.ok() ? absl::UnavailableError("storage closed") : health_;
+  rec->set_seq(next_seq_++);
+  const bool wake = buffer_.empty();
+  buffer_.push_back(Row{rec->seq(), rec->instance(), rec->SerializeAsString()});
+  // Only the empty -> non-empty edge needs a wake-up: the committer takes the whole buffer.
+  if (wake) work_cv_.notify_one();
+  return rec->seq();
+}
+
+void PostgresStorage::WhenDurable(uint64_t seq, std::function<void(absl::Status)> done) {
+  absl::Status status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status = health_;
+    if (status.ok() && options_.durability == Durability::kAlways && seq > committed_seq_) {
+      waiters_.emplace(seq, std::move(done));
+      return;
+    }
+  }
+  done(status);
+}
+
+absl::Status PostgresStorage::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!recovered_) return health_;
+  const uint64_t target = next_seq_ - 1;
+  while (health_.ok() && synced_seq_ < target) {
+    flush_requested_ = true;
+    work_cv_.notify_one();
+    done_cv_.wait(lock);
+  }
+  return health_;
+}
+
+absl::StatusOr<uint64_t> PostgresStorage::BeginSnapshotRound() {
+  uint64_t boundary;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!health_.ok()) return health_;
+    boundary = next_seq_;
+  }
+  // Everything below the boundary is committed before a snapshot round may delete it.
+  if (auto s = Flush(); !s.ok()) return s;
+  return boundary;
+}
+
+absl::Status PostgresStorage::OnAdmin(const std::function<absl::Status(Connection&)>& op) {
+  if (auto s = health(); !s.ok()) return s;  // never write around a failed commit path
+  std::lock_guard<std::mutex> lock(admin_mu_);
+  if (admin_conn_ == nullptr || !admin_conn_->ok()) {
+    admin_conn_.reset();
+    auto c = Connect(false);
+    if (!c.ok()) return c.status();
+    admin_conn_ = *std::move(c);
+  }
+  absl::Status s = op(*admin_conn_);
+  if (!s.ok() && !admin_conn_->ok()) admin_conn_.reset();
+  return s;
+}
+
+absl::Status PostgresStorage::WriteSnapshot(const bandit::v1::InstanceSnapshot& snap) {
+  const std::string bytes = SnapshotStore::Encode(snap);
+  const std::string last_seq = absl::StrCat(snap.last_journal_seq());
+  return OnAdmin([&](Connection& conn) {
+    const char* values[3] = {snap.name().c_str(), last_seq.c_str(), bytes.data()};
+    const int lengths[3] = {0, 0, static_cast<int>(bytes.size())};
+    const int formats[3] = {0, 0, 1};
+    Result res(PQexecParams(
+        conn.get(),
+        "INSERT INTO bandit_snapshots (instance, last_seq, snapshot) VALUES ($1, $2::bigint, $3) "
+        "ON CONFLICT (instance) DO UPDATE SET last_seq = excluded.last_seq, "
+        "snapshot = excluded.snapshot, written_at = now()",
+        3, nullptr, values, lengths, formats, 0));
+    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK)
+      return conn.Error(absl::StrCat("writing the snapshot of '", snap.name(), "'"), res.get());
+    return absl::OkStatus();
+  });
+}
+
+absl::Status PostgresStorage::RemoveSnapshot(const std::string& instance) {
+  return OnAdmin([&](Connection& conn) {
+    return conn.Exec("DELETE FROM bandit_snapshots WHERE instance = $1", {instance});
+  });
+}
+
+absl::Status PostgresStorage::Compact(uint64_t boundary) {
+  return OnAdmin([&](Connection& conn) {
+    return conn.Exec("DELETE FROM bandit_journal WHERE seq < $1::bigint",
+                     {absl::StrCat(boundary)});
+  });
+}
+
+absl::Status PostgresStorage::health() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return health_;
+}
+
+PostgresStorage::CommitStats PostgresStorage::commit_stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+absl::Status PostgresStorage::CommitBatch(Connection& conn, const std::vector<Row>& rows,
+                                          bool sync) {
+  const bool async_mode = options_.durability != Durability::kAlways;
+  if (rows.empty() && !(sync && async_mode)) return absl::OkStatus();
+  // The statements of one transaction. A flush in everysec/none makes this commit synchronous;
+  // txid_current() gives it a commit record to wait for even without rows, and its WAL flush
+  // covers every earlier asynchronous commit.
+  struct Statement {
+    std::string sql;
+    std::vector<const char*> values;
+    std::vector<int> lengths, formats;
+    std::vector<unsigned> types;
+    const char* expect_tag = nullptr;  // the command tag that means success (COMMIT)
+  };
+  std::vector<Statement> stmts;
+  stmts.push_back({"BEGIN"});
+  if (sync && async_mode) {
+    stmts.push_back({"SET LOCAL synchronous_commit TO on"});
+    stmts.push_back({"SELECT txid_current()"});
+  }
+  std::vector<uint64_t> seqs(rows.size());
+  std::vector<uint32_t> crcs(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    seqs[i] = htobe64(rows[i].seq);
+    crcs[i] = htobe32(Crc(rows[i].record));
+  }
+  for (size_t from = 0; from < rows.size(); from += kRowsPerInsert) {
+    const size_t to = std::min(rows.size(), from + kRowsPerInsert);
+    Statement st;
+    st.sql = "INSERT INTO bandit_journal (seq, instance, payload_crc, record) VALUES ";
+    for (size_t i = from; i < to; ++i) {
+      const size_t p = 4 * (i - from);
+      absl::StrAppend(&st.sql, i == from ? "" : ",", "($", p + 1, ",$", p + 2, ",$", p + 3, ",$",
+                      p + 4, ")");
+      st.values.insert(st.values.end(),
+                       {reinterpret_cast<const char*>(&seqs[i]), rows[i].instance.c_str(),
+                        reinterpret_cast<const char*>(&crcs[i]), rows[i].record.data()});
+      st.lengths.insert(st.lengths.end(),
+                        {8, 0, 4, static_cast<int>(rows[i].record.size())});
+      st.formats.insert(st.formats.end(), {1, 0, 1, 1});
+      st.types.insert(st.types.end(), {kOidInt8, kOidText, kOidInt4, kOidBytea});
+    }
+    stmts.push_back(std::move(st));
+  }
+  Statement commit{"COMMIT"};
+  commit.expect_tag = "COMMIT";  // COMMIT of a failed transaction answers ROLLBACK
+  stmts.push_back(std::move(commit));
+
+  auto check = [&](const Statement& st, PGresult* res) -> absl::Status {
+    const auto status = PQresultStatus(res);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
+      return conn.Error(st.sql.substr(0, 60), res);
+    if (st.expect_tag && std::strcmp(PQcmdStatus(res), st.expect_tag) != 0)
+      return absl::UnavailableError(
+          absl::StrCat("PostgreSQL: COMMIT answered ", PQcmdStatus(res), ": the batch of ",
+                       rows.size(), " records was not stored"));
+    return absl::OkStatus();
+  };
+  auto send = [&](const Statement& st) {
+    return PQsendQueryParams(conn.get(), st.sql.c_str(), static_cast<int>(st.values.size()),
+                             st.types.data(), st.values.data(), st.lengths.data(),
+                             st.formats.data(), 0) == 1;
+  };
+
+  if (!options_.pipeline) {
+    for (const auto& st : stmts) {
+      if (!send(st)) return conn.Error("sending a statement");
+      absl::Status s;
+      while (PGresult* raw = PQgetResult(conn.get())) {
+        Result res(raw);
+        if (s.ok()) s = check(st, raw);
+      }
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  // Pipeline mode: every statement and the sync go out together; one round trip per batch.
+  if (PQenterPipelineMode(conn.get()) != 1) return conn.Error("entering pipeline mode");
+  for (const auto& st : stmts)
+    if (!send(st)) return conn.Error("sending a statement in pipeline mode");
+  if (PQpipelineSync(conn.get()) != 1) return conn.Error("sending the pipeline sync");
+  absl::Status s;
+  for (const auto& st : stmts) {
+    PGresult* raw = PQgetResult(conn.get());
+    if (raw == nullptr) return conn.Error("reading a pipeline result");
+    Result res(raw);
+    if (s.ok()) s = check(st, raw);
+    // Each statement's results end with a null.
+    while (PGresult* extra = PQgetResult(conn.get())) PQclear(extra);
+  }
+  Result sync_res(PQgetResult(conn.get()));
+  if (!sync_res || PQresultStatus(sync_res.get()) != PGRES_PIPELINE_SYNC)
+    return s.ok() ? conn.Error("reading the pipeline sync") : s;
+  if (PQexitPipelineMode(conn.get()) != 1 && s.ok()) return conn.Error("leaving pipeline mode");
+  return s;
+}
+
+void PostgresStorage::Fail(const absl::Status& why) {
+  down_ = true;
+  health_ = absl::UnavailableError(absl::StrCat(
+      "PostgreSQL storage failed, writes are refused until it is reachable again "
+      "(reconnecting): ",
+      why.message()));
+}
+
+void PostgresStorage::CommitterLoop() {
+  auto backoff = options_.reconnect_initial;
+  int failed_attempts = 0;
+  auto down_since = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    std::vector<Row> batch;
+    if (down_) {
+      // Reconnect with exponential backoff. Nothing is acknowledged while down: WhenDurable
+      // answers UNAVAILABLE and callers are refused before they change anything.
+      work_cv_.wait_for(lock, backoff, [&] { return stop_; });
+      if (stop_) break;
+      batch.swap(buffer_);
+      lock.unlock();
+      absl::Status s;
+      std::unique_ptr<Connection> conn;
+      if (auto c = Connect(true); !c.ok()) {
+        s = c.status();
+      } else {
+        conn = *std::move(c);
+        s = TakeWriterLock(*conn, std::chrono::milliseconds(0));
+        std::string version;
+        if (s.ok())
+          s = conn->Exec("SELECT coalesce(max(version), 0) FROM bandit_schema_version", {},
+                         &version);
+        int v = 0;
+        if (s.ok() && absl::SimpleAtoi(version, &v) && v > LatestSchemaVersion())
+          s = absl::FailedPreconditionError(absl::StrCat(
+              "the database was migrated to schema version ", v, " by a newer banditd"));
+        // The COMMIT that failed may have been stored (the connection can drop after the
+        // server committed): a transaction is all or nothing, so drop the rows found.
+        if (s.ok() && !batch.empty()) {
+          std::vector<std::string> params = {absl::StrCat(batch.front().seq),
+                                             absl::StrCat(batch.back().seq)};
+          std::vector<const char*> p = {params[0].c_str(), params[1].c_str()};
+          Result res(PQexecParams(conn->get(),
+                                  "SELECT seq FROM bandit_journal WHERE seq BETWEEN $1::bigint "
+                                  "AND $2::bigint",
+                                  2, nullptr, p.data(), nullptr, nullptr, 0));
+          if (PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
+            s = conn->Error("checking which records the failed commit stored", res.get());
+          } else {
+            std::set<uint64_t> stored;
+            for (int i = 0; i < PQntuples(res.get()); ++i) {
+              uint64_t seq = 0;
+              if (absl::SimpleAtoi(PQgetvalue(res.get(), i, 0), &seq)) stored.insert(seq);
+            }
+            const size_t before = batch.size();
+            batch.erase(std::remove_if(batch.begin(), batch.end(),
+                                       [&](const Row& r) { return stored.count(r.seq) > 0; }),
+                        batch.end());
+            if (before != batch.size())
+              BANDIT_LOG_INFO("PostgreSQL: the failed commit had stored ", before - batch.size(),
+                              " records after all (not acknowledged; kept)");
+          }
+        }
+        // Write what the database is missing before accepting anything new.
+        if (s.ok()) s = CommitBatch(*conn, batch, true);
+      }
+      lock.lock();
+      if (!s.ok()) {
+        // Back in front of anything that raced in meanwhile.
+        batch.insert(batch.end(), std::make_move_iterator(buffer_.begin()),
+                     std::make_move_iterator(buffer_.end()));
+        buffer_.swap(batch);
+        health_ = absl::UnavailableError(absl::StrCat(
+            "PostgreSQL storage failed, writes are refused until it is reachable again "
+            "(reconnecting): ",
+            s.message()));
+        ++failed_attempts;
+        backoff = std::min(options_.reconnect_max, backoff * 2);
+        lock.unlock();
+        if (options_.on_error) options_.on_error(s);
+        if (failed_attempts <= 3 || failed_attempts % 10 == 0)
+          BANDIT_LOG_WARN("PostgreSQL reconnect attempt ", failed_attempts, " failed: ",
+                          s.message(), " (next in ", backoff.count(), " ms)");
+        conn.reset();
+        lock.lock();
+        continue;
+      }
+      const uint64_t last = batch.empty() ? committed_seq_ : batch.back().seq;
+      committed_seq_ = synced_seq_ = std::max(committed_seq_, last);
+      commit_conn_ = std::move(conn);
+      down_ = false;
+      health_ = absl::OkStatus();
+      backoff = options_.reconnect_initial;
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - down_since).count();
+      BANDIT_LOG_INFO("PostgreSQL reachable again after ", seconds, " s (", failed_attempts + 1,
+                      " attempts; ", batch.size(),
+                      " unacknowledged records written); accepting writes");
+      failed_attempts = 0;
+      done_cv_.notify_all();
+      lock.unlock();
+      if (options_.on_recovered) options_.on_recovered();
+      lock.lock();
+      continue;
+    }
+
+    work_cv_.wait_for(lock, std::chrono::seconds(1),
+                      [&] { return stop_ || !buffer_.empty() || flush_requested_; });
+    if (options_.durability != Durability::kAlways) {
+      // Linger: let records accumulate for one transaction (the mode acknowledged them already).
+      work_cv_.wait_for(lock, kLinger, [&] { return stop_ || flush_requested_; });
+    }
+    if (buffer_.empty() && !flush_requested_) {
+      if (stop_) break;
+      continue;
+    }
+    batch.swap(buffer_);
+    const bool sync = options_.durability == Durability::kAlways || flush_requested_;
+    flush_requested_ = false;  // this commit covers everything appended before the request
+    const uint64_t last = batch.empty() ? committed_seq_ : batch.back().seq;
+    Connection* conn = commit_conn_.get();
+    lock.unlock();
+
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status s = CommitBatch(*conn, batch, sync);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    std::vector<std::function<void(absl::Status)>> ready;
+    std::unique_ptr<Connection> dead;
+    lock.lock();
+    if (s.ok()) {
+      committed_seq_ = std::max(committed_seq_, last);
+      if (sync) synced_seq_ = std::max(synced_seq_, last);
+      ++stats_.commits;
+      stats_.rows += static_cast<int64_t>(batch.size());
+    } else {
+      // Never acknowledged: the rows go back in front of anything appended meanwhile and are
+      // written (or found stored) after the reconnect; every waiter hears UNAVAILABLE now.
+      batch.insert(batch.end(), std::make_move_iterator(buffer_.begin()),
+                   std::make_move_iterator(buffer_.end()));
+      buffer_.swap(batch);
+      Fail(s);
+      dead = std::move(commit_conn_);
+      down_since = std::chrono::steady_clock::now();
+    }
+    // The COMMIT (or its failure) answers every waiter it decides, in this one step.
+    const absl::Status status = health_;
+    while (!waiters_.empty() && (!status.ok() || waiters_.begin()->first <= committed_seq_)) {
+      ready.push_back(std::move(waiters_.begin()->second));
+      waiters_.erase(waiters_.begin());
+    }
+    done_cv_.notify_all();
+    lock.unlock();
+    if (s.ok()) {
+      if (options_.on_commit) options_.on_commit(seconds);
+    } else {
+      BANDIT_LOG_ERROR("PostgreSQL commit failed, refusing writes and reconnecting: ",
+                       s.message());
+      if (options_.on_error) options_.on_error(s);
+    }
+    dead.reset();
+    for (auto& done : ready) done(status);
+    lock.lock();
+  }
+}
+
+}  // namespace bandit::server

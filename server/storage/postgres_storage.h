@@ -1,0 +1,153 @@
+// Storage in PostgreSQL: journal records and snapshots in tables of one database, so the
+// learned state lives in a store operators already run, back up and replicate.
+//
+// Schema (created and upgraded by numbered migrations at start; bandit_schema_version records
+// which have run, and a database newer than this binary is refused):
+//   bandit_journal(seq bigint PRIMARY KEY, instance text, payload_crc integer, record bytea)
+//     one row per JournalRecord, record = its serialized bytes, payload_crc = crc32(record)
+//   bandit_snapshots(instance text PRIMARY KEY, last_seq bigint, snapshot bytea, written_at)
+//     one row per instance, snapshot = the snapshot-file encoding (magic, version, crc)
+//
+// Commit path: Append buffers the record in memory (sequence number assigned under the caller's
+// instance lock, as in the file journal); one committer thread owns one connection and turns
+// whatever accumulated into one transaction (BEGIN, multi-row INSERTs, COMMIT sent together in
+// libpq pipeline mode: one round trip). The COMMIT that covers a record answers every waiter it
+// covers in the same step; a failed COMMIT answers every waiter UNAVAILABLE and is never
+// acknowledged.
+//   always:   synchronous_commit = on; WhenDurable answers after the COMMIT returned (the WAL
+//             is flushed on the server): nothing acknowledged is lost.
+//   everysec, none: synchronous_commit = off; acknowledged at once. A banditd crash loses the
+//             records not yet committed (the committer's linger plus one commit round trip); a
+//             PostgreSQL crash loses at most its WAL writer's window (3 x wal_writer_delay,
+//             600 ms with the default 200 ms). PostgreSQL has no "never flush", so `none` is the
+//             same as `everysec` here.
+//
+// Failure: a failed COMMIT or a lost connection turns health() UNAVAILABLE (writes refused,
+// health NOT_SERVING upstream, on_error called with the reason); the committer reconnects with
+// exponential backoff, re-takes the writer lock, checks which of the unconfirmed records the
+// failed COMMIT did store (a transaction is all or nothing), writes the rest in order, and
+// only then reports healthy again (on_recovered). Records that raced with the failure (their
+// change was already applied in memory when health turned) are kept and written at reconnect,
+// so the database never falls behind what the server has applied; their callers were answered
+// UNAVAILABLE (not acknowledged: the outcome of such a write is unknown, as with a deadline).
+//
+// One writer per database: the committer's session holds an advisory lock; a second banditd
+// on the same database waits for it at start (up to writer_lock_wait) and then refuses to start.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/storage/storage.h"
+
+typedef struct pg_conn PGconn;
+
+namespace bandit::server {
+
+struct PostgresStorageOptions {
+  // libpq connection string ("host=... dbname=..." or a postgresql:// URI). A password comes
+  // from PGPASSWORD, ~/.pgpass (libpq reads both) or `password_file`.
+  std::string dsn;
+  std::string password_file;  // first line = password; never logged
+  Durability durability = Durability::kAlways;
+  // Group commit in one round trip (pipeline mode). Off: BEGIN, each INSERT and COMMIT are
+  // separate round trips (kept to measure the difference, bench/durability).
+  bool pipeline = true;
+  std::chrono::milliseconds reconnect_initial{100};
+  std::chrono::milliseconds reconnect_max{2000};
+  std::chrono::milliseconds writer_lock_wait{10'000};
+  std::function<void(double seconds)> on_commit;       // each group COMMIT's duration
+  std::function<void(const absl::Status&)> on_error;   // a failed commit / reconnect attempt
+  std::function<void()> on_recovered;                  // writes accepted again
+};
+
+class PostgresStorage final : public Storage {
+ public:
+  explicit PostgresStorage(PostgresStorageOptions options);
+  ~PostgresStorage() override;
+
+  // Connects, runs the migrations, takes the writer lock, then reads every snapshot and every
+  // journal row in sequence order. Fails (and the server does not start) when PostgreSQL is
+  // unreachable, the schema is newer than this binary, or another writer holds the lock.
+  absl::StatusOr<RecoveryStats> Recover(const RecoverySink& sink) override;
+  // Buffers the record for the committer. Refused only before Recover, after a permanent
+  // failure, or while shutting down; while PostgreSQL is unreachable callers are refused by
+  // health() before they change anything (see above for the records that race with that).
+  absl::StatusOr<uint64_t> Append(bandit::v1::JournalRecord* rec) override;
+  void WhenDurable(uint64_t seq, std::function<void(absl::Status)> done) override;
+  // Waits until a synchronous COMMIT covers every record appended so far (in everysec/none too).
+  absl::Status Flush() override;
+  // Flush, then the next sequence number: every row below it is committed.
+  absl::StatusOr<uint64_t> BeginSnapshotRound() override;
+  absl::Status WriteSnapshot(const bandit::v1::InstanceSnapshot& snap) override;  // upsert
+  absl::Status RemoveSnapshot(const std::string& instance) override;
+  absl::Status Compact(uint64_t boundary) override;  // DELETE rows with seq < boundary
+  absl::Status health() const override;
+  Durability mode() const override { return options_.durability; }
+
+  // The connection string with any password removed, for logs and messages.
+  static std::string RedactedDsn(const std::string& dsn);
+  // Schema versions this binary knows (the newest migration's number).
+  static int LatestSchemaVersion();
+
+  // Count of commits and the rows they carried (bench: mean batch size).
+  struct CommitStats {
+    int64_t commits = 0;
+    int64_t rows = 0;
+  };
+  CommitStats commit_stats() const;
+
+ private:
+  struct Row {
+    uint64_t seq;
+    std::string instance;
+    std::string record;  // serialized JournalRecord
+  };
+  class Connection;
+
+  absl::StatusOr<std::unique_ptr<Connection>> Connect(bool commit_session) const;
+  absl::Status Migrate(Connection& conn) const;
+  absl::Status TakeWriterLock(Connection& conn, std::chrono::milliseconds wait) const;
+  // Runs `op` on the admin connection (snapshots, compaction), reconnecting once if it is gone.
+  absl::Status OnAdmin(const std::function<absl::Status(Connection&)>& op);
+
+  void CommitterLoop();
+  // One transaction carrying `rows`; `sync` forces a synchronous commit in everysec/none.
+  absl::Status CommitBatch(Connection& conn, const std::vector<Row>& rows, bool sync);
+  void Fail(const absl::Status& why);  // requires mu_
+
+  const PostgresStorageOptions options_;
+  std::string password_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::vector<Row> buffer_;            // appended, not yet handed to a COMMIT (in seq order)
+  uint64_t next_seq_ = 1;
+  uint64_t committed_seq_ = 0;         // every seq <= this is committed
+  uint64_t synced_seq_ = 0;            // ... and covered by a synchronous commit
+  std::multimap<uint64_t, std::function<void(absl::Status)>> waiters_;
+  absl::Status health_ = absl::FailedPreconditionError(
+      "PostgreSQL storage is not recovered yet; Recover() comes first");
+  bool recovered_ = false;
+  bool down_ = false;                  // connection lost or COMMIT failed: reconnecting
+  bool stop_ = false;
+  bool flush_requested_ = false;
+  CommitStats stats_;
+  std::unique_ptr<Connection> commit_conn_;  // the committer's (holds the writer lock)
+  std::thread committer_;
+
+  std::mutex admin_mu_;
+  std::unique_ptr<Connection> admin_conn_;
+};
+
+}  // namespace bandit::server

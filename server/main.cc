@@ -14,7 +14,14 @@
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "gRPC listen address (host:port; port 0 = any)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Prometheus /metrics listen address (empty = off)");
-ABSL_FLAG(std::string, data_dir, "./data", "Directory for durable state");
+ABSL_FLAG(std::string, data_dir, "./data", "Directory for durable state (--storage=file)");
+ABSL_FLAG(std::string, storage, "file",
+          "Where journal and snapshots live: file (under --data_dir) or postgres (--postgres_dsn)");
+ABSL_FLAG(std::string, postgres_dsn, "",
+          "libpq connection string for --storage=postgres, e.g. 'host=db dbname=bandit user=bandit' "
+          "(password: PGPASSWORD, ~/.pgpass or --postgres_password_file; never logged)");
+ABSL_FLAG(std::string, postgres_password_file, "",
+          "File whose first line is the PostgreSQL password (--storage=postgres)");
 ABSL_FLAG(std::string, config, "",
           "Optional text-format bandit.v1.ServerConfig of instances to create at start");
 ABSL_FLAG(int64_t, grace_period_ms, 5000, "How long in-flight calls may run after SIGTERM/SIGINT");
@@ -68,6 +75,17 @@ int main(int argc, char** argv) {
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.config_path = absl::GetFlag(FLAGS_config);
+  options.storage = absl::GetFlag(FLAGS_storage);
+  options.postgres_dsn = absl::GetFlag(FLAGS_postgres_dsn);
+  options.postgres_password_file = absl::GetFlag(FLAGS_postgres_password_file);
+  if (options.storage != "file" && options.storage != "postgres") {
+    BANDIT_LOG_ERROR("--storage=", options.storage, " is not one of file, postgres");
+    return 2;
+  }
+  if (options.storage == "postgres" && options.postgres_dsn.empty()) {
+    BANDIT_LOG_ERROR("--storage=postgres needs --postgres_dsn (a libpq connection string)");
+    return 2;
+  }
   options.grace_period_ms = absl::GetFlag(FLAGS_grace_period_ms);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   auto durability = bandit::server::ParseDurability(absl::GetFlag(FLAGS_durability));

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "bandit/v1/config.pb.h"
 #include "server/log.h"
+#include "server/storage/postgres_storage.h"
 
 namespace bandit::server {
 
@@ -43,7 +44,33 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
       BANDIT_LOG_ERROR("storage failed, refusing writes and reporting NOT_SERVING: ", e.ToString());
       if (self->server_) self->server_->GetHealthCheckService()->SetServingStatus(false);
     };
-    auto p = Persistence::Open(po, s->service_.get(), &s->recovery_);
+    absl::StatusOr<std::unique_ptr<Persistence>> p;
+    if (options.storage == "postgres") {
+      PostgresStorageOptions pg;
+      pg.dsn = options.postgres_dsn;
+      pg.password_file = options.postgres_password_file;
+      pg.durability = options.durability;
+      pg.on_commit = po.observer.on_fsync;
+      pg.on_error = [self](const absl::Status& e) {
+        // Not retried as if it had succeeded: nothing is acknowledged while PostgreSQL is away;
+        // the storage reconnects by itself and on_recovered turns health back.
+        self->storage_metrics_->CountError();
+        if (self->server_)
+          self->server_->GetHealthCheckService()->SetServingStatus(false);
+      };
+      pg.on_recovered = [self] {
+        BANDIT_LOG_INFO("storage healthy again: reporting SERVING");
+        if (self->server_ && !self->shut_down_)
+          self->server_->GetHealthCheckService()->SetServingStatus(true);
+      };
+      p = Persistence::Open(std::make_unique<PostgresStorage>(std::move(pg)), po,
+                            s->service_.get(), &s->recovery_);
+    } else if (options.storage == "file") {
+      p = Persistence::Open(po, s->service_.get(), &s->recovery_);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--storage=", options.storage, " is not one of file, postgres"));
+    }
     if (!p.ok()) return p.status();
     s->persistence_ = *std::move(p);
     s->snapshot_age_ = StorageMetrics::AgeCollector(s->persistence_.get(), options.clock);
@@ -90,7 +117,10 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0)
     return absl::UnavailableError(absl::StrCat("cannot listen on --listen=", options.listen));
-  s->server_->GetHealthCheckService()->SetServingStatus(true);
+  // SERVING only if storage accepts writes (PostgreSQL may have gone away since recovery: the
+  // storage's on_recovered turns it on then).
+  s->server_->GetHealthCheckService()->SetServingStatus(
+      s->persistence_ == nullptr || s->persistence_->storage()->health().ok());
 
   if (!options.metrics_listen.empty()) {
     try {
@@ -117,7 +147,10 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
 
   BANDIT_LOG_INFO("banditd listening on ", options.listen, " (port ", s->port_, "), metrics on ",
                   options.metrics_listen.empty() ? "(off)" : options.metrics_listen, " (port ",
-                  s->metrics_port_, "), data_dir=", options.data_dir,
+                  s->metrics_port_, "), storage=",
+                  options.storage == "postgres"
+                      ? absl::StrCat("postgres (", PostgresStorage::RedactedDsn(options.postgres_dsn), ")")
+                      : absl::StrCat("file (data_dir=", options.data_dir, ")"),
                   ", max_message_bytes=", options.max_message_bytes,
                   ", keepalive_time_ms=", options.keepalive_time_ms,
                   ", keepalive_timeout_ms=", options.keepalive_timeout_ms,

@@ -2,6 +2,7 @@
 // expiry sweeper. main.cc and in-process tests both use it.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -39,6 +40,11 @@ struct ServerOptions {
   int64_t snapshot_every_changes = 10'000;
   int64_t snapshot_interval_ms = 60'000;
   FileSystem* fs = PosixFileSystem();
+  // Where journal records and snapshots live: "file" (data_dir, the default) or "postgres"
+  // (the database named by postgres_dsn; data_dir is then unused for state).
+  std::string storage = "file";
+  std::string postgres_dsn;
+  std::string postgres_password_file;
   ServiceLimits limits;
   const Clock* clock = SystemClock::Get();
   // TLS on the gRPC port (off = plaintext; a warning is logged unless listening on loopback).
@@ -81,7 +87,7 @@ class BanditServer {
   int metrics_port_ = 0;
   absl::Notification stop_;
   std::thread sweeper_;
-  bool shut_down_ = false;
+  std::atomic<bool> shut_down_{false};  // read by storage callbacks on other threads
 };
 
 }  // namespace bandit::server

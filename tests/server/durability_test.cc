@@ -1,5 +1,10 @@
-// Durable state through the filesystem seam: what survives a power cut in each mode, exact
-// resumption after restart/crash/export-import, torn tails, corruption, storage failure.
+// Durable state on both storage backends: what survives a crash, exact resumption after
+// restart/crash/export-import (also from one backend to the other), corruption, failed writes,
+// compaction. The file backend runs on the filesystem seam (a crash drops everything not
+// fsynced: a power cut); the PostgreSQL backend on a real PostgreSQL started by the test (a crash
+// is the process dying: what it committed stays). File-only: torn tails, the everysec/none loss
+// windows and segment rotation (PostgreSQL transactions are never torn, and its asynchronous
+// commit window is PostgreSQL's own).
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +15,8 @@
 
 #include "server/decision_service.h"
 #include "server/persistence.h"
+#include "server/storage/postgres_storage.h"
+#include "tests/integration/postgres_process.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/server_test_util.h"
 
@@ -23,42 +30,127 @@ constexpr char kEps[] = "policy { epsilon_greedy { epsilon: 0.3 } num_arms: 4 } 
 
 using testing::Create;
 
-// FileStorage that remembers the newest sequence number it assigned, so a single-threaded test
+// A storage that remembers the newest sequence number it assigned, so a single-threaded test
 // can acknowledge "everything written so far" the way the gRPC layer acknowledges one call.
 class NewestSeqStorage final : public Storage {
  public:
-  explicit NewestSeqStorage(FileStorageOptions o) : files_(std::move(o)) {}
+  explicit NewestSeqStorage(std::unique_ptr<Storage> inner) : inner_(std::move(inner)) {}
   absl::StatusOr<RecoveryStats> Recover(const RecoverySink& sink) override {
-    return files_.Recover(sink);
+    return inner_->Recover(sink);
   }
   absl::StatusOr<uint64_t> Append(v1::JournalRecord* rec) override {
-    auto seq = files_.Append(rec);
+    auto seq = inner_->Append(rec);
     if (seq.ok()) newest = *seq;
     return seq;
   }
   void WhenDurable(uint64_t seq, std::function<void(absl::Status)> done) override {
-    files_.WhenDurable(seq, std::move(done));
+    inner_->WhenDurable(seq, std::move(done));
   }
-  absl::Status Flush() override { return files_.Flush(); }
-  absl::StatusOr<uint64_t> BeginSnapshotRound() override { return files_.BeginSnapshotRound(); }
+  absl::Status Flush() override { return inner_->Flush(); }
+  absl::StatusOr<uint64_t> BeginSnapshotRound() override { return inner_->BeginSnapshotRound(); }
   absl::Status WriteSnapshot(const v1::InstanceSnapshot& snap) override {
-    return files_.WriteSnapshot(snap);
+    return inner_->WriteSnapshot(snap);
   }
   absl::Status RemoveSnapshot(const std::string& instance) override {
-    return files_.RemoveSnapshot(instance);
+    return inner_->RemoveSnapshot(instance);
   }
-  absl::Status Compact(uint64_t boundary) override { return files_.Compact(boundary); }
-  absl::Status health() const override { return files_.health(); }
-  Durability mode() const override { return files_.mode(); }
+  absl::Status Compact(uint64_t boundary) override { return inner_->Compact(boundary); }
+  absl::Status health() const override { return inner_->health(); }
+  Durability mode() const override { return inner_->mode(); }
 
   uint64_t newest = 0;
 
  private:
-  FileStorage files_;
+  std::unique_ptr<Storage> inner_;
 };
 
-// A server "process": a DecisionService with its Persistence on a shared fake disk.
+enum class Backend { kFile, kPostgres };
+
+std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param == Backend::kFile ? "File" : "Postgres";
+}
+
+// What outlives a server process: a fake disk, or a database on the shared test PostgreSQL.
+struct Disk {
+  explicit Disk(Backend b) : backend(b) {
+    if (b == Backend::kPostgres) dsn = bandit::testing::SharedPostgres().CreateDatabase();
+  }
+  std::unique_ptr<Storage> NewStorage(Durability mode) {
+    if (backend == Backend::kFile) {
+      FileStorageOptions fo;
+      fo.dir = "/data";
+      fo.durability = mode;
+      fo.fs = &fs;
+      return std::make_unique<FileStorage>(std::move(fo));
+    }
+    PostgresStorageOptions po;
+    po.dsn = dsn;
+    po.durability = mode;
+    po.reconnect_initial = std::chrono::milliseconds(20);
+    po.reconnect_max = std::chrono::milliseconds(200);
+    return std::make_unique<PostgresStorage>(std::move(po));
+  }
+  // Rows of the PostgreSQL journal / snapshot tables, or records / snapshot files on disk.
+  int64_t JournalRecords() {
+    if (backend == Backend::kPostgres)
+      return std::stoll(bandit::testing::PostgresProcess::ExecOn(
+          dsn, "SELECT count(*) FROM bandit_journal"));
+    auto read = Journal::ReadAll(
+        &fs, "/data/journal", [](const v1::JournalRecord&) {},
+        [](const std::string&, const std::string& why) { ADD_FAILURE() << why; });
+    EXPECT_TRUE(read.ok()) << read.status();
+    return read.ok() ? read->records : -1;
+  }
+  // Every stored journal record, in sequence order.
+  std::vector<v1::JournalRecord> Records() {
+    std::vector<v1::JournalRecord> out;
+    if (backend == Backend::kFile) {
+      auto read = Journal::ReadAll(
+          &fs, "/data/journal", [&](const v1::JournalRecord& r) { out.push_back(r); },
+          [](const std::string&, const std::string& why) { ADD_FAILURE() << why; });
+      EXPECT_TRUE(read.ok()) << read.status();
+      return out;
+    }
+    PGconn* conn = PQconnectdb(dsn.c_str());
+    PGresult* res = PQexecParams(conn, "SELECT record FROM bandit_journal ORDER BY seq", 0,
+                                 nullptr, nullptr, nullptr, nullptr, 1);
+    EXPECT_EQ(PQresultStatus(res), PGRES_TUPLES_OK) << PQerrorMessage(conn);
+    for (int i = 0; i < PQntuples(res); ++i) {
+      out.emplace_back();
+      EXPECT_TRUE(out.back().ParseFromArray(PQgetvalue(res, i, 0), PQgetlength(res, i, 0)));
+    }
+    PQclear(res);
+    PQfinish(conn);
+    return out;
+  }
+  int64_t Snapshots() {
+    if (backend == Backend::kPostgres)
+      return std::stoll(bandit::testing::PostgresProcess::ExecOn(
+          dsn, "SELECT count(*) FROM bandit_snapshots"));
+    int64_t n = 0;
+    for (const auto& p : fs.Paths())
+      n += absl::StrContains(p, "/snapshots/") && absl::EndsWith(p, ".snap");
+    return n;
+  }
+  Backend backend;
+  FaultInjectionFs fs;
+  std::string dsn;
+};
+
+// A server "process": a DecisionService with its Persistence on a Disk.
 struct Node {
+  Node(Disk* disk, const Clock* clock, Durability mode) : svc(clock) {
+    PersistenceOptions o;
+    o.snapshot_every_changes = 1'000'000;
+    o.snapshot_interval_ms = 1'000'000'000;
+    auto owned = std::make_unique<NewestSeqStorage>(disk->NewStorage(mode));
+    storage = owned.get();
+    auto p = Persistence::Open(std::move(owned), o, &svc, &report);
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (!p.ok()) std::abort();
+    if (p.ok()) persistence = *std::move(p);
+  }
+  // Compatibility with the file-only tests below.
   Node(FaultInjectionFs* fs, const Clock* clock, Durability mode) : svc(clock) {
     PersistenceOptions o;
     o.snapshot_every_changes = 1'000'000;
@@ -67,7 +159,7 @@ struct Node {
     fo.dir = "/data";
     fo.durability = mode;
     fo.fs = fs;
-    auto owned = std::make_unique<NewestSeqStorage>(std::move(fo));
+    auto owned = std::make_unique<NewestSeqStorage>(std::make_unique<FileStorage>(std::move(fo)));
     storage = owned.get();
     auto p = Persistence::Open(std::move(owned), o, &svc, &report);
     EXPECT_TRUE(p.ok()) << p.status();
@@ -77,11 +169,23 @@ struct Node {
   // What the gRPC layer does before acknowledging a write (DecisionService::WhenDurable):
   // wait for the newest record written.
   absl::Status Ack() { return storage->WaitDurable(storage->newest); }
+  // The process dies now. Files: a power cut (whatever was not fsynced is gone). PostgreSQL:
+  // the server goes away without a final snapshot round; what was committed stays, and its
+  // sessions (and the writer lock) end.
+  void Crash(Disk* disk) {
+    if (disk->backend == Backend::kFile) {
+      disk->fs.Crash();
+    } else {
+      persistence.reset();
+    }
+  }
   DecisionService svc;
   RecoveryReport report;
   NewestSeqStorage* storage = nullptr;
   std::unique_ptr<Persistence> persistence;
 };
+
+class DurabilityOn : public ::testing::TestWithParam<Backend> {};
 
 // One round of the fixed workload: select, then reward arm-dependent. Returns the arm.
 int Round(DecisionService& svc, const std::string& name, int i, absl::Status* status = nullptr) {
@@ -111,12 +215,12 @@ v1::InstanceStats Stats(DecisionService& svc, const std::string& name) {
   return out.stats();
 }
 
-TEST(Durability, AlwaysKeepsEveryAcknowledgedOperationAcrossAPowerCut) {
-  FaultInjectionFs fs;
+TEST_P(DurabilityOn, AlwaysKeepsEveryAcknowledgedOperationAcrossACrash) {
+  Disk disk(GetParam());
   ManualClock clock;
   int acknowledged = 0;
   {
-    Node a(&fs, &clock, Durability::kAlways);
+    Node a(&disk, &clock, Durability::kAlways);
     v1::Instance out;
     ASSERT_TRUE(a.svc.CreateInstance(Create("x", kEps), &out).ok());
     ASSERT_TRUE(a.Ack().ok());
@@ -125,9 +229,9 @@ TEST(Durability, AlwaysKeepsEveryAcknowledgedOperationAcrossAPowerCut) {
       ASSERT_TRUE(a.Ack().ok());
       ++acknowledged;
     }
-    fs.Crash();
+    a.Crash(&disk);
   }
-  Node b(&fs, &clock, Durability::kAlways);
+  Node b(&disk, &clock, Durability::kAlways);
   const auto s = Stats(b.svc, "x");
   EXPECT_EQ(s.updates(), acknowledged);
   EXPECT_EQ(s.rounds(), acknowledged);
@@ -181,20 +285,22 @@ std::vector<std::pair<int, double>> Continue(DecisionService& svc, const std::st
 
 enum class Interruption { kGraceful, kCrash, kSnapshotThenCrash };
 
-class ExactResumption : public ::testing::TestWithParam<Interruption> {};
+class ExactResumption
+    : public ::testing::TestWithParam<std::tuple<Backend, Interruption>> {};
 
 TEST_P(ExactResumption, NextThousandDecisionsMatchAnUninterruptedTwin) {
-  FaultInjectionFs fs;
+  Disk disk(std::get<0>(GetParam()));
+  const Interruption interruption = std::get<1>(GetParam());
   ManualClock clock;
   DecisionService twin(&clock);
   v1::Instance out;
   ASSERT_TRUE(twin.CreateInstance(Create("x", kEps), &out).ok());
   {
-    Node a(&fs, &clock, Durability::kAlways);
+    Node a(&disk, &clock, Durability::kAlways);
     ASSERT_TRUE(a.svc.CreateInstance(Create("x", kEps), &out).ok());
     for (int i = 0; i < 250; ++i) {
       EXPECT_EQ(Round(a.svc, "x", i), Round(twin, "x", i));
-      if (GetParam() == Interruption::kSnapshotThenCrash && i == 120) {
+      if (interruption == Interruption::kSnapshotThenCrash && i == 120) {
         ASSERT_TRUE(a.persistence->SnapshotAll().ok());
       }
     }
@@ -205,12 +311,13 @@ TEST_P(ExactResumption, NextThousandDecisionsMatchAnUninterruptedTwin) {
     ASSERT_TRUE(a.svc.Select(sel, &da).ok());
     ASSERT_TRUE(twin.Select(sel, &dt).ok());
     ASSERT_TRUE(a.Ack().ok());
-    if (GetParam() == Interruption::kGraceful) {
+    if (interruption == Interruption::kGraceful) {
       ASSERT_TRUE(a.persistence->Close().ok());
+      a.persistence.reset();  // the process exits (and its database sessions end)
     } else {
-      fs.Crash();
+      a.Crash(&disk);
     }
-    Node b(&fs, &clock, Durability::kAlways);
+    Node b(&disk, &clock, Durability::kAlways);
     v1::UpdateRequest up;
     up.set_instance("x");
     up.set_event_id(da.event_id());
@@ -220,15 +327,17 @@ TEST_P(ExactResumption, NextThousandDecisionsMatchAnUninterruptedTwin) {
     up.set_event_id(dt.event_id());
     ASSERT_TRUE(twin.Update(up, &r).ok());
     EXPECT_EQ(Continue(b.svc, "x", 1000, 1000), Continue(twin, "x", 1000, 1000));
-    if (GetParam() == Interruption::kSnapshotThenCrash) {
+    if (interruption == Interruption::kSnapshotThenCrash) {
       EXPECT_EQ(b.report.snapshots_loaded, 1);
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, ExactResumption,
-                         ::testing::Values(Interruption::kGraceful, Interruption::kCrash,
-                                           Interruption::kSnapshotThenCrash));
+INSTANTIATE_TEST_SUITE_P(
+    Backends, ExactResumption,
+    ::testing::Combine(::testing::Values(Backend::kFile, Backend::kPostgres),
+                       ::testing::Values(Interruption::kGraceful, Interruption::kCrash,
+                                         Interruption::kSnapshotThenCrash)));
 
 // A contextual round for a GLB-OMD instance: five deterministic candidates in d = 3, a binary
 // reward. Returns the decision (arm and diagnostics are compared against a twin).
@@ -257,40 +366,36 @@ constexpr char kGlb[] = "policy { glb_omd { dimension: 3 s: 2 } } seed: 5";
 // GLB-OMD's Select only reads its state, so its selects are journaled by outcome (a
 // DecidedSelect, not the request) and replayed without running the policy. After a crash the
 // pending decision is still there and the next decisions equal an uninterrupted twin's.
-TEST(Durability, ReadOnlySelectsAreJournaledByOutcomeAndResumeExactly) {
-  FaultInjectionFs fs;
+TEST_P(DurabilityOn, ReadOnlySelectsAreJournaledByOutcomeAndResumeExactly) {
+  Disk disk(GetParam());
   ManualClock clock;
   DecisionService twin(&clock);
   v1::Instance out;
   ASSERT_TRUE(twin.CreateInstance(Create("g", kGlb), &out).ok());
   std::string pending_event, twin_pending_event;
   {
-    Node a(&fs, &clock, Durability::kAlways);
+    Node a(&disk, &clock, Durability::kAlways);
     ASSERT_TRUE(a.svc.CreateInstance(Create("g", kGlb), &out).ok());
     for (int i = 0; i < 150; ++i)
       ASSERT_EQ(GlbRound(a.svc, "g", i).arm_index(), GlbRound(twin, "g", i).arm_index());
     pending_event = GlbRound(a.svc, "g", 150, /*reward=*/false).event_id();
     twin_pending_event = GlbRound(twin, "g", 150, false).event_id();
     ASSERT_TRUE(a.Ack().ok());
-    fs.Crash();
+    a.Crash(&disk);
   }
   int decided = 0, selects = 0;
-  auto read = Journal::ReadAll(
-      &fs, "/data/journal",
-      [&](const v1::JournalRecord& r) {
-        decided += r.has_decided();
-        selects += r.has_select();
-        if (r.has_decided()) {
-          EXPECT_EQ(r.decided().decision().features_size(), 3);
-          EXPECT_LT(Journal::EncodeFrame(r).size(), 200u);  // the request is ~150 bytes more
-        }
-      },
-      [](const std::string&, const std::string& why) { ADD_FAILURE() << why; });
-  ASSERT_TRUE(read.ok()) << read.status();
+  for (const auto& r : disk.Records()) {
+    decided += r.has_decided();
+    selects += r.has_select();
+    if (r.has_decided()) {
+      EXPECT_EQ(r.decided().decision().features_size(), 3);
+      EXPECT_LT(Journal::EncodeFrame(r).size(), 200u);  // the request is ~150 bytes more
+    }
+  }
   EXPECT_EQ(decided, 151);
   EXPECT_EQ(selects, 0);
 
-  Node b(&fs, &clock, Durability::kAlways);
+  Node b(&disk, &clock, Durability::kAlways);
   EXPECT_TRUE(b.report.refused.empty());
   const auto s = Stats(b.svc, "g");
   EXPECT_EQ(s.rounds(), 151);
@@ -358,7 +463,7 @@ TEST(Durability, RotationUnderConcurrentAppendsLosesAndReordersNothing) {
 
 // A reference replaced by SetMixtureReference is journaled and snapshotted: after a crash the
 // instance scores against the new reference and continues exactly like an uninterrupted twin.
-TEST(Durability, MixtureReferenceChangeSurvivesCrashAndSnapshot) {
+TEST_P(DurabilityOn, MixtureReferenceChangeSurvivesCrashAndSnapshot) {
   const std::string config =
       "policy { mixture { objective: FD num_arms: 3 dimension: 2 warm_start: 2 "
       "reference_mean: [0, 0] reference_covariance: [1, 0, 0, 1] } } seed: 3";
@@ -377,13 +482,13 @@ TEST(Durability, MixtureReferenceChangeSurvivesCrashAndSnapshot) {
   }
   for (bool snapshot : {false, true}) {
     SCOPED_TRACE(snapshot ? "snapshot, then crash" : "journal only");
-    FaultInjectionFs fs;
+    Disk disk(GetParam());
     ManualClock clock;
     DecisionService twin(&clock);
     v1::Instance out;
     ASSERT_TRUE(twin.CreateInstance(Create("m", config), &out).ok());
     {
-      Node a(&fs, &clock, Durability::kAlways);
+      Node a(&disk, &clock, Durability::kAlways);
       ASSERT_TRUE(a.svc.CreateInstance(Create("m", config), &out).ok());
       ASSERT_EQ(rounds(a.svc, 0, 40), rounds(twin, 0, 40));
       ASSERT_TRUE(a.svc.SetMixtureReference(set, &out).ok());
@@ -391,9 +496,9 @@ TEST(Durability, MixtureReferenceChangeSurvivesCrashAndSnapshot) {
       if (snapshot) ASSERT_TRUE(a.persistence->SnapshotAll().ok());
       ASSERT_EQ(rounds(a.svc, 40, 30), rounds(twin, 40, 30));
       ASSERT_TRUE(a.Ack().ok());
-      fs.Crash();
+      a.Crash(&disk);
     }
-    Node b(&fs, &clock, Durability::kAlways);
+    Node b(&disk, &clock, Durability::kAlways);
     EXPECT_TRUE(b.report.refused.empty());
     v1::GetInstanceRequest g;
     g.set_name("m");
@@ -427,6 +532,41 @@ TEST(Durability, ExportImportContinuesIdentically) {
   EXPECT_EQ(Continue(target, "moved", 100, 1000), Continue(twin, "x", 100, 1000));
 }
 
+// Export from a server on one backend, import into a server on the other (file -> PostgreSQL
+// and PostgreSQL -> file), crash the target: the instance continues exactly.
+TEST_P(DurabilityOn, ExportImportAcrossBackendsContinuesIdentically) {
+  const Backend from = GetParam();
+  const Backend to = from == Backend::kFile ? Backend::kPostgres : Backend::kFile;
+  Disk source_disk(from), target_disk(to);
+  ManualClock clock;
+  DecisionService twin(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(twin.CreateInstance(Create("x", kEps), &out).ok());
+  v1::ExportInstanceResponse exported;
+  {
+    Node source(&source_disk, &clock, Durability::kAlways);
+    ASSERT_TRUE(source.svc.CreateInstance(Create("x", kEps), &out).ok());
+    for (int i = 0; i < 100; ++i) ASSERT_EQ(Round(source.svc, "x", i), Round(twin, "x", i));
+    v1::ExportInstanceRequest ex;
+    ex.set_name("x");
+    ASSERT_TRUE(source.svc.ExportInstance(ex, &exported).ok());
+  }
+  {
+    Node target(&target_disk, &clock, Durability::kAlways);
+    v1::ImportInstanceRequest im;
+    im.set_name("moved");
+    im.set_snapshot(exported.snapshot());
+    ASSERT_TRUE(target.svc.ImportInstance(im, &out).ok());
+    EXPECT_EQ(out.stats().updates(), 100);
+    EXPECT_EQ(Continue(target.svc, "moved", 100, 50), Continue(twin, "x", 100, 50));
+    ASSERT_TRUE(target.Ack().ok());
+    target.Crash(&target_disk);
+  }
+  Node restarted(&target_disk, &clock, Durability::kAlways);
+  EXPECT_EQ(Stats(restarted.svc, "moved").updates(), 150);
+  EXPECT_EQ(Continue(restarted.svc, "moved", 150, 500), Continue(twin, "x", 150, 500));
+}
+
 TEST(Durability, TornTailIsCutAndEverythingBeforeItSurvives) {
   FaultInjectionFs fs;
   ManualClock clock;
@@ -456,11 +596,11 @@ TEST(Durability, TornTailIsCutAndEverythingBeforeItSurvives) {
   EXPECT_EQ(Stats(b.svc, "x").updates(), 20);
 }
 
-TEST(Durability, CorruptRecordInTheMiddleRefusesOnlyItsInstance) {
-  FaultInjectionFs fs;
+TEST_P(DurabilityOn, CorruptRecordInTheMiddleRefusesOnlyItsInstance) {
+  Disk disk(GetParam());
   ManualClock clock;
   {
-    Node a(&fs, &clock, Durability::kAlways);
+    Node a(&disk, &clock, Durability::kAlways);
     v1::Instance out;
     ASSERT_TRUE(a.svc.CreateInstance(Create("good", kEps), &out).ok());
     ASSERT_TRUE(a.svc.CreateInstance(Create("bad", kEps), &out).ok());
@@ -473,14 +613,23 @@ TEST(Durability, CorruptRecordInTheMiddleRefusesOnlyItsInstance) {
     for (int i = 10; i < 15; ++i) Round(a.svc, "good", i);
     ASSERT_TRUE(a.Ack().ok());
   }
-  std::string* first = nullptr;
-  for (const auto& p : fs.Paths())
-    if (absl::StrContains(p, "/journal/") && first == nullptr) first = fs.Data(p);
-  ASSERT_NE(first, nullptr);
-  // The first segment ends with the reward record of "bad" (the last call before Rotate):
-  // flip its last payload byte.
-  first->back() ^= 0x5a;
-  Node b(&fs, &clock, Durability::kAlways);
+  if (disk.backend == Backend::kFile) {
+    std::string* first = nullptr;
+    for (const auto& p : disk.fs.Paths())
+      if (absl::StrContains(p, "/journal/") && first == nullptr) first = disk.fs.Data(p);
+    ASSERT_NE(first, nullptr);
+    // The first segment ends with the reward record of "bad" (the last call before Rotate):
+    // flip its last payload byte.
+    first->back() ^= 0x5a;
+  } else {
+    // The last record of "bad": flip its last byte.
+    bandit::testing::PostgresProcess::ExecOn(
+        disk.dsn,
+        "UPDATE bandit_journal SET record = set_byte(record, length(record) - 1, "
+        "get_byte(record, length(record) - 1) # 90) WHERE seq = "
+        "(SELECT max(seq) FROM bandit_journal WHERE instance = 'bad')");
+  }
+  Node b(&disk, &clock, Durability::kAlways);
   ASSERT_EQ(b.report.refused.size(), 1u);
   EXPECT_EQ(b.report.refused[0].first, "bad");
   v1::GetInstanceRequest g;
@@ -494,14 +643,20 @@ TEST(Durability, CorruptRecordInTheMiddleRefusesOnlyItsInstance) {
   EXPECT_EQ(b.svc.GetInstance(g, &out).code(), StatusCode::kNotFound);
 }
 
-TEST(Durability, FailedFsyncRefusesWritesButReadsKeepWorking) {
-  FaultInjectionFs fs;
+// A storage failure under a write: never acknowledged, later writes refused, reads keep
+// working. Files: a failed fsync is final until restart (no silent retry). PostgreSQL: the
+// storage reconnects by itself once the database is back, and the database then holds exactly
+// what the server had applied (so a restart continues from the same state).
+TEST_P(DurabilityOn, FailedWritesAreNeverAcknowledgedAndReadsKeepWorking) {
+  Disk disk(GetParam());
   ManualClock clock;
-  Node a(&fs, &clock, Durability::kAlways);
+  Node a(&disk, &clock, Durability::kAlways);
   v1::Instance out;
   ASSERT_TRUE(a.svc.CreateInstance(Create("x", kEps), &out).ok());
   ASSERT_TRUE(a.Ack().ok());
-  fs.FailSyncs(true);
+  auto& pg = bandit::testing::SharedPostgres();
+  if (disk.backend == Backend::kFile) disk.fs.FailSyncs(true);
+  else pg.Stop("immediate");
   Round(a.svc, "x", 0);
   EXPECT_EQ(a.Ack().code(), StatusCode::kUnavailable);  // never acknowledged
   absl::Status s;
@@ -511,16 +666,36 @@ TEST(Durability, FailedFsyncRefusesWritesButReadsKeepWorking) {
   v1::GetInstanceRequest g;
   g.set_name("x");
   EXPECT_TRUE(a.svc.GetInstance(g, &out).ok());
-  fs.FailSyncs(false);  // not retried silently: the journal stays failed until restart
-  Round(a.svc, "x", 2, &s);
-  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  if (disk.backend == Backend::kFile) {
+    disk.fs.FailSyncs(false);  // not retried silently: the journal stays failed until restart
+    Round(a.svc, "x", 2, &s);
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+    return;
+  }
+  pg.Start();
+  for (int i = 0; i < 1500 && !a.storage->health().ok(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(a.storage->health().ok()) << a.storage->health();
+  for (int i = 2; i < 12; ++i) {
+    Round(a.svc, "x", i, &s);
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_TRUE(a.Ack().ok());
+  }
+  const auto before = Stats(a.svc, "x");
+  a.Crash(&disk);
+  Node b(&disk, &clock, Durability::kAlways);
+  EXPECT_TRUE(b.report.refused.empty());
+  const auto after = Stats(b.svc, "x");
+  EXPECT_EQ(after.rounds(), before.rounds());
+  EXPECT_EQ(after.updates(), before.updates());
+  EXPECT_EQ(after.pending(), before.pending());
 }
 
-TEST(Durability, CompactionKeepsStateAndDropsCoveredSegments) {
-  FaultInjectionFs fs;
+TEST_P(DurabilityOn, CompactionKeepsStateAndDropsCoveredRecords) {
+  Disk disk(GetParam());
   ManualClock clock;
   {
-    Node a(&fs, &clock, Durability::kAlways);
+    Node a(&disk, &clock, Durability::kAlways);
     v1::Instance out;
     ASSERT_TRUE(a.svc.CreateInstance(Create("x", kEps), &out).ok());
     ASSERT_TRUE(a.svc.CreateInstance(Create("gone", kEps), &out).ok());
@@ -530,19 +705,17 @@ TEST(Durability, CompactionKeepsStateAndDropsCoveredSegments) {
     ASSERT_TRUE(a.svc.DeleteInstance(del).ok());
     ASSERT_TRUE(a.persistence->SnapshotAll().ok());
     ASSERT_TRUE(a.persistence->SnapshotAll().ok());
-    int segments = 0, snaps = 0;
-    for (const auto& p : fs.Paths()) {
-      segments += absl::StrContains(p, "/journal/");
-      snaps += absl::StrContains(p, "/snapshots/") && absl::EndsWith(p, ".snap");
-    }
-    EXPECT_EQ(segments, 1);  // only the live segment remains
-    EXPECT_EQ(snaps, 1);     // "gone" has no snapshot
-    fs.Crash();
+    EXPECT_EQ(disk.JournalRecords(), 0);  // every record is below the last round's boundary
+    EXPECT_EQ(disk.Snapshots(), 1);       // "gone" has no snapshot
+    a.Crash(&disk);
   }
-  Node b(&fs, &clock, Durability::kAlways);
+  Node b(&disk, &clock, Durability::kAlways);
   EXPECT_EQ(Stats(b.svc, "x").updates(), 50);
   EXPECT_EQ(b.svc.registry().size(), 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, DurabilityOn,
+                         ::testing::Values(Backend::kFile, Backend::kPostgres), BackendName);
 
 }  // namespace
 }  // namespace bandit::server

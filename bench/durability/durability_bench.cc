@@ -1,8 +1,10 @@
 // bandit-durability-bench: journal throughput per durability mode (concurrent writers, group
-// commit) and recovery time for many instances, in-process on the real filesystem.
+// commit) and recovery time for many instances, in-process on the real filesystem; with
+// --postgres_dsn also on PostgreSQL, side by side with the files (`always`, pipelined and
+// statement-per-round-trip group commits; recovery of the same instances from each backend).
 //
 //   bandit-durability-bench --dir=/tmp/x [--instances=10000] [--updates_per_instance=20]
-//                           [--threads=1,8,64] [--seconds=3] --out=FILE.json
+//                           [--threads=1,8,64] [--seconds=3] [--postgres_dsn=...] --out=FILE.json
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -18,6 +20,9 @@
 #include "absl/strings/str_split.h"
 #include "server/decision_service.h"
 #include "server/persistence.h"
+#include "server/storage/postgres_storage.h"
+
+#include <libpq-fe.h>
 
 using namespace bandit::server;
 namespace v1 = bandit::v1;
@@ -58,15 +63,57 @@ static v1::SelectRequest Select(const std::string& name, int i) {
 
 // Updates acknowledged per second with `threads` writers, each doing select+update and waiting
 // for durability as the gRPC layer does before acknowledging.
-static double Throughput(const std::string& dir, Durability mode, int threads, double seconds) {
-  std::filesystem::remove_all(dir);
-  DecisionService svc;
+// Where a run keeps its state: files under --dir, or PostgreSQL (--postgres_dsn; the tables are
+// dropped first so every run starts empty).
+struct Backend {
+  std::string name;  // file, postgres, postgres-no-pipeline
+  std::string dir, dsn;
+};
+
+static void DropTables(const std::string& dsn) {
+  PGconn* c = PQconnectdb(dsn.c_str());
+  PGresult* r = PQexec(c, "SET client_min_messages TO warning; DROP TABLE IF EXISTS "
+                          "bandit_journal, bandit_snapshots, bandit_schema_version");
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+    std::cerr << "dropping the tables: " << PQerrorMessage(c) << "\n";
+    std::exit(1);
+  }
+  PQclear(r);
+  PQfinish(c);
+}
+
+static std::unique_ptr<Storage> MakeStorage(const Backend& b, Durability mode) {
+  if (b.name == "file") {
+    FileStorageOptions fo;
+    fo.dir = b.dir;
+    fo.durability = mode;
+    return std::make_unique<FileStorage>(std::move(fo));
+  }
+  PostgresStorageOptions po;
+  po.dsn = b.dsn;
+  po.durability = mode;
+  po.pipeline = b.name == "postgres";
+  return std::make_unique<PostgresStorage>(std::move(po));
+}
+
+static void Clear(const Backend& b) {
+  if (b.name == "file") std::filesystem::remove_all(b.dir);
+  else DropTables(b.dsn);
+}
+
+static absl::StatusOr<std::unique_ptr<Persistence>> Open(const Backend& b, Durability mode,
+                                                         DecisionService* svc,
+                                                         RecoveryReport* report = nullptr) {
   PersistenceOptions o;
-  o.data_dir = dir;
-  o.durability = mode;
   o.snapshot_every_changes = 1 << 30;
   o.snapshot_interval_ms = 1 << 30;
-  auto p = Persistence::Open(o, &svc);
+  return Persistence::Open(MakeStorage(b, mode), o, svc, report);
+}
+
+static double Throughput(const Backend& b, Durability mode, int threads, double seconds) {
+  Clear(b);
+  DecisionService svc;
+  auto p = Open(b, mode, &svc);
   if (!p.ok()) {
     std::cerr << p.status() << "\n";
     std::exit(1);
@@ -114,75 +161,85 @@ int main(int argc, char** argv) {
     int n;
     if (absl::SimpleAtoi(s, &n)) thread_counts.push_back(n);
   }
+  const std::string dsn = Flag(argc, argv, "postgres_dsn", "");
+  std::vector<Backend> backends = {{"file", dir, ""}};
+  if (!dsn.empty()) {
+    backends.push_back({"postgres", "", dsn});
+    backends.push_back({"postgres-no-pipeline", "", dsn});
+  }
   nlohmann::json doc;
   doc["machine"] = {{"nproc", std::thread::hardware_concurrency()}};
-  // 1. Journal throughput per mode, modes alternated per thread count (side by side).
+  // 1. Journal throughput per mode, modes (and backends, in `always`) alternated per thread
+  // count (side by side).
   for (int threads : thread_counts)
-    for (Durability mode : {Durability::kNone, Durability::kEverySec, Durability::kAlways}) {
-      const double ups = Throughput(dir, mode, threads, seconds);
-      doc["throughput"].push_back(
-          {{"mode", DurabilityName(mode)}, {"threads", threads}, {"updates_per_second", ups}});
-      std::cerr << DurabilityName(mode) << " threads=" << threads << ": " << ups << " updates/s\n";
-    }
-  // 2. Recovery of many instances: from the journal alone, then from snapshots.
-  std::filesystem::remove_all(dir);
-  {
-    DecisionService svc;
-    PersistenceOptions o;
-    o.data_dir = dir;
-    o.durability = Durability::kNone;
-    o.snapshot_every_changes = 1 << 30;
-    o.snapshot_interval_ms = 1 << 30;
-    auto p = Persistence::Open(o, &svc);
-    Must(p.status(), "open");
-    v1::Instance out;
-    for (int64_t n = 0; n < instances; ++n) {
-      const std::string name = absl::StrCat("inst-", n);
-      Must(svc.CreateInstance(Create(name), &out), "create");
-      for (int i = 0; i < per; ++i) {
-        v1::Decision d;
-        Must(svc.Select(Select(name, i), &d), "select");
-        v1::UpdateRequest up;
-        up.set_instance(name);
-        up.set_event_id(d.event_id());
-        up.set_reward(i % 2);
-        v1::UpdateResponse r;
-        Must(svc.Update(up, &r), "update");
+    for (Durability mode : {Durability::kNone, Durability::kEverySec, Durability::kAlways})
+      for (const Backend& b : backends) {
+        if (b.name == "postgres-no-pipeline" && mode != Durability::kAlways) continue;
+        const double ups = Throughput(b, mode, threads, seconds);
+        doc["throughput"].push_back({{"backend", b.name},
+                                     {"mode", DurabilityName(mode)},
+                                     {"threads", threads},
+                                     {"updates_per_second", ups}});
+        std::cerr << b.name << " " << DurabilityName(mode) << " threads=" << threads << ": "
+                  << ups << " updates/s\n";
       }
+  if (!dsn.empty()) backends.pop_back();  // recovery reads the same way with or without
+  // 2. Recovery of many instances: from the journal alone, then from snapshots.
+  for (const Backend& b : backends) {
+    Clear(b);
+    {
+      DecisionService svc;
+      auto p = Open(b, Durability::kNone, &svc);
+      Must(p.status(), "open");
+      v1::Instance out;
+      for (int64_t n = 0; n < instances; ++n) {
+        const std::string name = absl::StrCat("inst-", n);
+        Must(svc.CreateInstance(Create(name), &out), "create");
+        for (int i = 0; i < per; ++i) {
+          v1::Decision d;
+          Must(svc.Select(Select(name, i), &d), "select");
+          v1::UpdateRequest up;
+          up.set_instance(name);
+          up.set_event_id(d.event_id());
+          up.set_reward(i % 2);
+          v1::UpdateResponse r;
+          Must(svc.Update(up, &r), "update");
+        }
+      }
+      Must((*p)->storage()->Flush(), "flush");
     }
-    Must((*p)->storage()->Flush(), "flush");
-  }
-  auto recover = [&](const char* label, DecisionService& svc) {
-    PersistenceOptions o;
-    o.data_dir = dir;
-    o.snapshot_every_changes = 1 << 30;
-    o.snapshot_interval_ms = 1 << 30;
-    RecoveryReport report;
-    const auto t0 = SteadyClock::now();
-    auto p = Persistence::Open(o, &svc, &report);
-    Must(p.status(), "recover");
-    const double el = std::chrono::duration<double>(SteadyClock::now() - t0).count();
-    doc["recovery"].push_back({{"from", label},
-                               {"instances", svc.registry().size()},
-                               {"journal_records", report.journal_records},
-                               {"snapshots", report.snapshots_loaded},
-                               {"seconds", el}});
-    std::cerr << "recovery from " << label << ": " << svc.registry().size() << " instances in "
-              << el << " s\n";
-    return p;
-  };
-  {
-    DecisionService svc;
-    auto p = recover("journal", svc);
-    const auto t0 = SteadyClock::now();
-    auto n = (*p)->SnapshotAll();
-    const int64_t written = n.ok() ? *n : -1;
-    const double el = std::chrono::duration<double>(SteadyClock::now() - t0).count();
-    doc["snapshot_round"] = {{"instances", written}, {"seconds", el}};
-  }
-  {
-    DecisionService svc;
-    Must(recover("snapshots", svc).status(), "recover");
+    auto recover = [&](const char* label, DecisionService& svc) {
+      RecoveryReport report;
+      const auto t0 = SteadyClock::now();
+      auto p = Open(b, Durability::kAlways, &svc, &report);
+      Must(p.status(), "recover");
+      const double el = std::chrono::duration<double>(SteadyClock::now() - t0).count();
+      doc["recovery"].push_back({{"backend", b.name},
+                                 {"from", label},
+                                 {"instances", svc.registry().size()},
+                                 {"journal_records", report.journal_records},
+                                 {"snapshots", report.snapshots_loaded},
+                                 {"seconds", el}});
+      std::cerr << b.name << ": recovery from " << label << ": " << svc.registry().size() << " instances in "
+                << el << " s\n";
+      return p;
+    };
+    {
+      DecisionService svc;
+      auto p = recover("journal", svc);
+      const auto t0 = SteadyClock::now();
+      auto n = (*p)->SnapshotAll();
+      const int64_t written = n.ok() ? *n : -1;
+      const double el = std::chrono::duration<double>(SteadyClock::now() - t0).count();
+      doc["snapshot_round"].push_back(
+          {{"backend", b.name}, {"instances", written}, {"seconds", el}});
+      std::cerr << b.name << ": snapshot round of " << written << " instances in " << el << " s\n";
+    }
+    {
+      DecisionService svc;
+      Must(recover("snapshots", svc).status(), "recover");
+    }
+    Clear(b);
   }
   std::filesystem::remove_all(dir);
   const std::string out = Flag(argc, argv, "out", "");

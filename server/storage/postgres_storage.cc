@@ -131,6 +131,14 @@ PostgresStorage::~PostgresStorage() {
   }
   work_cv_.notify_all();
   if (committer_.joinable()) committer_.join();
+  // Nobody waits forever: whatever the committer could not cover is answered here.
+  std::multimap<uint64_t, std::function<void(absl::Status)>> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(waiters_);
+  }
+  for (auto& [seq, done] : left)
+    done(absl::UnavailableError("PostgreSQL storage closed before the record was committed"));
   if (dropped > 0)
     BANDIT_LOG_WARN("PostgreSQL storage closed with ", dropped,
                     " records never committed (none of them was acknowledged in durability=always)");

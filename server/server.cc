@@ -63,6 +63,13 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
         if (self->server_ && !self->shut_down_)
           self->server_->GetHealthCheckService()->SetServingStatus(true);
       };
+      // A failed snapshot write is counted and logged; health follows the commit path (which
+      // on_error / on_recovered above report), so a snapshot failure alone cannot leave the
+      // server NOT_SERVING after PostgreSQL is back.
+      po.observer.on_error = [self](const absl::Status& e) {
+        self->storage_metrics_->CountError();
+        BANDIT_LOG_ERROR("PostgreSQL storage: ", e.ToString());
+      };
       p = Persistence::Open(std::make_unique<PostgresStorage>(std::move(pg)), po,
                             s->service_.get(), &s->recovery_);
     } else if (options.storage == "file") {

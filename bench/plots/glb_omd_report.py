@@ -21,6 +21,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {}
+# What lambda each method really used (bandit-sim records only --lambda): (algo, theory run).
+LAMBDA = {("ofuglb", False): "none", ("ofuglb", True): "none",
+          ("ofulog_r", False): "d log(1+t)", ("glm_ucb_filippi", False): "d log(1+t)",
+          ("glm_ucb", False): "d log(1+t)", ("rs_glincb", True): "d log(T/δ)",
+          ("glb_omd", True): "Thm 1"}
 
 
 def color(algo):
@@ -99,17 +104,18 @@ def main(runs, img, tables_path):
         rows = []
         out.append(f"#### {env.capitalize()}, S = {S} ([regret](img/glb_omd/{name}.png), "
                    f"[time per round](img/glb_omd/{name}_time.png))\n")
-        out.append("| run | algo | T | seeds | λ | regret at T (mean ± std) | regret at t = 1000 "
+        out.append("| run | algo | T | seeds | λ | regret at T (mean ± std) | regret at t = 500 "
                    "| s/round, mean | s/round, last 10 % | state bytes at T |")
         out.append("|---|---|---|---|---|---|---|---|---|---|")
         for tag, doc in docs:
             p = doc["params"]
             for r in doc["results"]:
                 xs = curve_xs(doc, r)
-                at1000 = next((y for x, y in zip(xs, r["regret_curve"]) if x >= 1000), None)
-                out.append(f"| {tag} | {r['algo']} | {p['T']} | {p['seeds']} | {p['lambda']} | "
+                lam = LAMBDA.get((r["algo"], p["lambda"] == "theory"), p["lambda"])
+                at500 = next((y for x, y in zip(xs, r["regret_curve"]) if x >= 500), None)
+                out.append(f"| {tag} | {r['algo']} | {p['T']} | {p['seeds']} | {lam} | "
                            f"{r['regret_mean']:.1f} ± {r['regret_std']:.1f} | "
-                           f"{'' if at1000 is None else f'{at1000:.1f}'} | "
+                           f"{'' if at500 is None else f'{at500:.1f}'} | "
                            f"{fmt(r['seconds_per_round'])} | {fmt(r['seconds_per_round_last10pct'])} | "
                            f"{int(r['state_bytes'])} |")
                 if tag != "theory":
@@ -124,25 +130,31 @@ def main(runs, img, tables_path):
         if len(regions) == 1:
             axes = [axes]
         out.append("#### Confidence regions, d = 2, T = 300 (Fig. 3; [plot](img/glb_omd/glb_omd_regions.png))\n")
-        out.append("| S | algo | area of the region (fraction of the [−S−½, S+½]² box) | θ* inside |")
+        out.append("| S | algo | area of the region ∩ Θ (fraction of the [−S−½, S+½]² box) | θ* inside |")
         out.append("|---|---|---|---|")
         for ax, path in zip(axes, regions):
             doc = load(path)
             S = doc["params"]["S"]
             star = None
+            circle = plt.Circle((0, 0), S, fill=False, color="0.6", ls=":")
+            ax.add_patch(circle)
             for algo, reg in doc.get("confidence_regions", {}).items():
                 n, lo, hi = reg["grid"], reg["lo"], reg["hi"]
-                grid = [reg["inside"][i * n:(i + 1) * n] for i in range(n)]
                 xs = [lo + (hi - lo) * j / (n - 1) for j in range(n)]
+                # Every method's parameter set is Theta = {||theta|| <= S}: draw each region
+                # intersected with it (bandit-sim reports GLM-UCB's and GLOC's bare ellipsoids).
+                # (half a cell of slack: theta* lies on the sphere ||theta|| = S itself)
+                cell = (hi - lo) / (n - 1)
+                grid = [[1 if reg["inside"][i * n + j] and xs[i] ** 2 + xs[j] ** 2 <= (S + cell) ** 2 else 0
+                         for j in range(n)] for i in range(n)]
+                reg["inside"] = [v for row in grid for v in row]
                 ax.contour(xs, xs, grid, levels=[0.5], colors=[color(algo)])
                 ax.plot([], [], color=color(algo), label=algo)
                 ax.plot(*reg["center"][:2], "x", color=color(algo))
                 star = reg["theta_star"]
-                # Is theta* inside? nearest grid cell.
-                j = round((star[0] - lo) / (hi - lo) * (n - 1))
-                i = round((star[1] - lo) / (hi - lo) * (n - 1))
+                star_in = reg.get("theta_star_inside")
                 frac = sum(reg["inside"]) / (n * n)
-                out.append(f"| {S:g} | {algo} | {frac:.4f} | {'yes' if grid[i][j] else 'no'} |")
+                out.append(f"| {S:g} | {algo} | {frac:.4f} | {'?' if star_in is None else ('yes' if star_in else 'no')} |")
             if star:
                 ax.plot(*star, "k*", markersize=12, label="θ*")
             ax.set_title(f"S = {S:g}, T = {doc['params']['T']}")

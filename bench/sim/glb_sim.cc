@@ -51,7 +51,7 @@ std::function<bool(const Eigen::VectorXd&)> RegionTest(const Policy& p, double S
   auto ellipsoid = [S](Eigen::VectorXd c, Eigen::MatrixXd m, double beta, bool ball) {
     return [=](const Eigen::VectorXd& th) {
       const Eigen::VectorXd d = th - c;
-      return d.dot(m * d) <= beta * beta && (!ball || th.norm() <= S);
+      return d.dot(m * d) <= beta * beta && (!ball || th.norm() <= S * (1 + 1e-9));
     };
   };
   if (auto* g = dynamic_cast<const glb::GlbOmd*>(&p))
@@ -287,6 +287,7 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
             }
           const Eigen::VectorXd w = (*policy)->Weights();
           region[algo] = {{"grid", n}, {"lo", lo}, {"hi", hi}, {"inside", cells},
+                          {"theta_star_inside", inside(env.theta())},
                           {"center", std::vector<double>(w.data(), w.data() + w.size())},
                           {"theta_star", std::vector<double>(env.theta().data(),
                                                              env.theta().data() + 2)}};

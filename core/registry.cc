@@ -3,7 +3,11 @@
 #include "absl/strings/str_cat.h"
 #include "core/classic/epsilon_greedy.h"
 #include "core/glb/domd_glb.h"
+#include "core/glb/ecolog.h"
 #include "core/glb/glb_omd.h"
+#include "core/glb/gloc.h"
+#include "core/glb/likelihood_ucb.h"
+#include "core/glb/rs_glincb.h"
 #include "core/glb/glm_epsilon_greedy.h"
 #include "core/glb/glm_ucb.h"
 #include "core/classic/linucb.h"
@@ -32,8 +36,25 @@ const std::vector<PolicyRegistration>& RegisteredPolicies() {
       {PolicyConfig::kMixture, "mixture", &MakeMixture},
       {PolicyConfig::kBkb, "bkb", &MakeBkb},
       {PolicyConfig::kGpUcb, "gp_ucb", &MakeGpUcb},
+      {PolicyConfig::kGloc, "gloc", &glb::MakeGloc},
+      {PolicyConfig::kEcolog, "ecolog", &glb::MakeEcolog},
   };
   return *registrations;
+}
+
+const std::vector<PolicyRegistration>& SimOnlyPolicies() {
+  static const auto* registrations = new std::vector<PolicyRegistration>{
+      {PolicyConfig::kOfuglb, "ofuglb", &glb::MakeOfuglb},
+      {PolicyConfig::kOfulogR, "ofulog_r", &glb::MakeOfulogR},
+      {PolicyConfig::kRsGlincb, "rs_glincb", &glb::MakeRsGlincb},
+  };
+  return *registrations;
+}
+
+absl::StatusOr<std::unique_ptr<Policy>> CreateSimPolicy(const PolicyConfig& config, uint64_t seed) {
+  for (const auto& r : SimOnlyPolicies())
+    if (r.config_case == config.policy_case()) return r.make(config, seed);
+  return CreatePolicy(config, seed);
 }
 
 absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const PolicyConfig& config, uint64_t seed) {
@@ -41,6 +62,11 @@ absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const PolicyConfig& config,
     return absl::InvalidArgumentError("config.policy is not set, expected one policy config");
   for (const auto& r : RegisteredPolicies())
     if (r.config_case == config.policy_case()) return r.make(config, seed);
+  for (const auto& r : SimOnlyPolicies())
+    if (r.config_case == config.policy_case())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config.policy '", r.name, "' is not served: its state grows with every round; it runs in "
+          "bandit-sim only. Bounded alternatives: glb_omd, gloc, ecolog"));
   return absl::InvalidArgumentError(absl::StrCat("config.policy case ", config.policy_case(),
                                                  " is not a policy this server knows"));
 }

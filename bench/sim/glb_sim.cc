@@ -3,16 +3,26 @@
 //              --S=3 --T=3000 --seeds=10 --out=FILE.json [--plot=FILE.png]
 // Algorithms (all built through CreatePolicy): glb_omd, domd_glb, glm_ucb (MLE + local-Hessian
 // bonus), glm_ucb_dm (MLE + kappa-scaled design-matrix bonus), linucb, eps_greedy (GLM MLE),
-// sw_glm_ucb (sliding-window GLM-UCB, the nonstationary baseline).
+// sw_glm_ucb (sliding-window GLM-UCB, the nonstationary baseline); the GLB-OMD paper's baselines
+// gloc, ecolog (logistic), rs_glincb, ofuglb, ofulog_r (logistic), glm_ucb_filippi (Filippi et
+// al.'s own mean-scale rule and radius). --region_grid=N (d = 2): after the last round of seed 1,
+// which points of an N x N grid over [-S-1/2, S+1/2]^2 lie in each algorithm's confidence set
+// (GLB-OMD Fig. 3). --reward_bound=R for rs_glincb / glm_ucb_filippi (default 1 / 100 Poisson).
 // Other flags: --lambda=NUMBER|theory (default d), --radius=MULT (default 1; 0.2 for drift and
 // piecewise, as in the DOMD-GLB paper), --delta=0.05, --dispersion=1 (gaussian), --gamma=G
 // (DOMD-GLB; default: Theorem 2 / 3 tuned from the env's P_T / Gamma_T), --window=W
 // (sw_glm_ucb; default T^(2/3)), --eps=0.1, --linucb_alpha=1.
 #include <chrono>
+#include <functional>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "bench/sim/sim.h"
+#include "core/glb/ecolog.h"
+#include "core/glb/glb_omd.h"
+#include "core/glb/glm_ucb.h"
+#include "core/glb/gloc.h"
+#include "core/glb/likelihood_ucb.h"
 #include "core/glb/link.h"
 #include "core/registry.h"
 #include "core/sim/glb_env.h"
@@ -34,6 +44,29 @@ bandit::v1::Link ProtoLink(glb::LinkKind k) {
   }
 }
 
+// Membership test of an algorithm's confidence set after its last update (GLB-OMD Fig. 3), or
+// null for algorithms without one. Ellipsoidal sets {||theta - c||_M <= beta} (and ||theta|| <= S
+// where the algorithm constrains to the ball); likelihood-ratio sets exactly.
+std::function<bool(const Eigen::VectorXd&)> RegionTest(const Policy& p, double S) {
+  auto ellipsoid = [S](Eigen::VectorXd c, Eigen::MatrixXd m, double beta, bool ball) {
+    return [=](const Eigen::VectorXd& th) {
+      const Eigen::VectorXd d = th - c;
+      return d.dot(m * d) <= beta * beta && (!ball || th.norm() <= S * (1 + 1e-9));
+    };
+  };
+  if (auto* g = dynamic_cast<const glb::GlbOmd*>(&p))
+    return ellipsoid(g->theta(), g->h(), g->Beta(), true);
+  if (auto* g = dynamic_cast<const glb::GlmUcb*>(&p))
+    return ellipsoid(g->theta(), g->w_inverse().inverse(), g->Radius(), false);
+  if (auto* g = dynamic_cast<const glb::Gloc*>(&p))
+    return ellipsoid(g->theta_hat(), g->v_inverse().inverse(), g->Beta(), false);
+  if (auto* g = dynamic_cast<const glb::Ecolog*>(&p))
+    return ellipsoid(g->theta(), g->w(), g->Beta(), true);
+  if (auto* g = dynamic_cast<const glb::LikelihoodUcb*>(&p))
+    return [g](const Eigen::VectorXd& th) { return g->InConfidenceSet(th); };
+  return nullptr;
+}
+
 }  // namespace
 
 absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs& args) {
@@ -52,6 +85,11 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
   auto disp = args.Double("dispersion", 1.0);
   auto eps = args.Double("eps", 0.1);
   auto lin_alpha = args.Double("linucb_alpha", 1.0);
+  auto region_grid = args.Int("region_grid", 0);
+  if (!region_grid.ok()) return region_grid.status();
+  const bool has_reward_bound = args.Has("reward_bound");
+  auto reward_bound = args.Double("reward_bound", 100.0);
+  if (!reward_bound.ok()) return reward_bound.status();
   for (const absl::Status& s : {d.status(), arms.status(), S.status(), T.status(), seeds.status(),
                                 radius.status(), delta.status(), disp.status(), eps.status(),
                                 lin_alpha.status()})
@@ -112,7 +150,8 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
         if (ec.kind == GlbEnvKind::kPiecewise) g->set_num_changes(std::max<int64_t>(changes, 1));
         else g->set_path_length(ec.kind == GlbEnvKind::kDrift ? path_length : 0.0);
       }
-    } else if (algo == "glm_ucb" || algo == "glm_ucb_dm" || algo == "sw_glm_ucb") {
+    } else if (algo == "glm_ucb" || algo == "glm_ucb_dm" || algo == "sw_glm_ucb" ||
+               algo == "glm_ucb_filippi") {
       auto* g = c.mutable_glm_ucb();
       g->set_dimension(ec.d);
       g->set_link(plink);
@@ -123,6 +162,51 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
       if (plink == bandit::v1::GAUSSIAN) g->set_dispersion(*disp);
       if (algo == "glm_ucb_dm") g->set_bonus(bandit::v1::GlmUcbConfig::DESIGN_MATRIX);
       if (algo == "sw_glm_ucb") g->set_window(*window);
+      if (algo == "glm_ucb_filippi") {
+        g->set_bonus(bandit::v1::GlmUcbConfig::FILIPPI);
+        g->set_horizon(ec.T);
+        if (has_reward_bound) g->set_reward_bound(*reward_bound);
+      }
+    } else if (algo == "gloc") {
+      auto* g = c.mutable_gloc();
+      g->set_dimension(ec.d);
+      g->set_link(plink);
+      g->set_s(ec.S);
+      g->set_lambda(lambda);  // no separate theory lambda in the paper: lambda = d in both runs
+      g->set_delta(*delta);
+      g->set_radius_multiplier(*radius);
+      if (plink == bandit::v1::GAUSSIAN) g->set_dispersion(*disp);
+    } else if (algo == "ecolog") {
+      auto* g = c.mutable_ecolog();
+      g->set_dimension(ec.d);
+      g->set_s(ec.S);
+      g->set_lambda(lambda);
+      g->set_delta(*delta);
+      g->set_radius_multiplier(*radius);
+    } else if (algo == "rs_glincb") {
+      auto* g = c.mutable_rs_glincb();
+      g->set_dimension(ec.d);
+      g->set_link(plink);
+      g->set_s(ec.S);
+      if (theory_lambda) g->set_theory_lambda(true); else g->set_lambda(lambda);
+      g->set_delta(*delta);
+      g->set_radius_multiplier(*radius);
+      g->set_horizon(ec.T);
+      if (has_reward_bound) g->set_reward_bound(*reward_bound);
+    } else if (algo == "ofuglb") {
+      auto* g = c.mutable_ofuglb();
+      g->set_dimension(ec.d);
+      g->set_link(plink);
+      g->set_s(ec.S);
+      g->set_delta(*delta);
+      g->set_radius_multiplier(*radius);
+    } else if (algo == "ofulog_r") {
+      auto* g = c.mutable_ofulog_r();
+      g->set_dimension(ec.d);
+      g->set_s(ec.S);
+      g->set_lambda(lambda);  // lambda_t = lambda log(1 + t)
+      g->set_delta(*delta);
+      g->set_radius_multiplier(*radius);
     } else if (algo == "linucb") {
       auto* g = c.mutable_linucb();
       g->set_dimension(ec.d);
@@ -139,13 +223,15 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "--algos: unknown algorithm '", algo,
-          "', expected glb_omd|domd_glb|glm_ucb|glm_ucb_dm|sw_glm_ucb|linucb|eps_greedy"));
+          "', expected glb_omd|domd_glb|glm_ucb|glm_ucb_dm|glm_ucb_filippi|sw_glm_ucb|linucb|"
+          "eps_greedy|gloc|ecolog|rs_glincb|ofuglb|ofulog_r"));
     }
     return c;
   };
 
   nlohmann::json results = nlohmann::json::array();
   nlohmann::json algo_params = nlohmann::json::object();
+  nlohmann::json region = nlohmann::json::object();
   using Clock = std::chrono::steady_clock;
   for (const auto& algo : algos) {
     auto config = make_config(algo);
@@ -153,7 +239,7 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
     AlgoResult res;
     for (int64_t s = 0; s < *seeds; ++s) {
       const uint64_t seed = static_cast<uint64_t>(s) + 1;
-      auto policy = CreatePolicy(*config, seed);
+      auto policy = CreateSimPolicy(*config, seed);
       if (!policy.ok())
         return absl::InvalidArgumentError(absl::StrCat(algo, ": ", policy.status().message()));
       if (s == 0) algo_params[algo] = (*policy)->Summary();
@@ -187,6 +273,26 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
       res.spr.push_back(secs / ec.T);
       res.spr_last.push_back(secs_last / (ec.T - last_from));
       res.bytes.push_back(static_cast<double>((*policy)->StateBytes()));
+      if (s == 0 && *region_grid > 0 && ec.d == 2) {
+        if (auto inside = RegionTest(**policy, ec.S)) {
+          const int n = static_cast<int>(*region_grid);
+          const double lo = -ec.S - 0.5, hi = ec.S + 0.5;
+          std::vector<int> cells;
+          cells.reserve(n * n);
+          for (int i = 0; i < n; ++i)      // rows: theta_2
+            for (int j = 0; j < n; ++j) {  // columns: theta_1
+              Eigen::VectorXd th(2);
+              th << lo + (hi - lo) * j / (n - 1), lo + (hi - lo) * i / (n - 1);
+              cells.push_back(inside(th) ? 1 : 0);
+            }
+          const Eigen::VectorXd w = (*policy)->Weights();
+          region[algo] = {{"grid", n}, {"lo", lo}, {"hi", hi}, {"inside", cells},
+                          {"theta_star_inside", inside(env.theta())},
+                          {"center", std::vector<double>(w.data(), w.data() + w.size())},
+                          {"theta_star", std::vector<double>(env.theta().data(),
+                                                             env.theta().data() + 2)}};
+        }
+      }
     }
     auto [mean_curve, std_curve] = CurveMeanStd(res.curves);
     auto [rm, rs] = MeanStd(res.finals);
@@ -218,7 +324,9 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
                            {"algo_summary_seed1", algo_params}};
   if (link.kind() == glb::LinkKind::kGaussian) params["dispersion"] = *disp;
   if (has_gamma) params["gamma"] = *gamma;
-  return nlohmann::json{{"env", std::string(env_name)}, {"params", params}, {"results", results}};
+  nlohmann::json doc{{"env", std::string(env_name)}, {"params", params}, {"results", results}};
+  if (!region.empty()) doc["confidence_regions"] = region;
+  return doc;
 }
 
 }  // namespace bandit::sim

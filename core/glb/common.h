@@ -88,7 +88,10 @@ absl::StatusOr<GlbParams> ParseParams(absl::string_view field, const C& c) {
     has_disp = c.has_dispersion();
     disp = c.dispersion();
   }
-  auto link = GlmLink::FromProto(field, c.link(), has_disp, disp);
+  // Configs of logistic-only policies (ECOLog, OFULog-r) have no link field: logistic.
+  bandit::v1::Link proto_link = bandit::v1::LOGISTIC;
+  if constexpr (requires { c.link(); }) proto_link = c.link();
+  auto link = GlmLink::FromProto(field, proto_link, has_disp, disp);
   if (!link.ok()) return link.status();
   p.link = *link;
   p.R = p.link.SelfConcordance();
@@ -101,9 +104,11 @@ absl::StatusOr<GlbParams> ParseParams(absl::string_view field, const C& c) {
     if (auto s = CheckRange(absl::StrCat(field, ".r"), p.R, 0.0, 1e6); !s.ok()) return s;
   }
   p.lambda = p.d;  // papers' experiments (GLB-OMD Appendix E.1): lambda = d
-  if (c.has_lambda()) {
-    p.lambda = c.lambda();
-    p.lambda_set = true;
+  if constexpr (requires { c.has_lambda(); }) {  // OFUGLB has no regularizer
+    if (c.has_lambda()) {
+      p.lambda = c.lambda();
+      p.lambda_set = true;
+    }
   }
   if (auto s = CheckPositive(absl::StrCat(field, ".lambda"), p.lambda); !s.ok()) return s;
   if constexpr (requires { c.has_delta(); }) {

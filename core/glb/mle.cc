@@ -17,19 +17,19 @@ void GlmHistory::Add(const Eigen::VectorXd& x, double r) {
   r_.push_back(r);
 }
 
-void GlmHistory::Save(StateWriter& w) const {
-  w.Put("history_x", Eigen::MatrixXd(X()));
-  w.Put("history_r", Eigen::VectorXd(r()));
-  w.PutInt("history_head", head_);
+void GlmHistory::Save(StateWriter& w, absl::string_view prefix) const {
+  w.Put(absl::StrCat(prefix, "_x"), Eigen::MatrixXd(X()));
+  w.Put(absl::StrCat(prefix, "_r"), Eigen::VectorXd(r()));
+  w.PutInt(absl::StrCat(prefix, "_head"), head_);
 }
 
-absl::Status GlmHistory::Restore(const StateReader& rd) {
+absl::Status GlmHistory::Restore(const StateReader& rd, absl::string_view prefix) {
   Eigen::MatrixXd x;
   Eigen::VectorXd r;
   int64_t head;
-  if (auto s = rd.Get("history_r", &r); !s.ok()) return s;
-  if (auto s = rd.Get("history_x", &x, d_, r.size()); !s.ok()) return s;
-  if (auto s = rd.GetInt("history_head", &head); !s.ok()) return s;
+  if (auto s = rd.Get(absl::StrCat(prefix, "_r"), &r); !s.ok()) return s;
+  if (auto s = rd.Get(absl::StrCat(prefix, "_x"), &x, d_, r.size()); !s.ok()) return s;
+  if (auto s = rd.GetInt(absl::StrCat(prefix, "_head"), &head); !s.ok()) return s;
   if (window_ > 0 && r.size() > window_)
     return absl::InvalidArgumentError(absl::StrCat("state history has ", r.size(),
                                                    " rounds, expected at most window = ", window_));

@@ -11,6 +11,7 @@
 #include <Eigen/Dense>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "core/glb/link.h"
 #include "core/state_io.h"
 
@@ -27,8 +28,9 @@ class GlmHistory {
   Eigen::Map<const Eigen::MatrixXd> X() const { return {x_.data(), d_, size()}; }
   Eigen::Map<const Eigen::VectorXd> r() const { return {r_.data(), size()}; }
 
-  void Save(StateWriter& w) const;
-  absl::Status Restore(const StateReader& r);
+  // Keys <prefix>_x, <prefix>_r, <prefix>_head (a policy with two histories uses two prefixes).
+  void Save(StateWriter& w, absl::string_view prefix = "history") const;
+  absl::Status Restore(const StateReader& r, absl::string_view prefix = "history");
   int64_t Bytes() const { return (x_.size() + r_.size()) * sizeof(double) + sizeof(head_); }
 
  private:

@@ -60,7 +60,7 @@ inline double UniformRegret(sim::GlbEnv& env, int64_t rounds, int arms) {
 }
 
 inline std::unique_ptr<Policy> MustCreate(const bandit::v1::PolicyConfig& c, uint64_t seed) {
-  auto p = CreatePolicy(c, seed);
+  auto p = CreateSimPolicy(c, seed);  // includes the sim-only baselines
   EXPECT_TRUE(p.ok()) << p.status();
   return p.ok() ? *std::move(p) : nullptr;
 }

@@ -74,7 +74,13 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"glm_ucb", "glm_ucb { dimension: 4 s: 2 }"},
         Case{"glm_ucb_dm", "glm_ucb { dimension: 4 s: 2 bonus: DESIGN_MATRIX }"},
         Case{"sw_glm_ucb", "glm_ucb { dimension: 4 s: 2 window: 50 }"},
-        Case{"linucb", "linucb { dimension: 4 }"}),
+        Case{"linucb", "linucb { dimension: 4 }"},
+        Case{"glm_ucb_filippi", "glm_ucb { dimension: 4 s: 2 bonus: FILIPPI horizon: 300 }"},
+        Case{"gloc", "gloc { dimension: 4 s: 2 }"},
+        Case{"ecolog", "ecolog { dimension: 4 s: 2 }"},
+        Case{"rs_glincb", "rs_glincb { dimension: 4 s: 2 horizon: 300 }"},
+        Case{"ofuglb", "ofuglb { dimension: 4 s: 2 }"},
+        Case{"ofulog_r", "ofulog_r { dimension: 4 s: 2 }"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
 
 // Policies that draw randomness or count rounds in Select must not claim it.

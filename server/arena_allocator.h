@@ -102,6 +102,21 @@ class ArenaMessageAllocator final : public grpc::MessageAllocator<Request, Respo
   std::vector<Holder*> pool_;
 };
 
+// A request/response pair on an arena of its own, deleted when released: for RPCs too rare to
+// be worth a pool.
+template <typename Request, typename Response>
+class ArenaMessages final : public grpc::MessageHolder<Request, Response> {
+ public:
+  ArenaMessages() {
+    this->set_request(google::protobuf::Arena::CreateMessage<Request>(&arena_));
+    this->set_response(google::protobuf::Arena::CreateMessage<Response>(&arena_));
+  }
+  void Release() override { delete this; }
+
+ private:
+  google::protobuf::Arena arena_;
+};
+
 // Pooled arenas for the per-round RPCs (Select, Update and their batches), with first blocks
 // sized for their typical messages (a 50 x 20 Select request parses to ~12 KB). Install() works
 // on any callback service with these four methods: banditd's BanditService and the echo.

@@ -148,8 +148,16 @@ Metrics::Metrics(DecisionService* service)
                        .Name("bandit_rpc_duration_seconds")
                        .Help("RPC handling time by method and status code (count = RPCs).")
                        .Register(*registry_);
-  // Pre-create the OK series so zero counts are visible.
-  for (int r = 0; r < static_cast<int>(Rpc::kCount); ++r) Child(static_cast<Rpc>(r), grpc::OK);
+  auto& unparseable = prometheus::BuildCounter()
+                          .Name("bandit_rpc_unparseable_requests_total")
+                          .Help("Requests whose payload was not a valid protobuf of the method's "
+                                "request message (answered INVALID_ARGUMENT).")
+                          .Register(*registry_);
+  // Pre-create the OK series and the unparseable counters so zero counts are visible.
+  for (int r = 0; r < static_cast<int>(Rpc::kCount); ++r) {
+    Child(static_cast<Rpc>(r), grpc::OK);
+    unparseable_[r] = &unparseable.Add({{"method", RpcName(static_cast<Rpc>(r))}});
+  }
 }
 
 prometheus::Histogram& Metrics::Child(Rpc rpc, grpc::StatusCode code) {

@@ -10,6 +10,7 @@
 
 #include <grpcpp/support/status.h>
 #include <prometheus/collectable.h>
+#include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
@@ -29,6 +30,8 @@ class Metrics {
   explicit Metrics(DecisionService* service);
 
   void ObserveRpc(Rpc rpc, grpc::StatusCode code, double seconds);
+  // A request whose payload did not parse as the method's message (answered INVALID_ARGUMENT).
+  void CountUnparseable(Rpc rpc) { unparseable_[static_cast<int>(rpc)]->Increment(); }
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
   // Per-instance and process metrics, computed at scrape time.
@@ -44,6 +47,7 @@ class Metrics {
   std::array<std::array<std::atomic<prometheus::Histogram*>, kCodes>,
              static_cast<int>(Rpc::kCount)>
       children_{};
+  std::array<prometheus::Counter*, static_cast<int>(Rpc::kCount)> unparseable_{};
   std::shared_ptr<prometheus::Collectable> collector_;
 };
 

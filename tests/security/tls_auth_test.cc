@@ -27,6 +27,7 @@ using absl::StatusCode;
 using client::BanditClient;
 using client::ClientOptions;
 using testing::ServerProcess;
+using testing::HttpGet;
 using testing::TestCerts;
 namespace v1 = bandit::v1;
 
@@ -34,25 +35,6 @@ const std::string kAdmin = "adm-0123456789abcdef0123456789abcdef";
 const std::string kWriter = "wri-0123456789abcdef0123456789abcdef";
 const std::string kReader = "rea-0123456789abcdef0123456789abcdef";
 const std::string kUnknown = "unk-0123456789abcdef0123456789abcdef";
-
-std::string HttpGet(int port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
-  (void)!write(fd, req.data(), req.size());
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) out.append(buf, n);
-  close(fd);
-  return out;
-}
 
 std::string Shell(const std::string& cmd, int* exit_code) {
   std::string out;

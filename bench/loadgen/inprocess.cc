@@ -46,7 +46,7 @@ std::vector<Case> Cases(int d, int arms) {
     v1::PolicyConfig c;
     c.mutable_thompson();
     c.set_num_arms(arms);
-    add("thompson", c, 0, arms);  // default: Monte-Carlo propensity with 1000 samples per Select
+    add("thompson", c, 0, arms);  // default: quadrature propensity
   }
   {
     v1::PolicyConfig c;

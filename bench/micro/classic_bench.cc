@@ -1,11 +1,13 @@
 // Select + Update per round for the classic policies.
 //   K-armed (epsilon-greedy, UCB1, Thompson Bernoulli/Gaussian) over K = 10, 100, 1000 arms;
-//   Thompson with its default 1000 propensity samples and with propensity off (M = 0);
+//   Thompson with propensity off (M = 0) and by Monte Carlo (M = 1000);
+//   Thompson's default quadrature propensity after t0 = 0, 10^4, 10^5 earlier rounds (flat in t);
 //   LinUCB over d = 5, 20, 100 and 10, 100, 1000 candidates per Select.
 // Run: build/bin/bandit-microbench --benchmark_filter=Classic
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
@@ -49,14 +51,66 @@ void BM_Classic_Ucb1(benchmark::State& state) {
 }
 void BM_Classic_ThompsonBernoulli(benchmark::State& state) {
   bandit::v1::PolicyConfig c;
+  c.mutable_thompson()->set_propensity_method(bandit::v1::ThompsonConfig::MONTE_CARLO);
   c.mutable_thompson()->set_propensity_samples(static_cast<int>(state.range(1)));
   RunKArmed(state, c);
 }
 void BM_Classic_ThompsonGaussian(benchmark::State& state) {
   bandit::v1::PolicyConfig c;
   c.mutable_thompson()->set_likelihood(bandit::v1::ThompsonConfig::GAUSSIAN);
+  c.mutable_thompson()->set_propensity_method(bandit::v1::ThompsonConfig::MONTE_CARLO);
   c.mutable_thompson()->set_propensity_samples(static_cast<int>(state.range(1)));
   RunKArmed(state, c);
+}
+
+// Select + Update with the quadrature propensity, K = range(0) arms, after t0 = range(1)
+// earlier rounds. The t0 rounds run on a twin without propensity (same decisions: the
+// propensity method does not touch the random stream) whose state is then restored.
+void RunThompsonQuadrature(benchmark::State& state, bandit::v1::PolicyConfig config) {
+  const int k = static_cast<int>(state.range(0));
+  const int64_t t0 = state.range(1);
+  config.set_num_arms(k);
+  auto warm_config = config;
+  warm_config.mutable_thompson()->set_propensity_samples(0);
+  auto warm = MakeOrDie(warm_config);
+  Rng env(1);
+  const bool gaussian = config.thompson().likelihood() == bandit::v1::ThompsonConfig::GAUSSIAN;
+  auto reward = [&](int arm) {
+    const double mean = 0.3 + 0.4 * arm / k;
+    return gaussian ? env.Normal(mean, 0.5) : (env.Bernoulli(mean) ? 1.0 : 0.0);
+  };
+  Observation obs;
+  SelectContext ctx;
+  for (int64_t t = 0; t < t0; ++t) {
+    auto d = warm->Select(ctx);
+    obs.arm_id = d->arm_id;
+    obs.reward = reward(d->arm);
+    if (!warm->Update(obs).ok()) std::abort();
+  }
+  bandit::v1::PolicyState saved;
+  warm->Save(&saved);
+  auto p = MakeOrDie(config);
+  if (!p->Restore(saved).ok()) std::abort();
+  double propensity_sum = 0;
+  for (auto _ : state) {
+    auto d = p->Select(ctx);
+    propensity_sum += d->propensity;
+    obs.arm_id = d->arm_id;
+    obs.reward = reward(d->arm);
+    benchmark::DoNotOptimize(p->Update(obs));
+  }
+  state.counters["mean_propensity"] = propensity_sum / std::max<int64_t>(1, state.iterations());
+  state.SetItemsProcessed(state.iterations());
+}
+void BM_Classic_ThompsonBernoulliQuadrature(benchmark::State& state) {
+  bandit::v1::PolicyConfig c;
+  c.mutable_thompson();
+  RunThompsonQuadrature(state, c);
+}
+void BM_Classic_ThompsonGaussianQuadrature(benchmark::State& state) {
+  bandit::v1::PolicyConfig c;
+  c.mutable_thompson()->set_likelihood(bandit::v1::ThompsonConfig::GAUSSIAN);
+  RunThompsonQuadrature(state, c);
 }
 
 void BM_Classic_LinUcb(benchmark::State& state) {
@@ -91,6 +145,10 @@ BENCHMARK(BM_Classic_EpsilonGreedy)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_Classic_Ucb1)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_Classic_ThompsonBernoulli)->ArgsProduct({{10, 100, 1000}, {0, 1000}});
 BENCHMARK(BM_Classic_ThompsonGaussian)->ArgsProduct({{10, 100, 1000}, {0, 1000}});
+BENCHMARK(BM_Classic_ThompsonBernoulliQuadrature)
+    ->ArgsProduct({{10, 100, 1000}, {0, 10000, 100000}});
+BENCHMARK(BM_Classic_ThompsonGaussianQuadrature)
+    ->ArgsProduct({{10, 100, 1000}, {0, 10000, 100000}});
 BENCHMARK(BM_Classic_LinUcb)->ArgsProduct({{5, 20, 100}, {10, 100, 1000}});
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "core/classic/thompson.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -49,13 +50,33 @@ absl::StatusOr<std::unique_ptr<Policy>> Thompson::Make(const bandit::v1::PolicyC
   if (m < 0 || m > kMaxPropensitySamples)
     return absl::InvalidArgumentError(absl::StrCat("thompson.propensity_samples is ", m,
                                                    ", expected 0..", kMaxPropensitySamples));
+  PropensityMethod method;
+  switch (c.propensity_method()) {
+    case bandit::v1::ThompsonConfig::PROPENSITY_METHOD_UNSPECIFIED:
+    case bandit::v1::ThompsonConfig::QUADRATURE:
+      method = PropensityMethod::kQuadrature;
+      break;
+    case bandit::v1::ThompsonConfig::MONTE_CARLO:
+      method = PropensityMethod::kMonteCarlo;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("thompson.propensity_method is ", c.propensity_method(),
+                       ", expected QUADRATURE or MONTE_CARLO"));
+  }
   auto arms = ArmSet::FromConfig(config, ArmFeatures::kNone);
   if (!arms.ok()) return arms.status();
-  return std::unique_ptr<Policy>(new Thompson(*std::move(arms), lik, p, m, seed));
+  return std::unique_ptr<Policy>(new Thompson(*std::move(arms), lik, p, method, m, seed));
 }
 
-Thompson::Thompson(ArmSet arms, Likelihood lik, Prior prior, int samples, uint64_t seed)
-    : arms_(std::move(arms)), likelihood_(lik), prior_(prior), samples_(samples), rng_(seed) {
+Thompson::Thompson(ArmSet arms, Likelihood lik, Prior prior, PropensityMethod method,
+                   int samples, uint64_t seed)
+    : arms_(std::move(arms)),
+      likelihood_(lik),
+      prior_(prior),
+      method_(method),
+      samples_(samples),
+      rng_(seed) {
   const int k = arms_.size();
   counts_ = Vector::Zero(k);
   if (lik == Likelihood::kBernoulli) {
@@ -90,6 +111,23 @@ double Thompson::Draw(Rng& rng, int i) const {
   return rng.Normal(PosteriorA(i), std::sqrt(PosteriorB(i)));
 }
 
+ArgmaxProbability Thompson::Posteriors() const {
+  if (likelihood_ == Likelihood::kBernoulli)
+    return ArgmaxProbability(ArgmaxProbability::Family::kBeta, a_, b_);
+  const int k = arms_.size();
+  Vector mean(k), sd(k);
+  for (int i = 0; i < k; ++i) {
+    mean[i] = PosteriorA(i);
+    sd[i] = std::sqrt(PosteriorB(i));
+  }
+  return ArgmaxProbability(ArgmaxProbability::Family::kNormal, mean, sd);
+}
+
+Vector Thompson::ArgmaxProbabilities() const {
+  if (arms_.size() == 0) return Vector();
+  return Posteriors().All();
+}
+
 int Thompson::ArgMax(const Vector& v) {
   int best = 0;
   for (int i = 1; i < v.size(); ++i)
@@ -107,19 +145,32 @@ absl::StatusOr<Decision> Thompson::Select(const SelectContext& ctx) {
   d.arm_id = arms_.id(d.arm);
   ++rounds_;
   if (samples_ > 0) {
-    // Separate, replayable stream for the propensity estimate (see header).
-    Rng local(rng_.NextU64());
-    Vector wins = Vector::Zero(k);
-    wins[d.arm] += 1.0;  // the decision's own draw
-    Vector draw(k);
-    for (int s = 0; s < samples_; ++s) {
-      for (int i = 0; i < k; ++i) draw[i] = Draw(local, i);
-      wins[ArgMax(draw)] += 1.0;
+    // The sub-seed is drawn under either method: one random stream (see header).
+    const uint64_t subseed = rng_.NextU64();
+    Vector p;
+    if (method_ == PropensityMethod::kMonteCarlo) {
+      Rng local(subseed);
+      Vector wins = Vector::Zero(k);
+      wins[d.arm] += 1.0;  // the decision's own draw
+      Vector draw(k);
+      for (int s = 0; s < samples_; ++s) {
+        for (int i = 0; i < k; ++i) draw[i] = Draw(local, i);
+        wins[ArgMax(draw)] += 1.0;
+      }
+      p = wins / static_cast<double>(samples_ + 1);
+    } else {
+      const ArgmaxProbability posteriors = Posteriors();
+      if (ctx.want_scores) {
+        p = posteriors.All();
+      } else {
+        p = Vector::Zero(k);
+        p[d.arm] = posteriors.Of(d.arm);
+      }
+      p[d.arm] = std::max(p[d.arm], kPropensityFloor);
     }
-    const Vector p = wins / static_cast<double>(samples_ + 1);
     d.propensity = p[d.arm];
     if (ctx.want_scores) {
-      d.scores = p;
+      d.scores = std::move(p);
       d.score_kind = bandit::v1::PROBABILITY;
     }
   } else {

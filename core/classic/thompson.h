@@ -7,17 +7,24 @@
 //  * GAUSSIAN: prior N(m0, v0), known noise variance s2. After n_i rewards with sum S_i:
 //      v_i = 1 / (1/v0 + n_i/s2),  m_i = v_i (m0/v0 + S_i/s2).
 //
-// Propensity: P(arm i is the argmax of a posterior draw) has no closed form. It is estimated by
-// Monte Carlo: one 64-bit sub-seed is drawn from the instance Rng (so replay stays exact), a local
-// Rng seeded with it draws M more joint posterior samples, and the decision's own draw is counted
-// as one more sample: p_i = (#argmax_i over the M+1 draws) / (M+1). The chosen arm therefore
-// always has p >= 1/(M+1) > 0. With M = 0 nothing is estimated: propensity is NaN ("unknown")
-// and scores are the posterior draws (POSTERIOR_SAMPLE).
+// Propensity: P(arm i is the argmax of a posterior draw) = ∫ f_i(x) Π_{j≠i} F_j(x) dx.
+//  * QUADRATURE (default): computed deterministically by adaptive Gauss-Kronrod quadrature
+//    (core/classic/argmax_probability.h), absolute error below 1e-6.
+//  * MONTE_CARLO: one 64-bit sub-seed is drawn from the instance Rng (so replay stays exact), a
+//    local Rng seeded with it draws M more joint posterior samples, and the decision's own draw
+//    is counted as one more sample: p_i = (#argmax_i over the M+1 draws) / (M+1).
+// Both methods take the sub-seed from the instance Rng after the decision's draw, so the random
+// stream, hence every decision, is the same whichever method computes the propensity (and the
+// same as before quadrature existed: journals written then replay identically). The chosen
+// arm's propensity is at least kPropensityFloor (MONTE_CARLO: at least 1/(M+1)), so importance
+// weights stay finite. With M = 0 nothing is computed: propensity is NaN ("unknown") and scores
+// are the posterior draws (POSTERIOR_SAMPLE).
 #pragma once
 
 #include <memory>
 
 #include "core/arms.h"
+#include "core/classic/argmax_probability.h"
 #include "core/policy.h"
 #include "core/rng.h"
 
@@ -32,6 +39,10 @@ class Thompson final : public Policy {
 
   static constexpr int kDefaultPropensitySamples = 1000;
   static constexpr int kMaxPropensitySamples = 1000000;
+  // Lowest propensity reported for a chosen arm under QUADRATURE (its exact probability can
+  // underflow; an importance weight is then at most 1e6).
+  static constexpr double kPropensityFloor = 1e-6;
+  enum class PropensityMethod { kQuadrature, kMonteCarlo };
 
   absl::string_view name() const override { return "thompson"; }
   ContextKind context_kind() const override { return ContextKind::kNone; }
@@ -48,6 +59,9 @@ class Thompson final : public Policy {
   Vector Weights() const override { return PosteriorMeans(); }
 
   Likelihood likelihood() const { return likelihood_; }
+  PropensityMethod propensity_method() const { return method_; }
+  // Every arm's probability of being the argmax of a posterior draw, by quadrature.
+  Vector ArgmaxProbabilities() const;
   // Bernoulli: posterior Beta parameters. Gaussian: posterior mean and variance.
   double PosteriorA(int arm) const;  // alpha_i or m_i
   double PosteriorB(int arm) const;  // beta_i or v_i
@@ -59,7 +73,9 @@ class Thompson final : public Policy {
     double alpha = 1, beta = 1;               // Bernoulli
     double mean = 0, variance = 1, noise = 1;  // Gaussian
   };
-  Thompson(ArmSet arms, Likelihood lik, Prior prior, int samples, uint64_t seed);
+  Thompson(ArmSet arms, Likelihood lik, Prior prior, PropensityMethod method, int samples,
+           uint64_t seed);
+  ArgmaxProbability Posteriors() const;
 
   double Draw(Rng& rng, int arm) const;
   static int ArgMax(const Vector& v);
@@ -67,6 +83,7 @@ class Thompson final : public Policy {
   ArmSet arms_;
   Likelihood likelihood_;
   Prior prior_;
+  PropensityMethod method_;
   int samples_;         // M
   Rng rng_;
   int64_t rounds_ = 0;  // Select calls

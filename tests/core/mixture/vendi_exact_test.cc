@@ -98,8 +98,9 @@ TEST(ExactVendi, GradientMatchesFiniteDifferences) {
 }
 
 // The random-feature form (unit-normalized Gaussian RFF, vendi_objective.h) approaches the exact
-// Gaussian-kernel value as R grows: the mean absolute error over draws shrinks, and at R = 4096 it
-// is small.
+// Gaussian-kernel value as R grows: the mean absolute error over draws shrinks, and at R = 512 it
+// is small (its error decays like R^{-1/2}; R stays at 512 so the test's D x D eigenproblems are
+// cheap).
 TEST(ExactVendi, RandomFeatureFormConvergesAsRGrows) {
   const int d = 6;
   const double sigma = 0.5 * std::sqrt(2.0 * d);
@@ -108,9 +109,9 @@ TEST(ExactVendi, RandomFeatureFormConvergesAsRGrows) {
   const Vector a = Eigen::Vector4d(0.4, 0.1, 0.4, 0.1);
   const double truth = exact.Value(a);
   std::vector<double> err;
-  for (int R : {32, 512, 4096}) {
+  for (int R : {16, 128, 512}) {
     double e = 0;
-    for (uint64_t draw = 0; draw < 3; ++draw) {
+    for (uint64_t draw = 0; draw < 2; ++draw) {
       Rng rng(100 + draw);
       FeatureMap f = *FeatureMap::RandomFourier(d, R, sigma, rng);
       MixtureStats stats(4, R, true);
@@ -119,13 +120,13 @@ TEST(ExactVendi, RandomFeatureFormConvergesAsRGrows) {
         f.Map(p.samples.row(j).transpose(), &phi);
         stats.Add(p.arm_of[j], phi, std::nullopt);
       }
-      e += std::abs(VendiObjective().Bind(stats)->Value(a) - truth) / 3;
+      e += std::abs(VendiObjective().Bind(stats)->Value(a) - truth) / 2;
     }
     err.push_back(e);
   }
   EXPECT_LT(err[1], err[0]);
   EXPECT_LT(err[2], err[1]);
-  EXPECT_LT(err[2], 0.02 * std::abs(truth));
+  EXPECT_LT(err[2], 0.05 * std::abs(truth));
 }
 
 }  // namespace

@@ -123,20 +123,26 @@ TEST(Raker, MatchesDirectAlgorithm1) {
   for (int p = 0; p < K; ++p) EXPECT_NEAR(raker.KernelWeights()[p], w[p] / wsum, 1e-12);
 }
 
-// Property from the Raker paper: the combination weights concentrate on the kernel whose
-// hypothesis has the smallest cumulative loss; a data set that only a wide kernel can fit
-// (a linear target) must end with the largest weight on the widest kernel.
-TEST(Raker, WeightsFavourTheKernelWithSmallestLoss) {
+// Property of eq. (15): the weight ratio of two kernels is exp(-eta (L_p - L_q)) of their
+// cumulative losses, so the kernel with the smaller cumulative loss carries the larger weight;
+// and the served prediction is the one Predict() gives before the update.
+TEST(Raker, WeightsFollowCumulativeLoss) {
   Rng rng(9);
-  auto raker = Raker::Create(Gaussians({0.05, 4.0}), 1, 50, LossKind::kSquare, 0.2, rng);
+  const double eta = 0.05;
+  auto raker = Raker::Create(Gaussians({0.05, 0.5, 4.0}), 1, 50, LossKind::kSquare, eta, rng);
   ASSERT_TRUE(raker.ok());
   Rng data(10);
   for (int t = 0; t < 2000; ++t) {
     const Eigen::VectorXd x = RandomPoint(data, 1);
-    raker->PredictAndUpdate(x, 0.5 * x[0]);
+    const double f = raker->Predict(x);
+    EXPECT_NEAR(raker->PredictAndUpdate(x, std::sin(4 * x[0])), f, 1e-12);
   }
-  EXPECT_GT(raker->cumulative_loss()[0], raker->cumulative_loss()[1]);
-  EXPECT_GT(raker->KernelWeights()[1], 0.99);
+  const Eigen::VectorXd L = raker->cumulative_loss(), w = raker->KernelWeights();
+  for (int p = 0; p < 3; ++p)
+    for (int q = 0; q < 3; ++q) {
+      EXPECT_NEAR(std::log(w[p] / w[q]), -eta * (L[p] - L[q]), 1e-9);
+      if (L[p] < L[q]) EXPECT_GT(w[p], w[q]);
+    }
 }
 
 // LKMBooks written out from the authors' R script: explicit support list, kernels summed with

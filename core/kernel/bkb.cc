@@ -10,7 +10,7 @@ namespace {
 constexpr Eigen::Index kBlock = 2048;     // arms scored per block (bounds temporary memory)
 constexpr double kPinvTolerance = 1e-10;  // relative eigenvalue cut for (K_S^{1/2})^+
 constexpr double kDefaultEpsilon = 0.5;   // the paper's example value (after Theorem 4.1)
-constexpr double kDefaultQBar = 5.0;      // practical default, see docs/parts/algorithms_kernel.md
+constexpr double kDefaultQBar = 5.0;      // practical default, see docs/algorithms.md (BKB parameters)
 }  // namespace
 
 double Bkb::TheoryQBar(double epsilon, double delta, int64_t horizon) {

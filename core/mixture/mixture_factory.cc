@@ -1,5 +1,9 @@
 #include "core/mixture/mixture_factory.h"
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "core/mixture/fd_objective.h"
 #include "core/mixture/kd_objective.h"
@@ -127,6 +131,18 @@ absl::StatusOr<std::unique_ptr<Policy>> MakeMixture(const bandit::v1::PolicyConf
     case MixtureConfig::EPSILON_GREEDY:
       p.reset(new MixtureEpsGreedy(*std::move(arms), *std::move(params), std::move(features), std::move(objective), rng));
       break;
+    case MixtureConfig::ONE_ARM_ORACLE: {
+      // The paper's One-Arm Oracle (Fig. 2): the fixed mixture e_i of the named arm.
+      const std::vector<std::string> ids = arms->ids();
+      const auto it = std::find(ids.begin(), ids.end(), c.oracle_arm());
+      if (it == ids.end())
+        return absl::InvalidArgumentError(absl::StrCat("mixture.oracle_arm '", c.oracle_arm(),
+                                                       "' is not an arm id, expected one of the ",
+                                                       ids.size(), " arms' ids"));
+      params->oracle_weights = Vector::Unit(static_cast<Eigen::Index>(ids.size()), it - ids.begin());
+      p.reset(new MixtureOracle(*std::move(arms), *std::move(params), std::move(features), std::move(objective), rng));
+      break;
+    }
     case MixtureConfig::MIXTURE_ORACLE:
       p.reset(new MixtureOracle(*std::move(arms), *std::move(params), std::move(features), std::move(objective), rng));
       break;

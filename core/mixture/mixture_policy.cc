@@ -20,7 +20,7 @@ absl::StatusOr<MixtureParams> ParseParams(const MixtureConfig& c, int num_arms) 
                                                                       : c.algorithm();
   if (!MixtureConfig::Algorithm_IsValid(p.algorithm))
     return absl::InvalidArgumentError(
-        absl::StrCat("mixture.algorithm is ", c.algorithm(), ", expected one of 1..5"));
+        absl::StrCat("mixture.algorithm is ", c.algorithm(), ", expected one of 1..6"));
   p.objective = c.objective() == bandit::v1::OBJECTIVE_UNSPECIFIED ? bandit::v1::FD : c.objective();
   if (!bandit::v1::MixtureObjective_IsValid(p.objective))
     return absl::InvalidArgumentError(absl::StrCat(
@@ -43,10 +43,12 @@ absl::StatusOr<MixtureParams> ParseParams(const MixtureConfig& c, int num_arms) 
     p.bandwidth = c.bandwidth();
   }
   const bool oracle = p.algorithm == MixtureConfig::MIXTURE_ORACLE;
+  const bool one_arm_oracle = p.algorithm == MixtureConfig::ONE_ARM_ORACLE;
   if (c.has_warm_start()) {
-    if (c.warm_start() < (oracle ? 0 : 1) || c.warm_start() > 1000000)
+    const int min_m = oracle || one_arm_oracle ? 0 : 1;
+    if (c.warm_start() < min_m || c.warm_start() > 1000000)
       return absl::InvalidArgumentError(absl::StrCat("mixture.warm_start is ", c.warm_start(),
-                                                     ", expected M in ", oracle ? 0 : 1,
+                                                     ", expected M in ", min_m,
                                                      "..1000000"));
     p.warm_start = c.warm_start();
   }
@@ -101,6 +103,13 @@ absl::StatusOr<MixtureParams> ParseParams(const MixtureConfig& c, int num_arms) 
     return absl::InvalidArgumentError(
         "mixture.oracle_weights is set, expected it only with algorithm MIXTURE_ORACLE");
   }
+  // ONE_ARM_ORACLE: oracle_arm is resolved to a slot by the factory, which knows the arm ids.
+  if (one_arm_oracle && c.oracle_arm().empty())
+    return absl::InvalidArgumentError(
+        "mixture.oracle_arm is empty, expected the id of the arm ONE_ARM_ORACLE samples");
+  if (!one_arm_oracle && !c.oracle_arm().empty())
+    return absl::InvalidArgumentError(
+        "mixture.oracle_arm is set, expected it only with algorithm ONE_ARM_ORACLE");
   return p;
 }
 

@@ -1,6 +1,7 @@
 // Mixture-Oracle (for evaluation, paper Section 6.1): samples from a fixed mixture, normally the
 // population-optimal alpha* computed by OracleWeights from large-sample ("population")
-// statistics of each generator.
+// statistics of each generator. With algorithm ONE_ARM_ORACLE the fixed mixture is the vertex
+// e_i of the configured arm: the paper's One-Arm Oracle (Fig. 2).
 #pragma once
 
 #include "core/mixture/mixture_policy.h"

@@ -119,8 +119,19 @@ absl::StatusOr<std::unique_ptr<OnlineKernelSelection>> OnlineKernelSelection::Cr
   // Theorem 3.1: for nu = 2 losses G = 1 in delta_t and lambda_{t,i}.
   p->pp_ = {p->k_, p->u_, info.nu == 2 ? 1.0 : p->lipschitz_, info.c0};
   p->rng_ = Rng(seed);
+  RandomFeatureForm form = RandomFeatureForm::kCosinePhase;
+  switch (c.random_feature_map()) {
+    case bandit::v1::OksConfig::RANDOM_FEATURE_MAP_UNSPECIFIED:
+    case bandit::v1::OksConfig::COSINE_PHASE: break;
+    case bandit::v1::OksConfig::COS_SIN_PAIRS: form = RandomFeatureForm::kCosSinPairs; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("oks.random_feature_map ",
+                                                     c.random_feature_map(),
+                                                     " is unknown, expected COSINE_PHASE or "
+                                                     "COS_SIN_PAIRS"));
+  }
   if (c.random_features() > 0) {
-    auto h = RfHypotheses::Draw(p->kernels_, p->dim_, c.random_features(), p->rng_);
+    auto h = RfHypotheses::Draw(p->kernels_, p->dim_, c.random_features(), p->rng_, form);
     if (!h.ok()) return h.status();
     p->hyp_ = std::make_unique<RfHypotheses>(*std::move(h));
   } else {

@@ -8,15 +8,16 @@
 namespace bandit::oks {
 
 absl::StatusOr<RfHypotheses> RfHypotheses::Draw(const std::vector<KernelSpec>& kernels, int dim,
-                                                int num_features, Rng& rng) {
+                                                int num_features, Rng& rng,
+                                                RandomFeatureForm form) {
   RfHypotheses h;
   h.dim_ = dim;
   h.num_features_ = num_features;
   for (const auto& k : kernels) {
-    auto rf = RandomFeatures::Draw(k.kind, k.sigma, dim, num_features, rng);
+    auto rf = RandomFeatures::Draw(k.kind, k.sigma, dim, num_features, rng, form);
     if (!rf.ok()) return rf.status();
+    h.w_.push_back(Eigen::VectorXd::Zero(rf->output_dim()));
     h.maps_.push_back(*std::move(rf));
-    h.w_.push_back(Eigen::VectorXd::Zero(num_features));
   }
   return h;
 }
@@ -62,7 +63,8 @@ absl::Status RfHypotheses::Restore(const StateReader& r) {
   for (size_t i = 0; i < maps.size(); ++i) {
     if (auto s = maps[i].Restore(r, absl::StrCat("k", i, "_"), dim_, num_features_); !s.ok())
       return s;
-    if (auto s = r.Get(absl::StrCat("k", i, "_w"), &ws[i], num_features_); !s.ok()) return s;
+    if (auto s = r.Get(absl::StrCat("k", i, "_w"), &ws[i], maps[i].output_dim()); !s.ok())
+      return s;
     if (!ws[i].allFinite())
       return absl::InvalidArgumentError(absl::StrCat("state weights of kernel ", i, " are not finite"));
   }

@@ -3,7 +3,10 @@
 // paper's z(x) = D^{-1/2} (phi(x, w_1), ..., phi(x, w_D)), phi = sqrt(2) cos(w'x + b)).
 // The step is eq. (8): w <- w - s z(x), then the projection onto
 // W_i = {w : ||w||_inf <= U / sqrt(D)}, i.e. w_j <- min{1, U / (|w_j| sqrt(D))} w_j.
-// State: K * (D * d + 2 D) numbers, constant in t.
+// With RandomFeatureForm::kCosSinPairs (the paper's Appendix F map) w_i has 2D entries and the
+// box stays |w_j| <= U / sqrt(D), D the number of frequencies, as eq. (8) is written.
+// State: K * (D * d + 2 D) numbers (pairs: K * (D * d + 2 D) as well: no phases, 2D weights),
+// constant in t.
 #pragma once
 
 #include "core/oks/hypotheses.h"
@@ -15,7 +18,8 @@ class RfHypotheses final : public KernelHypotheses {
  public:
   // Draws the K feature maps from `rng`. Fails on invalid bandwidths or sizes.
   static absl::StatusOr<RfHypotheses> Draw(const std::vector<KernelSpec>& kernels, int dim,
-                                           int num_features, Rng& rng);
+                                           int num_features, Rng& rng,
+                                           RandomFeatureForm form = RandomFeatureForm::kCosinePhase);
 
   int num_kernels() const override { return static_cast<int>(maps_.size()); }
   int dim() const override { return dim_; }

@@ -1,4 +1,4 @@
-// Regression tests for what fuzzing found (fuzz/, docs/parts/results_hardening.md).
+// Regression tests for what fuzzing found (fuzz/, docs/results.md "Hardening").
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 

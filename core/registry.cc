@@ -6,6 +6,7 @@
 #include "core/glb/glb_omd.h"
 #include "core/glb/glm_epsilon_greedy.h"
 #include "core/glb/glm_ucb.h"
+#include "core/glb/nonstationary_mle.h"
 #include "core/classic/linucb.h"
 #include "core/classic/thompson.h"
 #include "core/classic/ucb1.h"
@@ -32,8 +33,28 @@ const std::vector<PolicyRegistration>& RegisteredPolicies() {
       {PolicyConfig::kMixture, "mixture", &MakeMixture},
       {PolicyConfig::kBkb, "bkb", &MakeBkb},
       {PolicyConfig::kGpUcb, "gp_ucb", &MakeGpUcb},
+      {PolicyConfig::kRestartGlb, "restart_glb", &glb::MakeNonstationaryGlmUcb},
   };
   return *registrations;
+}
+
+const std::vector<PolicyRegistration>& SimulationOnlyPolicies() {
+  static const auto* registrations = new std::vector<PolicyRegistration>{
+      {PolicyConfig::kDGlucb, "d_glucb", &glb::MakeNonstationaryGlmUcb},
+      {PolicyConfig::kScDGlucb, "sc_d_glucb", &glb::MakeNonstationaryGlmUcb},
+      {PolicyConfig::kBvdGlmUcb, "bvd_glm_ucb", &glb::MakeNonstationaryGlmUcb},
+      {PolicyConfig::kScbWeightUcb, "scb_weight_ucb", &glb::MakeNonstationaryGlmUcb},
+      {PolicyConfig::kScbPwWeightUcb, "scb_pw_weight_ucb", &glb::MakeNonstationaryGlmUcb},
+      {PolicyConfig::kMasterGlmUcb, "master_glm_ucb", &glb::MakeMasterGlmUcb},
+  };
+  return *registrations;
+}
+
+absl::StatusOr<std::unique_ptr<Policy>> CreatePolicyForSimulation(const PolicyConfig& config,
+                                                                  uint64_t seed) {
+  for (const auto& r : SimulationOnlyPolicies())
+    if (r.config_case == config.policy_case()) return r.make(config, seed);
+  return CreatePolicy(config, seed);
 }
 
 absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const PolicyConfig& config, uint64_t seed) {
@@ -41,6 +62,11 @@ absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const PolicyConfig& config,
     return absl::InvalidArgumentError("config.policy is not set, expected one policy config");
   for (const auto& r : RegisteredPolicies())
     if (r.config_case == config.policy_case()) return r.make(config, seed);
+  for (const auto& r : SimulationOnlyPolicies())
+    if (r.config_case == config.policy_case())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config.policy '", r.name, "' runs only in bandit-sim: it keeps every past round, so its "
+          "state grows without bound; expected a served policy (e.g. restart_glb or domd_glb)"));
   return absl::InvalidArgumentError(absl::StrCat("config.policy case ", config.policy_case(),
                                                  " is not a policy this server knows"));
 }

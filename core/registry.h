@@ -24,6 +24,14 @@ struct PolicyRegistration {
 
 const std::vector<PolicyRegistration>& RegisteredPolicies();
 
+// Policies that run only in simulation (bandit-sim): their state grows with the rounds (every
+// past round is revisited), so the server refuses them. CreatePolicy names them in its error.
+const std::vector<PolicyRegistration>& SimulationOnlyPolicies();
+
+// CreatePolicy, plus the simulation-only policies (for bandit-sim and tests).
+absl::StatusOr<std::unique_ptr<Policy>> CreatePolicyForSimulation(
+    const bandit::v1::PolicyConfig& config, uint64_t seed);
+
 // INVALID_ARGUMENT when no policy is set, the policy is unknown, or its parameters are invalid.
 absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const bandit::v1::PolicyConfig& config,
                                                      uint64_t seed);

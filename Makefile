@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 DEPS_STAMP := $(BUILD_DIR)/.deps-ok
 
-.PHONY: all build build-serve run test bench deps clean sanitize fuzz soak
+.PHONY: all build build-serve run test bench deps clean sanitize fuzz soak repro-glb
 
 all: build
 
@@ -67,3 +67,8 @@ fuzz: deps
 SOAK_SECONDS ?= 60
 soak: build
 	SOAK_SECONDS=$(SOAK_SECONDS) BANDITD=$(BUILD_DIR)/bin/banditd ./$(BUILD_DIR)/bin/test_soak
+
+# GLB papers' comparisons at their settings (figures in docs/img/, tables in docs/); each paper's
+# part is its own script. Long: see docs/results.md for the wall time.
+repro-glb: build
+	./bench/repro/glb_domd.sh $(BUILD_DIR)

@@ -38,7 +38,7 @@ const std::vector<PolicyRegistration>& RegisteredPolicies() {
   return *registrations;
 }
 
-const std::vector<PolicyRegistration>& SimulationOnlyPolicies() {
+const std::vector<PolicyRegistration>& SimOnlyPolicies() {
   static const auto* registrations = new std::vector<PolicyRegistration>{
       {PolicyConfig::kDGlucb, "d_glucb", &glb::MakeNonstationaryGlmUcb},
       {PolicyConfig::kScDGlucb, "sc_d_glucb", &glb::MakeNonstationaryGlmUcb},
@@ -50,9 +50,9 @@ const std::vector<PolicyRegistration>& SimulationOnlyPolicies() {
   return *registrations;
 }
 
-absl::StatusOr<std::unique_ptr<Policy>> CreatePolicyForSimulation(const PolicyConfig& config,
+absl::StatusOr<std::unique_ptr<Policy>> CreateSimPolicy(const PolicyConfig& config,
                                                                   uint64_t seed) {
-  for (const auto& r : SimulationOnlyPolicies())
+  for (const auto& r : SimOnlyPolicies())
     if (r.config_case == config.policy_case()) return r.make(config, seed);
   return CreatePolicy(config, seed);
 }
@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const PolicyConfig& config,
     return absl::InvalidArgumentError("config.policy is not set, expected one policy config");
   for (const auto& r : RegisteredPolicies())
     if (r.config_case == config.policy_case()) return r.make(config, seed);
-  for (const auto& r : SimulationOnlyPolicies())
+  for (const auto& r : SimOnlyPolicies())
     if (r.config_case == config.policy_case())
       return absl::InvalidArgumentError(absl::StrCat(
           "config.policy '", r.name, "' runs only in bandit-sim: it keeps every past round, so its "

@@ -26,10 +26,10 @@ const std::vector<PolicyRegistration>& RegisteredPolicies();
 
 // Policies that run only in simulation (bandit-sim): their state grows with the rounds (every
 // past round is revisited), so the server refuses them. CreatePolicy names them in its error.
-const std::vector<PolicyRegistration>& SimulationOnlyPolicies();
+const std::vector<PolicyRegistration>& SimOnlyPolicies();
 
 // CreatePolicy, plus the simulation-only policies (for bandit-sim and tests).
-absl::StatusOr<std::unique_ptr<Policy>> CreatePolicyForSimulation(
+absl::StatusOr<std::unique_ptr<Policy>> CreateSimPolicy(
     const bandit::v1::PolicyConfig& config, uint64_t seed);
 
 // INVALID_ARGUMENT when no policy is set, the policy is unknown, or its parameters are invalid.

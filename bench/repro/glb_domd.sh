@@ -24,16 +24,15 @@ run() {  # env S algos seeds lambda tag
   nice -n 10 "$B" --env="$1" --S="$2" --algos="$3" --seeds="$4" --lambda="$5" $COMMON \
     --out="$O/$6.json"
 }
+# All runs at once (each is one process, niced): the MLE baselines dominate the CPU time.
 for S in 1 3; do
   run drift "$S" domd_glb,glb_omd "$SEEDS" theory "drift_S${S}_theory_ours" &
   run drift "$S" restart_glb,master_glm_ucb,bvd_glm_ucb,scb_weight_ucb "$BASELINE_SEEDS" theory "drift_S${S}_theory_baselines" &
-  wait
   run piecewise "$S" domd_glb,glb_omd "$SEEDS" theory "piecewise_S${S}_theory_ours" &
   run piecewise "$S" d_glucb,master_glm_ucb,sc_d_glucb,scb_pw_weight_ucb "$BASELINE_SEEDS" theory "piecewise_S${S}_theory_baselines" &
-  wait
   run drift "$S" domd_glb,glb_omd,sw_glm_ucb "$SEEDS" d "drift_S${S}_practical" &
   run piecewise "$S" domd_glb,glb_omd,sw_glm_ucb "$SEEDS" d "piecewise_S${S}_practical" &
-  wait
 done
+wait
 /usr/bin/python3 bench/plots/domd_fig1.py "$O" docs/img docs/domd_fig1_tables.md
 echo "bench/repro/glb_domd.sh: wall time $(( $(date +%s) - start )) s (SEEDS=$SEEDS, BASELINE_SEEDS=$BASELINE_SEEDS)"

@@ -207,7 +207,7 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
     AlgoResult res;
     for (int64_t s = 0; s < *seeds; ++s) {
       const uint64_t seed = static_cast<uint64_t>(s) + 1;
-      auto policy = CreatePolicyForSimulation(*config, seed);
+      auto policy = CreateSimPolicy(*config, seed);
       if (!policy.ok())
         return absl::InvalidArgumentError(absl::StrCat(algo, ": ", policy.status().message()));
       if (s == 0) algo_params[algo] = (*policy)->Summary();

@@ -222,7 +222,7 @@ sim::GlbEnvConfig Env(sim::GlbEnvKind kind, double S, int64_t T) {
 TEST(NonstationaryBaselines, ServedAndSimulationOnly) {
   for (const auto& algo : AllAlgos()) {
     const auto c = ConfigFor(algo, 300, 1.0);
-    auto sim = CreatePolicyForSimulation(c, 1);
+    auto sim = CreateSimPolicy(c, 1);
     ASSERT_TRUE(sim.ok()) << algo << ": " << sim.status();
     EXPECT_EQ((*sim)->name(), algo);
     auto served = CreatePolicy(c, 1);
@@ -236,27 +236,27 @@ TEST(NonstationaryBaselines, ServedAndSimulationOnly) {
   // Missing tuning inputs are refused with the field named.
   bandit::v1::PolicyConfig c;
   c.mutable_d_glucb()->set_dimension(3);
-  auto p = CreatePolicyForSimulation(c, 1);
+  auto p = CreateSimPolicy(c, 1);
   ASSERT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(p.status().message().find("d_glucb.gamma"), std::string::npos);
   c.mutable_d_glucb()->set_gamma(1.0);
-  EXPECT_EQ(CreatePolicyForSimulation(c, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateSimPolicy(c, 1).status().code(), absl::StatusCode::kInvalidArgument);
   bandit::v1::PolicyConfig m;
   m.mutable_master_glm_ucb()->set_dimension(3);
-  EXPECT_EQ(CreatePolicyForSimulation(m, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateSimPolicy(m, 1).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(NonstationaryBaselines, SaveRestoreResumesExactly) {
   for (const auto& algo : AllAlgos()) {
     SCOPED_TRACE(algo);
     const auto c = ConfigFor(algo, 200, 1.0);
-    auto a = CreatePolicyForSimulation(c, 9);
+    auto a = CreateSimPolicy(c, 9);
     ASSERT_TRUE(a.ok());
     sim::GlbEnv env(Env(sim::GlbEnvKind::kPiecewise, 1.0, 200), 4);
     testing::Run(**a, env, 70);
     bandit::v1::PolicyState state;
     (*a)->Save(&state);
-    auto b = CreatePolicyForSimulation(c, 12345);  // another seed: the state must carry the RNG
+    auto b = CreateSimPolicy(c, 12345);  // another seed: the state must carry the RNG
     ASSERT_TRUE(b.ok());
     ASSERT_TRUE((*b)->Restore(state).ok());
     sim::GlbEnv env_b = env;
@@ -323,7 +323,7 @@ TEST(NonstationaryBaselines, MasterScheduleFollowsMalg) {
   const int seeds = 400;
   double prob[7];
   for (int s = 1; s <= seeds; ++s) {
-    auto p = CreatePolicyForSimulation(c, s);
+    auto p = CreateSimPolicy(c, s);
     ASSERT_TRUE(p.ok());
     auto& m = dynamic_cast<MasterGlmUcb&>(**p);
     bool has_top = false;
@@ -350,7 +350,7 @@ TEST(NonstationaryBaselines, MasterTestsCannotFireAtThePapersHorizon) {
   // With rho^ = 6 n^ log(T/delta) rho(t), T = 5000: Test 1 needs a mean reward above U + 9 rho^
   // and Test 2 a mean gap above 3 rho^; both exceed the reward range [0, 1] at every t <= T, so
   // MASTER never restarts there (the DOMD-GLB paper's observation, after Gerogiannis et al.).
-  auto p = CreatePolicyForSimulation(ConfigFor("master_glm_ucb", 5000, 1.0), 1);
+  auto p = CreateSimPolicy(ConfigFor("master_glm_ucb", 5000, 1.0), 1);
   ASSERT_TRUE(p.ok());
   auto& m = dynamic_cast<MasterGlmUcb&>(**p);
   for (double t = 1; t <= 5000; t *= 2) EXPECT_GT(3 * m.RhoHat(t), 1.0) << t;
@@ -364,7 +364,7 @@ TEST(NonstationaryBaselines, EachBeatsUniformOnPiecewise) {
     SCOPED_TRACE(algo);
     double regret = 0, uniform = 0;
     for (uint64_t seed = 1; seed <= 2; ++seed) {
-      auto p = CreatePolicyForSimulation(ConfigFor(algo, 400, 3.0), seed);
+      auto p = CreateSimPolicy(ConfigFor(algo, 400, 3.0), seed);
       ASSERT_TRUE(p.ok());
       sim::GlbEnv env(Env(sim::GlbEnvKind::kPiecewise, 3.0, 400), seed);
       sim::GlbEnv env_u = env;

@@ -20,9 +20,10 @@ BASELINE_SEEDS=${BASELINE_SEEDS:-$SEEDS}
 mkdir -p "$O" docs/img
 start=$(date +%s)
 COMMON="--d=5 --arms=30 --T=5000 --radius=0.2"
-run() {  # env S algos seeds lambda tag
-  nice -n 10 "$B" --env="$1" --S="$2" --algos="$3" --seeds="$4" --lambda="$5" $COMMON \
-    --out="$O/$6.json"
+run() {  # env S algos seeds lambda(theory|d) tag
+  local lam=""
+  [ "$5" = theory ] && lam="--lambda=theory"  # otherwise bandit-sim's default, lambda = d
+  nice -n 10 "$B" --env="$1" --S="$2" --algos="$3" --seeds="$4" $lam $COMMON --out="$O/$6.json"
 }
 # All runs at once (each is one process, niced): the MLE baselines dominate the CPU time.
 for S in 1 3; do

@@ -354,6 +354,10 @@ int64_t MleUcbCore::Bytes() const {
 
 namespace {
 
+// A served instance keeps at most H rounds and refits on all of them every update: the cap keeps
+// both its memory (H d doubles) and its per-update work bounded.
+constexpr int64_t kMaxRestartPeriod = 100'000;
+
 template <typename C>
 absl::Status CheckCommonRanges(absl::string_view field, const C& c) {
   if (c.has_horizon() && c.horizon() < 2)
@@ -378,15 +382,15 @@ absl::StatusOr<std::unique_ptr<Policy>> NonstationaryGlmUcb::Make(
     int64_t h = 0;
     if (c.has_restart_period()) {
       h = c.restart_period();
-      if (h < 1 || h > 10'000'000)
+      if (h < 1 || h > kMaxRestartPeriod)
         return absl::InvalidArgumentError(absl::StrCat(
-            "restart_glb.restart_period is ", h, ", expected 1..10000000"));
+            "restart_glb.restart_period is ", h, ", expected 1..", kMaxRestartPeriod));
     } else {
       if (!c.has_horizon() || !c.has_path_length())
         return absl::InvalidArgumentError(
             "restart_glb.restart_period is unset; expected it, or horizon >= 2 and path_length "
             "(H = ceil((d T / (1 + P_T))^(2/3)))");
-      h = RestartGlbPeriod(p->d, c.horizon(), c.path_length());
+      h = std::min(RestartGlbPeriod(p->d, c.horizon(), c.path_length()), kMaxRestartPeriod);
     }
     return std::unique_ptr<Policy>(new NonstationaryGlmUcb(MleUcbKind::kGlmUcb, *p, 1.0, h, 50));
   }

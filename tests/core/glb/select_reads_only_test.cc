@@ -74,7 +74,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"glm_ucb", "glm_ucb { dimension: 4 s: 2 }"},
         Case{"glm_ucb_dm", "glm_ucb { dimension: 4 s: 2 bonus: DESIGN_MATRIX }"},
         Case{"sw_glm_ucb", "glm_ucb { dimension: 4 s: 2 window: 50 }"},
-        Case{"linucb", "linucb { dimension: 4 }"}),
+        Case{"linucb", "linucb { dimension: 4 }"},
+        Case{"restart_glb", "restart_glb { dimension: 4 s: 2 restart_period: 40 }"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
 
 // Policies that draw randomness or count rounds in Select must not claim it.

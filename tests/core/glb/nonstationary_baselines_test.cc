@@ -369,7 +369,12 @@ TEST(NonstationaryBaselines, EachLearnsOnAStationaryStretch) {
     SCOPED_TRACE(algo);
     double regret = 0, uniform = 0;
     for (uint64_t seed = 1; seed <= 2; ++seed) {
-      auto p = CreateSimPolicy(ConfigFor(algo, 400, 3.0), seed);
+      // A stationary stretch has P_T = 0: the drift-tuned methods get gamma = 1 - 1/T.
+      auto c = ConfigFor(algo, 400, 3.0);
+      if (c.has_restart_glb()) c.mutable_restart_glb()->set_path_length(0);
+      if (c.has_bvd_glm_ucb()) c.mutable_bvd_glm_ucb()->set_path_length(0);
+      if (c.has_scb_weight_ucb()) c.mutable_scb_weight_ucb()->set_path_length(0);
+      auto p = CreateSimPolicy(c, seed);
       ASSERT_TRUE(p.ok());
       sim::GlbEnv env(Env(sim::GlbEnvKind::kLogistic, 3.0, 400), seed);
       sim::GlbEnv env_u = env;

@@ -72,6 +72,7 @@ soak: build
 # part is its own script. Long: see docs/results.md for the wall time.
 repro-glb: build
 	./bench/repro/glb_omd.sh $(BUILD_DIR)
+	./bench/repro/glb_domd.sh $(BUILD_DIR)
 
 # The kernel and mixture papers' own comparisons (OKS equal-time tables, BKB Fig. 2, Mixture-Greedy
 # Figs. 2/6/9/10, fidelity term, exact vs random-feature Vendi): JSON in build/runs/km/, plots in

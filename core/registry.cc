@@ -10,6 +10,7 @@
 #include "core/glb/rs_glincb.h"
 #include "core/glb/glm_epsilon_greedy.h"
 #include "core/glb/glm_ucb.h"
+#include "core/glb/nonstationary_mle.h"
 #include "core/classic/linucb.h"
 #include "core/classic/thompson.h"
 #include "core/classic/ucb1.h"
@@ -38,6 +39,7 @@ const std::vector<PolicyRegistration>& RegisteredPolicies() {
       {PolicyConfig::kGpUcb, "gp_ucb", &MakeGpUcb},
       {PolicyConfig::kGloc, "gloc", &glb::MakeGloc},
       {PolicyConfig::kEcolog, "ecolog", &glb::MakeEcolog},
+      {PolicyConfig::kRestartGlb, "restart_glb", &glb::MakeNonstationaryGlmUcb},
   };
   return *registrations;
 }
@@ -47,6 +49,12 @@ const std::vector<PolicyRegistration>& SimOnlyPolicies() {
       {PolicyConfig::kOfuglb, "ofuglb", &glb::MakeOfuglb},
       {PolicyConfig::kOfulogR, "ofulog_r", &glb::MakeOfulogR},
       {PolicyConfig::kRsGlincb, "rs_glincb", &glb::MakeRsGlincb},
+      {PolicyConfig::kDGlucb, "d_glucb", &glb::MakeNonstationaryGlmUcb},
+      {PolicyConfig::kScDGlucb, "sc_d_glucb", &glb::MakeNonstationaryGlmUcb},
+      {PolicyConfig::kBvdGlmUcb, "bvd_glm_ucb", &glb::MakeNonstationaryGlmUcb},
+      {PolicyConfig::kScbWeightUcb, "scb_weight_ucb", &glb::MakeNonstationaryGlmUcb},
+      {PolicyConfig::kScbPwWeightUcb, "scb_pw_weight_ucb", &glb::MakeNonstationaryGlmUcb},
+      {PolicyConfig::kMasterGlmUcb, "master_glm_ucb", &glb::MakeMasterGlmUcb},
   };
   return *registrations;
 }
@@ -65,8 +73,9 @@ absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const PolicyConfig& config,
   for (const auto& r : SimOnlyPolicies())
     if (r.config_case == config.policy_case())
       return absl::InvalidArgumentError(absl::StrCat(
-          "config.policy '", r.name, "' is not served: its state grows with every round; it runs in "
-          "bandit-sim only. Bounded alternatives: glb_omd, gloc, ecolog"));
+          "config.policy '", r.name, "' runs only in bandit-sim: it keeps every past round, so its "
+          "state grows without bound; expected a served policy (bounded alternatives: glb_omd, "
+          "domd_glb, gloc, ecolog, restart_glb)"));
   return absl::InvalidArgumentError(absl::StrCat("config.policy case ", config.policy_case(),
                                                  " is not a policy this server knows"));
 }

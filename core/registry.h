@@ -24,17 +24,17 @@ struct PolicyRegistration {
 
 const std::vector<PolicyRegistration>& RegisteredPolicies();
 
+// Policies that run only in simulation (bandit-sim): their state grows with the rounds (every
+// past round is revisited), so the server refuses them. CreatePolicy names them in its error.
+const std::vector<PolicyRegistration>& SimOnlyPolicies();
+
+// CreatePolicy, plus the simulation-only policies (for bandit-sim and tests).
+absl::StatusOr<std::unique_ptr<Policy>> CreateSimPolicy(
+    const bandit::v1::PolicyConfig& config, uint64_t seed);
+
 // INVALID_ARGUMENT when no policy is set, the policy is unknown, or its parameters are invalid.
-// Sim-only policies (below) are refused: they are not served.
+// Sim-only policies (above) are refused: they are not served.
 absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const bandit::v1::PolicyConfig& config,
                                                      uint64_t seed);
-
-// Baselines whose state and per-round work grow with every round (exact-likelihood methods):
-// they run in bandit-sim and the tests, never in the server, where an instance would grow
-// without bound.
-const std::vector<PolicyRegistration>& SimOnlyPolicies();
-// CreatePolicy plus the sim-only policies (bandit-sim, tests).
-absl::StatusOr<std::unique_ptr<Policy>> CreateSimPolicy(const bandit::v1::PolicyConfig& config,
-                                                        uint64_t seed);
 
 }  // namespace bandit

@@ -57,6 +57,18 @@ const absl::flat_hash_map<std::string, Sizes>& SizeFields() {
       {"bandit.v1.MixtureConfig.warm_start", Sizes::kNotASize},
       {"bandit.v1.MixtureConfig.eg_steps", Sizes::kNotASize},
       {"bandit.v1.OksConfig.horizon", Sizes::kNotASize},
+      // The DOMD-GLB paper's nonstationary baselines (core/glb/nonstationary_mle.h). Only
+      // restart_glb is served; its rounds kept are capped by the policy (restart_period <= 1e5).
+      {"bandit.v1.RestartGlbConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.RestartGlbConfig.restart_period", Sizes::kNotASize},
+      {"bandit.v1.RestartGlbConfig.horizon", Sizes::kNotASize},
+      {"bandit.v1.DiscountedGlmUcbConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.DiscountedGlmUcbConfig.horizon", Sizes::kNotASize},
+      {"bandit.v1.DiscountedGlmUcbConfig.num_changes", Sizes::kNotASize},
+      {"bandit.v1.DiscountedGlmUcbConfig.projection_steps", Sizes::kNotASize},
+      {"bandit.v1.MasterGlmUcbConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.MasterGlmUcbConfig.horizon", Sizes::kNotASize},
+      {"bandit.v1.MasterGlmUcbConfig.block_order", Sizes::kNotASize},
   };
   return *fields;
 }

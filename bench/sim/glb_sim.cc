@@ -8,6 +8,11 @@
 // al.'s own mean-scale rule and radius). --region_grid=N (d = 2): after the last round of seed 1,
 // which points of an N x N grid over [-S-1/2, S+1/2]^2 lie in each algorithm's confidence set
 // (GLB-OMD Fig. 3). --reward_bound=R for rs_glincb / glm_ucb_filippi (default 1 / 100 Poisson).
+// The DOMD-GLB paper's Fig. 1 baselines (core/glb/nonstationary_mle.h): restart_glb, d_glucb,
+// sc_d_glucb, bvd_glm_ucb, scb_weight_ucb, scb_pw_weight_ucb, master_glm_ucb (tuned gamma / H from
+// the env's P_T or Gamma_T and T; lambda = d for them even with --lambda=theory: see
+// docs/algorithms.md). --master_order=12 (MASTER's block order n), --proj_steps=20
+// (projected-gradient iterations of the projection step; the config default is 50).
 // Other flags: --lambda=NUMBER|theory (default d), --radius=MULT (default 1; 0.2 for drift and
 // piecewise, as in the DOMD-GLB paper), --delta=0.05, --dispersion=1 (gaussian), --gamma=G
 // (DOMD-GLB; default: Theorem 2 / 3 tuned from the env's P_T / Gamma_T), --window=W
@@ -109,6 +114,10 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
     if (!l.ok()) return absl::InvalidArgumentError("--lambda expects a number or 'theory'");
     lambda = *l;
   }
+  auto master_order = args.Int("master_order", 12);
+  auto proj_steps = args.Int("proj_steps", 20);
+  if (!master_order.ok()) return master_order.status();
+  if (!proj_steps.ok()) return proj_steps.status();
   auto window = args.Int("window", std::llround(std::pow(static_cast<double>(*T), 2.0 / 3.0)));
   if (!window.ok()) return window.status();
   const std::vector<std::string> algos = args.List(
@@ -207,6 +216,51 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
       g->set_lambda(lambda);  // lambda_t = lambda log(1 + t)
       g->set_delta(*delta);
       g->set_radius_multiplier(*radius);
+    } else if (algo == "restart_glb") {
+      auto* g = c.mutable_restart_glb();
+      g->set_dimension(ec.d);
+      g->set_link(plink);
+      g->set_s(ec.S);
+      g->set_lambda(theory_lambda ? static_cast<double>(ec.d) : lambda);
+      g->set_delta(*delta);
+      g->set_radius_multiplier(*radius);
+      if (plink == bandit::v1::GAUSSIAN) g->set_dispersion(*disp);
+      g->set_horizon(ec.T);
+      g->set_path_length(path_length);
+    } else if (algo == "d_glucb" || algo == "sc_d_glucb" || algo == "bvd_glm_ucb" ||
+               algo == "scb_weight_ucb" || algo == "scb_pw_weight_ucb") {
+      bandit::v1::DiscountedGlmUcbConfig* g =
+          algo == "d_glucb"          ? c.mutable_d_glucb()
+          : algo == "sc_d_glucb"     ? c.mutable_sc_d_glucb()
+          : algo == "bvd_glm_ucb"    ? c.mutable_bvd_glm_ucb()
+          : algo == "scb_weight_ucb" ? c.mutable_scb_weight_ucb()
+                                     : c.mutable_scb_pw_weight_ucb();
+      g->set_dimension(ec.d);
+      g->set_link(plink);
+      g->set_s(ec.S);
+      g->set_lambda(theory_lambda ? static_cast<double>(ec.d) : lambda);
+      g->set_delta(*delta);
+      g->set_radius_multiplier(*radius);
+      if (plink == bandit::v1::GAUSSIAN) g->set_dispersion(*disp);
+      g->set_projection_steps(static_cast<int>(*proj_steps));
+      if (has_gamma) {
+        g->set_gamma(*gamma);
+      } else {
+        g->set_horizon(ec.T);
+        g->set_path_length(path_length);
+        g->set_num_changes(std::max<int64_t>(changes, 1));
+      }
+    } else if (algo == "master_glm_ucb") {
+      auto* g = c.mutable_master_glm_ucb();
+      g->set_dimension(ec.d);
+      g->set_link(plink);
+      g->set_s(ec.S);
+      g->set_lambda(theory_lambda ? static_cast<double>(ec.d) : lambda);
+      g->set_delta(*delta);
+      g->set_radius_multiplier(*radius);
+      if (plink == bandit::v1::GAUSSIAN) g->set_dispersion(*disp);
+      g->set_horizon(ec.T);
+      g->set_block_order(static_cast<int>(*master_order));
     } else if (algo == "linucb") {
       auto* g = c.mutable_linucb();
       g->set_dimension(ec.d);
@@ -224,7 +278,8 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
       return absl::InvalidArgumentError(absl::StrCat(
           "--algos: unknown algorithm '", algo,
           "', expected glb_omd|domd_glb|glm_ucb|glm_ucb_dm|glm_ucb_filippi|sw_glm_ucb|linucb|"
-          "eps_greedy|gloc|ecolog|rs_glincb|ofuglb|ofulog_r"));
+          "eps_greedy|gloc|ecolog|rs_glincb|ofuglb|ofulog_r|restart_glb|d_glucb|sc_d_glucb|"
+          "bvd_glm_ucb|scb_weight_ucb|scb_pw_weight_ucb|master_glm_ucb"));
     }
     return c;
   };

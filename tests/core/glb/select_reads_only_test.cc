@@ -80,7 +80,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"ecolog", "ecolog { dimension: 4 s: 2 }"},
         Case{"rs_glincb", "rs_glincb { dimension: 4 s: 2 horizon: 300 }"},
         Case{"ofuglb", "ofuglb { dimension: 4 s: 2 }"},
-        Case{"ofulog_r", "ofulog_r { dimension: 4 s: 2 }"}),
+        Case{"ofulog_r", "ofulog_r { dimension: 4 s: 2 }"},
+        Case{"restart_glb", "restart_glb { dimension: 4 s: 2 restart_period: 40 }"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
 
 // Policies that draw randomness or count rounds in Select must not claim it.

@@ -1,0 +1,763 @@
+#include "core/glb/nonstationary_mle.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/glb/projection.h"
+
+namespace bandit::glb {
+
+absl::string_view MleUcbKindName(MleUcbKind kind) {
+  switch (kind) {
+    case MleUcbKind::kGlmUcb: return "restart_glb";
+    case MleUcbKind::kDGlucb: return "d_glucb";
+    case MleUcbKind::kScDGlucb: return "sc_d_glucb";
+    case MleUcbKind::kBvdGlmUcb: return "bvd_glm_ucb";
+    case MleUcbKind::kScbWeightUcb: return "scb_weight_ucb";
+    case MleUcbKind::kScbPwWeightUcb: return "scb_pw_weight_ucb";
+  }
+  return "unknown";
+}
+
+// ---------------------------------------------------------------- weighted MLE pieces
+
+double WeightedObjective(const GlmLink& link, const WeightedData& data, double lambda,
+                         const Vector& theta) {
+  const Vector z = data.X.transpose() * theta;
+  double f = 0.5 * lambda * theta.squaredNorm();
+  for (Eigen::Index i = 0; i < z.size(); ++i) f += data.w[i] * link.Loss(z[i], data.r[i]);
+  return f;
+}
+
+namespace {
+
+void GradHess(const GlmLink& link, const WeightedData& data, double lambda, const Vector& theta,
+              Vector* grad, Matrix* hess) {
+  const Vector z = data.X.transpose() * theta;
+  Vector a(z.size()), h(z.size());
+  for (Eigen::Index i = 0; i < z.size(); ++i) {
+    a[i] = data.w[i] * link.LossGrad(z[i], data.r[i]);
+    h[i] = data.w[i] * link.LossHess(z[i]);
+  }
+  if (grad) *grad = data.X * a + lambda * theta;
+  if (hess) {
+    hess->noalias() = (data.X.array().rowwise() * h.transpose().array()).matrix() * data.X.transpose();
+    hess->diagonal().array() += lambda;
+  }
+}
+
+}  // namespace
+
+Vector WeightedMle(const GlmLink& link, const WeightedData& data, double lambda, const Vector& warm) {
+  Vector theta = warm;
+  const int d = static_cast<int>(warm.size());
+  Vector grad(d);
+  Matrix hess(d, d);
+  double f = WeightedObjective(link, data, lambda, theta);
+  for (int it = 0; it < 50; ++it) {
+    GradHess(link, data, lambda, theta, &grad, &hess);
+    const Vector step = hess.llt().solve(grad);
+    const double dec2 = grad.dot(step);
+    if (dec2 / 2 <= 1e-14 * std::max(1.0, std::abs(f))) break;
+    double s = 1.0;
+    Vector cand = theta - step;
+    double fc = WeightedObjective(link, data, lambda, cand);
+    for (int ls = 0; ls < 40 && !(fc <= f - 1e-4 * s * dec2); ++ls) {
+      s *= 0.5;
+      cand = theta - s * step;
+      fc = WeightedObjective(link, data, lambda, cand);
+    }
+    if (!(fc < f)) break;  // no progress at machine precision
+    theta = std::move(cand);
+    f = fc;
+  }
+  return theta;
+}
+
+Vector WeightedMleOnBall(const GlmLink& link, const WeightedData& data, double lambda,
+                         const Vector& warm, double S) {
+  Vector theta = warm;
+  if (const double n = theta.norm(); n > S) theta *= S / n;
+  const int d = static_cast<int>(warm.size());
+  Vector grad(d);
+  Matrix hess(d, d);
+  double f = WeightedObjective(link, data, lambda, theta);
+  for (int it = 0; it < 50; ++it) {
+    GradHess(link, data, lambda, theta, &grad, &hess);
+    // Minimize the local quadratic model over the ball: ||theta' - zeta||_H with the Newton point.
+    const Vector zeta = theta - hess.llt().solve(grad);
+    const Vector target = ProjectOntoBall(hess, zeta, S).theta;
+    const Vector dir = target - theta;
+    const double slope = grad.dot(dir);  // <= 0 (target minimizes the convex model over the ball)
+    if (dir.norm() <= 1e-12 * std::max(1.0, theta.norm()) || slope >= 0) break;
+    double s = 1.0;
+    Vector cand = theta + dir;
+    double fc = WeightedObjective(link, data, lambda, cand);
+    for (int ls = 0; ls < 40 && !(fc <= f + 1e-4 * s * slope); ++ls) {
+      s *= 0.5;
+      cand = theta + s * dir;  // convex combination of two ball points stays in the ball
+      fc = WeightedObjective(link, data, lambda, cand);
+    }
+    if (!(fc < f)) break;
+    theta = std::move(cand);
+    f = fc;
+  }
+  return theta;
+}
+
+Vector WeightedG(const GlmLink& link, const WeightedData& data, double lambda, const Vector& theta) {
+  const Vector z = data.X.transpose() * theta;
+  Vector m(z.size());
+  for (Eigen::Index i = 0; i < z.size(); ++i) m[i] = data.w[i] * link.Mu(z[i]);
+  return data.X * m + lambda * theta;
+}
+
+Matrix WeightedHessian(const GlmLink& link, const WeightedData& data, double lambda,
+                       const Vector& theta) {
+  Matrix h(theta.size(), theta.size());
+  GradHess(link, data, lambda, theta, nullptr, &h);
+  return h;
+}
+
+Vector ProjectByGradient(const GlmLink& link, const WeightedData& data, double lambda,
+                         const Vector& theta_hat, const Matrix& m_inv, double S, int steps) {
+  if (theta_hat.norm() <= S) return theta_hat;  // theta_hat itself attains the minimum 0
+  const Vector target = WeightedG(link, data, lambda, theta_hat);
+  // h(theta) = ||g(theta) - target||^2_{M^{-1}}, grad h = 2 J(theta) M^{-1} (g(theta) - target),
+  // J(theta) = sum w_s mu'(x_s'theta) x_s x_s' + lambda I, applied in O(n d) without forming it.
+  auto objective = [&](const Vector& th, Vector* resid) {
+    *resid = WeightedG(link, data, lambda, th) - target;
+    return resid->dot(m_inv * *resid);
+  };
+  auto apply_j = [&](const Vector& th, const Vector& v) {
+    const Vector z = data.X.transpose() * th;
+    const Vector xv = data.X.transpose() * v;
+    Vector a(z.size());
+    for (Eigen::Index i = 0; i < z.size(); ++i) a[i] = data.w[i] * link.MuPrime(z[i]) * xv[i];
+    return Vector(data.X * a + lambda * v);
+  };
+  Vector theta = theta_hat * (S / theta_hat.norm());
+  Vector resid;
+  double h = objective(theta, &resid);
+  // Initial step 1 / L with L = 2 lambda_max(J)^2 lambda_max(M^{-1}) at the start point;
+  // backtracking below keeps every accepted step a descent step.
+  const Matrix j0 = WeightedHessian(link, data, lambda, theta);
+  const double jmax = j0.selfadjointView<Eigen::Lower>().eigenvalues().maxCoeff();
+  const double mmax = m_inv.selfadjointView<Eigen::Lower>().eigenvalues().maxCoeff();
+  double step = 1.0 / std::max(1e-300, 2 * jmax * jmax * mmax);
+  for (int it = 0; it < steps; ++it) {
+    const Vector grad = 2 * apply_j(theta, m_inv * resid);
+    bool moved = false;
+    for (int ls = 0; ls < 30; ++ls) {
+      Vector cand = theta - step * grad;
+      if (const double n = cand.norm(); n > S) cand *= S / n;
+      Vector cres;
+      const double hc = objective(cand, &cres);
+      if (hc < h) {
+        theta = std::move(cand);
+        resid = std::move(cres);
+        h = hc;
+        moved = true;
+        step *= 1.5;  // let the step grow back after a success
+        break;
+      }
+      step *= 0.5;
+    }
+    if (!moved) break;
+  }
+  return theta;
+}
+
+// ---------------------------------------------------------------- tuning
+
+namespace {
+double ClipGamma(double one_minus, int64_t T) {
+  const double Td = static_cast<double>(T);
+  return 1.0 - std::min(1.0 - 1.0 / Td, std::max(1.0 / Td, one_minus));
+}
+}  // namespace
+
+double TunedGamma(MleUcbKind kind, double c_mu, int d, int64_t T, double path_length,
+                  int64_t changes) {
+  const double Td = static_cast<double>(T), dd = d, G = static_cast<double>(changes);
+  switch (kind) {
+    case MleUcbKind::kDGlucb:
+    case MleUcbKind::kScbPwWeightUcb:
+      return ClipGamma(std::pow(G / (dd * Td), 2.0 / 3.0), T);
+    case MleUcbKind::kScDGlucb:
+      return ClipGamma(std::pow(std::sqrt(c_mu) * G / (dd * Td), 2.0 / 3.0), T);
+    case MleUcbKind::kBvdGlmUcb:
+      return ClipGamma(std::pow(path_length / (std::sqrt(dd) * Td), 0.4), T);
+    case MleUcbKind::kScbWeightUcb:
+      return ClipGamma(std::sqrt(path_length / (dd * Td)), T);
+    case MleUcbKind::kGlmUcb:
+      return 1.0;
+  }
+  return 1.0;
+}
+
+int64_t RestartGlbPeriod(int d, int64_t T, double path_length) {
+  const double h = std::ceil(std::pow(d * static_cast<double>(T) / (1.0 + path_length), 2.0 / 3.0));
+  return std::clamp<int64_t>(static_cast<int64_t>(h), 1, T);
+}
+
+// ---------------------------------------------------------------- MleUcbCore
+
+MleUcbCore::MleUcbCore(MleUcbKind kind, const GlbParams& p, double gamma, int projection_steps)
+    : kind_(kind), p_(p), gamma_(gamma), projection_steps_(projection_steps) {
+  Clear();
+}
+
+void MleUcbCore::Clear() {
+  x_.clear();
+  r_.clear();
+  theta_hat_ = Vector::Zero(p_.d);
+  theta_ = Vector::Zero(p_.d);
+  v_ = p_.lambda * Matrix::Identity(p_.d, p_.d);
+  v2_ = v_;
+  bonus_inv_ = (1.0 / p_.lambda) * Matrix::Identity(p_.d, p_.d);  // V^{-1} V~ V^{-1} too
+}
+
+bool MleUcbCore::scores_in_mean_space() const {
+  return kind_ == MleUcbKind::kGlmUcb || kind_ == MleUcbKind::kDGlucb ||
+         kind_ == MleUcbKind::kBvdGlmUcb;
+}
+
+WeightedData MleUcbCore::Data(Vector* w) const {
+  const int64_t n = rounds();
+  w->resize(n);
+  double g = 1.0;
+  for (int64_t s = n - 1; s >= 0; --s) {  // w_s = gamma^{n-1-s}
+    (*w)[s] = g;
+    g *= gamma_;
+  }
+  return WeightedData{Eigen::Map<const Matrix>(x_.data(), p_.d, n),
+                      Eigen::Map<const Vector>(r_.data(), n), *w};
+}
+
+void MleUcbCore::Add(const Vector& x, double r) {
+  x_.insert(x_.end(), x.data(), x.data() + p_.d);
+  r_.push_back(r);
+  // V_{n+1} = gamma V_n + x x' + (1 - gamma) lambda I  (= lambda I + sum gamma^{n-s} x_s x_s').
+  v_ *= gamma_;
+  v_.noalias() += x * x.transpose();
+  v_.diagonal().array() += (1 - gamma_) * p_.lambda;
+  const double g2 = gamma_ * gamma_;
+  v2_ *= g2;
+  v2_.noalias() += x * x.transpose();
+  v2_.diagonal().array() += (1 - g2) * p_.lambda;
+  Refit();
+}
+
+void MleUcbCore::Refit() {
+  Vector w;
+  const WeightedData data = Data(&w);
+  const Matrix eye = Matrix::Identity(p_.d, p_.d);
+  const Matrix v_inv = v_.llt().solve(eye);
+  if (kind_ == MleUcbKind::kScDGlucb) {
+    theta_hat_ = WeightedMleOnBall(p_.link, data, p_.lambda, theta_hat_, p_.S);
+    theta_ = theta_hat_;
+    bonus_inv_ = WeightedHessian(p_.link, data, p_.lambda, theta_).llt().solve(eye);
+    return;
+  }
+  theta_hat_ = WeightedMle(p_.link, data, p_.lambda, theta_hat_);
+  theta_ = ProjectByGradient(p_.link, data, p_.lambda, theta_hat_, v_inv, p_.S, projection_steps_);
+  if (kind_ == MleUcbKind::kDGlucb) {
+    bonus_inv_ = v_inv * v2_ * v_inv;  // ||x||_{V^{-1} V~ V^{-1}}
+    bonus_inv_ = 0.5 * (bonus_inv_ + bonus_inv_.transpose());
+  } else {
+    bonus_inv_ = v_inv;
+  }
+}
+
+double MleUcbCore::Radius() const {
+  const double t = static_cast<double>(rounds()) + 1, d = p_.d, lam = p_.lambda;
+  const double sigma = p_.link.NoiseScale(p_.S), k = p_.link.LMu(p_.S), c = p_.link.CMu(p_.S);
+  auto beta = [&](double g) {  // weighted self-normalized radius with weights g^{age}
+    const double eff = g >= 1.0 ? t - 1 : (1 - std::pow(g, t - 1)) / (1 - g);
+    return std::sqrt(lam) * p_.S +
+           sigma * std::sqrt(2 * std::log(1 / p_.delta) + d * std::log(1 + eff / (lam * d)));
+  };
+  double rho = 0;
+  switch (kind_) {
+    case MleUcbKind::kGlmUcb:
+    case MleUcbKind::kBvdGlmUcb: rho = k / c * beta(gamma_); break;
+    case MleUcbKind::kDGlucb: rho = 2 * k / c * beta(gamma_ * gamma_); break;
+    case MleUcbKind::kScDGlucb: rho = beta(gamma_); break;
+    case MleUcbKind::kScbWeightUcb:
+    case MleUcbKind::kScbPwWeightUcb: rho = beta(gamma_) / std::sqrt(c); break;
+  }
+  return p_.radius_multiplier * rho;
+}
+
+int MleUcbCore::Argmax(std::span<const Vector> candidates, Vector* ucb, Vector* mean) const {
+  const int n = static_cast<int>(candidates.size());
+  const double rho = Radius();
+  ucb->resize(n);
+  mean->resize(n);
+  const bool mean_space = scores_in_mean_space();
+  int best = 0;
+  for (int i = 0; i < n; ++i) {
+    const Vector& x = candidates[i];
+    const double z = x.dot(theta_);
+    const double width = std::sqrt(std::max(0.0, x.dot(bonus_inv_ * x)));
+    (*mean)[i] = p_.link.Mu(z);
+    (*ucb)[i] = (mean_space ? (*mean)[i] : z) + rho * width;
+    if ((*ucb)[i] > (*ucb)[best]) best = i;
+  }
+  return best;
+}
+
+void MleUcbCore::Save(StateWriter& w, absl::string_view prefix) const {
+  const int64_t n = rounds();
+  w.Put(absl::StrCat(prefix, "x"), Matrix(Eigen::Map<const Matrix>(x_.data(), p_.d, n)));
+  w.Put(absl::StrCat(prefix, "r"), Vector(Eigen::Map<const Vector>(r_.data(), n)));
+  w.Put(absl::StrCat(prefix, "theta_hat"), theta_hat_);
+  w.Put(absl::StrCat(prefix, "theta"), theta_);
+  w.Put(absl::StrCat(prefix, "v"), v_);
+  w.Put(absl::StrCat(prefix, "v2"), v2_);
+  w.Put(absl::StrCat(prefix, "bonus_inv"), bonus_inv_);
+}
+
+absl::Status MleUcbCore::Restore(const StateReader& rd, absl::string_view prefix) {
+  Vector r, th_hat, th;
+  Matrix x, v, v2, b;
+  const int d = p_.d;
+  if (auto s = rd.Get(absl::StrCat(prefix, "r"), &r); !s.ok()) return s;
+  if (auto s = rd.Get(absl::StrCat(prefix, "x"), &x, d, r.size()); !s.ok()) return s;
+  if (auto s = rd.Get(absl::StrCat(prefix, "theta_hat"), &th_hat, d); !s.ok()) return s;
+  if (auto s = rd.Get(absl::StrCat(prefix, "theta"), &th, d); !s.ok()) return s;
+  if (auto s = rd.Get(absl::StrCat(prefix, "v"), &v, d, d); !s.ok()) return s;
+  if (auto s = rd.Get(absl::StrCat(prefix, "v2"), &v2, d, d); !s.ok()) return s;
+  if (auto s = rd.Get(absl::StrCat(prefix, "bonus_inv"), &b, d, d); !s.ok()) return s;
+  if (!x.allFinite() || !r.allFinite() || !th_hat.allFinite() || !th.allFinite() ||
+      !v.allFinite() || !v2.allFinite() || !b.allFinite())
+    return absl::InvalidArgumentError(
+        absl::StrCat("state ", prefix, "* has non-finite values, expected finite"));
+  x_.assign(x.data(), x.data() + x.size());
+  r_.assign(r.data(), r.data() + r.size());
+  theta_hat_ = std::move(th_hat);
+  theta_ = std::move(th);
+  v_ = std::move(v);
+  v2_ = std::move(v2);
+  bonus_inv_ = std::move(b);
+  return absl::OkStatus();
+}
+
+int64_t MleUcbCore::Bytes() const {
+  return static_cast<int64_t>((x_.size() + r_.size()) * sizeof(double)) +
+         (theta_hat_.size() + theta_.size() + v_.size() + v2_.size() + bonus_inv_.size()) *
+             static_cast<int64_t>(sizeof(double));
+}
+
+// ---------------------------------------------------------------- NonstationaryGlmUcb
+
+namespace {
+
+// A served instance keeps at most H rounds and refits on all of them every update: the cap keeps
+// both its memory (H d doubles) and its per-update work bounded.
+constexpr int64_t kMaxRestartPeriod = 100'000;
+
+template <typename C>
+absl::Status CheckCommonRanges(absl::string_view field, const C& c) {
+  if (c.has_horizon() && c.horizon() < 2)
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".horizon is ", c.horizon(), ", expected a number >= 2"));
+  if (c.has_path_length())
+    if (auto s = CheckRange(absl::StrCat(field, ".path_length"), c.path_length(), 0.0, 1e12); !s.ok())
+      return s;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Policy>> NonstationaryGlmUcb::Make(
+    const bandit::v1::PolicyConfig& config, uint64_t seed) {
+  using PC = bandit::v1::PolicyConfig;
+  if (config.policy_case() == PC::kRestartGlb) {
+    const auto& c = config.restart_glb();
+    auto p = ParseParams("restart_glb", c);
+    if (!p.ok()) return p.status();
+    if (auto s = CheckCommonRanges("restart_glb", c); !s.ok()) return s;
+    int64_t h = 0;
+    if (c.has_restart_period()) {
+      h = c.restart_period();
+      if (h < 1 || h > kMaxRestartPeriod)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "restart_glb.restart_period is ", h, ", expected 1..", kMaxRestartPeriod));
+    } else {
+      if (!c.has_horizon() || !c.has_path_length())
+        return absl::InvalidArgumentError(
+            "restart_glb.restart_period is unset; expected it, or horizon >= 2 and path_length "
+            "(H = ceil((d T / (1 + P_T))^(2/3)))");
+      h = std::min(RestartGlbPeriod(p->d, c.horizon(), c.path_length()), kMaxRestartPeriod);
+    }
+    return std::unique_ptr<Policy>(new NonstationaryGlmUcb(MleUcbKind::kGlmUcb, *p, 1.0, h, 50));
+  }
+  MleUcbKind kind;
+  const bandit::v1::DiscountedGlmUcbConfig* c = nullptr;
+  switch (config.policy_case()) {
+    case PC::kDGlucb: kind = MleUcbKind::kDGlucb; c = &config.d_glucb(); break;
+    case PC::kScDGlucb: kind = MleUcbKind::kScDGlucb; c = &config.sc_d_glucb(); break;
+    case PC::kBvdGlmUcb: kind = MleUcbKind::kBvdGlmUcb; c = &config.bvd_glm_ucb(); break;
+    case PC::kScbWeightUcb: kind = MleUcbKind::kScbWeightUcb; c = &config.scb_weight_ucb(); break;
+    case PC::kScbPwWeightUcb:
+      kind = MleUcbKind::kScbPwWeightUcb;
+      c = &config.scb_pw_weight_ucb();
+      break;
+    default:
+      return absl::InvalidArgumentError("config.policy is not a nonstationary GLM-UCB baseline");
+  }
+  const std::string field(MleUcbKindName(kind));
+  auto p = ParseParams(field, *c);
+  if (!p.ok()) return p.status();
+  if (auto s = CheckCommonRanges(field, *c); !s.ok()) return s;
+  int steps = 50;
+  if (c->has_projection_steps()) {
+    steps = c->projection_steps();
+    if (steps < 0 || steps > 10000)
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".projection_steps is ", steps, ", expected 0..10000"));
+  }
+  double gamma;
+  if (c->has_gamma()) {
+    gamma = c->gamma();
+    if (!(gamma > 0 && gamma < 1))
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".gamma is ", gamma, ", expected a number in (0, 1)"));
+  } else {
+    const bool drift = kind == MleUcbKind::kBvdGlmUcb || kind == MleUcbKind::kScbWeightUcb;
+    if (!c->has_horizon())
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".gamma is unset and ", field, ".horizon is missing; expected gamma in (0, 1), or "
+          "horizon >= 2 with ", drift ? "path_length" : "num_changes", " (the paper's tuning)"));
+    if (drift && !c->has_path_length())
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".gamma is unset: expected path_length (this baseline is tuned by P_T)"));
+    if (!drift && !c->has_num_changes())
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".gamma is unset: expected num_changes (this baseline is tuned by Gamma_T)"));
+    if (c->has_num_changes() && c->num_changes() < 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".num_changes is ", c->num_changes(), ", expected a number >= 0"));
+    gamma = TunedGamma(kind, p->link.CMu(p->S), p->d, c->horizon(), c->path_length(),
+                       c->num_changes());
+  }
+  return std::unique_ptr<Policy>(new NonstationaryGlmUcb(kind, *p, gamma, 0, steps));
+}
+
+NonstationaryGlmUcb::NonstationaryGlmUcb(MleUcbKind kind, const GlbParams& p, double gamma,
+                                         int64_t restart_period, int projection_steps)
+    : kind_(kind), p_(p), restart_period_(restart_period),
+      core_(kind, p, gamma, projection_steps) {}
+
+absl::StatusOr<Decision> NonstationaryGlmUcb::Select(const SelectContext& ctx) {
+  if (auto s = CheckCandidates(ctx.candidates, p_.d, p_.max_feature_norm); !s.ok()) return s;
+  Vector ucb, mean;
+  const int arm = core_.Argmax(ctx.candidates, &ucb, &mean);
+  Decision d;
+  d.arm = arm;
+  d.propensity = 1.0;
+  d.estimated_gap = mean.maxCoeff() - mean[arm];
+  if (ctx.want_scores) {
+    d.scores = ucb;
+    d.score_kind = bandit::v1::UPPER_CONFIDENCE_BOUND;
+  }
+  d.diagnostics = {{"ucb", ucb[arm]}, {"mean", mean[arm]}, {"radius", core_.Radius()}};
+  return d;
+}
+
+absl::Status NonstationaryGlmUcb::Update(const Observation& obs) {
+  if (auto s = CheckFeatures(obs.features, p_.d, p_.max_feature_norm); !s.ok()) return s;
+  if (auto s = p_.link.CheckReward("reward", obs.reward); !s.ok()) return s;
+  // RestartGLB: a new block of H rounds starts from scratch (Zhao et al. 2020, Algorithm 1).
+  if (restart_period_ > 0 && t_ > 0 && t_ % restart_period_ == 0) core_.Clear();
+  core_.Add(obs.features, obs.reward);
+  ++t_;
+  return absl::OkStatus();
+}
+
+std::optional<double> NonstationaryGlmUcb::EstimatedMean(const Vector& features) const {
+  if (features.size() != p_.d || !features.allFinite()) return std::nullopt;
+  return core_.EstimatedMean(features);
+}
+
+void NonstationaryGlmUcb::Save(bandit::v1::PolicyState* out) const {
+  StateWriter w(out, name(), 1);
+  core_.Save(w, "");
+  w.PutInt("t", t_);
+  w.PutScalar("gamma", core_.gamma());
+  w.PutInt("restart_period", restart_period_);
+}
+
+absl::Status NonstationaryGlmUcb::Restore(const bandit::v1::PolicyState& state) {
+  StateReader r(state);
+  if (auto s = r.Expect(name(), 1); !s.ok()) return s;
+  double gamma;
+  int64_t t, h;
+  if (auto s = r.GetScalar("gamma", &gamma); !s.ok()) return s;
+  if (auto s = r.GetInt("t", &t); !s.ok()) return s;
+  if (auto s = r.GetInt("restart_period", &h); !s.ok()) return s;
+  if (gamma != core_.gamma() || h != restart_period_)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state gamma/restart_period are ", gamma, "/", h, ", expected this instance's ",
+        core_.gamma(), "/", restart_period_));
+  if (t < 0) return absl::InvalidArgumentError(absl::StrCat("state t is ", t, ", expected >= 0"));
+  MleUcbCore core = core_;
+  if (auto s = core.Restore(r, ""); !s.ok()) return s;
+  if (restart_period_ > 0 && core.rounds() > restart_period_)
+    return absl::InvalidArgumentError(absl::StrCat("state keeps ", core.rounds(),
+                                                   " rounds, expected at most the restart period ",
+                                                   restart_period_));
+  core_ = std::move(core);
+  t_ = t;
+  return absl::OkStatus();
+}
+
+int64_t NonstationaryGlmUcb::StateBytes() const { return core_.Bytes() + sizeof(t_); }
+
+std::vector<std::pair<std::string, double>> NonstationaryGlmUcb::Summary() const {
+  std::vector<std::pair<std::string, double>> s = {{"rounds", static_cast<double>(t_)},
+                                                   {"stored_rounds", static_cast<double>(core_.rounds())},
+                                                   {"radius", core_.Radius()},
+                                                   {"lambda", p_.lambda},
+                                                   {"theta_norm", core_.theta().norm()}};
+  if (restart_period_ > 0) s.push_back({"restart_period", static_cast<double>(restart_period_)});
+  else s.push_back({"gamma", core_.gamma()});
+  return s;
+}
+
+// ---------------------------------------------------------------- MASTER
+
+absl::StatusOr<std::unique_ptr<Policy>> MasterGlmUcb::Make(const bandit::v1::PolicyConfig& config,
+                                                           uint64_t seed) {
+  const auto& c = config.master_glm_ucb();
+  auto p = ParseParams("master_glm_ucb", c);
+  if (!p.ok()) return p.status();
+  if (!c.has_horizon() || c.horizon() < 2)
+    return absl::InvalidArgumentError(
+        "master_glm_ucb.horizon is missing or < 2, expected the horizon T >= 2 (its tests use "
+        "log(T/delta))");
+  const int n = c.has_block_order() ? c.block_order() : 12;
+  if (n < 0 || n > 24)
+    return absl::InvalidArgumentError(
+        absl::StrCat("master_glm_ucb.block_order is ", n, ", expected 0..24"));
+  return std::unique_ptr<Policy>(new MasterGlmUcb(*p, c.horizon(), n, seed));
+}
+
+MasterGlmUcb::MasterGlmUcb(const GlbParams& p, int64_t horizon, int block_order, uint64_t seed)
+    : p_(p), horizon_(horizon), block_order_(block_order), rng_(seed) {
+  StartBlock();
+}
+
+double MasterGlmUcb::Rho(double t) const {
+  // Radius of a fresh GLM-UCB after t rounds, times the elliptic-potential sum, per round.
+  const double lam = p_.lambda, d = p_.d;
+  const double sigma = p_.link.NoiseScale(p_.S), k = p_.link.LMu(p_.S), c = p_.link.CMu(p_.S);
+  const double beta = std::sqrt(lam) * p_.S +
+                      sigma * std::sqrt(2 * std::log(1 / p_.delta) + d * std::log(1 + t / (lam * d)));
+  const double rho_t = p_.radius_multiplier * k / c * beta;
+  const double total = 2 * rho_t * std::sqrt(2 * d * t * std::log(1 + t / (lam * d))) +
+                       std::sqrt(2 * t * std::log(1 / p_.delta));
+  return total / t;  // unclipped: MALG's probabilities are ratios of this bound
+}
+
+double MasterGlmUcb::RhoHat(double t) const {
+  const double n_hat = std::log2(static_cast<double>(horizon_)) + 1;
+  return 6 * n_hat * std::log(static_cast<double>(horizon_) / p_.delta) * Rho(t);
+}
+
+void MasterGlmUcb::StartBlock() {
+  block_start_ = t_;
+  schedule_.clear();
+  live_.clear();
+  rewards_.clear();
+  sum_gap_ = 0;
+  min_optimistic_ = std::numeric_limits<double>::infinity();
+  has_pending_ = false;
+  const int n = block_order_;
+  const double rho_n = Rho(std::ldexp(1.0, n));
+  // MALG (Wei & Luo 2021, Algorithm 1): order m, interval i with prob rho(2^n) / rho(2^m).
+  for (int m = n; m >= 0; --m) {
+    const double prob = m == n ? 1.0 : std::min(1.0, rho_n / Rho(std::ldexp(1.0, m)));
+    const int64_t len = int64_t{1} << m, count = int64_t{1} << (n - m);
+    for (int64_t i = 0; i < count; ++i)
+      if (m == n || rng_.Uniform() < prob) schedule_.push_back({m, i * len});
+  }
+  // Instances whose interval starts at offset 0 are live from the first round.
+  for (const auto& [m, start] : schedule_)
+    if (start == 0) live_.emplace(m, std::make_pair(start, MleUcbCore(MleUcbKind::kGlmUcb, p_, 1.0, 50)));
+}
+
+int MasterGlmUcb::ActiveOrder() const { return live_.begin()->first; }
+
+MleUcbCore& MasterGlmUcb::InstanceFor(int order) { return live_.at(order).second; }
+
+absl::StatusOr<Decision> MasterGlmUcb::Select(const SelectContext& ctx) {
+  if (auto s = CheckCandidates(ctx.candidates, p_.d, p_.max_feature_norm); !s.ok()) return s;
+  const MleUcbCore& active = live_.begin()->second.second;
+  Vector ucb, mean;
+  const int arm = active.Argmax(ctx.candidates, &ucb, &mean);
+  // g~_t: the active instance's optimistic value of the best arm, within the reward range.
+  double g = ucb.maxCoeff();
+  if (p_.link.kind() == LinkKind::kLogistic) g = std::clamp(g, 0.0, 1.0);
+  pending_optimistic_ = g;
+  has_pending_ = true;
+  Decision d;
+  d.arm = arm;
+  d.propensity = 1.0;
+  d.estimated_gap = mean.maxCoeff() - mean[arm];
+  if (ctx.want_scores) {
+    d.scores = ucb;
+    d.score_kind = bandit::v1::UPPER_CONFIDENCE_BOUND;
+  }
+  d.diagnostics = {{"ucb", ucb[arm]}, {"mean", mean[arm]}, {"active_order", ActiveOrder()},
+                   {"optimistic_value", g}};
+  return d;
+}
+
+absl::Status MasterGlmUcb::Update(const Observation& obs) {
+  if (auto s = CheckFeatures(obs.features, p_.d, p_.max_feature_norm); !s.ok()) return s;
+  if (auto s = p_.link.CheckReward("reward", obs.reward); !s.ok()) return s;
+  // A direct update (no Select) has no optimistic value: it teaches the active instance only.
+  live_.begin()->second.second.Add(obs.features, obs.reward);
+  ++t_;
+  if (!has_pending_) return absl::OkStatus();
+  has_pending_ = false;
+  rewards_.push_back(obs.reward);
+  sum_gap_ += pending_optimistic_ - obs.reward;
+  min_optimistic_ = std::min(min_optimistic_, pending_optimistic_);
+  const int64_t off = t_ - block_start_;  // rounds done in this block; the last was off - 1
+  bool fail = false;
+  // Test 1: every order-m < n interval that ends with this round.
+  for (auto it = live_.begin(); it != live_.end();) {
+    const int m = it->first;
+    const int64_t start = it->second.first, len = int64_t{1} << m;
+    if (start + len != off) {
+      ++it;
+      continue;
+    }
+    if (m < block_order_ && static_cast<int64_t>(rewards_.size()) >= start + len) {
+      double sum = 0;
+      for (int64_t k = start; k < start + len; ++k) sum += rewards_[k];
+      if (sum / len >= min_optimistic_ + 9 * RhoHat(static_cast<double>(len))) fail = true;
+    }
+    it = live_.erase(it);
+  }
+  // Test 2.
+  const double done = static_cast<double>(rewards_.size());
+  if (sum_gap_ / done >= 3 * RhoHat(done)) fail = true;
+  const int64_t block_len = int64_t{1} << block_order_;
+  if (fail) ++restarts_;
+  if (fail || off >= block_len) {
+    StartBlock();
+    return absl::OkStatus();
+  }
+  for (const auto& [m, start] : schedule_)
+    if (start == off) live_.emplace(m, std::make_pair(start, MleUcbCore(MleUcbKind::kGlmUcb, p_, 1.0, 50)));
+  return absl::OkStatus();
+}
+
+std::optional<double> MasterGlmUcb::EstimatedMean(const Vector& features) const {
+  if (features.size() != p_.d || !features.allFinite()) return std::nullopt;
+  return live_.begin()->second.second.EstimatedMean(features);
+}
+
+void MasterGlmUcb::Save(bandit::v1::PolicyState* out) const {
+  StateWriter w(out, name(), 1);
+  w.PutRng(rng_);
+  w.PutInt("t", t_);
+  w.PutInt("block_start", block_start_);
+  w.PutInt("restarts", restarts_);
+  Vector sched(2 * schedule_.size());
+  for (size_t i = 0; i < schedule_.size(); ++i) {
+    sched[2 * i] = schedule_[i].first;
+    sched[2 * i + 1] = static_cast<double>(schedule_[i].second);
+  }
+  w.Put("schedule", sched);
+  Vector live(2 * live_.size());
+  size_t i = 0;
+  for (const auto& [m, inst] : live_) {
+    live[2 * i] = m;
+    live[2 * i + 1] = static_cast<double>(inst.first);
+    inst.second.Save(w, absl::StrCat("i", m, "."));
+    ++i;
+  }
+  w.Put("live", live);
+  w.Put("rewards", Vector(Eigen::Map<const Vector>(rewards_.data(), rewards_.size())));
+  w.PutScalar("sum_gap", sum_gap_);
+  w.PutScalar("min_optimistic", min_optimistic_);
+  w.PutScalar("pending_optimistic", pending_optimistic_);
+  w.PutInt("has_pending", has_pending_ ? 1 : 0);
+}
+
+absl::Status MasterGlmUcb::Restore(const bandit::v1::PolicyState& state) {
+  StateReader r(state);
+  if (auto s = r.Expect(name(), 1); !s.ok()) return s;
+  Rng rng;
+  int64_t t, start, restarts, pending;
+  Vector sched, live, rewards;
+  double sum_gap, min_opt, pend;
+  if (auto s = r.GetRng(&rng); !s.ok()) return s;
+  if (auto s = r.GetInt("t", &t); !s.ok()) return s;
+  if (auto s = r.GetInt("block_start", &start); !s.ok()) return s;
+  if (auto s = r.GetInt("restarts", &restarts); !s.ok()) return s;
+  if (auto s = r.Get("schedule", &sched); !s.ok()) return s;
+  if (auto s = r.Get("live", &live); !s.ok()) return s;
+  if (auto s = r.Get("rewards", &rewards); !s.ok()) return s;
+  if (auto s = r.GetScalar("sum_gap", &sum_gap); !s.ok()) return s;
+  if (auto s = r.GetScalar("min_optimistic", &min_opt); !s.ok()) return s;
+  if (auto s = r.GetScalar("pending_optimistic", &pend); !s.ok()) return s;
+  if (auto s = r.GetInt("has_pending", &pending); !s.ok()) return s;
+  const int64_t block_len = int64_t{1} << block_order_;
+  if (t < 0 || start < 0 || start > t || t - start >= block_len || sched.size() % 2 != 0 ||
+      live.size() % 2 != 0 || live.size() == 0 || rewards.size() > t - start)
+    return absl::InvalidArgumentError("state of master_glm_ucb is inconsistent (t, block, schedule)");
+  std::vector<std::pair<int, int64_t>> schedule;
+  for (Eigen::Index i = 0; i < sched.size(); i += 2) {
+    const int m = static_cast<int>(sched[i]);
+    const int64_t s0 = static_cast<int64_t>(sched[i + 1]);
+    if (m < 0 || m > block_order_ || s0 < 0 || s0 >= block_len)
+      return absl::InvalidArgumentError("state schedule entry out of range");
+    schedule.push_back({m, s0});
+  }
+  std::map<int, std::pair<int64_t, MleUcbCore>> lives;
+  for (Eigen::Index i = 0; i < live.size(); i += 2) {
+    const int m = static_cast<int>(live[i]);
+    if (m < 0 || m > block_order_) return absl::InvalidArgumentError("state live order out of range");
+    MleUcbCore core(MleUcbKind::kGlmUcb, p_, 1.0, 50);
+    if (auto s = core.Restore(r, absl::StrCat("i", m, ".")); !s.ok()) return s;
+    lives.emplace(m, std::make_pair(static_cast<int64_t>(live[i + 1]), std::move(core)));
+  }
+  rng_ = std::move(rng);
+  t_ = t;
+  block_start_ = start;
+  restarts_ = restarts;
+  schedule_ = std::move(schedule);
+  live_ = std::move(lives);
+  rewards_.assign(rewards.data(), rewards.data() + rewards.size());
+  sum_gap_ = sum_gap;
+  min_optimistic_ = min_opt;
+  pending_optimistic_ = pend;
+  has_pending_ = pending != 0;
+  return absl::OkStatus();
+}
+
+int64_t MasterGlmUcb::StateBytes() const {
+  int64_t b = static_cast<int64_t>(rewards_.size() * sizeof(double) +
+                                   schedule_.size() * sizeof(schedule_[0]));
+  for (const auto& [m, inst] : live_) b += inst.second.Bytes();
+  return b;
+}
+
+std::vector<std::pair<std::string, double>> MasterGlmUcb::Summary() const {
+  return {{"rounds", static_cast<double>(t_)},
+          {"restarts", static_cast<double>(restarts_)},
+          {"block_order", static_cast<double>(block_order_)},
+          {"scheduled_instances", static_cast<double>(schedule_.size())},
+          {"active_order", static_cast<double>(ActiveOrder())},
+          {"rho_hat_block", RhoHat(std::ldexp(1.0, block_order_))},
+          {"lambda", p_.lambda}};
+}
+
+}  // namespace bandit::glb

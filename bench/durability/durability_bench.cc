@@ -39,6 +39,8 @@ ABSL_FLAG(std::vector<std::string>, threads, std::vector<std::string>({"1", "8",
           "Writer thread counts for the throughput measurement");
 ABSL_FLAG(double, seconds, 3, "Seconds per throughput measurement");
 ABSL_FLAG(std::string, out, "", "Write the JSON here (default: stdout)");
+ABSL_FLAG(std::string, postgres_dsn, "",
+          "Also measure the PostgreSQL backend on this database (libpq connection string)");
 
 // Setup steps must succeed; a benchmark over a half-built state would measure nothing.
 static void Must(const absl::Status& s, const char* what) {
@@ -172,7 +174,7 @@ int main(int argc, char** argv) {
     }
     thread_counts.push_back(n);
   }
-  const std::string dsn = Flag(argc, argv, "postgres_dsn", "");
+  const std::string dsn = absl::GetFlag(FLAGS_postgres_dsn);
   std::vector<Backend> backends = {{"file", dir, ""}};
   if (!dsn.empty()) {
     backends.push_back({"postgres", "", dsn});

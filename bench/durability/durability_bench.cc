@@ -15,6 +15,9 @@
 #include <google/protobuf/text_format.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -28,12 +31,16 @@ using namespace bandit::server;
 namespace v1 = bandit::v1;
 using SteadyClock = std::chrono::steady_clock;
 
-static std::string Flag(int argc, char** argv, const std::string& name, const std::string& def) {
-  const std::string p = "--" + name + "=";
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]).rfind(p, 0) == 0) return std::string(argv[i]).substr(p.size());
-  return def;
-}
+ABSL_FLAG(std::string, dir, "/tmp/bandit-durability-bench",
+          "Scratch directory on the filesystem under test (removed at the end)");
+ABSL_FLAG(int64_t, instances, 10000, "Instances for the recovery and snapshot measurements");
+ABSL_FLAG(int64_t, updates_per_instance, 20, "Rounds journaled per instance before recovery");
+ABSL_FLAG(std::vector<std::string>, threads, std::vector<std::string>({"1", "8", "64"}),
+          "Writer thread counts for the throughput measurement");
+ABSL_FLAG(double, seconds, 3, "Seconds per throughput measurement");
+ABSL_FLAG(std::string, out, "", "Write the JSON here (default: stdout)");
+ABSL_FLAG(std::string, postgres_dsn, "",
+          "Also measure the PostgreSQL backend on this database (libpq connection string)");
 
 // Setup steps must succeed; a benchmark over a half-built state would measure nothing.
 static void Must(const absl::Status& s, const char* what) {
@@ -150,18 +157,24 @@ static double Throughput(const Backend& b, Durability mode, int threads, double 
 }
 
 int main(int argc, char** argv) {
-  const std::string dir = Flag(argc, argv, "dir", "/tmp/bandit-durability-bench");
-  int64_t instances = 10000, per = 20;
-  double seconds = 3;
-  absl::SimpleAtoi(Flag(argc, argv, "instances", "10000"), &instances);
-  absl::SimpleAtoi(Flag(argc, argv, "updates_per_instance", "20"), &per);
-  absl::SimpleAtod(Flag(argc, argv, "seconds", "3"), &seconds);
+  absl::SetProgramUsageMessage(
+      "journal throughput per durability mode and recovery time, in-process on a real "
+      "filesystem");
+  absl::ParseCommandLine(argc, argv);
+  const std::string dir = absl::GetFlag(FLAGS_dir);
+  const int64_t instances = absl::GetFlag(FLAGS_instances);
+  const int64_t per = absl::GetFlag(FLAGS_updates_per_instance);
+  const double seconds = absl::GetFlag(FLAGS_seconds);
   std::vector<int> thread_counts;
-  for (auto s : absl::StrSplit(Flag(argc, argv, "threads", "1,8,64"), ',')) {
+  for (const auto& s : absl::GetFlag(FLAGS_threads)) {
     int n;
-    if (absl::SimpleAtoi(s, &n)) thread_counts.push_back(n);
+    if (!absl::SimpleAtoi(s, &n) || n < 1) {
+      std::cerr << "--threads=" << s << " is not a positive thread count\n";
+      return 2;
+    }
+    thread_counts.push_back(n);
   }
-  const std::string dsn = Flag(argc, argv, "postgres_dsn", "");
+  const std::string dsn = absl::GetFlag(FLAGS_postgres_dsn);
   std::vector<Backend> backends = {{"file", dir, ""}};
   if (!dsn.empty()) {
     backends.push_back({"postgres", "", dsn});
@@ -242,7 +255,7 @@ int main(int argc, char** argv) {
     Clear(b);
   }
   std::filesystem::remove_all(dir);
-  const std::string out = Flag(argc, argv, "out", "");
+  const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) std::cout << doc.dump(1) << "\n";
   else std::ofstream(out) << doc.dump(1) << "\n";
   return 0;

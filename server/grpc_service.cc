@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <functional>
+#include <utility>
 #include <type_traits>
 
 #include "server/status_util.h"
@@ -24,6 +25,65 @@ void GrpcBanditService::Finish(Reactor* reactor, Rpc rpc,
   reactor->Finish(g);
 }
 
+std::optional<uint64_t> GrpcBanditService::PendingCalls::Add(const Call& call) {
+  absl::MutexLock lock(&mu_);
+  if (cut_.has_value()) return std::nullopt;
+  const uint64_t id = next_id_++;
+  calls_.emplace(id, call);
+  return id;
+}
+
+std::optional<GrpcBanditService::PendingCalls::Call> GrpcBanditService::PendingCalls::Claim(
+    uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  auto it = calls_.find(id);
+  if (it == calls_.end()) return std::nullopt;  // cut: already answered
+  Call call = it->second;
+  calls_.erase(it);
+  return call;
+}
+
+std::vector<GrpcBanditService::PendingCalls::Call> GrpcBanditService::PendingCalls::Cut(
+    const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (!cut_.has_value()) cut_ = status;
+  std::vector<Call> out;
+  for (auto& [id, call] : calls_) out.push_back(call);
+  calls_.clear();
+  return out;
+}
+
+absl::Status GrpcBanditService::PendingCalls::cut_status() const {
+  absl::MutexLock lock(&mu_);
+  return cut_.value_or(absl::OkStatus());
+}
+
+double GrpcBanditService::PendingCalls::OldestDurableWaitSeconds() const {
+  absl::MutexLock lock(&mu_);
+  // Ids follow arrival; a call starts waiting right after its handler returns, so the first
+  // durability call found is (close to) the oldest.
+  for (const auto& [id, call] : calls_)
+    if (call.durability)
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - call.start).count();
+  return 0;
+}
+
+std::optional<uint64_t> GrpcBanditService::AddPending(const PendingCalls::Call& call) {
+  std::optional<uint64_t> id = pending_->Add(call);
+  if (!id.has_value()) Finish(call.reactor, call.rpc, call.start, pending_->cut_status());
+  return id;
+}
+
+int GrpcBanditService::CutPendingCalls(const absl::Status& status) {
+  const std::vector<PendingCalls::Call> cut = pending_->Cut(status);
+  for (const auto& call : cut) Finish(call.reactor, call.rpc, call.start, status);
+  return static_cast<int>(cut.size());
+}
+
+double GrpcBanditService::OldestDurableWaitSeconds() const {
+  return pending_->OldestDurableWaitSeconds();
+}
+
 template <typename Method, typename Req, typename Resp>
 GrpcBanditService::Reactor* GrpcBanditService::Handle(Ctx* ctx, Rpc rpc, Method method,
                                                       const Req* req, Resp* resp) {
@@ -37,8 +97,10 @@ GrpcBanditService::Reactor* GrpcBanditService::Handle(Ctx* ctx, Rpc rpc, Method 
   }
   using Done = std::function<void(absl::Status)>;
   if constexpr (std::is_invocable_v<Method, DecisionService*, const Req&, Resp*, Done>) {
-    (service_->*method)(*req, resp, [this, reactor, rpc, start](absl::Status status) {
-      Finish(reactor, rpc, start, status);
+    const std::optional<uint64_t> id = AddPending({reactor, rpc, start, /*durability=*/false});
+    if (!id.has_value()) return reactor;
+    (service_->*method)(*req, resp, [this, pending = pending_, id = *id](absl::Status status) {
+      if (auto call = pending->Claim(id)) Finish(call->reactor, call->rpc, call->start, status);
     });
   } else if constexpr (std::is_invocable_v<Method, DecisionService*, const Req&, Resp*,
                                            uint64_t*>) {
@@ -47,9 +109,11 @@ GrpcBanditService::Reactor* GrpcBanditService::Handle(Ctx* ctx, Rpc rpc, Method 
     if (!status.ok() || !service_->MustWaitForDurability(written_seq)) {
       Finish(reactor, rpc, start, status);
     } else {
-      service_->WhenDurable(written_seq, [this, reactor, rpc, start](absl::Status durable) {
-        Finish(reactor, rpc, start, durable);
-      });
+      const std::optional<uint64_t> id = AddPending({reactor, rpc, start, /*durability=*/true});
+      if (id.has_value())
+        service_->WhenDurable(written_seq, [this, pending = pending_, id = *id](absl::Status s) {
+          if (auto call = pending->Claim(id)) Finish(call->reactor, call->rpc, call->start, s);
+        });
     }
   } else {
     Finish(reactor, rpc, start, (service_->*method)(*req, resp));

@@ -5,6 +5,15 @@
 
 #include <grpcpp/support/status.h>
 
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
 #include "bandit/v1/service.grpc.pb.h"
 #include "server/arena_allocator.h"
 #include "server/auth.h"
@@ -29,6 +38,13 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   using Ctx = grpc::CallbackServerContext;
   using Reactor = grpc::ServerUnaryReactor;
 
+  // Shutdown, once the grace period is over: answers every call still waiting (for durability
+  // or snapshot I/O) with `status`, and every call that would start waiting from now on. Their
+  // late completions are dropped. Returns how many calls were cut.
+  int CutPendingCalls(const absl::Status& status);
+  // Age of the oldest call waiting for its records to become durable (0 if none).
+  double OldestDurableWaitSeconds() const;
+
 #define BANDIT_DECLARE_HANDLER(method, request, response, role)        \
   Reactor* method(Ctx* ctx, const bandit::v1::request* req, bandit::v1::response* resp) override;
   BANDIT_FOR_EACH_RPC(BANDIT_DECLARE_HANDLER)
@@ -47,6 +63,35 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   void Finish(Reactor* reactor, Rpc rpc, std::chrono::steady_clock::time_point start,
               const absl::Status& status);
 
+  // Calls whose handler returned before their answer was ready. Each is answered exactly once,
+  // by whoever claims it first: its completion or CutPendingCalls. Shared with the completion
+  // callbacks, which may run after a cut.
+  class PendingCalls {
+   public:
+    struct Call {
+      Reactor* reactor;
+      Rpc rpc;
+      std::chrono::steady_clock::time_point start;
+      bool durability;  // waiting for the journal (else for snapshot I/O)
+    };
+    // The id to Claim() it by later, or nullopt once cut (answer it now with cut_status()).
+    std::optional<uint64_t> Add(const Call& call);
+    std::optional<Call> Claim(uint64_t id);
+    std::vector<Call> Cut(const absl::Status& status);
+    absl::Status cut_status() const;
+    double OldestDurableWaitSeconds() const;
+
+   private:
+    mutable absl::Mutex mu_;
+    uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+    std::map<uint64_t, Call> calls_ ABSL_GUARDED_BY(mu_);  // by id = arrival order
+    std::optional<absl::Status> cut_ ABSL_GUARDED_BY(mu_);
+  };
+  // Registers `call` and returns its id, or answers it at once (and returns nullopt) when
+  // pending calls were already cut.
+  std::optional<uint64_t> AddPending(const PendingCalls::Call& call);
+
+  const std::shared_ptr<PendingCalls> pending_ = std::make_shared<PendingCalls>();
   RoundMessageAllocators allocators_;
   DecisionService* service_;
   Metrics* metrics_;

@@ -2,13 +2,13 @@
 
 #include <chrono>
 #include <functional>
+#include <utility>
 #include <type_traits>
 
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
 
 #include "absl/strings/str_cat.h"
-
 #include "server/status_util.h"
 
 namespace bandit::server {
@@ -16,6 +16,76 @@ namespace bandit::server {
 grpc::Status ToGrpcStatus(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), CappedMessage(s));
+}
+
+void GrpcBanditService::Finish(Reactor* reactor, Rpc rpc,
+                               std::chrono::steady_clock::time_point start,
+                               const absl::Status& status) {
+  const grpc::Status g = ToGrpcStatus(status);
+  if (metrics_ != nullptr)
+    metrics_->ObserveRpc(
+        rpc, g.error_code(),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  reactor->Finish(g);
+}
+
+std::optional<uint64_t> GrpcBanditService::PendingCalls::Add(const Call& call) {
+  absl::MutexLock lock(&mu_);
+  if (cut_.has_value()) return std::nullopt;
+  const uint64_t id = next_id_++;
+  calls_.emplace(id, call);
+  return id;
+}
+
+std::optional<GrpcBanditService::PendingCalls::Call> GrpcBanditService::PendingCalls::Claim(
+    uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  auto it = calls_.find(id);
+  if (it == calls_.end()) return std::nullopt;  // cut: already answered
+  Call call = it->second;
+  calls_.erase(it);
+  return call;
+}
+
+std::vector<GrpcBanditService::PendingCalls::Call> GrpcBanditService::PendingCalls::Cut(
+    const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (!cut_.has_value()) cut_ = status;
+  std::vector<Call> out;
+  for (auto& [id, call] : calls_) out.push_back(call);
+  calls_.clear();
+  return out;
+}
+
+absl::Status GrpcBanditService::PendingCalls::cut_status() const {
+  absl::MutexLock lock(&mu_);
+  return cut_.value_or(absl::OkStatus());
+}
+
+double GrpcBanditService::PendingCalls::OldestDurableWaitSeconds() const {
+  absl::MutexLock lock(&mu_);
+  // Ids follow arrival; a call starts waiting right after its handler returns, so the first
+  // durability call found is (close to) the oldest.
+  for (const auto& [id, call] : calls_)
+    if (call.durability)
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - call.start).count();
+  return 0;
+}
+
+std::optional<uint64_t> GrpcBanditService::AddPending(const PendingCalls::Call& call) {
+  std::optional<uint64_t> id = pending_->Add(call);
+  if (!id.has_value()) Finish(call.reactor, call.rpc, call.start, pending_->cut_status());
+  return id;
+}
+
+int GrpcBanditService::CutPendingCalls(const absl::Status& status) {
+  const std::vector<PendingCalls::Call> cut = pending_->Cut(status);
+  for (const auto& call : cut) Finish(call.reactor, call.rpc, call.start, status);
+  return static_cast<int>(cut.size());
+}
+
+double GrpcBanditService::OldestDurableWaitSeconds() const {
+  return pending_->OldestDurableWaitSeconds();
 }
 
 GrpcBanditService::GrpcBanditService(DecisionService* service, Metrics* metrics,
@@ -52,27 +122,25 @@ grpc::MessageHolder<Req, Resp>* GrpcBanditService::AllocateMessages() {
   }
 }
 
+namespace {
+
+// Writes the bytes the call answers with if `status` is OK, then returns the call's arena: the
+// request and response are not touched again. INTERNAL if the response does not serialize.
 template <typename Req, typename Resp>
-void GrpcBanditService::Finish(Reactor* reactor, Rpc rpc,
-                               std::chrono::steady_clock::time_point start,
-                               const absl::Status& status, grpc::MessageHolder<Req, Resp>* call,
-                               grpc::ByteBuffer* out) {
-  grpc::Status g = ToGrpcStatus(status);
-  if (g.ok() && call != nullptr) {
+absl::Status Respond(grpc::MessageHolder<Req, Resp>* call, grpc::ByteBuffer* out,
+                     absl::Status status) {
+  if (status.ok()) {
     bool own_buffer = false;
-    if (grpc::Status s = grpc::SerializationTraits<Resp>::Serialize(*call->response(), out,
-                                                                    &own_buffer);
+    if (grpc::Status s =
+            grpc::SerializationTraits<Resp>::Serialize(*call->response(), out, &own_buffer);
         !s.ok())
-      g = grpc::Status(grpc::StatusCode::INTERNAL,
-                       "the response could not be serialized: " + s.error_message());
+      status = absl::InternalError("the response could not be serialized: " + s.error_message());
   }
-  if (call != nullptr) call->Release();
-  if (metrics_ != nullptr)
-    metrics_->ObserveRpc(
-        rpc, g.error_code(),
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  reactor->Finish(g);
+  call->Release();
+  return status;
 }
+
+}  // namespace
 
 template <typename Req, typename Resp, typename Method>
 GrpcBanditService::Reactor* GrpcBanditService::HandleBytes(Ctx* ctx, Rpc rpc, Method method,
@@ -87,11 +155,10 @@ GrpcBanditService::Reactor* GrpcBanditService::HandleBytes(Ctx* ctx, Rpc rpc, Me
     call->Release();
     if (metrics_ != nullptr) metrics_->CountUnparseable(rpc);
     Reactor* reactor = ctx->DefaultReactor();
-    Finish<Req, Resp>(reactor, rpc, std::chrono::steady_clock::now(),
-                      absl::InvalidArgumentError(absl::StrCat(
-                          "the request payload (", size, " bytes) is not a valid protobuf-encoded ",
-                          Req::descriptor()->full_name(), " (expected by ", RpcName(rpc), ")")),
-                      nullptr, out);
+    Finish(reactor, rpc, std::chrono::steady_clock::now(),
+           absl::InvalidArgumentError(absl::StrCat(
+               "the request payload (", size, " bytes) is not a valid protobuf-encoded ",
+               Req::descriptor()->full_name(), " (expected by ", RpcName(rpc), ")")));
     return reactor;
   }
   return Handle(ctx, rpc, method, call, out);
@@ -105,7 +172,8 @@ GrpcBanditService::Reactor* GrpcBanditService::Handle(Ctx* ctx, Rpc rpc, Method 
   Reactor* reactor = ctx->DefaultReactor();
   if (auth_ != nullptr) {
     if (absl::Status denied = auth_->Check(rpc, *ctx); !denied.ok()) {
-      Finish(reactor, rpc, start, denied, call, out);
+      call->Release();
+      Finish(reactor, rpc, start, denied);
       return reactor;
     }
   }
@@ -113,23 +181,35 @@ GrpcBanditService::Reactor* GrpcBanditService::Handle(Ctx* ctx, Rpc rpc, Method 
   Resp* resp = call->response();
   using Done = std::function<void(absl::Status)>;
   if constexpr (std::is_invocable_v<Method, DecisionService*, const Req&, Resp*, Done>) {
-    (service_->*method)(req, resp, [this, reactor, rpc, start, call, out](absl::Status status) {
-      Finish(reactor, rpc, start, status, call, out);
-    });
+    const std::optional<uint64_t> id = AddPending({reactor, rpc, start, /*durability=*/false});
+    if (!id.has_value()) {
+      call->Release();
+      return reactor;
+    }
+    // The service fills `resp` when it is done, so the arena stays until then, even when the
+    // call was cut meanwhile (its late completion then only returns the arena).
+    (service_->*method)(req, resp,
+                        [this, pending = pending_, id = *id, call, out](absl::Status status) {
+                          auto claimed = pending->Claim(id);
+                          status = Respond(call, out, status);
+                          if (claimed) Finish(claimed->reactor, claimed->rpc, claimed->start, status);
+                        });
   } else if constexpr (std::is_invocable_v<Method, DecisionService*, const Req&, Resp*,
                                            uint64_t*>) {
     uint64_t written_seq = 0;  // the newest record this call appended (0 = none)
-    const absl::Status status = (service_->*method)(req, resp, &written_seq);
+    const absl::Status status = Respond(call, out, (service_->*method)(req, resp, &written_seq));
     if (!status.ok() || !service_->MustWaitForDurability(written_seq)) {
-      Finish(reactor, rpc, start, status, call, out);
+      Finish(reactor, rpc, start, status);
     } else {
-      service_->WhenDurable(written_seq,
-                            [this, reactor, rpc, start, call, out](absl::Status durable) {
-                              Finish(reactor, rpc, start, durable, call, out);
-                            });
+      const std::optional<uint64_t> id = AddPending({reactor, rpc, start, /*durability=*/true});
+      if (id.has_value())
+        service_->WhenDurable(written_seq, [this, pending = pending_, id = *id](absl::Status s) {
+          if (auto claimed = pending->Claim(id))
+            Finish(claimed->reactor, claimed->rpc, claimed->start, s);
+        });
     }
   } else {
-    Finish(reactor, rpc, start, (service_->*method)(req, resp), call, out);
+    Finish(reactor, rpc, start, Respond(call, out, (service_->*method)(req, resp)));
   }
   return reactor;
 }

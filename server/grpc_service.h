@@ -12,6 +12,15 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/status.h>
 
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
 #include "bandit/v1/service.grpc.pb.h"
 #include "server/arena_allocator.h"
 #include "server/auth.h"
@@ -33,8 +42,16 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   using Ctx = grpc::CallbackServerContext;
   using Reactor = grpc::ServerUnaryReactor;
 
+  // Shutdown, once the grace period is over: answers every call still waiting (for durability
+  // or snapshot I/O) with `status`, and every call that would start waiting from now on. Their
+  // late completions are dropped. Returns how many calls were cut.
+  int CutPendingCalls(const absl::Status& status);
+  // Age of the oldest call waiting for its records to become durable (0 if none).
+  double OldestDurableWaitSeconds() const;
+
  private:
-  // Parses the request bytes into `Req` (INVALID_ARGUMENT if they are not one), then Handle().
+  // Parses the request bytes into `Req` on the call's arena (INVALID_ARGUMENT if they are not
+  // one), then Handle().
   template <typename Req, typename Resp, typename Method>
   Reactor* HandleBytes(Ctx* ctx, Rpc rpc, Method method, const grpc::ByteBuffer* in,
                        grpc::ByteBuffer* out);
@@ -48,16 +65,41 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   template <typename Method, typename Req, typename Resp>
   Reactor* Handle(Ctx* ctx, Rpc rpc, Method method, grpc::MessageHolder<Req, Resp>* call,
                   grpc::ByteBuffer* out);
-  // Writes the response bytes (on success), returns the call's arena to its pool, records the
-  // metrics and finishes the reactor: the one way every call ends.
-  template <typename Req, typename Resp>
-  void Finish(Reactor* reactor, Rpc rpc, std::chrono::steady_clock::time_point start,
-              const absl::Status& status, grpc::MessageHolder<Req, Resp>* call,
-              grpc::ByteBuffer* out);
   // The pooled arenas of the per-round RPCs; other RPCs get a fresh arena per call.
   template <typename Req, typename Resp>
   grpc::MessageHolder<Req, Resp>* AllocateMessages();
+  void Finish(Reactor* reactor, Rpc rpc, std::chrono::steady_clock::time_point start,
+              const absl::Status& status);
 
+  // Calls whose handler returned before their answer was ready. Each is answered exactly once,
+  // by whoever claims it first: its completion or CutPendingCalls. Shared with the completion
+  // callbacks, which may run after a cut.
+  class PendingCalls {
+   public:
+    struct Call {
+      Reactor* reactor;
+      Rpc rpc;
+      std::chrono::steady_clock::time_point start;
+      bool durability;  // waiting for the journal (else for snapshot I/O)
+    };
+    // The id to Claim() it by later, or nullopt once cut (answer it now with cut_status()).
+    std::optional<uint64_t> Add(const Call& call);
+    std::optional<Call> Claim(uint64_t id);
+    std::vector<Call> Cut(const absl::Status& status);
+    absl::Status cut_status() const;
+    double OldestDurableWaitSeconds() const;
+
+   private:
+    mutable absl::Mutex mu_;
+    uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+    std::map<uint64_t, Call> calls_ ABSL_GUARDED_BY(mu_);  // by id = arrival order
+    std::optional<absl::Status> cut_ ABSL_GUARDED_BY(mu_);
+  };
+  // Registers `call` and returns its id, or answers it at once (and returns nullopt) when
+  // pending calls were already cut.
+  std::optional<uint64_t> AddPending(const PendingCalls::Call& call);
+
+  const std::shared_ptr<PendingCalls> pending_ = std::make_shared<PendingCalls>();
   RoundMessageAllocators allocators_;
   DecisionService* service_;
   Metrics* metrics_;

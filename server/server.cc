@@ -105,6 +105,8 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
   }
   s->grpc_service_ =
       std::make_unique<GrpcBanditService>(s->service_.get(), s->metrics_.get(), s->auth_.get());
+  s->durable_wait_ = StorageMetrics::DurableWaitCollector(
+      [grpc = s->grpc_service_.get()] { return grpc->OldestDurableWaitSeconds(); });
   if (!options.config_path.empty()) {
     if (auto st = s->LoadConfig(options.config_path); !st.ok()) return st;
   }
@@ -140,6 +142,7 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
     s->exposer_->RegisterCollectable(s->metrics_->registry());
     s->exposer_->RegisterCollectable(s->metrics_->collector());
     if (s->snapshot_age_) s->exposer_->RegisterCollectable(s->snapshot_age_);
+    s->exposer_->RegisterCollectable(s->durable_wait_);
     const auto ports = s->exposer_->GetListeningPorts();
     s->metrics_port_ = ports.empty() ? 0 : ports[0];
   }
@@ -204,8 +207,36 @@ void BanditServer::Shutdown() {
   BANDIT_LOG_INFO("shutting down: health NOT_SERVING, draining for up to ",
                   options_.grace_period_ms, " ms");
   server_->GetHealthCheckService()->SetServingStatus(false);
-  server_->Shutdown(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(options_.grace_period_ms));
+  const auto deadline =
+      std::chrono::system_clock::now() + std::chrono::milliseconds(options_.grace_period_ms);
+  // grpc::Server::Shutdown(deadline) cancels what still runs at the deadline, but then waits
+  // for every call's reactor to finish: one call whose answer never comes would hold it (and
+  // the final snapshot) forever. So it runs on its own thread, and at the deadline the calls
+  // still waiting for durability or snapshot I/O are answered here.
+  auto drained = std::make_shared<absl::Notification>();
+  std::thread drain([grpc = server_.get(), deadline, drained] {
+    grpc->Shutdown(deadline);
+    drained->Notify();
+  });
+  if (drained->WaitForNotificationWithDeadline(absl::FromChrono(deadline))) {
+    BANDIT_LOG_INFO("drained: every call was answered within the grace period");
+  } else {
+    const int cut = grpc_service_->CutPendingCalls(absl::UnavailableError(
+        "the server is shutting down and its grace period ended before this call was answered; "
+        "the change may or may not have been applied"));
+    BANDIT_LOG_WARN("grace period of ", options_.grace_period_ms, " ms over: ", cut,
+                    " call(s) still in flight cut (answered UNAVAILABLE)");
+  }
+  // Cut calls finish at once; only a handler stuck inside its own code could still hold gRPC.
+  // Do not wait for it beyond a bound: the final snapshot matters more.
+  if (drained->WaitForNotificationWithTimeout(absl::Seconds(1))) {
+    drain.join();
+  } else {
+    BANDIT_LOG_ERROR("gRPC shutdown still waits for a handler 1 s after the grace period; "
+                     "writing the final snapshot without it");
+    drain.detach();
+    (void)server_.release();  // the detached shutdown still uses it; the process is ending
+  }
   stop_.Notify();
   if (sweeper_.joinable()) sweeper_.join();
   if (persistence_) {

@@ -77,6 +77,7 @@ class BanditServer {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<StorageMetrics> storage_metrics_;
   std::shared_ptr<prometheus::Collectable> snapshot_age_;
+  std::shared_ptr<prometheus::Collectable> durable_wait_;
   std::unique_ptr<Persistence> persistence_;
   RecoveryReport recovery_;
   std::unique_ptr<Authorizer> auth_;

@@ -33,6 +33,27 @@ class AgeCollectorImpl final : public prometheus::Collectable {
   const Clock* clock_;
 };
 
+class DurableWaitCollectorImpl final : public prometheus::Collectable {
+ public:
+  explicit DurableWaitCollectorImpl(std::function<double()> oldest) : oldest_(std::move(oldest)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    prometheus::MetricFamily f;
+    f.name = "bandit_durable_wait_oldest_seconds";
+    f.help =
+        "Age of the oldest call whose change is applied but not yet acknowledged because it is "
+        "waiting for durability (0 if none). Fsyncs take milliseconds: seconds mean a stuck "
+        "disk or a lost wake-up.";
+    f.type = prometheus::MetricType::Gauge;
+    prometheus::ClientMetric m;
+    m.gauge.value = oldest_();
+    f.metric.push_back(std::move(m));
+    return {f};
+  }
+
+ private:
+  std::function<double()> oldest_;
+};
+
 }  // namespace
 
 StorageMetrics::StorageMetrics(prometheus::Registry& registry) {
@@ -56,6 +77,11 @@ StorageMetrics::StorageMetrics(prometheus::Registry& registry) {
 std::shared_ptr<prometheus::Collectable> StorageMetrics::AgeCollector(const Persistence* p,
                                                                       const Clock* clock) {
   return std::make_shared<AgeCollectorImpl>(p, clock);
+}
+
+std::shared_ptr<prometheus::Collectable> StorageMetrics::DurableWaitCollector(
+    std::function<double()> oldest_seconds) {
+  return std::make_shared<DurableWaitCollectorImpl>(std::move(oldest_seconds));
 }
 
 }  // namespace bandit::server

@@ -1,6 +1,7 @@
 // Persistence metrics: snapshot and fsync durations, storage errors, snapshot age per instance.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include <prometheus/collectable.h>
@@ -22,6 +23,10 @@ class StorageMetrics {
   // Scrape-time gauge bandit_last_snapshot_age_seconds{instance}.
   static std::shared_ptr<prometheus::Collectable> AgeCollector(const Persistence* persistence,
                                                                 const Clock* clock);
+  // Scrape-time gauge bandit_durable_wait_oldest_seconds: how long the oldest call still
+  // waiting for its change to become durable has waited (0 if none).
+  static std::shared_ptr<prometheus::Collectable> DurableWaitCollector(
+      std::function<double()> oldest_seconds);
 
  private:
   prometheus::Histogram* snapshot_;

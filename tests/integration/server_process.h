@@ -87,6 +87,7 @@ class ServerProcess {
   }
 
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
   std::string target() const { return absl::StrCat("127.0.0.1:", port_); }

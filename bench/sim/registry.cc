@@ -6,12 +6,14 @@ namespace bandit::sim {
 absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env, const SimArgs& args);  // glb_sim.cc
 absl::StatusOr<nlohmann::json> RunGenerators(absl::string_view env, const SimArgs& args);  // generators_sim.cc
 absl::StatusOr<nlohmann::json> RunGpEnv(absl::string_view env, const SimArgs& args);  // gp_sim.cc
+absl::StatusOr<nlohmann::json> RunGpCandidates(absl::string_view env, const SimArgs& args);  // gp_candidates_sim.cc
 absl::StatusOr<nlohmann::json> RunStream(absl::string_view env, const SimArgs& args);  // stream_sim.cc
 
 const std::vector<EnvRegistration>& RegisteredEnvs() {
   static const auto* envs = new std::vector<EnvRegistration>{
       {"stream", "OKS paper: online kernel selection on a CSV stream (y first), OKS/OKS++/IOKS and RF versions (stream_sim.cc)", &RunStream},
       {"gp", "BKB paper: f ~ GP(0, Gaussian kernel) on A arms in [0,1]^d, BKB vs exact GP-UCB (gp_sim.cc)", &RunGpEnv},
+      {"gp_candidates", "BKB paper, changing arm sets: fresh candidates in [0,1]^d every round, f in the Gaussian kernel's RKHS, BKB vs exact GP-UCB (gp_candidates_sim.cc)", &RunGpCandidates},
       {"generators", "Mixture-Greedy paper: synthetic generators covering modes of a reference (generators_sim.cc)", &RunGenerators},
       {"logistic", "GLB-OMD paper: logistic bandit, theta* on the S-sphere (glb_sim.cc)", &RunGlb},
       {"poisson", "GLB-OMD paper: Poisson bandit (glb_sim.cc)", &RunGlb},

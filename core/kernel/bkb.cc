@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/kernel/candidate_bkb.h"
 #include "core/validate.h"
 
 namespace bandit {
@@ -47,6 +48,11 @@ absl::StatusOr<std::unique_ptr<Policy>> Bkb::Make(const bandit::v1::PolicyConfig
           absl::StrCat("bkb.horizon is ", c.horizon(), ", expected an integer in [1, 2^50]"));
     q_bar = std::max(1.0, TheoryQBar(params.epsilon, params.delta, c.horizon()));
   }
+  if (c.has_dimension()) return CandidateBkb::Make(config, params, q_bar, seed);
+  if (c.has_resample_every() || c.has_max_points())
+    return absl::InvalidArgumentError(
+        "bkb.resample_every and bkb.max_points apply to the candidates form, expected "
+        "bkb.dimension with them");
   auto arms = ArmSet::FromConfig(config, ArmFeatures::kRequired);
   if (!arms.ok()) return arms.status();
   return std::unique_ptr<Policy>(new Bkb(*std::move(arms), params, q_bar, seed));
@@ -57,65 +63,94 @@ Bkb::Bkb(ArmSet arms, KernelUcbParams params, double q_bar, uint64_t seed)
   in_dict_ = Vector::Zero(arms_.size());
 }
 
-void Bkb::ComputePosterior(Vector* mean, Vector* var) const {
-  const Matrix& X = arms_.features();
-  const Eigen::Index A = X.cols();
-  const double lambda = params_.lambda;
-  mean->setZero(A);
-  std::vector<Eigen::Index> dict, pulled;
-  for (Eigen::Index i = 0; i < A; ++i) {
-    if (in_dict_[i] > 0) dict.push_back(i);
-    if (counts_[i] > 0) pulled.push_back(i);
+NystromEmbedding NystromEmbedding::Make(const Kernel& kernel, Matrix Xs) {
+  NystromEmbedding e;
+  e.Xs = std::move(Xs);
+  const Eigen::Index m = e.Xs.cols();
+  if (m == 0) {
+    e.W.resize(0, 0);
+    return e;
   }
-  if (dict.empty()) {  // z_t = 0: mu~ = 0 and sigma~^2 = k(x,x) / lambda
-    rank_ = 0;
-    *var = kdiag_ / lambda;
-    return;
-  }
-  const Eigen::Index m = static_cast<Eigen::Index>(dict.size());
-  Matrix Xs(X.rows(), m);
-  for (Eigen::Index j = 0; j < m; ++j) Xs.col(j) = X.col(dict[j]);
   // (K_S^{1/2})^+ up to an isometry: W = diag(l)^{-1/2} U^T over the kept eigenpairs.
-  Eigen::SelfAdjointEigenSolver<Matrix> eig(params_.kernel.Cross(Xs, Xs));
+  Eigen::SelfAdjointEigenSolver<Matrix> eig(kernel.Cross(e.Xs, e.Xs));
   const Vector& l = eig.eigenvalues();  // ascending
   const double cut = kPinvTolerance * std::max(l[m - 1], 0.0);
   Eigen::Index first = 0;
   while (first < m && !(l[first] > cut)) ++first;
   const Eigen::Index r = m - first;
-  rank_ = static_cast<int>(r);
-  Matrix W = (l.tail(r).cwiseSqrt().cwiseInverse().asDiagonal() *
-              eig.eigenvectors().rightCols(r).transpose());
-  // V_t = sum_i n_i z_i z_i^T + lambda I and Z^T y = sum_i s_i z_i over the pulled arms.
-  const Eigen::Index p = static_cast<Eigen::Index>(pulled.size());
-  Matrix Xp(X.rows(), p);
-  Vector n(p), s(p);
-  for (Eigen::Index j = 0; j < p; ++j) {
-    Xp.col(j) = X.col(pulled[j]);
-    n[j] = counts_[pulled[j]];
-    s[j] = sums_[pulled[j]];
+  e.W = (l.tail(r).cwiseSqrt().cwiseInverse().asDiagonal() *
+         eig.eigenvectors().rightCols(r).transpose());
+  return e;
+}
+
+Matrix NystromEmbedding::Embed(const Kernel& kernel, const Eigen::Ref<const Matrix>& X) const {
+  Matrix Z(W.rows(), X.cols());
+  if (W.rows() > 0) Z.noalias() = W * kernel.Cross(Xs, X);
+  return Z;
+}
+
+void DtcPosterior(const Kernel& kernel, const NystromEmbedding& e, const Eigen::LLT<Matrix>& llt,
+                  const Vector& w, const Eigen::Ref<const Matrix>& X, const Vector& kdiag,
+                  double lambda, Vector* mean, Vector* var) {
+  const Eigen::Index A = X.cols();
+  mean->setZero(A);
+  if (e.rank() == 0) {  // z_t = 0: mu~ = 0 and sigma~^2 = k(x,x) / lambda
+    *var = kdiag / lambda;
+    return;
   }
-  Matrix Zp(r, p);
-  Zp.noalias() = W * params_.kernel.Cross(Xs, Xp);
-  Matrix V(r, r);
-  V.noalias() = Zp * n.asDiagonal() * Zp.transpose();
-  V.diagonal().array() += lambda;
-  Eigen::LLT<Matrix> llt(V);
-  const Vector b = Zp * s;
-  const Vector w = llt.solve(b);
+  const Eigen::Index r = e.rank();
   var->resize(A);
   Matrix Zb;
   for (Eigen::Index b0 = 0; b0 < A; b0 += kBlock) {
     const Eigen::Index nb = std::min(kBlock, A - b0);
     Zb.resize(r, nb);
-    Zb.noalias() = W * params_.kernel.Cross(Xs, X.middleCols(b0, nb));  // z_t(x) per column
-    mean->segment(b0, nb).noalias() = Zb.transpose() * w;              // mu~_t (eq. 4)
+    Zb.noalias() = e.W * kernel.Cross(e.Xs, X.middleCols(b0, nb));  // z_t(x) per column
+    mean->segment(b0, nb).noalias() = Zb.transpose() * w;           // mu~_t (eq. 4)
     const Vector zz = Zb.colwise().squaredNorm().transpose();
     llt.matrixL().solveInPlace(Zb);
     // sigma~^2 = (k - z^T (V - lambda I) V^{-1} z) / lambda = (k - |z|^2) / lambda + z^T V^{-1} z
     var->segment(b0, nb) =
-        ((kdiag_.segment(b0, nb) - zz) / lambda + Zb.colwise().squaredNorm().transpose())
+        ((kdiag.segment(b0, nb) - zz) / lambda + Zb.colwise().squaredNorm().transpose())
             .cwiseMax(0.0);
   }
+}
+
+void Bkb::ComputePosterior(Vector* mean, Vector* var) const {
+  const Matrix& X = arms_.features();
+  const Eigen::Index A = X.cols();
+  const double lambda = params_.lambda;
+  std::vector<Eigen::Index> dict, pulled;
+  for (Eigen::Index i = 0; i < A; ++i) {
+    if (in_dict_[i] > 0) dict.push_back(i);
+    if (counts_[i] > 0) pulled.push_back(i);
+  }
+  const Eigen::Index m = static_cast<Eigen::Index>(dict.size());
+  Matrix Xs(X.rows(), m);
+  for (Eigen::Index j = 0; j < m; ++j) Xs.col(j) = X.col(dict[j]);
+  const NystromEmbedding e = NystromEmbedding::Make(params_.kernel, std::move(Xs));
+  const Eigen::Index r = e.rank();
+  rank_ = static_cast<int>(r);
+  Eigen::LLT<Matrix> llt;
+  Vector w;
+  if (r > 0) {
+    // V_t = sum_i n_i z_i z_i^T + lambda I and Z^T y = sum_i s_i z_i over the pulled arms.
+    const Eigen::Index p = static_cast<Eigen::Index>(pulled.size());
+    Matrix Xp(X.rows(), p);
+    Vector n(p), s(p);
+    for (Eigen::Index j = 0; j < p; ++j) {
+      Xp.col(j) = X.col(pulled[j]);
+      n[j] = counts_[pulled[j]];
+      s[j] = sums_[pulled[j]];
+    }
+    const Matrix Zp = e.Embed(params_.kernel, Xp);
+    Matrix V(r, r);
+    V.noalias() = Zp * n.asDiagonal() * Zp.transpose();
+    V.diagonal().array() += lambda;
+    llt.compute(V);
+    const Vector b = Zp * s;
+    w = llt.solve(b);
+  }
+  DtcPosterior(params_.kernel, e, llt, w, X, kdiag_, lambda, mean, var);
 }
 
 Vector Bkb::PullInclusion(double q_bar, const Vector& var, const Vector& counts) {

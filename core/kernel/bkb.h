@@ -28,6 +28,25 @@
 
 namespace bandit {
 
+// The Nystrom embedding of Section 3.1 for a dictionary S (columns of Xs), shared by the fixed-arm
+// and the candidates form: K_S = U diag(l) U^T, W = diag(l)^{-1/2} U^T over the eigenvalues
+// l > 1e-10 max(l), so z(x) = W k_S(x) has r <= m coordinates.
+struct NystromEmbedding {
+  Matrix Xs;  // d x m dictionary points
+  Matrix W;   // r x m
+  int rank() const { return static_cast<int>(W.rows()); }
+  static NystromEmbedding Make(const Kernel& kernel, Matrix Xs);
+  // z(x) for every column of X (r x n).
+  Matrix Embed(const Kernel& kernel, const Eigen::Ref<const Matrix>& X) const;
+};
+
+// DTC posterior (eq. 4, variance / lambda) of every column of X, given the embedding, the
+// Cholesky factor of V = G + lambda I and w = V^{-1} Z^T y; kdiag = k(x, x) per column.
+// With an empty embedding (r = 0): mean 0, variance k(x, x) / lambda.
+void DtcPosterior(const Kernel& kernel, const NystromEmbedding& e, const Eigen::LLT<Matrix>& llt,
+                  const Vector& w, const Eigen::Ref<const Matrix>& X, const Vector& kdiag,
+                  double lambda, Vector* mean, Vector* var);
+
 class Bkb final : public KernelUcbPolicy {
  public:
   static absl::StatusOr<std::unique_ptr<Policy>> Make(const bandit::v1::PolicyConfig& config,

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/kernel/candidate_gp_ucb.h"
+
 namespace bandit {
 
 namespace {
@@ -54,6 +56,10 @@ absl::StatusOr<std::unique_ptr<Policy>> GpUcb::Make(const bandit::v1::PolicyConf
       !s.ok())
     return s;
   params.epsilon = 0.0;
+  if (c.has_dimension()) return CandidateGpUcb::Make(config, params, seed);
+  if (c.has_max_pulls())
+    return absl::InvalidArgumentError(
+        "gp_ucb.max_pulls applies to the candidates form, expected gp_ucb.dimension with it");
   auto arms = ArmSet::FromConfig(config, ArmFeatures::kRequired);
   if (!arms.ok()) return arms.status();
   return std::unique_ptr<Policy>(new GpUcb(*std::move(arms), params, seed));

@@ -39,6 +39,16 @@ absl::Status ReadKernelUcbParams(absl::string_view field, const bandit::v1::Kern
   return absl::OkStatus();
 }
 
+double KernelUcbRadius(const KernelUcbParams& params, double kappa2, double t, double sum_var) {
+  // alpha = 1, eps = 0 for exact GP-UCB.
+  const double eps = params.epsilon;
+  const double alpha = (1.0 + eps) / (1.0 - eps);
+  const double log_t = std::log(std::max(kappa2 * t, 1.0));  // log(kappa^2 t), floored at 0
+  return params.radius_multiplier *
+         (2.0 * params.noise * std::sqrt(alpha * log_t * sum_var + std::log(1.0 / params.delta)) +
+          (1.0 + 1.0 / std::sqrt(1.0 - eps)) * std::sqrt(params.lambda) * params.f_bound);
+}
+
 KernelUcbPolicy::KernelUcbPolicy(ArmSet arms, KernelUcbParams params, uint64_t seed)
     : arms_(std::move(arms)), params_(params), rng_(seed) {
   counts_ = Vector::Zero(arms_.size());
@@ -55,14 +65,7 @@ void KernelUcbPolicy::RecomputeKappa() {
 void KernelUcbPolicy::EnsurePosterior() const {
   if (valid_) return;
   ComputePosterior(&mean_, &var_);
-  // beta_t of Theorem 4.1 (alpha = 1, eps = 0 for exact GP-UCB).
-  const double eps = params_.epsilon;
-  const double alpha = (1.0 + eps) / (1.0 - eps);
-  const double sum_var = counts_.dot(var_);  // sum_{s<=t} sigma_t^2(x_s) via the counters
-  const double log_t = std::log(std::max(kappa2_ * total_, 1.0));  // log(kappa^2 t), floored at 0
-  beta_ = params_.radius_multiplier *
-          (2.0 * params_.noise * std::sqrt(alpha * log_t * sum_var + std::log(1.0 / params_.delta)) +
-           (1.0 + 1.0 / std::sqrt(1.0 - eps)) * std::sqrt(params_.lambda) * params_.f_bound);
+  beta_ = KernelUcbRadius(params_, kappa2_, total_, counts_.dot(var_));
   valid_ = true;
 }
 

@@ -40,6 +40,10 @@ struct KernelUcbParams {
   double radius_multiplier = 1.0;  // multiplies beta_t (1 = Theorem 4.1)
 };
 
+// beta_t of Theorem 4.1 (the block comment above) for t observations with
+// sum_var = sum_{s<=t} sigma_t^2(x_s); eps = 0 gives exact GP-UCB's radius.
+double KernelUcbRadius(const KernelUcbParams& params, double kappa2, double t, double sum_var);
+
 class KernelUcbPolicy : public Policy {
  public:
   ContextKind context_kind() const override { return ContextKind::kNone; }

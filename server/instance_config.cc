@@ -69,6 +69,21 @@ const absl::flat_hash_map<std::string, Sizes>& SizeFields() {
       {"bandit.v1.MasterGlmUcbConfig.dimension", Sizes::kFeatureDim},
       {"bandit.v1.MasterGlmUcbConfig.horizon", Sizes::kNotASize},
       {"bandit.v1.MasterGlmUcbConfig.block_order", Sizes::kNotASize},
+      // The GLB-OMD paper's baselines (gloc and ecolog are served; the others are sim-only).
+      {"bandit.v1.GlmUcbConfig.horizon", Sizes::kNotASize},
+      {"bandit.v1.GlocConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.EcologConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.RsGlincbConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.RsGlincbConfig.horizon", Sizes::kNotASize},
+      {"bandit.v1.OfuglbConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.OfulogRConfig.dimension", Sizes::kFeatureDim},
+      // BKB and GP-UCB on per-request candidates: the feature dimension, and the caps on the
+      // pulled points they keep (bounded by the policies' own validation).
+      {"bandit.v1.BkbConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.BkbConfig.resample_every", Sizes::kNotASize},
+      {"bandit.v1.BkbConfig.max_points", Sizes::kNotASize},
+      {"bandit.v1.GpUcbConfig.dimension", Sizes::kFeatureDim},
+      {"bandit.v1.GpUcbConfig.max_pulls", Sizes::kNotASize},
   };
   return *fields;
 }

@@ -73,9 +73,9 @@ absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const PolicyConfig& config,
   for (const auto& r : SimOnlyPolicies())
     if (r.config_case == config.policy_case())
       return absl::InvalidArgumentError(absl::StrCat(
-          "config.policy '", r.name, "' runs only in bandit-sim: it keeps every past round, so its "
-          "state grows without bound; expected a served policy (bounded alternatives: glb_omd, "
-          "domd_glb, gloc, ecolog, restart_glb)"));
+          "config.policy '", r.name, "' is not served: it keeps every past round, so its state "
+          "grows without bound; it runs in bandit-sim only. Expected a served policy (bounded "
+          "alternatives: glb_omd, domd_glb, gloc, ecolog, restart_glb)"));
   return absl::InvalidArgumentError(absl::StrCat("config.policy case ", config.policy_case(),
                                                  " is not a policy this server knows"));
 }

@@ -37,7 +37,7 @@ bench: build
 clean:
 	rm -rf $(BUILD_DIR)
 
-# ---- hardening (issue 11) ----
+# ---- hardening ----
 # ASan+UBSan and TSan builds of the C++ test suite, each in its own build dir.
 SAN_TESTS ?= ^test_
 sanitize: deps

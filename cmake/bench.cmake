@@ -1,4 +1,4 @@
-# Performance part (issue 10): the load generator, the gRPC echo server (the physical ceiling)
+# Performance part: the load generator, the gRPC echo server (the physical ceiling)
 # and an optional smoke test. Included (OPTIONAL) by the top-level CMakeLists.txt.
 #
 #   bandit-loadgen   C++ callback-API gRPC client driving banditd (or the echo server)

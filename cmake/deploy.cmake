@@ -1,4 +1,4 @@
-# Deployment part: the traffic generator and the checks of deploy/ (issue 8).
+# Deployment part: the traffic generator and the checks of deploy/.
 # Included (OPTIONAL) by the top-level CMakeLists.txt after the test wiring.
 
 # ---- bandit-traffic: drives an instance over gRPC against a simulated environment ----

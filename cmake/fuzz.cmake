@@ -1,4 +1,4 @@
-# Hardening part (issue 11): test wiring for tests/security and tests/soak, and libFuzzer targets.
+# Hardening part: test wiring for tests/security and tests/soak, and libFuzzer targets.
 # Included (OPTIONAL) by the top-level CMakeLists.txt after the test wiring.
 #
 # Fuzzing needs clang (Debian: clang + libclang-rt-14-dev, see scripts/deps.sh). The default

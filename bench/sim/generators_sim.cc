@@ -1,4 +1,4 @@
-// bandit-sim runner for the mixture-of-generators environment (issue 6; Dibaei Nia & Farnia,
+// bandit-sim runner for the mixture-of-generators environment (Dibaei Nia & Farnia,
 // Section 6 / Appendix E analogue on synthetic data, core/sim/generators_env.h):
 //   bandit-sim --env=generators --objective=fd|vendi|rke|kd
 //              --algos=mixture_greedy,mixture_ucb,one_arm_greedy,eps_greedy,oracle

@@ -1,4 +1,4 @@
-// Synthetic "generators" for the mixture experiments (issue 6, Dibaei Nia & Farnia Sec. 6 /
+// Synthetic "generators" for the mixture experiments (Dibaei Nia & Farnia Sec. 6 /
 // App. E.1 analogue): a reference distribution that is an equal-weight mixture of K isotropic
 // Gaussian modes in R^d, and m generators that each cover one or two of those modes with their
 // own spread and a small mean offset, so that a mixture of generators beats every single one.

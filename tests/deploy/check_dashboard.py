@@ -19,7 +19,7 @@ SRC = os.environ.get("BANDIT_SOURCE_DIR", os.path.join(os.path.dirname(__file__)
 BANDITD = os.environ.get("BANDITD", "build/bin/banditd")
 TRAFFIC = os.environ.get("BANDIT_TRAFFIC", "build/bin/bandit-traffic")
 
-# Persistence metrics (issue 7's storage layer): name -> type.
+# Persistence metrics (the storage layer's): name -> type.
 PERSISTENCE = {
     "bandit_snapshot_duration_seconds": "histogram",
     "bandit_journal_fsync_duration_seconds": "histogram",

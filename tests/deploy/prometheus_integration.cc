@@ -436,7 +436,7 @@ TEST_F(DeployPrometheusTest, DashboardQueriesAndAlertRulesEvaluate) {
     ASSERT_TRUE(data.has_value()) << error;
     const bool optional_series =
         expr.find("bandit_instance_summary") != std::string::npos ||    // mixtures only
-        expr.find("bandit_snapshot_") != std::string::npos ||           // storage layer (issue 7)
+        expr.find("bandit_snapshot_") != std::string::npos ||           // storage layer
         expr.find("bandit_journal_") != std::string::npos ||
         expr.find("bandit_last_snapshot_") != std::string::npos ||
         expr.find("bandit_storage_errors_total") != std::string::npos;

@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 DEPS_STAMP := $(BUILD_DIR)/.deps-ok
 
-.PHONY: all build build-serve run test bench deps clean sanitize fuzz soak repro-glb repro-kernel-mixture
+.PHONY: all build build-fuzz-short build-serve run test bench deps clean sanitize fuzz soak repro-glb repro-kernel-mixture
 
 all: build
 
@@ -17,9 +17,14 @@ deps: $(DEPS_STAMP)
 $(BUILD_DIR)/CMakeCache.txt: $(DEPS_STAMP)
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
 
-# Everything: libraries, binaries, tests, benchmarks, the nested clang build of the fuzzers.
+# Everything: libraries, binaries, tests, benchmarks.
 build: $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# The nested clang build of the fuzzers that the fuzz_short_* tests run (not part of `all`).
+build-fuzz-short: $(BUILD_DIR)/CMakeCache.txt
+	@if cmake --build $(BUILD_DIR) --target help | grep -q bandit_fuzz_build; then \
+	  cmake --build $(BUILD_DIR) -j $(JOBS) --target bandit_fuzz_build; fi
 
 # Only what `make run` runs: the server and its CLI (a fraction of the full build).
 build-serve: $(BUILD_DIR)/CMakeCache.txt
@@ -28,7 +33,7 @@ build-serve: $(BUILD_DIR)/CMakeCache.txt
 run: build-serve
 	./$(BUILD_DIR)/bin/banditd
 
-test: build
+test: build build-fuzz-short
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 bench: build

@@ -7,13 +7,7 @@
 
 #include "absl/status/status.h"
 #include "core/registry.h"
-
-#ifndef BANDIT_VERSION
-#define BANDIT_VERSION "dev"
-#endif
-#ifndef BANDIT_GIT_SHA
-#define BANDIT_GIT_SHA "unknown"
-#endif
+#include "server/version.h"
 
 namespace bandit::server {
 namespace {
@@ -122,7 +116,7 @@ class InstanceCollector final : public prometheus::Collectable {
     build.help = "Build of this server (value is always 1).";
     build.type = MetricType::Gauge;
     auto& b = build.metric.emplace_back();
-    b.label = {{"version", BANDIT_VERSION}, {"git_sha", BANDIT_GIT_SHA}};
+    b.label = {{"version", kVersion}, {"git_sha", kGitSha}};
     b.gauge.value = 1;
     return families;
   }

@@ -15,10 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "server/log.h"
 #include "server/storage/snapshot_store.h"
-
-#ifndef BANDIT_VERSION
-#define BANDIT_VERSION "dev"
-#endif
+#include "server/version.h"
 
 namespace bandit::server {
 namespace {
@@ -240,7 +237,7 @@ absl::Status PostgresStorage::Migrate(Connection& conn) const {
     if (auto s = conn.Exec(m.sql); !s.ok()) return fail(s);
     if (auto s = conn.Exec(
             "INSERT INTO bandit_schema_version (version, applied_by) VALUES ($1::integer, $2)",
-            {absl::StrCat(m.version), "banditd " BANDIT_VERSION});
+            {absl::StrCat(m.version), absl::StrCat("banditd ", kVersion)});
         !s.ok())
       return fail(s);
     BANDIT_LOG_INFO("PostgreSQL schema migrated to version ", m.version);

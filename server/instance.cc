@@ -89,7 +89,7 @@ bandit::v1::InstanceSnapshot Instance::Snapshot() {
 
 absl::Status Instance::CheckWritable() const {
   if (deleted_) return absl::NotFoundError(absl::StrCat("instance '", name_, "' does not exist"));
-  if (storage_ != nullptr && !replaying_) return storage_->health();
+  if (storage_ != nullptr && !replaying_) return storage_->WritableFor(name_);
   return absl::OkStatus();
 }
 

@@ -42,7 +42,60 @@ constexpr Migration kMigrations[] = {
      "  last_seq bigint NOT NULL,"
      "  snapshot bytea NOT NULL,"
      "  written_at timestamptz NOT NULL DEFAULT now());"},
+    {2,
+     // A cluster of banditd nodes on one database (server/cluster/). Journal rows are keyed by
+     // (instance, seq): every node numbers its own records (per instance they stay in order:
+     // a new owner numbers above the instance's last row); the seq index keeps recovery order
+     // and range compaction of a single writer cheap.
+     "ALTER TABLE bandit_journal DROP CONSTRAINT bandit_journal_pkey;"
+     "ALTER TABLE bandit_journal ADD PRIMARY KEY (instance, seq);"
+     "CREATE INDEX bandit_journal_seq ON bandit_journal (seq);"
+     // Membership: one row per node, renewed by its heartbeat. Every expiry is computed with
+     // the database's clock (clock_timestamp()), so nodes' clocks never need to agree. A node's
+     // row being live is what keeps all of its leases live (one row renewed, not one per
+     // instance); `incarnation` tells a restarted node from its previous process.
+     "CREATE TABLE bandit_nodes ("
+     "  node_id text PRIMARY KEY,"
+     "  address text NOT NULL,"
+     "  incarnation bigint NOT NULL,"
+     "  started_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
+     "  heartbeat_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
+     "  expires_at timestamptz NOT NULL,"
+     "  leaving boolean NOT NULL DEFAULT false);"
+     // Ownership: one row per instance. owner NULL = released (graceful leave, hand-off). The
+     // epoch grows by one on every change of owner and fences every write of the instance.
+     "CREATE TABLE bandit_leases ("
+     "  instance text PRIMARY KEY,"
+     "  owner text,"
+     "  owner_incarnation bigint,"
+     "  epoch bigint NOT NULL,"
+     "  acquired_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
+     "  takeovers bigint NOT NULL DEFAULT 0);"
+     "CREATE INDEX bandit_leases_owner ON bandit_leases (owner);"
+     // The fencing check, the first statement of every transaction that writes an instance's
+     // records or snapshot: share-locks the lease rows (in name order, so two fences never
+     // deadlock) and raises BF001 unless `node` still holds every (instance, epoch). A
+     // takeover's UPDATE of a lease row waits for a fenced transaction holding it; one that
+     // committed first makes the re-checked row fail the check.
+     "CREATE FUNCTION bandit_fence(node text, instances text[], epochs bigint[])"
+     "  RETURNS integer LANGUAGE plpgsql AS $fence$"
+     " DECLARE held integer;"
+     " BEGIN"
+     "  SELECT count(*) INTO held FROM ("
+     "    SELECT l.instance FROM bandit_leases l"
+     "      JOIN unnest(instances, epochs) AS f(instance, epoch) ON l.instance = f.instance"
+     "     WHERE l.owner = node AND l.epoch = f.epoch"
+     "     ORDER BY l.instance FOR SHARE OF l) AS held_leases;"
+     "  IF held <> cardinality(instances) THEN"
+     "    RAISE EXCEPTION 'lease fencing: node % no longer holds % of the % instance leases"
+     " this commit writes', node, cardinality(instances) - held, cardinality(instances)"
+     "      USING ERRCODE = 'BF001';"
+     "  END IF;"
+     "  RETURN held;"
+     " END $fence$;"},
 };
+
+constexpr const char* kFencedSqlState = "BF001";
 
 // Advisory lock keys ("band" "it" + purpose).
 constexpr const char* kWriterLockKey = "7017280427813404673";     // 0x616e646974000001
@@ -67,6 +120,25 @@ struct ResultDeleter {
 };
 using Result = std::unique_ptr<PGresult, ResultDeleter>;
 
+// A PostgreSQL array literal of text values ({"a","b"}), quoting every element.
+std::string TextArray(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    for (char c : values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+std::string IntArray(const std::vector<uint64_t>& values) {
+  return absl::StrCat("{", absl::StrJoin(values, ","), "}");
+}
+
 uint64_t ReadBigEndian(const char* p, int n) {
   uint64_t v = 0;
   for (int i = 0; i < n; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
@@ -83,10 +155,15 @@ class PostgresStorage::Connection {
   PGconn* get() const { return conn_; }
   bool ok() const { return PQstatus(conn_) == CONNECTION_OK; }
 
+  // UNAVAILABLE, or ABORTED when the fencing check refused the transaction (the lease moved on:
+  // the connection is fine, the rows must not be written).
   absl::Status Error(absl::string_view what, const PGresult* res = nullptr) const {
     std::string why = res ? Trimmed(PQresultErrorMessage(res)) : "";
     if (why.empty()) why = Trimmed(PQerrorMessage(conn_));
     if (why.empty() && res) why = PQresStatus(PQresultStatus(res));
+    const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+    if (state != nullptr && std::strcmp(state, kFencedSqlState) == 0)
+      return absl::AbortedError(absl::StrCat("PostgreSQL: ", why));
     return absl::UnavailableError(absl::StrCat("PostgreSQL: ", what, ": ", why));
   }
 
@@ -277,6 +354,31 @@ absl::StatusOr<RecoveryStats> PostgresStorage::Recover(const RecoverySink& sink)
   if (auto s = Migrate(**admin); !s.ok()) return s;
   auto commit = Connect(true);
   if (!commit.ok()) return commit.status();
+  if (cluster()) {
+    for (char c : options_.cluster_node_id)
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' &&
+          c != ':' && c != '-')
+        return absl::InvalidArgumentError(absl::StrCat(
+            "node id '", options_.cluster_node_id, "' has an invalid character, expected "
+            "[A-Za-z0-9_.:-]"));
+    // Nothing is read here: the node loads each instance when it takes its lease
+    // (RecoverInstance), and fencing, not a writer lock, keeps nodes apart.
+    if (options_.durability != Durability::kAlways)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cluster mode needs --durability=always (a change is acknowledged only once its "
+          "fenced COMMIT returned; durability=", DurabilityName(options_.durability),
+          " would acknowledge writes that fencing may still refuse)"));
+    std::lock_guard<std::mutex> lock(mu_);
+    admin_conn_ = *std::move(admin);
+    commit_conn_ = *std::move(commit);
+    health_ = absl::OkStatus();
+    recovered_ = true;
+    committer_ = std::thread([this] { CommitterLoop(); });
+    BANDIT_LOG_INFO("PostgreSQL storage (", RedactedDsn(options_.dsn), ", schema version ",
+                    LatestSchemaVersion(), ") in cluster mode as node '",
+                    options_.cluster_node_id, "': every commit is fenced by instance leases");
+    return RecoveryStats{};
+  }
   // Before reading anything: a previous server (killed a moment ago, or still running) must
   // not write while we read.
   if (auto s = TakeWriterLock(**commit, options_.writer_lock_wait); !s.ok()) return s;
@@ -363,9 +465,18 @@ absl::StatusOr<RecoveryStats> PostgresStorage::Recover(const RecoverySink& sink)
 absl::StatusOr<uint64_t> PostgresStorage::Append(bandit::v1::JournalRecord* rec) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!recovered_ || stop_) return health_.ok() ? absl::UnavailableError("storage closed") : health_;
+  uint64_t epoch = 0;
+  if (cluster()) {
+    auto it = epochs_.find(rec->instance());
+    if (it == epochs_.end())
+      return absl::UnavailableError(absl::StrCat(
+          "instance '", rec->instance(), "' is not owned by node '", options_.cluster_node_id,
+          "' any more (its lease moved on); retry: the cluster routes the call to the owner"));
+    epoch = it->second;
+  }
   rec->set_seq(next_seq_++);
   const bool wake = buffer_.empty();
-  buffer_.push_back(Row{rec->seq(), rec->instance(), rec->SerializeAsString()});
+  buffer_.push_back(Row{rec->seq(), rec->instance(), rec->SerializeAsString(), epoch});
   // Only the empty -> non-empty edge needs a wake-up: the committer takes the whole buffer.
   if (wake) work_cv_.notify_one();
   return rec->seq();
@@ -422,9 +533,58 @@ absl::Status PostgresStorage::OnAdmin(const std::function<absl::Status(Connectio
   return s;
 }
 
+absl::Status PostgresStorage::FencedAdminTransaction(
+    const std::string& instance, const std::function<absl::Status(Connection&)>& body) {
+  const uint64_t epoch = OwnedEpoch(instance);
+  if (epoch == 0)
+    return absl::UnavailableError(absl::StrCat("instance '", instance, "' is not owned by node '",
+                                               options_.cluster_node_id, "' any more"));
+  absl::Status s = OnAdmin([&](Connection& conn) -> absl::Status {
+    if (auto s = conn.Exec("BEGIN"); !s.ok()) return s;
+    absl::Status st = conn.Exec("SELECT bandit_fence($1, $2::text[], $3::bigint[])",
+                                {options_.cluster_node_id, TextArray({instance}),
+                                 IntArray({epoch})});
+    if (st.ok()) st = body(conn);
+    if (!st.ok()) {
+      (void)conn.Exec("ROLLBACK");
+      return st;
+    }
+    Result res(PQexec(conn.get(), "COMMIT"));
+    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK ||
+        std::strcmp(PQcmdStatus(res.get()), "COMMIT") != 0)
+      return conn.Error(absl::StrCat("committing a write of '", instance, "'"), res.get());
+    return absl::OkStatus();
+  });
+  if (s.code() == absl::StatusCode::kAborted) {
+    ReportFenced({{instance, epoch}});
+    return absl::UnavailableError(absl::StrCat("instance '", instance, "': ", s.message()));
+  }
+  return s;
+}
+
 absl::Status PostgresStorage::WriteSnapshot(const bandit::v1::InstanceSnapshot& snap) {
   const std::string bytes = SnapshotStore::Encode(snap);
   const std::string last_seq = absl::StrCat(snap.last_journal_seq());
+  if (cluster()) {
+    // A snapshot holds only committed records: a state whose last change fencing may still
+    // refuse must never reach the next owner.
+    if (auto s = WaitDurable(snap.last_journal_seq()); !s.ok()) return s;
+    return FencedAdminTransaction(snap.name(), [&](Connection& conn) -> absl::Status {
+      const char* values[3] = {snap.name().c_str(), last_seq.c_str(), bytes.data()};
+      const int lengths[3] = {0, 0, static_cast<int>(bytes.size())};
+      const int formats[3] = {0, 0, 1};
+      Result res(PQexecParams(
+          conn.get(),
+          "INSERT INTO bandit_snapshots (instance, last_seq, snapshot) VALUES ($1, $2::bigint, "
+          "$3) ON CONFLICT (instance) DO UPDATE SET last_seq = excluded.last_seq, "
+          "snapshot = excluded.snapshot, written_at = now()",
+          3, nullptr, values, lengths, formats, 0));
+      if (PQresultStatus(res.get()) != PGRES_COMMAND_OK)
+        return conn.Error(absl::StrCat("writing the snapshot of '", snap.name(), "'"),
+                          res.get());
+      return absl::OkStatus();
+    });
+  }
   return OnAdmin([&](Connection& conn) {
     const char* values[3] = {snap.name().c_str(), last_seq.c_str(), bytes.data()};
     const int lengths[3] = {0, 0, static_cast<int>(bytes.size())};
@@ -442,6 +602,19 @@ absl::Status PostgresStorage::WriteSnapshot(const bandit::v1::InstanceSnapshot& 
 }
 
 absl::Status PostgresStorage::RemoveSnapshot(const std::string& instance) {
+  if (cluster()) {
+    // A deleted instance leaves nothing behind: snapshot, journal rows and its lease go in
+    // one fenced transaction (the deletion record is committed: the round flushed first).
+    absl::Status s = FencedAdminTransaction(instance, [&](Connection& conn) -> absl::Status {
+      for (const char* sql : {"DELETE FROM bandit_snapshots WHERE instance = $1",
+                              "DELETE FROM bandit_journal WHERE instance = $1",
+                              "DELETE FROM bandit_leases WHERE instance = $1"})
+        if (auto s = conn.Exec(sql, {instance}); !s.ok()) return s;
+      return absl::OkStatus();
+    });
+    if (s.ok()) Disown(instance);
+    return s;
+  }
   return OnAdmin([&](Connection& conn) {
     return conn.Exec("DELETE FROM bandit_snapshots WHERE instance = $1", {instance});
   });
@@ -454,7 +627,14 @@ absl::Status PostgresStorage::Compact(uint64_t boundary) {
     if (auto s = conn.Exec("BEGIN"); !s.ok()) return s;
     for (const std::string& sql :
          {std::string("SET LOCAL synchronous_commit TO on"), std::string("SELECT txid_current()"),
-          absl::StrCat("DELETE FROM bandit_journal WHERE seq < ", boundary)}) {
+          cluster()
+              // Per instance: every row a stored snapshot covers (an instance's rows are in
+              // order across owners), for the instances this node holds.
+              ? absl::StrCat("DELETE FROM bandit_journal j USING bandit_snapshots s, "
+                             "bandit_leases l WHERE j.instance = s.instance AND "
+                             "j.seq <= s.last_seq AND l.instance = j.instance AND l.owner = '",
+                             options_.cluster_node_id, "'")
+              : absl::StrCat("DELETE FROM bandit_journal WHERE seq < ", boundary)}) {
       if (auto s = conn.Exec(sql); !s.ok()) {
         (void)conn.Exec("ROLLBACK");
         return s;
@@ -466,6 +646,163 @@ absl::Status PostgresStorage::Compact(uint64_t boundary) {
       return conn.Error("committing the compaction", res.get());
     return absl::OkStatus();
   });
+}
+
+void PostgresStorage::Own(const std::string& instance, uint64_t epoch, uint64_t last_seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  epochs_[instance] = epoch;
+  next_seq_ = std::max(next_seq_, last_seq + 1);
+}
+
+void PostgresStorage::Disown(const std::string& instance) {
+  std::lock_guard<std::mutex> lock(mu_);
+  epochs_.erase(instance);
+}
+
+uint64_t PostgresStorage::OwnedEpoch(const std::string& instance) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = epochs_.find(instance);
+  return it == epochs_.end() ? 0 : it->second;
+}
+
+void PostgresStorage::SetLeaseDeadline(std::chrono::steady_clock::time_point deadline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  lease_deadline_ = deadline;
+}
+
+absl::Status PostgresStorage::WritableFor(const std::string& instance) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!health_.ok() || !cluster()) return health_;
+  if (!epochs_.count(instance))
+    return absl::UnavailableError(absl::StrCat(
+        "instance '", instance, "' is not owned by node '", options_.cluster_node_id,
+        "' any more (its lease moved on); retry: the cluster routes the call to the owner"));
+  if (std::chrono::steady_clock::now() >= lease_deadline_)
+    return absl::UnavailableError(absl::StrCat(
+        "node '", options_.cluster_node_id,
+        "' has not renewed its membership lease in time (paused or cut off from PostgreSQL); "
+        "writes wait until it has, or another node has taken its instances over"));
+  return absl::OkStatus();
+}
+
+void PostgresStorage::ReportFenced(const std::vector<Lease>& lost) {
+  std::vector<std::string> names;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [instance, epoch] : lost) {
+      auto it = epochs_.find(instance);
+      if (it != epochs_.end() && it->second == epoch) epochs_.erase(it);
+      names.push_back(instance);
+    }
+  }
+  BANDIT_LOG_WARN("lease fencing refused the writes of ", names.size(), " instance(s) (",
+                  absl::StrJoin(names, ", "), "): another node holds their leases now; "
+                  "dropping them from memory, nothing of theirs was acknowledged");
+  if (options_.on_fenced) options_.on_fenced(names);
+}
+
+absl::StatusOr<uint64_t> PostgresStorage::RecoverInstance(const std::string& instance,
+                                                          const RecoverySink& sink) {
+  uint64_t max_seq = 0;
+  absl::Status s = OnAdmin([&](Connection& conn) -> absl::Status {
+    const char* name = instance.c_str();
+    uint64_t snap_seq = 0;
+    {
+      Result res(PQexecParams(conn.get(),
+                              "SELECT snapshot FROM bandit_snapshots WHERE instance = $1", 1,
+                              nullptr, &name, nullptr, nullptr, 1));
+      if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
+        return conn.Error("reading bandit_snapshots", res.get());
+      if (PQntuples(res.get()) > 0) {
+        auto snap = SnapshotStore::Decode(
+            absl::string_view(PQgetvalue(res.get(), 0, 0), PQgetlength(res.get(), 0, 0)));
+        if (!snap.ok()) {
+          sink.corrupt(instance, absl::StrCat("snapshot: ", snap.status().message()));
+          return absl::OkStatus();
+        }
+        if (snap->name() != instance) {
+          sink.corrupt(instance, absl::StrCat("snapshot: the row of '", instance,
+                                              "' holds instance '", snap->name(), "'"));
+          return absl::OkStatus();
+        }
+        snap_seq = max_seq = snap->last_journal_seq();
+        sink.snapshot(*snap);
+      }
+    }
+    const std::string after = absl::StrCat(snap_seq);
+    const char* params[2] = {name, after.c_str()};
+    Result res(PQexecParams(conn.get(),
+                            "SELECT seq, payload_crc, record FROM bandit_journal WHERE instance "
+                            "= $1 AND seq > $2::bigint ORDER BY seq",
+                            2, nullptr, params, nullptr, nullptr, 1));
+    if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
+      return conn.Error("reading bandit_journal", res.get());
+    for (int i = 0; i < PQntuples(res.get()); ++i) {
+      const uint64_t seq = ReadBigEndian(PQgetvalue(res.get(), i, 0), 8);
+      const uint32_t crc = static_cast<uint32_t>(ReadBigEndian(PQgetvalue(res.get(), i, 1), 4));
+      const std::string payload(PQgetvalue(res.get(), i, 2), PQgetlength(res.get(), i, 2));
+      max_seq = std::max(max_seq, seq);
+      bandit::v1::JournalRecord rec;
+      if (Crc(payload) != crc || !rec.ParseFromString(payload)) {
+        sink.corrupt(instance, absl::StrCat("journal corrupted: bandit_journal row ", seq,
+                                            ": record payload checksum mismatch"));
+        return absl::OkStatus();
+      }
+      if (rec.seq() != seq || rec.instance() != instance) {
+        sink.corrupt(instance, absl::StrCat("journal corrupted: bandit_journal row ", seq,
+                                            " holds record ", rec.seq(), " of '",
+                                            rec.instance(), "'"));
+        return absl::OkStatus();
+      }
+      sink.record(rec);
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return max_seq;
+}
+
+absl::Status PostgresStorage::CommitFenced(Connection& conn, std::vector<Row>* rows, bool sync,
+                                           std::vector<Row>* fenced, std::vector<Lease>* lost) {
+  for (int attempt = 0;; ++attempt) {
+    absl::Status s = CommitBatch(conn, *rows, sync);
+    if (s.code() != absl::StatusCode::kAborted) return s;
+    // The refused transaction is still open (its COMMIT was skipped): end it.
+    if (PQtransactionStatus(conn.get()) != PQTRANS_IDLE) {
+      if (auto r = conn.Exec("ROLLBACK"); !r.ok()) return r;
+    }
+    if (attempt >= 3) return absl::UnavailableError(s.message());
+    // Which (instance, epoch) of the batch does this node no longer hold?
+    std::set<Lease> held;
+    for (const Row& r : *rows) held.insert({r.instance, r.epoch});
+    std::vector<std::string> names;
+    std::vector<uint64_t> epochs;
+    for (const auto& [instance, epoch] : held) {
+      names.push_back(instance);
+      epochs.push_back(epoch);
+    }
+    const std::string a = TextArray(names), b = IntArray(epochs);
+    const char* params[3] = {options_.cluster_node_id.c_str(), a.c_str(), b.c_str()};
+    Result res(PQexecParams(conn.get(),
+                            "SELECT f.instance, f.epoch FROM unnest($2::text[], $3::bigint[]) "
+                            "AS f(instance, epoch) LEFT JOIN bandit_leases l ON l.instance = "
+                            "f.instance WHERE l.owner IS DISTINCT FROM $1 OR l.epoch IS "
+                            "DISTINCT FROM f.epoch",
+                            3, nullptr, params, nullptr, nullptr, 0));
+    if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
+      return conn.Error("finding the instances whose lease moved on", res.get());
+    std::set<Lease> stale;
+    for (int i = 0; i < PQntuples(res.get()); ++i) {
+      uint64_t epoch = 0;
+      (void)absl::SimpleAtoi(PQgetvalue(res.get(), i, 1), &epoch);
+      stale.insert({PQgetvalue(res.get(), i, 0), epoch});
+    }
+    lost->insert(lost->end(), stale.begin(), stale.end());
+    std::vector<Row> keep;
+    for (Row& r : *rows)
+      (stale.count({r.instance, r.epoch}) ? *fenced : keep).push_back(std::move(r));
+    rows->swap(keep);
+  }
 }
 
 absl::Status PostgresStorage::health() const {
@@ -497,6 +834,28 @@ absl::Status PostgresStorage::CommitBatch(Connection& conn, const std::vector<Ro
   if (sync && async_mode) {
     stmts.push_back({"SET LOCAL synchronous_commit TO on"});
     stmts.push_back({"SELECT txid_current()"});
+  }
+  // Cluster mode: the fencing check first, on every (instance, epoch) the rows were appended
+  // under; it raises (and the whole transaction is refused) unless this node holds them all.
+  std::string fence_node, fence_instances, fence_epochs;
+  if (cluster() && !rows.empty()) {
+    std::set<std::pair<std::string, uint64_t>> leases;
+    for (const Row& r : rows) leases.insert({r.instance, r.epoch});
+    std::vector<std::string> names;
+    std::vector<uint64_t> epochs;
+    for (const auto& [instance, epoch] : leases) {
+      names.push_back(instance);
+      epochs.push_back(epoch);
+    }
+    fence_node = options_.cluster_node_id;
+    fence_instances = TextArray(names);
+    fence_epochs = IntArray(epochs);
+    Statement fence{"SELECT bandit_fence($1, $2::text[], $3::bigint[])"};
+    fence.values = {fence_node.c_str(), fence_instances.c_str(), fence_epochs.c_str()};
+    fence.lengths = {0, 0, 0};
+    fence.formats = {0, 0, 0};
+    fence.types = {kOidText, 0, 0};
+    stmts.push_back(std::move(fence));
   }
   std::vector<uint64_t> seqs(rows.size());
   std::vector<uint32_t> crcs(rows.size());
@@ -596,6 +955,7 @@ void PostgresStorage::CommitterLoop() {
       work_cv_.wait_for(lock, backoff, [&] { return stop_; });
       if (stop_) break;
       batch.swap(buffer_);
+      const uint64_t batch_last = batch.empty() ? 0 : batch.back().seq;
       lock.unlock();
       absl::Status s;
       std::unique_ptr<Connection> conn;
@@ -603,7 +963,7 @@ void PostgresStorage::CommitterLoop() {
         s = c.status();
       } else {
         conn = *std::move(c);
-        s = TakeWriterLock(*conn, std::chrono::milliseconds(0));
+        if (!cluster()) s = TakeWriterLock(*conn, std::chrono::milliseconds(0));
         std::string version;
         if (s.ok())
           s = conn->Exec("SELECT coalesce(max(version), 0) FROM bandit_schema_version", {},
@@ -618,29 +978,37 @@ void PostgresStorage::CommitterLoop() {
           std::vector<std::string> params = {absl::StrCat(batch.front().seq),
                                              absl::StrCat(batch.back().seq)};
           std::vector<const char*> p = {params[0].c_str(), params[1].c_str()};
+          // (instance, seq): in cluster mode other nodes number their rows in the same range.
           Result res(PQexecParams(conn->get(),
-                                  "SELECT seq FROM bandit_journal WHERE seq BETWEEN $1::bigint "
-                                  "AND $2::bigint",
+                                  "SELECT instance, seq FROM bandit_journal WHERE seq BETWEEN "
+                                  "$1::bigint AND $2::bigint",
                                   2, nullptr, p.data(), nullptr, nullptr, 0));
           if (PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
             s = conn->Error("checking which records the failed commit stored", res.get());
           } else {
-            std::set<uint64_t> stored;
+            std::set<std::pair<std::string, uint64_t>> stored;
             for (int i = 0; i < PQntuples(res.get()); ++i) {
               uint64_t seq = 0;
-              if (absl::SimpleAtoi(PQgetvalue(res.get(), i, 0), &seq)) stored.insert(seq);
+              if (absl::SimpleAtoi(PQgetvalue(res.get(), i, 1), &seq))
+                stored.insert({PQgetvalue(res.get(), i, 0), seq});
             }
             const size_t before = batch.size();
             batch.erase(std::remove_if(batch.begin(), batch.end(),
-                                       [&](const Row& r) { return stored.count(r.seq) > 0; }),
+                                       [&](const Row& r) {
+                                         return stored.count({r.instance, r.seq}) > 0;
+                                       }),
                         batch.end());
             if (before != batch.size())
               BANDIT_LOG_INFO("PostgreSQL: the failed commit had stored ", before - batch.size(),
                               " records after all (not acknowledged; kept)");
           }
         }
-        // Write what the database is missing before accepting anything new.
-        if (s.ok()) s = CommitBatch(*conn, batch, true);
+        // Write what the database is missing before accepting anything new (fenced: rows of
+        // leases lost meanwhile are dropped; their callers already heard UNAVAILABLE).
+        std::vector<Row> fenced;
+        std::vector<Lease> lost;
+        if (s.ok()) s = CommitFenced(*conn, &batch, true, &fenced, &lost);
+        if (!lost.empty()) ReportFenced(lost);
       }
       lock.lock();
       if (!s.ok()) {
@@ -663,8 +1031,7 @@ void PostgresStorage::CommitterLoop() {
         lock.lock();
         continue;
       }
-      const uint64_t last = batch.empty() ? committed_seq_ : batch.back().seq;
-      committed_seq_ = synced_seq_ = std::max(committed_seq_, last);
+      committed_seq_ = synced_seq_ = std::max(committed_seq_, batch_last);
       commit_conn_ = std::move(conn);
       down_ = false;
       health_ = absl::OkStatus();
@@ -700,9 +1067,18 @@ void PostgresStorage::CommitterLoop() {
     lock.unlock();
 
     const auto t0 = std::chrono::steady_clock::now();
-    absl::Status s = CommitBatch(*conn, batch, sync);
+    std::vector<Row> fenced;
+    std::vector<Lease> lost;
+    absl::Status s = CommitFenced(*conn, &batch, sync, &fenced, &lost);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Waiters from the first refused row to the end of the batch are never acknowledged (a
+    // batch RPC may wait on a later row of another instance for a refused one of its own).
+    uint64_t first_fenced = UINT64_MAX;
+    for (const Row& r : fenced) first_fenced = std::min(first_fenced, r.seq);
+    const absl::Status fenced_status = absl::UnavailableError(
+        "the instance's lease moved to another node before this change was committed: "
+        "refused by fencing, not applied; retry (the cluster routes the call to the new owner)");
 
     std::vector<std::function<void(absl::Status)>> ready;
     std::unique_ptr<Connection> dead;
@@ -724,12 +1100,17 @@ void PostgresStorage::CommitterLoop() {
     }
     // The COMMIT (or its failure) answers every waiter it decides, in this one step.
     const absl::Status status = health_;
+    std::vector<absl::Status> ready_status;
     while (!waiters_.empty() && (!status.ok() || waiters_.begin()->first <= committed_seq_)) {
+      const uint64_t seq = waiters_.begin()->first;
       ready.push_back(std::move(waiters_.begin()->second));
+      ready_status.push_back(status.ok() && seq >= first_fenced && seq <= last ? fenced_status
+                                                                              : status);
       waiters_.erase(waiters_.begin());
     }
     done_cv_.notify_all();
     lock.unlock();
+    if (!lost.empty()) ReportFenced(lost);
     if (s.ok()) {
       if (options_.on_commit) options_.on_commit(seconds);
     } else {
@@ -738,7 +1119,7 @@ void PostgresStorage::CommitterLoop() {
       if (options_.on_error) options_.on_error(s);
     }
     dead.reset();
-    for (auto& done : ready) done(status);
+    for (size_t i = 0; i < ready.size(); ++i) ready[i](ready_status[i]);
     lock.lock();
   }
 }

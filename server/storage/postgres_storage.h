@@ -33,6 +33,19 @@
 //
 // One writer per database: the committer's session holds an advisory lock; a second banditd
 // on the same database waits for it at start (up to writer_lock_wait) and then refuses to start.
+//
+// Cluster mode (cluster_node_id set, server/cluster/): several banditd share the database, each
+// writing only the instances whose lease it holds (bandit_leases: owner, epoch). There is no
+// writer lock and Recover reads nothing; the node loads an instance when it acquires its lease
+// (RecoverInstance) and registers the epoch it holds (Own). Fencing: every transaction that
+// writes an instance's records or snapshot starts with bandit_fence(node, instances, epochs),
+// which share-locks those lease rows and raises unless this node still holds exactly those
+// epochs. A takeover (an UPDATE of the lease row) therefore either waits for the commit, and
+// then reads its rows, or has happened before it, and the commit is refused: a refused commit's
+// rows are dropped, its waiters hear UNAVAILABLE (never acknowledged), the instance is disowned
+// and on_fenced tells the server to drop it from memory. Journal rows are keyed by (instance,
+// seq): each node numbers its own records, and Own raises the node's counter above the
+// instance's last row, so an instance's records stay in order across owners.
 #pragma once
 
 #include <chrono>
@@ -69,6 +82,11 @@ struct PostgresStorageOptions {
   std::function<void(double seconds)> on_commit;       // each group COMMIT's duration
   std::function<void(const absl::Status&)> on_error;   // a failed commit / reconnect attempt
   std::function<void()> on_recovered;                  // writes accepted again
+  // Cluster mode (see above): this node's id in bandit_nodes / bandit_leases.owner. Empty =
+  // one writer per database (the writer lock).
+  std::string cluster_node_id;
+  // Instances whose commit was refused by fencing (the lease moved on): drop them from memory.
+  std::function<void(const std::vector<std::string>& instances)> on_fenced;
 };
 
 class PostgresStorage final : public Storage {
@@ -95,6 +113,24 @@ class PostgresStorage final : public Storage {
   absl::Status health() const override;
   Durability mode() const override { return options_.durability; }
 
+  // Cluster mode. Records of `instance` are from now on committed under lease `epoch`, with
+  // sequence numbers above `last_seq` (the instance's newest stored row or snapshot).
+  void Own(const std::string& instance, uint64_t epoch, uint64_t last_seq);
+  // Stops committing `instance` (lease released or lost); its buffered rows still carry the
+  // epoch they were appended under, so the fence decides them.
+  void Disown(const std::string& instance);
+  // The epoch this node holds for `instance` (0 = none).
+  uint64_t OwnedEpoch(const std::string& instance) const;
+  // Until `deadline` (steady clock) this node's membership lease is known to be valid; after it
+  // writes are refused before they change anything (a paused or partitioned node stops acting
+  // as owner on its own, before fencing has to refuse it). Set by every successful heartbeat.
+  void SetLeaseDeadline(std::chrono::steady_clock::time_point deadline);
+  absl::Status WritableFor(const std::string& instance) const override;
+  // One instance's snapshot and its journal rows after it, in sequence order (takeover).
+  absl::StatusOr<uint64_t> RecoverInstance(const std::string& instance,
+                                           const RecoverySink& sink) override;
+  bool cluster() const { return !options_.cluster_node_id.empty(); }
+
   // The connection string with any password removed, for logs and messages.
   static std::string RedactedDsn(const std::string& dsn);
   // Schema versions this binary knows (the newest migration's number).
@@ -112,6 +148,7 @@ class PostgresStorage final : public Storage {
     uint64_t seq;
     std::string instance;
     std::string record;  // serialized JournalRecord
+    uint64_t epoch = 0;  // cluster mode: the lease epoch it was appended under
   };
   class Connection;
 
@@ -124,6 +161,17 @@ class PostgresStorage final : public Storage {
   void CommitterLoop();
   // One transaction carrying `rows`; `sync` forces a synchronous commit in everysec/none.
   absl::Status CommitBatch(Connection& conn, const std::vector<Row>& rows, bool sync);
+  // CommitBatch, in cluster mode until the rows of instances whose lease this node lost are
+  // out of `rows` (moved to `fenced`, with their instances in `lost`).
+  using Lease = std::pair<std::string, uint64_t>;  // instance, epoch
+  absl::Status CommitFenced(Connection& conn, std::vector<Row>* rows, bool sync,
+                            std::vector<Row>* fenced, std::vector<Lease>* lost);
+  // Called without mu_ after a commit refused the rows of `lost`: disowns those epochs and
+  // tells the server (on_fenced).
+  void ReportFenced(const std::vector<Lease>& lost);
+  // BEGIN, the fencing check for `instance`, `body`, COMMIT on the admin connection.
+  absl::Status FencedAdminTransaction(const std::string& instance,
+                                      const std::function<absl::Status(Connection&)>& body);
   void Fail(const absl::Status& why);  // requires mu_
 
   const PostgresStorageOptions options_;
@@ -143,6 +191,8 @@ class PostgresStorage final : public Storage {
   bool stop_ = false;
   bool flush_requested_ = false;
   CommitStats stats_;
+  std::map<std::string, uint64_t> epochs_;   // cluster mode: instance -> lease epoch held
+  std::chrono::steady_clock::time_point lease_deadline_{};
   std::unique_ptr<Connection> commit_conn_;  // the committer's (holds the writer lock)
   std::thread committer_;
 

@@ -64,6 +64,15 @@ class Storage {
 
   // OK, or why writes are refused (a failed write or fsync is never retried silently).
   virtual absl::Status health() const = 0;
+  // Whether a change of `instance` may be made now (checked before anything changes). A
+  // backend shared by several servers also refuses instances this server does not own.
+  virtual absl::Status WritableFor(const std::string& /*instance*/) const { return health(); }
+  // One instance's stored snapshot and records (a backend shared by several servers, when this
+  // one takes the instance over). Returns the highest sequence number seen.
+  virtual absl::StatusOr<uint64_t> RecoverInstance(const std::string& /*instance*/,
+                                                   const RecoverySink& /*sink*/) {
+    return absl::UnimplementedError("this storage backend recovers all instances at start");
+  }
   virtual Durability mode() const = 0;
 };
 

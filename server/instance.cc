@@ -73,17 +73,19 @@ uint64_t Instance::last_journal_seq() const {
   return last_journal_seq_;
 }
 
-void Instance::MarkSnapshotted() {
+void Instance::MarkSnapshotted(int64_t changes_covered) {
   absl::MutexLock lock(&mu_);
-  changes_since_snapshot_ = 0;
+  changes_since_snapshot_ -= std::min(changes_covered, changes_since_snapshot_);
 }
 
-bandit::v1::InstanceSnapshot Instance::Snapshot() {
+bandit::v1::InstanceSnapshot Instance::Snapshot(int64_t* changes_covered) {
   bandit::v1::InstanceSnapshot snap;
   absl::MutexLock lock(&mu_);
   state_->Save(&snap);
   snap.set_last_journal_seq(last_journal_seq_);
-  changes_since_snapshot_ = 0;
+  // Not reset here: only a stored snapshot resets the count (MarkSnapshotted), so an export or a
+  // failed write never lets the next round skip this instance and compact its records away.
+  if (changes_covered != nullptr) *changes_covered = changes_since_snapshot_;
   return snap;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -43,16 +44,21 @@ class Instance {
   absl::Status AttachNew(Storage* storage, bandit::v1::JournalRecord creation,
                          uint64_t* written_seq) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The complete state; last_journal_seq says which journal records it contains.
-  bandit::v1::InstanceSnapshot Snapshot() ABSL_LOCKS_EXCLUDED(mu_);
+  // The complete state; last_journal_seq says which journal records it contains. Taking a
+  // snapshot changes nothing (an export is not a stored snapshot); `changes_covered`, if given,
+  // receives the change count the snapshot covers, for MarkSnapshotted once it is stored.
+  bandit::v1::InstanceSnapshot Snapshot(int64_t* changes_covered = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Replays one journal record (recovery). Fails if the replay diverges from what was recorded.
   absl::Status Apply(const bandit::v1::JournalRecord& rec) ABSL_LOCKS_EXCLUDED(mu_);
   // Journals the deletion and refuses every later call with NOT_FOUND.
   absl::Status MarkDeleted(uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
   // Journaled changes since the last Snapshot() (for snapshot scheduling).
   int64_t changes_since_snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Recovery: the instance's state is exactly what its stored snapshot holds.
-  void MarkSnapshotted() ABSL_LOCKS_EXCLUDED(mu_);
+  // A snapshot covering `changes_covered` changes is stored (recovery: the stored snapshot
+  // holds the whole state, all of them). Changes made since that snapshot was taken still count.
+  void MarkSnapshotted(int64_t changes_covered = std::numeric_limits<int64_t>::max())
+      ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t uid() const { return uid_; }
   uint64_t last_journal_seq() const ABSL_LOCKS_EXCLUDED(mu_);
   bandit::v1::InstanceConfig config() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -137,12 +137,14 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
 
 absl::Status Persistence::WriteSnapshot(const std::shared_ptr<Instance>& inst) {
   const auto t0 = std::chrono::steady_clock::now();
-  const bandit::v1::InstanceSnapshot snap = inst->Snapshot();
+  int64_t changes_covered = 0;
+  const bandit::v1::InstanceSnapshot snap = inst->Snapshot(&changes_covered);
   absl::Status s = storage_->WriteSnapshot(snap);
   if (!s.ok()) {
     if (options_.observer.on_error) options_.observer.on_error(s);
     return s;
   }
+  inst->MarkSnapshotted(changes_covered);
   if (options_.on_snapshot)
     options_.on_snapshot(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -714,6 +714,31 @@ TEST_P(DurabilityOn, CompactionKeepsStateAndDropsCoveredRecords) {
   EXPECT_EQ(b.svc.registry().size(), 1);
 }
 
+// An export takes a snapshot for the caller, not for storage: the next snapshot round must still
+// store the instance before compaction drops the journal records that hold its recent changes.
+TEST_P(DurabilityOn, ExportDoesNotStandInForAStoredSnapshot) {
+  Disk disk(GetParam());
+  ManualClock clock;
+  {
+    Node a(&disk, &clock, Durability::kAlways);
+    v1::Instance out;
+    ASSERT_TRUE(a.svc.CreateInstance(Create("x", kEps), &out).ok());
+    for (int i = 0; i < 10; ++i) Round(a.svc, "x", i);
+    ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+    for (int i = 10; i < 30; ++i) Round(a.svc, "x", i);
+    v1::ExportInstanceRequest ex;
+    ex.set_name("x");
+    v1::ExportInstanceResponse exported;
+    ASSERT_TRUE(a.svc.ExportInstance(ex, &exported).ok());
+    ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+    ASSERT_TRUE(a.persistence->SnapshotAll().ok());  // compacts below the previous round
+    ASSERT_TRUE(a.Ack().ok());
+    a.Crash(&disk);
+  }
+  Node b(&disk, &clock, Durability::kAlways);
+  EXPECT_EQ(Stats(b.svc, "x").updates(), 30);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, DurabilityOn,
                          ::testing::Values(Backend::kFile, Backend::kPostgres), BackendName);
 

@@ -1,6 +1,10 @@
 #include "server/decision_service.h"
 
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "server/status_util.h"
 #include "server/storage/snapshot_store.h"
 
@@ -175,37 +179,101 @@ absl::Status DecisionService::Update(const bandit::v1::UpdateRequest& req,
   return (*inst)->Update(req, out, written_seq);
 }
 
+namespace {
+
+// A batch's items grouped by instance: each group's items in request order, the groups in the
+// order their instance first appears.
+struct InstanceGroup {
+  const std::string* instance;
+  std::vector<int> items;
+};
+
+template <typename Request>
+std::vector<InstanceGroup> GroupByInstance(
+    const google::protobuf::RepeatedPtrField<Request>& requests) {
+  std::vector<InstanceGroup> groups;
+  absl::flat_hash_map<absl::string_view, size_t> index;
+  for (int i = 0; i < requests.size(); ++i) {
+    const std::string& name = requests.Get(i).instance();
+    auto [it, inserted] = index.try_emplace(name, groups.size());
+    if (inserted) groups.push_back({&name, {}});
+    groups[it->second].items.push_back(i);
+  }
+  return groups;
+}
+
+// Runs a batch one instance group at a time: one registry lookup and one Instance batch call
+// (one lock, one storage append) per group. Fills `results` and `statuses` in request order.
+template <typename Request, typename Result, typename RunGroup>
+void RunByInstance(const InstanceRegistry& registry,
+                   const google::protobuf::RepeatedPtrField<Request>& requests,
+                   google::protobuf::RepeatedPtrField<Result>* results,
+                   google::protobuf::RepeatedPtrField<bandit::v1::ItemStatus>* statuses,
+                   const RunGroup& run_group) {
+  const int n = requests.size();
+  const int base = results->size();
+  for (int i = 0; i < n; ++i) results->Add();
+  std::vector<absl::Status> item_status(n);
+  std::vector<const Request*> group_requests;
+  std::vector<Result*> group_results;
+  std::vector<absl::Status> group_status;
+  for (const InstanceGroup& group : GroupByInstance(requests)) {
+    auto inst = registry.Get(*group.instance);
+    if (!inst.ok()) {
+      for (int i : group.items) item_status[i] = inst.status();
+      continue;
+    }
+    group_requests.clear();
+    group_results.clear();
+    for (int i : group.items) {
+      group_requests.push_back(&requests.Get(i));
+      group_results.push_back(results->Mutable(base + i));
+    }
+    group_status.assign(group.items.size(), absl::OkStatus());
+    run_group(**inst, group_requests, group_results, absl::MakeSpan(group_status));
+    for (size_t k = 0; k < group.items.size(); ++k)
+      item_status[group.items[k]] = std::move(group_status[k]);
+  }
+  for (int i = 0; i < n; ++i) {
+    auto* status = statuses->Add();
+    if (item_status[i].ok()) continue;
+    ToItemStatus(item_status[i], status);
+    results->Mutable(base + i)->Clear();  // an empty result where the status is not OK
+  }
+}
+
+absl::Status CheckBatchSize(int items, int64_t max_items) {
+  if (items > max_items)
+    return absl::InvalidArgumentError(
+        absl::StrCat("requests has ", items, " items, expected at most ", max_items));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status DecisionService::SelectBatch(const bandit::v1::SelectBatchRequest& req,
                                           bandit::v1::SelectBatchResponse* out,
                                           uint64_t* written_seq) {
-  if (req.requests_size() > limits_.max_batch_items)
-    return absl::InvalidArgumentError(absl::StrCat("requests has ", req.requests_size(),
-                                                   " items, expected at most ",
-                                                   limits_.max_batch_items));
-  for (const auto& item : req.requests()) {
-    auto* status = out->add_statuses();
-    absl::Status s = Select(item, out->add_decisions(), written_seq);
-    if (!s.ok()) {
-      out->mutable_decisions()->RemoveLast();
-      out->add_decisions();  // keep positions aligned; an empty Decision where status is not OK
-      ToItemStatus(s, status);
-    }
-  }
+  if (auto s = CheckBatchSize(req.requests_size(), limits_.max_batch_items); !s.ok()) return s;
+  RunByInstance(registry_, req.requests(), out->mutable_decisions(), out->mutable_statuses(),
+                [&](Instance& inst, const std::vector<const bandit::v1::SelectRequest*>& reqs,
+                    const std::vector<bandit::v1::Decision*>& outs,
+                    absl::Span<absl::Status> statuses) {
+                  inst.SelectBatch(reqs, outs, statuses, written_seq);
+                });
   return absl::OkStatus();
 }
 
 absl::Status DecisionService::UpdateBatch(const bandit::v1::UpdateBatchRequest& req,
                                           bandit::v1::UpdateBatchResponse* out,
                                           uint64_t* written_seq) {
-  if (req.requests_size() > limits_.max_batch_items)
-    return absl::InvalidArgumentError(absl::StrCat("requests has ", req.requests_size(),
-                                                   " items, expected at most ",
-                                                   limits_.max_batch_items));
-  for (const auto& item : req.requests()) {
-    auto* status = out->add_statuses();
-    absl::Status s = Update(item, out->add_responses(), written_seq);
-    if (!s.ok()) ToItemStatus(s, status);
-  }
+  if (auto s = CheckBatchSize(req.requests_size(), limits_.max_batch_items); !s.ok()) return s;
+  RunByInstance(registry_, req.requests(), out->mutable_responses(), out->mutable_statuses(),
+                [&](Instance& inst, const std::vector<const bandit::v1::UpdateRequest*>& reqs,
+                    const std::vector<bandit::v1::UpdateResponse*>& outs,
+                    absl::Span<absl::Status> statuses) {
+                  inst.UpdateBatch(reqs, outs, statuses, written_seq);
+                });
   return absl::OkStatus();
 }
 

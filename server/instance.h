@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "bandit/v1/service.pb.h"
 #include "bandit/v1/storage.pb.h"
 #include "server/clock.h"
@@ -72,6 +73,18 @@ class Instance {
                       uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Update(const bandit::v1::UpdateRequest& req, bandit::v1::UpdateResponse* out,
                       uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // The batch forms: items in the given order under one lock and one clock reading, and the
+  // records of all of them appended to storage in one step (Storage::AppendAll). statuses[i]
+  // is item i's outcome, exactly as the single call would have returned it; a failed item
+  // changes nothing and does not stop the others. If the final append fails, every item that
+  // had succeeded gets the storage's status instead (as the single call would).
+  void SelectBatch(absl::Span<const bandit::v1::SelectRequest* const> reqs,
+                   absl::Span<bandit::v1::Decision* const> outs, absl::Span<absl::Status> statuses,
+                   uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  void UpdateBatch(absl::Span<const bandit::v1::UpdateRequest* const> reqs,
+                   absl::Span<bandit::v1::UpdateResponse* const> outs,
+                   absl::Span<absl::Status> statuses, uint64_t* written_seq = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Reset(uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
   // All-or-nothing: either every arm is added/removed or none is.
   absl::Status AddArms(const bandit::v1::AddArmsRequest& req, uint64_t* written_seq = nullptr)
@@ -112,6 +125,9 @@ class Instance {
   // scheduling. On replay it only counts.
   absl::Status Commit(bandit::v1::JournalRecord* rec, int64_t now, uint64_t* written_seq)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Batches: while `held_` is set, Commit fills the record and keeps it there instead of
+  // appending; AppendHeld then appends them all in one step and clears `held_`.
+  absl::Status AppendHeld(uint64_t* written_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string name_;
   const uint64_t uid_;  // makes event ids unique across instances and restarts
@@ -127,6 +143,7 @@ class Instance {
   // Starts at 1: a new instance has no stored snapshot yet, so the next round must write one.
   int64_t changes_since_snapshot_ ABSL_GUARDED_BY(mu_) = 1;
   bool replaying_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<bandit::v1::JournalRecord>* held_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace bandit::server

@@ -47,6 +47,12 @@ absl::StatusOr<uint64_t> FileStorage::Append(bandit::v1::JournalRecord* rec) {
   return journal_->Append(rec);
 }
 
+absl::StatusOr<uint64_t> FileStorage::AppendAll(
+    absl::Span<bandit::v1::JournalRecord* const> recs) {
+  if (journal_ == nullptr) return health();
+  return journal_->AppendAll(recs);
+}
+
 void FileStorage::WhenDurable(uint64_t seq, std::function<void(absl::Status)> done) {
   if (journal_ == nullptr) {
     done(health());

@@ -29,6 +29,7 @@ class FileStorage final : public Storage {
   // cut off), then opens the journal for appends.
   absl::StatusOr<RecoveryStats> Recover(const RecoverySink& sink) override;
   absl::StatusOr<uint64_t> Append(bandit::v1::JournalRecord* rec) override;
+  absl::StatusOr<uint64_t> AppendAll(absl::Span<bandit::v1::JournalRecord* const> recs) override;
   void WhenDurable(uint64_t seq, std::function<void(absl::Status)> done) override;
   absl::Status Flush() override;
   // Rotates the journal to a new segment; the boundary is its first sequence number.

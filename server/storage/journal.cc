@@ -148,13 +148,20 @@ uint64_t Journal::ThreadSeq() { return thread_seq; }
 void Journal::ResetThreadSeq() { thread_seq = 0; }
 
 absl::StatusOr<uint64_t> Journal::Append(bandit::v1::JournalRecord* rec) {
+  return AppendAll(absl::MakeConstSpan(&rec, 1));
+}
+
+absl::StatusOr<uint64_t> Journal::AppendAll(absl::Span<bandit::v1::JournalRecord* const> recs) {
+  if (recs.empty()) return 0;
   std::lock_guard<std::mutex> lock(mu_);
   if (!health_.ok()) return health_;
-  rec->set_seq(next_seq_++);
-  thread_seq = rec->seq();
   const size_t before = buffer_.size();
-  buffer_ += EncodeFrame(*rec);
-  buffered_last_ = rec->seq();
+  for (bandit::v1::JournalRecord* rec : recs) {
+    rec->set_seq(next_seq_++);
+    buffer_ += EncodeFrame(*rec);
+  }
+  buffered_last_ = recs.back()->seq();
+  thread_seq = buffered_last_;
   // Wake the writer only when it has new work it would otherwise not see: the writer takes the
   // whole buffer each pass and re-checks it before sleeping, so only the empty -> non-empty
   // edge needs a wake-up (and, in everysec/none, where the writer lingers, a buffer grown
@@ -163,7 +170,7 @@ absl::StatusOr<uint64_t> Journal::Append(bandit::v1::JournalRecord* rec) {
   const bool wake = before == 0 || (mode_ != Durability::kAlways && before < kEagerWriteBytes &&
                                     buffer_.size() >= kEagerWriteBytes);
   if (wake) work_cv_.notify_one();
-  return rec->seq();
+  return buffered_last_;
 }
 
 void Journal::WhenDurable(uint64_t seq, std::function<void(absl::Status)> done) {

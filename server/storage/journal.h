@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "bandit/v1/storage.pb.h"
 #include "server/storage/durability.h"
 #include "server/storage/file_system.h"
@@ -45,6 +46,9 @@ class Journal {
   // journal has failed. Callers append under the lock of the instance they change, so journal
   // order equals the order changes were applied.
   absl::StatusOr<uint64_t> Append(bandit::v1::JournalRecord* rec);
+  // Appends `recs` with consecutive sequence numbers under one lock (Storage::AppendAll); all
+  // or none. Returns the last sequence number (0 when `recs` is empty).
+  absl::StatusOr<uint64_t> AppendAll(absl::Span<bandit::v1::JournalRecord* const> recs);
   // Calls done(status) when record `seq` is as durable as the mode promises (immediately for
   // everysec/none), on the thread that made it durable (the writer, a rotation) or inline.
   // Status is UNAVAILABLE if storage failed or the journal closed first. Never dropped.

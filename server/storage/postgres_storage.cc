@@ -463,23 +463,36 @@ absl::StatusOr<RecoveryStats> PostgresStorage::Recover(const RecoverySink& sink)
 }
 
 absl::StatusOr<uint64_t> PostgresStorage::Append(bandit::v1::JournalRecord* rec) {
+  return AppendAll(absl::MakeConstSpan(&rec, 1));
+}
+
+absl::StatusOr<uint64_t> PostgresStorage::AppendAll(
+    absl::Span<bandit::v1::JournalRecord* const> recs) {
+  if (recs.empty()) return 0;
   std::lock_guard<std::mutex> lock(mu_);
   if (!recovered_ || stop_) return health_.ok() ? absl::UnavailableError("storage closed") : health_;
-  uint64_t epoch = 0;
+  // Fencing: every record's instance must still be owned here (all or none is appended).
+  std::vector<uint64_t> epochs(recs.size(), 0);
   if (cluster()) {
-    auto it = epochs_.find(rec->instance());
-    if (it == epochs_.end())
-      return absl::UnavailableError(absl::StrCat(
-          "instance '", rec->instance(), "' is not owned by node '", options_.cluster_node_id,
-          "' any more (its lease moved on); retry: the cluster routes the call to the owner"));
-    epoch = it->second;
+    for (size_t i = 0; i < recs.size(); ++i) {
+      auto it = epochs_.find(recs[i]->instance());
+      if (it == epochs_.end())
+        return absl::UnavailableError(absl::StrCat(
+            "instance '", recs[i]->instance(), "' is not owned by node '",
+            options_.cluster_node_id,
+            "' any more (its lease moved on); retry: the cluster routes the call to the owner"));
+      epochs[i] = it->second;
+    }
   }
-  rec->set_seq(next_seq_++);
   const bool wake = buffer_.empty();
-  buffer_.push_back(Row{rec->seq(), rec->instance(), rec->SerializeAsString(), epoch});
+  for (size_t i = 0; i < recs.size(); ++i) {
+    recs[i]->set_seq(next_seq_++);
+    buffer_.push_back(
+        Row{recs[i]->seq(), recs[i]->instance(), recs[i]->SerializeAsString(), epochs[i]});
+  }
   // Only the empty -> non-empty edge needs a wake-up: the committer takes the whole buffer.
   if (wake) work_cv_.notify_one();
-  return rec->seq();
+  return recs.back()->seq();
 }
 
 void PostgresStorage::WhenDurable(uint64_t seq, std::function<void(absl::Status)> done) {

@@ -102,6 +102,7 @@ class PostgresStorage final : public Storage {
   // failure, or while shutting down; while PostgreSQL is unreachable callers are refused by
   // health() before they change anything (see above for the records that race with that).
   absl::StatusOr<uint64_t> Append(bandit::v1::JournalRecord* rec) override;
+  absl::StatusOr<uint64_t> AppendAll(absl::Span<bandit::v1::JournalRecord* const> recs) override;
   void WhenDurable(uint64_t seq, std::function<void(absl::Status)> done) override;
   // Waits until a synchronous COMMIT covers every record appended so far (in everysec/none too).
   absl::Status Flush() override;

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "bandit/v1/storage.pb.h"
 #include "server/storage/durability.h"
 
@@ -45,6 +46,11 @@ class Storage {
   // Callers append under the lock of the instance they change, so storage order equals the
   // order changes were applied. UNAVAILABLE once storage has failed.
   virtual absl::StatusOr<uint64_t> Append(bandit::v1::JournalRecord* rec) = 0;
+  // Appends `recs` in one step, as consecutive Appends would (consecutive sequence numbers, in
+  // this order) but under one storage lock with one wake-up of the writer: the records a batch
+  // produced for one instance. All or nothing: on error none was appended. Returns the last
+  // record's sequence number (0 when `recs` is empty).
+  virtual absl::StatusOr<uint64_t> AppendAll(absl::Span<bandit::v1::JournalRecord* const> recs) = 0;
   // done(status) once record `seq` is as durable as mode() promises (immediately in everysec
   // and none), on a storage thread or inline; UNAVAILABLE if storage failed. Whoever makes
   // records durable answers their waiters in the same step.

@@ -6,6 +6,7 @@
 // windows and segment rotation (PostgreSQL transactions are never torn, and its asynchronous
 // commit window is PostgreSQL's own).
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -41,6 +42,11 @@ class NewestSeqStorage final : public Storage {
   absl::StatusOr<uint64_t> Append(v1::JournalRecord* rec) override {
     auto seq = inner_->Append(rec);
     if (seq.ok()) newest = *seq;
+    return seq;
+  }
+  absl::StatusOr<uint64_t> AppendAll(absl::Span<v1::JournalRecord* const> recs) override {
+    auto seq = inner_->AppendAll(recs);
+    if (seq.ok() && *seq != 0) newest = *seq;
     return seq;
   }
   void WhenDurable(uint64_t seq, std::function<void(absl::Status)> done) override {
@@ -506,6 +512,147 @@ TEST_P(DurabilityOn, MixtureReferenceChangeSurvivesCrashAndSnapshot) {
     EXPECT_EQ(out.config().policy().mixture().reference_samples_size(), 12);
     EXPECT_EQ(out.config().policy().mixture().reference_mean_size(), 0);
     EXPECT_EQ(rounds(b.svc, 70, 200), rounds(twin, 70, 200));
+  }
+}
+
+// The instance's complete state, minus where it stands in the journal (a twin without storage
+// stands nowhere) and the count of refused rewards (a refusal counter: refused items bump it
+// without a journal record, so only the live instance has it).
+v1::InstanceSnapshot Comparable(DecisionService& svc, const std::string& name) {
+  auto inst = svc.registry().Get(name);
+  EXPECT_TRUE(inst.ok()) << inst.status();
+  if (!inst.ok()) return {};
+  v1::InstanceSnapshot snap = (*inst)->Snapshot();
+  snap.clear_last_journal_seq();
+  snap.mutable_stats()->clear_rejected_rewards();
+  return snap;
+}
+
+// Continue with rewards in [0, 1] (Thompson's Bernoulli support).
+std::vector<std::pair<int, double>> Continue01(DecisionService& svc, const std::string& name,
+                                               int from, int n) {
+  return testing::PlayRounds(svc, name, from, n, [](const v1::Decision& d, int i, auto* up) {
+    up->set_reward(((i * 7919 + d.arm_index()) % 13) / 13.0);
+  });
+}
+
+std::vector<int> ItemCodes(const google::protobuf::RepeatedPtrField<v1::ItemStatus>& statuses) {
+  std::vector<int> codes;
+  for (const auto& s : statuses) codes.push_back(s.code());
+  return codes;
+}
+
+// A batch mixing good and bad items for two instances: each item gets exactly the status it
+// would get alone, the state is exactly what applying only the good items one by one gives
+// (an uninterrupted twin), each instance's records are appended together (consecutive sequence
+// numbers, in request order), and the acknowledged batch is wholly recovered after a crash.
+TEST_P(DurabilityOn, BatchAppliesExactlyItsGoodItemsPerInstanceInOrderAndSurvivesACrash) {
+  Disk disk(GetParam());
+  ManualClock clock;
+  DecisionService twin(&clock);
+  constexpr char kThompson[] = "policy { thompson { } num_arms: 3 } seed: 11";
+  constexpr int kOk = 0;
+  const int kInvalid = static_cast<int>(StatusCode::kInvalidArgument);
+  const int kNotFound = static_cast<int>(StatusCode::kNotFound);
+  const int kPrecondition = static_cast<int>(StatusCode::kFailedPrecondition);
+  std::map<std::string, v1::InstanceSnapshot> after_batches;
+  {
+    Node a(&disk, &clock, Durability::kAlways);
+    v1::Instance out;
+    ASSERT_TRUE(a.svc.CreateInstance(Create("p", kEps), &out).ok());
+    ASSERT_TRUE(a.svc.CreateInstance(Create("q", kThompson), &out).ok());
+    // The twin starts from the very same state (uid and random stream included).
+    for (const std::string name : {"p", "q"}) {
+      v1::ExportInstanceRequest ex;
+      ex.set_name(name);
+      v1::ExportInstanceResponse exported;
+      ASSERT_TRUE(a.svc.ExportInstance(ex, &exported).ok());
+      v1::ImportInstanceRequest im;
+      im.set_snapshot(exported.snapshot());
+      ASSERT_TRUE(twin.ImportInstance(im, &out).ok());
+    }
+    for (const std::string name : {"p", "q"})  // some history, the same on both
+      ASSERT_EQ(Continue01(a.svc, name, 0, 5), Continue01(twin, name, 0, 5));
+    const uint64_t seq_before_selects = a.storage->newest;
+
+    // Selects: p, q, p with candidates (p's policy takes none), an unknown instance, q, a bad
+    // name, p.
+    v1::SelectBatchRequest sb;
+    const std::vector<std::string> targets = {"p", "q", "p", "nobody", "q", "bad name!", "p"};
+    for (const auto& t : targets) sb.add_requests()->set_instance(t);
+    sb.mutable_requests(2)->add_candidates()->add_values(1.0);
+    v1::SelectBatchResponse sr;
+    ASSERT_TRUE(a.svc.SelectBatch(sb, &sr).ok());
+    ASSERT_EQ(sr.decisions_size(), 7);
+    EXPECT_EQ(ItemCodes(sr.statuses()),
+              (std::vector<int>{kOk, kOk, kInvalid, kNotFound, kOk, kInvalid, kOk}));
+    for (int i : {2, 3, 5}) {
+      EXPECT_FALSE(sr.statuses(i).message().empty());
+      EXPECT_EQ(sr.decisions(i).ByteSizeLong(), 0u) << "item " << i << " must be empty";
+    }
+    for (int i : {0, 1, 4, 6}) {  // the twin gets only the good ones, one by one, in order
+      v1::Decision d;
+      ASSERT_TRUE(twin.Select(sb.requests(i), &d).ok());
+      EXPECT_EQ(d.event_id(), sr.decisions(i).event_id()) << "item " << i;
+      EXPECT_EQ(d.arm_index(), sr.decisions(i).arm_index()) << "item " << i;
+      EXPECT_EQ(d.propensity(), sr.decisions(i).propensity()) << "item " << i;
+    }
+    // Appended per instance in one step: p's two records, then q's two, consecutive.
+    ASSERT_TRUE(a.Ack().ok());
+    std::vector<std::pair<std::string, std::string>> appended;  // (instance, event id)
+    for (const auto& r : disk.Records())
+      if (r.seq() > seq_before_selects) appended.emplace_back(r.instance(), r.event_id());
+    const std::vector<std::pair<std::string, std::string>> expected_order = {
+        {"p", sr.decisions(0).event_id()}, {"p", sr.decisions(6).event_id()},
+        {"q", sr.decisions(1).event_id()}, {"q", sr.decisions(4).event_id()}};
+    EXPECT_EQ(appended, expected_order);
+
+    // Updates: good ones interleaved with an unknown event, a second reward for one event,
+    // a NaN reward, a reward outside Thompson's [0, 1] support and an unknown instance.
+    v1::UpdateBatchRequest ub;
+    auto add = [&](const std::string& instance, const std::string& event, double reward) {
+      auto* u = ub.add_requests();
+      u->set_instance(instance);
+      u->set_event_id(event);
+      u->set_reward(reward);
+    };
+    add("q", sr.decisions(1).event_id(), 1.0);
+    add("p", sr.decisions(0).event_id(), 0.25);
+    add("p", "no-such-event", 1.0);
+    add("p", sr.decisions(0).event_id(), 1.0);
+    add("q", sr.decisions(4).event_id(), std::nan(""));
+    add("q", sr.decisions(4).event_id(), 2.0);
+    add("nobody", sr.decisions(6).event_id(), 1.0);
+    add("p", sr.decisions(6).event_id(), 0.75);
+    add("q", sr.decisions(4).event_id(), 0.0);
+    v1::UpdateBatchResponse ur;
+    ASSERT_TRUE(a.svc.UpdateBatch(ub, &ur).ok());
+    ASSERT_EQ(ur.responses_size(), 9);
+    EXPECT_EQ(ItemCodes(ur.statuses()), (std::vector<int>{kOk, kOk, kNotFound, kPrecondition,
+                                                          kInvalid, kInvalid, kNotFound, kOk, kOk}));
+    for (int i : {0, 1, 7, 8}) {
+      v1::UpdateResponse r;
+      ASSERT_TRUE(twin.Update(ub.requests(i), &r).ok());
+      EXPECT_EQ(r.updates(), ur.responses(i).updates()) << "item " << i;
+    }
+    EXPECT_EQ(Stats(a.svc, "p").rejected_rewards(), 2);
+    EXPECT_EQ(Stats(a.svc, "q").rejected_rewards(), 0);
+    for (const std::string name : {"p", "q"}) {
+      after_batches[name] = Comparable(a.svc, name);
+      EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(after_batches[name],
+                                                                    Comparable(twin, name)))
+          << name;
+    }
+    ASSERT_TRUE(a.Ack().ok());  // acknowledged as the gRPC layer would, then the crash
+    a.Crash(&disk);
+  }
+  Node b(&disk, &clock, Durability::kAlways);
+  for (const std::string name : {"p", "q"}) {
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(after_batches[name],
+                                                                  Comparable(b.svc, name)))
+        << name << " after recovery";
+    // And it goes on exactly as the twin.
+    EXPECT_EQ(Continue01(b.svc, name, 5, 50), Continue01(twin, name, 5, 50)) << name;
   }
 }
 

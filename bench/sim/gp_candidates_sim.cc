@@ -12,8 +12,8 @@
 // --deff=true (BKB only: an exact GP posterior is fed the same pulls, untimed, for
 // d_eff = sum_s sigma_t^2(x_s) of eq. 5 at the checkpoints; GP-UCB reports its own).
 // Output per algo: per-seed curves at 100 checkpoints (cumulative pseudo-regret, mean thread-CPU
-// seconds of Select + Update per round in each window, dictionary size, d_eff, distinct points) and the
-// mean/std of the final regret.
+// seconds of Select + Update per round in each window, dictionary size, d_eff, distinct points,
+// BKB's embedding rebuilds so far) and the mean/std of the final regret.
 #include <time.h>
 
 #include <cmath>
@@ -102,7 +102,7 @@ absl::StatusOr<nlohmann::json> RunOne(const std::string& algo, const Params& p, 
   Rng cand_rng(3000 + s), noise_rng(5000 + s);
   std::vector<Vector> cands;
   const int npts = 100;
-  std::vector<double> regret, secs, dict, deff, points, sel_secs;
+  std::vector<double> regret, secs, dict, deff, points, sel_secs, rebuilds;
   double cum = 0, window = 0, window_select = 0;
   for (int t = 0; t < p.T; ++t) {
     const double best = env->Draw(p.candidates, cand_rng, &cands);
@@ -131,6 +131,7 @@ absl::StatusOr<nlohmann::json> RunOne(const std::string& algo, const Params& p, 
       window = window_select = 0;
       if (bkb) {
         dict.push_back(bkb->dictionary_size());
+        rebuilds.push_back(static_cast<double>(bkb->rebuilds()));
         points.push_back(bkb->points());
         if (shadow) deff.push_back(dynamic_cast<CandidateKernelUcb*>(shadow.get())->SumPulledVariance());
       } else {
@@ -148,6 +149,7 @@ absl::StatusOr<nlohmann::json> RunOne(const std::string& algo, const Params& p, 
   if (bkb) {
     r["dict_size_curve"] = dict;
     r["points_curve"] = points;
+    r["rebuilds_curve"] = rebuilds;
   }
   return r;
 }

@@ -89,7 +89,7 @@ Matrix NystromEmbedding::Embed(const Kernel& kernel, const Eigen::Ref<const Matr
   return Z;
 }
 
-void DtcPosterior(const Kernel& kernel, const NystromEmbedding& e, const Eigen::LLT<Matrix>& llt,
+void DtcPosterior(const Kernel& kernel, const NystromEmbedding& e, const Eigen::Ref<const Matrix>& L,
                   const Vector& w, const Eigen::Ref<const Matrix>& X, const Vector& kdiag,
                   double lambda, Vector* mean, Vector* var) {
   const Eigen::Index A = X.cols();
@@ -107,7 +107,7 @@ void DtcPosterior(const Kernel& kernel, const NystromEmbedding& e, const Eigen::
     Zb.noalias() = e.W * kernel.Cross(e.Xs, X.middleCols(b0, nb));  // z_t(x) per column
     mean->segment(b0, nb).noalias() = Zb.transpose() * w;           // mu~_t (eq. 4)
     const Vector zz = Zb.colwise().squaredNorm().transpose();
-    llt.matrixL().solveInPlace(Zb);
+    L.triangularView<Eigen::Lower>().solveInPlace(Zb);
     // sigma~^2 = (k - z^T (V - lambda I) V^{-1} z) / lambda = (k - |z|^2) / lambda + z^T V^{-1} z
     var->segment(b0, nb) =
         ((kdiag.segment(b0, nb) - zz) / lambda + Zb.colwise().squaredNorm().transpose())
@@ -150,7 +150,8 @@ void Bkb::ComputePosterior(Vector* mean, Vector* var) const {
     const Vector b = Zp * s;
     w = llt.solve(b);
   }
-  DtcPosterior(params_.kernel, e, llt, w, X, kdiag_, lambda, mean, var);
+  const Matrix none;
+  DtcPosterior(params_.kernel, e, r > 0 ? llt.matrixLLT() : none, w, X, kdiag_, lambda, mean, var);
 }
 
 Vector Bkb::PullInclusion(double q_bar, const Vector& var, const Vector& counts) {

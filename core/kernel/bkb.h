@@ -41,9 +41,10 @@ struct NystromEmbedding {
 };
 
 // DTC posterior (eq. 4, variance / lambda) of every column of X, given the embedding, the
-// Cholesky factor of V = G + lambda I and w = V^{-1} Z^T y; kdiag = k(x, x) per column.
+// Cholesky factor of V = G + lambda I (the lower triangle of L; the rest is not read) and
+// w = V^{-1} Z^T y; kdiag = k(x, x) per column.
 // With an empty embedding (r = 0): mean 0, variance k(x, x) / lambda.
-void DtcPosterior(const Kernel& kernel, const NystromEmbedding& e, const Eigen::LLT<Matrix>& llt,
+void DtcPosterior(const Kernel& kernel, const NystromEmbedding& e, const Eigen::Ref<const Matrix>& L,
                   const Vector& w, const Eigen::Ref<const Matrix>& X, const Vector& kdiag,
                   double lambda, Vector* mean, Vector* var);
 

@@ -20,6 +20,23 @@ bool LexLess(const Eigen::Ref<const Vector>& a, const Eigen::Ref<const Vector>& 
   }
   return false;
 }
+// L L^T + z z^T in place, L lower triangular with a positive diagonal: the Givens-style
+// rank-one Cholesky update (Golub & Van Loan, Matrix Computations, Sec. 6.5.4), O(r^2).
+void CholeskyRankOneUpdate(Matrix* L, Vector z) {
+  const Eigen::Index n = z.size();
+  for (Eigen::Index k = 0; k < n; ++k) {
+    const double lkk = (*L)(k, k);
+    const double rkk = std::hypot(lkk, z[k]);
+    const double c = rkk / lkk, s = z[k] / lkk;
+    (*L)(k, k) = rkk;
+    const Eigen::Index rest = n - k - 1;
+    if (rest == 0) break;
+    auto col = L->col(k).tail(rest);
+    auto zt = z.tail(rest);
+    col = (col + s * zt) / c;
+    zt = c * zt - s * col;
+  }
+}
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Policy>> CandidateBkb::Make(const bandit::v1::PolicyConfig& config,
@@ -49,6 +66,7 @@ CandidateBkb::CandidateBkb(int dim, KernelUcbParams params, double q_bar, int re
       max_points_(max_points) {
   X_.resize(dim_, 0);
   Rebuild();
+  rebuilds_ = 0;  // the empty embedding is not a pass over pulls
 }
 
 std::pair<int, bool> CandidateBkb::Locate(const Vector& x) const {
@@ -68,22 +86,41 @@ std::vector<int> CandidateBkb::DictionaryPoints() const {
 void CandidateBkb::Refactor() {
   const Eigen::Index r = embedding_.rank();
   if (r == 0) {
-    llt_ = Eigen::LLT<Matrix>();
-    w_.resize(0);
-    sum_var_ = sum_kdiag_ / params_.lambda;
+    L_.resize(0, 0);
+    trace_inv_ = 0;
+    Resolve();
     return;
   }
   Matrix V = G_;
   V.diagonal().array() += params_.lambda;
-  llt_.compute(V);
-  w_ = llt_.solve(b_);
-  // sum_s sigma~_t^2(x_s) = (sum_s k(x_s,x_s) - tr(G V^{-1} G)) / lambda, tr(G V^{-1} G) = |L^{-1} G|_F^2.
-  Matrix M = G_;
-  llt_.matrixL().solveInPlace(M);
-  sum_var_ = std::max(0.0, (sum_kdiag_ - M.squaredNorm()) / params_.lambda);
+  Eigen::LLT<Matrix> llt(V);
+  L_ = llt.matrixL();
+  // tr(V^{-1}) = |L^{-1}|_F^2.
+  Matrix Linv = Matrix::Identity(r, r);
+  L_.triangularView<Eigen::Lower>().solveInPlace(Linv);
+  trace_inv_ = Linv.squaredNorm();
+  Resolve();
+}
+
+void CandidateBkb::Resolve() {
+  const Eigen::Index r = embedding_.rank();
+  const double lambda = params_.lambda;
+  if (r == 0) {
+    w_.resize(0);
+    sum_var_ = sum_kdiag_ / lambda;
+    return;
+  }
+  w_ = b_;
+  L_.triangularView<Eigen::Lower>().solveInPlace(w_);
+  L_.triangularView<Eigen::Lower>().transpose().solveInPlace(w_);
+  // sum_s sigma~_t^2(x_s) = (sum_s k(x_s,x_s) - tr(G V^{-1} G)) / lambda (eq. 4 summed over the
+  // pulls), with tr(G V^{-1} G) = tr(G) - lambda r + lambda^2 tr(V^{-1}) because G = V - lambda I.
+  sum_var_ = std::max(0.0, (sum_kdiag_ - G_.trace()) / lambda + static_cast<double>(r) -
+                               lambda * trace_inv_);
 }
 
 void CandidateBkb::Rebuild() {
+  ++rebuilds_;
   const std::vector<int> dict = DictionaryPoints();
   const Eigen::Index m = static_cast<Eigen::Index>(dict.size());
   Matrix Xs(dim_, m);
@@ -181,25 +218,34 @@ absl::Status CandidateBkb::Observe(const Vector& x, double y) {
     Rebuild();
     return absl::OkStatus();
   }
-  // S unchanged: add the pull's z to G and b.
+  // S unchanged: the pull is a rank-one change of the r x r system (see the header).
   if (embedding_.rank() > 0) {
     const Vector z = embedding_.Embed(params_.kernel, x).col(0);
+    Vector v = z;  // V^{-1} z through the factor of the state before this pull
+    L_.triangularView<Eigen::Lower>().solveInPlace(v);
+    const double zvz = v.squaredNorm();
+    L_.triangularView<Eigen::Lower>().transpose().solveInPlace(v);
+    trace_inv_ = std::max(0.0, trace_inv_ - v.squaredNorm() / (1.0 + zvz));
     G_.noalias() += z * z.transpose();
     b_ += y * z;
+    CholeskyRankOneUpdate(&L_, z);
   }
-  Refactor();
+  Resolve();
   return absl::OkStatus();
 }
 
 void CandidateBkb::Posterior(const Eigen::Ref<const Matrix>& X, Vector* mean, Vector* var) const {
-  DtcPosterior(params_.kernel, embedding_, llt_, w_, X, params_.kernel.DiagAll(X), params_.lambda,
+  DtcPosterior(params_.kernel, embedding_, L_, w_, X, params_.kernel.DiagAll(X), params_.lambda,
                mean, var);
 }
 
 double CandidateBkb::SumPulledVariance() const { return sum_var_; }
 
 void CandidateBkb::Save(bandit::v1::PolicyState* out) const {
-  StateWriter w(out, "bkb_candidates", 1);
+  // Version 2 adds the Cholesky factor and tr(V^{-1}): between redraws they are rank-one
+  // updated, and a fresh factorization would differ in the last bits, so a resumed instance
+  // would not decide exactly as the saved one.
+  StateWriter w(out, "bkb_candidates", 2);
   w.Put("points", Matrix(X_.leftCols(n_)));
   w.Put("counts", Vector(counts_.head(n_)));
   w.Put("sums", Vector(sums_.head(n_)));
@@ -210,13 +256,19 @@ void CandidateBkb::Save(bandit::v1::PolicyState* out) const {
   w.PutInt("since_resample", since_resample_);
   w.Put("gram", G_);
   w.Put("zy", b_);
+  w.Put("cholesky", L_);
+  w.PutScalar("trace_inv", trace_inv_);
   w.PutRng(rng_);
 }
 
 absl::Status CandidateBkb::Restore(const bandit::v1::PolicyState& state) {
   StateReader r(state);
-  if (auto s = r.Expect("bkb_candidates", 1); !s.ok()) return s;
-  Matrix X, G;
+  // Version 1 (no factor) is still read: V is then factored afresh.
+  const bool v1 = r.Expect("bkb_candidates", 1).ok();
+  if (!v1)
+    if (auto s = r.Expect("bkb_candidates", 2); !s.ok()) return s;
+  Matrix X, G, L;
+  double trace_inv = 0;
   Vector counts, sums, dict, b;
   double sum_kdiag = 0;
   int64_t since = 0;
@@ -234,6 +286,10 @@ absl::Status CandidateBkb::Restore(const bandit::v1::PolicyState& state) {
   if (auto s = r.GetInt("since_resample", &since); !s.ok()) return s;
   if (auto s = r.Get("gram", &G); !s.ok()) return s;
   if (auto s = r.Get("zy", &b); !s.ok()) return s;
+  if (!v1) {
+    if (auto s = r.Get("cholesky", &L, G.rows(), G.cols()); !s.ok()) return s;
+    if (auto s = r.GetScalar("trace_inv", &trace_inv); !s.ok()) return s;
+  }
   if (auto s = r.GetRng(&rng); !s.ok()) return s;
   if (!X.allFinite() || !sums.allFinite() || !std::isfinite(sum_kdiag) || sum_kdiag < 0)
     return absl::InvalidArgumentError(
@@ -270,6 +326,26 @@ absl::Status CandidateBkb::Restore(const bandit::v1::PolicyState& state) {
     return absl::InvalidArgumentError(absl::StrCat(
         "state tensors gram/zy have shape ", G.rows(), "x", G.cols(), " / ", b.size(),
         ", expected the dictionary's embedding rank ", e.rank(), " and finite numbers"));
+  if (!v1) {
+    // L must be a Cholesky factor of G + lambda I: lower triangular, positive diagonal, and
+    // L L^T within rounding of G + lambda I.
+    const Eigen::Index rk = G.rows();
+    Matrix V = G;
+    V.diagonal().array() += params_.lambda;
+    bool ok = L.allFinite() && std::isfinite(trace_inv) && trace_inv >= 0;
+    for (Eigen::Index j = 0; ok && j < rk; ++j) {
+      ok = L(j, j) > 0 && (j == 0 || L.col(j).head(j).isZero(0.0));
+    }
+    if (ok && rk > 0) {
+      const Matrix LLt = L.triangularView<Eigen::Lower>() * L.transpose();
+      ok = (LLt - V).norm() <= 1e-8 * V.norm();
+    }
+    if (!ok)
+      return absl::InvalidArgumentError(
+          "state tensor cholesky is not a Cholesky factor of gram + lambda I (lower triangular, "
+          "positive diagonal, L L^T = gram + lambda I to rounding) or trace_inv is not a finite "
+          "number >= 0, expected the factor the policy saved");
+  }
 
   n_ = static_cast<int>(n);
   X_ = std::move(X);
@@ -287,7 +363,14 @@ absl::Status CandidateBkb::Restore(const bandit::v1::PolicyState& state) {
   G_ = std::move(G);
   b_ = std::move(b);
   rng_ = rng;
-  Refactor();
+  rebuilds_ = 0;
+  if (v1) {
+    Refactor();
+  } else {
+    L_ = std::move(L);
+    trace_inv_ = trace_inv;
+    Resolve();
+  }
   return absl::OkStatus();
 }
 
@@ -295,7 +378,7 @@ int64_t CandidateBkb::StateBytes() const {
   const int64_t m = dictionary_size(), r = rank();
   return static_cast<int64_t>(n_) * ((dim_ + 2) * sizeof(double) + 1 + sizeof(int)) +
          (m * dim_ + r * m + 2 * r * r + 2 * r) * static_cast<int64_t>(sizeof(double)) +
-         sizeof(rng_) + sizeof(sum_kdiag_);
+         sizeof(rng_) + sizeof(sum_kdiag_) + sizeof(trace_inv_);
 }
 
 void CandidateBkb::ExtraSummary(std::vector<std::pair<std::string, double>>* out) const {

@@ -12,13 +12,26 @@
 // of Fig. 1 draws S_{t+1} from all past pulls and re-embeds them. Everything else is O(m^2 + m d)
 // (m = |S_t|, r <= m embedding rank).
 //
-// Resampling. Every `resample_every` updates (1 = Fig. 1 exactly) S_{t+1} is drawn from scratch:
-// each pull is kept with probability p~ = min(1, q_bar sigma~_t^2(x_s)); a point pulled n_i times
-// enters iff one of its n_i draws succeeds, i.e. with probability 1 - (1 - p~_i)^{n_i} (one
-// uniform per point, as in the fixed-arm form). The embedding is then rebuilt from all points:
-// O(P (m d + m r + r^2) + m^3) with P distinct points. In between, only the new pull gets its
-// draw; if it enters S the embedding is rebuilt the same way, otherwise its z is added to G and
-// b in O(m d + r^2) and V is refactored in O(r^3).
+// Resampling. Every `resample_every` updates (1 = Fig. 1 exactly, the default) S_{t+1} is drawn
+// from scratch: each pull is kept with probability p~ = min(1, q_bar sigma~_t^2(x_s)); a point
+// pulled n_i times enters iff one of its n_i draws succeeds, i.e. with probability
+// 1 - (1 - p~_i)^{n_i} (one uniform per point, as in the fixed-arm form). The embedding is then
+// rebuilt from all points ("rebuild"): O(P (m d + m r + r^2) + m^3) with P distinct points, and V
+// is factored afresh, O(r^3). In between, only the new pull gets its draw; if it enters S the
+// embedding is rebuilt the same way, otherwise the pull is a rank-one change of the r x r system:
+//   G += z z^T,  b += y z,  L L^T = V + z z^T (Cholesky rank-one update, O(r^2)),
+//   tr(V^{-1}) -= |V^{-1} z|^2 / (1 + z^T V^{-1} z)                     (Sherman-Morrison)
+// so an update that keeps S costs O(m d + m r + r^2) and never reads the past pulls.
+// sum_s sigma~_t^2(x_s) (in beta~_t) uses tr(G V^{-1} G) = tr(G) - lambda r + lambda^2 tr(V^{-1})
+// (G = V - lambda I), so it follows the rank-one updates too.
+//
+// What grows with t: the point list (P <= t points, (d + 2) numbers and an index each), read in
+// full by every redraw and by every rebuild. With resample_every = 1 that is every update, so
+// the cost per round grows linearly in t; with resample_every = k a redraw costs the same but
+// happens once per k updates, and between redraws only the new pull's own draw can trigger a
+// rebuild (it enters S with probability q_bar sigma~_t^2(x_t), which falls as the posterior
+// concentrates). The r x r system (G, b, L, tr(V^{-1})) and the m x d dictionary do not grow
+// with t beyond m and r.
 //
 // Points are visited in lexicographic order of their feature vectors (so S, and therefore the
 // decisions, do not depend on the order in which points arrived); with candidates equal to a
@@ -54,6 +67,13 @@ class CandidateBkb final : public CandidateKernelUcb {
   int points() const { return n_; }
   int dictionary_size() const { return static_cast<int>(embedding_.Xs.cols()); }
   int rank() const { return embedding_.rank(); }
+  // The r x r system: G = sum_i n_i z_i z_i^T and the lower Cholesky factor of V = G + lambda I
+  // (rank-one updated between redraws, factored afresh at each rebuild).
+  const Matrix& gram() const { return G_; }
+  const Matrix& cholesky_factor() const { return L_; }
+  // Embedding rebuilds (passes over every pulled point: redraws, and dictionary growth between
+  // redraws) since this object was made or restored. Not part of the state; for benchmarks.
+  int64_t rebuilds() const { return rebuilds_; }
   // Distinct pulled points (d x P), in arrival order, and their counts / sums.
   Eigen::Ref<const Matrix> point_features() const { return X_.leftCols(n_); }
   Eigen::Ref<const Vector> point_counts() const { return counts_.head(n_); }
@@ -74,8 +94,10 @@ class CandidateBkb final : public CandidateKernelUcb {
   std::pair<int, bool> Locate(const Vector& x) const;
   // Embedding of the flagged points, then G, b from every point (canonical order).
   void Rebuild();
-  // V = G + lambda I, its Cholesky factor and w = V^{-1} b.
+  // V = G + lambda I, its Cholesky factor, tr(V^{-1}), w = V^{-1} b and sum_var_.
   void Refactor();
+  // w = V^{-1} b and sum_var_ from the current L_, G_, b_ and trace_inv_.
+  void Resolve();
 
   double q_bar_;
   int resample_every_;
@@ -92,9 +114,11 @@ class CandidateBkb final : public CandidateKernelUcb {
   NystromEmbedding embedding_;
   Matrix G_;  // sum_i n_i z_i z_i^T (r x r)
   Vector b_;  // sum_i s_i z_i
-  Eigen::LLT<Matrix> llt_;
+  Matrix L_;  // lower Cholesky factor of V = G + lambda I (r x r, upper triangle zero)
+  double trace_inv_ = 0;  // tr(V^{-1})
   Vector w_;
-  double sum_var_ = 0;  // sum_s sigma~_t^2(x_s), recomputed by Refactor
+  double sum_var_ = 0;  // sum_s sigma~_t^2(x_s), recomputed by Resolve
+  int64_t rebuilds_ = 0;
 };
 
 }  // namespace bandit

@@ -40,8 +40,9 @@ void CandidateGpUcb::Clear() {
 
 void CandidateGpUcb::Append(const Vector& x, double y) {
   const Eigen::Index t = total_;
-  if (t == X_.cols()) {  // grow by doubling: amortized O(t d + t^2) copies
-    const Eigen::Index cap = std::max<Eigen::Index>(kInitialCapacity, 2 * t);
+  if (t == X_.cols()) {  // grow by doubling up to max_pulls: amortized O(t d + t^2) copies
+    const Eigen::Index cap = std::min<Eigen::Index>(
+        std::max<Eigen::Index>(kInitialCapacity, 2 * t), std::max<int64_t>(max_pulls_, t + 1));
     X_.conservativeResize(Eigen::NoChange, cap);
     y_.conservativeResize(cap);
     u_.conservativeResize(cap);

@@ -6,7 +6,8 @@
 //   sum_s sigma_t^2(x_s) = tr(K_t (K_t + lambda I)^{-1}) = t - lambda |L^{-1}|_F^2        (eq. 5)
 // u and |L^{-1}|_F^2 are updated with the new row (the new row of L^{-1} is
 // (-l^T L^{-1}, 1) / c, so |L^{-1}|_F^2 grows by (|L^{-T} l|^2 + 1) / c^2).
-// Cost: O(t^2) per Update, O(n t^2) per Select over n candidates; memory O(t^2 + t d).
+// Cost: O(t^2) per Update, O(n t^2) per Select over n candidates; memory O(t^2 + t d), the
+// factor's storage growing by doubling up to max_pulls x max_pulls.
 // Snapshots hold the pulls only; Restore rebuilds L by replaying them (O(t^3), bit-identical).
 #pragma once
 
@@ -18,8 +19,12 @@ namespace bandit {
 
 class CandidateGpUcb final : public CandidateKernelUcb {
  public:
-  static constexpr int64_t kDefaultMaxPulls = 10000;
-  static constexpr int64_t kMaxMaxPulls = 50000;
+  // Served caps on the pulls kept. The factor is held at most at max_pulls x max_pulls doubles:
+  // 32 MB at the default 2000, 200 MB at the largest cap 5000 (the horizon of the reproduction in
+  // docs/results.md), where one Select over 50 candidates also costs ~0.1 s of CPU (O(n t^2)).
+  // A production user with more pulls than that wants bkb.
+  static constexpr int64_t kDefaultMaxPulls = 2000;
+  static constexpr int64_t kMaxMaxPulls = 5000;
 
   // config.gp_ucb() has `dimension` set; `params` already read.
   static absl::StatusOr<std::unique_ptr<Policy>> Make(const bandit::v1::PolicyConfig& config,

@@ -157,6 +157,23 @@ TEST(CandidateKernel, BkbWithTheFixedArmSetAsCandidatesDecidesLikeTheFixedArmFor
   ExpectSameDecisionsAsFixedArms(fixed, BkbConfig(2.0, 2), X, 150, true);
 }
 
+TEST(CandidateKernel, BkbResampleEveryOneIsTheFixedArmFormExactly) {
+  // resample_every = 1 set explicitly is Fig. 1: the fixed-arm form's decisions and draws.
+  const Matrix X = SortedArms(40, 2, 7);
+  bandit::v1::PolicyConfig fixed = BkbConfig(2.0, 0);
+  testing::FillArms(X, &fixed);
+  bandit::v1::PolicyConfig every_one = BkbConfig(2.0, 2);
+  every_one.mutable_bkb()->set_resample_every(1);
+  ExpectSameDecisionsAsFixedArms(fixed, every_one, X, 150, true);
+  // And the same state, bit for bit, as the default (unset) on fresh candidates.
+  auto a = MustCreate(every_one, 5), b = MustCreate(BkbConfig(2.0, 2), 5);
+  Rng env_a(1), noise_a(2), env_b(1), noise_b(2);
+  EXPECT_EQ(Play(*a, 60, 10, 2, env_a, noise_a), Play(*b, 60, 10, 2, env_b, noise_b));
+  EXPECT_EQ(Saved(*a), Saved(*b));
+  // Every update redrew the dictionary (Fig. 1), so every update rebuilt the embedding.
+  EXPECT_EQ(dynamic_cast<CandidateBkb*>(a.get())->rebuilds(), 60);
+}
+
 TEST(CandidateKernel, GpUcbWithTheFixedArmSetAsCandidatesDecidesLikeTheFixedArmForm) {
   const Matrix X = SortedArms(40, 2, 6);
   bandit::v1::PolicyConfig fixed = GpConfig(0);
@@ -250,6 +267,39 @@ TEST(CandidateKernel, GpUcbPosteriorMatchesDenseExactComputation) {
     for (size_t s = 0; s < chosen.size(); ++s) sum += dv[s];
     EXPECT_NEAR(gp->SumPulledVariance(), sum, 1e-7 * (1 + sum));
   }
+}
+
+TEST(CandidateKernel, LazyBkbRankOneUpdateEqualsFreshFactorization) {
+  // Between redraws a pull that stays out of S is a rank-one update of the Cholesky factor of
+  // V = G + lambda I and of tr(V^{-1}); compare both with a fresh factorization of the same G.
+  const int d = 2;
+  auto p = MustCreate(BkbConfig(2.0, d, 40), 3);
+  auto* bkb = dynamic_cast<CandidateBkb*>(p.get());
+  ASSERT_NE(bkb, nullptr);
+  Rng env(11), noise(12);
+  int rank_one_steps = 0;
+  for (int t = 0; t < 300; ++t) {
+    const int64_t before = bkb->rebuilds();
+    Play(*p, 1, 10, d, env, noise);
+    if (bkb->rebuilds() != before || bkb->rank() == 0) continue;
+    ++rank_one_steps;
+    Matrix V = bkb->gram();
+    V.diagonal().array() += kLambda;
+    const Eigen::LLT<Matrix> fresh(V);
+    ASSERT_EQ(fresh.info(), Eigen::Success);
+    const Matrix L = fresh.matrixL();
+    const Matrix& U = bkb->cholesky_factor();
+    ASSERT_EQ(U.rows(), L.rows());
+    EXPECT_LE((U - L).norm(), 1e-9 * L.norm()) << "round " << t;
+    EXPECT_TRUE(U.triangularView<Eigen::StrictlyUpper>().toDenseMatrix().isZero(0.0));
+    // sum_s sigma~^2(x_s) through tr(V^{-1}) against the direct tr(G V^{-1} G).
+    const Matrix& G = bkb->gram();
+    const double direct =
+        (bkb->point_counts().sum() - (G * fresh.solve(G)).trace()) / kLambda;
+    EXPECT_NEAR(bkb->SumPulledVariance(), direct, 1e-7 * (1 + direct)) << "round " << t;
+  }
+  // Most updates took the rank-one path (the test compared something).
+  EXPECT_GT(rank_one_steps, 150);
 }
 
 void ExpectExactResume(const bandit::v1::PolicyConfig& config) {
@@ -355,6 +405,13 @@ TEST(CandidateKernel, ConfigErrorsNameTheField) {
   auto gp_pulls = GpConfig(2);
   gp_pulls.mutable_gp_ucb()->set_max_pulls(0);
   expect_invalid(gp_pulls, "gp_ucb.max_pulls");
+  // The served cap: 5000 pulls (a 200 MB factor), not more.
+  gp_pulls.mutable_gp_ucb()->set_max_pulls(5001);
+  expect_invalid(gp_pulls, "gp_ucb.max_pulls");
+  gp_pulls.mutable_gp_ucb()->set_max_pulls(5000);
+  EXPECT_TRUE(CreatePolicy(gp_pulls, 1).ok());
+  auto gp_default = MustCreate(GpConfig(2), 1);
+  EXPECT_EQ(dynamic_cast<CandidateGpUcb*>(gp_default.get())->max_pulls(), 2000);
 }
 
 TEST(CandidateKernel, SizeLimitsRefuseWithResourceExhaustedAndKeepState) {
@@ -400,6 +457,20 @@ TEST(CandidateKernel, RestoreRefusesCorruptState) {
   const std::string fresh = Saved(*q);
   EXPECT_EQ(q->Restore(state).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Saved(*q), fresh);
+  // A factor that is not the Cholesky factor of gram + lambda I is refused (the lazy form saves
+  // it between redraws).
+  auto lazy = MustCreate(BkbConfig(3.0, 2, 50), 4);
+  Play(*lazy, 20, 6, 2, env, noise);
+  bandit::v1::PolicyState lazy_state;
+  lazy->Save(&lazy_state);
+  for (auto& t : *lazy_state.mutable_tensors())
+    if (t.name() == "cholesky") t.set_data(0, t.data(0) * 1.01);
+  auto q2 = MustCreate(BkbConfig(3.0, 2, 50), 4);
+  const std::string fresh2 = Saved(*q2);
+  const absl::Status bad_factor = q2->Restore(lazy_state);
+  EXPECT_EQ(bad_factor.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_factor.message().find("cholesky"), std::string::npos) << bad_factor.message();
+  EXPECT_EQ(Saved(*q2), fresh2);
   // GP-UCB state refused by BKB.
   auto g = MustCreate(GpConfig(2), 4);
   bandit::v1::PolicyState gstate;

@@ -69,6 +69,16 @@ def main():
             m, _ = mean_curve(runs[(d, a)], "seconds_per_round_curve")
             ax.plot(ts(params[d])[: len(m)], [x * 1e3 for x in m], color=COLOR[a],
                     label=f"{label(a, params[d])} ({len(runs[(d, a)])} seeds)")
+        for a in ("bkb", "bkb_lazy"):
+            rs = [r for r in runs.get((d, a), []) if "exact_gp_round_seconds_curve" in r]
+            if not rs:
+                continue
+            m, _ = mean_curve(rs, "exact_gp_round_seconds_curve")
+            ax.plot(ts(params[d])[: len(m)], [x * 1e3 for x in m], color=COLOR["gp_ucb"],
+                    linestyle="--", marker=".", markersize=3,
+                    label=f"exact GP-UCB on the pulls of {label(a, params[d])} "
+                          f"(one round per checkpoint, {len(rs)} seeds)")
+            break
         ax.set_yscale("log")
         ax.set_xlabel("round t")
         ax.set_ylabel("CPU ms per round (Select + Update), window mean")
@@ -121,8 +131,9 @@ def main():
 
     # Table: final regret, ms/round in the last window (t near T), ratios.
     print("| d | algo | seeds | final regret (mean ± sd) | ms/round at t ≈ T (median over seeds) "
-          "| ms/round, whole run | |S_T| | d_eff(T) | state bytes |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| ms/round, whole run | |S_T| | d_eff(T) | rebuilds | state bytes |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    shadow = {}
     last = {}
     for d in dims:
         for a in algos:
@@ -137,11 +148,23 @@ def main():
             deff_t = (f"{statistics.fmean(r['deff_curve'][-1] for r in rs):.0f}"
                       if "deff_curve" in rs[0] else "–")
             state = statistics.fmean(r["state_bytes"] for r in rs)
+            reb = (f"{statistics.fmean(r['rebuilds_curve'][-1] for r in rs):.0f}"
+                   if "rebuilds_curve" in rs[0] else "–")
             last[(d, a)] = (statistics.fmean(finals), end_ms)
             print(f"| {d} | {label(a, params[d])} | {len(rs)} | {statistics.fmean(finals):.1f} ± "
                   f"{statistics.pstdev(finals):.1f} | {end_ms:.2f} | {whole:.2f} | {dict_t} | "
-                  f"{deff_t} | {state:,.0f} |")
+                  f"{deff_t} | {reb} | {state:,.0f} |")
+            sh = [r for r in rs if "exact_gp_round_seconds_curve" in r]
+            if sh:
+                # Same seeds only: BKB's last window against exact GP-UCB's round at t = T.
+                g_ms = statistics.median(r["exact_gp_round_seconds_curve"][-1] * 1e3 for r in sh)
+                b_ms = statistics.median(r["seconds_per_round_curve"][-1] * 1e3 for r in sh)
+                shadow[(d, a)] = (g_ms, b_ms, len(sh))
     print()
+    for (d, a), (g_ms, b_ms, n) in sorted(shadow.items()):
+        print(f"d = {d}, {label(a, params[d])}: at t = T, exact GP-UCB round on the same pulls "
+              f"{g_ms:.2f} ms against BKB {b_ms:.2f} ms: GP-UCB / BKB = {g_ms / b_ms:.1f}x "
+              f"(medians over {n} seeds, same runs)")
     for d in dims:
         if (d, "gp_ucb") not in last:
             continue

@@ -13,7 +13,8 @@
 // d_eff = sum_s sigma_t^2(x_s) of eq. 5 at the checkpoints; GP-UCB reports its own).
 // Output per algo: per-seed curves at 100 checkpoints (cumulative pseudo-regret, mean thread-CPU
 // seconds of Select + Update per round in each window, dictionary size, d_eff, distinct points,
-// BKB's embedding rebuilds so far) and the mean/std of the final regret.
+// BKB's embedding rebuilds so far; with --deff also the CPU seconds of one exact GP-UCB round,
+// Select + Update, on BKB's pulls at each checkpoint) and the mean/std of the final regret.
 #include <time.h>
 
 #include <cmath>
@@ -102,7 +103,7 @@ absl::StatusOr<nlohmann::json> RunOne(const std::string& algo, const Params& p, 
   Rng cand_rng(3000 + s), noise_rng(5000 + s);
   std::vector<Vector> cands;
   const int npts = 100;
-  std::vector<double> regret, secs, dict, deff, points, sel_secs, rebuilds;
+  std::vector<double> regret, secs, dict, deff, points, sel_secs, rebuilds, shadow_secs;
   double cum = 0, window = 0, window_select = 0;
   for (int t = 0; t < p.T; ++t) {
     const double best = env->Draw(p.candidates, cand_rng, &cands);
@@ -119,11 +120,22 @@ absl::StatusOr<nlohmann::json> RunOne(const std::string& algo, const Params& p, 
     const double t2 = ThreadCpuSeconds();
     window += t2 - t0;
     window_select += t1 - t0;
-    if (shadow)
-      if (auto st = shadow->Update(obs); !st.ok()) return st;
     cum += best - env->f(obs.features);
     const int k = static_cast<int>(regret.size());
-    if (t + 1 == static_cast<int>(std::lround(static_cast<double>(k + 1) * p.T / npts))) {
+    const bool checkpoint =
+        t + 1 == static_cast<int>(std::lround(static_cast<double>(k + 1) * p.T / npts));
+    if (shadow) {
+      // At checkpoints the exact posterior also runs a timed GP-UCB round (Select over the same
+      // candidates + Update) on BKB's pulls: exact GP-UCB's cost at the same t, same run.
+      const double s0 = ThreadCpuSeconds();
+      if (checkpoint) {
+        auto sd = shadow->Select(ctx);
+        if (!sd.ok()) return sd.status();
+      }
+      if (auto st = shadow->Update(obs); !st.ok()) return st;
+      if (checkpoint) shadow_secs.push_back(ThreadCpuSeconds() - s0);
+    }
+    if (checkpoint) {
       const int a = k == 0 ? 0 : static_cast<int>(std::lround(static_cast<double>(k) * p.T / npts));
       regret.push_back(cum);
       secs.push_back(window / (t + 1 - a));
@@ -150,6 +162,7 @@ absl::StatusOr<nlohmann::json> RunOne(const std::string& algo, const Params& p, 
     r["dict_size_curve"] = dict;
     r["points_curve"] = points;
     r["rebuilds_curve"] = rebuilds;
+    if (!shadow_secs.empty()) r["exact_gp_round_seconds_curve"] = shadow_secs;
   }
   return r;
 }

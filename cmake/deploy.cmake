@@ -46,6 +46,16 @@ add_test(NAME deploy_promtool_test_rules
   COMMAND ${BANDIT_PROMTOOL} test rules ${CMAKE_SOURCE_DIR}/tests/deploy/alerts_test.yml)
 add_test(NAME deploy_compose_config
   COMMAND ${BANDIT_DOCKER_COMPOSE} -f ${DEPLOY_DIR}/docker-compose.yml config -q)
+# The cluster stack (PostgreSQL, three --cluster nodes, HAProxy, Prometheus) and its HAProxy
+# configuration; tests/cluster runs a real haproxy in front of real nodes.
+find_program(BANDIT_HAPROXY haproxy PATHS /usr/sbin)
+if(NOT BANDIT_HAPROXY)
+  set(BANDIT_HAPROXY haproxy)
+endif()
+add_test(NAME deploy_cluster_compose_config
+  COMMAND ${BANDIT_DOCKER_COMPOSE} -f ${DEPLOY_DIR}/cluster/docker-compose.yml config -q)
+add_test(NAME deploy_haproxy_check
+  COMMAND ${BANDIT_HAPROXY} -c -f ${DEPLOY_DIR}/cluster/haproxy.cfg)
 # Dashboard JSON and alert expressions name only metrics a live banditd exports.
 add_test(NAME deploy_dashboard_metrics
   COMMAND ${BANDIT_SYS_PYTHON} ${CMAKE_SOURCE_DIR}/tests/deploy/check_dashboard.py)

@@ -12,6 +12,7 @@ PKGS=(
   prometheus docker-compose python3-yaml
   openssl clang libclang-rt-14-dev
   postgresql libpq-dev
+  haproxy
 )
 # client/node (tests: node --test, deps: npm ci): Debian's nodejs (18) + npm, unless a Node.js
 # with npm is already there (NodeSource's nodejs bundles npm and conflicts with Debian's npm).

@@ -6,9 +6,13 @@
 #include <type_traits>
 
 #include <google/protobuf/descriptor.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
+#include <grpcpp/security/credentials.h>
 
 #include "absl/strings/str_cat.h"
+#include "server/cluster/cluster_node.h"
 #include "server/status_util.h"
 
 namespace bandit::server {
@@ -124,6 +128,34 @@ grpc::MessageHolder<Req, Resp>* GrpcBanditService::AllocateMessages() {
 
 namespace {
 
+// The instance a request is about ("" = none: served by the node it reached), and whether the
+// call creates it.
+template <typename Req>
+std::pair<std::string, bool> RoutingKey(const Req& req) {
+  if constexpr (std::is_same_v<Req, bandit::v1::CreateInstanceRequest>) {
+    return {req.name(), true};
+  } else if constexpr (std::is_same_v<Req, bandit::v1::ImportInstanceRequest>) {
+    return {req.name(), true};
+  } else if constexpr (std::is_same_v<Req, bandit::v1::SelectRequest> ||
+                       std::is_same_v<Req, bandit::v1::UpdateRequest>) {
+    return {req.instance(), false};
+  } else if constexpr (std::is_same_v<Req, bandit::v1::SelectBatchRequest> ||
+                       std::is_same_v<Req, bandit::v1::UpdateBatchRequest>) {
+    // A batch on one instance goes to its owner; a mixed batch is served here (items of
+    // instances other nodes own answer UNAVAILABLE naming the owner).
+    if (req.requests_size() == 0) return {"", false};
+    const std::string& first = req.requests(0).instance();
+    for (const auto& item : req.requests())
+      if (item.instance() != first) return {"", false};
+    return {first, false};
+  } else if constexpr (std::is_same_v<Req, bandit::v1::ListInstancesRequest> ||
+                       std::is_same_v<Req, bandit::v1::SnapshotInstancesRequest>) {
+    return {"", false};
+  } else {
+    return {req.name(), false};
+  }
+}
+
 // Writes the bytes the call answers with if `status` is OK, then returns the call's arena: the
 // request and response are not touched again. INTERNAL if the response does not serialize.
 template <typename Req, typename Resp>
@@ -164,6 +196,91 @@ GrpcBanditService::Reactor* GrpcBanditService::HandleBytes(Ctx* ctx, Rpc rpc, Me
   return Handle(ctx, rpc, method, call, out);
 }
 
+grpc::GenericStub* GrpcBanditService::StubFor(const std::string& address) {
+  absl::MutexLock lock(&stubs_mu_);
+  auto& stub = stubs_[address];
+  if (!stub) {
+    // Node-to-node traffic stays inside the cluster's network (plaintext, as the nodes'
+    // PostgreSQL and metrics traffic); the caller's token travels with the call.
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetMaxSendMessageSize(-1);
+    stub = std::make_unique<grpc::GenericStub>(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  }
+  return stub.get();
+}
+
+template <typename Req, typename Resp>
+bool GrpcBanditService::RouteElsewhere(Ctx* ctx, Reactor* reactor, Rpc rpc,
+                                       std::chrono::steady_clock::time_point start,
+                                       grpc::MessageHolder<Req, Resp>* call,
+                                       grpc::ByteBuffer* out) {
+  cluster::ClusterNode* node = cluster_.load();
+  if (node == nullptr) {
+    call->Release();
+    Finish(reactor, rpc, start,
+           absl::UnavailableError("this node is joining the cluster; retry"));
+    return true;
+  }
+  const auto [name, create] = RoutingKey(*call->request());
+  const auto& md = ctx->client_metadata();
+  const bool forwarded = md.find("x-bandit-forwarded-by") != md.end();
+  if (!name.empty()) {
+    absl::StatusOr<cluster::Route> route = node->RouteFor(name, create, forwarded);
+    if (!route.ok()) {
+      call->Release();
+      ctx->AddTrailingMetadata("x-bandit-node", node->node_id());
+      Finish(reactor, rpc, start, route.status());
+      return true;
+    }
+    if (!route->local) {
+      struct Forward {
+        grpc::ClientContext client;
+        grpc::ByteBuffer request;
+      };
+      auto* f = new Forward();
+      bool own = false;
+      (void)grpc::SerializationTraits<Req>::Serialize(*call->request(), &f->request, &own);
+      call->Release();
+      // The caller's deadline, capped so that a forward never outlives a shutdown's grace.
+      const auto cap = std::chrono::system_clock::now() + std::chrono::seconds(30);
+      const auto deadline = ctx->deadline();
+      f->client.set_deadline(deadline < cap ? deadline : cap);
+      for (const char* key : {"authorization", "x-bandit-instance"}) {
+        auto it = md.find(key);
+        if (it != md.end()) f->client.AddMetadata(key, std::string(it->second.data(), it->second.size()));
+      }
+      f->client.AddMetadata("x-bandit-forwarded-by", node->node_id());
+      ++forwarded_;
+      const std::string owner = route->node_id;
+      StubFor(route->address)
+          ->UnaryCall(&f->client,
+                      absl::StrCat("/", bandit::v1::BanditService::service_full_name(), "/",
+                                   RpcName(rpc)),
+                      grpc::StubOptions(), &f->request, out,
+                      [this, f, ctx, reactor, rpc, start, owner](grpc::Status s) {
+                        const auto& trailers = f->client.GetServerTrailingMetadata();
+                        auto it = trailers.find("x-bandit-node");
+                        ctx->AddTrailingMetadata(
+                            "x-bandit-node", it == trailers.end()
+                                                 ? owner
+                                                 : std::string(it->second.data(),
+                                                               it->second.size()));
+                        delete f;
+                        Finish(reactor, rpc, start,
+                               s.ok() ? absl::OkStatus()
+                                      : absl::Status(static_cast<absl::StatusCode>(
+                                                         s.error_code()),
+                                                     s.error_message()));
+                      });
+      return true;
+    }
+  }
+  ctx->AddTrailingMetadata("x-bandit-node", node->node_id());
+  return false;
+}
+
 template <typename Method, typename Req, typename Resp>
 GrpcBanditService::Reactor* GrpcBanditService::Handle(Ctx* ctx, Rpc rpc, Method method,
                                                       grpc::MessageHolder<Req, Resp>* call,
@@ -177,6 +294,7 @@ GrpcBanditService::Reactor* GrpcBanditService::Handle(Ctx* ctx, Rpc rpc, Method 
       return reactor;
     }
   }
+  if (cluster_mode_ && RouteElsewhere(ctx, reactor, rpc, start, call, out)) return reactor;
   const Req& req = *call->request();
   Resp* resp = call->response();
   using Done = std::function<void(absl::Status)>;

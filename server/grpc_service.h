@@ -9,10 +9,13 @@
 // bandit_rpc_unparseable_requests_total.
 #pragma once
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/status.h>
 
+#include <atomic>
 #include <chrono>
+#include <string>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -29,6 +32,10 @@
 #include "server/rpcs.h"
 
 namespace bandit::server {
+
+namespace cluster {
+class ClusterNode;
+}
 
 // The one absl::Status -> grpc::Status conversion (same code numbers; message capped).
 grpc::Status ToGrpcStatus(const absl::Status& s);
@@ -48,6 +55,15 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   int CutPendingCalls(const absl::Status& status);
   // Age of the oldest call waiting for its records to become durable (0 if none).
   double OldestDurableWaitSeconds() const;
+
+  // Cluster mode: from construction every call for an instance is answered UNAVAILABLE
+  // ("joining") until SetCluster; then a call for an instance another node owns is forwarded
+  // to it (deadline, token and routing header propagated, x-bandit-forwarded-by set so it is
+  // never forwarded twice) and every answer carries the serving node's id in the trailing
+  // metadata x-bandit-node.
+  void EnableClusterMode() { cluster_mode_ = true; }
+  void SetCluster(cluster::ClusterNode* node) { cluster_.store(node); }
+  int64_t forwarded_calls() const { return forwarded_.load(); }
 
  private:
   // Parses the request bytes into `Req` on the call's arena (INVALID_ARGUMENT if they are not
@@ -98,6 +114,20 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   // Registers `call` and returns its id, or answers it at once (and returns nullopt) when
   // pending calls were already cut.
   std::optional<uint64_t> AddPending(const PendingCalls::Call& call);
+
+  // Cluster mode: answers or forwards the call if `name` is not this node's to serve; false
+  // when the call is to be served here.
+  template <typename Req, typename Resp>
+  bool RouteElsewhere(Ctx* ctx, Reactor* reactor, Rpc rpc,
+                      std::chrono::steady_clock::time_point start,
+                      grpc::MessageHolder<Req, Resp>* call, grpc::ByteBuffer* out);
+  grpc::GenericStub* StubFor(const std::string& address);
+
+  bool cluster_mode_ = false;
+  std::atomic<cluster::ClusterNode*> cluster_{nullptr};
+  std::atomic<int64_t> forwarded_{0};
+  absl::Mutex stubs_mu_;
+  std::map<std::string, std::unique_ptr<grpc::GenericStub>> stubs_ ABSL_GUARDED_BY(stubs_mu_);
 
   const std::shared_ptr<PendingCalls> pending_ = std::make_shared<PendingCalls>();
   RoundMessageAllocators allocators_;

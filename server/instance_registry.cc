@@ -20,6 +20,14 @@ absl::Status InstanceRegistry::Add(std::shared_ptr<Instance> instance) {
 
 absl::StatusOr<std::shared_ptr<Instance>> InstanceRegistry::Get(const std::string& name) const {
   if (auto s = CheckId("instance name", name); !s.ok()) return s;
+  if (on_miss_) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = by_name_.find(name);
+      if (it != by_name_.end()) return it->second;
+    }
+    if (auto s = on_miss_(name); !s.ok()) return s;
+  }
   absl::MutexLock lock(&mu_);
   auto it = by_name_.find(name);
   if (it == by_name_.end()) {
@@ -68,6 +76,10 @@ void InstanceRegistry::Refuse(const std::string& name, absl::Status why) {
   absl::MutexLock lock(&mu_);
   by_name_.erase(name);
   refused_[name] = std::move(why);
+}
+
+void InstanceRegistry::SetMissHandler(std::function<absl::Status(const std::string&)> handler) {
+  on_miss_ = std::move(handler);
 }
 
 std::vector<std::pair<std::string, absl::Status>> InstanceRegistry::Refused() const {

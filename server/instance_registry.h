@@ -2,6 +2,7 @@
 // an in-flight call is safe: the call finishes on the instance it found.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,12 +31,17 @@ class InstanceRegistry {
   // `why` until the operator deletes it.
   void Refuse(const std::string& name, absl::Status why);
   std::vector<std::pair<std::string, absl::Status>> Refused() const;
+  // Asked (outside the lock) when a name is not here: OK = look again (the handler may have
+  // loaded it, a cluster node taking it over), else the status to answer (e.g. UNAVAILABLE:
+  // another node owns it). Unset: NOT_FOUND.
+  void SetMissHandler(std::function<absl::Status(const std::string& name)> handler);
 
  private:
   const int64_t max_instances_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Instance>> by_name_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::Status> refused_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::Status(const std::string&)> on_miss_;  // set before serving
 };
 
 }  // namespace bandit::server

@@ -51,6 +51,17 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA bundle; when set, clients must present a certificate it signed (mutual TLS)");
 ABSL_FLAG(std::string, tokens_file, "",
           "Token file, lines 'ROLE TOKEN [LABEL]' with ROLE admin|writer|reader (enables auth)");
+ABSL_FLAG(bool, cluster, false,
+          "Run as one node of a cluster sharing the --postgres_dsn database (needs "
+          "--storage=postgres, --durability=always): instance leases, fencing, forwarding");
+ABSL_FLAG(std::string, node_id, "",
+          "Cluster node id, unique per node, [A-Za-z0-9_.:-] (default: <hostname>-<port>)");
+ABSL_FLAG(std::string, advertise, "",
+          "host:port other nodes and clients reach this node's gRPC port at (default: the "
+          "--listen host, or the hostname if it listens on every address, and the bound port)");
+ABSL_FLAG(int64_t, lease_ms, 5000,
+          "Cluster membership lease: a node that has not renewed it for this long loses its "
+          "instances to the other nodes (heartbeat every lease_ms/3)");
 ABSL_FLAG(std::string, port_file, "",
           "If set, write the bound gRPC and metrics ports to this file (\"GRPC METRICS\\n\")");
 
@@ -119,6 +130,10 @@ int main(int argc, char** argv) {
   options.tls.key_path = absl::GetFlag(FLAGS_tls_key);
   options.tls.client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
   options.tokens_file = absl::GetFlag(FLAGS_tokens_file);
+  options.cluster = absl::GetFlag(FLAGS_cluster);
+  options.node_id = absl::GetFlag(FLAGS_node_id);
+  options.advertise = absl::GetFlag(FLAGS_advertise);
+  options.lease_ms = absl::GetFlag(FLAGS_lease_ms);
   auto server = bandit::server::BanditServer::Start(options);
   if (!server.ok()) {
     BANDIT_LOG_ERROR("banditd failed to start: ", server.status().ToString());

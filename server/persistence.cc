@@ -33,19 +33,25 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(std::unique_ptr<S
   return p;
 }
 
-absl::Status Persistence::Recover(RecoveryReport* report) {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::map<std::string, std::shared_ptr<Instance>> live;
-  std::map<std::string, std::string> refused;
-  const InstanceLimits limits;  // recovery trusts what the server once accepted
-  auto refuse = [&](const std::string& name, const std::string& why) {
-    if (!refused.count(name)) refused[name] = why;
-    live.erase(name);
+namespace {
+
+// Replays what a Storage hands back (snapshots, then records in sequence order) into
+// instances: full recovery at start and one instance's load on a cluster takeover share it.
+RecoverySink ReplaySink(const Clock* clock,
+                        std::map<std::string, std::shared_ptr<Instance>>* live_out,
+                        std::map<std::string, std::string>* refused_out, RecoveryReport* report) {
+  static const InstanceLimits limits;  // recovery trusts what the server once accepted
+  auto refuse = [live_out, refused_out](const std::string& name, const std::string& why) {
+    if (!refused_out->count(name)) (*refused_out)[name] = why;
+    live_out->erase(name);
   };
   RecoverySink sink;
-  sink.snapshot = [&](const bandit::v1::InstanceSnapshot& snap) {
+  sink.snapshot = [live_out, refused_out, refuse, clock,
+                   report](const bandit::v1::InstanceSnapshot& snap) {
+    auto& live = *live_out;
+    auto& refused = *refused_out;
     if (refused.count(snap.name())) return;
-    auto inst = Instance::FromSnapshot(snap, service_->clock(), limits);
+    auto inst = Instance::FromSnapshot(snap, clock, limits);
     if (!inst.ok()) {
       refuse(snap.name(), std::string(inst.status().message()));
       return;
@@ -54,7 +60,10 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
     live[snap.name()] = *inst;
     ++report->snapshots_loaded;
   };
-  sink.record = [&](const bandit::v1::JournalRecord& rec) {
+  sink.record = [live_out, refused_out, refuse, clock,
+                 report](const bandit::v1::JournalRecord& rec) {
+    auto& live = *live_out;
+    auto& refused = *refused_out;
     const std::string& name = rec.instance();
     if (refused.count(name)) return;
     auto it = live.find(name);
@@ -64,8 +73,8 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
         if (it != live.end() && it->second->uid() == rec.uid()) return;  // in its snapshot
         absl::StatusOr<std::shared_ptr<Instance>> inst =
             rec.op_case() == bandit::v1::JournalRecord::kCreate
-                ? Instance::Create(rec.create(), service_->clock(), limits, rec.uid())
-                : Instance::FromSnapshot(rec.import(), service_->clock(), limits);
+                ? Instance::Create(rec.create(), clock, limits, rec.uid())
+                : Instance::FromSnapshot(rec.import(), clock, limits);
         if (!inst.ok()) {
           refuse(name, absl::StrCat("journal record ", rec.seq(), ": ", inst.status().message()));
           return;
@@ -91,7 +100,8 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
       }
     }
   };
-  sink.corrupt = [&](const std::string& name, const std::string& why) {
+  sink.corrupt = [live_out, refuse](const std::string& name, const std::string& why) {
+    auto& live = *live_out;
     if (!name.empty()) {
       refuse(name, why);
       return;
@@ -102,6 +112,36 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
     for (const auto& [n, inst] : live) names.push_back(n);
     for (const auto& n : names) refuse(n, why);
   };
+  return sink;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Instance>> Persistence::LoadInstance(const std::string& name,
+                                                                    uint64_t* max_seq) {
+  std::map<std::string, std::shared_ptr<Instance>> live;
+  std::map<std::string, std::string> refused;
+  RecoveryReport report;
+  auto read =
+      storage_->RecoverInstance(name, ReplaySink(service_->clock(), &live, &refused, &report));
+  if (!read.ok()) return read.status();
+  if (max_seq != nullptr) *max_seq = *read;
+  if (auto it = refused.find(name); it != refused.end()) {
+    BANDIT_LOG_ERROR("instance '", name, "' refused at takeover: ", it->second);
+    return absl::DataLossError(absl::StrCat("instance '", name, "' cannot be loaded (",
+                                            it->second, "); delete it to clear the name"));
+  }
+  auto it = live.find(name);
+  if (it == live.end()) return std::shared_ptr<Instance>();
+  it->second->AttachStorage(storage_.get());
+  return it->second;
+}
+
+absl::Status Persistence::Recover(RecoveryReport* report) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::map<std::string, std::shared_ptr<Instance>> live;
+  std::map<std::string, std::string> refused;
+  RecoverySink sink = ReplaySink(service_->clock(), &live, &refused, report);
   auto read = storage_->Recover(sink);
   if (!read.ok()) return read.status();
   report->journal_records = read->records;

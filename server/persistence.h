@@ -70,6 +70,10 @@ class Persistence {
   absl::Status Close();
 
   Storage* storage() const { return storage_.get(); }
+  // One instance as storage holds it, replayed and attached to storage (a cluster node taking
+  // it over); nullptr if it does not exist. max_seq = the highest sequence number seen.
+  absl::StatusOr<std::shared_ptr<Instance>> LoadInstance(const std::string& name,
+                                                         uint64_t* max_seq);
   // Milliseconds-since-epoch of each instance's last snapshot (for the snapshot-age metric).
   std::vector<std::pair<std::string, int64_t>> LastSnapshotTimes() const;
 

@@ -12,6 +12,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "bandit/v1/config.pb.h"
+#include <unistd.h>
+
+#include "server/cluster/cluster_metrics.h"
+#include "server/cluster/cluster_node.h"
 #include "server/log.h"
 #include "server/storage/postgres_storage.h"
 
@@ -20,6 +24,22 @@ namespace bandit::server {
 absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOptions& options) {
   std::unique_ptr<BanditServer> s(new BanditServer());
   s->options_ = options;
+  if (options.cluster) {
+    if (!options.persistent || options.storage != "postgres")
+      return absl::InvalidArgumentError(
+          "--cluster needs --storage=postgres: the nodes share one PostgreSQL database");
+    if (options.durability != Durability::kAlways)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--cluster needs --durability=always (got ", DurabilityName(options.durability),
+          "): a change is acknowledged only once its fenced COMMIT returned, so a node that "
+          "lost an instance's lease never acknowledges a change the new owner does not have"));
+    if (s->options_.node_id.empty()) {
+      char host[256] = {0};
+      gethostname(host, sizeof(host) - 1);
+      const std::string port = options.listen.substr(options.listen.rfind(':') + 1);
+      s->options_.node_id = absl::StrCat(host, "-", port == "0" ? absl::StrCat("pid", getpid()) : port);
+    }
+  }
   std::error_code ec;
   std::filesystem::create_directories(options.data_dir, ec);
   if (ec)
@@ -58,6 +78,14 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
         if (self->server_)
           self->server_->GetHealthCheckService()->SetServingStatus(false);
       };
+      if (options.cluster) {
+        pg.cluster_node_id = s->options_.node_id;
+        pg.on_fenced = [self](const std::vector<std::string>& names) {
+          if (auto* m = self->cluster_metrics_impl_.load())
+            m->CountFencingRefusal(static_cast<int64_t>(names.size()));
+          if (auto* node = self->cluster_ptr_.load()) node->OnFenced(names);
+        };
+      }
       pg.on_recovered = [self] {
         BANDIT_LOG_INFO("storage healthy again: reporting SERVING");
         if (self->server_ && !self->shut_down_)
@@ -105,9 +133,25 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
   }
   s->grpc_service_ =
       std::make_unique<GrpcBanditService>(s->service_.get(), s->metrics_.get(), s->auth_.get());
+  if (options.cluster) {
+    s->grpc_service_->EnableClusterMode();
+    auto metrics = std::make_shared<cluster::ClusterMetrics>(
+        [grpc = s->grpc_service_.get()] { return grpc->forwarded_calls(); });
+    s->cluster_metrics_impl_.store(metrics.get());
+    s->cluster_metrics_ = metrics;
+    // A name not loaded here: the cluster decides (claim and load it, or UNAVAILABLE naming
+    // the owner for the calls that are not forwarded whole, e.g. a mixed batch's items).
+    s->service_->registry().SetMissHandler([self = s.get()](const std::string& name) {
+      cluster::ClusterNode* node = self->cluster_ptr_.load();
+      if (node == nullptr) return absl::UnavailableError("this node is joining the cluster; retry");
+      auto route = node->RouteFor(name, /*create=*/false, /*forwarded=*/true);
+      if (!route.ok()) return route.status();
+      return absl::OkStatus();
+    });
+  }
   s->durable_wait_ = StorageMetrics::DurableWaitCollector(
       [grpc = s->grpc_service_.get()] { return grpc->OldestDurableWaitSeconds(); });
-  if (!options.config_path.empty()) {
+  if (!options.config_path.empty() && !options.cluster) {
     if (auto st = s->LoadConfig(options.config_path); !st.ok()) return st;
   }
 
@@ -143,10 +187,20 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
     s->exposer_->RegisterCollectable(s->metrics_->collector());
     if (s->snapshot_age_) s->exposer_->RegisterCollectable(s->snapshot_age_);
     s->exposer_->RegisterCollectable(s->durable_wait_);
+    if (s->cluster_metrics_) s->exposer_->RegisterCollectable(s->cluster_metrics_);
     const auto ports = s->exposer_->GetListeningPorts();
     s->metrics_port_ = ports.empty() ? 0 : ports[0];
   }
 
+  if (options.cluster) {
+    if (auto st = s->StartCluster(); !st.ok()) {
+      s->server_->Shutdown();
+      return st;
+    }
+    if (!options.config_path.empty()) {
+      if (auto st = s->LoadConfig(options.config_path); !st.ok()) return st;
+    }
+  }
   if (s->persistence_) s->persistence_->StartBackground();
   s->sweeper_ = std::thread([srv = s.get()] {
     while (!srv->stop_.WaitForNotificationWithTimeout(
@@ -180,6 +234,46 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
   return s;
 }
 
+absl::Status BanditServer::StartCluster() {
+  cluster::ClusterOptions co;
+  co.node_id = options_.node_id;
+  co.advertise = options_.advertise;
+  if (co.advertise.empty()) {
+    std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
+    if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") {
+      char name[256] = {0};
+      gethostname(name, sizeof(name) - 1);
+      host = name;
+    }
+    co.advertise = absl::StrCat(host, ":", port_);
+  }
+  co.lease = std::chrono::milliseconds(options_.lease_ms);
+  co.dsn = options_.postgres_dsn;
+  co.password_file = options_.postgres_password_file;
+  cluster::ClusterNode::Hooks hooks;
+  Persistence* p = persistence_.get();
+  DecisionService* service = service_.get();
+  hooks.load = [p](const std::string& name, uint64_t* max_seq) {
+    return p->LoadInstance(name, max_seq);
+  };
+  hooks.add = [service](std::shared_ptr<Instance> inst) {
+    return service->registry().Add(std::move(inst));
+  };
+  hooks.drop = [service](const std::string& name) { (void)service->registry().Remove(name); };
+  hooks.snapshot = [p](const std::string& name) { return p->SnapshotOne(name); };
+  hooks.on_takeover = [m = cluster_metrics_impl_.load()](double seconds) {
+    if (m) m->ObserveTakeover(seconds);
+  };
+  auto node = cluster::ClusterNode::Start(
+      co, static_cast<PostgresStorage*>(persistence_->storage()), std::move(hooks));
+  if (!node.ok()) return node.status();
+  cluster_ = *std::move(node);
+  cluster_ptr_.store(cluster_.get());
+  if (auto* m = cluster_metrics_impl_.load()) m->SetNode(cluster_.get());
+  grpc_service_->SetCluster(cluster_.get());
+  return absl::OkStatus();
+}
+
 absl::Status BanditServer::LoadConfig(const std::string& path) {
   std::ifstream f(path);
   if (!f) return absl::NotFoundError(absl::StrCat("cannot read --config=", path));
@@ -191,6 +285,12 @@ absl::Status BanditServer::LoadConfig(const std::string& path) {
         absl::StrCat("--config=", path, " is not a text-format bandit.v1.ServerConfig"));
   for (const auto& req : config.instances()) {
     bandit::v1::Instance out;
+    if (cluster_ != nullptr) {
+      // Created by whichever node the name is placed on (this one claims it if it is free);
+      // an instance another node already owns is left to it.
+      auto route = cluster_->RouteFor(req.name(), /*create=*/true, /*forwarded=*/false);
+      if (!route.ok() || !route->local) continue;
+    }
     absl::Status st = service_->CreateInstance(req, &out);
     if (st.code() == absl::StatusCode::kAlreadyExists) continue;
     if (!st.ok())
@@ -206,6 +306,7 @@ void BanditServer::Shutdown() {
   shut_down_ = true;
   BANDIT_LOG_INFO("shutting down: health NOT_SERVING, draining for up to ",
                   options_.grace_period_ms, " ms");
+  if (cluster_ != nullptr) cluster_->BeginLeave();
   server_->GetHealthCheckService()->SetServingStatus(false);
   const auto deadline =
       std::chrono::system_clock::now() + std::chrono::milliseconds(options_.grace_period_ms);
@@ -244,6 +345,14 @@ void BanditServer::Shutdown() {
       BANDIT_LOG_ERROR("final snapshot failed: ", st.ToString());
     else
       BANDIT_LOG_INFO("final snapshot written, journal flushed");
+  }
+  if (cluster_ != nullptr) {
+    // Graceful leave: the final round snapshotted every owned instance; releasing the leases
+    // now lets the other nodes claim them at once instead of after --lease_ms.
+    cluster_ptr_.store(nullptr);
+    if (auto st = cluster_->Leave(); !st.ok())
+      BANDIT_LOG_ERROR("leaving the cluster failed (the leases expire after --lease_ms): ",
+                       st.ToString());
   }
   exposer_.reset();
   BANDIT_LOG_INFO("shutdown complete");

@@ -20,6 +20,11 @@
 #include "server/storage_metrics.h"
 #include "server/tls.h"
 
+namespace bandit::server::cluster {
+class ClusterNode;
+class ClusterMetrics;
+}
+
 namespace bandit::server {
 
 struct ServerOptions {
@@ -51,6 +56,13 @@ struct ServerOptions {
   TlsOptions tls;
   // Token file (see server/auth.h); empty = no authentication.
   std::string tokens_file;
+  // Cluster mode (server/cluster/cluster_node.h): several nodes on one PostgreSQL database
+  // (storage = postgres, durability = always). node_id empty = "<hostname>-<port>"; advertise
+  // empty = the listen host (the hostname if it listens on every address) and bound port.
+  bool cluster = false;
+  std::string node_id;
+  std::string advertise;
+  int64_t lease_ms = 5'000;
 };
 
 class BanditServer {
@@ -62,6 +74,7 @@ class BanditServer {
   int metrics_port() const { return metrics_port_; }
   DecisionService& service() { return *service_; }
   Persistence* persistence() { return persistence_.get(); }
+  cluster::ClusterNode* cluster() { return cluster_.get(); }
   const RecoveryReport& recovery() const { return recovery_; }
 
   // Health -> NOT_SERVING, stop accepting, let in-flight calls finish within the grace period,
@@ -71,6 +84,7 @@ class BanditServer {
  private:
   BanditServer() = default;
   absl::Status LoadConfig(const std::string& path);
+  absl::Status StartCluster();
 
   ServerOptions options_;
   std::unique_ptr<DecisionService> service_;
@@ -79,6 +93,10 @@ class BanditServer {
   std::shared_ptr<prometheus::Collectable> snapshot_age_;
   std::shared_ptr<prometheus::Collectable> durable_wait_;
   std::unique_ptr<Persistence> persistence_;
+  std::unique_ptr<cluster::ClusterNode> cluster_;  // after persistence_: destroyed first
+  std::shared_ptr<prometheus::Collectable> cluster_metrics_;
+  std::atomic<cluster::ClusterNode*> cluster_ptr_{nullptr};  // read by storage callbacks
+  std::atomic<cluster::ClusterMetrics*> cluster_metrics_impl_{nullptr};
   RecoveryReport recovery_;
   std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<GrpcBanditService> grpc_service_;

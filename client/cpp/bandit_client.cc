@@ -1,5 +1,7 @@
 #include "client/cpp/bandit_client.h"
 
+#include <type_traits>
+
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
@@ -43,10 +45,33 @@ void BanditClient::Prepare(grpc::ClientContext* ctx) const {
   if (!options_.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options_.token);
 }
 
+namespace {
+
+// The instance a call is about, sent as the routing header x-bandit-instance so that a proxy
+// in front of a cluster (HAProxy: balance hdr(x-bandit-instance)) sends it to one node
+// consistently; "" = none (ListInstances, SnapshotInstances of all).
+template <typename Req>
+std::string RoutingKey(const Req& req) {
+  if constexpr (std::is_same_v<Req, bandit::v1::SelectRequest> ||
+                std::is_same_v<Req, bandit::v1::UpdateRequest>) {
+    return req.instance();
+  } else if constexpr (std::is_same_v<Req, bandit::v1::SelectBatchRequest> ||
+                       std::is_same_v<Req, bandit::v1::UpdateBatchRequest>) {
+    return req.requests_size() > 0 ? req.requests(0).instance() : "";
+  } else if constexpr (std::is_same_v<Req, bandit::v1::ListInstancesRequest>) {
+    return "";
+  } else {
+    return req.name();
+  }
+}
+
+}  // namespace
+
 template <typename Req, typename Resp, typename Method>
 absl::StatusOr<Resp> BanditClient::Call(Method method, const Req& req) {
   grpc::ClientContext ctx;
   Prepare(&ctx);
+  if (std::string key = RoutingKey(req); !key.empty()) ctx.AddMetadata("x-bandit-instance", key);
   Resp resp;
   grpc::Status s = ((*stub_).*method)(&ctx, req, &resp);
   if (!s.ok()) return FromGrpc(s);

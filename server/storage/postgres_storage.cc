@@ -451,7 +451,7 @@ absl::StatusOr<RecoveryStats> PostgresStorage::Recover(const RecoverySink& sink)
   admin_conn_ = *std::move(admin);
   commit_conn_ = *std::move(commit);
   next_seq_ = max_seq + 1;
-  committed_seq_ = synced_seq_ = max_seq;
+  last_appended_ = committed_seq_ = synced_seq_ = max_seq;
   health_ = absl::OkStatus();
   recovered_ = true;
   committer_ = std::thread([this] { CommitterLoop(); });
@@ -487,6 +487,7 @@ absl::StatusOr<uint64_t> PostgresStorage::AppendAll(
   const bool wake = buffer_.empty();
   for (size_t i = 0; i < recs.size(); ++i) {
     recs[i]->set_seq(next_seq_++);
+    last_appended_ = recs[i]->seq();
     buffer_.push_back(
         Row{recs[i]->seq(), recs[i]->instance(), recs[i]->SerializeAsString(), epochs[i]});
   }
@@ -511,7 +512,7 @@ void PostgresStorage::WhenDurable(uint64_t seq, std::function<void(absl::Status)
 absl::Status PostgresStorage::Flush() {
   std::unique_lock<std::mutex> lock(mu_);
   if (!recovered_) return health_;
-  const uint64_t target = next_seq_ - 1;
+  const uint64_t target = last_appended_;
   while (health_.ok() && synced_seq_ < target) {
     flush_requested_ = true;
     work_cv_.notify_one();
@@ -580,8 +581,15 @@ absl::Status PostgresStorage::WriteSnapshot(const bandit::v1::InstanceSnapshot& 
   const std::string last_seq = absl::StrCat(snap.last_journal_seq());
   if (cluster()) {
     // A snapshot holds only committed records: a state whose last change fencing may still
-    // refuse must never reach the next owner.
-    if (auto s = WaitDurable(snap.last_journal_seq()); !s.ok()) return s;
+    // refuse must never reach the next owner. (An instance whose last record was loaded from
+    // another owner's numbering may name a number this node never appended: that record is
+    // committed already, and this node's own records of it are all at or below last_appended_.)
+    uint64_t wait_for;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      wait_for = std::min<uint64_t>(snap.last_journal_seq(), last_appended_);
+    }
+    if (auto s = WaitDurable(wait_for); !s.ok()) return s;
     return FencedAdminTransaction(snap.name(), [&](Connection& conn) -> absl::Status {
       const char* values[3] = {snap.name().c_str(), last_seq.c_str(), bytes.data()};
       const int lengths[3] = {0, 0, static_cast<int>(bytes.size())};
@@ -696,6 +704,11 @@ absl::Status PostgresStorage::WritableFor(const std::string& instance) const {
         "' has not renewed its membership lease in time (paused or cut off from PostgreSQL); "
         "writes wait until it has, or another node has taken its instances over"));
   return absl::OkStatus();
+}
+
+bool PostgresStorage::LeaseCurrent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::chrono::steady_clock::now() < lease_deadline_;
 }
 
 void PostgresStorage::ReportFenced(const std::vector<Lease>& lost) {

@@ -127,6 +127,9 @@ class PostgresStorage final : public Storage {
   // as owner on its own, before fencing has to refuse it). Set by every successful heartbeat.
   void SetLeaseDeadline(std::chrono::steady_clock::time_point deadline);
   absl::Status WritableFor(const std::string& instance) const override;
+  // False once the membership lease may have run out (see SetLeaseDeadline): the node then
+  // serves none of its instances, reads included, until a heartbeat has reconciled its leases.
+  bool LeaseCurrent() const;
   // One instance's snapshot and its journal rows after it, in sequence order (takeover).
   absl::StatusOr<uint64_t> RecoverInstance(const std::string& instance,
                                            const RecoverySink& sink) override;
@@ -182,6 +185,7 @@ class PostgresStorage final : public Storage {
   std::condition_variable work_cv_, done_cv_;
   std::vector<Row> buffer_;            // appended, not yet handed to a COMMIT (in seq order)
   uint64_t next_seq_ = 1;
+  uint64_t last_appended_ = 0;         // Flush's target (Own may skip numbers: none appended)
   uint64_t committed_seq_ = 0;         // every seq <= this is committed
   uint64_t synced_seq_ = 0;            // ... and covered by a synchronous commit
   std::multimap<uint64_t, std::function<void(absl::Status)>> waiters_;

@@ -19,6 +19,16 @@ const fs = require('node:fs');
 const path = require('node:path');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
+
+// The instance a request is about (the routing header x-bandit-instance); '' for none.
+function routingKey(request) {
+  if (!request) return '';
+  if (request.instance) return String(request.instance);
+  if (Array.isArray(request.requests) && request.requests.length > 0 && request.requests[0].instance)
+    return String(request.requests[0].instance);
+  if (request.name) return String(request.name);
+  return '';
+}
 const errors = require('./errors');
 
 const { Status } = errors;
@@ -121,7 +131,12 @@ class BanditClient {
       try {
         return await new Promise((resolve, reject) => {
           const callOpts = deadline === null ? {} : { deadline: new Date(deadline) };
-          stub[method](request, callOpts, (err, resp) => (err ? reject(err) : resolve(resp)));
+          // The instance as the routing header x-bandit-instance: a proxy in front of a
+          // cluster (HAProxy: balance hdr(x-bandit-instance)) keeps one instance on one node.
+          const key = routingKey(request);
+          const md = new grpc.Metadata();
+          if (key) md.set('x-bandit-instance', key);
+          stub[method](request, md, callOpts, (err, resp) => (err ? reject(err) : resolve(resp)));
         });
       } catch (err) {
         const code = typeof err.code === 'number' ? err.code : Status.UNKNOWN;

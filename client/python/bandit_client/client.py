@@ -23,6 +23,16 @@ from ._pb import health_pb2, health_pb2_grpc, service_pb2, service_pb2_grpc
 __all__ = ["BanditClient", "RetryPolicy", "BatchItem"]
 
 
+
+def _routing_metadata(request):
+    """The instance a request is about, as the routing header (none for ListInstances)."""
+    key = getattr(request, "instance", "") if hasattr(request, "instance") else ""
+    if not key and hasattr(request, "requests") and len(request.requests) > 0:
+        key = request.requests[0].instance
+    if not key and hasattr(request, "name"):
+        key = request.name
+    return (("x-bandit-instance", key),) if key else None
+
 class RetryPolicy:
     """Retries for UNAVAILABLE only: up to ``max_attempts`` attempts in all, waiting
     ``initial_backoff * multiplier**(n-1)`` seconds (capped at ``max_backoff``, with +-20 % jitter)
@@ -161,6 +171,8 @@ class BanditClient:
         return self._channel
 
     # ---- the retry / deadline / error-mapping core ----
+    # (every call carries the instance as the routing header x-bandit-instance, so a proxy in
+    # front of a cluster, HAProxy with balance hdr(x-bandit-instance), keeps it on one node)
     def _call(self, method, request, timeout, retry=None):
         timeout = self.timeout if timeout is None else timeout
         policy = self.retry if retry is None else retry
@@ -175,7 +187,7 @@ class BanditClient:
                     "deadline of %gs passed before attempt %d was sent%s" % (timeout, attempt, last),
                     attempts=attempt - 1)
             try:
-                return method(request, timeout=remaining)
+                return method(request, timeout=remaining, metadata=_routing_metadata(request))
             except grpc.RpcError as e:
                 code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
                 details = (e.details() if hasattr(e, "details") else None) or str(e)

@@ -1,0 +1,515 @@
+#include "server/cluster/cluster_node.h"
+
+#include <libpq-fe.h>
+
+#include <fstream>
+#include <random>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/cluster/rendezvous.h"
+#include "server/log.h"
+
+namespace bandit::server::cluster {
+
+// The node's own connection (membership, leases); text protocol, a few statements.
+class ClusterNode::Db {
+ public:
+  using Rows = std::vector<std::vector<std::string>>;
+  Db(std::string dsn, std::string password) : dsn_(std::move(dsn)), password_(std::move(password)) {}
+  ~Db() {
+    if (conn_) PQfinish(conn_);
+  }
+
+  absl::StatusOr<Rows> Query(const std::string& sql, const std::vector<std::string>& params = {}) {
+    if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) {
+      if (auto s = Connect(); !s.ok()) return s;
+    }
+    std::vector<const char*> p;
+    for (const auto& s : params) p.push_back(s.c_str());
+    PGresult* res = PQexecParams(conn_, sql.c_str(), static_cast<int>(p.size()), nullptr,
+                                 p.data(), nullptr, nullptr, 0);
+    const auto st = PQresultStatus(res);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+      std::string why(absl::StripAsciiWhitespace(PQresultErrorMessage(res)));
+      if (why.empty()) why = std::string(absl::StripAsciiWhitespace(PQerrorMessage(conn_)));
+      PQclear(res);
+      if (PQstatus(conn_) != CONNECTION_OK) {
+        PQfinish(conn_);
+        conn_ = nullptr;
+      }
+      return absl::UnavailableError(absl::StrCat("PostgreSQL (cluster membership): ", why));
+    }
+    Rows rows;
+    for (int i = 0; i < PQntuples(res); ++i) {
+      auto& row = rows.emplace_back();
+      for (int j = 0; j < PQnfields(res); ++j)
+        row.push_back(PQgetisnull(res, i, j) ? "" : PQgetvalue(res, i, j));
+    }
+    PQclear(res);
+    return rows;
+  }
+
+ private:
+  absl::Status Connect() {
+    if (conn_) PQfinish(conn_);
+    std::vector<const char*> keys = {"connect_timeout", "application_name", "keepalives_idle",
+                                     "keepalives_interval", "keepalives_count",
+                                     "tcp_user_timeout", "dbname"};
+    std::vector<const char*> values = {"5", "banditd-cluster", "10", "5", "3", "15000",
+                                       dsn_.c_str()};
+    if (!password_.empty()) {
+      keys.push_back("password");
+      values.push_back(password_.c_str());
+    }
+    keys.push_back(nullptr);
+    values.push_back(nullptr);
+    conn_ = PQconnectdbParams(keys.data(), values.data(), 1);
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      std::string why(absl::StripAsciiWhitespace(PQerrorMessage(conn_)));
+      PQfinish(conn_);
+      conn_ = nullptr;
+      return absl::UnavailableError(absl::StrCat(
+          "cannot connect to PostgreSQL (", PostgresStorage::RedactedDsn(dsn_), "): ", why));
+    }
+    return absl::OkStatus();
+  }
+
+  const std::string dsn_, password_;
+  PGconn* conn_ = nullptr;
+};
+
+namespace {
+
+// A lease is live while its owner's membership row, same incarnation, is live.
+constexpr const char* kLeaseIsFree =
+    "(bandit_leases.owner IS NULL OR NOT EXISTS (SELECT 1 FROM bandit_nodes n WHERE "
+    "n.node_id = bandit_leases.owner AND n.incarnation = bandit_leases.owner_incarnation AND "
+    "n.expires_at > clock_timestamp()))";
+
+std::string Ms(std::chrono::milliseconds d) { return absl::StrCat(d.count()); }
+
+}  // namespace
+
+ClusterNode::ClusterNode(ClusterOptions options, PostgresStorage* storage, Hooks hooks)
+    : options_(std::move(options)), storage_(storage), hooks_(std::move(hooks)) {}
+
+absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(ClusterOptions options,
+                                                                PostgresStorage* storage,
+                                                                Hooks hooks) {
+  if (options.lease < std::chrono::milliseconds(300))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lease_ms=", options.lease.count(), ", expected at least 300"));
+  std::string password;
+  if (!options.password_file.empty()) {
+    std::ifstream f(options.password_file);
+    std::getline(f, password);
+    password = std::string(absl::StripTrailingAsciiWhitespace(password));
+  }
+  std::unique_ptr<ClusterNode> node(new ClusterNode(std::move(options), storage, std::move(hooks)));
+  node->db_ = std::make_unique<Db>(node->options_.dsn, password);
+  std::random_device rd;
+  node->incarnation_ = ((static_cast<uint64_t>(rd()) << 31) ^ rd()) & ((1ull << 62) - 1);
+  if (auto s = node->Register(); !s.ok()) return s;
+  if (auto s = node->Heartbeat(); !s.ok()) return s;
+  node->heartbeat_ = std::thread([n = node.get()] {
+    const auto every = n->options_.lease / 3;
+    int failures = 0;
+    std::unique_lock<std::mutex> lock(n->stop_mu_);
+    while (!n->stop_cv_.wait_for(lock, every, [n] { return n->stop_; })) {
+      lock.unlock();
+      absl::Status s = n->Heartbeat();
+      if (!s.ok() && (++failures <= 3 || failures % 20 == 0))
+        BANDIT_LOG_WARN("cluster heartbeat failed (", failures, "): ", s.message());
+      if (s.ok()) failures = 0;
+      lock.lock();
+    }
+  });
+  BANDIT_LOG_INFO("cluster node '", node->options_.node_id, "' (incarnation ",
+                  node->incarnation_, ") advertising ", node->options_.advertise,
+                  ", lease_ms=", node->options_.lease.count(), ", owns ", node->owned(),
+                  " instances");
+  return node;
+}
+
+ClusterNode::~ClusterNode() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+absl::Status ClusterNode::Register() {
+  const auto deadline = std::chrono::steady_clock::now() + 2 * options_.lease +
+                        std::chrono::seconds(2);
+  std::lock_guard<std::mutex> lock(db_mu_);
+  while (true) {
+    const auto t0 = std::chrono::steady_clock::now();
+    // Takes the row over only once a previous process with this node id has expired or left.
+    auto rows = db_->Query(
+        "INSERT INTO bandit_nodes (node_id, address, incarnation, expires_at) VALUES ($1, $2, "
+        "$3::bigint, clock_timestamp() + $4::bigint * interval '1 millisecond') "
+        "ON CONFLICT (node_id) DO UPDATE SET address = excluded.address, incarnation = "
+        "excluded.incarnation, started_at = clock_timestamp(), heartbeat_at = "
+        "clock_timestamp(), expires_at = excluded.expires_at, leaving = false "
+        "WHERE bandit_nodes.expires_at <= clock_timestamp() RETURNING 1",
+        {options_.node_id, options_.advertise, absl::StrCat(incarnation_), Ms(options_.lease)});
+    if (!rows.ok()) return rows.status();
+    if (!rows->empty()) {
+      storage_->SetLeaseDeadline(t0 + options_.lease * 9 / 10);
+      return absl::OkStatus();
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "node id '", options_.node_id, "' is held by a live node (bandit_nodes); every node "
+          "needs its own --node_id"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+int64_t ClusterNode::owned() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(held_.size());
+}
+
+std::vector<std::pair<std::string, std::string>> ClusterNode::LiveMembers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, std::string>> out = {{options_.node_id, options_.advertise}};
+  for (const auto& [id, address] : addresses_)
+    if (id != options_.node_id) out.emplace_back(id, address);
+  return out;
+}
+
+void ClusterNode::Forget(const std::string& name, bool lost) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (held_.erase(name) == 0 && !lost) return;
+  }
+  storage_->Disown(name);
+  hooks_.drop(name);
+  if (lost) ++counters_.losses;
+}
+
+void ClusterNode::OnFenced(const std::vector<std::string>& names) {
+  for (const auto& name : names) Forget(name, /*lost=*/true);
+}
+
+absl::Status ClusterNode::LoadLocked(const std::string& name, uint64_t epoch) {
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t max_seq = 0;
+  auto inst = hooks_.load(name, &max_seq);
+  if (!inst.ok()) return inst.status();
+  // Own before the instance is visible: its first change numbers above every stored row.
+  storage_->Own(name, epoch, max_seq);
+  if (*inst != nullptr) {
+    if (auto s = hooks_.add(*inst); !s.ok()) {
+      storage_->Disown(name);
+      return s;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_[name] = epoch;
+    lease_owner_.erase(name);
+  }
+  ++counters_.acquisitions;
+  if (hooks_.on_takeover)
+    hooks_.on_takeover(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ClusterNode::ClaimLocked(const std::string& name, bool create) {
+  const std::vector<std::string> params = {name, options_.node_id, absl::StrCat(incarnation_)};
+  absl::StatusOr<Db::Rows> rows;
+  if (create) {
+    rows = db_->Query(
+        absl::StrCat("INSERT INTO bandit_leases (instance, owner, owner_incarnation, epoch) "
+                     "VALUES ($1, $2, $3::bigint, 1) ON CONFLICT (instance) DO UPDATE SET "
+                     "owner = excluded.owner, owner_incarnation = excluded.owner_incarnation, "
+                     "epoch = bandit_leases.epoch + 1, acquired_at = clock_timestamp(), "
+                     "takeovers = bandit_leases.takeovers + (bandit_leases.owner IS NOT "
+                     "NULL)::int WHERE ",
+                     kLeaseIsFree, " RETURNING epoch"),
+        params);
+  } else {
+    rows = db_->Query(
+        absl::StrCat("UPDATE bandit_leases SET owner = $2, owner_incarnation = $3::bigint, "
+                     "epoch = epoch + 1, acquired_at = clock_timestamp(), takeovers = takeovers "
+                     "+ (owner IS NOT NULL)::int WHERE instance = $1 AND ",
+                     kLeaseIsFree, " RETURNING epoch"),
+        params);
+  }
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) return false;
+  uint64_t epoch = 0;
+  (void)absl::SimpleAtoi((*rows)[0][0], &epoch);
+  if (auto s = LoadLocked(name, epoch); !s.ok()) return s;
+  BANDIT_LOG_INFO("cluster: node '", options_.node_id, "' took instance '", name,
+                  "' (lease epoch ", epoch, ")");
+  return true;
+}
+
+absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create,
+                                            bool forwarded) {
+  Route local;
+  local.local = true;
+  auto remote = [&](const std::string& owner) -> absl::StatusOr<Route> {
+    std::string address;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = addresses_.find(owner);
+      if (it != addresses_.end()) address = it->second;
+    }
+    if (address.empty() || forwarded)
+      return absl::UnavailableError(absl::StrCat(
+          "instance '", name, "' is moving between nodes (owner '", owner,
+          "' not reachable from node '", options_.node_id, "' yet); retry"));
+    return Route{false, owner, address};
+  };
+  // Held here: served here, unless this node's membership may have lapsed (paused, cut off):
+  // then another node may own it by now, and not even a read is answered from this copy.
+  auto held_here = [&]() -> absl::StatusOr<bool> {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = held_.find(name);
+    if (it == held_.end()) return false;
+    if (storage_->OwnedEpoch(name) != it->second) {  // deleted and its lease removed
+      held_.erase(it);
+      return false;
+    }
+    if (!storage_->LeaseCurrent())
+      return absl::UnavailableError(absl::StrCat(
+          "node '", options_.node_id, "' has not renewed its cluster membership in time; "
+          "retry (the instance is served again once it has, or by the node that took it over)"));
+    return true;
+  };
+  {
+    auto held = held_here();
+    if (!held.ok()) return held.status();
+    if (*held) return local;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (leaving_) return absl::UnavailableError(absl::StrCat("node '", options_.node_id,
+                                                             "' is leaving the cluster; retry"));
+    // Owned elsewhere as of the last heartbeat: forward without asking PostgreSQL. A stale
+    // entry costs one failed forward (UNAVAILABLE, retried) until the next heartbeat.
+    auto it = lease_owner_.find(name);
+    if (it != lease_owner_.end() && !forwarded) {
+      auto address = addresses_.find(it->second);
+      if (address != addresses_.end()) return Route{false, it->second, address->second};
+    }
+  }
+  std::lock_guard<std::mutex> db_lock(db_mu_);
+  {
+    auto held = held_here();  // claimed while we waited
+    if (!held.ok()) return held.status();
+    if (*held) return local;
+  }
+  // The lease row decides; placement only says who should claim a free one.
+  auto rows = db_->Query(
+      absl::StrCat("SELECT owner, owner_incarnation, epoch, NOT ", kLeaseIsFree,
+                   " FROM bandit_leases WHERE instance = $1"),
+      {name});
+  if (!rows.ok()) return rows.status();
+  if (!rows->empty() && (*rows)[0][3] == "t") {
+    const auto& row = (*rows)[0];
+    if (row[0] == options_.node_id && row[1] == absl::StrCat(incarnation_)) {
+      // Ours but not loaded (a load failed, or it was claimed for a create): load it now.
+      uint64_t epoch = 0;
+      (void)absl::SimpleAtoi(row[2], &epoch);
+      if (auto s = LoadLocked(name, epoch); !s.ok()) return s;
+      return local;
+    }
+    return remote(row[0]);
+  }
+  // Placement over the members as they are now (the heartbeat's view may be lease/3 old: a
+  // node that just joined must not be missed when a name is first placed).
+  auto nodes = db_->Query(
+      "SELECT node_id, address, leaving FROM bandit_nodes WHERE expires_at > clock_timestamp()");
+  if (!nodes.ok()) return nodes.status();
+  std::string placed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> members;
+    for (const auto& row : *nodes) {
+      addresses_[row[0]] = row[1];
+      if (row[2] != "t") members.push_back(row[0]);
+    }
+    placed = RendezvousOwner(members, name);
+  }
+  if (rows->empty() && !create) return local;  // no such instance: answered NOT_FOUND here
+  if (placed != options_.node_id && !placed.empty() && !forwarded) return remote(placed);
+  auto claimed = ClaimLocked(name, create);
+  if (!claimed.ok()) return claimed.status();
+  if (*claimed) return local;
+  // Another node claimed it between our read and our claim.
+  auto again = db_->Query("SELECT owner FROM bandit_leases WHERE instance = $1", {name});
+  if (!again.ok()) return again.status();
+  if (again->empty()) return local;
+  return remote((*again)[0][0]);
+}
+
+absl::Status ClusterNode::HandOffLocked(const std::string& name, uint64_t epoch) {
+  // Snapshot while still the owner (fenced), then stop writing, then release: a commit still
+  // in flight holds the lease row and the release waits for it; any later one is fenced.
+  if (auto s = hooks_.snapshot(name); !s.ok() && s.code() != absl::StatusCode::kNotFound)
+    return s;
+  Forget(name, /*lost=*/false);
+  auto rows = db_->Query(
+      "UPDATE bandit_leases SET owner = NULL, owner_incarnation = NULL WHERE instance = $1 AND "
+      "owner = $2 AND epoch = $3::bigint",
+      {name, options_.node_id, absl::StrCat(epoch)});
+  if (!rows.ok()) return rows.status();
+  ++counters_.handoffs;
+  return absl::OkStatus();
+}
+
+absl::Status ClusterNode::Heartbeat() {
+  std::lock_guard<std::mutex> db_lock(db_mu_);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto renewed = db_->Query(
+      "UPDATE bandit_nodes SET heartbeat_at = clock_timestamp(), expires_at = clock_timestamp() "
+      "+ $3::bigint * interval '1 millisecond' WHERE node_id = $1 AND incarnation = $2::bigint "
+      "RETURNING 1",
+      {options_.node_id, absl::StrCat(incarnation_), Ms(options_.lease)});
+  if (!renewed.ok()) return renewed.status();
+  if (renewed->empty()) {
+    // Our row was taken by a new process with our id after it expired: we are not a member.
+    std::vector<std::string> all;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [n, e] : held_) all.push_back(n);
+    }
+    for (const auto& n : all) Forget(n, /*lost=*/true);
+    storage_->SetLeaseDeadline(std::chrono::steady_clock::time_point{});
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node '", options_.node_id, "' (incarnation ", incarnation_,
+        ") is no longer in bandit_nodes: another process registered with this node id"));
+  }
+  // Before writes resume (the deadline below): every instance whose lease moved on while this
+  // node was away is dropped.
+  auto mine = db_->Query(
+      "SELECT instance, epoch FROM bandit_leases WHERE owner = $1 AND owner_incarnation = "
+      "$2::bigint",
+      {options_.node_id, absl::StrCat(incarnation_)});
+  if (!mine.ok()) return mine.status();
+  std::map<std::string, uint64_t> table;
+  for (const auto& row : *mine) {
+    uint64_t e = 0;
+    (void)absl::SimpleAtoi(row[1], &e);
+    table[row[0]] = e;
+  }
+  std::vector<std::string> lost;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto h = held_.begin(); h != held_.end();) {
+      if (storage_->OwnedEpoch(h->first) != h->second) {  // deleted: its lease row is gone
+        h = held_.erase(h);
+        continue;
+      }
+      auto it = table.find(h->first);
+      if (it == table.end() || it->second != h->second) lost.push_back(h->first);
+      ++h;
+    }
+  }
+  for (const auto& name : lost) {
+    BANDIT_LOG_WARN("cluster: node '", options_.node_id, "' lost the lease of '", name,
+                    "' (taken over while this node did not renew); dropping it");
+    Forget(name, /*lost=*/true);
+  }
+  storage_->SetLeaseDeadline(t0 + options_.lease * 9 / 10);
+
+  auto nodes = db_->Query(
+      "SELECT node_id, address, leaving FROM bandit_nodes WHERE expires_at > clock_timestamp()");
+  if (!nodes.ok()) return nodes.status();
+  std::map<std::string, std::string> live, addresses;
+  for (const auto& row : *nodes) {
+    addresses[row[0]] = row[1];
+    if (row[2] != "t") live[row[0]] = row[1];
+  }
+  auto leases = db_->Query(absl::StrCat("SELECT instance, owner, NOT ", kLeaseIsFree,
+                                        ", epoch FROM bandit_leases"));
+  if (!leases.ok()) return leases.status();
+  std::vector<std::string> members;
+  for (const auto& [id, address] : live) members.push_back(id);
+  std::vector<std::string> to_claim;
+  std::vector<std::pair<std::string, uint64_t>> to_hand_off;
+  std::map<std::string, std::string> owners;
+  bool leaving;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_ = live;
+    addresses_ = addresses;
+    leaving = leaving_;
+    for (const auto& row : *leases) {
+      const std::string& name = row[0];
+      const bool is_live = row[2] == "t";
+      const std::string placed = RendezvousOwner(members, name);
+      if (is_live && row[1] != options_.node_id) owners[name] = row[1];
+      if (!is_live && placed == options_.node_id && !leaving) to_claim.push_back(name);
+      auto held = held_.find(name);
+      if (held != held_.end() && !placed.empty() && placed != options_.node_id &&
+          live.count(placed) && !leaving)
+        to_hand_off.emplace_back(name, held->second);
+    }
+    lease_owner_ = owners;
+  }
+  for (const auto& name : to_claim) {
+    auto c = ClaimLocked(name, /*create=*/false);
+    if (!c.ok()) BANDIT_LOG_WARN("cluster: claiming '", name, "' failed: ", c.status().message());
+  }
+  for (const auto& [name, epoch] : to_hand_off) {
+    if (auto s = HandOffLocked(name, epoch); !s.ok())
+      BANDIT_LOG_WARN("cluster: handing '", name, "' off failed: ", s.message());
+    else
+      BANDIT_LOG_INFO("cluster: handed '", name, "' off (now placed on another node)");
+  }
+  return absl::OkStatus();
+}
+
+void ClusterNode::BeginLeave() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    leaving_ = true;
+  }
+  std::lock_guard<std::mutex> db_lock(db_mu_);
+  auto marked = db_->Query(
+      "UPDATE bandit_nodes SET leaving = true WHERE node_id = $1 AND incarnation = $2::bigint",
+      {options_.node_id, absl::StrCat(incarnation_)});
+  if (!marked.ok())
+    BANDIT_LOG_WARN("cluster: marking node '", options_.node_id, "' as leaving failed: ",
+                    marked.status().message());
+}
+
+absl::Status ClusterNode::Leave() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  std::lock_guard<std::mutex> db_lock(db_mu_);
+  std::vector<std::string> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    leaving_ = true;
+    for (const auto& [n, e] : held_) all.push_back(n);
+  }
+  for (const auto& n : all) Forget(n, /*lost=*/false);
+  const std::vector<std::string> me = {options_.node_id, absl::StrCat(incarnation_)};
+  auto released = db_->Query(
+      "UPDATE bandit_leases SET owner = NULL, owner_incarnation = NULL WHERE owner = $1 AND "
+      "owner_incarnation = $2::bigint RETURNING instance",
+      me);
+  if (!released.ok()) return released.status();
+  auto gone = db_->Query("DELETE FROM bandit_nodes WHERE node_id = $1 AND incarnation = $2::bigint",
+                         me);
+  if (!gone.ok()) return gone.status();
+  BANDIT_LOG_INFO("cluster: node '", options_.node_id, "' left, released ", released->size(),
+                  " leases");
+  return absl::OkStatus();
+}
+
+}  // namespace bandit::server::cluster

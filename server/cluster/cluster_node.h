@@ -1,0 +1,138 @@
+// One banditd node of a cluster sharing one PostgreSQL database (--cluster). PostgreSQL rows and
+// transactions are the only source of truth; no protocol runs between the nodes themselves.
+//
+//   bandit_nodes   membership: one row per node (id, advertised address, incarnation), renewed
+//                  by a heartbeat every lease_ms/3; live while expires_at (database clock) is
+//                  in the future.
+//   bandit_leases  ownership: one row per instance (owner, owner's incarnation, epoch). A lease
+//                  is live while its owner's membership row (same incarnation) is live: one
+//                  heartbeat renews all of a node's leases. The epoch grows on every change of
+//                  owner and fences every write (server/storage/postgres_storage.h).
+//
+// Placement: rendezvous hashing of the instance name over the live members that are not
+// leaving (server/cluster/rendezvous.h). A node claims a free instance placed on it (no live
+// lease: released, or its owner's row expired) on the first call for it or at its next
+// heartbeat, loads it from its snapshot and journal, and serves it; when a node joins, the
+// owners of the instances it now wins snapshot them and release their leases (hand-off). A
+// node that renewed its membership late compares its leases with the table before it writes
+// again and drops every instance whose epoch moved on; the fence refuses whatever it had not
+// committed yet.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/instance.h"
+#include "server/storage/postgres_storage.h"
+
+namespace bandit::server::cluster {
+
+struct ClusterOptions {
+  std::string node_id;    // [A-Za-z0-9_.:-], unique in the cluster
+  std::string advertise;  // host:port other nodes and clients reach this node's gRPC port at
+  std::chrono::milliseconds lease{5000};
+  std::string dsn;
+  std::string password_file;
+};
+
+// Where a call for an instance goes.
+struct Route {
+  bool local = false;     // serve here (the instance is loaded, or does not exist)
+  std::string node_id;    // else: the owner
+  std::string address;
+};
+
+class ClusterNode {
+ public:
+  struct Hooks {
+    // The instance as storage holds it (snapshot + later records), nullptr if it does not
+    // exist; max_seq = the highest sequence number seen.
+    std::function<absl::StatusOr<std::shared_ptr<Instance>>(const std::string& name,
+                                                            uint64_t* max_seq)>
+        load;
+    std::function<absl::Status(std::shared_ptr<Instance>)> add;  // make it servable
+    std::function<void(const std::string& name)> drop;           // forget it (not deleted)
+    std::function<absl::Status(const std::string& name)> snapshot;  // before a hand-off
+    std::function<void(double seconds)> on_takeover;  // a claim + load finished
+  };
+
+  // Registers this node (waiting up to 2 leases for a previous process with the same node id
+  // to expire), claims the free instances placed on it, starts the heartbeat.
+  static absl::StatusOr<std::unique_ptr<ClusterNode>> Start(ClusterOptions options,
+                                                            PostgresStorage* storage,
+                                                            Hooks hooks);
+  ~ClusterNode();
+
+  // Where a call for `name` goes. create: the call creates it (a missing lease is inserted
+  // here if the name is placed on this node). forwarded: another node sent it here, so it is
+  // never sent on (UNAVAILABLE, retriable, if this node does not own it).
+  absl::StatusOr<Route> RouteFor(const std::string& name, bool create, bool forwarded);
+  // The addresses of the live members (ListInstances across the cluster), this node first.
+  std::vector<std::pair<std::string, std::string>> LiveMembers() const;
+  // Storage refused commits of these instances (fenced): forget them.
+  void OnFenced(const std::vector<std::string>& names);
+  // Graceful leave, first step (shutdown begins): this node claims and hands off nothing more
+  // and is taken out of placement (bandit_nodes.leaving); it keeps renewing its membership so
+  // its final snapshot round is still fenced by leases it holds.
+  void BeginLeave();
+  // Last step, after the final snapshot round: release every lease, deregister.
+  absl::Status Leave();
+
+  const std::string& node_id() const { return options_.node_id; }
+  const std::string& advertise() const { return options_.advertise; }
+  int64_t owned() const;
+
+  struct Counters {
+    std::atomic<int64_t> acquisitions{0}, losses{0}, handoffs{0};
+  };
+  const Counters& counters() const { return counters_; }
+
+ private:
+  ClusterNode(ClusterOptions options, PostgresStorage* storage, Hooks hooks);
+  class Db;
+
+  absl::Status Register();
+  // One heartbeat: renew, reconcile leases with the table, claim, hand off, refresh caches.
+  absl::Status Heartbeat();
+  // Claims `name` (create: inserting its lease if it has none) and loads it; false if another
+  // node holds a live lease. Requires db_mu_.
+  absl::StatusOr<bool> ClaimLocked(const std::string& name, bool create);
+  absl::Status LoadLocked(const std::string& name, uint64_t epoch);
+  void Forget(const std::string& name, bool lost);
+  absl::Status HandOffLocked(const std::string& name, uint64_t epoch);
+
+  const ClusterOptions options_;
+  PostgresStorage* const storage_;
+  const Hooks hooks_;
+  uint64_t incarnation_ = 0;
+  Counters counters_;
+
+  std::mutex db_mu_;  // the connection, claims and loads
+  std::unique_ptr<Db> db_;
+
+  mutable std::mutex mu_;  // the caches below
+  std::map<std::string, uint64_t> held_;  // instance -> epoch this node holds and has loaded
+  std::map<std::string, std::string> live_;  // node id -> address, live members not leaving
+  std::map<std::string, std::string> addresses_;  // every member with a live row (routing)
+  std::map<std::string, std::string> lease_owner_;  // instance -> live owner (other nodes)
+  bool leaving_ = false;
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread heartbeat_;
+};
+
+}  // namespace bandit::server::cluster

@@ -199,16 +199,19 @@ describe('BanditClient against a live banditd', () => {
     const hurried = new BanditClient(server.target, { timeoutMs: 0 });
     await assert.rejects(hurried.getInstance('dl'), DeadlineExceededError);
     hurried.close();
-    // Each attempt carries the deadline to grpc-js.
+    // Each attempt carries the deadline to grpc-js. (On an instance of its own: the 1 us call
+    // above may still reach the server after roundsBefore was read, so 'dl' cannot be counted.)
+    await client.createInstance('dl-watched', LINUCB);
     const c = counter();
     const watched = new BanditClient(server.target, { timeoutMs: 7500, channelOptions: { interceptors: [c.interceptor] } });
     const before = Date.now();
-    await watched.select('dl', { candidates: CANDIDATES });
+    await watched.select('dl-watched', { candidates: CANDIDATES });
     watched.close();
     assert.equal(c.deadlines.length, 1);
     const dl = +c.deadlines[0];
     assert.ok(dl >= before + 7500 - 1 && dl <= Date.now() + 7500, `${dl - before}`);
-    assert.equal(Number((await client.getInstance('dl')).stats.rounds), roundsBefore + 1);
+    assert.equal(Number((await client.getInstance('dl-watched')).stats.rounds), 1);
+    assert.ok(Number((await client.getInstance('dl')).stats.rounds) <= 1);
   });
 
   it('runs the example', () => {

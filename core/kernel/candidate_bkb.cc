@@ -338,7 +338,9 @@ absl::Status CandidateBkb::Restore(const bandit::v1::PolicyState& state) {
     }
     if (ok && rk > 0) {
       const Matrix LLt = L.triangularView<Eigen::Lower>() * L.transpose();
-      ok = (LLt - V).norm() <= 1e-8 * V.norm();
+      // Loose on purpose: a factor rank-one updated over up to resample_every (10^6) pulls
+      // carries their accumulated rounding; a damaged factor is off by far more.
+      ok = (LLt - V).norm() <= 1e-6 * V.norm();
     }
     if (!ok)
       return absl::InvalidArgumentError(

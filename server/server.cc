@@ -1,5 +1,9 @@
 #include "server/server.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -301,6 +305,47 @@ absl::Status BanditServer::LoadConfig(const std::string& path) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Opens and closes a TCP connection to `host`:`port` (a wildcard host means this machine).
+void Knock(std::string host, int port) {
+  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "::") host = "::1";
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const bool connected = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+    if (connected) break;
+  }
+  freeaddrinfo(found);
+}
+
+}  // namespace
+
+void BanditServer::StopExposer() {
+  if (exposer_ == nullptr) return;
+  // The exposer's HTTP server (CivetWeb) looks at its stop flag only when the poll of its
+  // listening socket returns, and that poll times out every 2 s: stopping it waited up to 2 s
+  // (1.7 s measured) on every shutdown. A connection wakes the poll, so knock until it is gone.
+  std::string host = options_.metrics_listen.substr(0, options_.metrics_listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  absl::Notification stopped;
+  std::thread knocker([&, ports = exposer_->GetListeningPorts()] {
+    while (!stopped.WaitForNotificationWithTimeout(absl::Milliseconds(20)))
+      for (int port : ports) Knock(host, port);
+  });
+  exposer_.reset();
+  stopped.Notify();
+  knocker.join();
+}
+
 void BanditServer::Shutdown() {
   if (shut_down_ || server_ == nullptr) return;  // never started: nothing to drain
   shut_down_ = true;
@@ -354,7 +399,7 @@ void BanditServer::Shutdown() {
       BANDIT_LOG_ERROR("leaving the cluster failed (the leases expire after --lease_ms): ",
                        st.ToString());
   }
-  exposer_.reset();
+  StopExposer();
   BANDIT_LOG_INFO("shutdown complete");
 }
 

@@ -85,6 +85,8 @@ class BanditServer {
   BanditServer() = default;
   absl::Status LoadConfig(const std::string& path);
   absl::Status StartCluster();
+  // Stops the metrics endpoint without waiting out its HTTP server's poll interval.
+  void StopExposer();
 
   ServerOptions options_;
   std::unique_ptr<DecisionService> service_;

@@ -1,6 +1,7 @@
 #include "server/grpc_service.h"
 
 #include <chrono>
+#include <algorithm>
 #include <functional>
 #include <utility>
 #include <type_traits>
@@ -211,6 +212,111 @@ grpc::GenericStub* GrpcBanditService::StubFor(const std::string& address) {
   return stub.get();
 }
 
+void GrpcBanditService::ListAcrossCluster(
+    Ctx* ctx, Reactor* reactor, std::chrono::steady_clock::time_point start,
+    grpc::MessageHolder<bandit::v1::ListInstancesRequest, bandit::v1::ListInstancesResponse>* call,
+    grpc::ByteBuffer* out) {
+  cluster::ClusterNode* node = cluster_.load();
+  const bandit::v1::ListInstancesRequest req = *call->request();
+  struct Fan {
+    absl::Mutex mu;
+    int remaining = 0;
+    std::vector<bandit::v1::Instance> instances;
+    bool more = false;
+    absl::Status error;
+  };
+  auto fan = std::make_shared<Fan>();
+  {
+    // This node's own page first; it also validates the request.
+    bandit::v1::ListInstancesResponse local;
+    absl::Status s = service_->ListInstances(req, &local);
+    call->Release();
+    if (!s.ok()) {
+      Finish(reactor, Rpc::kListInstances, start, s);
+      return;
+    }
+    for (auto& inst : *local.mutable_instances()) fan->instances.push_back(std::move(inst));
+    fan->more = !local.next_page_token().empty();
+  }
+  const int size = req.page_size() == 0 ? 100 : req.page_size();
+  std::vector<std::pair<std::string, std::string>> others;
+  for (const auto& member : node->LiveMembers())
+    if (member.first != node->node_id()) others.push_back(member);
+  auto finish = [this, fan, reactor, start, out, size, ctx, id = node->node_id()]() {
+    ctx->AddTrailingMetadata("x-bandit-node", id);
+    if (!fan->error.ok()) {
+      Finish(reactor, Rpc::kListInstances, start, fan->error);
+      return;
+    }
+    std::sort(fan->instances.begin(), fan->instances.end(),
+              [](const auto& a, const auto& b) { return a.name() < b.name(); });
+    bandit::v1::ListInstancesResponse merged;
+    for (int i = 0; i < static_cast<int>(fan->instances.size()) && i < size; ++i)
+      *merged.add_instances() = fan->instances[i];
+    if ((static_cast<int>(fan->instances.size()) > size || fan->more) &&
+        merged.instances_size() > 0)
+      merged.set_next_page_token(merged.instances(merged.instances_size() - 1).name());
+    bool own = false;
+    grpc::Status g = grpc::SerializationTraits<bandit::v1::ListInstancesResponse>::Serialize(
+        merged, out, &own);
+    Finish(reactor, Rpc::kListInstances, start,
+           g.ok() ? absl::OkStatus() : absl::InternalError(g.error_message()));
+  };
+  if (others.empty()) {
+    finish();
+    return;
+  }
+  fan->remaining = static_cast<int>(others.size());
+  const auto& md = ctx->client_metadata();
+  std::string token;
+  if (auto it = md.find("authorization"); it != md.end())
+    token.assign(it->second.data(), it->second.size());
+  const auto cap = std::chrono::system_clock::now() + std::chrono::seconds(10);
+  const auto deadline = ctx->deadline() < cap ? ctx->deadline() : cap;
+  for (const auto& [id, address] : others) {
+    struct Ask {
+      grpc::ClientContext client;
+      grpc::ByteBuffer request, response;
+    };
+    auto* ask = new Ask();
+    bool own = false;
+    (void)grpc::SerializationTraits<bandit::v1::ListInstancesRequest>::Serialize(req, &ask->request,
+                                                                                 &own);
+    ask->client.set_deadline(deadline);
+    if (!token.empty()) ask->client.AddMetadata("authorization", token);
+    ask->client.AddMetadata("x-bandit-forwarded-by", node->node_id());
+    ++forwarded_;
+    StubFor(address)->UnaryCall(
+        &ask->client,
+        absl::StrCat("/", bandit::v1::BanditService::service_full_name(), "/ListInstances"),
+        grpc::StubOptions(), &ask->request, &ask->response,
+        [ask, fan, finish, id = id](grpc::Status s) {
+          bandit::v1::ListInstancesResponse page;
+          bool parsed = s.ok() && grpc::SerializationTraits<bandit::v1::ListInstancesResponse>::
+                                      Deserialize(&ask->response, &page)
+                                          .ok();
+          delete ask;
+          bool last;
+          {
+            absl::MutexLock lock(&fan->mu);
+            if (!parsed && fan->error.ok()) {
+              // A partial list would silently miss instances: the call fails, retriably.
+              fan->error = absl::UnavailableError(absl::StrCat(
+                  "ListInstances: node '", id, "' did not answer (", s.error_message(),
+                  "); retry"));
+            }
+            if (parsed) {
+              for (auto& inst : *page.mutable_instances())
+                fan->instances.push_back(std::move(inst));
+              fan->more = fan->more || !page.next_page_token().empty();
+            }
+            last = --fan->remaining == 0;
+          }
+          if (last) finish();
+        });
+  }
+}
+
 template <typename Req, typename Resp>
 bool GrpcBanditService::RouteElsewhere(Ctx* ctx, Reactor* reactor, Rpc rpc,
                                        std::chrono::steady_clock::time_point start,
@@ -226,6 +332,12 @@ bool GrpcBanditService::RouteElsewhere(Ctx* ctx, Reactor* reactor, Rpc rpc,
   const auto [name, create] = RoutingKey(*call->request());
   const auto& md = ctx->client_metadata();
   const bool forwarded = md.find("x-bandit-forwarded-by") != md.end();
+  if constexpr (std::is_same_v<Req, bandit::v1::ListInstancesRequest>) {
+    if (!forwarded) {
+      ListAcrossCluster(ctx, reactor, start, call, out);
+      return true;
+    }
+  }
   if (!name.empty()) {
     absl::StatusOr<cluster::Route> route = node->RouteFor(name, create, forwarded);
     if (!route.ok()) {

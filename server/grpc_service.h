@@ -122,6 +122,12 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
                       std::chrono::steady_clock::time_point start,
                       grpc::MessageHolder<Req, Resp>* call, grpc::ByteBuffer* out);
   grpc::GenericStub* StubFor(const std::string& address);
+  // Cluster mode: ListInstances of every live node (each answers its own page after the
+  // token; the first page_size names of the merge are the cluster's page).
+  void ListAcrossCluster(Ctx* ctx, Reactor* reactor, std::chrono::steady_clock::time_point start,
+                         grpc::MessageHolder<bandit::v1::ListInstancesRequest,
+                                             bandit::v1::ListInstancesResponse>* call,
+                         grpc::ByteBuffer* out);
 
   bool cluster_mode_ = false;
   std::atomic<cluster::ClusterNode*> cluster_{nullptr};

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -220,6 +221,20 @@ TEST(Cluster, InstancesArePlacedByRendezvousAndServedFromEveryNode) {
   }
   EXPECT_EQ(clients[1]->GetInstance("no-such-instance").status().code(),
             absl::StatusCode::kNotFound);
+  // ListInstances spans the cluster, page by page, from any node.
+  for (auto& c : clients) {
+    std::vector<std::string> listed;
+    std::string token;
+    do {
+      auto page = c->ListInstances(5, token);
+      ASSERT_TRUE(page.ok()) << page.status();
+      for (const auto& inst : page->instances()) listed.push_back(inst.name());
+      token = page->next_page_token();
+    } while (!token.empty());
+    std::vector<std::string> expected = names;
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(listed, expected);
+  }
   // Delete through a non-owner; the name is free again everywhere.
   const std::string victim = names[5];
   ASSERT_TRUE(clients[(owners.at(victim) == "n1") ? 1 : 0]->DeleteInstance(victim).ok());

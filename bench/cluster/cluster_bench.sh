@@ -5,12 +5,15 @@
 #  2. takeover time: KILLS times, kill -9 the owner, then time until a GetInstance through
 #     another node succeeds (lease expiry + claim + load), then restart the killed node.
 # usage: bench/cluster/cluster_bench.sh [BUILD_DIR=build] [KILLS=10] [LEASE_MS=1500] [SECONDS=5]
+#                                       [REPEAT=3]
+# The direct and forwarded runs alternate REPEAT times (the machine is noisy: compare medians).
 # Prints one JSON object per measurement. Run under nice on a shared machine.
 set -euo pipefail
 B=${1:-build}/bin
 KILLS=${2:-10}
 LEASE=${3:-1500}
 SECS=${4:-5}
+REPEAT=${5:-3}
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 TMP=$(mktemp -d /tmp/bandit-cluster-bench-XXXXXX)
 chmod 755 "$TMP"
@@ -48,14 +51,14 @@ for id in n1 n2 n3; do start_node "$id"; done
   --arms=50 --inflight=1 --warmup_s=0 --duration_s=0.3 --out="$TMP/create.json" >/dev/null
 OWNER=$(sql "SELECT owner FROM bandit_leases WHERE instance = 'bench'")
 OTHER=n1; [ "$OWNER" = n1 ] && OTHER=n2
-for target in "$OWNER" "$OTHER"; do
+for target in $(for _ in $(seq "$REPEAT"); do echo "$OWNER $OTHER"; done); do
   kind=direct; [ "$target" = "$OWNER" ] || kind=forwarded
   "$B/bandit-loadgen" --target=127.0.0.1:$(port "$target") --instance=bench --policy=glb_omd \
     --d=20 --arms=50 --inflight=16 --warmup_s=1 --duration_s="$SECS" \
     --server_pid="$(cat "$TMP/$OWNER/pid")" --out="$TMP/$kind.json" >/dev/null
   /usr/bin/python3 - "$TMP/$kind.json" "$kind" <<'PY'
 import json, sys
-j = json.load(open(sys.argv[1]))
+j = json.load(open(sys.argv[1]))["result"]
 print(json.dumps({"measure": sys.argv[2], "rounds_per_s": round(j["rounds_per_s"], 1),
                   "round_p50_us": j["latency_us"]["round"]["p50"],
                   "round_p99_us": j["latency_us"]["round"]["p99"],
@@ -66,7 +69,7 @@ done
 
 # Takeover times.
 times=()
-for k in $(seq "$KILLS"); do
+for _ in $(seq "$KILLS"); do
   OWNER=$(sql "SELECT owner FROM bandit_leases WHERE instance = 'bench'")
   VIA=n1; [ "$OWNER" = n1 ] && VIA=n2
   kill -9 "$(cat "$TMP/$OWNER/pid")"
@@ -79,6 +82,7 @@ for k in $(seq "$KILLS"); do
   start_node "$OWNER"  # waits for its old membership to expire, then rejoins
   sleep $(( LEASE / 1000 + 1 ))
 done
+[ "$KILLS" -gt 0 ] || exit 0
 /usr/bin/python3 - "$LEASE" "${times[@]}" <<'PY'
 import json, statistics, sys
 lease = int(sys.argv[1]); t = sorted(int(x) / 1000 for x in sys.argv[2:])

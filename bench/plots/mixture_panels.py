@@ -36,7 +36,7 @@ def main(argv):
         elif a == "--table":
             want_table = True
         else:
-            label, path = a.split("=", 1)
+            label, path = a.rsplit("=", 1)  # labels may hold "=" (sigma=1.89), paths do not
             with open(path) as f:
                 runs.append((label, json.load(f)))
     cols = cols or len(runs)

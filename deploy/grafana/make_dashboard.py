@@ -126,6 +126,31 @@ panel("Snapshot and fsync duration p99",
        (f"histogram_quantile(0.99, sum by (le) (rate(bandit_journal_fsync_duration_seconds_bucket[{RI}])))",
         "journal fsync p99")], "s", 12, y)
 y += 8
+row("Cluster (--cluster nodes only; empty on a single node)", y); y += 1
+panel("Instances per node", [("sum by (replica) (bandit_cluster_owned_instances)", "{{replica}}")],
+      "none", 0, y, desc="Instances whose lease each node holds. Placement is rendezvous hashing "
+                         "over live nodes: each of N nodes should hold about 1/N.")
+panel("Lease takeovers, losses and fencing refusals",
+      [(f"sum by (replica) (increase(bandit_cluster_lease_acquisitions_total[{RI}]))",
+        "{{replica}} acquired"),
+       (f"sum by (replica) (increase(bandit_cluster_lease_losses_total[{RI}]))",
+        "{{replica}} lost"),
+       (f"sum by (replica) (increase(bandit_cluster_fencing_refusals_total[{RI}]))",
+        "{{replica}} fenced")], "none", 12, y,
+      desc="Acquisitions rise when a node starts, joins or takes over a dead node's instances; "
+           "a loss or a fencing refusal means a node was paused or cut off past its lease.")
+y += 8
+panel("Forwarded calls per second",
+      [(f"sum by (replica) (rate(bandit_cluster_forwarded_calls_total[{RI}]))", "{{replica}}")],
+      "reqps", 0, y, desc="Calls a node received for an instance another node owns. Clients that "
+                          "route on x-bandit-instance (HAProxy's hash) keep this near zero.")
+panel("Takeover time p50 / p99",
+      [(f"histogram_quantile(0.5, sum by (le) (rate(bandit_cluster_takeover_seconds_bucket[{RI}])))",
+        "p50"),
+       (f"histogram_quantile(0.99, sum by (le) (rate(bandit_cluster_takeover_seconds_bucket[{RI}])))",
+        "p99")], "s", 12, y,
+      desc="Claiming an instance's lease and loading it (snapshot + journal replay).")
+y += 8
 
 dashboard = {
     "uid": "bandit-overview",

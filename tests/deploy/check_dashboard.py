@@ -2,7 +2,9 @@
 """ctest deploy_dashboard_metrics: the Grafana dashboard JSON parses, has the panels the issue
 asks for, and every metric named by a panel query, a template variable or an alert rule is one
 a live banditd exports (its /metrics after some traffic), or one of the persistence metrics the
-storage layer adds. Starts banditd on port 0 and bandit-traffic against it."""
+storage layer adds. Starts banditd on port 0 and bandit-traffic against it; for the cluster panels,
+a second banditd in cluster mode on a real PostgreSQL (Debian's, started here in a temp dir)."""
+import pwd
 import json
 import os
 import re
@@ -35,7 +37,11 @@ REQUIRED_PANELS = [  # (regex on the title, why)
     (r"estimated regret per instance", "regret curves per instance"),
     (r"pending decisions", "pending decisions"),
     (r"snapshot age", "snapshot age"),
+    (r"instances per node", "instances per node (cluster)"),
+    (r"lease takeovers", "lease takeovers (cluster)"),
+    (r"forwarded calls", "forwarded calls (cluster)"),
 ]
+PG_BIN = os.environ.get("BANDIT_PG_BIN", "/usr/lib/postgresql/15/bin")
 PROMQL_WORDS = {
     "by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless",
     "bool", "offset", "inf", "nan", "sum", "min", "max", "avg", "count", "stddev", "stdvar",
@@ -43,13 +49,43 @@ PROMQL_WORDS = {
 }
 
 
-def live_metrics():
+def start_postgres(tmp):
+    """A throwaway PostgreSQL with its socket in tmp/pg (run as `postgres` when we are root: it
+    refuses root). Returns (dsn, stop)."""
+    pg = os.path.join(tmp, "pg")
+    os.mkdir(pg, 0o700)
+    prefix = []
+    if os.geteuid() == 0:
+        pw = pwd.getpwnam("postgres")  # KeyError: scripts/deps.sh installs the postgresql package
+        os.chown(pg, pw.pw_uid, pw.pw_gid)
+        os.chmod(tmp, 0o755)
+        prefix = ["/usr/sbin/runuser", "-u", "postgres", "--"]
+    data = os.path.join(pg, "data")
+    subprocess.run(prefix + [f"{PG_BIN}/initdb", "-D", data, "-U", "bandit", "--auth=trust",
+                             "--no-sync", "--no-instructions"], check=True,
+                   stdout=subprocess.DEVNULL)
+    subprocess.run(prefix + [f"{PG_BIN}/pg_ctl", "-D", data, "-l", os.path.join(pg, "log"), "-w",
+                             "-o", f"-c listen_addresses='' -k {pg} -c fsync=off", "start"],
+                   check=True, stdout=subprocess.DEVNULL)
+
+    def stop():
+        subprocess.run(prefix + [f"{PG_BIN}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"],
+                       stdout=subprocess.DEVNULL)
+    return f"host={pg} port=5432 user=bandit dbname=postgres", stop
+
+
+def live_metrics(cluster=False):
     tmp = tempfile.mkdtemp(prefix="deploy-dash-")
     port_file = os.path.join(tmp, "ports")
     log = open(os.path.join(tmp, "banditd.log"), "w")
-    proc = subprocess.Popen([BANDITD, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-                             f"--data_dir={tmp}/data", f"--port_file={port_file}"],
-                            stderr=log, stdout=log)
+    args = [BANDITD, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+            f"--data_dir={tmp}/data", f"--port_file={port_file}"]
+    stop_postgres = None
+    if cluster:
+        dsn, stop_postgres = start_postgres(tmp)
+        args += ["--storage=postgres", f"--postgres_dsn={dsn}", "--durability=always",
+                 "--cluster", "--node_id=dash"]
+    proc = subprocess.Popen(args, stderr=log, stdout=log)
     try:
         for _ in range(1000):
             if os.path.exists(port_file):
@@ -72,6 +108,8 @@ def live_metrics():
         proc.terminate()
         proc.wait(timeout=20)
         log.close()
+        if stop_postgres:
+            stop_postgres()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -118,8 +156,13 @@ def metric_names_in(expr):
 
 
 def main():
-    text = live_metrics()
-    names, labels = exported_names(text)
+    names, labels = exported_names(live_metrics())
+    cluster_names, _ = exported_names(live_metrics(cluster=True))
+    if not any(n.startswith("bandit_cluster_") for n in cluster_names):
+        print("FAILED: a --cluster banditd exports no bandit_cluster_* metric")
+        return 1
+    for n, typ in cluster_names.items():
+        names.setdefault(n, typ + " (cluster)")
     for n, typ in PERSISTENCE.items():
         if typ == "histogram":
             for suf in ("_bucket", "_sum", "_count"):
@@ -187,7 +230,7 @@ def main():
                 if n not in names:
                     errors.append(f"alert {r.get('alert')}: {n} is not exported by banditd")
 
-    print(f"banditd exports {len([n for n, t in names.items() if 'persistence' not in t])} "
+    print(f"banditd exports {len([n for n, t in names.items() if '(' not in t])} "
           f"metric names; {len(panels)} panels, {alerts} alert rules, {checked} metric references")
     if errors:
         print("FAILED:\n  " + "\n  ".join(errors))

@@ -23,7 +23,7 @@ build: $(BUILD_DIR)/CMakeCache.txt
 
 # The nested clang build of the fuzzers that the fuzz_short_* tests run (not part of `all`).
 build-fuzz-short: $(BUILD_DIR)/CMakeCache.txt
-	@if cmake --build $(BUILD_DIR) --target help | grep -q bandit_fuzz_build; then \
+	@if cmake --build $(BUILD_DIR) --target help | grep bandit_fuzz_build >/dev/null; then \
 	  cmake --build $(BUILD_DIR) -j $(JOBS) --target bandit_fuzz_build; fi
 
 # Only what `make run` runs: the server and its CLI (a fraction of the full build).

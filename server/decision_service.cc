@@ -1,5 +1,6 @@
 #include "server/decision_service.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -63,6 +64,45 @@ void DecisionService::WhenDurable(uint64_t written_seq,
     return;
   }
   storage_->WhenDurable(written_seq, std::move(done));
+}
+
+absl::Status DecisionService::ReadDecisionLog(const bandit::v1::ExportDecisionLogRequest& req,
+                                              DecisionLogCursor* cursor,
+                                              bandit::v1::DecisionLogChunk* out, bool* done) {
+  if (req.name().empty())
+    return absl::InvalidArgumentError("name is empty, expected the instance whose log to export");
+  if (req.since_ms() < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("since_ms is ", req.since_ms(), ", expected 0 (unbounded) or more"));
+  if (req.until_ms() < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("until_ms is ", req.until_ms(), ", expected 0 (unbounded) or more"));
+  if (req.until_ms() > 0 && req.until_ms() <= req.since_ms())
+    return absl::InvalidArgumentError(absl::StrCat("until_ms is ", req.until_ms(),
+                                                   ", expected more than since_ms ",
+                                                   req.since_ms()));
+  if (req.max_events() < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_events is ", req.max_events(), ", expected 0 (all) or more"));
+  auto inst = registry_.Get(req.name());
+  if (!inst.ok()) return inst.status();
+  if (cursor->sent == 0 && cursor->after_seq == 0) cursor->after_seq = req.after_event_seq();
+  int64_t budget = kDecisionLogChunkEvents;
+  if (req.max_events() > 0) budget = std::min(budget, req.max_events() - cursor->sent);
+  out->Clear();
+  bool more = false;
+  if (budget > 0) {
+    if (auto s = (*inst)->ReadDecisionLog(cursor->after_seq, req.since_ms(), req.until_ms(),
+                                          budget, kDecisionLogChunkBytes, out, &more);
+        !s.ok())
+      return s;
+  }
+  if (out->decisions_size() > 0) {
+    cursor->after_seq = out->decisions(out->decisions_size() - 1).event_seq();
+    cursor->sent += out->decisions_size();
+  }
+  *done = !more || (req.max_events() > 0 && cursor->sent >= req.max_events());
+  return absl::OkStatus();
 }
 
 absl::Status DecisionService::ExportInstance(const bandit::v1::ExportInstanceRequest& req,

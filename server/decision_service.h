@@ -57,6 +57,20 @@ class DecisionService {
                               bandit::v1::ExportInstanceResponse* out);
   absl::Status ImportInstance(const bandit::v1::ImportInstanceRequest& req, bandit::v1::Instance* out,
                               uint64_t* written_seq = nullptr);
+  // One chunk of ExportDecisionLog's stream. `cursor` starts zeroed; each call fills `out` with
+  // the decisions after it (at most kDecisionLogChunkEvents, about kDecisionLogChunkBytes) and
+  // advances it; *done once nothing is left. The first call validates the request. The stream
+  // holds one chunk at a time, so an export of any length runs in bounded memory.
+  struct DecisionLogCursor {
+    uint64_t after_seq = 0;
+    int64_t sent = 0;
+  };
+  static constexpr int64_t kDecisionLogChunkEvents = 512;
+  static constexpr int64_t kDecisionLogChunkBytes = int64_t{1} << 20;
+  absl::Status ReadDecisionLog(const bandit::v1::ExportDecisionLogRequest& req,
+                               DecisionLogCursor* cursor, bandit::v1::DecisionLogChunk* out,
+                               bool* done);
+
   // Snapshot I/O runs off the caller's thread (on the snapshot runner's); `done` gets the
   // outcome. FAILED_PRECONDITION when the server keeps no durable state.
   void SnapshotInstances(const bandit::v1::SnapshotInstancesRequest& req,

@@ -93,6 +93,86 @@ double GrpcBanditService::OldestDurableWaitSeconds() const {
   return pending_->OldestDurableWaitSeconds();
 }
 
+class GrpcBanditService::DecisionLogWriter final
+    : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  DecisionLogWriter(GrpcBanditService* owner, Ctx* ctx, const grpc::ByteBuffer* in)
+      : owner_(owner), start_(std::chrono::steady_clock::now()) {
+    auto* bytes = const_cast<grpc::ByteBuffer*>(in);
+    const size_t size = bytes == nullptr ? 0 : bytes->Length();
+    if (bytes == nullptr ||
+        !grpc::SerializationTraits<bandit::v1::ExportDecisionLogRequest>::Deserialize(bytes, &req_)
+             .ok()) {
+      if (owner_->metrics_ != nullptr) owner_->metrics_->CountUnparseable(Rpc::kExportDecisionLog);
+      End(absl::InvalidArgumentError(absl::StrCat(
+          "the request payload (", size, " bytes) is not a valid protobuf-encoded ",
+          bandit::v1::ExportDecisionLogRequest::descriptor()->full_name(),
+          " (expected by ExportDecisionLog)")));
+      return;
+    }
+    if (owner_->auth_ != nullptr) {
+      if (absl::Status denied = owner_->auth_->Check(Rpc::kExportDecisionLog, *ctx); !denied.ok()) {
+        End(denied);
+        return;
+      }
+    }
+    Next();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      End(absl::CancelledError("the client stopped reading the decision log stream"));
+      return;
+    }
+    if (last_) {
+      End(absl::OkStatus());
+      return;
+    }
+    Next();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Next() {
+    bool done = false;
+    absl::Status s = owner_->service_->ReadDecisionLog(req_, &cursor_, &chunk_, &done);
+    if (!s.ok()) {
+      End(s);
+      return;
+    }
+    if (chunk_.decisions_size() == 0) {
+      End(absl::OkStatus());
+      return;
+    }
+    last_ = done;
+    bool own_buffer = false;
+    out_.Clear();
+    if (grpc::Status g = grpc::SerializationTraits<bandit::v1::DecisionLogChunk>::Serialize(
+            chunk_, &out_, &own_buffer);
+        !g.ok()) {
+      End(absl::InternalError("a decision log chunk could not be serialized: " + g.error_message()));
+      return;
+    }
+    StartWrite(&out_);
+  }
+  void End(const absl::Status& status) {
+    const grpc::Status g = ToGrpcStatus(status);
+    if (owner_->metrics_ != nullptr)
+      owner_->metrics_->ObserveRpc(
+          Rpc::kExportDecisionLog, g.error_code(),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+    Finish(g);
+  }
+
+  GrpcBanditService* const owner_;
+  const std::chrono::steady_clock::time_point start_;
+  bandit::v1::ExportDecisionLogRequest req_;
+  DecisionService::DecisionLogCursor cursor_;
+  bandit::v1::DecisionLogChunk chunk_;
+  grpc::ByteBuffer out_;
+  bool last_ = false;
+};
+
 GrpcBanditService::GrpcBanditService(DecisionService* service, Metrics* metrics,
                                      const Authorizer* auth)
     : service_(service), metrics_(metrics), auth_(auth) {
@@ -110,6 +190,12 @@ GrpcBanditService::GrpcBanditService(DecisionService* service, Metrics* metrics,
           }));
   BANDIT_FOR_EACH_RPC(BANDIT_REGISTER_HANDLER)
 #undef BANDIT_REGISTER_HANDLER
+  MarkMethodRawCallback(
+      descriptor->FindMethodByName("ExportDecisionLog")->index(),
+      new grpc::internal::CallbackServerStreamingHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+          [this](Ctx* ctx, const grpc::ByteBuffer* in) {
+            return new DecisionLogWriter(this, ctx, in);
+          }));
 }
 
 template <typename Req, typename Resp>

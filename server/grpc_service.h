@@ -86,6 +86,10 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   grpc::MessageHolder<Req, Resp>* AllocateMessages();
   void Finish(Reactor* reactor, Rpc rpc, std::chrono::steady_clock::time_point start,
               const absl::Status& status);
+  // ExportDecisionLog, registered raw like the unary methods (a payload that does not parse is
+  // INVALID_ARGUMENT): the decision log in chunks, one in flight at a time (bounded memory
+  // whatever the log's length); the next chunk is read when the previous one was written.
+  class DecisionLogWriter;
 
   // Calls whose handler returned before their answer was ready. Each is answered exactly once,
   // by whoever claims it first: its completion or CutPendingCalls. Shared with the completion

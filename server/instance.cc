@@ -233,7 +233,7 @@ absl::Status Instance::UpdateLocked(const bandit::v1::UpdateRequest& req, int64_
   if (!embedding.ok()) return embedding.status();
   if (!replaying_) ExpireDueLocked(now, written_seq);
   bandit::v1::JournalRecord rec;
-  if (auto s = state_->Update(req, *std::move(embedding), out, &rec); !s.ok()) return s;
+  if (auto s = state_->Update(req, *std::move(embedding), now, out, &rec); !s.ok()) return s;
   return Commit(&rec, now, written_seq);
 }
 
@@ -248,6 +248,32 @@ int64_t Instance::ExpireDueLocked(int64_t now, uint64_t* written_seq) {
   const int64_t n = state_->ExpireDue(now, &rec);
   if (n > 0) (void)Commit(&rec, now, written_seq);  // a failure here surfaces on the next write
   return n;
+}
+
+absl::Status Instance::ReadDecisionLog(uint64_t after_seq, int64_t since_ms, int64_t until_ms,
+                                       int64_t max_events, int64_t max_bytes,
+                                       bandit::v1::DecisionLogChunk* out, bool* more) {
+  absl::MutexLock lock(&mu_);
+  if (deleted_) return absl::NotFoundError(absl::StrCat("instance '", name_, "' does not exist"));
+  const DecisionLog& log = state_->decision_log();
+  if (!log.enabled())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "instance '", name_,
+        "' keeps no decision log; expected an instance created with config.decision_log.enabled"));
+  if (CheckWritable().ok()) ExpireDueLocked(clock_->NowMs(), nullptr);
+  int64_t bytes = 0;
+  *more = false;
+  log.Visit(after_seq, since_ms, until_ms, [&](const bandit::v1::LoggedDecision& d) {
+    if (out->decisions_size() >= max_events ||
+        (out->decisions_size() > 0 && bytes + static_cast<int64_t>(d.ByteSizeLong()) > max_bytes)) {
+      *more = true;
+      return false;
+    }
+    bytes += static_cast<int64_t>(d.ByteSizeLong());
+    *out->add_decisions() = d;
+    return true;
+  });
+  return absl::OkStatus();
 }
 
 absl::Status Instance::Reset(uint64_t* written_seq) {

@@ -101,6 +101,15 @@ class Instance {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Applies the expiry action to every decision whose wait has passed; returns how many.
   int64_t ExpireDue() ABSL_LOCKS_EXCLUDED(mu_);
+  // Copies the decision log's next run after `after_seq` with since_ms <= decided_at_ms <
+  // until_ms (0 = unbounded) into `out`: at most `max_events` decisions and, past the first,
+  // about `max_bytes`. Sets *more when the log may hold further matches. Reads only (expiry
+  // is applied first, journaled, so outcomes are current). FAILED_PRECONDITION when the
+  // instance keeps no log.
+  absl::Status ReadDecisionLog(uint64_t after_seq, int64_t since_ms, int64_t until_ms,
+                               int64_t max_events, int64_t max_bytes,
+                               bandit::v1::DecisionLogChunk* out, bool* more)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   Instance(std::unique_ptr<InstanceState> state, const Clock* clock, const InstanceLimits& limits);

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "server/instance_state.h"
+#include "server/decision_log/decision_log.h"
 
 namespace bandit::server {
 namespace {
@@ -202,6 +203,7 @@ absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limi
     return absl::InvalidArgumentError(absl::StrCat("config.pending.default_reward is ",
                                                    p->default_reward(),
                                                    ", expected a finite number"));
+  if (auto s = DecisionLog::Normalize(c->mutable_decision_log()); !s.ok()) return s;
   if (c->seed() == 0) c->set_seed(InstanceState::SeedFromName(name));
   return absl::OkStatus();
 }

@@ -44,12 +44,12 @@ absl::Status CheckOptionalFinite(absl::string_view field, bool has, double value
   return absl::OkStatus();
 }
 void WriteDecision(const Decision& d, const std::string& event_id, int64_t expires_at_ms,
-                   bandit::v1::Decision* out) {
+                   bool with_scores, bandit::v1::Decision* out) {
   out->set_event_id(event_id);
   out->set_arm_index(d.arm);
   out->set_arm_id(d.arm_id);
   out->set_propensity(d.propensity);
-  if (d.scores.size() > 0) {
+  if (with_scores && d.scores.size() > 0) {
     out->mutable_scores()->Assign(d.scores.data(), d.scores.data() + d.scores.size());
     out->set_score_kind(d.score_kind);
   }
@@ -120,6 +120,9 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
     return a->expires_at_ms() < b->expires_at_ms();
   });
   for (const auto* p : pending) in.pending_.Insert(FromRecord(*p));
+  if (auto s = in.log_.Restore(snap.decision_log()); !s.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat("snapshot of instance '", snap.name(), "': ", s.message()));
   in.stats_ = snap.stats();
   in.next_seq_ = std::max<uint64_t>(1, snap.next_event_seq());
   in.SyncConfigArms();
@@ -135,6 +138,7 @@ void InstanceState::Save(bandit::v1::InstanceSnapshot* snap) const {
   *snap->mutable_stats() = stats_;
   snap->set_uid(uid_);
   snap->set_next_event_seq(next_seq_);
+  log_.Save(snap->mutable_decision_log());
 }
 
 InstanceState::InstanceState(std::string name, InstanceConfig config,
@@ -145,7 +149,8 @@ InstanceState::InstanceState(std::string name, InstanceConfig config,
       uid_(uid),
       config_(std::move(config)),
       policy_(std::move(policy)),
-      pending_(config_.pending().capacity()) {}
+      pending_(config_.pending().capacity()),
+      log_(config_.decision_log()) {}
 
 std::string InstanceState::NextEventId() {
   return absl::StrFormat("%016x-%x", uid_, next_seq_++);
@@ -244,7 +249,11 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
     return absl::ResourceExhaustedError(absl::StrCat(
         "instance '", name_, "' has ", pending_.size(),
         " decisions awaiting rewards, the configured capacity; send rewards or wait for expiry"));
-  auto d = policy_->Select(ctx);
+  // The log keeps the probability vector where the policy has one; asking for it changes no
+  // decision (the scores are computed from the same draws), only what Select reports.
+  SelectContext policy_ctx = ctx;
+  policy_ctx.want_scores = ctx.want_scores || log_.enabled();
+  auto d = policy_->Select(policy_ctx);
   if (!d.ok()) return d.status();
 
   PendingDecision p;
@@ -259,8 +268,15 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   if (policy_->context_kind() == ContextKind::kPoint) p.features = *x;
   p.memo = std::move(d->memo);
   p.expires_at_ms = now + config_.pending().reward_wait_ms();
-  WriteDecision(*d, p.event_id, p.expires_at_ms, out);
-  if (policy_->SelectReadsOnly()) {
+  WriteDecision(*d, p.event_id, p.expires_at_ms, ctx.want_scores, out);
+  if (log_.enabled()) {
+    const int64_t dropped = log_.Append(LogEntryFor(*d, ctx, in, p.event_id, now), now);
+    stats_.set_decision_log_evicted(stats_.decision_log_evicted() + dropped);
+  }
+  // With the decision log on, the request is journaled even for a read-only policy: replay
+  // re-executes it (a read-only policy decides deterministically) and so rebuilds the log
+  // entry, context included.
+  if (policy_->SelectReadsOnly() && !log_.enabled()) {
     // Nothing in the policy changed: the decision alone lets replay rebuild this Select.
     ToRecord(p, rec->mutable_decided()->mutable_decision());
     rec->mutable_decided()->set_estimated_gap(d->estimated_gap);
@@ -290,6 +306,54 @@ absl::Status InstanceState::ReplayDecided(const bandit::v1::DecidedSelect& rec) 
                                             "'"));
   RecordDecision(std::move(p), rec.estimated_gap());
   return absl::OkStatus();
+}
+
+bandit::v1::LoggedDecision InstanceState::LogEntryFor(const Decision& d, const SelectContext& ctx,
+                                                      const SelectInputs& in,
+                                                      const std::string& event_id,
+                                                      int64_t now) const {
+  bandit::v1::LoggedDecision e;
+  e.set_event_seq(DecisionLog::EventSeqOf(event_id));
+  e.set_event_id(event_id);
+  e.set_decided_at_ms(now);
+  e.set_policy(std::string(policy_->name()));
+  int num_actions = 0;
+  switch (policy_->context_kind()) {
+    case ContextKind::kCandidates: {
+      const int n = static_cast<int>(ctx.candidates.size());
+      const int dim = n > 0 ? static_cast<int>(ctx.candidates[0].size()) : 0;
+      e.set_num_candidates(n);
+      e.set_candidate_dim(dim);
+      auto* values = e.mutable_candidates();
+      values->Reserve(n * dim);
+      for (const Vector& c : ctx.candidates) values->Add(c.data(), c.data() + c.size());
+      num_actions = n;
+      break;
+    }
+    case ContextKind::kPoint:
+      e.mutable_x()->Assign(in.x.data(), in.x.data() + in.x.size());
+      num_actions = d.score_kind == bandit::v1::PROBABILITY ? static_cast<int>(d.scores.size()) : 0;
+      break;
+    case ContextKind::kNone: {
+      const std::vector<std::string> ids = policy_->ArmIds();
+      for (const auto& id : ids) e.add_arm_ids(id);
+      num_actions = static_cast<int>(ids.size());
+      break;
+    }
+  }
+  e.set_num_actions(num_actions);
+  e.set_chosen_index(d.arm);
+  e.set_chosen_arm_id(d.arm_id);
+  if (std::isfinite(d.propensity)) e.set_propensity(d.propensity);
+  if (d.score_kind == bandit::v1::PROBABILITY && d.scores.size() == num_actions &&
+      num_actions > 0) {
+    e.mutable_probabilities()->Assign(d.scores.data(), d.scores.data() + d.scores.size());
+  } else if (d.propensity == 1.0 && num_actions > 0 && d.arm >= 0 && d.arm < num_actions) {
+    // A deterministic choice: every other action had probability 0.
+    e.mutable_probabilities()->Resize(num_actions, 0.0);
+    e.set_probabilities(d.arm, 1.0);
+  }
+  return e;
 }
 
 void InstanceState::RecordDecision(PendingDecision p, double estimated_gap) {
@@ -385,7 +449,7 @@ absl::StatusOr<Vector> InstanceState::CheckUpdate(const bandit::v1::UpdateReques
 }
 
 absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector embedding,
-                                   bandit::v1::UpdateResponse* out,
+                                   int64_t now, bandit::v1::UpdateResponse* out,
                                    bandit::v1::JournalRecord* rec) {
   const PendingDecision* pending = nullptr;
   auto obs = ObservationFor(req, &pending);
@@ -398,7 +462,12 @@ absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector 
   obs->embedding = std::move(embedding);
   if (req.has_fidelity()) obs->fidelity = req.fidelity();
   if (auto s = policy_->Update(*obs); !s.ok()) return s;  // pending kept: a fixed reward may follow
-  if (pending != nullptr) pending_.Take(req.event_id(), EventFate::kRewarded);
+  if (pending != nullptr) {
+    pending_.Take(req.event_id(), EventFate::kRewarded);
+    if (log_.enabled())
+      log_.SetOutcome(DecisionLog::EventSeqOf(req.event_id()), bandit::v1::OUTCOME_REWARDED,
+                      req.reward(), now);
+  }
   stats_.set_updates(stats_.updates() + 1);
   stats_.set_reward_sum(stats_.reward_sum() + req.reward());
   if (req.has_best_expected_reward()) {
@@ -431,6 +500,13 @@ int64_t InstanceState::ExpireDue(int64_t now, bandit::v1::JournalRecord* rec) {
       }
     }
     pending_.RecordFate(p.event_id, fate);
+    if (log_.enabled()) {
+      const bool learned = fate == EventFate::kExpired;
+      log_.SetOutcome(DecisionLog::EventSeqOf(p.event_id),
+                      learned ? bandit::v1::OUTCOME_EXPIRED_DEFAULT
+                              : bandit::v1::OUTCOME_EXPIRED_DROPPED,
+                      learned ? config_.pending().default_reward() : 0.0, now);
+    }
   }
   stats_.set_expired(stats_.expired() + static_cast<int64_t>(due.size()));
   rec->set_expire(true);
@@ -442,7 +518,12 @@ absl::Status InstanceState::Reset(bandit::v1::JournalRecord* rec) {
   if (!fresh.ok()) return fresh.status();
   policy_ = *std::move(fresh);
   pending_.Clear();
+  // The log is a record of what happened, not learned state: it stays, and the decisions whose
+  // rewards can no longer be joined say so.
+  log_.DiscardPending(0);
+  const int64_t evicted = stats_.decision_log_evicted();
   stats_.Clear();
+  stats_.set_decision_log_evicted(evicted);
   rec->set_reset(true);
   return absl::OkStatus();
 }
@@ -584,6 +665,8 @@ bandit::v1::InstanceStats InstanceState::Stats(
   bandit::v1::InstanceStats stats = stats_;
   stats.set_pending(pending_.size());
   stats.set_state_bytes(policy_->StateBytes());
+  stats.set_decision_log_events(log_.events());
+  stats.set_decision_log_bytes(log_.bytes());
   if (summary) *summary = policy_->Summary();
   return stats;
 }
@@ -595,6 +678,8 @@ void InstanceState::Describe(bandit::v1::Instance* out) const {
   *out->mutable_stats() = stats_;
   out->mutable_stats()->set_pending(pending_.size());
   out->mutable_stats()->set_state_bytes(policy_->StateBytes());
+  out->mutable_stats()->set_decision_log_events(log_.events());
+  out->mutable_stats()->set_decision_log_bytes(log_.bytes());
   for (const auto& [k, v] : policy_->Summary()) (*out->mutable_summary())[k] = v;
   for (const auto& id : policy_->ArmIds()) out->add_arm_ids(id);
   const Vector w = policy_->Weights();

@@ -19,6 +19,7 @@
 #include "bandit/v1/service.pb.h"
 #include "bandit/v1/storage.pb.h"
 #include "core/policy.h"
+#include "server/decision_log/decision_log.h"
 #include "server/pending_table.h"
 
 namespace bandit::server {
@@ -89,8 +90,9 @@ class InstanceState {
   // Checks an Update's own fields (finite numbers, fidelity range, embedding size); returns the
   // embedding. Changes nothing.
   absl::StatusOr<Vector> CheckUpdate(const bandit::v1::UpdateRequest& req) const;
-  // Joins the reward to its decision (or takes logged data) and learns. The record borrows `req`.
-  absl::Status Update(const bandit::v1::UpdateRequest& req, Vector embedding,
+  // Joins the reward to its decision (or takes logged data) and learns at `now` (the time the
+  // decision log records for the outcome). The record borrows `req`.
+  absl::Status Update(const bandit::v1::UpdateRequest& req, Vector embedding, int64_t now,
                       bandit::v1::UpdateResponse* out, bandit::v1::JournalRecord* rec);
   // Applies the expiry action to every decision whose wait has passed at `now`; returns how many
   // (and, when any, sets `rec` to the expiry record).
@@ -115,6 +117,8 @@ class InstanceState {
 
   const std::string& name() const { return name_; }
   uint64_t uid() const { return uid_; }
+  // The decision log (empty and disabled unless config.decision_log.enabled).
+  const DecisionLog& decision_log() const { return log_; }
   const bandit::v1::InstanceConfig& config() const { return config_; }
 
   // Deterministic default seed of an instance: FNV-1a of its name.
@@ -126,6 +130,10 @@ class InstanceState {
 
   // What every Select leaves behind: the pending decision and the round counters.
   void RecordDecision(PendingDecision p, double estimated_gap);
+  // The decision log's entry for a decision just made.
+  bandit::v1::LoggedDecision LogEntryFor(const Decision& d, const SelectContext& ctx,
+                                         const SelectInputs& in, const std::string& event_id,
+                                         int64_t now) const;
   std::string NextEventId();
   absl::StatusOr<Observation> ObservationFor(const bandit::v1::UpdateRequest& req,
                                              const PendingDecision** pending) const;
@@ -138,6 +146,7 @@ class InstanceState {
   bandit::v1::InstanceConfig config_;  // arms kept current
   std::unique_ptr<Policy> policy_;
   PendingTable pending_;
+  DecisionLog log_;
   uint64_t next_seq_ = 1;  // of event ids
   bandit::v1::InstanceStats stats_;
 };

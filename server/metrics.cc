@@ -56,6 +56,16 @@ class InstanceCollector final : public prometheus::Collectable {
         {"bandit_instance_estimated_regret",
          "Cumulative model-estimated regret: sum of (best estimated mean - chosen arm's).",
          MetricType::Gauge, [](const bandit::v1::InstanceStats& s) { return s.estimated_regret(); }},
+        {"bandit_instance_decision_log_events", "Decisions held in the instance's decision log.",
+         MetricType::Gauge,
+         [](const bandit::v1::InstanceStats& s) { return double(s.decision_log_events()); }},
+        {"bandit_instance_decision_log_bytes",
+         "Encoded size of the decisions held in the decision log.", MetricType::Gauge,
+         [](const bandit::v1::InstanceStats& s) { return double(s.decision_log_bytes()); }},
+        {"bandit_instance_decision_log_evicted_total",
+         "Decisions the decision log's retention (events, bytes, age) dropped.",
+         MetricType::Counter,
+         [](const bandit::v1::InstanceStats& s) { return double(s.decision_log_evicted()); }},
     };
     constexpr int kDefs = sizeof(defs) / sizeof(defs[0]);
     std::vector<MetricFamily> families(kDefs + 5);

@@ -8,6 +8,7 @@ const char* RpcName(Rpc rpc) {
   case Rpc::k##method:                                   \
     return #method;
     BANDIT_FOR_EACH_RPC(BANDIT_RPC_NAME)
+    BANDIT_FOR_EACH_STREAMING_RPC(BANDIT_RPC_NAME)
 #undef BANDIT_RPC_NAME
     case Rpc::kCount:
       break;
@@ -21,6 +22,7 @@ Role RequiredRole(Rpc rpc) {
   case Rpc::k##method:                                   \
     return Role::role;
     BANDIT_FOR_EACH_RPC(BANDIT_RPC_ROLE)
+    BANDIT_FOR_EACH_STREAMING_RPC(BANDIT_RPC_ROLE)
 #undef BANDIT_RPC_ROLE
     case Rpc::kCount:
       break;

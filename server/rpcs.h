@@ -27,9 +27,14 @@ enum class Role : int { kReader = 1, kWriter = 2, kAdmin = 3 };
   X(ImportInstance, ImportInstanceRequest, Instance, kAdmin)                         \
   X(SetMixtureReference, SetMixtureReferenceRequest, Instance, kAdmin)
 
+// Server-streaming RPCs: the same four columns; each has its own reactor in grpc_service.*.
+#define BANDIT_FOR_EACH_STREAMING_RPC(X) \
+  X(ExportDecisionLog, ExportDecisionLogRequest, DecisionLogChunk, kAdmin)
+
 enum class Rpc : int {
 #define BANDIT_RPC_ENUM(method, request, response, role) k##method,
   BANDIT_FOR_EACH_RPC(BANDIT_RPC_ENUM)
+  BANDIT_FOR_EACH_STREAMING_RPC(BANDIT_RPC_ENUM)
 #undef BANDIT_RPC_ENUM
   kCount
 };

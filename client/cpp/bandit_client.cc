@@ -81,6 +81,26 @@ absl::StatusOr<Resp> BanditClient::Call(Method method, const Req& req) {
 using bandit::v1::BanditService;
 namespace v1 = bandit::v1;
 
+absl::Status BanditClient::ExportDecisionLog(
+    const v1::ExportDecisionLogRequest& req,
+    const std::function<absl::Status(const v1::LoggedDecision&)>& each) {
+  grpc::ClientContext ctx;
+  if (!options_.token.empty()) ctx.AddMetadata("authorization", "Bearer " + options_.token);
+  std::unique_ptr<grpc::ClientReader<v1::DecisionLogChunk>> reader =
+      stub_->ExportDecisionLog(&ctx, req);
+  v1::DecisionLogChunk chunk;
+  while (reader->Read(&chunk)) {
+    for (const auto& d : chunk.decisions()) {
+      if (absl::Status s = each(d); !s.ok()) {
+        ctx.TryCancel();
+        (void)reader->Finish();
+        return s;
+      }
+    }
+  }
+  return FromGrpc(reader->Finish());
+}
+
 absl::StatusOr<v1::Instance> BanditClient::CreateInstance(const v1::CreateInstanceRequest& req) {
   return Call<v1::CreateInstanceRequest, v1::Instance>(&BanditService::Stub::CreateInstance, req);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -58,6 +59,12 @@ class BanditClient {
       const bandit::v1::SelectBatchRequest& req);
   absl::StatusOr<bandit::v1::UpdateBatchResponse> UpdateBatch(
       const bandit::v1::UpdateBatchRequest& req);
+  // Streams the instance's decision log, calling `each` on every decision in log order (one
+  // chunk held at a time). No overall deadline: a long log takes as long as it takes; the call
+  // ends when the log does, when `each` fails (its status is returned), or when the server fails.
+  absl::Status ExportDecisionLog(
+      const bandit::v1::ExportDecisionLogRequest& req,
+      const std::function<absl::Status(const bandit::v1::LoggedDecision&)>& each);
   // grpc.health.v1 Check of the whole server ("" service).
   absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> Health();
 

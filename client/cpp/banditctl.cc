@@ -9,6 +9,8 @@
 //   add-arms NAME --arms='id1,id2' | remove-arms NAME --arms='id1,id2'
 //   export NAME --file=F | import [NAME] --file=F   (move an instance between servers)
 //   set-reference NAME (--embeddings_file=F.csv [--append] | --mean='m1,m2' --covariance='c11,c12,c21,c22')
+//   log NAME [--since=T] [--until=T] [--format=dsjson|jsonl|csv] > file
+//                                            the decision log (T: RFC 3339 or epoch ms)
 //   health                                   exits 0 exactly when the server reports SERVING
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +29,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "client/cpp/bandit_client.h"
+#include "client/cpp/decision_log_format.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "banditd address");
 ABSL_FLAG(bool, json, false, "Print responses as JSON");
@@ -49,6 +53,11 @@ ABSL_FLAG(std::string, embeddings_file, "",
 ABSL_FLAG(bool, append, false, "set-reference: add the embeddings to the current reference");
 ABSL_FLAG(std::string, mean, "", "set-reference: FD reference mean 'm1,m2,...'");
 ABSL_FLAG(std::string, covariance, "", "set-reference: FD reference covariance, row-major");
+ABSL_FLAG(std::string, since, "", "log: decisions made at or after this time (RFC 3339 or epoch ms)");
+ABSL_FLAG(std::string, until, "", "log: decisions made before this time (RFC 3339 or epoch ms)");
+ABSL_FLAG(std::string, format, "dsjson", "log: dsjson (Vowpal Wabbit --dsjson), jsonl or csv");
+ABSL_FLAG(uint64_t, after_seq, 0, "log: only decisions after this event_seq (resume an export)");
+ABSL_FLAG(int64_t, max_events, 0, "log: at most this many decisions (0 = all)");
 ABSL_FLAG(std::string, token, "",
           "Bearer token (default: $BANDIT_TOKEN; prefer the variable, flags show in `ps`)");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA of the server certificate (enables TLS)");
@@ -110,6 +119,18 @@ bool ParseVector(const std::string& text, google::protobuf::RepeatedField<double
   return true;
 }
 
+// "" -> 0; epoch milliseconds or an RFC 3339 time -> epoch milliseconds.
+bool ParseTimeFlag(const std::string& text, int64_t* ms) {
+  *ms = 0;
+  if (text.empty()) return true;
+  if (absl::SimpleAtoi(text, ms)) return *ms >= 0;
+  absl::Time t;
+  std::string err;
+  if (!absl::ParseTime(absl::RFC3339_full, text, &t, &err)) return false;
+  *ms = absl::ToUnixMillis(t);
+  return *ms >= 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,6 +143,7 @@ int main(int argc, char** argv) {
       "  add-arms NAME --arms=id1,id2 | remove-arms NAME --arms=id1,id2\n"
       "  export NAME --file=F | import [NAME] --file=F\n"
       "  set-reference NAME (--embeddings_file=F.csv [--append] | --mean=.. --covariance=..)\n"
+      "  log NAME [--since=T] [--until=T] [--format=dsjson|jsonl|csv] > file\n"
       "  health   (exit 0 exactly when SERVING)");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) return Usage("missing COMMAND");
@@ -220,6 +242,34 @@ int main(int argc, char** argv) {
     req.set_name(name);
     for (const auto& id : ids) req.add_arm_ids(id);
     return PrintOr(client.RemoveArms(req));
+  }
+  if (cmd == "log") {
+    auto format = bandit::client::ParseLogFormat(absl::GetFlag(FLAGS_format));
+    if (!format.ok()) return Usage(std::string(format.status().message()));
+    bandit::v1::ExportDecisionLogRequest req;
+    req.set_name(name);
+    int64_t since = 0, until = 0;
+    if (!ParseTimeFlag(absl::GetFlag(FLAGS_since), &since))
+      return Usage("--since must be epoch milliseconds or an RFC 3339 time");
+    if (!ParseTimeFlag(absl::GetFlag(FLAGS_until), &until))
+      return Usage("--until must be epoch milliseconds or an RFC 3339 time");
+    req.set_since_ms(since);
+    req.set_until_ms(until);
+    req.set_after_event_seq(absl::GetFlag(FLAGS_after_seq));
+    req.set_max_events(absl::GetFlag(FLAGS_max_events));
+    if (const std::string header = bandit::client::LogHeader(*format); !header.empty())
+      std::cout << header << "\n";
+    int64_t written = 0;
+    absl::Status s = client.ExportDecisionLog(req, [&](const bandit::v1::LoggedDecision& d) {
+      std::cout << bandit::client::FormatDecision(*format, d, name) << "\n";
+      if (!std::cout.good()) return absl::UnavailableError("cannot write to standard output");
+      ++written;
+      return absl::OkStatus();
+    });
+    std::cout.flush();
+    if (!s.ok()) return Fail(s);
+    std::cerr << written << " decisions\n";
+    return 0;
   }
   if (cmd == "export" || cmd == "import") {
     const std::string file = absl::GetFlag(FLAGS_file);

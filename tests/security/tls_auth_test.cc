@@ -157,6 +157,12 @@ std::map<std::string, std::function<StatusCode(BanditClient&)>> EveryRpc() {
     v1::ExportInstanceResponse resp;
     return s.ExportInstance(ctx, r, &resp);
   });
+  rpcs["ExportDecisionLog"] = [](BanditClient& c) {
+    v1::ExportDecisionLogRequest r;
+    r.set_name("main");
+    return c.ExportDecisionLog(r, [](const v1::LoggedDecision&) { return absl::OkStatus(); })
+        .code();
+  };
   rpcs["ImportInstance"] = raw([](v1::BanditService::Stub& s, grpc::ClientContext* ctx) {
     v1::ImportInstanceRequest r;
     r.set_snapshot("not a snapshot");

@@ -1,0 +1,315 @@
+#include "client/cpp/decision_log_format.h"
+
+#include <cmath>
+
+#include <google/protobuf/util/json_util.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+
+namespace bandit::client {
+namespace {
+
+using Json = nlohmann::ordered_json;
+namespace v1 = bandit::v1;
+
+bool HasReward(const v1::LoggedDecision& d) {
+  return d.outcome() == v1::OUTCOME_REWARDED || d.outcome() == v1::OUTCOME_EXPIRED_DEFAULT;
+}
+
+// Action order of "a": the chosen action first, then the others in index order (the Decision
+// Service convention: "a" is the ranking, p follows it).
+std::vector<int> ActionOrder(const v1::LoggedDecision& d) {
+  std::vector<int> order;
+  order.reserve(d.num_actions());
+  if (d.chosen_index() >= 0 && d.chosen_index() < d.num_actions()) order.push_back(d.chosen_index());
+  for (int i = 0; i < d.num_actions(); ++i)
+    if (i != d.chosen_index()) order.push_back(i);
+  return order;
+}
+
+std::string Dsjson(const v1::LoggedDecision& d, const std::string& instance) {
+  Json j;
+  const bool labeled = HasReward(d) && d.has_propensity();
+  if (labeled) {
+    // The label comes first: VW attaches it to the action _labelIndex while reading "c".
+    j["_label_cost"] = -d.reward();
+    j["_label_probability"] = d.propensity();
+    j["_label_Action"] = d.chosen_index() + 1;
+    j["_labelIndex"] = d.chosen_index();
+    j["o"] = Json::array({Json{{"v", d.reward()}, {"EventId", d.event_id()}, {"ActionTaken", false}}});
+  }
+  j["Timestamp"] = DsjsonTimestamp(d.decided_at_ms());
+  j["Version"] = "1";
+  j["EventId"] = d.event_id();
+  const std::vector<int> order = ActionOrder(d);
+  Json a = Json::array();
+  for (int i : order) a.push_back(i + 1);
+  j["a"] = std::move(a);
+  Json c = Json::object();
+  Json multi = Json::array();
+  if (d.num_candidates() > 0) {
+    for (int i = 0; i < d.num_candidates(); ++i) {
+      Json x = Json::array();
+      for (int k = 0; k < d.candidate_dim(); ++k) x.push_back(d.candidates(i * d.candidate_dim() + k));
+      multi.push_back(Json{{"x", std::move(x)}});
+    }
+  } else if (d.arm_ids_size() > 0) {
+    for (const auto& id : d.arm_ids()) multi.push_back(Json{{"arm", id}});
+  } else {
+    c["x"] = Json(std::vector<double>(d.x().begin(), d.x().end()));
+    for (int i = 0; i < d.num_actions(); ++i) multi.push_back(Json{{"hypothesis", std::to_string(i)}});
+  }
+  c["_multi"] = std::move(multi);
+  j["c"] = std::move(c);
+  if (d.probabilities_size() == d.num_actions() && d.num_actions() > 0) {
+    Json p = Json::array();
+    for (int i : order) p.push_back(d.probabilities(i));
+    j["p"] = std::move(p);
+  }
+  j["VWState"] = Json{{"m", absl::StrCat(instance, "/", d.policy())}};
+  if (labeled) j["_original_label_cost"] = -d.reward();
+  // Ours, ignored by VW (an unknown key starting with '_'): what the DS fields cannot say.
+  Json ours{{"event_seq", d.event_seq()},
+            {"outcome", v1::DecisionOutcome_Name(d.outcome())},
+            {"chosen_arm_id", d.chosen_arm_id()}};
+  if (HasReward(d)) ours["reward"] = d.reward();
+  if (d.outcome_at_ms() != 0) ours["outcome_at_ms"] = d.outcome_at_ms();
+  if (d.has_propensity() && !labeled) ours["propensity"] = d.propensity();
+  j["_bandit"] = std::move(ours);
+  return j.dump();
+}
+
+// 17 significant digits: reads back as the same double.
+void AppendNumber(std::string* out, double v) { absl::StrAppend(out, absl::StrFormat("%.17g", v)); }
+template <typename It>
+std::string Numbers(It begin, It end) {
+  return absl::StrJoin(begin, end, " ", AppendNumber);
+}
+
+std::string Csv(const v1::LoggedDecision& d, const std::string& instance) {
+  auto cell = [](const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return q + "\"";
+  };
+  std::string context;
+  if (d.num_candidates() > 0) {
+    std::vector<std::string> rows;
+    for (int i = 0; i < d.num_candidates(); ++i)
+      rows.push_back(Numbers(d.candidates().begin() + i * d.candidate_dim(),
+                             d.candidates().begin() + (i + 1) * d.candidate_dim()));
+    context = absl::StrJoin(rows, "|");
+  } else if (d.arm_ids_size() > 0) {
+    context = absl::StrJoin(d.arm_ids(), "|");
+  } else {
+    context = Numbers(d.x().begin(), d.x().end());
+  }
+  return absl::StrCat(
+      cell(instance), ",", cell(d.event_id()), ",", d.event_seq(), ",", d.decided_at_ms(), ",",
+      cell(d.policy()), ",", d.num_actions(), ",", d.chosen_index(), ",", cell(d.chosen_arm_id()),
+      ",", d.has_propensity() ? absl::StrFormat("%.17g", d.propensity()) : "", ",",
+      Numbers(d.probabilities().begin(), d.probabilities().end()), ",",
+      v1::DecisionOutcome_Name(d.outcome()), ",",
+      HasReward(d) ? absl::StrFormat("%.17g", d.reward()) : "", ",", d.outcome_at_ms(), ",",
+      cell(context));
+}
+
+absl::Status Bad(const std::string& field, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat("field ", field, ": ", why));
+}
+
+absl::StatusOr<double> Probability(const Json& v, const std::string& field) {
+  if (!v.is_number()) return Bad(field, "expected a number");
+  const double p = v.get<double>();
+  if (!std::isfinite(p) || p < 0.0 || p > 1.0)
+    return Bad(field, absl::StrCat("is ", p, ", expected a probability in [0, 1]"));
+  return p;
+}
+
+absl::StatusOr<std::vector<double>> JsonNumbers(const Json& v, const std::string& field) {
+  if (!v.is_array()) return Bad(field, "expected an array of numbers");
+  std::vector<double> out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_number()) return Bad(absl::StrCat(field, "[", i, "]"), "expected a number");
+    const double x = v[i].get<double>();
+    if (!std::isfinite(x)) return Bad(absl::StrCat(field, "[", i, "]"), "expected a finite number");
+    out.push_back(x);
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<LogFormat> ParseLogFormat(const std::string& name) {
+  if (name == "dsjson") return LogFormat::kDsjson;
+  if (name == "jsonl") return LogFormat::kJsonl;
+  if (name == "csv") return LogFormat::kCsv;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown log format '", name, "', expected dsjson, jsonl or csv"));
+}
+
+std::string LogHeader(LogFormat format) {
+  if (format != LogFormat::kCsv) return "";
+  return "instance,event_id,event_seq,decided_at_ms,policy,num_actions,chosen_index,"
+         "chosen_arm_id,propensity,probabilities,outcome,reward,outcome_at_ms,context";
+}
+
+std::string DsjsonTimestamp(int64_t ms) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(ms), absl::UTCTimeZone());
+}
+
+std::string FormatDecision(LogFormat format, const v1::LoggedDecision& d,
+                           const std::string& instance) {
+  switch (format) {
+    case LogFormat::kDsjson:
+      return Dsjson(d, instance);
+    case LogFormat::kJsonl: {
+      std::string out;
+      google::protobuf::util::JsonPrintOptions o;
+      o.preserve_proto_field_names = true;
+      (void)google::protobuf::util::MessageToJsonString(d, &out, o);
+      return out;
+    }
+    case LogFormat::kCsv:
+      return Csv(d, instance);
+  }
+  return "";
+}
+
+absl::StatusOr<v1::LoggedDecision> ParseDsjson(const std::string& line) {
+  Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError("not valid JSON");
+  if (!j.is_object()) return absl::InvalidArgumentError("expected a JSON object");
+  v1::LoggedDecision d;
+  if (!j.contains("EventId") || !j["EventId"].is_string()) return Bad("EventId", "expected a string");
+  d.set_event_id(j["EventId"].get<std::string>());
+  if (j.contains("Timestamp")) {
+    if (!j["Timestamp"].is_string()) return Bad("Timestamp", "expected a string");
+    absl::Time t;
+    std::string err;
+    if (!absl::ParseTime(absl::RFC3339_full, j["Timestamp"].get<std::string>(), &t, &err))
+      return Bad("Timestamp", absl::StrCat("expected an RFC 3339 time: ", err));
+    d.set_decided_at_ms(absl::ToUnixMillis(t));
+  }
+  if (!j.contains("a") || !j["a"].is_array() || j["a"].empty())
+    return Bad("a", "expected a non-empty array of 1-based actions");
+  const Json& a = j["a"];
+  const int n = static_cast<int>(a.size());
+  std::vector<int> order;
+  std::vector<bool> seen(n, false);
+  for (int i = 0; i < n; ++i) {
+    if (!a[i].is_number_integer() || a[i].get<int64_t>() < 1 || a[i].get<int64_t>() > n)
+      return Bad(absl::StrCat("a[", i, "]"), absl::StrCat("expected an action 1..", n));
+    const int action = static_cast<int>(a[i].get<int64_t>()) - 1;
+    if (seen[action]) return Bad(absl::StrCat("a[", i, "]"), "repeats an action");
+    seen[action] = true;
+    order.push_back(action);
+  }
+  d.set_num_actions(n);
+  int chosen = order[0];
+  if (j.contains("_labelIndex")) {
+    if (!j["_labelIndex"].is_number_integer() || j["_labelIndex"].get<int64_t>() < 0 ||
+        j["_labelIndex"].get<int64_t>() >= n)
+      return Bad("_labelIndex", absl::StrCat("expected an index 0..", n - 1));
+    chosen = static_cast<int>(j["_labelIndex"].get<int64_t>());
+  }
+  if (j.contains("_label_Action") &&
+      (!j["_label_Action"].is_number_integer() || j["_label_Action"].get<int64_t>() != chosen + 1))
+    return Bad("_label_Action", absl::StrCat("expected ", chosen + 1, " (_labelIndex + 1)"));
+  d.set_chosen_index(chosen);
+  if (j.contains("p")) {
+    const Json& p = j["p"];
+    if (!p.is_array() || static_cast<int>(p.size()) != n)
+      return Bad("p", absl::StrCat("expected ", n, " probabilities, one per action of a"));
+    std::vector<double> probs(n);
+    for (int i = 0; i < n; ++i) {
+      auto v = Probability(p[i], absl::StrCat("p[", i, "]"));
+      if (!v.ok()) return v.status();
+      probs[order[i]] = *v;
+    }
+    d.mutable_probabilities()->Assign(probs.begin(), probs.end());
+  }
+  const bool labeled = j.contains("_label_cost");
+  if (labeled) {
+    if (!j["_label_cost"].is_number() || !std::isfinite(j["_label_cost"].get<double>()))
+      return Bad("_label_cost", "expected a finite number");
+    if (!j.contains("_label_probability"))
+      return Bad("_label_probability", "missing, expected the chosen action's probability");
+    auto p = Probability(j["_label_probability"], "_label_probability");
+    if (!p.ok()) return p.status();
+    d.set_propensity(*p);
+    d.set_reward(-j["_label_cost"].get<double>());
+    d.set_outcome(v1::OUTCOME_REWARDED);
+  }
+  if (!j.contains("c") || !j["c"].is_object()) return Bad("c", "expected the context object");
+  const Json& c = j["c"];
+  if (!c.contains("_multi") || !c["_multi"].is_array() || static_cast<int>(c["_multi"].size()) != n)
+    return Bad("c._multi", absl::StrCat("expected ", n, " actions, one per entry of a"));
+  const Json& multi = c["_multi"];
+  const Json& first = multi[0];
+  if (first.is_object() && first.contains("x")) {
+    int dim = -1;
+    for (int i = 0; i < n; ++i) {
+      if (!multi[i].is_object() || !multi[i].contains("x"))
+        return Bad(absl::StrCat("c._multi[", i, "].x"), "missing, expected the candidate's features");
+      auto x = JsonNumbers(multi[i]["x"], absl::StrCat("c._multi[", i, "].x"));
+      if (!x.ok()) return x.status();
+      if (dim >= 0 && static_cast<int>(x->size()) != dim)
+        return Bad(absl::StrCat("c._multi[", i, "].x"),
+                   absl::StrCat("has ", x->size(), " values, expected ", dim, " like c._multi[0].x"));
+      dim = static_cast<int>(x->size());
+      d.mutable_candidates()->Add(x->begin(), x->end());
+    }
+    d.set_num_candidates(n);
+    d.set_candidate_dim(dim);
+  } else if (first.is_object() && first.contains("arm")) {
+    for (int i = 0; i < n; ++i) {
+      if (!multi[i].is_object() || !multi[i].contains("arm") || !multi[i]["arm"].is_string())
+        return Bad(absl::StrCat("c._multi[", i, "].arm"), "expected the arm id as a string");
+      d.add_arm_ids(multi[i]["arm"].get<std::string>());
+    }
+    d.set_chosen_arm_id(d.arm_ids(chosen));
+  } else if (c.contains("x")) {
+    auto x = JsonNumbers(c["x"], "c.x");
+    if (!x.ok()) return x.status();
+    d.mutable_x()->Assign(x->begin(), x->end());
+  } else {
+    return Bad("c", "expected candidate vectors (_multi[].x), arm ids (_multi[].arm) or a shared x");
+  }
+  if (j.contains("VWState") && j["VWState"].is_object() && j["VWState"].contains("m") &&
+      j["VWState"]["m"].is_string()) {
+    const std::string m = j["VWState"]["m"].get<std::string>();
+    const size_t slash = m.rfind('/');
+    d.set_policy(slash == std::string::npos ? m : m.substr(slash + 1));
+  }
+  if (j.contains("_bandit") && j["_bandit"].is_object()) {
+    const Json& ours = j["_bandit"];
+    if (ours.contains("event_seq") && ours["event_seq"].is_number_unsigned())
+      d.set_event_seq(ours["event_seq"].get<uint64_t>());
+    if (ours.contains("outcome") && ours["outcome"].is_string()) {
+      v1::DecisionOutcome o;
+      if (!v1::DecisionOutcome_Parse(ours["outcome"].get<std::string>(), &o))
+        return Bad("_bandit.outcome", "expected a DecisionOutcome name");
+      d.set_outcome(o);
+    }
+    if (ours.contains("chosen_arm_id") && ours["chosen_arm_id"].is_string())
+      d.set_chosen_arm_id(ours["chosen_arm_id"].get<std::string>());
+    if (ours.contains("reward") && ours["reward"].is_number()) d.set_reward(ours["reward"].get<double>());
+    if (ours.contains("outcome_at_ms") && ours["outcome_at_ms"].is_number_integer())
+      d.set_outcome_at_ms(ours["outcome_at_ms"].get<int64_t>());
+    if (ours.contains("propensity")) {
+      auto p = Probability(ours["propensity"], "_bandit.propensity");
+      if (!p.ok()) return p.status();
+      d.set_propensity(*p);
+    }
+  }
+  return d;
+}
+
+}  // namespace bandit::client

@@ -1,0 +1,193 @@
+// Off-policy estimators against hand-computed values, closed forms, and ground truth from a
+// simulator with known expected rewards.
+#include "tools/ope/estimators.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace bandit::ope {
+namespace {
+
+ScoredEvent Event(int a, double mu, double r, std::vector<double> pi, std::vector<double> q) {
+  ScoredEvent e;
+  e.logged_action = a;
+  e.logged_propensity = mu;
+  e.reward = r;
+  e.target = Eigen::Map<const Vector>(pi.data(), pi.size());
+  e.q = Eigen::Map<const Vector>(q.data(), q.size());
+  return e;
+}
+
+// Three events worked out by hand (weights 2, 2, 0.5).
+std::vector<ScoredEvent> HandLog() {
+  return {Event(0, 0.5, 1.0, {1.0, 0.0}, {0.0, 0.0}),
+          Event(1, 0.25, 0.0, {0.5, 0.5}, {0.2, 0.4}),
+          Event(0, 0.8, 0.5, {0.4, 0.6}, {0.5, 0.1})};
+}
+
+TEST(Estimators, HandMadeLogMatchesHandComputedValues) {
+  Estimators est;
+  for (const auto& e : HandLog()) est.Add(e);
+  ASSERT_EQ(est.events(), 3);
+  // IPS: (2*1 + 2*0 + 0.5*0.5) / 3.
+  EXPECT_NEAR(est.Ips().value, 0.75, 1e-15);
+  // Terms 2, 0, 0.25: sample variance ((1.25)^2 + (0.75)^2 + (0.5)^2) / 2 = 1.1875.
+  EXPECT_NEAR(est.Ips().se, std::sqrt(1.1875 / 3), 1e-15);
+  EXPECT_NEAR(est.Ips().lo, 0.75 - 1.959963984540054 * std::sqrt(1.1875 / 3), 1e-12);
+  // SNIPS: 2.25 / 4.5; delta-method se: sqrt(4*0.25 + 4*0.25 + 0.25*0) / 4.5.
+  EXPECT_NEAR(est.Snips().value, 0.5, 1e-15);
+  EXPECT_NEAR(est.Snips().se, std::sqrt(2.0) / 4.5, 1e-15);
+  // DM terms: 0, 0.5*0.2 + 0.5*0.4 = 0.3, 0.4*0.5 + 0.6*0.1 = 0.26.
+  EXPECT_NEAR(est.DirectMethod().value, 0.56 / 3, 1e-15);
+  // DR terms: 0 + 2*(1 - 0) = 2, 0.3 + 2*(0 - 0.4) = -0.5, 0.26 + 0.5*(0.5 - 0.5) = 0.26.
+  EXPECT_NEAR(est.DoublyRobust().value, 1.76 / 3, 1e-15);
+  EXPECT_NEAR(est.Logged().value, 0.5, 1e-15);
+  EXPECT_NEAR(est.EffectiveSampleSize(), 4.5 * 4.5 / 8.25, 1e-12);
+  EXPECT_EQ(est.clipped(), 0);
+  EXPECT_DOUBLE_EQ(est.largest_weight(), 2.0);
+}
+
+TEST(Estimators, ClippingCapsWeightsAndCountsThem) {
+  Estimators est(/*max_weight=*/1.5);
+  for (const auto& e : HandLog()) est.Add(e);
+  // Weights 1.5, 1.5, 0.5.
+  EXPECT_NEAR(est.Ips().value, (1.5 + 0.25) / 3, 1e-15);
+  EXPECT_NEAR(est.Snips().value, 1.75 / 3.5, 1e-15);
+  EXPECT_EQ(est.clipped(), 2);
+  EXPECT_DOUBLE_EQ(est.largest_weight(), 2.0);  // before clipping
+}
+
+TEST(Estimators, UniformLoggingAndUniformTargetGiveThePlainMean) {
+  // pi = mu: every weight is 1, so IPS and SNIPS are the mean reward exactly.
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(0, 1);
+  Estimators est;
+  double sum = 0;
+  const int k = 4, n = 1000;
+  for (int t = 0; t < n; ++t) {
+    const int a = static_cast<int>(rng() % k);
+    const double r = u(rng);
+    sum += r;
+    est.Add(Event(a, 1.0 / k, r, std::vector<double>(k, 1.0 / k), std::vector<double>(k, 0.3)));
+  }
+  EXPECT_NEAR(est.Ips().value, sum / n, 1e-12);
+  EXPECT_NEAR(est.Snips().value, sum / n, 1e-12);
+  EXPECT_NEAR(est.Logged().value, sum / n, 1e-12);
+  EXPECT_NEAR(est.EffectiveSampleSize(), n, 1e-9);
+}
+
+TEST(DirectModel, ArmMeansShrinkTowardsTheGlobalMean) {
+  DirectModel m(/*lambda=*/1.0);
+  const std::vector<std::string> arms = {"a", "b"};
+  m.Learn({}, nullptr, &arms, 0, 1.0);
+  m.Learn({}, nullptr, &arms, 0, 1.0);
+  m.Learn({}, nullptr, &arms, 1, 0.0);
+  const Vector q = m.Predict({}, nullptr, &arms, 2);
+  const double mean = 2.0 / 3;
+  EXPECT_NEAR(q[0], (2.0 + mean) / 3.0, 1e-15);
+  EXPECT_NEAR(q[1], (0.0 + mean) / 2.0, 1e-15);
+}
+
+TEST(DirectModel, CandidateRidgeMatchesTheNormalEquations) {
+  DirectModel m(/*lambda=*/0.5);
+  std::vector<Vector> cands = {Vector::Constant(2, 1.0), Vector::Constant(2, -1.0)};
+  cands[0][1] = 0.0;
+  Eigen::MatrixXd a = 0.5 * Eigen::MatrixXd::Identity(3, 3);
+  Vector b = Vector::Zero(3);
+  const double rewards[] = {1.0, 0.2, 0.7};
+  const int chosen[] = {0, 1, 0};
+  for (int t = 0; t < 3; ++t) {
+    m.Learn(cands, nullptr, nullptr, chosen[t], rewards[t]);
+    Vector z(3);
+    z << cands[chosen[t]], 1.0;
+    a += z * z.transpose();
+    b += rewards[t] * z;
+  }
+  const Vector theta = a.inverse() * b;
+  const Vector q = m.Predict(cands, nullptr, nullptr, 2);
+  for (int i = 0; i < 2; ++i) {
+    Vector z(3);
+    z << cands[i], 1.0;
+    EXPECT_NEAR(q[i], z.dot(theta), 1e-12);
+  }
+}
+
+// Ground truth: Bernoulli arms with known means, a fixed target policy, logs from a uniform and
+// from an epsilon-greedy logging policy. Over 100 seeds the target's true value must lie in
+// each estimator's 95 % interval in at least 90 % of the runs, and DR (with an informative
+// per-arm direct model) must vary less across seeds than IPS.
+struct Coverage {
+  int ips = 0, snips = 0, dr = 0;
+  double ips_var = 0, dr_var = 0;
+};
+
+Coverage RunCoverage(const std::vector<double>& logging) {
+  const std::vector<double> means = {0.2, 0.4, 0.5, 0.7};
+  const std::vector<double> target = {0.1, 0.1, 0.1, 0.7};
+  const std::vector<std::string> arms = {"a0", "a1", "a2", "a3"};
+  double truth = 0;
+  for (int i = 0; i < 4; ++i) truth += target[i] * means[i];
+  Coverage c;
+  std::vector<double> ips, dr;
+  for (int seed = 1; seed <= 100; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::discrete_distribution<int> log_policy(logging.begin(), logging.end());
+    std::uniform_real_distribution<double> u(0, 1);
+    Estimators est;
+    DirectModel model;
+    for (int t = 0; t < 2000; ++t) {
+      const int a = log_policy(rng);
+      const double r = u(rng) < means[a] ? 1.0 : 0.0;
+      ScoredEvent e;
+      e.logged_action = a;
+      e.logged_propensity = logging[a];
+      e.reward = r;
+      e.target = Eigen::Map<const Vector>(target.data(), 4);
+      e.q = model.Predict({}, nullptr, &arms, 4);
+      est.Add(e);
+      model.Learn({}, nullptr, &arms, a, r);
+    }
+    c.ips += est.Ips().lo <= truth && truth <= est.Ips().hi;
+    c.snips += est.Snips().lo <= truth && truth <= est.Snips().hi;
+    c.dr += est.DoublyRobust().lo <= truth && truth <= est.DoublyRobust().hi;
+    ips.push_back(est.Ips().value);
+    dr.push_back(est.DoublyRobust().value);
+  }
+  auto var = [](const std::vector<double>& v) {
+    double m = 0, s = 0;
+    for (double x : v) m += x;
+    m /= v.size();
+    for (double x : v) s += (x - m) * (x - m);
+    return s / (v.size() - 1);
+  };
+  c.ips_var = var(ips);
+  c.dr_var = var(dr);
+  std::printf("coverage of %.3f in 100 runs: IPS %d, SNIPS %d, DR %d; variance IPS %.3g, DR %.3g\n",
+              truth, c.ips, c.snips, c.dr, c.ips_var, c.dr_var);
+  return c;
+}
+
+TEST(Estimators, IntervalsCoverTheTrueValueUnderUniformLogging) {
+  const Coverage c = RunCoverage({0.25, 0.25, 0.25, 0.25});
+  EXPECT_GE(c.ips, 90);
+  EXPECT_GE(c.snips, 90);
+  EXPECT_GE(c.dr, 90);
+  EXPECT_LT(c.dr_var, c.ips_var);
+}
+
+TEST(Estimators, IntervalsCoverTheTrueValueUnderEpsilonGreedyLogging) {
+  // epsilon = 0.4 around arm 1: 0.1 + 0.6 on arm 1, 0.1 elsewhere.
+  const Coverage c = RunCoverage({0.1, 0.7, 0.1, 0.1});
+  EXPECT_GE(c.ips, 90);
+  EXPECT_GE(c.snips, 90);
+  EXPECT_GE(c.dr, 90);
+  EXPECT_LT(c.dr_var, c.ips_var);
+}
+
+}  // namespace
+}  // namespace bandit::ope

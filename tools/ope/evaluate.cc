@@ -1,0 +1,200 @@
+#include "tools/ope/evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/registry.h"
+
+namespace bandit::ope {
+namespace v1 = bandit::v1;
+
+absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(std::vector<Candidate> candidates,
+                                                             EvaluateOptions options) {
+  if (candidates.empty())
+    return absl::InvalidArgumentError("no candidate configs, expected at least one");
+  if (!(options.max_weight >= 0) || !std::isfinite(options.max_weight))
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_weight is ", options.max_weight, ", expected 0 (no clipping) or more"));
+  if (!(options.ridge_lambda > 0) || !std::isfinite(options.ridge_lambda))
+    return absl::InvalidArgumentError(
+        absl::StrCat("ridge_lambda is ", options.ridge_lambda, ", expected a positive number"));
+  std::vector<std::unique_ptr<Policy>> policies;
+  for (const auto& c : candidates) {
+    if (!c.config.has_policy())
+      return absl::InvalidArgumentError(
+          absl::StrCat("candidate '", c.name, "': config has no policy"));
+    auto p = CreatePolicy(c.config.policy(), c.config.seed() == 0 ? 1 : c.config.seed());
+    if (!p.ok())
+      return absl::Status(p.status().code(),
+                          absl::StrCat("candidate '", c.name, "': ", p.status().message()));
+    policies.push_back(*std::move(p));
+  }
+  return std::unique_ptr<Evaluator>(
+      new Evaluator(std::move(candidates), std::move(policies), options));
+}
+
+Evaluator::Evaluator(std::vector<Candidate> candidates,
+                     std::vector<std::unique_ptr<Policy>> policies, EvaluateOptions options)
+    : candidates_(std::move(candidates)),
+      policies_(std::move(policies)),
+      options_(options),
+      model_(options.ridge_lambda) {
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    CandidateResult r{candidates_[i].name, std::string(policies_[i]->name()),
+                      Estimators(options.max_weight)};
+    results_.push_back(std::move(r));
+  }
+}
+
+absl::StatusOr<Vector> Evaluator::TargetFor(size_t c, const v1::LoggedDecision& d,
+                                            const std::vector<Vector>& actions, const Vector& x,
+                                            const std::vector<std::string>& arm_ids,
+                                            Observation* learn) {
+  Policy& policy = *policies_[c];
+  const std::string who = absl::StrCat("candidate '", candidates_[c].name, "' (", policy.name(), ")");
+  const int n = d.num_actions();
+  SelectContext ctx;
+  ctx.want_scores = true;
+  std::vector<int> slot_of_action;  // arm set: candidate slot of each logged action
+  switch (policy.context_kind()) {
+    case ContextKind::kCandidates:
+      if (actions.empty())
+        return absl::InvalidArgumentError(
+            absl::StrCat(who, " takes candidate vectors, the logged decision has none"));
+      ctx.candidates = actions;
+      break;
+    case ContextKind::kPoint:
+      if (x.size() == 0)
+        return absl::InvalidArgumentError(
+            absl::StrCat(who, " takes an input x, the logged decision has none"));
+      ctx.point = &x;
+      break;
+    case ContextKind::kNone: {
+      if (arm_ids.empty())
+        return absl::InvalidArgumentError(
+            absl::StrCat(who, " chooses among its arms, the logged decision has no arm ids"));
+      const std::vector<std::string> own = policy.ArmIds();
+      if (own.size() != arm_ids.size())
+        return absl::InvalidArgumentError(absl::StrCat(
+            who, " has ", own.size(), " arms, the logged decision was among ", arm_ids.size()));
+      for (const auto& id : arm_ids) {
+        auto it = std::find(own.begin(), own.end(), id);
+        if (it == own.end())
+          return absl::InvalidArgumentError(
+              absl::StrCat(who, " has no arm '", id, "' that the logged decision had"));
+        slot_of_action.push_back(static_cast<int>(it - own.begin()));
+      }
+      break;
+    }
+  }
+  auto decision = policy.Select(ctx);
+  if (!decision.ok())
+    return absl::Status(decision.status().code(), absl::StrCat(who, ": ", decision.status().message()));
+  Vector target = Vector::Zero(n);
+  auto action_of = [&](int policy_index) -> int {
+    if (slot_of_action.empty()) return policy_index;
+    auto it = std::find(slot_of_action.begin(), slot_of_action.end(), policy_index);
+    return it == slot_of_action.end() ? -1 : static_cast<int>(it - slot_of_action.begin());
+  };
+  const bool exact_vector = decision->score_kind == v1::PROBABILITY &&
+                            decision->scores.size() == n && decision->scores.allFinite();
+  if (exact_vector) {
+    for (int i = 0; i < n; ++i) {
+      const int a = action_of(i);
+      if (a >= 0) target[a] = decision->scores[i];
+    }
+    ++results_[c].exact_distribution;
+  } else {
+    // A deterministic policy (propensity 1) is exactly one-hot; otherwise the indicator of the
+    // sampled action is an unbiased estimate of pi(.|x).
+    const int a = action_of(decision->arm);
+    if (a < 0 || a >= n)
+      return absl::InternalError(absl::StrCat(who, " chose action ", decision->arm,
+                                              " outside the logged decision's ", n));
+    target[a] = 1.0;
+    if (decision->propensity == 1.0) {
+      ++results_[c].exact_distribution;
+    } else {
+      ++results_[c].sampled_distribution;
+    }
+  }
+  // What the candidate learns afterwards: the logged action and its reward.
+  learn->direct = true;
+  learn->reward = d.reward();
+  switch (policy.context_kind()) {
+    case ContextKind::kCandidates:
+      learn->features = actions[d.chosen_index()];
+      break;
+    case ContextKind::kPoint:
+      learn->features = x;
+      learn->arm = d.chosen_index();
+      break;
+    case ContextKind::kNone:
+      learn->arm = slot_of_action[d.chosen_index()];
+      learn->arm_id = arm_ids[d.chosen_index()];
+      break;
+  }
+  return target;
+}
+
+absl::Status Evaluator::Add(const v1::LoggedDecision& d, const std::string& where) {
+  if (d.outcome() != v1::OUTCOME_REWARDED && d.outcome() != v1::OUTCOME_EXPIRED_DEFAULT) {
+    ++skipped_;
+    return absl::OkStatus();
+  }
+  auto fail = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", why));
+  };
+  if (!d.has_propensity())
+    return fail("field _label_probability: missing, expected the logged action's probability");
+  if (!(d.propensity() > 0) || d.propensity() > 1)
+    return fail(absl::StrCat("field _label_probability: is ", d.propensity(),
+                             ", expected a probability in (0, 1] (an action the logging policy "
+                             "could not take cannot be reweighted)"));
+  if (!std::isfinite(d.reward())) return fail("field _label_cost: expected a finite number");
+  const int n = d.num_actions();
+  if (n <= 0 || d.chosen_index() < 0 || d.chosen_index() >= n)
+    return fail(absl::StrCat("chosen action ", d.chosen_index(), " is outside the ", n, " actions"));
+  std::vector<Vector> actions;
+  if (d.num_candidates() > 0) {
+    if (d.num_candidates() != n ||
+        d.candidates_size() != int64_t{d.num_candidates()} * d.candidate_dim())
+      return fail("field c._multi: candidate vectors do not match the action count");
+    for (int i = 0; i < n; ++i)
+      actions.emplace_back(Eigen::Map<const Vector>(d.candidates().data() + i * d.candidate_dim(),
+                                                 d.candidate_dim()));
+  }
+  const Vector x = Eigen::Map<const Vector>(d.x().data(), d.x_size());
+  const std::vector<std::string> arm_ids(d.arm_ids().begin(), d.arm_ids().end());
+  ScoredEvent e;
+  e.logged_action = d.chosen_index();
+  e.logged_propensity = d.propensity();
+  e.reward = d.reward();
+  e.q = model_.Predict(actions, &x, arm_ids.empty() ? nullptr : &arm_ids, n);
+  // Every candidate's distribution for this context first, then every candidate learns (the
+  // tool stops at the first error, so a refused event ends the evaluation).
+  std::vector<Vector> targets;
+  std::vector<Observation> learns(policies_.size());
+  for (size_t c = 0; c < policies_.size(); ++c) {
+    auto t = TargetFor(c, d, actions, x, arm_ids, &learns[c]);
+    if (!t.ok()) return fail(std::string(t.status().message()));
+    targets.push_back(*std::move(t));
+  }
+  for (size_t c = 0; c < policies_.size(); ++c) {
+    if (auto s = policies_[c]->Update(learns[c]); !s.ok())
+      return fail(absl::StrCat("candidate '", candidates_[c].name, "' cannot learn the logged ",
+                               "action: ", s.message()));
+    e.target = targets[c];
+    results_[c].estimators.Add(e);
+    if (options_.trace_every > 0 && results_[c].estimators.events() % options_.trace_every == 0) {
+      const Estimators& est = results_[c].estimators;
+      results_[c].trace.push_back({est.events(), est.Ips().value, est.Snips().value,
+                                   est.DoublyRobust().value, est.Logged().value});
+    }
+  }
+  model_.Learn(actions, &x, arm_ids.empty() ? nullptr : &arm_ids, d.chosen_index(), d.reward());
+  return absl::OkStatus();
+}
+
+}  // namespace bandit::ope

@@ -1,0 +1,79 @@
+// Progressive off-policy evaluation of candidate policies on a decision log, as Vowpal Wabbit's
+// --cb_adf does with a learning policy: for each logged event in order, each candidate gives
+// its action distribution for the logged context, the estimators (estimators.h) accumulate,
+// and the candidate then learns from the logged (context, action, reward).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "bandit/v1/decision_log.pb.h"
+#include "bandit/v1/service.pb.h"
+#include "core/policy.h"
+#include "tools/ope/estimators.h"
+
+namespace bandit::ope {
+
+struct Candidate {
+  std::string name;
+  bandit::v1::InstanceConfig config;
+};
+
+struct EvaluateOptions {
+  double max_weight = 0;      // clip importance weights at this value (0 = no clipping)
+  double ridge_lambda = 1.0;  // the direct model's regularization
+  int64_t trace_every = 0;    // record running estimates every this many events (0 = never)
+};
+
+struct TracePoint {
+  int64_t events;
+  double ips, snips, dr, logged;
+};
+
+struct CandidateResult {
+  std::string name;
+  std::string policy;
+  Estimators estimators;
+  // Events where the candidate reported its whole action distribution, and where it did not
+  // (then the indicator of its sampled action stands in for pi(.|x): unbiased, noisier).
+  int64_t exact_distribution = 0;
+  int64_t sampled_distribution = 0;
+  std::vector<TracePoint> trace;
+};
+
+class Evaluator {
+ public:
+  // Builds every candidate's policy (INVALID_ARGUMENT naming the candidate).
+  static absl::StatusOr<std::unique_ptr<Evaluator>> Create(std::vector<Candidate> candidates,
+                                                           EvaluateOptions options);
+
+  // One logged decision; `where` (e.g. "log.dsjson:12") prefixes any error. Decisions without
+  // a reward (pending, dropped, discarded) are counted and skipped. Errors: a labeled decision
+  // with a missing or zero propensity, a context of another kind or size than a candidate
+  // takes, a candidate that cannot learn the logged action.
+  absl::Status Add(const bandit::v1::LoggedDecision& d, const std::string& where);
+
+  const std::vector<CandidateResult>& results() const { return results_; }
+  int64_t skipped() const { return skipped_; }
+
+ private:
+  Evaluator(std::vector<Candidate> candidates, std::vector<std::unique_ptr<Policy>> policies,
+            EvaluateOptions options);
+  absl::StatusOr<Vector> TargetFor(size_t c, const bandit::v1::LoggedDecision& d,
+                                   const std::vector<Vector>& actions, const Vector& x,
+                                   const std::vector<std::string>& arm_ids,
+                                   Observation* learn);
+
+  std::vector<Candidate> candidates_;
+  std::vector<std::unique_ptr<Policy>> policies_;
+  EvaluateOptions options_;
+  DirectModel model_;
+  std::vector<CandidateResult> results_;
+  int64_t skipped_ = 0;
+};
+
+}  // namespace bandit::ope

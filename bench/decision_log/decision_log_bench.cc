@@ -1,0 +1,207 @@
+// The decision log's cost per round: Select + Update through DecisionService with a journal
+// (FileStorage, --durability=none, default snapshot schedule) and the log off vs on, CPU time of
+// the whole process (journal writer and snapshot threads included), interleaved repetitions,
+// medians. In-process (no gRPC), so the ratio overstates the log's share of a real server
+// round, whose gRPC work comes on top.
+//
+//   bandit-decision-log-bench [--rounds=N] [--reps=R] [--candidates=50] [--dim=20]
+//       [--policy=linucb|glm_eps] [--data_dir=/tmp/dl_bench] [--write_log=LOG.dsjson]
+//
+// --write_log writes the last "on" run's decision log as DSJSON (input for bandit-ope's
+// throughput).
+#include <time.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <vector>
+
+#include <google/protobuf/text_format.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cpp/decision_log_format.h"
+#include "server/decision_service.h"
+#include "server/persistence.h"
+
+ABSL_FLAG(int, rounds, 20000, "Select + Update rounds per run");
+ABSL_FLAG(int, reps, 5, "interleaved repetitions of (off, on)");
+ABSL_FLAG(int, candidates, 50, "candidates per Select");
+ABSL_FLAG(int, dim, 20, "feature dimension");
+ABSL_FLAG(std::string, policy, "linucb", "linucb (read-only Select) or glm_eps (GLM epsilon-greedy)");
+ABSL_FLAG(std::string, data_dir, "/tmp/decision_log_bench", "journal directory (wiped per run)");
+ABSL_FLAG(std::string, write_log, "", "write the last logged run as DSJSON here");
+ABSL_FLAG(std::string, prepare_data_dir, "",
+          "instead: write a data dir whose instance 'big' holds --events logged decisions "
+          "(2 arms), for the export memory measurement (export_memory.sh)");
+ABSL_FLAG(int64_t, events, 1'000'000, "--prepare_data_dir: decisions in the log");
+
+namespace {
+
+namespace v1 = bandit::v1;
+using bandit::server::DecisionService;
+
+double CpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Microseconds of process CPU per round.
+double RunOnce(bool log, const std::vector<v1::SelectRequest>& requests, bool write_log) {
+  const std::string dir = absl::GetFlag(FLAGS_data_dir);
+  std::filesystem::remove_all(dir);
+  DecisionService svc;
+  bandit::server::PersistenceOptions o;
+  o.data_dir = dir;
+  o.durability = bandit::server::Durability::kNone;
+  auto persistence = bandit::server::Persistence::Open(o, &svc);
+  if (!persistence.ok()) {
+    std::cerr << persistence.status() << "\n";
+    std::exit(1);
+  }
+  const int d = absl::GetFlag(FLAGS_dim);
+  std::string config =
+      absl::GetFlag(FLAGS_policy) == "linucb"
+          ? absl::StrCat("policy { linucb { dimension: ", d, " } }")
+          : absl::StrCat("policy { glm_epsilon_greedy { dimension: ", d,
+                         " link: GAUSSIAN epsilon: 0.1 } }");
+  if (log) config += " decision_log { enabled: true }";
+  v1::CreateInstanceRequest create;
+  create.set_name("bench");
+  google::protobuf::TextFormat::ParseFromString(config, create.mutable_config());
+  v1::Instance out;
+  if (auto s = svc.CreateInstance(create, &out); !s.ok()) {
+    std::cerr << s << "\n";
+    std::exit(1);
+  }
+  std::mt19937_64 rng(1);
+  std::normal_distribution<double> noise(0, 0.1);
+  const double start = CpuSeconds();
+  for (const auto& req : requests) {
+    v1::Decision dec;
+    if (auto s = svc.Select(req, &dec); !s.ok()) {
+      std::cerr << s << "\n";
+      std::exit(1);
+    }
+    v1::UpdateRequest up;
+    up.set_instance("bench");
+    up.set_event_id(dec.event_id());
+    up.set_reward(0.3 * req.candidates(dec.arm_index()).values(0) + noise(rng));
+    v1::UpdateResponse r;
+    if (auto s = svc.Update(up, &r); !s.ok()) {
+      std::cerr << s << "\n";
+      std::exit(1);
+    }
+  }
+  const double us = (CpuSeconds() - start) * 1e6 / requests.size();
+  if (write_log) {
+    std::ofstream f(absl::GetFlag(FLAGS_write_log));
+    v1::ExportDecisionLogRequest req;
+    req.set_name("bench");
+    DecisionService::DecisionLogCursor cursor;
+    for (bool done = false; !done;) {
+      v1::DecisionLogChunk chunk;
+      if (!svc.ReadDecisionLog(req, &cursor, &chunk, &done).ok()) break;
+      for (const auto& dl : chunk.decisions())
+        f << bandit::client::FormatDecision(bandit::client::LogFormat::kDsjson, dl, "bench") << "\n";
+    }
+  }
+  return us;
+}
+
+}  // namespace
+
+int PrepareDataDir() {
+  const std::string dir = absl::GetFlag(FLAGS_prepare_data_dir);
+  const int64_t n = absl::GetFlag(FLAGS_events);
+  std::filesystem::remove_all(dir);
+  DecisionService svc;
+  bandit::server::PersistenceOptions o;
+  o.data_dir = dir;
+  o.durability = bandit::server::Durability::kNone;
+  o.snapshot_every_changes = int64_t{1} << 40;
+  o.snapshot_interval_ms = int64_t{1} << 40;
+  auto persistence = bandit::server::Persistence::Open(o, &svc);
+  if (!persistence.ok()) {
+    std::cerr << persistence.status() << "\n";
+    return 1;
+  }
+  v1::CreateInstanceRequest create;
+  create.set_name("big");
+  google::protobuf::TextFormat::ParseFromString(
+      absl::StrCat("policy { epsilon_greedy { epsilon: 0.2 } num_arms: 2 } "
+                   "pending { reward_wait_ms: 600000 } "
+                   "decision_log { enabled: true max_bytes: 4000000000 max_events: ", n, " }"),
+      create.mutable_config());
+  v1::Instance out;
+  if (auto s = svc.CreateInstance(create, &out); !s.ok()) {
+    std::cerr << s << "\n";
+    return 1;
+  }
+  v1::SelectRequest sel;
+  sel.set_instance("big");
+  for (int64_t i = 0; i < n; ++i) {
+    v1::Decision dec;
+    if (auto s = svc.Select(sel, &dec); !s.ok()) {
+      std::cerr << s << "\n";
+      return 1;
+    }
+    v1::UpdateRequest up;
+    up.set_instance("big");
+    up.set_event_id(dec.event_id());
+    up.set_reward(dec.arm_index() == 1 ? 0.6 : 0.4);
+    v1::UpdateResponse r;
+    if (auto s = svc.Update(up, &r); !s.ok()) {
+      std::cerr << s << "\n";
+      return 1;
+    }
+  }
+  if (auto s = (*persistence)->SnapshotAll(); !s.ok()) {
+    std::cerr << s.status() << "\n";
+    return 1;
+  }
+  std::cout << "wrote " << dir << ": instance 'big' with " << n << " logged decisions\n";
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  if (!absl::GetFlag(FLAGS_prepare_data_dir).empty()) return PrepareDataDir();
+  const int rounds = absl::GetFlag(FLAGS_rounds), k = absl::GetFlag(FLAGS_candidates),
+            d = absl::GetFlag(FLAGS_dim), reps = absl::GetFlag(FLAGS_reps);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> g(0, 1.0 / std::sqrt(d));
+  std::vector<v1::SelectRequest> requests(rounds);
+  for (auto& req : requests) {
+    req.set_instance("bench");
+    for (int c = 0; c < k; ++c) {
+      auto* v = req.add_candidates();
+      for (int j = 0; j < d; ++j) v->add_values(g(rng));
+    }
+  }
+  std::vector<double> off, on;
+  for (int r = 0; r < reps; ++r) {
+    off.push_back(RunOnce(false, requests, false));
+    on.push_back(RunOnce(true, requests, r == reps - 1 && !absl::GetFlag(FLAGS_write_log).empty()));
+    std::cout << absl::StrFormat("rep %d: off %.2f us/round, on %.2f us/round\n", r, off.back(),
+                                 on.back());
+  }
+  const double m_off = Median(off), m_on = Median(on);
+  std::cout << absl::StrFormat(
+      "policy %s, %d candidates x %d, %d rounds, %d reps: median CPU per round off %.2f us, on "
+      "%.2f us, on/off %.3f (log +%.1f%%)\n",
+      absl::GetFlag(FLAGS_policy), k, d, rounds, reps, m_off, m_on, m_on / m_off,
+      100 * (m_on / m_off - 1));
+  std::filesystem::remove_all(absl::GetFlag(FLAGS_data_dir));
+  return 0;
+}

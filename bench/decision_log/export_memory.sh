@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Memory of a million-event decision log export through the real server and client:
+#   bench/decision_log/export_memory.sh BUILD_DIR [EVENTS]
+# Prepares a data dir whose instance holds EVENTS logged decisions (in-process, then a
+# snapshot), starts banditd on it, streams the log with `banditctl log --format=dsjson` to
+# /dev/null, and reports banditd's resident memory before and at the end of the export, its
+# peak (VmHWM), and banditctl's peak (GNU time's maximum resident set size).
+set -euo pipefail
+build=${1:?usage: export_memory.sh BUILD_DIR [EVENTS]}
+events=${2:-1000000}
+dir=$(mktemp -d)
+trap 'kill "${pid:-}" 2>/dev/null || true; rm -rf "$dir"' EXIT
+"$build/bin/bandit-decision-log-bench" --prepare_data_dir="$dir/data" --events="$events"
+"$build/bin/banditd" --listen=127.0.0.1:0 --port_file="$dir/port" --metrics_listen=127.0.0.1:0 \
+  --data_dir="$dir/data" --durability=none >"$dir/banditd.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do [[ -s "$dir/port" ]] && break; sleep 0.1; done
+port=$(awk '{print $1}' "$dir/port")
+"$build/bin/banditctl" --target="127.0.0.1:$port" get big >/dev/null
+rss() { awk "/^$1:/ {print \$2}" "/proc/$pid/status"; }
+before=$(rss VmRSS); hwm_before=$(rss VmHWM)
+start=$(date +%s.%N)
+/usr/bin/time -f "%M" -o "$dir/ctl_kb" "$build/bin/banditctl" --target="127.0.0.1:$port" \
+  log big --format=dsjson 2>"$dir/ctl.err" | wc -lc >"$dir/count"
+end=$(date +%s.%N)
+after=$(rss VmRSS); hwm=$(rss VmHWM)
+read -r lines bytes <"$dir/count"
+echo "events exported: $lines ($((bytes / 1048576)) MiB of DSJSON) in $(echo "$end - $start" | bc) s"
+echo "banditd VmRSS before export: $((before / 1024)) MiB, after: $((after / 1024)) MiB;" \
+     "VmHWM before: $((hwm_before / 1024)) MiB, after: $((hwm / 1024)) MiB"
+echo "banditctl max RSS: $(( $(cat "$dir/ctl_kb") / 1024 )) MiB"

@@ -4,12 +4,13 @@
 # hashing), then one bandit-loadgen per instance, all at once, each against the instance's owner
 # (clients that route on x-bandit-instance, as HAProxy does). Reports total rounds/s and the CPU
 # each node and PostgreSQL spent per round (from /proc), so a CPU-bound machine says so.
-# usage: bench/cluster/scale_bench.sh [BUILD_DIR=build] [INSTANCES=6] [SECONDS=8] [NODES="1 3"]
+# usage: bench/cluster/scale_bench.sh [BUILD_DIR=build] [INSTANCES=12] [SECONDS=8] [NODES="1 3"]
+# (NODES may repeat, e.g. "1 3 1 3", to alternate runs on a noisy machine.)
 # Prints one JSON object per node count. On a 2-core machine every process shares the same two
 # cores: the figure is what this machine does, not what three machines would.
 set -euo pipefail
 B=${1:-build}/bin
-INSTANCES=${2:-6}
+INSTANCES=${2:-12}
 SECS=${3:-8}
 NODE_COUNTS=${4:-1 3}
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
@@ -40,8 +41,10 @@ postgres_ticks() {
   echo "$t"
 }
 
+run=0
 for N in $NODE_COUNTS; do
-  DB=scale_n$N
+  run=$((run + 1))
+  DB=scale_${run}_n$N
   sql postgres "CREATE DATABASE $DB" >/dev/null
   DSN="host=$TMP user=bandit dbname=$DB"
   nodes=()

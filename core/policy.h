@@ -102,16 +102,15 @@ class Policy {
         absl::StrCat("policy '", name(), "' has no finite arm set to remove arms from"));
   }
 
-  // Policies scored against a reference distribution (mixtures with FD or KD): replace it and
-  // keep what was learned. `samples` has one reference embedding per row; `mean`/`covariance`
-  // are FD's reference statistics. Default: this policy has no reference.
-  virtual absl::Status SetReference(const Matrix& samples) {
+  // A configuration change that keeps what was learned (e.g. a mixture's reference
+  // distribution). `fresh` is a policy just built from the new config by its factory
+  // (ReconfigurePolicy in core/registry.h), so the config has been validated, once; this policy
+  // takes fresh's configuration and keeps its learned state and random engine. `fresh` may be
+  // left in any state. FAILED_PRECONDITION (nothing changed) for a change this policy cannot
+  // take live. Default: no live changes.
+  virtual absl::Status Reconfigure(Policy& fresh) {
     return absl::FailedPreconditionError(
-        absl::StrCat("policy '", name(), "' has no reference distribution"));
-  }
-  virtual absl::Status SetReferenceStats(const Vector& mean, const Matrix& covariance) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("policy '", name(), "' has no reference distribution"));
+        absl::StrCat("policy '", name(), "' cannot change its configuration live"));
   }
   // Complete state, RNG included. Restore(Save()) gives a policy that makes exactly the same
   // decisions. Restore is only called on a policy freshly created from the same config.

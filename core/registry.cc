@@ -80,4 +80,16 @@ absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const PolicyConfig& config,
                                                  " is not a policy this server knows"));
 }
 
+absl::Status ReconfigurePolicy(Policy& live, const PolicyConfig& next, uint64_t seed) {
+  if (next.policy_case() == PolicyConfig::POLICY_NOT_SET)
+    return absl::InvalidArgumentError("config.policy is not set, expected one policy config");
+  auto fresh = CreatePolicy(next, seed);
+  if (!fresh.ok()) return fresh.status();
+  if ((*fresh)->name() != live.name())
+    return absl::FailedPreconditionError(absl::StrCat("policy '", live.name(),
+                                                      "' cannot become '", (*fresh)->name(),
+                                                      "' live; create a new instance"));
+  return live.Reconfigure(**fresh);
+}
+
 }  // namespace bandit

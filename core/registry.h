@@ -37,4 +37,9 @@ absl::StatusOr<std::unique_ptr<Policy>> CreateSimPolicy(
 absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const bandit::v1::PolicyConfig& config,
                                                      uint64_t seed);
 
+// Applies `next` to the live policy, keeping what it learned: validates `next` once (by building
+// a policy from it, so `next` stays creatable for a reset or a recovery), then
+// Policy::Reconfigure. On error `live` is unchanged.
+absl::Status ReconfigurePolicy(Policy& live, const bandit::v1::PolicyConfig& next, uint64_t seed);
+
 }  // namespace bandit

@@ -553,6 +553,10 @@ absl::Status InstanceState::SetMixtureReference(const bandit::v1::SetMixtureRefe
         "KD compares against reference embeddings, expected embeddings rather than mean and "
         "covariance");
 
+  // The request becomes a new config (the reference lives in the mixture config, so a reset,
+  // a snapshot or an export keeps it); the policy factory validates it, once, in
+  // ApplyConfig (shapes, finiteness, a symmetric PSD covariance). Checked here only what the
+  // config cannot express: one embedding per row, and the server's bound on their total.
   InstanceConfig next = config_;
   auto* m = next.mutable_policy()->mutable_mixture();
   const int d = m->dimension();
@@ -575,39 +579,19 @@ absl::Status InstanceState::SetMixtureReference(const bandit::v1::SetMixtureRefe
       if (e.size() != d)
         return absl::InvalidArgumentError(absl::StrCat("embeddings[", i, "] has ", e.size(),
                                                        " values, expected the dimension ", d));
-      for (int j = 0; j < d; ++j) {
-        if (!std::isfinite(e[j]))
-          return absl::InvalidArgumentError(absl::StrCat(
-              "embeddings[", i, "].values[", j, "] is ", e[j], ", expected a finite number"));
-        m->add_reference_samples(e[j]);
-      }
+      m->mutable_reference_samples()->Add(e.begin(), e.end());
     }
   }
-  // The new config must stay creatable (Reset and recovery build the policy from it): a policy
-  // built from it validates the reference exactly as CreateInstance does (shapes, finiteness,
-  // a symmetric PSD covariance). The live policy then swaps its reference and keeps what it
-  // learned (per-generator statistics, alpha, its random engine); it validates before it
-  // changes anything.
-  if (auto fresh = CreatePolicy(next.policy(), next.seed()); !fresh.ok())
-    return absl::Status(fresh.status().code(),
-                        absl::StrCat("reference: ", fresh.status().message()));
-  absl::Status set;
-  if (stats) {
-    const Vector mean = Eigen::Map<const Vector>(m->reference_mean().data(), d);
-    const Matrix cov = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic,
-                                                      Eigen::RowMajor>>(
-        m->reference_covariance().data(), d, d);
-    set = policy_->SetReferenceStats(mean, cov);
-  } else {
-    const int64_t n = m->reference_samples_size() / d;
-    const Matrix samples = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic,
-                                                          Eigen::RowMajor>>(
-        m->reference_samples().data(), n, d);
-    set = policy_->SetReference(samples);
-  }
-  if (!set.ok()) return absl::Status(set.code(), absl::StrCat("reference: ", set.message()));
-  config_ = std::move(next);
+  if (auto s = ApplyConfig(std::move(next)); !s.ok())
+    return absl::Status(s.code(), absl::StrCat("reference: ", s.message()));
   *rec->mutable_set_mixture_reference() = req;
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::ApplyConfig(InstanceConfig next) {
+  if (auto s = ReconfigurePolicy(*policy_, next.policy(), next.seed()); !s.ok()) return s;
+  config_ = std::move(next);
+  SyncConfigArms();
   return absl::OkStatus();
 }
 

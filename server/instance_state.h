@@ -105,6 +105,9 @@ class InstanceState {
   absl::Status AddArms(const bandit::v1::AddArmsRequest& req, bandit::v1::JournalRecord* rec);
   absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req,
                           bandit::v1::JournalRecord* rec);
+  // A new configuration, keeping what was learned (Policy::Reconfigure): validated once, by
+  // the policy's factory; on error nothing changed. The config changes below go through it.
+  absl::Status ApplyConfig(bandit::v1::InstanceConfig next);
   // Mixture instances (FD, KD): replaces the reference distribution; learned state is kept.
   absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
                                    bandit::v1::JournalRecord* rec);

@@ -257,46 +257,24 @@ absl::Status MixturePolicy::RemoveArm(absl::string_view arm_id) {
   return absl::OkStatus();
 }
 
-absl::Status MixturePolicy::SetReference(const Matrix& samples) {
-  if (samples.cols() != params_.dimension)
-    return absl::InvalidArgumentError(absl::StrCat("reference samples have ", samples.cols(),
-                                                   " columns, expected dimension = ",
-                                                   params_.dimension));
-  if (samples.rows() < 1 || !samples.allFinite())
-    return absl::InvalidArgumentError(
-        "reference samples are empty or not finite, expected n >= 1 rows of finite values");
-  switch (objective_->kind()) {
-    case bandit::v1::FD: {
-      auto fd = FdObjective::FromSamples(samples);
-      if (!fd.ok()) return fd.status();
-      objective_ = *std::move(fd);
-      return absl::OkStatus();
-    }
-    case bandit::v1::KD: {
-      Vector mu = Vector::Zero(features_.dim()), phi;
-      for (int64_t r = 0; r < samples.rows(); ++r) {
-        const Vector x = samples.row(r).transpose();
-        if (auto s = features_.Check(absl::StrCat("reference sample ", r), x); !s.ok()) return s;
-      }
-      for (int64_t r = 0; r < samples.rows(); ++r) {
-        features_.Map(samples.row(r).transpose(), &phi);
-        mu += phi;
-      }
-      objective_ = std::make_unique<KdObjective>(mu / static_cast<double>(samples.rows()));
-      return absl::OkStatus();
-    }
-    default:
-      return absl::FailedPreconditionError(absl::StrCat("objective '", objective_->name(),
-                                                        "' uses no reference distribution"));
-  }
-}
-
-absl::Status MixturePolicy::SetReferenceStats(const Vector& mean, const Matrix& covariance) {
-  if (objective_->kind() != bandit::v1::FD)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "objective '", objective_->name(), "' takes no reference mean/covariance (FD only)"));
-  if (auto s = FdObjective::CheckReference(mean, covariance, params_.dimension); !s.ok()) return s;
-  objective_ = std::make_unique<FdObjective>(mean, covariance);
+absl::Status MixturePolicy::Reconfigure(Policy& fresh) {
+  auto* next = dynamic_cast<MixturePolicy*>(&fresh);
+  if (next == nullptr)
+    return absl::FailedPreconditionError(
+        absl::StrCat("a mixture cannot become policy '", fresh.name(), "' live"));
+  const MixtureParams& p = next->params_;
+  if (p.algorithm != params_.algorithm || p.objective != params_.objective ||
+      p.dimension != params_.dimension || p.random_features != params_.random_features ||
+      p.bandwidth != params_.bandwidth)
+    return absl::FailedPreconditionError(
+        "a mixture keeps its algorithm, objective, dimension, random_features and bandwidth "
+        "live (its statistics live in that feature space); only the reference and the other "
+        "parameters can change");
+  if (next->arms_.ids() != arms_.ids())
+    return absl::FailedPreconditionError("the new config lists different arms; change arms "
+                                         "with AddArms/RemoveArms");
+  objective_ = std::move(next->objective_);
+  params_ = p;
   return absl::OkStatus();
 }
 

@@ -69,12 +69,12 @@ class MixturePolicy : public Policy {
   // The current sampling distribution over arms (alpha for the mixture algorithms).
   Vector Weights() const override { return probs_; }
 
-  // Replaces the reference: FD uses the samples' mean and covariance, KD their mean feature.
-  // `samples` is n x d. INVALID_ARGUMENT (state unchanged) on bad shape / non-finite values;
-  // FAILED_PRECONDITION for objectives without a reference (Vendi, RKE).
-  absl::Status SetReference(const Matrix& samples) override;
-  // FD only: replaces (mu_data, Sigma_data); Sigma must be symmetric PSD.
-  absl::Status SetReferenceStats(const Vector& mean, const Matrix& covariance) override;
+  // Takes the configuration of `fresh` (another mixture of the same algorithm, objective and
+  // feature space): its parameters and its objective, i.e. the reference distribution (FD:
+  // mean and covariance, KD: mean feature), as the factory computed them. The learned state
+  // (per-generator statistics, alpha, the random engine) is kept. FAILED_PRECONDITION when the
+  // algorithm, objective or feature space differ (the statistics would not mean the same).
+  absl::Status Reconfigure(Policy& fresh) override;
 
   const MixtureParams& params() const { return params_; }
   const MixtureStats& stats() const { return stats_; }

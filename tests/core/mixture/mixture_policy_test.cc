@@ -202,9 +202,12 @@ TEST(MixturePolicy, BadInputLeavesStateUnchanged) {
   EXPECT_EQ((*p)->Update(obs).code(), absl::StatusCode::kNotFound);
   (*p)->Save(&after);
   EXPECT_EQ(before.SerializeAsString(), after.SerializeAsString());
-  auto* mp = dynamic_cast<MixturePolicy*>(p->get());
-  ASSERT_NE(mp, nullptr);
-  EXPECT_EQ(mp->SetReference(Matrix::Ones(3, 4)).code(), absl::StatusCode::kFailedPrecondition);
+  // A Vendi mixture cannot become an FD one live (its statistics mean something else).
+  EXPECT_EQ(ReconfigurePolicy(**p, Config(env, bandit::v1::FD, MixtureConfig::MIXTURE_GREEDY), 3)
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  (*p)->Save(&after);
+  EXPECT_EQ(before.SerializeAsString(), after.SerializeAsString());
 }
 
 TEST(MixturePolicy, CosineKernelRejectsZeroEmbedding) {
@@ -361,23 +364,49 @@ TEST(MixturePolicy, AddedArmIsWarmStartedAndOracleRefusesArmChanges) {
   EXPECT_EQ((*o)->AddArm(spec).code(), absl::StatusCode::kFailedPrecondition);
 }
 
-TEST(MixturePolicy, SetReferenceFromSamplesValidatesThenReplaces) {
+// A new reference arrives as a new config: validated once by the factory (a bad one changes
+// nothing), then taken over with the learned statistics and the random engine kept.
+TEST(MixturePolicy, ReconfigureTakesANewReferenceAndKeepsWhatWasLearned) {
   const auto env = Env(3, 4);
-  auto p = CreatePolicy(Config(env, bandit::v1::FD, MixtureConfig::MIXTURE_GREEDY), 1);
-  auto* mp = dynamic_cast<MixturePolicy*>(p->get());
+  const auto cfg = Config(env, bandit::v1::FD, MixtureConfig::MIXTURE_GREEDY);
+  auto p = CreatePolicy(cfg, 1);
+  ASSERT_TRUE(p.ok());
+  Rng rng(3);
+  for (int t = 0; t < 40; ++t) Step(**p, env, rng);
+  bandit::v1::PolicyState before, after;
+  (*p)->Save(&before);
+
+  auto with_samples = [&](const Matrix& samples) {
+    auto next = cfg;
+    auto* m = next.mutable_mixture();
+    m->clear_reference_mean();
+    m->clear_reference_covariance();
+    for (int r = 0; r < samples.rows(); ++r)
+      for (int c = 0; c < samples.cols(); ++c) m->add_reference_samples(samples(r, c));
+    return next;
+  };
   Matrix bad = Matrix::Ones(10, 4);
   bad(3, 2) = std::nan("");
-  EXPECT_EQ(mp->SetReference(bad).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(mp->SetReference(Matrix::Ones(10, 3)).code(), absl::StatusCode::kInvalidArgument);
-  Matrix asym = Matrix::Identity(4, 4);
-  asym(0, 1) = 0.5;
-  EXPECT_EQ(mp->SetReferenceStats(Vector::Zero(4), asym).code(), absl::StatusCode::kInvalidArgument);
-  Rng rng(2);
+  EXPECT_EQ(ReconfigurePolicy(**p, with_samples(bad), 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  auto asym = cfg;
+  asym.mutable_mixture()->set_reference_covariance(1, 0.5);
+  EXPECT_EQ(ReconfigurePolicy(**p, asym, 1).code(), absl::StatusCode::kInvalidArgument);
+  auto other_dim = cfg;
+  other_dim.mutable_mixture()->set_dimension(3);
+  EXPECT_NE(ReconfigurePolicy(**p, other_dim, 1).code(), absl::StatusCode::kOk);
+  (*p)->Save(&after);
+  EXPECT_EQ(before.SerializeAsString(), after.SerializeAsString());
+
+  Rng ref(2);
   Matrix samples(500, 4);
-  for (int r = 0; r < 500; ++r) samples.row(r) = env.SampleReference(rng).transpose();
-  ASSERT_TRUE(mp->SetReference(samples).ok());
+  for (int r = 0; r < 500; ++r) samples.row(r) = env.SampleReference(ref).transpose();
+  ASSERT_TRUE(ReconfigurePolicy(**p, with_samples(samples), 1).ok());
+  auto* mp = dynamic_cast<MixturePolicy*>(p->get());
   const auto& fd = dynamic_cast<const mixture::FdObjective&>(mp->objective());
   EXPECT_LT((fd.mu0() - samples.colwise().mean().transpose()).norm(), 1e-12);
+  // What was learned stays: the per-generator statistics are unchanged.
+  EXPECT_EQ(mp->stats().counts().sum(), 40.0);
 }
 
 // The statistical claim behind the paper's FFHQ example: on generators that each cover part of

@@ -2,8 +2,6 @@
 
 #include <sys/stat.h>
 
-#include <fstream>
-#include <sstream>
 
 #include <grpcpp/server_context.h>
 
@@ -89,16 +87,17 @@ absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::Parse(absl::string_view 
   return auth;
 }
 
-absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::FromFile(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot read --tokens_file=", path));
-  std::stringstream text;
-  text << f.rdbuf();
+absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::FromFile(const std::string& path,
+                                                                  FileSystem* fs) {
+  auto text = fs->ReadFile(path);
+  if (!text.ok())
+    return absl::NotFoundError(
+        absl::StrCat("cannot read --tokens_file=", path, ": ", text.status().message()));
   struct stat st;
   if (stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
     BANDIT_LOG_WARN("--tokens_file=", path,
                     " is readable by group or others; chmod 600 it (it holds secrets)");
-  return Parse(text.str(), absl::StrCat("--tokens_file=", path));
+  return Parse(*text, absl::StrCat("--tokens_file=", path));
 }
 
 const Authorizer::Entry* Authorizer::Find(absl::string_view token) const {

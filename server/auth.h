@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/rpcs.h"
+#include "server/storage/file_system.h"
 
 namespace grpc {
 class ServerContextBase;
@@ -37,7 +38,8 @@ class Authorizer {
   // Parses the tokens file format above. Errors name the line, never the token.
   static absl::StatusOr<std::unique_ptr<Authorizer>> Parse(absl::string_view text,
                                                            absl::string_view origin);
-  static absl::StatusOr<std::unique_ptr<Authorizer>> FromFile(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<Authorizer>> FromFile(const std::string& path,
+                                                              FileSystem* fs = PosixFileSystem());
 
   // `authorization` is the value of the `authorization` metadata (nullptr if absent).
   absl::Status Authorize(Rpc rpc, const std::string* authorization) const;

@@ -27,6 +27,26 @@ class SystemClock final : public Clock {
   }
 };
 
+// Where new instances get their uid (the event-id prefix that keeps event ids unique across
+// instances and restarts). Random in production; tests inject a sequence.
+class UidSource {
+ public:
+  virtual ~UidSource() = default;
+  virtual uint64_t NewUid() = 0;  // never 0
+};
+
+// 64 bits from std::random_device.
+UidSource* RandomUids();
+
+// 1, 2, 3, ...: deterministic event ids for tests.
+class SequentialUids final : public UidSource {
+ public:
+  uint64_t NewUid() override { return ++last_; }
+
+ private:
+  std::atomic<uint64_t> last_{0};
+};
+
 // A clock tests move by hand.
 class ManualClock final : public Clock {
  public:

@@ -11,8 +11,8 @@
 
 namespace bandit::server {
 
-DecisionService::DecisionService(const Clock* clock, ServiceLimits limits)
-    : clock_(clock), limits_(limits), registry_(limits.max_instances) {}
+DecisionService::DecisionService(const Clock* clock, ServiceLimits limits, UidSource* uids)
+    : clock_(clock), uids_(uids), limits_(limits), registry_(limits.max_instances) {}
 
 absl::Status DecisionService::CheckNameFree(const std::string& name) {
   auto existing = registry_.Get(name);
@@ -39,7 +39,7 @@ absl::Status DecisionService::CreateInstance(const bandit::v1::CreateInstanceReq
                                              bandit::v1::Instance* out, uint64_t* written_seq) {
   absl::MutexLock lock(&lifecycle_mu_);
   if (auto s = CheckNameFree(req.name()); !s.ok()) return s;
-  auto inst = Instance::Create(req, clock_, limits_.instance);
+  auto inst = Instance::Create(req, clock_, limits_.instance, uids_->NewUid());
   if (!inst.ok()) return inst.status();
   bandit::v1::JournalRecord rec;
   rec.mutable_create()->set_name(req.name());

@@ -27,7 +27,9 @@ struct ServiceLimits {
 
 class DecisionService {
  public:
-  explicit DecisionService(const Clock* clock = SystemClock::Get(), ServiceLimits limits = {});
+  // `uids` gives new instances their uid (event-id prefix).
+  explicit DecisionService(const Clock* clock = SystemClock::Get(), ServiceLimits limits = {},
+                           UidSource* uids = RandomUids());
 
   absl::Status CreateInstance(const bandit::v1::CreateInstanceRequest& req, bandit::v1::Instance* out,
                               uint64_t* written_seq = nullptr);
@@ -113,6 +115,7 @@ class DecisionService {
                                  const std::function<absl::Status(Instance&)>& change);
 
   const Clock* clock_;
+  UidSource* const uids_;
   const ServiceLimits limits_;
   InstanceRegistry registry_;
   // Serializes create/delete/import so the journal's order of lifecycle records matches the

@@ -9,10 +9,24 @@
 
 namespace bandit::server {
 
+UidSource* RandomUids() {
+  class Random final : public UidSource {
+   public:
+    uint64_t NewUid() override {
+      uint64_t uid = 0;
+      while (uid == 0)
+        uid = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
+      return uid;
+    }
+  };
+  static Random* uids = new Random();
+  return uids;
+}
+
 absl::StatusOr<std::shared_ptr<Instance>> Instance::Create(
     const bandit::v1::CreateInstanceRequest& req, const Clock* clock, const InstanceLimits& limits,
     uint64_t uid) {
-  if (uid == 0) uid = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
+  if (uid == 0) uid = RandomUids()->NewUid();
   auto state = InstanceState::Create(req, limits, uid);
   if (!state.ok()) return state.status();
   return std::shared_ptr<Instance>(new Instance(*std::move(state), clock, limits));

@@ -28,7 +28,7 @@ namespace bandit::server {
 class Instance {
  public:
   // Validates the name and config, fills defaults, creates the policy.
-  // `uid` is the event-id prefix (0 = random; replay passes the journaled one).
+  // `uid` is the event-id prefix (0 = one from RandomUids(); replay passes the journaled one).
   static absl::StatusOr<std::shared_ptr<Instance>> Create(const bandit::v1::CreateInstanceRequest& req,
                                                           const Clock* clock,
                                                           const InstanceLimits& limits,

@@ -5,8 +5,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <google/protobuf/text_format.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -115,7 +113,7 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
     s->snapshot_age_ = StorageMetrics::AgeCollector(s->persistence_.get(), options.clock);
   }
   if (!options.tokens_file.empty()) {
-    auto auth = Authorizer::FromFile(options.tokens_file);
+    auto auth = Authorizer::FromFile(options.tokens_file, options.fs);
     if (!auth.ok()) return auth.status();
     s->auth_ = *std::move(auth);
     BANDIT_LOG_INFO("auth: ", s->auth_->size(), " tokens from --tokens_file=", options.tokens_file,
@@ -123,7 +121,7 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
                     s->auth_->count(Role::kWriter), ", reader ", s->auth_->count(Role::kReader),
                     ")");
   }
-  auto creds = MakeServerCredentials(options.tls);
+  auto creds = MakeServerCredentials(options.tls, options.fs);
   if (!creds.ok()) return creds.status();
   if (!IsLoopbackListen(options.listen)) {
     if (!options.tls.enabled())
@@ -279,12 +277,12 @@ absl::Status BanditServer::StartCluster() {
 }
 
 absl::Status BanditServer::LoadConfig(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot read --config=", path));
-  std::stringstream text;
-  text << f.rdbuf();
+  auto text = options_.fs->ReadFile(path);
+  if (!text.ok())
+    return absl::NotFoundError(
+        absl::StrCat("cannot read --config=", path, ": ", text.status().message()));
   bandit::v1::ServerConfig config;
-  if (!google::protobuf::TextFormat::ParseFromString(text.str(), &config))
+  if (!google::protobuf::TextFormat::ParseFromString(*text, &config))
     return absl::InvalidArgumentError(
         absl::StrCat("--config=", path, " is not a text-format bandit.v1.ServerConfig"));
   for (const auto& req : config.instances()) {

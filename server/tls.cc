@@ -1,8 +1,5 @@
 #include "server/tls.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <grpcpp/security/server_credentials.h>
 
 #include "absl/strings/match.h"
@@ -10,18 +7,19 @@
 
 namespace bandit::server {
 
-absl::StatusOr<std::string> ReadTextFile(const std::string& path, absl::string_view what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot read ", what, "=", path));
-  std::stringstream text;
-  text << f.rdbuf();
-  if (text.str().empty())
+absl::StatusOr<std::string> ReadTextFile(const std::string& path, absl::string_view what,
+                                         FileSystem* fs) {
+  auto text = fs->ReadFile(path);
+  if (!text.ok())
+    return absl::NotFoundError(
+        absl::StrCat("cannot read ", what, "=", path, ": ", text.status().message()));
+  if (text->empty())
     return absl::InvalidArgumentError(absl::StrCat(what, "=", path, " is empty, expected PEM"));
-  return text.str();
+  return text;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const TlsOptions& tls) {
+    const TlsOptions& tls, FileSystem* fs) {
   if (!tls.enabled()) {
     if (!tls.key_path.empty() || !tls.client_ca_path.empty())
       return absl::InvalidArgumentError(
@@ -30,9 +28,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   }
   if (tls.key_path.empty())
     return absl::InvalidArgumentError("--tls_cert is set without --tls_key");
-  auto cert = ReadTextFile(tls.cert_path, "--tls_cert");
+  auto cert = ReadTextFile(tls.cert_path, "--tls_cert", fs);
   if (!cert.ok()) return cert.status();
-  auto key = ReadTextFile(tls.key_path, "--tls_key");
+  auto key = ReadTextFile(tls.key_path, "--tls_key", fs);
   if (!key.ok()) return key.status();
   if (!absl::StrContains(*cert, "-----BEGIN CERTIFICATE-----"))
     return absl::InvalidArgumentError(
@@ -43,7 +41,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   grpc::SslServerCredentialsOptions opts(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   opts.pem_key_cert_pairs.push_back({*key, *cert});
   if (!tls.client_ca_path.empty()) {
-    auto ca = ReadTextFile(tls.client_ca_path, "--tls_client_ca");
+    auto ca = ReadTextFile(tls.client_ca_path, "--tls_client_ca", fs);
     if (!ca.ok()) return ca.status();
     if (!absl::StrContains(*ca, "-----BEGIN CERTIFICATE-----"))
       return absl::InvalidArgumentError(

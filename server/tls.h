@@ -10,6 +10,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
+#include "server/storage/file_system.h"
+
 namespace bandit::server {
 
 struct TlsOptions {
@@ -21,11 +23,12 @@ struct TlsOptions {
 
 // Insecure credentials when TLS is off; otherwise reads the files and builds SSL credentials.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const TlsOptions& tls);
+    const TlsOptions& tls, FileSystem* fs = PosixFileSystem());
 
 // True for 127.0.0.0/8, ::1, localhost and unix sockets: addresses no other machine can reach.
 bool IsLoopbackListen(absl::string_view listen);
 
-absl::StatusOr<std::string> ReadTextFile(const std::string& path, absl::string_view what);
+absl::StatusOr<std::string> ReadTextFile(const std::string& path, absl::string_view what,
+                                         FileSystem* fs = PosixFileSystem());
 
 }  // namespace bandit::server

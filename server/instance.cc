@@ -9,20 +9,6 @@
 
 namespace bandit::server {
 
-UidSource* RandomUids() {
-  class Random final : public UidSource {
-   public:
-    uint64_t NewUid() override {
-      uint64_t uid = 0;
-      while (uid == 0)
-        uid = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
-      return uid;
-    }
-  };
-  static Random* uids = new Random();
-  return uids;
-}
-
 absl::StatusOr<std::shared_ptr<Instance>> Instance::Create(
     const bandit::v1::CreateInstanceRequest& req, const Clock* clock, const InstanceLimits& limits,
     uint64_t uid) {

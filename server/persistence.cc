@@ -4,6 +4,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "server/log.h"
 
 namespace bandit::server {
@@ -20,6 +21,7 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(const Persistence
   fo.dir = options.data_dir;
   fo.durability = options.durability;
   fo.observer = options.observer;
+  fo.clock = options.clock;
   return Open(std::make_unique<FileStorage>(std::move(fo)), options, service, report);
 }
 
@@ -233,6 +235,21 @@ void Persistence::StartBackground() {
   if (background_running_ || stopping_) return;
   background_running_ = true;
   background_ = std::thread([this] { BackgroundLoop(); });
+  interval_timer_ = options_.clock->Every(options_.snapshot_interval_ms, [this] { IntervalRound(); });
+}
+
+void Persistence::IntervalRound() {
+  // Waits for the round so that ticks never pile up behind a slow one, and so that a manual
+  // clock's Advance returns after the round it triggered. Storage that is failing is left
+  // alone: the round would only fail again.
+  if (!storage_->health().ok()) return;
+  absl::Notification done;
+  RequestSnapshot("", [&done](absl::StatusOr<int64_t> written) {
+    if (!written.ok())
+      BANDIT_LOG_ERROR("snapshot round failed: ", written.status().ToString());
+    done.Notify();
+  });
+  done.WaitForNotification();
 }
 
 void Persistence::RequestSnapshot(const std::string& name,
@@ -259,7 +276,6 @@ void Persistence::RunRequest(const SnapshotRequest& r) {
 }
 
 void Persistence::BackgroundLoop() {
-  auto last_round = std::chrono::steady_clock::now();
   const auto woken = [](Persistence* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->queue_mu_) {
     return p->stopping_ || !p->requests_.empty();
   };
@@ -275,13 +291,6 @@ void Persistence::BackgroundLoop() {
     for (const auto& r : requests) RunRequest(r);
     if (stopping) return;
     if (!storage_->health().ok()) continue;
-    if (std::chrono::steady_clock::now() - last_round >=
-        std::chrono::milliseconds(options_.snapshot_interval_ms)) {
-      if (auto s = SnapshotAll(); !s.ok())
-        BANDIT_LOG_ERROR("snapshot round failed: ", s.status().ToString());
-      last_round = std::chrono::steady_clock::now();
-      continue;
-    }
     for (const auto& inst : service_->registry().All()) {
       if (inst->changes_since_snapshot() < options_.snapshot_every_changes) continue;
       absl::MutexLock round(&round_mu_);
@@ -292,6 +301,7 @@ void Persistence::BackgroundLoop() {
 }
 
 void Persistence::StopBackground() {
+  interval_timer_.reset();  // waits for a running tick (its round runs before the loop stops)
   bool running;
   {
     absl::MutexLock lock(&queue_mu_);

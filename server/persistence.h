@@ -29,6 +29,8 @@ struct PersistenceOptions {
   JournalObserver observer;                 // fsync timings, storage errors
   int64_t snapshot_every_changes = 10'000;  // per instance
   int64_t snapshot_interval_ms = 60'000;    // full round + compaction
+  // Runs the snapshot interval's timer (and the file journal's everysec timer).
+  const Clock* clock = SystemClock::Get();
   std::function<void(double seconds)> on_snapshot;  // snapshot write durations
 };
 
@@ -84,6 +86,8 @@ class Persistence {
   absl::Status WriteSnapshot(const std::shared_ptr<Instance>& inst);
   void BackgroundLoop();
   void StopBackground();
+  // The snapshot interval's tick: a full round on the background thread; returns when it ran.
+  void IntervalRound();
 
   const PersistenceOptions options_;
   DecisionService* const service_;
@@ -102,6 +106,7 @@ class Persistence {
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool background_running_ ABSL_GUARDED_BY(queue_mu_) = false;
   std::thread background_;
+  std::unique_ptr<Timer> interval_timer_;  // started with the background thread
   bool closed_ = false;
 };
 

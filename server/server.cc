@@ -47,7 +47,7 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
   if (ec)
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create --data_dir=", options.data_dir, ": ", ec.message()));
-  s->service_ = std::make_unique<DecisionService>(options.clock, options.limits);
+  s->service_ = std::make_unique<DecisionService>(options.clock, options.limits, options.uids);
   s->metrics_ = std::make_unique<Metrics>(s->service_.get());
   s->storage_metrics_ = std::make_unique<StorageMetrics>(*s->metrics_->registry());
   if (options.persistent) {
@@ -57,6 +57,7 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
     po.snapshot_every_changes = options.snapshot_every_changes;
     po.snapshot_interval_ms = options.snapshot_interval_ms;
     po.fs = options.fs;
+    po.clock = options.clock;
     BanditServer* self = s.get();
     po.on_snapshot = [self](double sec) { self->storage_metrics_->ObserveSnapshot(sec); };
     po.observer.on_fsync = [self](double sec) { self->storage_metrics_->ObserveFsync(sec); };

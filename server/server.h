@@ -51,7 +51,10 @@ struct ServerOptions {
   std::string postgres_dsn;
   std::string postgres_password_file;
   ServiceLimits limits;
+  // Time and timers (expiry, decision times, the snapshot interval, everysec's fsync).
   const Clock* clock = SystemClock::Get();
+  // Uids (event-id prefixes) of new instances.
+  UidSource* uids = RandomUids();
   // TLS on the gRPC port (off = plaintext; a warning is logged unless listening on loopback).
   TlsOptions tls;
   // Token file (see server/auth.h); empty = no authentication.

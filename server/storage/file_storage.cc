@@ -33,7 +33,8 @@ absl::StatusOr<RecoveryStats> FileStorage::Recover(const RecoverySink& sink) {
   // have been compacted away).
   const uint64_t next_seq = std::max<uint64_t>(read->next_seq, max_snapshot_seq + 1);
   auto journal =
-      Journal::Open(fs, journal_dir, options_.durability, next_seq, options_.observer);
+      Journal::Open(fs, journal_dir, options_.durability, next_seq, options_.observer,
+                    options_.clock);
   if (!journal.ok()) return journal.status();
   journal_ = *std::move(journal);
   RecoveryStats stats;

@@ -19,6 +19,7 @@ struct FileStorageOptions {
   std::string dir = "./data";
   Durability durability = Durability::kAlways;
   JournalObserver observer;  // fsync timings, storage errors
+  const Clock* clock = SystemClock::Get();  // everysec's once-a-second fsync timer
 };
 
 class FileStorage final : public Storage {

@@ -55,23 +55,6 @@ bool ParseSegmentName(const std::string& name, uint64_t* first_seq) {
 
 }  // namespace
 
-absl::StatusOr<Durability> ParseDurability(const std::string& text) {
-  if (text == "always") return Durability::kAlways;
-  if (text == "everysec") return Durability::kEverySec;
-  if (text == "none") return Durability::kNone;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--durability=", text, " is not one of always, everysec, none"));
-}
-
-const char* DurabilityName(Durability d) {
-  switch (d) {
-    case Durability::kAlways: return "always";
-    case Durability::kEverySec: return "everysec";
-    case Durability::kNone: return "none";
-  }
-  return "?";
-}
-
 std::string Journal::EncodeFrame(const bandit::v1::JournalRecord& rec) {
   const std::string payload = rec.SerializeAsString();
   const std::string& name = rec.instance();
@@ -95,7 +78,8 @@ Journal::Journal(FileSystem* fs, std::string dir, Durability mode, uint64_t next
 
 absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(FileSystem* fs, const std::string& dir,
                                                        Durability mode, uint64_t next_seq,
-                                                       JournalObserver observer) {
+                                                       JournalObserver observer,
+                                                       const Clock* clock) {
   if (auto s = fs->CreateDirs(dir); !s.ok()) return s;
   std::unique_ptr<Journal> j(new Journal(fs, dir, mode, next_seq, std::move(observer)));
   auto names = fs->ListDir(dir);
@@ -107,10 +91,16 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(FileSystem* fs, const std
   // Always start a fresh segment: earlier segments stay read-only until compaction.
   if (auto s = j->OpenSegment(next_seq); !s.ok()) return s;
   j->writer_ = std::thread([jp = j.get()] { jp->WriterLoop(); });
+  // everysec's promise (at most about a second of acknowledged work lost in a power cut): the
+  // writer only write(2)s; this timer makes whatever was appended durable once a second. Flush
+  // returns at once when nothing new was appended.
+  if (mode == Durability::kEverySec)
+    j->every_second_ = clock->Every(1000, [jp = j.get()] { (void)jp->Flush(); });
   return j;
 }
 
 Journal::~Journal() {
+  every_second_.reset();  // no tick runs (or will run) from here on
   (void)Flush();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -140,13 +130,6 @@ absl::Status Journal::OpenSegment(uint64_t first_seq) {
   return absl::OkStatus();
 }
 
-namespace {
-thread_local uint64_t thread_seq = 0;
-}  // namespace
-
-uint64_t Journal::ThreadSeq() { return thread_seq; }
-void Journal::ResetThreadSeq() { thread_seq = 0; }
-
 absl::StatusOr<uint64_t> Journal::Append(bandit::v1::JournalRecord* rec) {
   return AppendAll(absl::MakeConstSpan(&rec, 1));
 }
@@ -161,7 +144,6 @@ absl::StatusOr<uint64_t> Journal::AppendAll(absl::Span<bandit::v1::JournalRecord
     buffer_ += EncodeFrame(*rec);
   }
   buffered_last_ = recs.back()->seq();
-  thread_seq = buffered_last_;
   // Wake the writer only when it has new work it would otherwise not see: the writer takes the
   // whole buffer each pass and re-checks it before sleeping, so only the empty -> non-empty
   // edge needs a wake-up (and, in everysec/none, where the writer lingers, a buffer grown
@@ -216,11 +198,9 @@ void Journal::Fail(const absl::Status& s) {
 }
 
 void Journal::WriterLoop() {
-  auto last_sync = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    work_cv_.wait_for(lock, std::chrono::milliseconds(mode_ == Durability::kEverySec ? 200 : 1000),
-                      [&] { return stop_ || !buffer_.empty() || flush_requested_; });
+    work_cv_.wait(lock, [&] { return stop_ || !buffer_.empty() || flush_requested_; });
     if (mode_ != Durability::kAlways) {
       // Linger: let records accumulate for one write(2), unless a flush, a stop or a large
       // buffer asks for it now.
@@ -228,19 +208,15 @@ void Journal::WriterLoop() {
         return stop_ || flush_requested_ || buffer_.empty() || buffer_.size() >= kEagerWriteBytes;
       });
     }
-    const bool every_sec_due = mode_ == Durability::kEverySec &&
-                               written_seq_ > synced_seq_ &&
-                               std::chrono::steady_clock::now() - last_sync >= std::chrono::seconds(1);
-    if (buffer_.empty() && !flush_requested_ && !every_sec_due) {
+    if (buffer_.empty() && !flush_requested_) {
       if (stop_) break;
       continue;
     }
     std::string data;
     data.swap(buffer_);
     const uint64_t last = data.empty() ? written_seq_ : buffered_last_;
-    const bool sync = mode_ == Durability::kAlways || flush_requested_ || every_sec_due ||
-                      (mode_ == Durability::kEverySec &&
-                       std::chrono::steady_clock::now() - last_sync >= std::chrono::seconds(1));
+    // everysec syncs when its timer asks (Flush), once a second.
+    const bool sync = mode_ == Durability::kAlways || flush_requested_;
     const bool was_flush = flush_requested_;
     const bool healthy = health_.ok();
     WritableFile* file = file_.get();
@@ -254,7 +230,6 @@ void Journal::WriterLoop() {
       const auto t0 = std::chrono::steady_clock::now();
       s = file->Sync();
       fsync_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      last_sync = std::chrono::steady_clock::now();
     }
     if (fsync_seconds >= 0 && observer_.on_fsync) observer_.on_fsync(fsync_seconds);
     if (!s.ok() && observer_.on_error) observer_.on_error(s);
@@ -359,11 +334,6 @@ void Journal::Answers::Send() {
 absl::Status Journal::health() const {
   std::lock_guard<std::mutex> lock(mu_);
   return health_;
-}
-
-uint64_t Journal::last_seq() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return next_seq_ - 1;
 }
 
 absl::StatusOr<Journal::ReadResult> Journal::ReadAll(

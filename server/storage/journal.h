@@ -1,7 +1,7 @@
 // The update journal: every state change is appended (with a sequence number and checksums)
 // before it is acknowledged. A writer thread batches appends (group commit): in `always` mode a
 // caller is acknowledged once the fsync covering its record has finished; `everysec` fsyncs once a
-// second; `none` leaves flushing to the OS. Segments (journal-<first seq>.log) are rotated at
+// second (a timer of the injected Clock); `none` leaves flushing to the OS. Segments (journal-<first seq>.log) are rotated at
 // snapshot rounds and deleted once every instance's snapshot covers them.
 //
 // Frame: u32 payload_len | u16 name_len | name | u32 crc(header bytes) | u32 crc(payload) | payload
@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "bandit/v1/storage.pb.h"
+#include "server/clock.h"
 #include "server/storage/durability.h"
 #include "server/storage/file_system.h"
 
@@ -39,7 +40,8 @@ class Journal {
  public:
   static absl::StatusOr<std::unique_ptr<Journal>> Open(FileSystem* fs, const std::string& dir,
                                                        Durability mode, uint64_t next_seq,
-                                                       JournalObserver observer = {});
+                                                       JournalObserver observer = {},
+                                                       const Clock* clock = SystemClock::Get());
   ~Journal();
 
   // Assigns the next sequence number to `rec`, encodes and buffers it. UNAVAILABLE once the
@@ -62,11 +64,6 @@ class Journal {
   absl::Status DropSegmentsBefore(uint64_t seq);
   absl::Status health() const;
   Durability mode() const { return mode_; }
-  // The newest sequence number appended by the calling thread since ResetThreadSeq() (0 if
-  // none): a request handler waits for exactly its own records, not for later ones.
-  static uint64_t ThreadSeq();
-  static void ResetThreadSeq();
-  uint64_t last_seq() const;
 
   // Reads every segment in order. `apply` gets each intact record. A torn tail of the last
   // segment is truncated away; a record whose payload checksum fails is reported through
@@ -85,7 +82,8 @@ class Journal {
   static std::string EncodeFrame(const bandit::v1::JournalRecord& rec);
 
   // everysec/none: the writer hands the buffer to write(2) at least this often (a process
-  // crash loses at most this much of acknowledged work; `always` is unaffected) ...
+  // crash loses at most this much of acknowledged work; `always` is unaffected). A batching
+  // delay of the writer thread, not a timer: it does not go through the Clock ...
   static constexpr std::chrono::milliseconds kWriteLinger{2};
   // ... or as soon as this many bytes are buffered.
   static constexpr size_t kEagerWriteBytes = 1 << 20;
@@ -138,6 +136,9 @@ class Journal {
   std::map<uint64_t, std::string> segments_;  // first seq -> file name
   bool io_in_progress_ = false;  // the writer is writing/syncing a batch outside the lock
   std::thread writer_;
+  // everysec: fsyncs what was written in the last second (Flush), once per second of the
+  // Clock. Declared last: destroyed (and a running tick waited for) before the writer stops.
+  std::unique_ptr<Timer> every_second_;
 };
 
 }  // namespace bandit::server

@@ -165,6 +165,7 @@ struct Node {
     fo.dir = "/data";
     fo.durability = mode;
     fo.fs = fs;
+    fo.clock = clock;  // everysec's timer
     auto owned = std::make_unique<NewestSeqStorage>(std::make_unique<FileStorage>(std::move(fo)));
     storage = owned.get();
     auto p = Persistence::Open(std::move(owned), o, &svc, &report);
@@ -272,12 +273,17 @@ TEST(Durability, EverysecBoundsTheLossWindow) {
     v1::Instance out;
     ASSERT_TRUE(a.svc.CreateInstance(Create("x", kEps), &out).ok());
     for (int i = 0; i < 50; ++i) Round(a.svc, "x", i);
-    // Everything older than the one-second window must be on disk.
-    std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+    // Not yet a second: nothing was fsynced since the create (the writer only write(2)s).
+    clock.Advance(999);
+    for (int i = 50; i < 60; ++i) Round(a.svc, "x", i);
+    // The second is over: everything appended before this instant must be on disk when the
+    // timer's tick returns; what follows is inside the next window.
+    clock.Advance(1);
+    for (int i = 60; i < 70; ++i) Round(a.svc, "x", i);
     fs.Crash();
   }
   Node b(&fs, &clock, Durability::kEverySec);
-  EXPECT_EQ(Stats(b.svc, "x").updates(), 50);
+  EXPECT_EQ(Stats(b.svc, "x").updates(), 60);
 }
 
 // The same inputs fed to a restored instance and to an uninterrupted twin give the same

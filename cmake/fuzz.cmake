@@ -29,7 +29,7 @@ if(BANDIT_FUZZ)
   # Coverage + ASan/UBSan on everything the targets exercise (system libraries stay plain).
   set(_fuzz_flags -fsanitize=address,undefined -fno-sanitize-recover=undefined
       -fno-omit-frame-pointer -gline-tables-only)
-  foreach(lib bandit_core bandit_server)
+  foreach(lib bandit_env bandit_core bandit_server)
     target_compile_options(${lib} PRIVATE -fsanitize=fuzzer-no-link ${_fuzz_flags})
   endforeach()
   foreach(t ${BANDIT_FUZZ_TARGETS})

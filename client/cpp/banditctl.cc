@@ -14,8 +14,6 @@
 //   health                                   exits 0 exactly when the server reports SERVING
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -32,6 +30,7 @@
 #include "absl/time/time.h"
 #include "client/cpp/bandit_client.h"
 #include "client/cpp/decision_log_format.h"
+#include "server/storage/file_system.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "banditd address");
 ABSL_FLAG(bool, json, false, "Print responses as JSON");
@@ -101,13 +100,22 @@ int PrintOr(const absl::StatusOr<T>& r) {
   return 0;
 }
 
+// Through the server's file seam, like every other file read of the project.
 bool ReadFile(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::stringstream text;
-  text << f.rdbuf();
-  *out = text.str();
+  auto text = bandit::server::PosixFileSystem()->ReadFile(path);
+  if (!text.ok()) return false;
+  *out = *std::move(text);
   return true;
+}
+
+// Creates or truncates `path` and makes `data` durable there (an export is often the only copy
+// on its way to another server).
+absl::Status WriteFile(const std::string& path, const std::string& data) {
+  auto f = bandit::server::PosixFileSystem()->NewWritableFile(path);
+  if (!f.ok()) return f.status();
+  if (auto s = (*f)->Append(data); !s.ok()) return s;
+  if (auto s = (*f)->Sync(); !s.ok()) return s;
+  return (*f)->Close();
 }
 
 bool ParseVector(const std::string& text, google::protobuf::RepeatedField<double>* out) {
@@ -277,9 +285,8 @@ int main(int argc, char** argv) {
     if (cmd == "export") {
       auto state = client.ExportInstance(name);
       if (!state.ok()) return PrintOr(absl::StatusOr<bandit::v1::Instance>(state.status()));
-      std::ofstream out(file, std::ios::binary | std::ios::trunc);
-      out.write(state->data(), static_cast<std::streamsize>(state->size()));
-      if (!out.good()) return Usage("cannot write --file=" + file);
+      if (auto s = WriteFile(file, *state); !s.ok())
+        return Usage(absl::StrCat("cannot write --file=", file, ": ", s.message()));
       std::cout << "exported '" << name << "' (" << state->size() << " bytes) to " << file << "\n";
       return 0;
     }

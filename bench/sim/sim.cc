@@ -9,20 +9,6 @@
 
 namespace bandit::sim {
 
-absl::StatusOr<SimArgs> SimArgs::Parse(int argc, char** argv) {
-  std::map<std::string, std::string> values;
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view a = argv[i];
-    if (a.substr(0, 2) != "--")
-      return absl::InvalidArgumentError(absl::StrCat("argument '", a, "' is not --key=value"));
-    a.remove_prefix(2);
-    const size_t eq = a.find('=');
-    if (eq == absl::string_view::npos) values[std::string(a)] = "true";
-    else values[std::string(a.substr(0, eq))] = std::string(a.substr(eq + 1));
-  }
-  return SimArgs(std::move(values));
-}
-
 bool SimArgs::Has(absl::string_view key) const {
   used_.insert(std::string(key));
   return values_.count(std::string(key)) > 0;

@@ -16,11 +16,11 @@
 
 namespace bandit::sim {
 
-// --key=value flags, with typed getters that record which keys a runner read (so main can
-// reject flags nobody used) and fail on malformed numbers.
+// The environment keys that were set (main.cc: one Abseil flag per key, empty = unset), with
+// typed getters that record which keys a runner read (so main can reject flags nobody used)
+// and fail on malformed numbers.
 class SimArgs {
  public:
-  static absl::StatusOr<SimArgs> Parse(int argc, char** argv);
   SimArgs() = default;
   explicit SimArgs(std::map<std::string, std::string> values) : values_(std::move(values)) {}
 

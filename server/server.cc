@@ -12,6 +12,7 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "bandit/v1/config.pb.h"
 #include <unistd.h>
@@ -71,7 +72,21 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
     if (options.storage == "postgres") {
       PostgresStorageOptions pg;
       pg.dsn = options.postgres_dsn;
-      pg.password_file = options.postgres_password_file;
+      if (!options.postgres_password_file.empty()) {
+        // The first line is the password (read through the FileSystem seam; never logged).
+        auto text = options.fs->ReadFile(options.postgres_password_file);
+        if (!text.ok())
+          return absl::FailedPreconditionError(
+              absl::StrCat("cannot read the password from --postgres_password_file=",
+                           options.postgres_password_file, ": ", text.status().message()));
+        const absl::string_view first = absl::string_view(*text).substr(0, text->find('\n'));
+        s->postgres_password_ = std::string(absl::StripTrailingAsciiWhitespace(first));
+        if (s->postgres_password_.empty())
+          return absl::FailedPreconditionError(absl::StrCat(
+              "--postgres_password_file=", options.postgres_password_file,
+              " is empty: expected the password on its first line"));
+      }
+      pg.password = s->postgres_password_;
       pg.durability = options.durability;
       pg.on_commit = po.observer.on_fsync;
       pg.on_error = [self](const absl::Status& e) {
@@ -252,7 +267,7 @@ absl::Status BanditServer::StartCluster() {
   }
   co.lease = std::chrono::milliseconds(options_.lease_ms);
   co.dsn = options_.postgres_dsn;
-  co.password_file = options_.postgres_password_file;
+  co.password = postgres_password_;
   cluster::ClusterNode::Hooks hooks;
   Persistence* p = persistence_.get();
   DecisionService* service = service_.get();

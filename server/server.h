@@ -92,6 +92,7 @@ class BanditServer {
   void StopExposer();
 
   ServerOptions options_;
+  std::string postgres_password_;  // from --postgres_password_file (never logged)
   std::unique_ptr<DecisionService> service_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<StorageMetrics> storage_metrics_;

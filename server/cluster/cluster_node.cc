@@ -2,7 +2,6 @@
 
 #include <libpq-fe.h>
 
-#include <fstream>
 #include <random>
 
 #include "absl/strings/ascii.h"
@@ -101,14 +100,8 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(ClusterOptions o
   if (options.lease < std::chrono::milliseconds(300))
     return absl::InvalidArgumentError(
         absl::StrCat("--lease_ms=", options.lease.count(), ", expected at least 300"));
-  std::string password;
-  if (!options.password_file.empty()) {
-    std::ifstream f(options.password_file);
-    std::getline(f, password);
-    password = std::string(absl::StripTrailingAsciiWhitespace(password));
-  }
   std::unique_ptr<ClusterNode> node(new ClusterNode(std::move(options), storage, std::move(hooks)));
-  node->db_ = std::make_unique<Db>(node->options_.dsn, password);
+  node->db_ = std::make_unique<Db>(node->options_.dsn, node->options_.password);
   std::random_device rd;
   node->incarnation_ = ((static_cast<uint64_t>(rd()) << 31) ^ rd()) & ((1ull << 62) - 1);
   if (auto s = node->Register(); !s.ok()) return s;

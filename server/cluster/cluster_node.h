@@ -44,7 +44,7 @@ struct ClusterOptions {
   std::string advertise;  // host:port other nodes and clients reach this node's gRPC port at
   std::chrono::milliseconds lease{5000};
   std::string dsn;
-  std::string password_file;
+  std::string password;  // as PostgresStorageOptions::password; never logged
 };
 
 // Where a call for an instance goes.

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -341,14 +340,7 @@ absl::Status PostgresStorage::TakeWriterLock(Connection& conn,
 }
 
 absl::StatusOr<RecoveryStats> PostgresStorage::Recover(const RecoverySink& sink) {
-  if (!options_.password_file.empty()) {
-    std::ifstream f(options_.password_file);
-    std::string line;
-    if (!f || !std::getline(f, line))
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot read the password from --postgres_password_file=", options_.password_file));
-    password_ = std::string(absl::StripTrailingAsciiWhitespace(line));
-  }
+  password_ = options_.password;
   auto admin = Connect(false);
   if (!admin.ok()) return admin.status();
   if (auto s = Migrate(**admin); !s.ok()) return s;

@@ -69,9 +69,10 @@ namespace bandit::server {
 
 struct PostgresStorageOptions {
   // libpq connection string ("host=... dbname=..." or a postgresql:// URI). A password comes
-  // from PGPASSWORD, ~/.pgpass (libpq reads both) or `password_file`.
+  // from PGPASSWORD, ~/.pgpass (libpq reads both) or `password` (the server reads
+  // --postgres_password_file through its FileSystem seam).
   std::string dsn;
-  std::string password_file;  // first line = password; never logged
+  std::string password;  // overrides the others when set; never logged
   Durability durability = Durability::kAlways;
   // Group commit in one round trip (pipeline mode). Off: BEGIN, each INSERT and COMMIT are
   // separate round trips (kept to measure the difference, bench/durability).

@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <google/protobuf/text_format.h>
@@ -212,6 +214,45 @@ TEST(BanditdOnPostgres, PostgresStoppedUnderLoadThenBackWithoutRestart) {
   const int64_t recovered = Updates(reader_client, "x");
   EXPECT_GE(recovered, acknowledged) << "acknowledged updates lost";
   EXPECT_LE(recovered, attempted);
+}
+
+// --postgres_password_file is read once, through the server's file seam, before any connection:
+// an unreadable or empty file stops banditd at start with a message naming the flag (a wrong
+// password must not surface later as a vague connection failure); a readable one is used.
+TEST(BanditdOnPostgres, PasswordFileIsReadAtStartAndItsProblemsNamed) {
+  const std::string dsn = bandit::testing::SharedPostgres().CreateDatabase();
+  char tmpl[] = "/tmp/bandit-pwfile-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  {
+    ServerProcess missing({"--storage=postgres", "--postgres_dsn=" + dsn,
+                           "--postgres_password_file=" + dir + "/absent"});
+    EXPECT_FALSE(missing.running());
+    EXPECT_TRUE(absl::StrContains(
+        missing.Log(), "cannot read the password from --postgres_password_file=" + dir + "/absent"))
+        << missing.Log();
+  }
+  { std::ofstream(dir + "/empty") << "\n"; }
+  {
+    ServerProcess empty({"--storage=postgres", "--postgres_dsn=" + dsn,
+                         "--postgres_password_file=" + dir + "/empty"});
+    EXPECT_FALSE(empty.running());
+    EXPECT_TRUE(absl::StrContains(empty.Log(), "is empty: expected the password on its first line"))
+        << empty.Log();
+  }
+  // The test cluster trusts local connections, so any password is accepted: a readable file
+  // starts the server, and the password itself never appears in its log.
+  { std::ofstream(dir + "/good") << "s3cret-Pw\nignored second line\n"; }
+  {
+    ServerProcess good({"--storage=postgres", "--postgres_dsn=" + dsn,
+                        "--postgres_password_file=" + dir + "/good"});
+    ASSERT_TRUE(good.running()) << good.Log();
+    BanditClient client(good.target());
+    auto health = client.Health();
+    ASSERT_TRUE(health.ok()) << health.status();
+    EXPECT_EQ(*health, grpc::health::v1::HealthCheckResponse::SERVING);
+    EXPECT_FALSE(absl::StrContains(good.Log(), "s3cret-Pw")) << good.Log();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -15,14 +15,22 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "bandit/v1/config.pb.h"
-#include <unistd.h>
-
 #include "server/cluster/cluster_metrics.h"
 #include "server/cluster/cluster_node.h"
 #include "server/log.h"
 #include "server/storage/postgres_storage.h"
 
 namespace bandit::server {
+namespace {
+
+// This machine's host name (the default node id and advertised address in cluster mode).
+std::string HostName() {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOptions& options) {
   std::unique_ptr<BanditServer> s(new BanditServer());
@@ -37,10 +45,9 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
           "): a change is acknowledged only once its fenced COMMIT returned, so a node that "
           "lost an instance's lease never acknowledges a change the new owner does not have"));
     if (s->options_.node_id.empty()) {
-      char host[256] = {0};
-      gethostname(host, sizeof(host) - 1);
       const std::string port = options.listen.substr(options.listen.rfind(':') + 1);
-      s->options_.node_id = absl::StrCat(host, "-", port == "0" ? absl::StrCat("pid", getpid()) : port);
+      s->options_.node_id =
+          absl::StrCat(HostName(), "-", port == "0" ? absl::StrCat("pid", getpid()) : port);
     }
   }
   std::error_code ec;
@@ -258,11 +265,7 @@ absl::Status BanditServer::StartCluster() {
   co.advertise = options_.advertise;
   if (co.advertise.empty()) {
     std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
-    if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") {
-      char name[256] = {0};
-      gethostname(name, sizeof(name) - 1);
-      host = name;
-    }
+    if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") host = HostName();
     co.advertise = absl::StrCat(host, ":", port_);
   }
   co.lease = std::chrono::milliseconds(options_.lease_ms);

@@ -488,6 +488,26 @@ absl::StatusOr<uint64_t> PostgresStorage::AppendAll(
   return recs.back()->seq();
 }
 
+namespace {
+absl::Status FencedStatus() {
+  return absl::UnavailableError(
+      "the instance's lease moved to another node before this change was committed: "
+      "refused by fencing, not applied; retry (the cluster routes the call to the new owner)");
+}
+}  // namespace
+
+void PostgresStorage::RememberRefused(uint64_t first, uint64_t last) {
+  refused_[first] = last;
+  while (refused_.size() > kRefusedRangesKept) refused_.erase(refused_.begin());
+}
+
+bool PostgresStorage::Refused(uint64_t seq) const {
+  auto it = refused_.upper_bound(seq);
+  if (it == refused_.begin()) return false;
+  --it;
+  return seq <= it->second;
+}
+
 void PostgresStorage::WhenDurable(uint64_t seq, std::function<void(absl::Status)> done) {
   absl::Status status;
   {
@@ -497,6 +517,7 @@ void PostgresStorage::WhenDurable(uint64_t seq, std::function<void(absl::Status)
       waiters_.emplace(seq, std::move(done));
       return;
     }
+    if (status.ok() && Refused(seq)) status = FencedStatus();
   }
   done(status);
 }
@@ -977,6 +998,7 @@ void PostgresStorage::CommitterLoop() {
       lock.unlock();
       absl::Status s;
       std::unique_ptr<Connection> conn;
+      std::vector<Row> fenced_on_reconnect;  // rows of leases lost while down: dropped
       if (auto c = Connect(true); !c.ok()) {
         s = c.status();
       } else {
@@ -1023,12 +1045,12 @@ void PostgresStorage::CommitterLoop() {
         }
         // Write what the database is missing before accepting anything new (fenced: rows of
         // leases lost meanwhile are dropped; their callers already heard UNAVAILABLE).
-        std::vector<Row> fenced;
         std::vector<Lease> lost;
-        if (s.ok()) s = CommitFenced(*conn, &batch, true, &fenced, &lost);
+        if (s.ok()) s = CommitFenced(*conn, &batch, true, &fenced_on_reconnect, &lost);
         if (!lost.empty()) ReportFenced(lost);
       }
       lock.lock();
+      for (const Row& r : fenced_on_reconnect) RememberRefused(r.seq, r.seq);
       if (!s.ok()) {
         // Back in front of anything that raced in meanwhile.
         batch.insert(batch.end(), std::make_move_iterator(buffer_.begin()),
@@ -1094,13 +1116,14 @@ void PostgresStorage::CommitterLoop() {
     // batch RPC may wait on a later row of another instance for a refused one of its own).
     uint64_t first_fenced = UINT64_MAX;
     for (const Row& r : fenced) first_fenced = std::min(first_fenced, r.seq);
-    const absl::Status fenced_status = absl::UnavailableError(
-        "the instance's lease moved to another node before this change was committed: "
-        "refused by fencing, not applied; retry (the cluster routes the call to the new owner)");
+    const absl::Status fenced_status = FencedStatus();
 
     std::vector<std::function<void(absl::Status)>> ready;
     std::unique_ptr<Connection> dead;
     lock.lock();
+    if (s.ok() && first_fenced != UINT64_MAX) RememberRefused(first_fenced, last);
+    else
+      for (const Row& r : fenced) RememberRefused(r.seq, r.seq);  // dropped from the batch
     if (s.ok()) {
       committed_seq_ = std::max(committed_seq_, last);
       if (sync) synced_seq_ = std::max(synced_seq_, last);

@@ -187,8 +187,16 @@ class PostgresStorage final : public Storage {
   std::vector<Row> buffer_;            // appended, not yet handed to a COMMIT (in seq order)
   uint64_t next_seq_ = 1;
   uint64_t last_appended_ = 0;         // Flush's target (Own may skip numbers: none appended)
-  uint64_t committed_seq_ = 0;         // every seq <= this is committed
+  uint64_t committed_seq_ = 0;         // every seq <= this is committed, or refused (below)
   uint64_t synced_seq_ = 0;            // ... and covered by a synchronous commit
+  // Sequence ranges [first, last] that lease fencing refused. A caller may ask WhenDurable
+  // after the COMMIT that decided its record is over (Append and the wait are two calls): it
+  // must hear the refusal, never OK. Fencing is rare (a lost lease), so the newest
+  // kRefusedRangesKept ranges cover any caller still between its Append and its wait.
+  std::map<uint64_t, uint64_t> refused_;
+  static constexpr size_t kRefusedRangesKept = 4096;
+  void RememberRefused(uint64_t first, uint64_t last);  // requires mu_
+  bool Refused(uint64_t seq) const;                     // requires mu_
   std::multimap<uint64_t, std::function<void(absl::Status)>> waiters_;
   absl::Status health_ = absl::FailedPreconditionError(
       "PostgreSQL storage is not recovered yet; Recover() comes first");

@@ -576,6 +576,7 @@ TEST(Cluster, RepeatedKillsUnderLoadThroughHAProxyLoseNothingAcknowledged) {
         auto d = Retry([&] { return client.Select(sel); });
         if (!d.ok()) {
           ++failed;
+          ADD_FAILURE() << "Select of " << name << ": " << d.status();
           continue;
         }
         v1::UpdateRequest up;
@@ -584,7 +585,10 @@ TEST(Cluster, RepeatedKillsUnderLoadThroughHAProxyLoseNothingAcknowledged) {
         up.set_reward(1.0);
         auto u = Retry([&] { return client.Update(up); });
         if (u.ok()) ++acknowledged[name];
-        else if (u.status().code() != absl::StatusCode::kFailedPrecondition) ++failed;
+        else if (u.status().code() != absl::StatusCode::kFailedPrecondition) {
+          ++failed;
+          ADD_FAILURE() << "Update of " << name << ": " << u.status();
+        }
       }
     });
   }

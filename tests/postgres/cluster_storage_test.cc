@@ -142,6 +142,11 @@ TEST(ClusterStorage, FencingRefusesTheCommitOfANodeThatLostTheLease) {
   auto stale = Record("x", 99);
   auto seq = a.storage->Append(&stale);
   ASSERT_TRUE(seq.ok()) << "a does not know yet";
+  // Wait only after the COMMIT that refused the row is over: a caller's wait may come after
+  // the decision (Append and the wait are two calls) and must still hear the refusal.
+  for (int i = 0; i < 1000 && a.Fenced().empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(a.Fenced(), std::vector<std::string>{"x"});
   const absl::Status s = a.storage->WaitDurable(*seq);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_NE(s.message().find("fencing"), std::string::npos) << s;

@@ -86,11 +86,6 @@ class Policy {
   virtual bool SelectReadsOnly() const { return false; }
   virtual absl::Status Update(const Observation& obs) = 0;
 
-  // Estimated mean reward of an arm slot (kNone) or a feature vector (kCandidates);
-  // nullopt where the policy has no such estimate.
-  virtual std::optional<double> EstimatedMean(int arm) const { return std::nullopt; }
-  virtual std::optional<double> EstimatedMean(const Vector& features) const { return std::nullopt; }
-
   // Finite arm set (kNone policies). Default: the policy has no arm set.
   virtual std::vector<std::string> ArmIds() const { return {}; }
   virtual absl::Status AddArm(const bandit::v1::ArmSpec& arm) {

@@ -48,8 +48,6 @@ class Rng {
   std::string Save() const;
   absl::Status Restore(const std::string& state);
 
-  std::mt19937_64& engine() { return engine_; }
-
  private:
   std::mt19937_64 engine_;
 };

@@ -19,7 +19,7 @@ class EpsilonGreedy final : public Policy {
   ContextKind context_kind() const override { return ContextKind::kNone; }
   absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
   absl::Status Update(const Observation& obs) override;
-  std::optional<double> EstimatedMean(int arm) const override;
+  std::optional<double> EstimatedMean(int arm) const;
   std::vector<std::string> ArmIds() const override { return arms_.ids(); }
   absl::Status AddArm(const bandit::v1::ArmSpec& arm) override;
   absl::Status RemoveArm(absl::string_view arm_id) override;

@@ -23,7 +23,7 @@ class LinUcb final : public Policy {
   // Select changes nothing (the instance counts rounds): journaled by outcome, not request.
   bool SelectReadsOnly() const override { return true; }
   absl::Status Update(const Observation& obs) override;
-  std::optional<double> EstimatedMean(const Vector& features) const override;
+  std::optional<double> EstimatedMean(const Vector& features) const;
   void Save(bandit::v1::PolicyState* out) const override;
   absl::Status Restore(const bandit::v1::PolicyState& state) override;
   int64_t StateBytes() const override;

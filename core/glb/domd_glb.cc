@@ -129,11 +129,6 @@ absl::Status DomdGlb::Update(const Observation& obs) {
   return absl::OkStatus();
 }
 
-std::optional<double> DomdGlb::EstimatedMean(const Vector& features) const {
-  if (features.size() != p_.d || !features.allFinite()) return std::nullopt;
-  return p_.link.Mu(features.dot(theta_));
-}
-
 void DomdGlb::Save(bandit::v1::PolicyState* out) const {
   StateWriter w(out, name(), 1);
   SaveOmdState(w, theta_, h_, h_inv_, t_);

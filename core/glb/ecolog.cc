@@ -114,11 +114,6 @@ absl::Status Ecolog::Update(const Observation& obs) {
   return absl::OkStatus();
 }
 
-std::optional<double> Ecolog::EstimatedMean(const Vector& features) const {
-  if (features.size() != p_.d || !features.allFinite()) return std::nullopt;
-  return p_.link.Mu(features.dot(theta_));
-}
-
 void Ecolog::Save(bandit::v1::PolicyState* out) const {
   StateWriter w(out, name(), 1);
   SaveOmdState(w, theta_, w_, w_inv_, t_);

@@ -34,7 +34,6 @@ class Ecolog final : public Policy {
   absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
   bool SelectReadsOnly() const override { return true; }
   absl::Status Update(const Observation& obs) override;
-  std::optional<double> EstimatedMean(const Vector& features) const override;
   void Save(bandit::v1::PolicyState* out) const override;
   absl::Status Restore(const bandit::v1::PolicyState& state) override;
   int64_t StateBytes() const override;

@@ -73,11 +73,6 @@ absl::Status GlbOmd::Update(const Observation& obs) {
   return absl::OkStatus();
 }
 
-std::optional<double> GlbOmd::EstimatedMean(const Vector& features) const {
-  if (features.size() != p_.d || !features.allFinite()) return std::nullopt;
-  return p_.link.Mu(features.dot(theta_));
-}
-
 void GlbOmd::Save(bandit::v1::PolicyState* out) const {
   StateWriter w(out, name(), 1);
   SaveOmdState(w, theta_, h_, h_inv_, t_);

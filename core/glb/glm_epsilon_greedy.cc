@@ -54,11 +54,6 @@ absl::Status GlmEpsilonGreedy::Update(const Observation& obs) {
   return absl::OkStatus();
 }
 
-std::optional<double> GlmEpsilonGreedy::EstimatedMean(const Vector& features) const {
-  if (features.size() != p_.d || !features.allFinite()) return std::nullopt;
-  return p_.link.Mu(features.dot(theta_));
-}
-
 void GlmEpsilonGreedy::Save(bandit::v1::PolicyState* out) const {
   StateWriter w(out, name(), 1);
   data_.Save(w);

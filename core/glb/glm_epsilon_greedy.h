@@ -23,7 +23,6 @@ class GlmEpsilonGreedy final : public Policy {
   ContextKind context_kind() const override { return ContextKind::kCandidates; }
   absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
   absl::Status Update(const Observation& obs) override;
-  std::optional<double> EstimatedMean(const Vector& features) const override;
   void Save(bandit::v1::PolicyState* out) const override;
   absl::Status Restore(const bandit::v1::PolicyState& state) override;
   int64_t StateBytes() const override;

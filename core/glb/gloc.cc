@@ -74,11 +74,6 @@ absl::Status Gloc::Update(const Observation& obs) {
   return absl::OkStatus();
 }
 
-std::optional<double> Gloc::EstimatedMean(const Vector& features) const {
-  if (features.size() != p_.d || !features.allFinite()) return std::nullopt;
-  return p_.link.Mu(features.dot(theta_hat_));
-}
-
 void Gloc::Save(bandit::v1::PolicyState* out) const {
   StateWriter w(out, name(), 1);
   w.Put("theta", theta_);

@@ -108,11 +108,6 @@ absl::Status LikelihoodUcb::Update(const Observation& obs) {
   return absl::OkStatus();
 }
 
-std::optional<double> LikelihoodUcb::EstimatedMean(const Vector& features) const {
-  if (features.size() != p_.d || !features.allFinite()) return std::nullopt;
-  return p_.link.Mu(features.dot(theta_));
-}
-
 void LikelihoodUcb::Save(bandit::v1::PolicyState* out) const {
   StateWriter w(out, name(), 1);
   data_.Save(w);

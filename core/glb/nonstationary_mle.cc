@@ -477,11 +477,6 @@ absl::Status NonstationaryGlmUcb::Update(const Observation& obs) {
   return absl::OkStatus();
 }
 
-std::optional<double> NonstationaryGlmUcb::EstimatedMean(const Vector& features) const {
-  if (features.size() != p_.d || !features.allFinite()) return std::nullopt;
-  return core_.EstimatedMean(features);
-}
-
 void NonstationaryGlmUcb::Save(bandit::v1::PolicyState* out) const {
   StateWriter w(out, name(), 1);
   core_.Save(w, "");
@@ -656,11 +651,6 @@ absl::Status MasterGlmUcb::Update(const Observation& obs) {
   for (const auto& [m, start] : schedule_)
     if (start == off) live_.emplace(m, std::make_pair(start, MleUcbCore(MleUcbKind::kGlmUcb, p_, 1.0, 50)));
   return absl::OkStatus();
-}
-
-std::optional<double> MasterGlmUcb::EstimatedMean(const Vector& features) const {
-  if (features.size() != p_.d || !features.allFinite()) return std::nullopt;
-  return live_.begin()->second.second.EstimatedMean(features);
 }
 
 void MasterGlmUcb::Save(bandit::v1::PolicyState* out) const {

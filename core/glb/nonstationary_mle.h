@@ -122,7 +122,6 @@ class MleUcbCore {
   double Radius() const;                     // rho_t for the next round (with the multiplier)
   // Scores every candidate (ucb) and returns the argmax; `mean` gets mu(x'theta_est).
   int Argmax(std::span<const Vector> candidates, Vector* ucb, Vector* mean) const;
-  double EstimatedMean(const Vector& x) const { return p_.link.Mu(x.dot(theta_)); }
   const Vector& theta() const { return theta_; }          // the estimate the rule uses
   const Vector& theta_hat() const { return theta_hat_; }  // the unconstrained MLE
   const Matrix& v() const { return v_; }
@@ -160,7 +159,6 @@ class NonstationaryGlmUcb final : public Policy {
   absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
   bool SelectReadsOnly() const override { return true; }  // arg max, ties to the lowest index
   absl::Status Update(const Observation& obs) override;
-  std::optional<double> EstimatedMean(const Vector& features) const override;
   void Save(bandit::v1::PolicyState* out) const override;
   absl::Status Restore(const bandit::v1::PolicyState& state) override;
   int64_t StateBytes() const override;
@@ -206,7 +204,6 @@ class MasterGlmUcb final : public Policy {
   ContextKind context_kind() const override { return ContextKind::kCandidates; }
   absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
   absl::Status Update(const Observation& obs) override;
-  std::optional<double> EstimatedMean(const Vector& features) const override;
   void Save(bandit::v1::PolicyState* out) const override;
   absl::Status Restore(const bandit::v1::PolicyState& state) override;
   int64_t StateBytes() const override;

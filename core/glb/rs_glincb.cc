@@ -114,11 +114,6 @@ absl::Status RsGlincb::Update(const Observation& obs) {
   return absl::OkStatus();
 }
 
-std::optional<double> RsGlincb::EstimatedMean(const Vector& features) const {
-  if (features.size() != p_.d || !features.allFinite()) return std::nullopt;
-  return p_.link.Mu(features.dot(theta_tau_));
-}
-
 void RsGlincb::Save(bandit::v1::PolicyState* out) const {
   StateWriter w(out, name(), 1);
   warm_.Save(w, "warm");

@@ -76,13 +76,6 @@ absl::Status CandidateKernelUcb::Update(const Observation& obs) {
   return Observe(obs.features, obs.reward);
 }
 
-std::optional<double> CandidateKernelUcb::EstimatedMean(const Vector& features) const {
-  if (features.size() != dim_ || !features.allFinite()) return std::nullopt;
-  Vector mean, var;
-  Posterior(features, &mean, &var);
-  return mean[0];
-}
-
 std::vector<std::pair<std::string, double>> CandidateKernelUcb::Summary() const {
   std::vector<std::pair<std::string, double>> out = {
       {"observations", static_cast<double>(total_)},

@@ -27,7 +27,6 @@ class CandidateKernelUcb : public Policy {
   ContextKind context_kind() const override { return ContextKind::kCandidates; }
   absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
   absl::Status Update(const Observation& obs) override;
-  std::optional<double> EstimatedMean(const Vector& features) const override;
   std::vector<std::pair<std::string, double>> Summary() const override;
 
   int dimension() const { return dim_; }

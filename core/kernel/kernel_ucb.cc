@@ -145,12 +145,6 @@ absl::Status KernelUcbPolicy::Update(const Observation& obs) {
   return absl::OkStatus();
 }
 
-std::optional<double> KernelUcbPolicy::EstimatedMean(int arm) const {
-  if (arm < 0 || arm >= arms_.size()) return std::nullopt;
-  EnsurePosterior();
-  return mean_[arm];
-}
-
 Vector KernelUcbPolicy::Weights() const { return PosteriorMean(); }
 
 absl::Status KernelUcbPolicy::AddArm(const bandit::v1::ArmSpec& arm) {

@@ -16,7 +16,7 @@
 // i.e. eq. (2) divided by lambda, which is the scale of BKB's sigma~^2 in eq. (4), of the ridge
 // leverage scores, of d_eff = sum_s sigma_t^2(x_s) (eq. 5) and of Theorem 3.1.
 //
-// The posterior of all arms is computed lazily (on Select, EstimatedMean, Update) and cached
+// The posterior of all arms is computed lazily (on Select and Update) and cached
 // until the state changes; the cache is a pure function of the state, so a restored policy
 // recomputes bit-identical numbers.
 #pragma once
@@ -49,7 +49,6 @@ class KernelUcbPolicy : public Policy {
   ContextKind context_kind() const override { return ContextKind::kNone; }
   absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
   absl::Status Update(const Observation& obs) override;
-  std::optional<double> EstimatedMean(int arm) const override;
   std::vector<std::string> ArmIds() const override { return arms_.ids(); }
   absl::Status AddArm(const bandit::v1::ArmSpec& arm) override;
   absl::Status RemoveArm(absl::string_view arm_id) override;

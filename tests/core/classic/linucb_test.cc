@@ -77,8 +77,8 @@ TEST(LinUcb, MatchesDirectRidgeSolution) {
   const Matrix inv = a.inverse();
   EXPECT_LT((lin->a_inverse() - inv).norm(), 1e-10);
   const Vector x = RandomVector(rng, d);
-  EXPECT_NEAR(*p->EstimatedMean(x), x.dot(ridge), 1e-9);
-  EXPECT_FALSE(p->EstimatedMean(Vector::Zero(d + 1)).has_value());
+  EXPECT_NEAR(*lin->EstimatedMean(x), x.dot(ridge), 1e-9);
+  EXPECT_FALSE(lin->EstimatedMean(Vector::Zero(d + 1)).has_value());
   EXPECT_LT((ridge - w).norm(), 0.05);  // the data identify w
 }
 

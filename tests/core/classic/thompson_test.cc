@@ -96,8 +96,8 @@ TEST(Thompson, BetaPosteriorClosedForm) {
   EXPECT_DOUBLE_EQ(Ts(p).PosteriorA(1), 3.3);
   EXPECT_DOUBLE_EQ(Ts(p).PosteriorB(1), 4.7);
   EXPECT_DOUBLE_EQ(Ts(p).PosteriorA(0), 2.0);
-  EXPECT_DOUBLE_EQ(*p->EstimatedMean(1), 3.3 / 8.0);
-  EXPECT_DOUBLE_EQ(*p->EstimatedMean(2), 0.4);
+  EXPECT_DOUBLE_EQ(*Ts(p).EstimatedMean(1), 3.3 / 8.0);
+  EXPECT_DOUBLE_EQ(*Ts(p).EstimatedMean(2), 0.4);
   EXPECT_EQ(Ts(p).pulls()[1], 3.0);
 }
 
@@ -110,7 +110,7 @@ TEST(Thompson, GaussianPosteriorClosedForm) {
   EXPECT_NEAR(Ts(p).PosteriorB(0), 0.08, 1e-15);
   EXPECT_DOUBLE_EQ(Ts(p).PosteriorA(1), 0.5);
   EXPECT_DOUBLE_EQ(Ts(p).PosteriorB(1), 2.0);
-  EXPECT_NEAR(*p->EstimatedMean(0), 0.98, 1e-14);
+  EXPECT_NEAR(*Ts(p).EstimatedMean(0), 0.98, 1e-14);
   // Rewards outside [0, 1] are fine for the Gaussian likelihood.
   EXPECT_TRUE(Reward(*p, "1", -7.5).ok());
 }

@@ -71,7 +71,7 @@ TEST(Ucb1, ScoresByHand) {
   EXPECT_NEAR(d->scores[2], 2.6651092223153954, 1e-12);
   EXPECT_EQ(d->arm, 2);
   EXPECT_DOUBLE_EQ(d->estimated_gap, 0.0);
-  EXPECT_EQ(*p->EstimatedMean(0), 0.5);
+  EXPECT_EQ(*static_cast<const Ucb1&>(*p).EstimatedMean(0), 0.5);
   // Diagnostics.
   std::map<std::string, double> diag(d->diagnostics.begin(), d->diagnostics.end());
   EXPECT_NEAR(diag["ucb"], 2.6651092223153954, 1e-12);
@@ -130,8 +130,8 @@ TEST(Ucb1, ArmsCanBeAddedAndRemoved) {
   ASSERT_TRUE(Reward(*p, "new", 0.5).ok());
   ASSERT_TRUE(p->RemoveArm("0").ok());
   EXPECT_EQ(p->ArmIds(), (std::vector<std::string>{"1", "new"}));
-  EXPECT_EQ(*p->EstimatedMean(0), 0.1);
-  EXPECT_EQ(*p->EstimatedMean(1), 0.5);
+  EXPECT_EQ(*static_cast<const Ucb1&>(*p).EstimatedMean(0), 0.1);
+  EXPECT_EQ(*static_cast<const Ucb1&>(*p).EstimatedMean(1), 0.5);
   SelectContext ctx;
   ctx.want_scores = true;
   auto e = p->Select(ctx);

@@ -15,9 +15,9 @@ absl::Status CheckId(absl::string_view field, absl::string_view id) {
     const char c = id[i];
     const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
     if (!(alnum || (i > 0 && (c == '_' || c == '.' || c == ':' || c == '-'))))
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, " '", id, "' has an invalid character at position ", i,
-          ", expected [A-Za-z0-9] first and [A-Za-z0-9_.:-] after"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " '", id, "' has an invalid character at position ", i,
+                       ", expected [A-Za-z0-9] first and [A-Za-z0-9_.:-] after"));
   }
   return absl::OkStatus();
 }
@@ -64,8 +64,8 @@ absl::Status ArmSet::CheckAdd(const bandit::v1::ArmSpec& arm) const {
     return absl::InvalidArgumentError(
         absl::StrCat("arm id '", arm.id(), "' is a duplicate, expected unique arm ids"));
   if (use_features_ == ArmFeatures::kRequired) {
-    Eigen::VectorXd f = Eigen::Map<const Eigen::VectorXd>(arm.features().data(),
-                                                          arm.features_size());
+    Eigen::VectorXd f =
+        Eigen::Map<const Eigen::VectorXd>(arm.features().data(), arm.features_size());
     if (auto s = CheckVector(absl::StrCat("features of arm '", arm.id(), "'"), f, dim_); !s.ok())
       return s;
   } else if (arm.features_size() != 0) {

@@ -5,8 +5,8 @@
 
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include <Eigen/Dense>
 
@@ -73,7 +73,7 @@ struct ArmMeans {
     counts[slot] += 1.0;
     means[slot] += (reward - means[slot]) / counts[slot];  // incremental mean
   }
-  void AddSlot();                 // a new arm: 0 pulls, mean 0
+  void AddSlot();  // a new arm: 0 pulls, mean 0
   void EraseSlot(int slot);
   void Save(StateWriter& w) const;
   // Reads "counts" and "means" of length `arms`; on error *this is unchanged.

@@ -43,13 +43,13 @@ struct SelectContext {
 
 // Output of one Select call.
 struct Decision {
-  int arm = -1;              // index into candidates / arm slots / kernels / generators
-  std::string arm_id;        // finite-arm policies: the stable id of `arm`
-  double propensity = 1.0;   // probability the policy gave `arm`
-  Vector scores;             // per-arm score or probability (when want_scores)
+  int arm = -1;             // index into candidates / arm slots / kernels / generators
+  std::string arm_id;       // finite-arm policies: the stable id of `arm`
+  double propensity = 1.0;  // probability the policy gave `arm`
+  Vector scores;            // per-arm score or probability (when want_scores)
   bandit::v1::ScoreKind score_kind = bandit::v1::SCORE_KIND_UNSPECIFIED;
-  std::optional<double> prediction;                          // kernel selection
-  std::vector<std::pair<std::string, double>> diagnostics;   // e.g. {"ucb", 1.2}
+  std::optional<double> prediction;                         // kernel selection
+  std::vector<std::pair<std::string, double>> diagnostics;  // e.g. {"ucb", 1.2}
   // Model's own estimated gap: best estimated mean minus the chosen arm's estimated mean, at
   // decision time (NaN if the policy has no estimates). Feeds the estimated-regret metric.
   double estimated_gap = std::numeric_limits<double>::quiet_NaN();
@@ -60,13 +60,13 @@ struct Decision {
 
 // Inputs of one Update call: what was chosen, and what was observed.
 struct Observation {
-  int arm = -1;            // kNone policies: slot index resolved from arm_id by the caller
-  std::string arm_id;      // kNone policies: stable arm id (authoritative; slots may shift)
-  Vector features;         // kCandidates: the chosen arm's features; kPoint: the input x
-  Vector memo;             // Decision::memo of the joined Select; empty for direct updates
-  bool direct = false;     // true for logged data (no prior Select)
-  double reward = 0.0;     // reward, or the label y for kernel selection
-  Vector embedding;        // mixtures: the generated sample's embedding
+  int arm = -1;                    // kNone policies: slot index resolved from arm_id by the caller
+  std::string arm_id;              // kNone policies: stable arm id (authoritative; slots may shift)
+  Vector features;                 // kCandidates: the chosen arm's features; kPoint: the input x
+  Vector memo;                     // Decision::memo of the joined Select; empty for direct updates
+  bool direct = false;             // true for logged data (no prior Select)
+  double reward = 0.0;             // reward, or the label y for kernel selection
+  Vector embedding;                // mixtures: the generated sample's embedding
   std::optional<double> fidelity;  // mixtures: fidelity score in [0, 1]
 };
 

@@ -2,22 +2,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/classic/epsilon_greedy.h"
-#include "core/glb/domd_glb.h"
-#include "core/glb/ecolog.h"
-#include "core/glb/glb_omd.h"
-#include "core/glb/gloc.h"
-#include "core/glb/likelihood_ucb.h"
-#include "core/glb/rs_glincb.h"
-#include "core/glb/glm_epsilon_greedy.h"
-#include "core/glb/glm_ucb.h"
-#include "core/glb/nonstationary_mle.h"
 #include "core/classic/linucb.h"
 #include "core/classic/thompson.h"
 #include "core/classic/ucb1.h"
+#include "core/glb/domd_glb.h"
+#include "core/glb/ecolog.h"
+#include "core/glb/glb_omd.h"
+#include "core/glb/glm_epsilon_greedy.h"
+#include "core/glb/glm_ucb.h"
+#include "core/glb/gloc.h"
+#include "core/glb/likelihood_ucb.h"
+#include "core/glb/nonstationary_mle.h"
+#include "core/glb/rs_glincb.h"
 #include "core/kernel/bkb.h"
 #include "core/kernel/gp_ucb.h"
-#include "core/oks/oks_policy.h"
 #include "core/mixture/mixture_factory.h"
+#include "core/oks/oks_policy.h"
 
 namespace bandit {
 
@@ -73,7 +73,8 @@ absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const PolicyConfig& config,
   for (const auto& r : SimOnlyPolicies())
     if (r.config_case == config.policy_case())
       return absl::InvalidArgumentError(absl::StrCat(
-          "config.policy '", r.name, "' is not served: it keeps every past round, so its state "
+          "config.policy '", r.name,
+          "' is not served: it keeps every past round, so its state "
           "grows without bound; it runs in bandit-sim only. Expected a served policy (bounded "
           "alternatives: glb_omd, domd_glb, gloc, ecolog, restart_glb)"));
   return absl::InvalidArgumentError(absl::StrCat("config.policy case ", config.policy_case(),
@@ -86,8 +87,8 @@ absl::Status ReconfigurePolicy(Policy& live, const PolicyConfig& next, uint64_t 
   auto fresh = CreatePolicy(next, seed);
   if (!fresh.ok()) return fresh.status();
   if ((*fresh)->name() != live.name())
-    return absl::FailedPreconditionError(absl::StrCat("policy '", live.name(),
-                                                      "' cannot become '", (*fresh)->name(),
+    return absl::FailedPreconditionError(absl::StrCat("policy '", live.name(), "' cannot become '",
+                                                      (*fresh)->name(),
                                                       "' live; create a new instance"));
   return live.Reconfigure(**fresh);
 }

@@ -3,8 +3,8 @@
 
 #include <cstdint>
 #include <memory>
-#include "absl/strings/string_view.h"
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 #include "bandit/v1/policy.pb.h"
@@ -12,9 +12,8 @@
 
 namespace bandit {
 
-using PolicyFactory =
-    absl::StatusOr<std::unique_ptr<Policy>> (*)(const bandit::v1::PolicyConfig& config,
-                                                uint64_t seed);
+using PolicyFactory = absl::StatusOr<std::unique_ptr<Policy>> (*)(
+    const bandit::v1::PolicyConfig& config, uint64_t seed);
 
 struct PolicyRegistration {
   bandit::v1::PolicyConfig::PolicyCase config_case;
@@ -29,8 +28,8 @@ const std::vector<PolicyRegistration>& RegisteredPolicies();
 const std::vector<PolicyRegistration>& SimOnlyPolicies();
 
 // CreatePolicy, plus the simulation-only policies (for bandit-sim and tests).
-absl::StatusOr<std::unique_ptr<Policy>> CreateSimPolicy(
-    const bandit::v1::PolicyConfig& config, uint64_t seed);
+absl::StatusOr<std::unique_ptr<Policy>> CreateSimPolicy(const bandit::v1::PolicyConfig& config,
+                                                        uint64_t seed);
 
 // INVALID_ARGUMENT when no policy is set, the policy is unknown, or its parameters are invalid.
 // Sim-only policies (above) are refused: they are not served.

@@ -47,8 +47,8 @@ void StateWriter::PutArmIds(const std::vector<std::string>& ids) {
 
 absl::Status StateReader::Expect(absl::string_view policy, uint32_t version) const {
   if (in_.policy() != policy)
-    return absl::InvalidArgumentError(absl::StrCat("state is for policy '", in_.policy(),
-                                                   "', expected '", policy, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("state is for policy '", in_.policy(), "', expected '", policy, "'"));
   if (in_.version() != version)
     return absl::InvalidArgumentError(absl::StrCat("state version ", in_.version(), " of policy '",
                                                    policy, "' is not supported, expected ",
@@ -62,8 +62,8 @@ absl::Status StateReader::Get(absl::string_view name, Eigen::MatrixXd* m, int64_
     if (t.name() != name) continue;
     if ((rows >= 0 && t.rows() != rows) || (cols >= 0 && t.cols() != cols) ||
         t.rows() * t.cols() != t.data_size())
-      return absl::InvalidArgumentError(absl::StrCat("state tensor '", name, "' is ", t.rows(),
-                                                     "x", t.cols(), " with ", t.data_size(),
+      return absl::InvalidArgumentError(absl::StrCat("state tensor '", name, "' is ", t.rows(), "x",
+                                                     t.cols(), " with ", t.data_size(),
                                                      " values, expected ", rows, "x", cols));
     *m = Eigen::Map<const Eigen::MatrixXd>(t.data().data(), t.rows(), t.cols());
     return absl::OkStatus();

@@ -39,8 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const int segments = in.ConsumeIntegralInRange<int>(1, 3);
     uint64_t first = 1;
     for (int i = 0; i < segments; ++i) {
-      const std::string body =
-          i + 1 == segments ? in.ConsumeRemainingBytesAsString() : in.ConsumeRandomLengthString(4096);
+      const std::string body = i + 1 == segments ? in.ConsumeRemainingBytesAsString()
+                                                 : in.ConsumeRandomLengthString(4096);
       auto f = fs.NewWritableFile(jdir + "/" + SegmentName(first));
       if (!f.ok()) return 0;
       (void)(*f)->Append(body);
@@ -58,8 +58,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (!body.empty() && in.ConsumeBool()) {
       const size_t at = in.ConsumeIntegralInRange<size_t>(0, body.size() - 1);
-      if (in.ConsumeBool()) body.resize(at);   // torn tail
-      else body[at] ^= 0x20;                   // corruption
+      if (in.ConsumeBool())
+        body.resize(at);  // torn tail
+      else
+        body[at] ^= 0x20;  // corruption
     }
     auto f = fs.NewWritableFile(jdir + "/" + SegmentName(1));
     if (!f.ok()) return 0;

@@ -61,7 +61,9 @@ class ArenaMessageAllocator final : public grpc::MessageAllocator<Request, Respo
   class Holder final : public grpc::MessageHolder<Request, Response> {
    public:
     Holder(ArenaMessageAllocator* owner, size_t block_bytes)
-        : owner_(owner), block_(new char[block_bytes]), arena_(Options(block_.get(), block_bytes)) {}
+        : owner_(owner),
+          block_(new char[block_bytes]),
+          arena_(Options(block_.get(), block_bytes)) {}
     // Fresh messages on a reset arena: Reset() frees blocks a large message spilled into and
     // keeps our own first block.
     void Start() {

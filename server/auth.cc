@@ -2,7 +2,6 @@
 
 #include <sys/stat.h>
 
-
 #include <grpcpp/server_context.h>
 
 #include "absl/strings/ascii.h"
@@ -67,13 +66,14 @@ absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::Parse(absl::string_view 
     } else if (parts[0] == "reader") {
       e.role = Role::kReader;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": unknown role '", parts[0], "', expected admin, writer or reader"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": unknown role '", parts[0], "', expected admin, writer or reader"));
     }
     if (parts[1].size() < kMinTokenLength || !TokenCharsOk(parts[1]))
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": token has ", parts[1].size(), " characters, expected at least ",
-          kMinTokenLength, " printable ASCII characters without spaces (e.g. openssl rand -hex 32)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": token has ", parts[1].size(), " characters, expected at least ",
+                       kMinTokenLength,
+                       " printable ASCII characters without spaces (e.g. openssl rand -hex 32)"));
     e.token = std::string(parts[1]);
     e.label = parts.size() == 3 ? std::string(parts[2]) : absl::StrCat("line ", line_no);
     if (auth->Find(e.token) != nullptr)
@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::Parse(absl::string_view 
 }
 
 absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::FromFile(const std::string& path,
-                                                                  FileSystem* fs) {
+                                                                 FileSystem* fs) {
   auto text = fs->ReadFile(path);
   if (!text.ok())
     return absl::NotFoundError(
@@ -116,8 +116,8 @@ int Authorizer::count(Role role) const {
 absl::Status Authorizer::Authorize(Rpc rpc, const std::string* authorization) const {
   const Role need = RequiredRole(rpc);
   if (authorization == nullptr || authorization->empty())
-    return absl::UnauthenticatedError(
-        absl::StrCat(RpcName(rpc), " needs a token: send metadata 'authorization: Bearer <token>'"));
+    return absl::UnauthenticatedError(absl::StrCat(
+        RpcName(rpc), " needs a token: send metadata 'authorization: Bearer <token>'"));
   absl::string_view value = *authorization;
   constexpr absl::string_view kBearer = "Bearer ";
   if (value.size() <= kBearer.size() || !absl::StartsWithIgnoreCase(value, kBearer))

@@ -52,7 +52,7 @@ class ThreadTimer final : public Timer {
   const std::function<void()> tick_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
+  bool stop_ = false;   // guarded by mu_
   std::thread thread_;  // last: starts after the fields it reads
 };
 
@@ -97,8 +97,7 @@ void ManualClock::Advance(int64_t ms) {
     // other threads while a tick runs, so look again each time).
     Entry* next = nullptr;
     for (Entry& e : timers_) {
-      if (e.due_ms > now || std::find(fired.begin(), fired.end(), e.timer) != fired.end())
-        continue;
+      if (e.due_ms > now || std::find(fired.begin(), fired.end(), e.timer) != fired.end()) continue;
       if (next == nullptr || e.due_ms < next->due_ms) next = &e;
     }
     if (next == nullptr) return;

@@ -65,7 +65,7 @@ class ManualClock final : public Clock {
   std::mutex advance_mu_;  // one Advance at a time: ticks never overlap
   mutable std::mutex mu_;
   mutable std::condition_variable tick_done_;
-  mutable std::vector<Entry> timers_;  // guarded by mu_
+  mutable std::vector<Entry> timers_;       // guarded by mu_
   mutable ManualTimer* running_ = nullptr;  // guarded by mu_: the timer whose tick is running
 };
 

@@ -78,9 +78,8 @@ absl::Status DecisionService::ReadDecisionLog(const bandit::v1::ExportDecisionLo
     return absl::InvalidArgumentError(
         absl::StrCat("until_ms is ", req.until_ms(), ", expected 0 (unbounded) or more"));
   if (req.until_ms() > 0 && req.until_ms() <= req.since_ms())
-    return absl::InvalidArgumentError(absl::StrCat("until_ms is ", req.until_ms(),
-                                                   ", expected more than since_ms ",
-                                                   req.since_ms()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "until_ms is ", req.until_ms(), ", expected more than since_ms ", req.since_ms()));
   if (req.max_events() < 0)
     return absl::InvalidArgumentError(
         absl::StrCat("max_events is ", req.max_events(), ", expected 0 (all) or more"));
@@ -92,8 +91,8 @@ absl::Status DecisionService::ReadDecisionLog(const bandit::v1::ExportDecisionLo
   out->Clear();
   bool more = false;
   if (budget > 0) {
-    if (auto s = (*inst)->ReadDecisionLog(cursor->after_seq, req.since_ms(), req.until_ms(),
-                                          budget, kDecisionLogChunkBytes, out, &more);
+    if (auto s = (*inst)->ReadDecisionLog(cursor->after_seq, req.since_ms(), req.until_ms(), budget,
+                                          kDecisionLogChunkBytes, out, &more);
         !s.ok())
       return s;
   }
@@ -141,9 +140,8 @@ absl::Status DecisionService::ListInstances(const bandit::v1::ListInstancesReque
                                             bandit::v1::ListInstancesResponse* out) {
   int size = req.page_size() == 0 ? 100 : req.page_size();
   if (size < 0 || size > limits_.max_page_size)
-    return absl::InvalidArgumentError(absl::StrCat("page_size is ", req.page_size(),
-                                                   ", expected 0 (default 100) to ",
-                                                   limits_.max_page_size));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_size is ", req.page_size(), ", expected 0 (default 100) to ", limits_.max_page_size));
   // The page token is the last name of the previous page; names sort after "".
   auto page = registry_.ListAfter(req.page_token(), size + 1);
   const bool more = static_cast<int>(page.size()) > size;
@@ -197,12 +195,11 @@ absl::Status DecisionService::RemoveArms(const bandit::v1::RemoveArmsRequest& re
                            [&](Instance& inst) { return inst.RemoveArms(req, written_seq); });
 }
 
-absl::Status DecisionService::SetMixtureReference(
-    const bandit::v1::SetMixtureReferenceRequest& req, bandit::v1::Instance* out,
-    uint64_t* written_seq) {
-  return ChangeAndDescribe(req.name(), out, [&](Instance& inst) {
-    return inst.SetMixtureReference(req, written_seq);
-  });
+absl::Status DecisionService::SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
+                                                  bandit::v1::Instance* out,
+                                                  uint64_t* written_seq) {
+  return ChangeAndDescribe(
+      req.name(), out, [&](Instance& inst) { return inst.SetMixtureReference(req, written_seq); });
 }
 
 absl::Status DecisionService::Select(const bandit::v1::SelectRequest& req,
@@ -295,12 +292,12 @@ absl::Status DecisionService::SelectBatch(const bandit::v1::SelectBatchRequest& 
                                           bandit::v1::SelectBatchResponse* out,
                                           uint64_t* written_seq) {
   if (auto s = CheckBatchSize(req.requests_size(), limits_.max_batch_items); !s.ok()) return s;
-  RunByInstance(registry_, req.requests(), out->mutable_decisions(), out->mutable_statuses(),
-                [&](Instance& inst, const std::vector<const bandit::v1::SelectRequest*>& reqs,
-                    const std::vector<bandit::v1::Decision*>& outs,
-                    absl::Span<absl::Status> statuses) {
-                  inst.SelectBatch(reqs, outs, statuses, written_seq);
-                });
+  RunByInstance(
+      registry_, req.requests(), out->mutable_decisions(), out->mutable_statuses(),
+      [&](Instance& inst, const std::vector<const bandit::v1::SelectRequest*>& reqs,
+          const std::vector<bandit::v1::Decision*>& outs, absl::Span<absl::Status> statuses) {
+        inst.SelectBatch(reqs, outs, statuses, written_seq);
+      });
   return absl::OkStatus();
 }
 
@@ -308,12 +305,12 @@ absl::Status DecisionService::UpdateBatch(const bandit::v1::UpdateBatchRequest& 
                                           bandit::v1::UpdateBatchResponse* out,
                                           uint64_t* written_seq) {
   if (auto s = CheckBatchSize(req.requests_size(), limits_.max_batch_items); !s.ok()) return s;
-  RunByInstance(registry_, req.requests(), out->mutable_responses(), out->mutable_statuses(),
-                [&](Instance& inst, const std::vector<const bandit::v1::UpdateRequest*>& reqs,
-                    const std::vector<bandit::v1::UpdateResponse*>& outs,
-                    absl::Span<absl::Status> statuses) {
-                  inst.UpdateBatch(reqs, outs, statuses, written_seq);
-                });
+  RunByInstance(
+      registry_, req.requests(), out->mutable_responses(), out->mutable_statuses(),
+      [&](Instance& inst, const std::vector<const bandit::v1::UpdateRequest*>& reqs,
+          const std::vector<bandit::v1::UpdateResponse*>& outs, absl::Span<absl::Status> statuses) {
+        inst.UpdateBatch(reqs, outs, statuses, written_seq);
+      });
   return absl::OkStatus();
 }
 

@@ -31,8 +31,8 @@ class DecisionService {
   explicit DecisionService(const Clock* clock = SystemClock::Get(), ServiceLimits limits = {},
                            UidSource* uids = RandomUids());
 
-  absl::Status CreateInstance(const bandit::v1::CreateInstanceRequest& req, bandit::v1::Instance* out,
-                              uint64_t* written_seq = nullptr);
+  absl::Status CreateInstance(const bandit::v1::CreateInstanceRequest& req,
+                              bandit::v1::Instance* out, uint64_t* written_seq = nullptr);
   absl::Status GetInstance(const bandit::v1::GetInstanceRequest& req, bandit::v1::Instance* out);
   absl::Status ListInstances(const bandit::v1::ListInstancesRequest& req,
                              bandit::v1::ListInstancesResponse* out);
@@ -57,8 +57,8 @@ class DecisionService {
                            bandit::v1::UpdateBatchResponse* out, uint64_t* written_seq = nullptr);
   absl::Status ExportInstance(const bandit::v1::ExportInstanceRequest& req,
                               bandit::v1::ExportInstanceResponse* out);
-  absl::Status ImportInstance(const bandit::v1::ImportInstanceRequest& req, bandit::v1::Instance* out,
-                              uint64_t* written_seq = nullptr);
+  absl::Status ImportInstance(const bandit::v1::ImportInstanceRequest& req,
+                              bandit::v1::Instance* out, uint64_t* written_seq = nullptr);
   // One chunk of ExportDecisionLog's stream. `cursor` starts zeroed; each call fills `out` with
   // the decisions after it (at most kDecisionLogChunkEvents, about kDecisionLogChunkBytes) and
   // advances it; *done once nothing is left. The first call validates the request. The stream
@@ -81,8 +81,8 @@ class DecisionService {
 
   // Takes snapshots: `name` (empty = a full round); `done` gets how many were written. Set by
   // whoever keeps the durable state (Persistence).
-  using SnapshotRunner = std::function<void(
-      const std::string& name, std::function<void(absl::StatusOr<int64_t>)> done)>;
+  using SnapshotRunner = std::function<void(const std::string& name,
+                                            std::function<void(absl::StatusOr<int64_t>)> done)>;
   void SetSnapshotRunner(SnapshotRunner runner);
 
   // Durability: once attached, every change is appended to `storage`; deleted names are handed

@@ -1,10 +1,10 @@
 #include "server/grpc_service.h"
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <functional>
-#include <utility>
 #include <type_traits>
+#include <utility>
 
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/create_channel.h>
@@ -104,10 +104,10 @@ class GrpcBanditService::DecisionLogWriter final
         !grpc::SerializationTraits<bandit::v1::ExportDecisionLogRequest>::Deserialize(bytes, &req_)
              .ok()) {
       if (owner_->metrics_ != nullptr) owner_->metrics_->CountUnparseable(Rpc::kExportDecisionLog);
-      End(absl::InvalidArgumentError(absl::StrCat(
-          "the request payload (", size, " bytes) is not a valid protobuf-encoded ",
-          bandit::v1::ExportDecisionLogRequest::descriptor()->full_name(),
-          " (expected by ExportDecisionLog)")));
+      End(absl::InvalidArgumentError(
+          absl::StrCat("the request payload (", size, " bytes) is not a valid protobuf-encoded ",
+                       bandit::v1::ExportDecisionLogRequest::descriptor()->full_name(),
+                       " (expected by ExportDecisionLog)")));
       return;
     }
     if (owner_->auth_ != nullptr) {
@@ -150,7 +150,8 @@ class GrpcBanditService::DecisionLogWriter final
     if (grpc::Status g = grpc::SerializationTraits<bandit::v1::DecisionLogChunk>::Serialize(
             chunk_, &out_, &own_buffer);
         !g.ok()) {
-      End(absl::InternalError("a decision log chunk could not be serialized: " + g.error_message()));
+      End(absl::InternalError("a decision log chunk could not be serialized: " +
+                              g.error_message()));
       return;
     }
     StartWrite(&out_);
@@ -180,13 +181,13 @@ GrpcBanditService::GrpcBanditService(DecisionService* service, Metrics* metrics,
       google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
           bandit::v1::BanditService::service_full_name());
   // Replaces the typed handler the generated base registered for each method.
-#define BANDIT_REGISTER_HANDLER(method, request, response, role)                         \
-  MarkMethodRawCallback(                                                                 \
-      descriptor->FindMethodByName(#method)->index(),                                    \
-      new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(      \
-          [this](Ctx* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {          \
-            return HandleBytes<bandit::v1::request, bandit::v1::response>(               \
-                ctx, Rpc::k##method, &DecisionService::method, in, out);                 \
+#define BANDIT_REGISTER_HANDLER(method, request, response, role)                    \
+  MarkMethodRawCallback(                                                            \
+      descriptor->FindMethodByName(#method)->index(),                               \
+      new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>( \
+          [this](Ctx* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {     \
+            return HandleBytes<bandit::v1::request, bandit::v1::response>(          \
+                ctx, Rpc::k##method, &DecisionService::method, in, out);            \
           }));
   BANDIT_FOR_EACH_RPC(BANDIT_REGISTER_HANDLER)
 #undef BANDIT_REGISTER_HANDLER
@@ -343,8 +344,8 @@ void GrpcBanditService::ListAcrossCluster(
         merged.instances_size() > 0)
       merged.set_next_page_token(merged.instances(merged.instances_size() - 1).name());
     bool own = false;
-    grpc::Status g = grpc::SerializationTraits<bandit::v1::ListInstancesResponse>::Serialize(
-        merged, out, &own);
+    grpc::Status g =
+        grpc::SerializationTraits<bandit::v1::ListInstancesResponse>::Serialize(merged, out, &own);
     Finish(reactor, Rpc::kListInstances, start,
            g.ok() ? absl::OkStatus() : absl::InternalError(g.error_message()));
   };
@@ -378,18 +379,19 @@ void GrpcBanditService::ListAcrossCluster(
         grpc::StubOptions(), &ask->request, &ask->response,
         [ask, fan, finish, id = id](grpc::Status s) {
           bandit::v1::ListInstancesResponse page;
-          bool parsed = s.ok() && grpc::SerializationTraits<bandit::v1::ListInstancesResponse>::
-                                      Deserialize(&ask->response, &page)
-                                          .ok();
+          bool parsed =
+              s.ok() && grpc::SerializationTraits<bandit::v1::ListInstancesResponse>::Deserialize(
+                            &ask->response, &page)
+                            .ok();
           delete ask;
           bool last;
           {
             absl::MutexLock lock(&fan->mu);
             if (!parsed && fan->error.ok()) {
               // A partial list would silently miss instances: the call fails, retriably.
-              fan->error = absl::UnavailableError(absl::StrCat(
-                  "ListInstances: node '", id, "' did not answer (", s.error_message(),
-                  "); retry"));
+              fan->error = absl::UnavailableError(absl::StrCat("ListInstances: node '", id,
+                                                               "' did not answer (",
+                                                               s.error_message(), "); retry"));
             }
             if (parsed) {
               for (auto& inst : *page.mutable_instances())
@@ -411,8 +413,7 @@ bool GrpcBanditService::RouteElsewhere(Ctx* ctx, Reactor* reactor, Rpc rpc,
   cluster::ClusterNode* node = cluster_.load();
   if (node == nullptr) {
     call->Release();
-    Finish(reactor, rpc, start,
-           absl::UnavailableError("this node is joining the cluster; retry"));
+    Finish(reactor, rpc, start, absl::UnavailableError("this node is joining the cluster; retry"));
     return true;
   }
   const auto [name, create] = RoutingKey(*call->request());
@@ -447,31 +448,30 @@ bool GrpcBanditService::RouteElsewhere(Ctx* ctx, Reactor* reactor, Rpc rpc,
       f->client.set_deadline(deadline < cap ? deadline : cap);
       for (const char* key : {"authorization", "x-bandit-instance"}) {
         auto it = md.find(key);
-        if (it != md.end()) f->client.AddMetadata(key, std::string(it->second.data(), it->second.size()));
+        if (it != md.end())
+          f->client.AddMetadata(key, std::string(it->second.data(), it->second.size()));
       }
       f->client.AddMetadata("x-bandit-forwarded-by", node->node_id());
       ++forwarded_;
       const std::string owner = route->node_id;
       StubFor(route->address)
-          ->UnaryCall(&f->client,
-                      absl::StrCat("/", bandit::v1::BanditService::service_full_name(), "/",
-                                   RpcName(rpc)),
-                      grpc::StubOptions(), &f->request, out,
-                      [this, f, ctx, reactor, rpc, start, owner](grpc::Status s) {
-                        const auto& trailers = f->client.GetServerTrailingMetadata();
-                        auto it = trailers.find("x-bandit-node");
-                        ctx->AddTrailingMetadata(
-                            "x-bandit-node", it == trailers.end()
-                                                 ? owner
-                                                 : std::string(it->second.data(),
-                                                               it->second.size()));
-                        delete f;
-                        Finish(reactor, rpc, start,
-                               s.ok() ? absl::OkStatus()
-                                      : absl::Status(static_cast<absl::StatusCode>(
-                                                         s.error_code()),
-                                                     s.error_message()));
-                      });
+          ->UnaryCall(
+              &f->client,
+              absl::StrCat("/", bandit::v1::BanditService::service_full_name(), "/", RpcName(rpc)),
+              grpc::StubOptions(), &f->request, out,
+              [this, f, ctx, reactor, rpc, start, owner](grpc::Status s) {
+                const auto& trailers = f->client.GetServerTrailingMetadata();
+                auto it = trailers.find("x-bandit-node");
+                ctx->AddTrailingMetadata("x-bandit-node",
+                                         it == trailers.end()
+                                             ? owner
+                                             : std::string(it->second.data(), it->second.size()));
+                delete f;
+                Finish(reactor, rpc, start,
+                       s.ok() ? absl::OkStatus()
+                              : absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                                             s.error_message()));
+              });
       return true;
     }
   }
@@ -508,7 +508,8 @@ GrpcBanditService::Reactor* GrpcBanditService::Handle(Ctx* ctx, Rpc rpc, Method 
                         [this, pending = pending_, id = *id, call, out](absl::Status status) {
                           auto claimed = pending->Claim(id);
                           status = Respond(call, out, status);
-                          if (claimed) Finish(claimed->reactor, claimed->rpc, claimed->start, status);
+                          if (claimed)
+                            Finish(claimed->reactor, claimed->rpc, claimed->start, status);
                         });
   } else if constexpr (std::is_invocable_v<Method, DecisionService*, const Req&, Resp*,
                                            uint64_t*>) {

@@ -15,11 +15,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <string>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"

@@ -159,7 +159,8 @@ void Instance::SelectBatch(absl::Span<const bandit::v1::SelectRequest* const> re
   held_ = &held;
   for (size_t i = 0; i < reqs.size(); ++i) {
     statuses[i] = InstanceState::ParseSelectInputs(*reqs[i], limits_, &in);
-    if (statuses[i].ok()) statuses[i] = SelectLocked(*reqs[i], in, now, outs[i], written_seq, nullptr);
+    if (statuses[i].ok())
+      statuses[i] = SelectLocked(*reqs[i], in, now, outs[i], written_seq, nullptr);
   }
   if (auto s = AppendHeld(written_seq); !s.ok())
     for (auto& status : statuses)
@@ -209,8 +210,8 @@ absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::
 }
 
 absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, const SelectInputs& in,
-                                    int64_t now, bandit::v1::Decision* out,
-                                    uint64_t* written_seq, const std::string* replay_event_id) {
+                                    int64_t now, bandit::v1::Decision* out, uint64_t* written_seq,
+                                    const std::string* replay_event_id) {
   if (auto s = CheckWritable(); !s.ok()) return s;
   auto ctx = state_->SelectContextFor(req, in);
   if (!ctx.ok()) return ctx.status();
@@ -220,8 +221,8 @@ absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, const 
   return Commit(&rec, now, written_seq);
 }
 
-absl::Status Instance::Update(const bandit::v1::UpdateRequest& req,
-                              bandit::v1::UpdateResponse* out, uint64_t* written_seq) {
+absl::Status Instance::Update(const bandit::v1::UpdateRequest& req, bandit::v1::UpdateResponse* out,
+                              uint64_t* written_seq) {
   absl::MutexLock lock(&mu_);
   return UpdateLocked(req, clock_->NowMs(), out, written_seq);
 }
@@ -291,11 +292,11 @@ absl::Status Instance::SetMixtureReference(const bandit::v1::SetMixtureReference
 }
 
 absl::Status Instance::AddArms(const bandit::v1::AddArmsRequest& req, uint64_t* written_seq) {
-  if (req.arms_size() == 0) return absl::InvalidArgumentError("arms is empty, expected at least one arm");
+  if (req.arms_size() == 0)
+    return absl::InvalidArgumentError("arms is empty, expected at least one arm");
   if (req.arms_size() > limits_.max_arms_per_request)
-    return absl::InvalidArgumentError(absl::StrCat("arms has ", req.arms_size(),
-                                                   " entries, expected at most ",
-                                                   limits_.max_arms_per_request));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "arms has ", req.arms_size(), " entries, expected at most ", limits_.max_arms_per_request));
   absl::MutexLock lock(&mu_);
   return ChangeLocked(clock_->NowMs(), written_seq, [&](bandit::v1::JournalRecord* rec) {
     if (auto s = state_->CheckArmCapacity(req); !s.ok()) return s;
@@ -303,8 +304,7 @@ absl::Status Instance::AddArms(const bandit::v1::AddArmsRequest& req, uint64_t* 
   });
 }
 
-absl::Status Instance::RemoveArms(const bandit::v1::RemoveArmsRequest& req,
-                                  uint64_t* written_seq) {
+absl::Status Instance::RemoveArms(const bandit::v1::RemoveArmsRequest& req, uint64_t* written_seq) {
   if (req.arm_ids_size() == 0)
     return absl::InvalidArgumentError("arm_ids is empty, expected at least one arm id");
   if (req.arm_ids_size() > limits_.max_arms_per_request)
@@ -312,9 +312,8 @@ absl::Status Instance::RemoveArms(const bandit::v1::RemoveArmsRequest& req,
                                                    " entries, expected at most ",
                                                    limits_.max_arms_per_request));
   absl::MutexLock lock(&mu_);
-  return ChangeLocked(clock_->NowMs(), written_seq, [&](bandit::v1::JournalRecord* rec) {
-    return state_->RemoveArms(req, rec);
-  });
+  return ChangeLocked(clock_->NowMs(), written_seq,
+                      [&](bandit::v1::JournalRecord* rec) { return state_->RemoveArms(req, rec); });
 }
 
 bandit::v1::InstanceStats Instance::Stats(
@@ -356,7 +355,8 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
       ExpireDueLocked(now, nullptr);
       break;
     case bandit::v1::JournalRecord::kReset:
-      s = ChangeLocked(now, nullptr, [&](bandit::v1::JournalRecord* r) { return state_->Reset(r); });
+      s = ChangeLocked(now, nullptr,
+                       [&](bandit::v1::JournalRecord* r) { return state_->Reset(r); });
       break;
     case bandit::v1::JournalRecord::kAddArms:
       s = ChangeLocked(now, nullptr, [&](bandit::v1::JournalRecord* r) {
@@ -374,8 +374,8 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
       });
       break;
     default:
-      s = absl::InternalError(absl::StrCat("journal record ", rec.seq(), " has op ",
-                                           rec.op_case(), " that an instance cannot replay"));
+      s = absl::InternalError(absl::StrCat("journal record ", rec.seq(), " has op ", rec.op_case(),
+                                           " that an instance cannot replay"));
   }
   replaying_ = false;
   if (s.ok()) last_journal_seq_ = rec.seq();

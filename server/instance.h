@@ -29,10 +29,9 @@ class Instance {
  public:
   // Validates the name and config, fills defaults, creates the policy.
   // `uid` is the event-id prefix (0 = one from RandomUids(); replay passes the journaled one).
-  static absl::StatusOr<std::shared_ptr<Instance>> Create(const bandit::v1::CreateInstanceRequest& req,
-                                                          const Clock* clock,
-                                                          const InstanceLimits& limits,
-                                                          uint64_t uid = 0);
+  static absl::StatusOr<std::shared_ptr<Instance>> Create(
+      const bandit::v1::CreateInstanceRequest& req, const Clock* clock,
+      const InstanceLimits& limits, uint64_t uid = 0);
   // Rebuilds an instance exactly as it was when `snap` was taken (recovery, import).
   static absl::StatusOr<std::shared_ptr<Instance>> FromSnapshot(
       const bandit::v1::InstanceSnapshot& snap, const Clock* clock, const InstanceLimits& limits);
@@ -89,8 +88,8 @@ class Instance {
   // All-or-nothing: either every arm is added/removed or none is.
   absl::Status AddArms(const bandit::v1::AddArmsRequest& req, uint64_t* written_seq = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req,
-                          uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req, uint64_t* written_seq = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Mixture instances (FD, KD): replaces the reference distribution; learned state is kept.
   absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
                                    uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);

@@ -12,8 +12,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "server/instance_state.h"
 #include "server/decision_log/decision_log.h"
+#include "server/instance_state.h"
 
 namespace bandit::server {
 namespace {
@@ -200,9 +200,8 @@ absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limi
   if (!bandit::v1::ExpiryAction_IsValid(p->on_expiry()))
     return absl::InvalidArgumentError("config.pending.on_expiry is not a known ExpiryAction");
   if (!std::isfinite(p->default_reward()))
-    return absl::InvalidArgumentError(absl::StrCat("config.pending.default_reward is ",
-                                                   p->default_reward(),
-                                                   ", expected a finite number"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.pending.default_reward is ", p->default_reward(), ", expected a finite number"));
   if (auto s = DecisionLog::Normalize(c->mutable_decision_log()); !s.ok()) return s;
   if (c->seed() == 0) c->set_seed(InstanceState::SeedFromName(name));
   return absl::OkStatus();

@@ -12,8 +12,8 @@ absl::Status InstanceRegistry::Add(std::shared_ptr<Instance> instance) {
     return absl::AlreadyExistsError(
         absl::StrCat("instance '", instance->name(), "' already exists"));
   if (static_cast<int64_t>(by_name_.size()) >= max_instances_)
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the server holds ", by_name_.size(), " instances, the configured maximum"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the server holds ", by_name_.size(), " instances, the configured maximum"));
   by_name_.emplace(instance->name(), std::move(instance));
   return absl::OkStatus();
 }

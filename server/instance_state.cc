@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/strings/str_cat.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/arms.h"
 #include "core/registry.h"
@@ -77,7 +77,8 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::Create(
                                                    " characters, expected at most ",
                                                    limits.max_name_length, " (--max_name_length)"));
   if (!req.has_config())
-    return absl::InvalidArgumentError("config is missing, expected an InstanceConfig with a policy");
+    return absl::InvalidArgumentError(
+        "config is missing, expected an InstanceConfig with a policy");
   InstanceConfig config = req.config();
   if (auto s = NormalizeConfig(req.name(), limits, &config); !s.ok()) return s;
   auto policy = CreatePolicy(config.policy(), config.seed());
@@ -106,8 +107,8 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
     for (const auto& id : in.policy_->ArmIds()) {
       if (auto s = CheckId("snapshot arm id", id); !s.ok()) return s;
       if (!seen.insert(id).second)
-        return absl::InvalidArgumentError(absl::StrCat("snapshot of instance '", snap.name(),
-                                                       "' repeats arm id '", id, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("snapshot of instance '", snap.name(), "' repeats arm id '", id, "'"));
     }
   }
   // Pending decisions go back in expiry order. A live instance can hold them out of order (the
@@ -152,9 +153,7 @@ InstanceState::InstanceState(std::string name, InstanceConfig config,
       pending_(config_.pending().capacity()),
       log_(config_.decision_log()) {}
 
-std::string InstanceState::NextEventId() {
-  return absl::StrFormat("%016x-%x", uid_, next_seq_++);
-}
+std::string InstanceState::NextEventId() { return absl::StrFormat("%016x-%x", uid_, next_seq_++); }
 
 void InstanceState::SyncConfigArms() {
   // The config always lists the current arm set (so Reset and snapshots keep runtime changes).
@@ -197,16 +196,16 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
                                                    limits.max_candidates));
   in->candidates->resize(req.candidates_size());
   for (int i = 0; i < req.candidates_size(); ++i)
-    if (auto s = CopyChecked(req.candidates(i).values(), limits.max_vector_size,
-                             &(*in->candidates)[i],
-                             [i] { return absl::StrCat("candidates[", i, "].values"); });
+    if (auto s =
+            CopyChecked(req.candidates(i).values(), limits.max_vector_size, &(*in->candidates)[i],
+                        [i] { return absl::StrCat("candidates[", i, "].values"); });
         !s.ok())
       return s;
   return CopyChecked(req.x(), limits.max_vector_size, &in->x, [] { return "x"; });
 }
 
-absl::StatusOr<SelectContext> InstanceState::SelectContextFor(
-    const bandit::v1::SelectRequest& req, const SelectInputs& in) const {
+absl::StatusOr<SelectContext> InstanceState::SelectContextFor(const bandit::v1::SelectRequest& req,
+                                                              const SelectInputs& in) const {
   const std::vector<Vector>& candidates = *in.candidates;
   const Vector* x = &in.x;
   SelectContext ctx;
@@ -214,9 +213,9 @@ absl::StatusOr<SelectContext> InstanceState::SelectContextFor(
   switch (policy_->context_kind()) {
     case ContextKind::kNone:
       if (!candidates.empty() || x->size() > 0)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "instance '", name_, "' runs policy '", policy_->name(),
-            "' over its own arm set, expected no candidates and no x"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("instance '", name_, "' runs policy '", policy_->name(),
+                         "' over its own arm set, expected no candidates and no x"));
       break;
     case ContextKind::kCandidates:
       if (candidates.empty())
@@ -229,8 +228,8 @@ absl::StatusOr<SelectContext> InstanceState::SelectContextFor(
       break;
     case ContextKind::kPoint:
       if (x->size() == 0)
-        return absl::InvalidArgumentError(
-            absl::StrCat("x is empty, expected the input vector for policy '", policy_->name(), "'"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "x is empty, expected the input vector for policy '", policy_->name(), "'"));
       if (!candidates.empty())
         return absl::InvalidArgumentError("candidates is set, expected x only for this policy");
       ctx.point = x;
@@ -296,8 +295,8 @@ absl::Status InstanceState::ReplayDecided(const bandit::v1::DecidedSelect& rec) 
                                             name_, "', whose policy '", policy_->name(),
                                             "' must be replayed from its requests"));
   if (pending_.full())
-    return absl::DataLossError(absl::StrCat("replay of instance '", name_,
-                                            "' found the pending table full at a select"));
+    return absl::DataLossError(
+        absl::StrCat("replay of instance '", name_, "' found the pending table full at a select"));
   PendingDecision p = FromRecord(rec.decision());
   const std::string expected = NextEventId();
   if (p.event_id != expected)
@@ -364,7 +363,7 @@ void InstanceState::RecordDecision(PendingDecision p, double estimated_gap) {
 }
 
 absl::StatusOr<Observation> InstanceState::ObservationFor(const bandit::v1::UpdateRequest& req,
-                                                     const PendingDecision** pending) const {
+                                                          const PendingDecision** pending) const {
   Observation obs;
   obs.reward = req.reward();
   *pending = nullptr;
@@ -401,7 +400,8 @@ absl::StatusOr<Observation> InstanceState::ObservationFor(const bandit::v1::Upda
   switch (policy_->context_kind()) {
     case ContextKind::kNone: {
       if (direct.arm_id().empty())
-        return absl::InvalidArgumentError("direct.arm_id is empty, expected the arm that was played");
+        return absl::InvalidArgumentError(
+            "direct.arm_id is empty, expected the arm that was played");
       obs.arm_id = direct.arm_id();
       const auto ids = policy_->ArmIds();
       auto it = std::find(ids.begin(), ids.end(), direct.arm_id());
@@ -438,8 +438,8 @@ absl::StatusOr<Vector> InstanceState::CheckUpdate(const bandit::v1::UpdateReques
                                    req.best_expected_reward());
       !s.ok())
     return s;
-  if (auto s = CheckOptionalFinite("expected_reward", req.has_expected_reward(),
-                                   req.expected_reward());
+  if (auto s =
+          CheckOptionalFinite("expected_reward", req.has_expected_reward(), req.expected_reward());
       !s.ok())
     return s;
   if (req.has_fidelity() && !(req.fidelity() >= 0.0 && req.fidelity() <= 1.0))
@@ -502,10 +502,10 @@ int64_t InstanceState::ExpireDue(int64_t now, bandit::v1::JournalRecord* rec) {
     pending_.RecordFate(p.event_id, fate);
     if (log_.enabled()) {
       const bool learned = fate == EventFate::kExpired;
-      log_.SetOutcome(DecisionLog::EventSeqOf(p.event_id),
-                      learned ? bandit::v1::OUTCOME_EXPIRED_DEFAULT
-                              : bandit::v1::OUTCOME_EXPIRED_DROPPED,
-                      learned ? config_.pending().default_reward() : 0.0, now);
+      log_.SetOutcome(
+          DecisionLog::EventSeqOf(p.event_id),
+          learned ? bandit::v1::OUTCOME_EXPIRED_DEFAULT : bandit::v1::OUTCOME_EXPIRED_DROPPED,
+          learned ? config_.pending().default_reward() : 0.0, now);
     }
   }
   stats_.set_expired(stats_.expired() + static_cast<int64_t>(due.size()));
@@ -570,9 +570,9 @@ absl::Status InstanceState::SetMixtureReference(const bandit::v1::SetMixtureRefe
     m->clear_reference_covariance();
     const int64_t total = m->reference_samples_size() + int64_t{req.embeddings_size()} * d;
     if (total > kMaxReferenceValues)
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the reference would hold ", total, " values (embeddings x dimension), expected at most ",
-          kMaxReferenceValues));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the reference would hold ", total,
+                       " values (embeddings x dimension), expected at most ", kMaxReferenceValues));
     m->mutable_reference_samples()->Reserve(static_cast<int>(total));
     for (int i = 0; i < req.embeddings_size(); ++i) {
       const auto& e = req.embeddings(i).values();
@@ -637,7 +637,8 @@ absl::Status InstanceState::RemoveArms(const bandit::v1::RemoveArmsRequest& req,
   return absl::OkStatus();
 }
 
-void InstanceState::RollBack(const bandit::v1::PolicyConfig& config, const bandit::v1::PolicyState& state) {
+void InstanceState::RollBack(const bandit::v1::PolicyConfig& config,
+                             const bandit::v1::PolicyState& state) {
   // A multi-arm change failed part-way: rebuild the policy exactly as it was before the request.
   *config_.mutable_policy() = config;
   auto fresh = CreatePolicy(config, config_.seed());

@@ -28,8 +28,8 @@ namespace bandit::server {
 // (the same request will never succeed); limits on what the server holds answer
 // RESOURCE_EXHAUSTED (a later request may succeed once something is freed).
 struct InstanceLimits {
-  int64_t max_candidates = 10'000;     // candidate vectors per Select
-  int64_t max_vector_size = 100'000;   // entries of one feature vector / x / embedding
+  int64_t max_candidates = 10'000;    // candidate vectors per Select
+  int64_t max_vector_size = 100'000;  // entries of one feature vector / x / embedding
   int64_t max_pending_capacity = 10'000'000;
   int64_t max_arms_per_request = 10'000;
   // The two below default to "no limit" so that recovery (which builds instances with default
@@ -103,8 +103,7 @@ class InstanceState {
   absl::Status CheckArmCapacity(const bandit::v1::AddArmsRequest& req) const;
   // All-or-nothing: either every arm is added/removed or none is.
   absl::Status AddArms(const bandit::v1::AddArmsRequest& req, bandit::v1::JournalRecord* rec);
-  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req,
-                          bandit::v1::JournalRecord* rec);
+  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req, bandit::v1::JournalRecord* rec);
   // A new configuration, keeping what was learned (Policy::Reconfigure): validated once, by
   // the policy's factory; on error nothing changed. The config changes below go through it.
   absl::Status ApplyConfig(bandit::v1::InstanceConfig next);
@@ -128,8 +127,8 @@ class InstanceState {
   static uint64_t SeedFromName(const std::string& name);
 
  private:
-  InstanceState(std::string name, bandit::v1::InstanceConfig config,
-                std::unique_ptr<Policy> policy, const InstanceLimits& limits, uint64_t uid);
+  InstanceState(std::string name, bandit::v1::InstanceConfig config, std::unique_ptr<Policy> policy,
+                const InstanceLimits& limits, uint64_t uid);
 
   // What every Select leaves behind: the pending decision and the round counters.
   void RecordDecision(PendingDecision p, double estimated_gap);

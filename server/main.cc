@@ -6,8 +6,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/flags/usage.h"
+#include "absl/synchronization/mutex.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -17,17 +17,19 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
 ABSL_FLAG(std::string, data_dir, "./data", "Directory for durable state (--storage=file)");
 ABSL_FLAG(std::string, storage, "file",
           "Where journal and snapshots live: file (under --data_dir) or postgres (--postgres_dsn)");
-ABSL_FLAG(std::string, postgres_dsn, "",
-          "libpq connection string for --storage=postgres, e.g. 'host=db dbname=bandit user=bandit' "
-          "(password: PGPASSWORD, ~/.pgpass or --postgres_password_file; never logged)");
+ABSL_FLAG(
+    std::string, postgres_dsn, "",
+    "libpq connection string for --storage=postgres, e.g. 'host=db dbname=bandit user=bandit' "
+    "(password: PGPASSWORD, ~/.pgpass or --postgres_password_file; never logged)");
 ABSL_FLAG(std::string, postgres_password_file, "",
           "File whose first line is the PostgreSQL password (--storage=postgres)");
 ABSL_FLAG(std::string, config, "",
           "Optional text-format bandit.v1.ServerConfig of instances to create at start");
 ABSL_FLAG(int64_t, grace_period_ms, 5000, "How long in-flight calls may run after SIGTERM/SIGINT");
 ABSL_FLAG(int32_t, max_message_bytes, 16 << 20, "Max gRPC message size, both directions");
-ABSL_FLAG(std::string, durability, "always",
-          "Journal fsync policy: always (fsync before acknowledging, group commit), everysec, none");
+ABSL_FLAG(
+    std::string, durability, "always",
+    "Journal fsync policy: always (fsync before acknowledging, group commit), everysec, none");
 ABSL_FLAG(int64_t, snapshot_every_changes, 10000, "Snapshot an instance after this many changes");
 ABSL_FLAG(int64_t, snapshot_interval_ms, 60000,
           "Snapshot round (all changed instances + journal compaction) interval");

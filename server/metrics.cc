@@ -38,13 +38,15 @@ class InstanceCollector final : public prometheus::Collectable {
         {"bandit_instance_decisions_total", "Decisions made (Select).", MetricType::Counter,
          [](const bandit::v1::InstanceStats& s) { return double(s.rounds()); }},
         {"bandit_instance_updates_total", "Rewards learned (joined, direct and expiry defaults).",
-         MetricType::Counter, [](const bandit::v1::InstanceStats& s) { return double(s.updates()); }},
+         MetricType::Counter,
+         [](const bandit::v1::InstanceStats& s) { return double(s.updates()); }},
         {"bandit_instance_reward_sum", "Sum of learned rewards.", MetricType::Gauge,
          [](const bandit::v1::InstanceStats& s) { return s.reward_sum(); }},
         {"bandit_instance_pending_decisions", "Decisions awaiting a reward.", MetricType::Gauge,
          [](const bandit::v1::InstanceStats& s) { return double(s.pending()); }},
         {"bandit_instance_expired_decisions_total", "Decisions whose reward wait passed.",
-         MetricType::Counter, [](const bandit::v1::InstanceStats& s) { return double(s.expired()); }},
+         MetricType::Counter,
+         [](const bandit::v1::InstanceStats& s) { return double(s.expired()); }},
         {"bandit_instance_rejected_rewards_total",
          "Rewards refused as late, duplicate or for an unknown event.", MetricType::Counter,
          [](const bandit::v1::InstanceStats& s) { return double(s.rejected_rewards()); }},
@@ -55,7 +57,8 @@ class InstanceCollector final : public prometheus::Collectable {
          MetricType::Gauge, [](const bandit::v1::InstanceStats& s) { return s.pseudo_regret(); }},
         {"bandit_instance_estimated_regret",
          "Cumulative model-estimated regret: sum of (best estimated mean - chosen arm's).",
-         MetricType::Gauge, [](const bandit::v1::InstanceStats& s) { return s.estimated_regret(); }},
+         MetricType::Gauge,
+         [](const bandit::v1::InstanceStats& s) { return s.estimated_regret(); }},
         {"bandit_instance_decision_log_events", "Decisions held in the instance's decision log.",
          MetricType::Gauge,
          [](const bandit::v1::InstanceStats& s) { return double(s.decision_log_events()); }},
@@ -97,8 +100,10 @@ class InstanceCollector final : public prometheus::Collectable {
       for (int i = 0; i < kDefs; ++i) {
         ClientMetric m;
         m.label = {{"instance", inst->name()}};
-        if (defs[i].type == MetricType::Counter) m.counter.value = defs[i].get(stats);
-        else m.gauge.value = defs[i].get(stats);
+        if (defs[i].type == MetricType::Counter)
+          m.counter.value = defs[i].get(stats);
+        else
+          m.gauge.value = defs[i].get(stats);
         families[i].metric.push_back(std::move(m));
       }
       for (const auto& [key, value] : figures) {
@@ -154,8 +159,9 @@ Metrics::Metrics(DecisionService* service)
                        .Register(*registry_);
   auto& unparseable = prometheus::BuildCounter()
                           .Name("bandit_rpc_unparseable_requests_total")
-                          .Help("Requests whose payload was not a valid protobuf of the method's "
-                                "request message (answered INVALID_ARGUMENT).")
+                          .Help(
+                              "Requests whose payload was not a valid protobuf of the method's "
+                              "request message (answered INVALID_ARGUMENT).")
                           .Register(*registry_);
   // Pre-create the OK series and the unparseable counters so zero counts are visible.
   for (int r = 0; r < static_cast<int>(Rpc::kCount); ++r) {
@@ -171,10 +177,10 @@ prometheus::Histogram& Metrics::Child(Rpc rpc, grpc::StatusCode code) {
   absl::MutexLock lock(&mu_);
   if (auto* h = slot.load(std::memory_order_acquire)) return *h;
   // gRPC's canonical codes are absl's (the same numbers and names).
-  auto* h = &rpc_duration_->Add(
-      {{"method", RpcName(rpc)},
-       {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(c))}},
-      LatencyBuckets());
+  auto* h =
+      &rpc_duration_->Add({{"method", RpcName(rpc)},
+                           {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(c))}},
+                          LatencyBuckets());
   slot.store(h, std::memory_order_release);
   return *h;
 }

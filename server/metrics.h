@@ -21,7 +21,6 @@
 
 namespace bandit::server {
 
-
 // gRPC's A66 latency buckets (sub-millisecond first).
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets();
 
@@ -44,8 +43,7 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Histogram>* rpc_duration_;
   absl::Mutex mu_;  // guards creation of children
-  std::array<std::array<std::atomic<prometheus::Histogram*>, kCodes>,
-             static_cast<int>(Rpc::kCount)>
+  std::array<std::array<std::atomic<prometheus::Histogram*>, kCodes>, static_cast<int>(Rpc::kCount)>
       children_{};
   std::array<prometheus::Counter*, static_cast<int>(Rpc::kCount)> unparseable_{};
   std::shared_ptr<prometheus::Collectable> collector_;

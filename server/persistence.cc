@@ -94,8 +94,8 @@ RecoverySink ReplaySink(const Clock* clock,
         const auto snap_seq = it->second->last_journal_seq();
         if (rec.seq() <= snap_seq) return;  // already in the snapshot
         if (auto s = it->second->Apply(rec); !s.ok()) {
-          refuse(name, absl::StrCat("replay of journal record ", rec.seq(), " failed: ",
-                                    s.message()));
+          refuse(name,
+                 absl::StrCat("replay of journal record ", rec.seq(), " failed: ", s.message()));
           return;
         }
         ++report->records_replayed;
@@ -130,8 +130,8 @@ absl::StatusOr<std::shared_ptr<Instance>> Persistence::LoadInstance(const std::s
   if (max_seq != nullptr) *max_seq = *read;
   if (auto it = refused.find(name); it != refused.end()) {
     BANDIT_LOG_ERROR("instance '", name, "' refused at takeover: ", it->second);
-    return absl::DataLossError(absl::StrCat("instance '", name, "' cannot be loaded (",
-                                            it->second, "); delete it to clear the name"));
+    return absl::DataLossError(absl::StrCat("instance '", name, "' cannot be loaded (", it->second,
+                                            "); delete it to clear the name"));
   }
   auto it = live.find(name);
   if (it == live.end()) return std::shared_ptr<Instance>();
@@ -167,8 +167,7 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
       [this](const std::string& name, std::function<void(absl::StatusOr<int64_t>)> done) {
         RequestSnapshot(name, std::move(done));
       });
-  report->seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   BANDIT_LOG_INFO("recovered ", live.size(), " instances in ", report->seconds, " s (",
                   report->snapshots_loaded, " snapshots, ", report->journal_records,
                   " journal records, ", report->records_replayed, " replayed, ",
@@ -235,7 +234,8 @@ void Persistence::StartBackground() {
   if (background_running_ || stopping_) return;
   background_running_ = true;
   background_ = std::thread([this] { BackgroundLoop(); });
-  interval_timer_ = options_.clock->Every(options_.snapshot_interval_ms, [this] { IntervalRound(); });
+  interval_timer_ =
+      options_.clock->Every(options_.snapshot_interval_ms, [this] { IntervalRound(); });
 }
 
 void Persistence::IntervalRound() {
@@ -245,8 +245,7 @@ void Persistence::IntervalRound() {
   if (!storage_->health().ok()) return;
   absl::Notification done;
   RequestSnapshot("", [&done](absl::StatusOr<int64_t> written) {
-    if (!written.ok())
-      BANDIT_LOG_ERROR("snapshot round failed: ", written.status().ToString());
+    if (!written.ok()) BANDIT_LOG_ERROR("snapshot round failed: ", written.status().ToString());
     done.Notify();
   });
   done.WaitForNotification();
@@ -271,8 +270,10 @@ void Persistence::RunRequest(const SnapshotRequest& r) {
     return;
   }
   absl::Status s = SnapshotOne(r.name);
-  if (s.ok()) r.done(int64_t{1});
-  else r.done(s);
+  if (s.ok())
+    r.done(int64_t{1});
+  else
+    r.done(s);
 }
 
 void Persistence::BackgroundLoop() {

@@ -11,9 +11,9 @@
 #include <string>
 #include <thread>
 
-#include "absl/synchronization/mutex.h"
 #include <functional>
 #include <vector>
+#include "absl/synchronization/mutex.h"
 
 #include "server/decision_service.h"
 #include "server/storage/file_storage.h"
@@ -62,8 +62,7 @@ class Persistence {
   void StartBackground();
   // Snapshots `name` (empty = a full round) on the background thread, or inline if it is not
   // running; done(snapshots written). Requests still queued at Close run before the final round.
-  void RequestSnapshot(const std::string& name,
-                       std::function<void(absl::StatusOr<int64_t>)> done);
+  void RequestSnapshot(const std::string& name, std::function<void(absl::StatusOr<int64_t>)> done);
   // Snapshot round: take a boundary, snapshot every changed instance, forget deleted ones,
   // compact the records every snapshot now covers. Returns snapshots written.
   absl::StatusOr<int64_t> SnapshotAll();

@@ -10,21 +10,21 @@ namespace bandit::server {
 enum class Role : int { kReader = 1, kWriter = 2, kAdmin = 3 };
 
 // X(method, request message, response message, least role)
-#define BANDIT_FOR_EACH_RPC(X)                                                       \
-  X(CreateInstance, CreateInstanceRequest, Instance, kAdmin)                         \
-  X(GetInstance, GetInstanceRequest, Instance, kReader)                              \
-  X(ListInstances, ListInstancesRequest, ListInstancesResponse, kReader)             \
-  X(DeleteInstance, DeleteInstanceRequest, DeleteInstanceResponse, kAdmin)           \
-  X(ResetInstance, ResetInstanceRequest, Instance, kAdmin)                           \
-  X(AddArms, AddArmsRequest, Instance, kAdmin)                                       \
-  X(RemoveArms, RemoveArmsRequest, Instance, kAdmin)                                 \
-  X(Select, SelectRequest, Decision, kWriter)                                        \
-  X(Update, UpdateRequest, UpdateResponse, kWriter)                                  \
-  X(SelectBatch, SelectBatchRequest, SelectBatchResponse, kWriter)                   \
-  X(UpdateBatch, UpdateBatchRequest, UpdateBatchResponse, kWriter)                   \
-  X(SnapshotInstances, SnapshotInstancesRequest, SnapshotInstancesResponse, kAdmin)  \
-  X(ExportInstance, ExportInstanceRequest, ExportInstanceResponse, kAdmin)           \
-  X(ImportInstance, ImportInstanceRequest, Instance, kAdmin)                         \
+#define BANDIT_FOR_EACH_RPC(X)                                                      \
+  X(CreateInstance, CreateInstanceRequest, Instance, kAdmin)                        \
+  X(GetInstance, GetInstanceRequest, Instance, kReader)                             \
+  X(ListInstances, ListInstancesRequest, ListInstancesResponse, kReader)            \
+  X(DeleteInstance, DeleteInstanceRequest, DeleteInstanceResponse, kAdmin)          \
+  X(ResetInstance, ResetInstanceRequest, Instance, kAdmin)                          \
+  X(AddArms, AddArmsRequest, Instance, kAdmin)                                      \
+  X(RemoveArms, RemoveArmsRequest, Instance, kAdmin)                                \
+  X(Select, SelectRequest, Decision, kWriter)                                       \
+  X(Update, UpdateRequest, UpdateResponse, kWriter)                                 \
+  X(SelectBatch, SelectBatchRequest, SelectBatchResponse, kWriter)                  \
+  X(UpdateBatch, UpdateBatchRequest, UpdateBatchResponse, kWriter)                  \
+  X(SnapshotInstances, SnapshotInstancesRequest, SnapshotInstancesResponse, kAdmin) \
+  X(ExportInstance, ExportInstanceRequest, ExportInstanceResponse, kAdmin)          \
+  X(ImportInstance, ImportInstanceRequest, Instance, kAdmin)                        \
   X(SetMixtureReference, SetMixtureReferenceRequest, Instance, kAdmin)
 
 // Server-streaming RPCs: the same four columns; each has its own reactor in grpc_service.*.
@@ -33,10 +33,9 @@ enum class Role : int { kReader = 1, kWriter = 2, kAdmin = 3 };
 
 enum class Rpc : int {
 #define BANDIT_RPC_ENUM(method, request, response, role) k##method,
-  BANDIT_FOR_EACH_RPC(BANDIT_RPC_ENUM)
-  BANDIT_FOR_EACH_STREAMING_RPC(BANDIT_RPC_ENUM)
+  BANDIT_FOR_EACH_RPC(BANDIT_RPC_ENUM) BANDIT_FOR_EACH_STREAMING_RPC(BANDIT_RPC_ENUM)
 #undef BANDIT_RPC_ENUM
-  kCount
+      kCount
 };
 
 // "Select", "CreateInstance", ...

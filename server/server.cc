@@ -89,9 +89,9 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
         const absl::string_view first = absl::string_view(*text).substr(0, text->find('\n'));
         s->postgres_password_ = std::string(absl::StripTrailingAsciiWhitespace(first));
         if (s->postgres_password_.empty())
-          return absl::FailedPreconditionError(absl::StrCat(
-              "--postgres_password_file=", options.postgres_password_file,
-              " is empty: expected the password on its first line"));
+          return absl::FailedPreconditionError(
+              absl::StrCat("--postgres_password_file=", options.postgres_password_file,
+                           " is empty: expected the password on its first line"));
       }
       pg.password = s->postgres_password_;
       pg.durability = options.durability;
@@ -100,8 +100,7 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
         // Not retried as if it had succeeded: nothing is acknowledged while PostgreSQL is away;
         // the storage reconnects by itself and on_recovered turns health back.
         self->storage_metrics_->CountError();
-        if (self->server_)
-          self->server_->GetHealthCheckService()->SetServingStatus(false);
+        if (self->server_) self->server_->GetHealthCheckService()->SetServingStatus(false);
       };
       if (options.cluster) {
         pg.cluster_node_id = s->options_.node_id;
@@ -123,8 +122,8 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
         self->storage_metrics_->CountError();
         BANDIT_LOG_ERROR("PostgreSQL storage: ", e.ToString());
       };
-      p = Persistence::Open(std::make_unique<PostgresStorage>(std::move(pg)), po,
-                            s->service_.get(), &s->recovery_);
+      p = Persistence::Open(std::make_unique<PostgresStorage>(std::move(pg)), po, s->service_.get(),
+                            &s->recovery_);
     } else if (options.storage == "file") {
       p = Persistence::Open(po, s->service_.get(), &s->recovery_);
     } else {
@@ -148,8 +147,8 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
   if (!creds.ok()) return creds.status();
   if (!IsLoopbackListen(options.listen)) {
     if (!options.tls.enabled())
-      BANDIT_LOG_WARN("listening on non-loopback address ", options.listen,
-                      " WITHOUT TLS: traffic", s->auth_ ? " (including bearer tokens)" : "",
+      BANDIT_LOG_WARN("listening on non-loopback address ", options.listen, " WITHOUT TLS: traffic",
+                      s->auth_ ? " (including bearer tokens)" : "",
                       " is plaintext; set --tls_cert and --tls_key");
     if (!s->auth_)
       BANDIT_LOG_WARN("listening on non-loopback address ", options.listen,
@@ -187,7 +186,8 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
   builder.RegisterService(s->grpc_service_.get());
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(options.keepalive_time_ms));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             static_cast<int>(options.keepalive_time_ms));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                              static_cast<int>(options.keepalive_timeout_ms));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
@@ -197,16 +197,16 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
     return absl::UnavailableError(absl::StrCat("cannot listen on --listen=", options.listen));
   // SERVING only if storage accepts writes (PostgreSQL may have gone away since recovery: the
   // storage's on_recovered turns it on then).
-  s->server_->GetHealthCheckService()->SetServingStatus(
-      s->persistence_ == nullptr || s->persistence_->storage()->health().ok());
+  s->server_->GetHealthCheckService()->SetServingStatus(s->persistence_ == nullptr ||
+                                                        s->persistence_->storage()->health().ok());
 
   if (!options.metrics_listen.empty()) {
     try {
       s->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
     } catch (const std::exception& e) {
       s->server_->Shutdown();
-      return absl::UnavailableError(absl::StrCat("cannot listen on --metrics_listen=",
-                                                 options.metrics_listen, ": ", e.what()));
+      return absl::UnavailableError(absl::StrCat(
+          "cannot listen on --metrics_listen=", options.metrics_listen, ": ", e.what()));
     }
     s->exposer_->RegisterCollectable(s->metrics_->registry());
     s->exposer_->RegisterCollectable(s->metrics_->collector());
@@ -234,28 +234,31 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
     }
   });
 
-  BANDIT_LOG_INFO("banditd listening on ", options.listen, " (port ", s->port_, "), metrics on ",
-                  options.metrics_listen.empty() ? "(off)" : options.metrics_listen, " (port ",
-                  s->metrics_port_, "), storage=",
-                  options.storage == "postgres"
-                      ? absl::StrCat("postgres (", PostgresStorage::RedactedDsn(options.postgres_dsn), ")")
-                      : absl::StrCat("file (data_dir=", options.data_dir, ")"),
-                  ", max_message_bytes=", options.max_message_bytes,
-                  ", keepalive_time_ms=", options.keepalive_time_ms,
-                  ", keepalive_timeout_ms=", options.keepalive_timeout_ms,
-                  ", grace_period_ms=", options.grace_period_ms, ", durability=",
-                  options.persistent ? DurabilityName(options.durability) : "off",
-                  ", tls=", !options.tls.enabled() ? "off"
-                            : options.tls.client_ca_path.empty() ? "on" : "mutual",
-                  ", auth=", s->auth_ ? "tokens" : "off");
+  BANDIT_LOG_INFO(
+      "banditd listening on ", options.listen, " (port ", s->port_, "), metrics on ",
+      options.metrics_listen.empty() ? "(off)" : options.metrics_listen, " (port ",
+      s->metrics_port_, "), storage=",
+      options.storage == "postgres"
+          ? absl::StrCat("postgres (", PostgresStorage::RedactedDsn(options.postgres_dsn), ")")
+          : absl::StrCat("file (data_dir=", options.data_dir, ")"),
+      ", max_message_bytes=", options.max_message_bytes,
+      ", keepalive_time_ms=", options.keepalive_time_ms,
+      ", keepalive_timeout_ms=", options.keepalive_timeout_ms,
+      ", grace_period_ms=", options.grace_period_ms,
+      ", durability=", options.persistent ? DurabilityName(options.durability) : "off", ", tls=",
+      !options.tls.enabled()               ? "off"
+      : options.tls.client_ca_path.empty() ? "on"
+                                           : "mutual",
+      ", auth=", s->auth_ ? "tokens" : "off");
   const ServiceLimits& l = options.limits;
-  BANDIT_LOG_INFO("limits: max_instances=", l.max_instances, ", max_batch_items=",
-                  l.max_batch_items, ", max_page_size=", l.max_page_size, ", max_candidates=",
-                  l.instance.max_candidates, ", max_vector_size=", l.instance.max_vector_size,
-                  ", max_feature_dim=", l.instance.max_feature_dim, ", max_arms=",
-                  l.instance.max_arms, ", max_arms_per_request=", l.instance.max_arms_per_request,
-                  ", max_pending_capacity=", l.instance.max_pending_capacity,
-                  ", max_name_length=", l.instance.max_name_length);
+  BANDIT_LOG_INFO(
+      "limits: max_instances=", l.max_instances, ", max_batch_items=", l.max_batch_items,
+      ", max_page_size=", l.max_page_size, ", max_candidates=", l.instance.max_candidates,
+      ", max_vector_size=", l.instance.max_vector_size,
+      ", max_feature_dim=", l.instance.max_feature_dim, ", max_arms=", l.instance.max_arms,
+      ", max_arms_per_request=", l.instance.max_arms_per_request,
+      ", max_pending_capacity=", l.instance.max_pending_capacity,
+      ", max_name_length=", l.instance.max_name_length);
   return s;
 }
 
@@ -395,8 +398,9 @@ void BanditServer::Shutdown() {
   if (drained->WaitForNotificationWithTimeout(absl::Seconds(1))) {
     drain.join();
   } else {
-    BANDIT_LOG_ERROR("gRPC shutdown still waits for a handler 1 s after the grace period; "
-                     "writing the final snapshot without it");
+    BANDIT_LOG_ERROR(
+        "gRPC shutdown still waits for a handler 1 s after the grace period; "
+        "writing the final snapshot without it");
     drain.detach();
     (void)server_.release();  // the detached shutdown still uses it; the process is ending
   }

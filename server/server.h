@@ -23,7 +23,7 @@
 namespace bandit::server::cluster {
 class ClusterNode;
 class ClusterMetrics;
-}
+}  // namespace bandit::server::cluster
 
 namespace bandit::server {
 

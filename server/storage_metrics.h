@@ -22,7 +22,7 @@ class StorageMetrics {
   void CountError() { errors_->Increment(); }
   // Scrape-time gauge bandit_last_snapshot_age_seconds{instance}.
   static std::shared_ptr<prometheus::Collectable> AgeCollector(const Persistence* persistence,
-                                                                const Clock* clock);
+                                                               const Clock* clock);
   // Scrape-time gauge bandit_durable_wait_oldest_seconds: how long the oldest call still
   // waiting for its change to become durable has waited (0 if none).
   static std::shared_ptr<prometheus::Collectable> DurableWaitCollector(

@@ -32,7 +32,8 @@ ABSL_FLAG(int, rounds, 20000, "Select + Update rounds per run");
 ABSL_FLAG(int, reps, 5, "interleaved repetitions of (off, on)");
 ABSL_FLAG(int, candidates, 50, "candidates per Select");
 ABSL_FLAG(int, dim, 20, "feature dimension");
-ABSL_FLAG(std::string, policy, "linucb", "linucb (read-only Select) or glm_eps (GLM epsilon-greedy)");
+ABSL_FLAG(std::string, policy, "linucb",
+          "linucb (read-only Select) or glm_eps (GLM epsilon-greedy)");
 ABSL_FLAG(std::string, data_dir, "/tmp/decision_log_bench", "journal directory (wiped per run)");
 ABSL_FLAG(std::string, write_log, "", "write the last logged run as DSJSON here");
 ABSL_FLAG(std::string, prepare_data_dir, "",
@@ -70,11 +71,10 @@ double RunOnce(bool log, const std::vector<v1::SelectRequest>& requests, bool wr
     std::exit(1);
   }
   const int d = absl::GetFlag(FLAGS_dim);
-  std::string config =
-      absl::GetFlag(FLAGS_policy) == "linucb"
-          ? absl::StrCat("policy { linucb { dimension: ", d, " } }")
-          : absl::StrCat("policy { glm_epsilon_greedy { dimension: ", d,
-                         " link: GAUSSIAN epsilon: 0.1 } }");
+  std::string config = absl::GetFlag(FLAGS_policy) == "linucb"
+                           ? absl::StrCat("policy { linucb { dimension: ", d, " } }")
+                           : absl::StrCat("policy { glm_epsilon_greedy { dimension: ", d,
+                                          " link: GAUSSIAN epsilon: 0.1 } }");
   if (log) config += " decision_log { enabled: true }";
   v1::CreateInstanceRequest create;
   create.set_name("bench");
@@ -113,7 +113,8 @@ double RunOnce(bool log, const std::vector<v1::SelectRequest>& requests, bool wr
       v1::DecisionLogChunk chunk;
       if (!svc.ReadDecisionLog(req, &cursor, &chunk, &done).ok()) break;
       for (const auto& dl : chunk.decisions())
-        f << bandit::client::FormatDecision(bandit::client::LogFormat::kDsjson, dl, "bench") << "\n";
+        f << bandit::client::FormatDecision(bandit::client::LogFormat::kDsjson, dl, "bench")
+          << "\n";
     }
   }
   return us;
@@ -141,7 +142,8 @@ int PrepareDataDir() {
   google::protobuf::TextFormat::ParseFromString(
       absl::StrCat("policy { epsilon_greedy { epsilon: 0.2 } num_arms: 2 } "
                    "pending { reward_wait_ms: 600000 } "
-                   "decision_log { enabled: true max_bytes: 4000000000 max_events: ", n, " }"),
+                   "decision_log { enabled: true max_bytes: 4000000000 max_events: ",
+                   n, " }"),
       create.mutable_config());
   v1::Instance out;
   if (auto s = svc.CreateInstance(create, &out); !s.ok()) {

@@ -79,8 +79,9 @@ struct Backend {
 
 static void DropTables(const std::string& dsn) {
   PGconn* c = PQconnectdb(dsn.c_str());
-  PGresult* r = PQexec(c, "SET client_min_messages TO warning; DROP TABLE IF EXISTS "
-                          "bandit_journal, bandit_snapshots, bandit_schema_version");
+  PGresult* r = PQexec(c,
+                       "SET client_min_messages TO warning; DROP TABLE IF EXISTS "
+                       "bandit_journal, bandit_snapshots, bandit_schema_version");
   if (PQresultStatus(r) != PGRES_COMMAND_OK) {
     std::cerr << "dropping the tables: " << PQerrorMessage(c) << "\n";
     std::exit(1);
@@ -104,8 +105,10 @@ static std::unique_ptr<Storage> MakeStorage(const Backend& b, Durability mode) {
 }
 
 static void Clear(const Backend& b) {
-  if (b.name == "file") std::filesystem::remove_all(b.dir);
-  else DropTables(b.dsn);
+  if (b.name == "file")
+    std::filesystem::remove_all(b.dir);
+  else
+    DropTables(b.dsn);
 }
 
 static absl::StatusOr<std::unique_ptr<Persistence>> Open(const Backend& b, Durability mode,
@@ -193,8 +196,8 @@ int main(int argc, char** argv) {
                                      {"mode", DurabilityName(mode)},
                                      {"threads", threads},
                                      {"updates_per_second", ups}});
-        std::cerr << b.name << " " << DurabilityName(mode) << " threads=" << threads << ": "
-                  << ups << " updates/s\n";
+        std::cerr << b.name << " " << DurabilityName(mode) << " threads=" << threads << ": " << ups
+                  << " updates/s\n";
       }
   if (!dsn.empty()) backends.pop_back();  // recovery reads the same way with or without
   // 2. Recovery of many instances: from the journal alone, then from snapshots.
@@ -233,8 +236,8 @@ int main(int argc, char** argv) {
                                  {"journal_records", report.journal_records},
                                  {"snapshots", report.snapshots_loaded},
                                  {"seconds", el}});
-      std::cerr << b.name << ": recovery from " << label << ": " << svc.registry().size() << " instances in "
-                << el << " s\n";
+      std::cerr << b.name << ": recovery from " << label << ": " << svc.registry().size()
+                << " instances in " << el << " s\n";
       return p;
     };
     {
@@ -256,7 +259,9 @@ int main(int argc, char** argv) {
   }
   std::filesystem::remove_all(dir);
   const std::string out = absl::GetFlag(FLAGS_out);
-  if (out.empty()) std::cout << doc.dump(1) << "\n";
-  else std::ofstream(out) << doc.dump(1) << "\n";
+  if (out.empty())
+    std::cout << doc.dump(1) << "\n";
+  else
+    std::ofstream(out) << doc.dump(1) << "\n";
   return 0;
 }

@@ -22,14 +22,15 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "echo.grpc.pb.h"
 #include "server/arena_allocator.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "gRPC listen address (host:port; port 0 = any)");
-ABSL_FLAG(std::string, port_file, "", "If set, write \"GRPC_PORT 0\\n\" to this file once listening");
+ABSL_FLAG(std::string, port_file, "",
+          "If set, write \"GRPC_PORT 0\\n\" to this file once listening");
 ABSL_FLAG(int32_t, arms, 50,
           "Arm-set requests (no candidates): arm ids are drawn from 0..arms-1 like banditd's");
 ABSL_FLAG(std::string, diagnostics, "ucb,mean,bonus,beta",
@@ -140,7 +141,8 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   std::vector<std::string> diagnostics;
-  for (absl::string_view k : absl::StrSplit(absl::GetFlag(FLAGS_diagnostics), ',', absl::SkipEmpty()))
+  for (absl::string_view k :
+       absl::StrSplit(absl::GetFlag(FLAGS_diagnostics), ',', absl::SkipEmpty()))
     diagnostics.emplace_back(k);
   EchoService service(absl::GetFlag(FLAGS_arms), std::move(diagnostics));
   grpc::EnableDefaultHealthCheckService(true);

@@ -21,8 +21,8 @@ namespace v1 = bandit::v1;
 struct Case {
   std::string name;
   v1::PolicyConfig config;
-  int d = 0;      // feature / embedding / x dimension
-  int arms = 0;   // candidates per round (contextual) or arm count
+  int d = 0;     // feature / embedding / x dimension
+  int arms = 0;  // candidates per round (contextual) or arm count
 };
 
 std::vector<Case> Cases(int d, int arms) {
@@ -75,7 +75,8 @@ std::vector<Case> Cases(int d, int arms) {
   {
     v1::PolicyConfig c;
     c.mutable_glm_epsilon_greedy()->set_dimension(d);
-    c.mutable_glm_epsilon_greedy()->set_s(3);  // = ||theta*|| of Env (as in bench/micro/glb_bench.cc)
+    c.mutable_glm_epsilon_greedy()->set_s(
+        3);  // = ||theta*|| of Env (as in bench/micro/glb_bench.cc)
     add("glm_epsilon_greedy", c, d, arms);
   }
   {
@@ -245,7 +246,8 @@ nlohmann::ordered_json RunInProcess(const InProcessOptions& o) {
       for (int64_t i = 0; i < block && error.empty(); ++i) {
         if (auto s = env.Round(**p); !s.ok()) error = std::string(s.message());
       }
-      const double us = std::chrono::duration<double, std::micro>(Clock::now() - b0).count() / block;
+      const double us =
+          std::chrono::duration<double, std::micro>(Clock::now() - b0).count() / block;
       t += block;
       curve.push_back({{"t", cp}, {"us_per_round", us}, {"state_bytes", (*p)->StateBytes()}});
       if (!error.empty()) break;

@@ -29,7 +29,7 @@ struct Shared {
   int active = 0;
   Errors errors;
   std::vector<std::atomic<int64_t>> timeline;  // rounds (paired) or RPCs (mix) completed per second
-  std::mutex ids_mu;  // mix mode: event ids awaiting an Update
+  std::mutex ids_mu;                           // mix mode: event ids awaiting an Update
   std::deque<std::pair<std::string, double>> ids;
   explicit Shared(size_t seconds) : timeline(seconds) {}
 };
@@ -46,8 +46,8 @@ class Slot {
 
   Samples select_lat, update_lat, round_lat;
   int64_t rounds = 0, selects = 0, updates = 0;
-  int64_t select_req_bytes = 0, select_resp_bytes = 0, update_req_bytes = 0,
-          update_resp_bytes = 0, sized = 0;
+  int64_t select_req_bytes = 0, select_resp_bytes = 0, update_req_bytes = 0, update_resp_bytes = 0,
+          sized = 0;
 
  private:
   bool Measured(Clock::time_point t0, Clock::time_point t1) const {
@@ -170,9 +170,9 @@ class Slot {
       upd_req_.set_event_id(pending_ids_[0].first);
       upd_req_.set_reward(pending_ids_[0].second);
       upd_resp_.Clear();
-      stub_->async()->Update(ctx_.get(), &upd_req_, &upd_resp_, [this, t0, round_t0](grpc::Status s) {
-        OnUpdate(t0, round_t0, std::move(s));
-      });
+      stub_->async()->Update(
+          ctx_.get(), &upd_req_, &upd_resp_,
+          [this, t0, round_t0](grpc::Status s) { OnUpdate(t0, round_t0, std::move(s)); });
     } else {
       batch_upd_.Clear();
       for (const auto& [id, reward] : pending_ids_) {
@@ -182,10 +182,9 @@ class Slot {
         u->set_reward(reward);
       }
       batch_upd_resp_.Clear();
-      stub_->async()->UpdateBatch(ctx_.get(), &batch_upd_, &batch_upd_resp_,
-                                  [this, t0, round_t0](grpc::Status s) {
-                                    OnUpdate(t0, round_t0, std::move(s));
-                                  });
+      stub_->async()->UpdateBatch(
+          ctx_.get(), &batch_upd_, &batch_upd_resp_,
+          [this, t0, round_t0](grpc::Status s) { OnUpdate(t0, round_t0, std::move(s)); });
     }
   }
 
@@ -250,8 +249,8 @@ nlohmann::ordered_json RunLoad(const std::vector<std::shared_ptr<grpc::Channel>>
   std::vector<std::unique_ptr<Slot<Stub>>> slots;
   for (int c = 0; c < cfg.channels; ++c)
     for (int i = 0; i < cfg.inflight; ++i)
-      slots.push_back(std::make_unique<Slot<Stub>>(stubs[c].get(), &sh,
-                                                   static_cast<int>(slots.size())));
+      slots.push_back(
+          std::make_unique<Slot<Stub>>(stubs[c].get(), &sh, static_cast<int>(slots.size())));
   sh.active = static_cast<int>(slots.size());
   sh.start = Clock::now();
   sh.measure_from = sh.start + std::chrono::duration_cast<Clock::duration>(

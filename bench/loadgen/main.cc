@@ -37,7 +37,8 @@
 #include "core/registry.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "Server address host:port");
-ABSL_FLAG(std::string, service, "bandit", "bandit (bandit.v1.BanditService) or echo (bandit.bench.Echo)");
+ABSL_FLAG(std::string, service, "bandit",
+          "bandit (bandit.v1.BanditService) or echo (bandit.bench.Echo)");
 ABSL_FLAG(std::string, instance, "loadgen", "Instance name (created if missing)");
 ABSL_FLAG(bool, fresh, false, "Delete the instance first if it exists, then create it");
 ABSL_FLAG(std::string, policy, "glb_omd",
@@ -47,7 +48,8 @@ ABSL_FLAG(std::string, policy_config, "",
           "Text-format bandit.v1.PolicyConfig; overrides --policy (requests still use --d/--arms)");
 ABSL_FLAG(int32_t, d, 20, "Feature dimension (candidates, arm features, x)");
 ABSL_FLAG(int32_t, arms, 50, "Candidates per Select (contextual) or arms of the arm set");
-ABSL_FLAG(int64_t, pending_capacity, 0, "config.pending.capacity of a created instance (0 = server default)");
+ABSL_FLAG(int64_t, pending_capacity, 0,
+          "config.pending.capacity of a created instance (0 = server default)");
 ABSL_FLAG(int32_t, channels, 1, "Number of channels (separate connections)");
 ABSL_FLAG(int32_t, inflight, 64, "Concurrent RPCs per channel");
 ABSL_FLAG(double, duration_s, 10.0, "Measured duration in seconds");
@@ -128,8 +130,8 @@ int main(int argc, char** argv) {
 
   Gen g(cfg.seed);
   const int d = absl::GetFlag(FLAGS_d), arms = absl::GetFlag(FLAGS_arms);
-  const auto config = MakePolicyConfig(absl::GetFlag(FLAGS_policy),
-                                       absl::GetFlag(FLAGS_policy_config), d, arms, g);
+  const auto config =
+      MakePolicyConfig(absl::GetFlag(FLAGS_policy), absl::GetFlag(FLAGS_policy_config), d, arms, g);
   if (!config.ok()) {
     std::fprintf(stderr, "%s\n", std::string(config.status().message()).c_str());
     return 2;

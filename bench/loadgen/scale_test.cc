@@ -24,7 +24,8 @@ absl::Status ToAbsl(const grpc::Status& s) {
 
 // Runs n asynchronous tasks with at most `window` in flight. start(i, done) issues task i and
 // calls done(ok) from its completion.
-void RunWindowed(int n, int window, const std::function<void(int, std::function<void(bool)>)>& start,
+void RunWindowed(int n, int window,
+                 const std::function<void(int, std::function<void(bool)>)>& start,
                  int64_t* failures) {
   std::atomic<int> next{0};
   std::atomic<int64_t> failed{0};
@@ -100,18 +101,21 @@ nlohmann::ordered_json RunInstancesTest(v1::BanditService::Stub& stub, const v1:
   // 1. create
   int64_t failed = 0;
   auto t0 = Clock::now();
-  RunWindowed(n, window, [&](int i, std::function<void(bool)> done) {
-    auto* call = new Call<v1::CreateInstanceRequest, v1::Instance>();
-    call->req.set_name(name(i));
-    *call->req.mutable_config()->mutable_policy() = pc;
-    stub.async()->CreateInstance(&call->ctx, &call->req, &call->resp,
-                                 [call, done](grpc::Status s) {
-                                   // ALREADY_EXISTS: left over from an earlier run, still served.
-                                   const bool ok = s.ok() || s.error_code() == grpc::ALREADY_EXISTS;
-                                   delete call;
-                                   done(ok);
-                                 });
-  }, &failed);
+  RunWindowed(
+      n, window,
+      [&](int i, std::function<void(bool)> done) {
+        auto* call = new Call<v1::CreateInstanceRequest, v1::Instance>();
+        call->req.set_name(name(i));
+        *call->req.mutable_config()->mutable_policy() = pc;
+        stub.async()->CreateInstance(
+            &call->ctx, &call->req, &call->resp, [call, done](grpc::Status s) {
+              // ALREADY_EXISTS: left over from an earlier run, still served.
+              const bool ok = s.ok() || s.error_code() == grpc::ALREADY_EXISTS;
+              delete call;
+              done(ok);
+            });
+      },
+      &failed);
   double secs = Seconds(Clock::now() - t0);
   const int64_t rss1 = RssBytes(server_pid);
   j["create"] = {{"seconds", secs}, {"per_s", n / secs}, {"failed", failed}};
@@ -146,36 +150,43 @@ nlohmann::ordered_json RunInstancesTest(v1::BanditService::Stub& stub, const v1:
   std::vector<float> round_us;
   round_us.reserve(n);
   t0 = Clock::now();
-  RunWindowed(n, window, [&](int i, std::function<void(bool)> done) {
-    auto* sel = new Call<v1::SelectRequest, v1::Decision>();
-    sel->req = w.requests[i % w.requests.size()];
-    sel->req.set_instance(name(i));
-    const auto start = Clock::now();
-    stub.async()->Select(&sel->ctx, &sel->req, &sel->resp, [&, sel, done, start, i](grpc::Status s) {
-      if (!s.ok()) {
-        delete sel;
-        done(false);
-        return;
-      }
-      Gen g(i + 1);
-      auto* upd = new Call<v1::UpdateRequest, v1::UpdateResponse>();
-      upd->req.set_instance(name(i));
-      upd->req.set_event_id(sel->resp.event_id());
-      upd->req.set_reward(w.Reward(sel->req, sel->resp, g));
-      delete sel;
-      stub.async()->Update(&upd->ctx, &upd->req, &upd->resp, [&, upd, done, start](grpc::Status s) {
-        delete upd;
-        if (s.ok()) {
-          std::lock_guard<std::mutex> l(lat_mu);
-          round_us.push_back(static_cast<float>(Seconds(Clock::now() - start) * 1e6));
-        }
-        done(s.ok());
-      });
-    });
-  }, &failed);
+  RunWindowed(
+      n, window,
+      [&](int i, std::function<void(bool)> done) {
+        auto* sel = new Call<v1::SelectRequest, v1::Decision>();
+        sel->req = w.requests[i % w.requests.size()];
+        sel->req.set_instance(name(i));
+        const auto start = Clock::now();
+        stub.async()->Select(
+            &sel->ctx, &sel->req, &sel->resp, [&, sel, done, start, i](grpc::Status s) {
+              if (!s.ok()) {
+                delete sel;
+                done(false);
+                return;
+              }
+              Gen g(i + 1);
+              auto* upd = new Call<v1::UpdateRequest, v1::UpdateResponse>();
+              upd->req.set_instance(name(i));
+              upd->req.set_event_id(sel->resp.event_id());
+              upd->req.set_reward(w.Reward(sel->req, sel->resp, g));
+              delete sel;
+              stub.async()->Update(
+                  &upd->ctx, &upd->req, &upd->resp, [&, upd, done, start](grpc::Status s) {
+                    delete upd;
+                    if (s.ok()) {
+                      std::lock_guard<std::mutex> l(lat_mu);
+                      round_us.push_back(static_cast<float>(Seconds(Clock::now() - start) * 1e6));
+                    }
+                    done(s.ok());
+                  });
+            });
+      },
+      &failed);
   secs = Seconds(Clock::now() - t0);
   const int64_t rss2 = RssBytes(server_pid);
-  j["serve"] = {{"seconds", secs}, {"rounds_per_s", n / secs}, {"failed", failed},
+  j["serve"] = {{"seconds", secs},
+                {"rounds_per_s", n / secs},
+                {"failed", failed},
                 {"round_latency_us", Percentiles(round_us)}};
   j["rss_after_serve_bytes"] = rss2;
 
@@ -185,22 +196,26 @@ nlohmann::ordered_json RunInstancesTest(v1::BanditService::Stub& stub, const v1:
     v1::GetInstanceRequest req;
     req.set_name(name(0));
     v1::Instance inst;
-    if (stub.GetInstance(&ctx, req, &inst).ok()) j["policy_state_bytes"] = inst.stats().state_bytes();
+    if (stub.GetInstance(&ctx, req, &inst).ok())
+      j["policy_state_bytes"] = inst.stats().state_bytes();
   }
   if (rss0 > 0) {
     j["bytes_per_instance_created"] = static_cast<double>(rss1 - rss0) / n;
     j["bytes_per_instance_served"] = static_cast<double>(rss2 - rss0) / n;
   }
   if (cleanup) {
-    RunWindowed(n, window, [&](int i, std::function<void(bool)> done) {
-      auto* call = new Call<v1::DeleteInstanceRequest, v1::DeleteInstanceResponse>();
-      call->req.set_name(name(i));
-      stub.async()->DeleteInstance(&call->ctx, &call->req, &call->resp,
-                                   [call, done](grpc::Status s) {
-                                     delete call;
-                                     done(s.ok());
-                                   });
-    }, &failed);
+    RunWindowed(
+        n, window,
+        [&](int i, std::function<void(bool)> done) {
+          auto* call = new Call<v1::DeleteInstanceRequest, v1::DeleteInstanceResponse>();
+          call->req.set_name(name(i));
+          stub.async()->DeleteInstance(&call->ctx, &call->req, &call->resp,
+                                       [call, done](grpc::Status s) {
+                                         delete call;
+                                         done(s.ok());
+                                       });
+        },
+        &failed);
     j["deleted_failed"] = failed;
     j["rss_after_delete_bytes"] = RssBytes(server_pid);
   }

@@ -43,9 +43,8 @@ Workload MakeWorkload(bandit::ContextKind kind, int d, int arms, const std::stri
   return w;
 }
 
-absl::StatusOr<v1::PolicyConfig> MakePolicyConfig(const std::string& p,
-                                                  const std::string& text, int d, int arms,
-                                                  Gen& g) {
+absl::StatusOr<v1::PolicyConfig> MakePolicyConfig(const std::string& p, const std::string& text,
+                                                  int d, int arms, Gen& g) {
   v1::PolicyConfig c;
   if (!text.empty()) {
     if (!google::protobuf::TextFormat::ParseFromString(text, &c))

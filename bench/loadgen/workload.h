@@ -61,7 +61,7 @@ Workload MakeWorkload(bandit::ContextKind kind, int d, int arms, const std::stri
 // if given, else the shortcut `policy` (glb_omd, domd_glb, glm_ucb, linucb, epsilon_greedy,
 // ucb1, thompson, bkb, gp_ucb) at dimension d with `arms` arms. INVALID_ARGUMENT otherwise.
 absl::StatusOr<v1::PolicyConfig> MakePolicyConfig(const std::string& policy,
-                                                  const std::string& policy_config, int d,
-                                                  int arms, Gen& g);
+                                                  const std::string& policy_config, int d, int arms,
+                                                  Gen& g);
 
 }  // namespace bandit::loadgen

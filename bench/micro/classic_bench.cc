@@ -6,8 +6,8 @@
 // Run: build/bin/bandit-microbench --benchmark_filter=Classic
 #include <benchmark/benchmark.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <vector>
 

@@ -1,6 +1,6 @@
 // Per-round cost (Select + Update) of the GLB policies.
-//   GlbOmd/d/arms:        GLB-OMD at d = 5, 20, 100 with 10/50/100/1000 candidates (O(d^3 + d^2 arms))
-//   GlbOmdAtRound/t:      GLB-OMD (d = 5, 30 arms) after t = 10^3 and 10^5 rounds: flat in t
+//   GlbOmd/d/arms:        GLB-OMD at d = 5, 20, 100 with 10/50/100/1000 candidates (O(d^3 + d^2
+//   arms)) GlbOmdAtRound/t:      GLB-OMD (d = 5, 30 arms) after t = 10^3 and 10^5 rounds: flat in t
 //   DomdGlb/d/arms:       DOMD-GLB, same grid as GLB-OMD (refactorizes H every round)
 //   GlmUcbAtRound/t:      GLM-UCB (MLE on all past rounds, d = 5, 30 arms) after t rounds: O(t)
 //   bandit-microbench --benchmark_filter=Glb
@@ -81,8 +81,12 @@ void RunGrid(benchmark::State& state, const bandit::v1::PolicyConfig& config) {
   state.counters["arms"] = arms;
 }
 
-void BM_GlbOmd(benchmark::State& state) { RunGrid(state, OmdConfig(static_cast<int>(state.range(0)))); }
-void BM_DomdGlb(benchmark::State& state) { RunGrid(state, DomdConfig(static_cast<int>(state.range(0)))); }
+void BM_GlbOmd(benchmark::State& state) {
+  RunGrid(state, OmdConfig(static_cast<int>(state.range(0))));
+}
+void BM_DomdGlb(benchmark::State& state) {
+  RunGrid(state, DomdConfig(static_cast<int>(state.range(0))));
+}
 
 void AtRound(benchmark::State& state, const bandit::v1::PolicyConfig& config) {
   const int64_t t0 = state.range(0);
@@ -98,8 +102,12 @@ void AtRound(benchmark::State& state, const bandit::v1::PolicyConfig& config) {
 void BM_GlbOmdAtRound(benchmark::State& state) { AtRound(state, OmdConfig(5)); }
 void BM_GlmUcbAtRound(benchmark::State& state) { AtRound(state, UcbConfig(5)); }
 
-BENCHMARK(BM_GlbOmd)->ArgsProduct({{5, 20, 100}, {10, 50, 100, 1000}})->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_DomdGlb)->ArgsProduct({{5, 20, 100}, {10, 50, 100, 1000}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GlbOmd)
+    ->ArgsProduct({{5, 20, 100}, {10, 50, 100, 1000}})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DomdGlb)
+    ->ArgsProduct({{5, 20, 100}, {10, 50, 100, 1000}})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GlbOmdAtRound)->Arg(1000)->Arg(100000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GlmUcbAtRound)->Arg(1000)->Arg(3000)->Iterations(200)->Unit(benchmark::kMicrosecond);
 

@@ -15,8 +15,8 @@ namespace {
 
 bandit::v1::PolicyConfig Config(bool bkb, int A, uint64_t seed) {
   bandit::v1::PolicyConfig c;
-  bandit::v1::KernelSpec* k = bkb ? c.mutable_bkb()->mutable_kernel()
-                                  : c.mutable_gp_ucb()->mutable_kernel();
+  bandit::v1::KernelSpec* k =
+      bkb ? c.mutable_bkb()->mutable_kernel() : c.mutable_gp_ucb()->mutable_kernel();
   k->set_bandwidth(0.25);
   Rng rng(seed);
   for (int j = 0; j < A; ++j) {

@@ -55,7 +55,8 @@ void RunRound(oks::OnlineKernelSelection& p, Rng& rng) {
 
 // args: variant, D, warm-up rounds.
 void BM_OksRandomFeaturesRound(benchmark::State& state) {
-  auto p = Make(static_cast<OksConfig::Variant>(state.range(0)), static_cast<int>(state.range(1)), 0);
+  auto p =
+      Make(static_cast<OksConfig::Variant>(state.range(0)), static_cast<int>(state.range(1)), 0);
   Rng rng(3);
   for (int64_t t = 0; t < state.range(2); ++t) RunRound(*p, rng);
   for (auto _ : state) RunRound(*p, rng);
@@ -73,7 +74,8 @@ BENCHMARK(BM_OksRandomFeaturesRound)
 // args: variant, support budget (0 = unbounded), warm-up rounds. The timed rounds keep adding
 // support vectors, so Iterations is fixed to keep t near the warm-up value.
 void BM_OksExactRound(benchmark::State& state) {
-  auto p = Make(static_cast<OksConfig::Variant>(state.range(0)), 0, static_cast<int>(state.range(1)));
+  auto p =
+      Make(static_cast<OksConfig::Variant>(state.range(0)), 0, static_cast<int>(state.range(1)));
   Rng rng(3);
   for (int64_t t = 0; t < state.range(2); ++t) RunRound(*p, rng);
   for (auto _ : state) RunRound(*p, rng);

@@ -23,8 +23,8 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -55,8 +55,9 @@ absl::StatusOr<Method> ParseMethod(const std::string& s) {
   if (s == "rf_ioks") return Method::kRfIoks;
   if (s == "raker") return Method::kRaker;
   if (s == "lkmbooks") return Method::kLkmBooks;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--algos / --baseline entry '", s, "' is unknown, expected rf_oks, rf_oks_pp, rf_ioks, raker or lkmbooks"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--algos / --baseline entry '", s,
+                   "' is unknown, expected rf_oks, rf_oks_pp, rf_ioks, raker or lkmbooks"));
 }
 
 struct Setup {
@@ -73,7 +74,7 @@ struct Setup {
 };
 
 struct RunResult {
-  double score = 0;        // AMR or AL
+  double score = 0;  // AMR or AL
   double cpu_per_round = 0;
   std::vector<double> curve;
   Eigen::VectorXd weights;  // p_T (bandit) or the kernel weights (Raker, LKMBooks)
@@ -150,7 +151,8 @@ absl::StatusOr<RunResult> RunOnce(const Setup& s, Method m, int64_t size, double
       o.reward = y;
       if (auto st = policy->Update(o); !st.ok()) return st;
     }
-    total += s.classification ? ((f < 0 ? -1.0 : 1.0) != y ? 1.0 : 0.0) : oks::Loss(s.loss_kind, f, y);
+    total +=
+        s.classification ? ((f < 0 ? -1.0 : 1.0) != y ? 1.0 : 0.0) : oks::Loss(s.loss_kind, f, y);
     out.curve.push_back(total / static_cast<double>(t + 1));
   }
   out.cpu_per_round = (ThreadCpuSeconds() - start) / static_cast<double>(s.T);
@@ -159,13 +161,16 @@ absl::StatusOr<RunResult> RunOnce(const Setup& s, Method m, int64_t size, double
   return out;
 }
 
-int64_t RoundTo10(double v) { return std::max<int64_t>(10, static_cast<int64_t>(std::llround(v / 10.0)) * 10); }
+int64_t RoundTo10(double v) {
+  return std::max<int64_t>(10, static_cast<int64_t>(std::llround(v / 10.0)) * 10);
+}
 
 }  // namespace
 
 absl::StatusOr<nlohmann::json> RunStreamBudget(absl::string_view env, const SimArgs& args) {
   const std::string path = args.String("data", "");
-  if (path.empty()) return absl::InvalidArgumentError("--data=FILE.csv is required for --env=stream_budget");
+  if (path.empty())
+    return absl::InvalidArgumentError("--data=FILE.csv is required for --env=stream_budget");
   auto loss = ParseLoss(args.String("loss", "logistic"));
   if (!loss.ok()) return loss.status();
   const oks::LossKind loss_kind = oks::FromProto(*loss);
@@ -178,24 +183,30 @@ absl::StatusOr<nlohmann::json> RunStreamBudget(absl::string_view env, const SimA
   auto calib_iters = args.Int("calib_iters", 4);
   auto u = args.Double("u", classification ? 15.0 : 1.0);
   auto eta_constant = args.Double("eta_constant", 8.0);
-  for (const absl::Status& st : {perms.status(), rows.status(), D.status(), seed.status(),
-                                 equal_time.status(), calib_iters.status(), u.status(),
-                                 eta_constant.status()})
+  for (const absl::Status& st :
+       {perms.status(), rows.status(), D.status(), seed.status(), equal_time.status(),
+        calib_iters.status(), u.status(), eta_constant.status()})
     if (!st.ok()) return st;
   if (*perms < 1 || *D < 1 || *rows < 0 || *calib_iters < 1)
-    return absl::InvalidArgumentError("--permutations, --D, --calib_iters must be >= 1, --rows >= 0");
+    return absl::InvalidArgumentError(
+        "--permutations, --D, --calib_iters must be >= 1, --rows >= 0");
   const std::string map_name = args.String("rf_map", "cos_phase");
   bandit::v1::OksConfig::RandomFeatureMap rf_map;
-  if (map_name == "cos_phase") rf_map = bandit::v1::OksConfig::COSINE_PHASE;
-  else if (map_name == "cos_sin") rf_map = bandit::v1::OksConfig::COS_SIN_PAIRS;
-  else return absl::InvalidArgumentError(absl::StrCat("--rf_map=", map_name, " is unknown, expected cos_phase or cos_sin"));
+  if (map_name == "cos_phase")
+    rf_map = bandit::v1::OksConfig::COSINE_PHASE;
+  else if (map_name == "cos_sin")
+    rf_map = bandit::v1::OksConfig::COS_SIN_PAIRS;
+  else
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rf_map=", map_name, " is unknown, expected cos_phase or cos_sin"));
   std::vector<double> sigmas, scales;
-  for (const auto& [key, fallback, out] :
-       {std::tuple{"sigmas", "0.25,0.5,1,2,4,8", &sigmas}, std::tuple{"lambda_scales", "1,5,10,25", &scales}}) {
+  for (const auto& [key, fallback, out] : {std::tuple{"sigmas", "0.25,0.5,1,2,4,8", &sigmas},
+                                           std::tuple{"lambda_scales", "1,5,10,25", &scales}}) {
     for (const auto& item : args.List(key, fallback)) {
       double v;
       if (!absl::SimpleAtod(item, &v) || !(v > 0) || !std::isfinite(v))
-        return absl::InvalidArgumentError(absl::StrCat("--", key, " entry '", item, "' is not a number > 0"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", key, " entry '", item, "' is not a number > 0"));
       out->push_back(v);
     }
   }
@@ -205,10 +216,12 @@ absl::StatusOr<nlohmann::json> RunStreamBudget(absl::string_view env, const SimA
     std::vector<std::string> kv = absl::StrSplit(item, ':');
     int64_t v;
     if (kv.size() != 2 || !absl::SimpleAtoi(kv[1], &v) || v < 1 || !ParseMethod(kv[0]).ok())
-      return absl::InvalidArgumentError(absl::StrCat("--sizes entry '", item, "' is not algo:size"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sizes entry '", item, "' is not algo:size"));
     fixed_sizes[kv[0]] = v;
   }
-  const std::string baseline_name = args.String("baseline", classification || loss_kind == oks::LossKind::kSquare ? "rf_oks_pp" : "rf_ioks");
+  const std::string baseline_name = args.String(
+      "baseline", classification || loss_kind == oks::LossKind::kSquare ? "rf_oks_pp" : "rf_ioks");
   auto baseline = ParseMethod(baseline_name);
   if (!baseline.ok()) return baseline.status();
   std::vector<std::string> algos = args.List("algos", "rf_oks,lkmbooks,raker,rf_ioks,rf_oks_pp");
@@ -221,7 +234,8 @@ absl::StatusOr<nlohmann::json> RunStreamBudget(absl::string_view env, const SimA
   if (classification)
     for (double y : data->y)
       if (y != 1.0 && y != -1.0)
-        return absl::InvalidArgumentError(absl::StrCat("--loss needs labels in {-1, +1}; ", path, " has y = ", y));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--loss needs labels in {-1, +1}; ", path, " has y = ", y));
   const int64_t T = *rows > 0 ? std::min(*rows, n) : n;
   std::vector<std::vector<int64_t>> orders(*perms);
   for (int64_t r = 0; r < *perms; ++r) {  // same permutations as --env=stream
@@ -231,8 +245,17 @@ absl::StatusOr<nlohmann::json> RunStreamBudget(absl::string_view env, const SimA
     for (int64_t i = 0; i < n; ++i) o[i] = i;
     for (int64_t i = n - 1; i > 0; --i) std::swap(o[i], o[rng.UniformInt(i + 1)]);
   }
-  Setup setup{&*data, *loss, loss_kind, classification, sigmas, *u, *eta_constant, rf_map, T,
-              static_cast<uint64_t>(*seed), &orders};
+  Setup setup{&*data,
+              *loss,
+              loss_kind,
+              classification,
+              sigmas,
+              *u,
+              *eta_constant,
+              rf_map,
+              T,
+              static_cast<uint64_t>(*seed),
+              &orders};
 
   // Baseline time t_p: median of three single-permutation runs at --D.
   std::vector<double> base_times;
@@ -246,9 +269,12 @@ absl::StatusOr<nlohmann::json> RunStreamBudget(absl::string_view env, const SimA
 
   auto initial_size = [&](Method m) -> int64_t {
     switch (m) {
-      case Method::kRaker: return std::max<int64_t>(10, *D / 6);  // K = 6 kernels updated per round
-      case Method::kLkmBooks: return std::max<int64_t>(10, *D / 2);
-      default: return *D;
+      case Method::kRaker:
+        return std::max<int64_t>(10, *D / 6);  // K = 6 kernels updated per round
+      case Method::kLkmBooks:
+        return std::max<int64_t>(10, *D / 2);
+      default:
+        return *D;
     }
   };
   const std::string metric = classification ? "amr" : "al";
@@ -305,21 +331,24 @@ absl::StatusOr<nlohmann::json> RunStreamBudget(absl::string_view env, const SimA
       const auto [cm, cs] = MeanStd(cpu);
       const auto [curve_m, curve_s] = CurveMeanStd(curves);
       std::string label = name;
-      if (scaled && scales.size() > 1) label = absl::StrCat(name, m == Method::kRaker ? "(eta " : "(lambda x", scale, m == Method::kRaker ? "/sqrt T)" : ")");
-      results.push_back({{"algo", label},
-                         {"method", name},
-                         {"size", size},
-                         {"size_kind", m == Method::kLkmBooks ? "B" : "D"},
-                         {"scale", scale},
-                         {metric, sm},
-                         {metric + "_std", ss},
-                         {"cpu_seconds_per_round", cm},
-                         {"cpu_seconds_per_round_std", cs},
-                         {"calibration", trace},
-                         {"per_permutation", scores},
-                         {"final_weights", std::vector<double>(w_mean.data(), w_mean.data() + w_mean.size())},
-                         {"score_curve", curve_m},
-                         {"score_curve_std", curve_s}});
+      if (scaled && scales.size() > 1)
+        label = absl::StrCat(name, m == Method::kRaker ? "(eta " : "(lambda x", scale,
+                             m == Method::kRaker ? "/sqrt T)" : ")");
+      results.push_back(
+          {{"algo", label},
+           {"method", name},
+           {"size", size},
+           {"size_kind", m == Method::kLkmBooks ? "B" : "D"},
+           {"scale", scale},
+           {metric, sm},
+           {metric + "_std", ss},
+           {"cpu_seconds_per_round", cm},
+           {"cpu_seconds_per_round_std", cs},
+           {"calibration", trace},
+           {"per_permutation", scores},
+           {"final_weights", std::vector<double>(w_mean.data(), w_mean.data() + w_mean.size())},
+           {"score_curve", curve_m},
+           {"score_curve_std", curve_s}});
     }
   }
   nlohmann::json params = {{"data", path},

@@ -86,7 +86,8 @@ absl::StatusOr<MixtureConfig::Algorithm> ParseAlgo(const std::string& s) {
 // within the k-th-nearest-neighbour radius of some reference sample.
 class PrecisionFidelity {
  public:
-  PrecisionFidelity(std::vector<Eigen::VectorXd> ref, int k) : ref_(std::move(ref)), r2_(ref_.size()) {
+  PrecisionFidelity(std::vector<Eigen::VectorXd> ref, int k)
+      : ref_(std::move(ref)), r2_(ref_.size()) {
     for (size_t a = 0; a < ref_.size(); ++a) {
       std::vector<double> d2;
       for (size_t b = 0; b < ref_.size(); ++b)
@@ -133,11 +134,14 @@ absl::StatusOr<nlohmann::json> RunGenerators(absl::string_view env_name, const S
   auto fidelity_ref = args.Int("fidelity_ref", 1000);
   const std::string eval_kernel = args.String("eval_kernel", "gaussian");
   if (eval_kernel != "gaussian" && eval_kernel != "cosine")
-    return absl::InvalidArgumentError(absl::StrCat("--eval_kernel=", eval_kernel, " is unknown, expected gaussian or cosine"));
-  for (const absl::Status& s : {fidelity_weight.status(), fidelity_k.status(), fidelity_ref.status()})
+    return absl::InvalidArgumentError(
+        absl::StrCat("--eval_kernel=", eval_kernel, " is unknown, expected gaussian or cosine"));
+  for (const absl::Status& s :
+       {fidelity_weight.status(), fidelity_k.status(), fidelity_ref.status()})
     if (!s.ok()) return s;
   if (*fidelity_weight < 0 || *fidelity_k < 1 || *fidelity_ref <= *fidelity_k)
-    return absl::InvalidArgumentError("expected --fidelity_weight >= 0, --fidelity_k >= 1, --fidelity_ref > --fidelity_k");
+    return absl::InvalidArgumentError(
+        "expected --fidelity_weight >= 0, --fidelity_k >= 1, --fidelity_ref > --fidelity_k");
   auto fidelity_on = args.Int("fidelity", 0);
   if (!fidelity_on.ok()) return fidelity_on.status();
   const bool with_fidelity = *fidelity_weight > 0 || *fidelity_on != 0;
@@ -177,7 +181,8 @@ absl::StatusOr<nlohmann::json> RunGenerators(absl::string_view env_name, const S
   Evaluator ev;
   if (fd) {
     ev.features = FeatureMap::Identity(ec.d);
-    ev.objective = std::make_unique<mixture::FdObjective>(env->ReferenceMean(), env->ReferenceCovariance());
+    ev.objective =
+        std::make_unique<mixture::FdObjective>(env->ReferenceMean(), env->ReferenceCovariance());
   } else {
     if (eval_kernel == "cosine") {
       ev.features = FeatureMap::Cosine(ec.d);
@@ -222,8 +227,10 @@ absl::StatusOr<nlohmann::json> RunGenerators(absl::string_view env_name, const S
   }
   // H = F + w sum a_i (1 - theta_i) (the policies' plug-in form, mixture_policy.h).
   const Eigen::VectorXd fid_linear =
-      with_fidelity ? Eigen::VectorXd(*fidelity_weight * (1.0 - theta.array()).matrix()) : Eigen::VectorXd();
-  const mixture::OracleSolution oracle = mixture::OracleWeights(*ev.objective, pop, fid_linear, 5000);
+      with_fidelity ? Eigen::VectorXd(*fidelity_weight * (1.0 - theta.array()).matrix())
+                    : Eigen::VectorXd();
+  const mixture::OracleSolution oracle =
+      mixture::OracleWeights(*ev.objective, pop, fid_linear, 5000);
   const std::unique_ptr<mixture::BoundLoss> base_pop_loss = ev.objective->Bind(pop);
   std::unique_ptr<mixture::BoundLoss> pop_loss = ev.objective->Bind(pop);
   if (with_fidelity)
@@ -253,7 +260,8 @@ absl::StatusOr<nlohmann::json> RunGenerators(absl::string_view env_name, const S
   // Checkpoints: the rounds Downsample() reports.
   std::vector<double> idx(*T);
   for (int64_t t = 0; t < *T; ++t) idx[t] = static_cast<double>(t);
-  const std::vector<double> checkpoints = Downsample(idx, static_cast<int>(std::min<int64_t>(*points, *T)));
+  const std::vector<double> checkpoints =
+      Downsample(idx, static_cast<int>(std::min<int64_t>(*points, *T)));
   std::vector<char> is_checkpoint(*T, 0);
   for (double c : checkpoints) is_checkpoint[static_cast<int64_t>(c)] = 1;
 
@@ -284,7 +292,8 @@ absl::StatusOr<nlohmann::json> RunGenerators(absl::string_view env_name, const S
         for (int r = 0; r < ec.d; ++r)
           for (int c = 0; c < ec.d; ++c) mc->add_reference_covariance(ref_cov(r, c));
       }
-      if (!ref_samples.empty()) *mc->mutable_reference_samples() = {ref_samples.begin(), ref_samples.end()};
+      if (!ref_samples.empty())
+        *mc->mutable_reference_samples() = {ref_samples.begin(), ref_samples.end()};
       if (*algo == MixtureConfig::EPSILON_GREEDY) {
         mc->set_epsilon(*eps);
         mc->set_epsilon_over_mixture(algo_name == "eps_greedy_mixture");
@@ -295,7 +304,8 @@ absl::StatusOr<nlohmann::json> RunGenerators(absl::string_view env_name, const S
         if (algo_name.rfind("mixture_ucb:", 0) == 0) {
           double delta;
           if (!absl::SimpleAtod(algo_name.substr(12), &delta) || !(delta >= 0))
-            return absl::InvalidArgumentError(absl::StrCat("--algos entry '", algo_name, "': expected mixture_ucb:DELTA with DELTA >= 0"));
+            return absl::InvalidArgumentError(absl::StrCat(
+                "--algos entry '", algo_name, "': expected mixture_ucb:DELTA with DELTA >= 0"));
           mc->set_ucb_delta(delta);
         }
       }
@@ -333,7 +343,8 @@ absl::StatusOr<nlohmann::json> RunGenerators(absl::string_view env_name, const S
           const Eigen::VectorXd emp = collected.counts() / collected.total();
           curve.push_back(ev.objective->Score(ev.objective->Bind(collected)->Value(emp)));
           const bool warm = !dec->diagnostics.empty() && dec->diagnostics[0].first == "warm_start";
-          const Eigen::VectorXd p = warm ? Eigen::VectorXd::Unit(m, dec->arm) : (*policy)->Weights();
+          const Eigen::VectorXd p =
+              warm ? Eigen::VectorXd::Unit(m, dec->arm) : (*policy)->Weights();
           gaps.push_back(pop_loss->Value(p) - oracle.loss);
         }
       }

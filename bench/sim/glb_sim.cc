@@ -18,8 +18,8 @@
 // (DOMD-GLB; default: Theorem 2 / 3 tuned from the env's P_T / Gamma_T), --window=W
 // (sw_glm_ucb; default T^(2/3)), --eps=0.1, --linucb_alpha=1.
 #include <chrono>
-#include <functional>
 #include <cmath>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "bench/sim/sim.h"
@@ -43,9 +43,12 @@ struct AlgoResult {
 
 bandit::v1::Link ProtoLink(glb::LinkKind k) {
   switch (k) {
-    case glb::LinkKind::kPoisson: return bandit::v1::POISSON;
-    case glb::LinkKind::kGaussian: return bandit::v1::GAUSSIAN;
-    default: return bandit::v1::LOGISTIC;
+    case glb::LinkKind::kPoisson:
+      return bandit::v1::POISSON;
+    case glb::LinkKind::kGaussian:
+      return bandit::v1::GAUSSIAN;
+    default:
+      return bandit::v1::LOGISTIC;
   }
 }
 
@@ -95,12 +98,13 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
   const bool has_reward_bound = args.Has("reward_bound");
   auto reward_bound = args.Double("reward_bound", 100.0);
   if (!reward_bound.ok()) return reward_bound.status();
-  for (const absl::Status& s : {d.status(), arms.status(), S.status(), T.status(), seeds.status(),
-                                radius.status(), delta.status(), disp.status(), eps.status(),
-                                lin_alpha.status()})
+  for (const absl::Status& s :
+       {d.status(), arms.status(), S.status(), T.status(), seeds.status(), radius.status(),
+        delta.status(), disp.status(), eps.status(), lin_alpha.status()})
     if (!s.ok()) return s;
   if (*d < 1 || *arms < 1 || *T < 2 || *seeds < 1 || *S <= 0)
-    return absl::InvalidArgumentError("expected --d >= 1, --arms >= 1, --T >= 2, --seeds >= 1, --S > 0");
+    return absl::InvalidArgumentError(
+        "expected --d >= 1, --arms >= 1, --T >= 2, --seeds >= 1, --S > 0");
   ec.d = static_cast<int>(*d);
   ec.arms = static_cast<int>(*arms);
   ec.S = *S;
@@ -139,7 +143,10 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
       g->set_dimension(ec.d);
       g->set_link(plink);
       g->set_s(ec.S);
-      if (theory_lambda) g->set_theory_lambda(true); else g->set_lambda(lambda);
+      if (theory_lambda)
+        g->set_theory_lambda(true);
+      else
+        g->set_lambda(lambda);
       g->set_delta(*delta);
       g->set_radius_multiplier(*radius);
       if (plink == bandit::v1::GAUSSIAN) g->set_dispersion(*disp);
@@ -148,7 +155,10 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
       g->set_dimension(ec.d);
       g->set_link(plink);
       g->set_s(ec.S);
-      if (theory_lambda) g->set_theory_lambda(true); else g->set_lambda(lambda);
+      if (theory_lambda)
+        g->set_theory_lambda(true);
+      else
+        g->set_lambda(lambda);
       g->set_delta(*delta);
       g->set_radius_multiplier(*radius);
       if (plink == bandit::v1::GAUSSIAN) g->set_dispersion(*disp);
@@ -156,8 +166,10 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
         g->set_gamma(*gamma);
       } else {
         g->set_horizon(ec.T);
-        if (ec.kind == GlbEnvKind::kPiecewise) g->set_num_changes(std::max<int64_t>(changes, 1));
-        else g->set_path_length(ec.kind == GlbEnvKind::kDrift ? path_length : 0.0);
+        if (ec.kind == GlbEnvKind::kPiecewise)
+          g->set_num_changes(std::max<int64_t>(changes, 1));
+        else
+          g->set_path_length(ec.kind == GlbEnvKind::kDrift ? path_length : 0.0);
       }
     } else if (algo == "glm_ucb" || algo == "glm_ucb_dm" || algo == "sw_glm_ucb" ||
                algo == "glm_ucb_filippi") {
@@ -197,7 +209,10 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
       g->set_dimension(ec.d);
       g->set_link(plink);
       g->set_s(ec.S);
-      if (theory_lambda) g->set_theory_lambda(true); else g->set_lambda(lambda);
+      if (theory_lambda)
+        g->set_theory_lambda(true);
+      else
+        g->set_lambda(lambda);
       g->set_delta(*delta);
       g->set_radius_multiplier(*radius);
       g->set_horizon(ec.T);
@@ -229,12 +244,12 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
       g->set_path_length(path_length);
     } else if (algo == "d_glucb" || algo == "sc_d_glucb" || algo == "bvd_glm_ucb" ||
                algo == "scb_weight_ucb" || algo == "scb_pw_weight_ucb") {
-      bandit::v1::DiscountedGlmUcbConfig* g =
-          algo == "d_glucb"          ? c.mutable_d_glucb()
-          : algo == "sc_d_glucb"     ? c.mutable_sc_d_glucb()
-          : algo == "bvd_glm_ucb"    ? c.mutable_bvd_glm_ucb()
-          : algo == "scb_weight_ucb" ? c.mutable_scb_weight_ucb()
-                                     : c.mutable_scb_pw_weight_ucb();
+      bandit::v1::DiscountedGlmUcbConfig* g = algo == "d_glucb"       ? c.mutable_d_glucb()
+                                              : algo == "sc_d_glucb"  ? c.mutable_sc_d_glucb()
+                                              : algo == "bvd_glm_ucb" ? c.mutable_bvd_glm_ucb()
+                                              : algo == "scb_weight_ucb"
+                                                  ? c.mutable_scb_weight_ucb()
+                                                  : c.mutable_scb_pw_weight_ucb();
       g->set_dimension(ec.d);
       g->set_link(plink);
       g->set_s(ec.S);
@@ -308,7 +323,8 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
         ctx.candidates = cands;
         const auto t0 = Clock::now();
         auto dec = (*policy)->Select(ctx);
-        if (!dec.ok()) return absl::InternalError(absl::StrCat(algo, " Select: ", dec.status().message()));
+        if (!dec.ok())
+          return absl::InternalError(absl::StrCat(algo, " Select: ", dec.status().message()));
         const auto t1 = Clock::now();
         Observation obs;
         obs.features = cands[dec->arm];
@@ -341,11 +357,14 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
               cells.push_back(inside(th) ? 1 : 0);
             }
           const Eigen::VectorXd w = (*policy)->Weights();
-          region[algo] = {{"grid", n}, {"lo", lo}, {"hi", hi}, {"inside", cells},
-                          {"theta_star_inside", inside(env.theta())},
-                          {"center", std::vector<double>(w.data(), w.data() + w.size())},
-                          {"theta_star", std::vector<double>(env.theta().data(),
-                                                             env.theta().data() + 2)}};
+          region[algo] = {
+              {"grid", n},
+              {"lo", lo},
+              {"hi", hi},
+              {"inside", cells},
+              {"theta_star_inside", inside(env.theta())},
+              {"center", std::vector<double>(w.data(), w.data() + w.size())},
+              {"theta_star", std::vector<double>(env.theta().data(), env.theta().data() + 2)}};
         }
       }
     }
@@ -364,19 +383,20 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
                        {"seconds_per_round_last10pct", lm},
                        {"state_bytes", bm}});
   }
-  nlohmann::json params = {{"d", ec.d},
-                           {"arms", ec.arms},
-                           {"S", ec.S},
-                           {"T", ec.T},
-                           {"seeds", *seeds},
-                           {"link", std::string(link.name())},
-                           {"lambda", theory_lambda ? nlohmann::json("theory") : nlohmann::json(lambda)},
-                           {"radius_multiplier", *radius},
-                           {"delta", *delta},
-                           {"path_length", path_length},
-                           {"num_changes", changes},
-                           {"window", *window},
-                           {"algo_summary_seed1", algo_params}};
+  nlohmann::json params = {
+      {"d", ec.d},
+      {"arms", ec.arms},
+      {"S", ec.S},
+      {"T", ec.T},
+      {"seeds", *seeds},
+      {"link", std::string(link.name())},
+      {"lambda", theory_lambda ? nlohmann::json("theory") : nlohmann::json(lambda)},
+      {"radius_multiplier", *radius},
+      {"delta", *delta},
+      {"path_length", path_length},
+      {"num_changes", changes},
+      {"window", *window},
+      {"algo_summary_seed1", algo_params}};
   if (link.kind() == glb::LinkKind::kGaussian) params["dispersion"] = *disp;
   if (has_gamma) params["gamma"] = *gamma;
   nlohmann::json doc{{"env", std::string(env_name)}, {"params", params}, {"results", results}};

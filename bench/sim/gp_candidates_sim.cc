@@ -83,9 +83,12 @@ absl::StatusOr<nlohmann::json> RunOne(const std::string& algo, const Params& p, 
   auto env = RkhsCandidatesEnv::Make(p.d, p.centers, kernel, p.f_bound, p.noise, 1000 + s);
   if (!env.ok()) return env.status();
   bandit::v1::PolicyConfig config;
-  if (algo == "bkb") config = BkbConfig(p, 1);
-  else if (algo == "bkb_lazy") config = BkbConfig(p, p.lazy_every);
-  else if (algo == "gp_ucb") config = GpConfig(p);
+  if (algo == "bkb")
+    config = BkbConfig(p, 1);
+  else if (algo == "bkb_lazy")
+    config = BkbConfig(p, p.lazy_every);
+  else if (algo == "gp_ucb")
+    config = GpConfig(p);
   else
     return absl::InvalidArgumentError(
         absl::StrCat("--algos: unknown '", algo, "', expected bkb, bkb_lazy or gp_ucb"));
@@ -145,7 +148,8 @@ absl::StatusOr<nlohmann::json> RunOne(const std::string& algo, const Params& p, 
         dict.push_back(bkb->dictionary_size());
         rebuilds.push_back(static_cast<double>(bkb->rebuilds()));
         points.push_back(bkb->points());
-        if (shadow) deff.push_back(dynamic_cast<CandidateKernelUcb*>(shadow.get())->SumPulledVariance());
+        if (shadow)
+          deff.push_back(dynamic_cast<CandidateKernelUcb*>(shadow.get())->SumPulledVariance());
       } else {
         deff.push_back(kp->SumPulledVariance());
       }
@@ -215,11 +219,20 @@ absl::StatusOr<nlohmann::json> Run(absl::string_view env_name, const SimArgs& ar
 
   nlohmann::json doc;
   doc["env"] = std::string(env_name);
-  doc["params"] = {{"d", p.d}, {"T", p.T}, {"seeds", p.seeds}, {"first_seed", p.first_seed},
-                   {"candidates", p.candidates}, {"centers", p.centers},
-                   {"bandwidth", p.bandwidth}, {"noise", p.noise}, {"f_bound", p.f_bound},
-                   {"q_bar", p.q_bar}, {"epsilon", p.epsilon}, {"delta", p.delta},
-                   {"radius_multiplier", p.mult}, {"lazy_every", p.lazy_every},
+  doc["params"] = {{"d", p.d},
+                   {"T", p.T},
+                   {"seeds", p.seeds},
+                   {"first_seed", p.first_seed},
+                   {"candidates", p.candidates},
+                   {"centers", p.centers},
+                   {"bandwidth", p.bandwidth},
+                   {"noise", p.noise},
+                   {"f_bound", p.f_bound},
+                   {"q_bar", p.q_bar},
+                   {"epsilon", p.epsilon},
+                   {"delta", p.delta},
+                   {"radius_multiplier", p.mult},
+                   {"lazy_every", p.lazy_every},
                    {"lambda", p.lambda ? *p.lambda : p.noise * p.noise}};
   doc["results"] = nlohmann::json::array();
   for (const std::string& algo : algos) {

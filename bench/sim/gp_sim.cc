@@ -51,7 +51,8 @@ absl::StatusOr<bandit::v1::PolicyConfig> MakeConfig(const std::string& algo, con
     } else {
       double q;
       if (!absl::SimpleAtod(p.q_bar, &q))
-        return absl::InvalidArgumentError(absl::StrCat("--q_bar=", p.q_bar, " is not a number or 'theory'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--q_bar=", p.q_bar, " is not a number or 'theory'"));
       b->set_q_bar(q);
     }
   } else if (algo == "gp_ucb") {
@@ -63,7 +64,8 @@ absl::StatusOr<bandit::v1::PolicyConfig> MakeConfig(const std::string& algo, con
     g->set_f_bound(p.f_bound);
     g->set_radius_multiplier(p.mult);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("--algos: unknown '", algo, "', expected bkb or gp_ucb"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--algos: unknown '", algo, "', expected bkb or gp_ucb"));
   }
   k->set_kind(bandit::v1::KernelSpec::GAUSSIAN);
   k->set_bandwidth(p.bandwidth);
@@ -83,9 +85,9 @@ absl::StatusOr<nlohmann::json> RunGp(absl::string_view env_name, const SimArgs& 
   auto delta = args.Double("delta", 0.1);
   auto fb = args.Double("f_bound", 1.0);
   auto mult = args.Double("radius_multiplier", 0.1);
-  for (const absl::Status& s : {arms.status(), d.status(), T.status(), seeds.status(), bw.status(),
-                                noise.status(), eps.status(), delta.status(), fb.status(),
-                                mult.status()})
+  for (const absl::Status& s :
+       {arms.status(), d.status(), T.status(), seeds.status(), bw.status(), noise.status(),
+        eps.status(), delta.status(), fb.status(), mult.status()})
     if (!s.ok()) return s;
   p.arms = static_cast<int>(*arms);
   p.d = static_cast<int>(*d);
@@ -111,15 +113,23 @@ absl::StatusOr<nlohmann::json> RunGp(absl::string_view env_name, const SimArgs& 
 
   nlohmann::json doc;
   doc["env"] = std::string(env_name);
-  doc["params"] = {{"arms", p.arms}, {"d", p.d}, {"T", p.T}, {"seeds", p.seeds},
-                   {"bandwidth", p.bandwidth}, {"noise", p.noise}, {"epsilon", p.epsilon},
-                   {"delta", p.delta}, {"f_bound", p.f_bound}, {"radius_multiplier", p.mult},
-                   {"q_bar", p.q_bar}, {"lambda", p.lambda ? *p.lambda : p.noise * p.noise}};
+  doc["params"] = {{"arms", p.arms},
+                   {"d", p.d},
+                   {"T", p.T},
+                   {"seeds", p.seeds},
+                   {"bandwidth", p.bandwidth},
+                   {"noise", p.noise},
+                   {"epsilon", p.epsilon},
+                   {"delta", p.delta},
+                   {"f_bound", p.f_bound},
+                   {"radius_multiplier", p.mult},
+                   {"q_bar", p.q_bar},
+                   {"lambda", p.lambda ? *p.lambda : p.noise * p.noise}};
   doc["results"] = nlohmann::json::array();
   const int npts = 100;
   for (const std::string& algo : algos) {
-    std::vector<std::vector<double>> regret_curves, time_curves, pulled_curves, dict_curves, deff_curves,
-        rmin_curves, rmax_curves;
+    std::vector<std::vector<double>> regret_curves, time_curves, pulled_curves, dict_curves,
+        deff_curves, rmin_curves, rmax_curves;
     std::vector<double> finals, spr;
     for (int s = 0; s < p.seeds; ++s) {
       auto env = GpEnv::Make(p.arms, p.d, kernel, p.noise, 1000 + s);

@@ -241,7 +241,8 @@ int main(int argc, char** argv) {
       }
       const char* src = std::getenv("BANDIT_SOURCE_DIR");
       const std::string script = absl::StrCat(src ? src : ".", "/bench/plot_sim.py");
-      const std::string cmd = absl::StrCat("/usr/bin/python3 '", script, "' '", out, "' '", plot, "'");
+      const std::string cmd =
+          absl::StrCat("/usr/bin/python3 '", script, "' '", out, "' '", plot, "'");
       if (std::system(cmd.c_str()) != 0) {
         std::cerr << "bandit-sim: plotting failed: " << cmd << "\n";
         return 1;

@@ -6,8 +6,8 @@
 #include <map>
 #include <set>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include <nlohmann/json.hpp>
 

@@ -38,14 +38,16 @@ absl::StatusOr<nlohmann::json> RunBkbFig2(absl::string_view env, const SimArgs& 
   for (const absl::Status& s : {arms.status(), h.status(), noise.status(), q_bar.status(),
                                 lo.status(), hi.status(), seed.status()})
     if (!s.ok()) return s;
-  if (*arms < 2 || !(*h > 0) || !(*noise > 0) || !(*q_bar >= 1) || !(*lo >= 0 && *lo < *hi && *hi <= 1))
+  if (*arms < 2 || !(*h > 0) || !(*noise > 0) || !(*q_bar >= 1) ||
+      !(*lo >= 0 && *lo < *hi && *hi <= 1))
     return absl::InvalidArgumentError(
         "expected --arms >= 2, --bandwidth > 0, --noise > 0, --q_bar >= 1, 0 <= --lo < --hi <= 1");
   std::vector<int64_t> evals;
   for (const auto& e : args.List("evals", "6,63,215")) {
     int64_t v;
     if (!absl::SimpleAtoi(e, &v) || v < 1)
-      return absl::InvalidArgumentError(absl::StrCat("--evals entry '", e, "' is not an integer >= 1"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--evals entry '", e, "' is not an integer >= 1"));
     evals.push_back(v);
   }
   const int A = static_cast<int>(*arms);
@@ -119,7 +121,8 @@ absl::StatusOr<nlohmann::json> RunBkbFig2(absl::string_view env, const SimArgs& 
       if (b.dictionary()[i] > 0) dict.push_back(grid[i]);
     // Largest ratio of exact to BKB standard deviation on the unexplored half (starvation would
     // make BKB's far-away variance collapse; Theorem 3.1 keeps the ratio within a constant).
-    const std::vector<double> bsd = to_std(b.PosteriorVariance()), gsd = to_std(g.PosteriorVariance());
+    const std::vector<double> bsd = to_std(b.PosteriorVariance()),
+                              gsd = to_std(g.PosteriorVariance());
     double worst = 0;
     for (int i = 0; i < A; ++i) worst = std::max(worst, std::max(bsd[i] / gsd[i], gsd[i] / bsd[i]));
     panels.push_back({{"t", t},
@@ -132,10 +135,11 @@ absl::StatusOr<nlohmann::json> RunBkbFig2(absl::string_view env, const SimArgs& 
                       {"gp_std", gsd},
                       {"max_std_ratio", worst}});
   }
-  nlohmann::json params = {{"arms", A}, {"bandwidth", *h}, {"noise", *noise}, {"lambda", lambda},
-                           {"q_bar", *q_bar}, {"lo", *lo}, {"hi", *hi}, {"seed", *seed},
-                           {"evals", evals},
-                           {"std_units", "GP units: sqrt(lambda * sigma~^2)"}};
+  nlohmann::json params = {{"arms", A},       {"bandwidth", *h},
+                           {"noise", *noise}, {"lambda", lambda},
+                           {"q_bar", *q_bar}, {"lo", *lo},
+                           {"hi", *hi},       {"seed", *seed},
+                           {"evals", evals},  {"std_units", "GP units: sqrt(lambda * sigma~^2)"}};
   return nlohmann::json{{"env", std::string(env)},
                         {"params", params},
                         {"grid", grid},

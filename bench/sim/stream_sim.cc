@@ -44,7 +44,9 @@ absl::StatusOr<AlgoSpec> ParseAlgo(const std::string& s) {
   if (s == "rf_oks") return AlgoSpec{s, C::OKS, true};
   if (s == "rf_oks_pp") return AlgoSpec{s, C::OKS_PP, true};
   if (s == "rf_ioks") return AlgoSpec{s, C::IOKS, true};
-  return absl::InvalidArgumentError(absl::StrCat("--algos entry '", s, "' is unknown, expected oks, oks_pp, ioks, rf_oks, rf_oks_pp or rf_ioks"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--algos entry '", s,
+                   "' is unknown, expected oks, oks_pp, ioks, rf_oks, rf_oks_pp or rf_ioks"));
 }
 
 std::vector<double> ParseDoubles(const std::vector<std::string>& items, bool* ok) {
@@ -62,7 +64,8 @@ std::vector<double> ParseDoubles(const std::vector<std::string>& items, bool* ok
 
 absl::StatusOr<nlohmann::json> RunStream(absl::string_view env, const SimArgs& args) {
   const std::string path = args.String("data", "");
-  if (path.empty()) return absl::InvalidArgumentError("--data=FILE.csv is required for --env=stream");
+  if (path.empty())
+    return absl::InvalidArgumentError("--data=FILE.csv is required for --env=stream");
   auto loss = ParseLoss(args.String("loss", "logistic"));
   if (!loss.ok()) return loss.status();
   const oks::LossKind loss_kind = oks::FromProto(*loss);
@@ -78,12 +81,15 @@ absl::StatusOr<nlohmann::json> RunStream(absl::string_view env, const SimArgs& a
                                 seed.status(), u.status(), eta_constant.status()})
     if (!s.ok()) return s;
   if (*perms < 1 || *D < 1 || *rows < 0 || *exact_rows < 0)
-    return absl::InvalidArgumentError("--permutations and --D must be >= 1, --rows/--exact_rows >= 0");
+    return absl::InvalidArgumentError(
+        "--permutations and --D must be >= 1, --rows/--exact_rows >= 0");
   bool ok_sigmas, ok_scales;
-  const std::vector<double> sigmas = ParseDoubles(args.List("sigmas", "0.25,0.5,1,2,4,8"), &ok_sigmas);
+  const std::vector<double> sigmas =
+      ParseDoubles(args.List("sigmas", "0.25,0.5,1,2,4,8"), &ok_sigmas);
   const std::vector<double> scales = ParseDoubles(args.List("lambda_scales", "1"), &ok_scales);
   if (!ok_sigmas || !ok_scales || sigmas.empty() || scales.empty())
-    return absl::InvalidArgumentError("--sigmas and --lambda_scales must be comma-separated numbers");
+    return absl::InvalidArgumentError(
+        "--sigmas and --lambda_scales must be comma-separated numbers");
   std::vector<AlgoSpec> algos;
   for (const auto& a : args.List("algos", "oks,oks_pp,ioks,rf_oks,rf_oks_pp,rf_ioks")) {
     auto s = ParseAlgo(a);
@@ -96,7 +102,9 @@ absl::StatusOr<nlohmann::json> RunStream(absl::string_view env, const SimArgs& a
   if (classification)
     for (double y : data->y)
       if (y != 1.0 && y != -1.0)
-        return absl::InvalidArgumentError(absl::StrCat("--loss=", args.String("loss", ""), " needs labels in {-1, +1}; ", path, " has y = ", y));
+        return absl::InvalidArgumentError(absl::StrCat("--loss=", args.String("loss", ""),
+                                                       " needs labels in {-1, +1}; ", path,
+                                                       " has y = ", y));
   const int64_t t_all = *rows > 0 ? std::min(*rows, n) : n;
   const int64_t t_exact = *exact_rows > 0 ? std::min(*exact_rows, t_all) : t_all;
 
@@ -113,7 +121,8 @@ absl::StatusOr<nlohmann::json> RunStream(absl::string_view env, const SimArgs& a
   nlohmann::json results = nlohmann::json::array();
   const std::string metric = classification ? "amr" : "al";
   for (const AlgoSpec& a : algos) {
-    const std::vector<double> algo_scales = a.variant == bandit::v1::OksConfig::OKS ? scales : std::vector<double>{1.0};
+    const std::vector<double> algo_scales =
+        a.variant == bandit::v1::OksConfig::OKS ? scales : std::vector<double>{1.0};
     for (double scale : algo_scales) {
       const int64_t T = a.rf ? t_all : t_exact;
       bandit::v1::OksConfig c;
@@ -137,7 +146,8 @@ absl::StatusOr<nlohmann::json> RunStream(absl::string_view env, const SimArgs& a
       Eigen::VectorXd picks = Eigen::VectorXd::Zero(sigmas.size());
       for (int64_t r = 0; r < *perms; ++r) {
         auto pol = oks::OnlineKernelSelection::Create(
-            c, static_cast<uint64_t>(*seed) * 1000003 + static_cast<uint64_t>(r), /*allow_unbounded=*/true);
+            c, static_cast<uint64_t>(*seed) * 1000003 + static_cast<uint64_t>(r),
+            /*allow_unbounded=*/true);
         if (!pol.ok()) return pol.status();
         double total = 0;
         std::vector<double> curve;
@@ -152,7 +162,8 @@ absl::StatusOr<nlohmann::json> RunStream(absl::string_view env, const SimArgs& a
           auto d = (*pol)->Select(ctx);
           if (!d.ok()) return d.status();
           const double f = *d->prediction;
-          total += classification ? ((f < 0 ? -1.0 : 1.0) != y ? 1.0 : 0.0) : oks::Loss(loss_kind, f, y);
+          total +=
+              classification ? ((f < 0 ? -1.0 : 1.0) != y ? 1.0 : 0.0) : oks::Loss(loss_kind, f, y);
           picks[d->arm] += 1.0;
           Observation o;
           o.features = x;
@@ -161,7 +172,8 @@ absl::StatusOr<nlohmann::json> RunStream(absl::string_view env, const SimArgs& a
           if (auto s = (*pol)->Update(o); !s.ok()) return s;
           curve.push_back(total / static_cast<double>(t + 1));
         }
-        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         scores.push_back(total / static_cast<double>(T));
         secs.push_back(elapsed / static_cast<double>(T));
         curves.push_back(Downsample(curve, 100));
@@ -174,17 +186,18 @@ absl::StatusOr<nlohmann::json> RunStream(absl::string_view env, const SimArgs& a
       picks /= picks.sum();
       std::string name = a.name;
       if (algo_scales.size() > 1) name = absl::StrCat(a.name, "(lambda x", scale, ")");
-      nlohmann::json j = {{"algo", name},
-                          {metric, m},
-                          {metric + "_std", sd},
-                          {"seconds_per_round", ms},
-                          {"seconds_per_round_std", sds},
-                          {"rows", T},
-                          {"per_permutation", scores},
-                          {"final_p", std::vector<double>(p_mean.data(), p_mean.data() + p_mean.size())},
-                          {"pick_fraction", std::vector<double>(picks.data(), picks.data() + picks.size())},
-                          {"score_curve", cm},
-                          {"score_curve_std", cs}};
+      nlohmann::json j = {
+          {"algo", name},
+          {metric, m},
+          {metric + "_std", sd},
+          {"seconds_per_round", ms},
+          {"seconds_per_round_std", sds},
+          {"rows", T},
+          {"per_permutation", scores},
+          {"final_p", std::vector<double>(p_mean.data(), p_mean.data() + p_mean.size())},
+          {"pick_fraction", std::vector<double>(picks.data(), picks.data() + picks.size())},
+          {"score_curve", cm},
+          {"score_curve_std", cs}};
       if (a.variant == bandit::v1::OksConfig::OKS) j["lambda_scale"] = scale;
       results.push_back(j);
     }

@@ -59,7 +59,8 @@ absl::StatusOr<nlohmann::json> RunVendiExact(absl::string_view env, const SimArg
                                 eg_steps.status(), env_seed.status()})
     if (!s.ok()) return s;
   if (*arms < 2 || *d < 1 || *per_arm < 2 || *draws < 1 || *eg_steps < 1)
-    return absl::InvalidArgumentError("expected --arms >= 2, --d >= 1, --per_arm >= 2, --draws >= 1, --eg_steps >= 1");
+    return absl::InvalidArgumentError(
+        "expected --arms >= 2, --d >= 1, --per_arm >= 2, --draws >= 1, --eg_steps >= 1");
   auto bandwidth = args.Double("bandwidth", 0.5 * std::sqrt(2.0 * static_cast<double>(*d)));
   if (!bandwidth.ok()) return bandwidth.status();
   std::vector<int> Rs;
@@ -84,9 +85,11 @@ absl::StatusOr<nlohmann::json> RunVendiExact(absl::string_view env, const SimArg
       samples.row(arm_of.size()) = genv->Sample(i, rng).transpose();
       arm_of.push_back(i);
     }
-  const mixture::ExactVendiLoss exact(mixture::VendiGram(samples, mixture::VendiKernel::kGaussian, *bandwidth), arm_of, m);
+  const mixture::ExactVendiLoss exact(
+      mixture::VendiGram(samples, mixture::VendiKernel::kGaussian, *bandwidth), arm_of, m);
   const Eigen::VectorXd uniform = Eigen::VectorXd::Constant(m, 1.0 / m);
-  const auto sol = mixture::ExponentiatedGradient(exact, uniform, static_cast<int>(*eg_steps), 1.0, 1e-12, true);
+  const auto sol =
+      mixture::ExponentiatedGradient(exact, uniform, static_cast<int>(*eg_steps), 1.0, 1e-12, true);
   const Eigen::VectorXd a_star = sol.alpha;
   const double l_star = exact.Value(a_star), l_uniform = exact.Value(uniform);
   const double exact_time = TimeEval(exact, uniform);
@@ -96,7 +99,8 @@ absl::StatusOr<nlohmann::json> RunVendiExact(absl::string_view env, const SimArg
     std::vector<double> err_u, err_s, excess, l1, times;
     std::vector<double> alpha_mean(m, 0.0);
     for (int64_t draw = 0; draw < *draws; ++draw) {
-      Rng frng(static_cast<uint64_t>(*env_seed) * 1000 + static_cast<uint64_t>(R) * 17 + static_cast<uint64_t>(draw));
+      Rng frng(static_cast<uint64_t>(*env_seed) * 1000 + static_cast<uint64_t>(R) * 17 +
+               static_cast<uint64_t>(draw));
       auto fm = mixture::FeatureMap::RandomFourier(ec.d, R, *bandwidth, frng);
       if (!fm.ok()) return fm.status();
       mixture::MixtureStats stats(m, R, true);
@@ -108,7 +112,8 @@ absl::StatusOr<nlohmann::json> RunVendiExact(absl::string_view env, const SimArg
       auto rf = mixture::VendiObjective().Bind(stats);
       err_u.push_back(std::abs(rf->Value(uniform) - l_uniform));
       err_s.push_back(std::abs(rf->Value(a_star) - l_star));
-      const auto rs = mixture::ExponentiatedGradient(*rf, uniform, static_cast<int>(*eg_steps), 1.0, 1e-12, false);
+      const auto rs = mixture::ExponentiatedGradient(*rf, uniform, static_cast<int>(*eg_steps), 1.0,
+                                                     1e-12, false);
       excess.push_back(exact.Value(rs.alpha) - l_star);
       l1.push_back((rs.alpha - a_star).lpNorm<1>());
       for (int i = 0; i < m; ++i) alpha_mean[i] += rs.alpha[i] / static_cast<double>(*draws);
@@ -124,8 +129,13 @@ absl::StatusOr<nlohmann::json> RunVendiExact(absl::string_view env, const SimArg
                     {"alpha_rff_mean", alpha_mean},
                     {"cpu_seconds_per_eval", MeanStd(times).first}});
   }
-  nlohmann::json params = {{"arms", m}, {"d", ec.d}, {"per_arm", *per_arm}, {"N", samples.rows()},
-                           {"draws", *draws}, {"bandwidth", *bandwidth}, {"eg_steps", *eg_steps},
+  nlohmann::json params = {{"arms", m},
+                           {"d", ec.d},
+                           {"per_arm", *per_arm},
+                           {"N", samples.rows()},
+                           {"draws", *draws},
+                           {"bandwidth", *bandwidth},
+                           {"eg_steps", *eg_steps},
                            {"env_seed", *env_seed}};
   nlohmann::json ex = {{"loss_uniform", l_uniform},
                        {"vendi_uniform", std::exp(-l_uniform)},
@@ -133,7 +143,8 @@ absl::StatusOr<nlohmann::json> RunVendiExact(absl::string_view env, const SimArg
                        {"vendi_alpha_star", std::exp(-l_star)},
                        {"alpha_star", std::vector<double>(a_star.data(), a_star.data() + m)},
                        {"cpu_seconds_per_eval", exact_time}};
-  return nlohmann::json{{"env", std::string(env)}, {"params", params}, {"exact", ex}, {"rff", rows}};
+  return nlohmann::json{
+      {"env", std::string(env)}, {"params", params}, {"exact", ex}, {"rff", rows}};
 }
 
 }  // namespace bandit::sim

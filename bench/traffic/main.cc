@@ -32,14 +32,16 @@
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "banditd gRPC address");
 ABSL_FLAG(std::string, instance, "traffic", "Instance to drive (created if missing)");
-ABSL_FLAG(std::string, policy, "ucb1", "Policy when creating: ucb1, thompson, epsilon_greedy, linucb");
+ABSL_FLAG(std::string, policy, "ucb1",
+          "Policy when creating: ucb1, thompson, epsilon_greedy, linucb");
 ABSL_FLAG(double, rate, 50, "Rounds (Select + Update) per second; 0 = as fast as possible");
 ABSL_FLAG(double, duration, 0, "Seconds to run; 0 = until SIGINT/SIGTERM");
 ABSL_FLAG(int64_t, rounds, 0, "Stop after this many rounds; 0 = no limit");
 ABSL_FLAG(int32_t, arms, 5, "Number of arms (finite-arm) or candidates per round (linucb)");
 ABSL_FLAG(int32_t, dimension, 5, "linucb: feature dimension");
 ABSL_FLAG(double, drop, 0.0, "Fraction of rewards never sent (decisions expire)");
-ABSL_FLAG(int64_t, reward_wait_ms, 60000, "When creating: how long a decision waits for its reward");
+ABSL_FLAG(int64_t, reward_wait_ms, 60000,
+          "When creating: how long a decision waits for its reward");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the simulated environment");
 ABSL_FLAG(double, wait_for_server, 60, "Seconds to wait for banditd to report SERVING at start");
 ABSL_FLAG(bool, quiet, false, "Print only the final summary");
@@ -94,15 +96,17 @@ int main(int argc, char** argv) {
   const int64_t max_rounds = absl::GetFlag(FLAGS_rounds);
   const double drop = absl::GetFlag(FLAGS_drop);
   const bool quiet = absl::GetFlag(FLAGS_quiet);
-  if (policy != "ucb1" && policy != "thompson" && policy != "epsilon_greedy" && policy != "linucb") {
+  if (policy != "ucb1" && policy != "thompson" && policy != "epsilon_greedy" &&
+      policy != "linucb") {
     std::fprintf(stderr, "--policy=%s: expected ucb1, thompson, epsilon_greedy or linucb\n",
                  policy.c_str());
     return 2;
   }
-  if (!(rate >= 0) || !(duration >= 0) || !(drop >= 0 && drop <= 1) || absl::GetFlag(FLAGS_arms) < 2 ||
-      absl::GetFlag(FLAGS_dimension) < 1) {
-    std::fprintf(stderr, "expected --rate >= 0, --duration >= 0, --drop in [0,1], --arms >= 2, "
-                         "--dimension >= 1\n");
+  if (!(rate >= 0) || !(duration >= 0) || !(drop >= 0 && drop <= 1) ||
+      absl::GetFlag(FLAGS_arms) < 2 || absl::GetFlag(FLAGS_dimension) < 1) {
+    std::fprintf(stderr,
+                 "expected --rate >= 0, --duration >= 0, --drop in [0,1], --arms >= 2, "
+                 "--dimension >= 1\n");
     return 2;
   }
 
@@ -159,8 +163,8 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   auto next = t0;
   auto last_report = t0;
-  const auto period = rate > 0 ? std::chrono::duration<double>(1.0 / rate)
-                               : std::chrono::duration<double>(0);
+  const auto period =
+      rate > 0 ? std::chrono::duration<double>(1.0 / rate) : std::chrono::duration<double>(0);
   std::vector<std::vector<double>> candidates(env.arms, std::vector<double>(env.dim));
   while (!g_stop.load()) {
     const auto now = std::chrono::steady_clock::now();

@@ -173,12 +173,14 @@ absl::StatusOr<v1::UpdateResponse> BanditClient::Update(const v1::UpdateRequest&
   return Call<v1::UpdateRequest, v1::UpdateResponse>(&BanditService::Stub::Update, req);
 }
 
-absl::StatusOr<v1::SelectBatchResponse> BanditClient::SelectBatch(const v1::SelectBatchRequest& req) {
+absl::StatusOr<v1::SelectBatchResponse> BanditClient::SelectBatch(
+    const v1::SelectBatchRequest& req) {
   return Call<v1::SelectBatchRequest, v1::SelectBatchResponse>(&BanditService::Stub::SelectBatch,
                                                                req);
 }
 
-absl::StatusOr<v1::UpdateBatchResponse> BanditClient::UpdateBatch(const v1::UpdateBatchRequest& req) {
+absl::StatusOr<v1::UpdateBatchResponse> BanditClient::UpdateBatch(
+    const v1::UpdateBatchRequest& req) {
   return Call<v1::UpdateBatchRequest, v1::UpdateBatchResponse>(&BanditService::Stub::UpdateBatch,
                                                                req);
 }

@@ -8,8 +8,9 @@
 //   update NAME --reward=R (--event=ID | --arm=ID | --features='f1,f2' | --x='x1,x2')
 //   add-arms NAME --arms='id1,id2' | remove-arms NAME --arms='id1,id2'
 //   export NAME --file=F | import [NAME] --file=F   (move an instance between servers)
-//   set-reference NAME (--embeddings_file=F.csv [--append] | --mean='m1,m2' --covariance='c11,c12,c21,c22')
-//   log NAME [--since=T] [--until=T] [--format=dsjson|jsonl|csv] > file
+//   set-reference NAME (--embeddings_file=F.csv [--append] | --mean='m1,m2'
+//   --covariance='c11,c12,c21,c22') log NAME [--since=T] [--until=T] [--format=dsjson|jsonl|csv] >
+//   file
 //                                            the decision log (T: RFC 3339 or epoch ms)
 //   health                                   exits 0 exactly when the server reports SERVING
 #include <cstdio>
@@ -52,7 +53,8 @@ ABSL_FLAG(std::string, embeddings_file, "",
 ABSL_FLAG(bool, append, false, "set-reference: add the embeddings to the current reference");
 ABSL_FLAG(std::string, mean, "", "set-reference: FD reference mean 'm1,m2,...'");
 ABSL_FLAG(std::string, covariance, "", "set-reference: FD reference covariance, row-major");
-ABSL_FLAG(std::string, since, "", "log: decisions made at or after this time (RFC 3339 or epoch ms)");
+ABSL_FLAG(std::string, since, "",
+          "log: decisions made at or after this time (RFC 3339 or epoch ms)");
 ABSL_FLAG(std::string, until, "", "log: decisions made before this time (RFC 3339 or epoch ms)");
 ABSL_FLAG(std::string, format, "dsjson", "log: dsjson (Vowpal Wabbit --dsjson), jsonl or csv");
 ABSL_FLAG(uint64_t, after_seq, 0, "log: only decisions after this event_seq (resume an export)");
@@ -143,7 +145,8 @@ bool ParseTimeFlag(const std::string& text, int64_t* ms) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "banditctl [--target=HOST:PORT] [--json] [--tls_ca=CA.pem] [--token=T | $BANDIT_TOKEN] COMMAND ARGS\n"
+      "banditctl [--target=HOST:PORT] [--json] [--tls_ca=CA.pem] [--token=T | $BANDIT_TOKEN] "
+      "COMMAND ARGS\n"
       "  create NAME --config='policy { ucb1 {} num_arms: 3 }'\n"
       "  get NAME | list | delete NAME | reset NAME\n"
       "  select NAME [--candidates='a,b;c,d'] [--x='a,b'] [--scores]\n"
@@ -182,8 +185,8 @@ int main(int argc, char** argv) {
     return serving ? 0 : 1;
   }
   if (cmd == "list") {
-    return PrintOr(client.ListInstances(absl::GetFlag(FLAGS_page_size),
-                                        absl::GetFlag(FLAGS_page_token)));
+    return PrintOr(
+        client.ListInstances(absl::GetFlag(FLAGS_page_size), absl::GetFlag(FLAGS_page_token)));
   }
   if (name.empty() && cmd != "import")  // import without NAME keeps the exported name
     return Usage(absl::StrCat(cmd, " needs an instance NAME"));
@@ -238,7 +241,8 @@ int main(int argc, char** argv) {
     return PrintOr(client.Update(req));
   }
   if (cmd == "add-arms" || cmd == "remove-arms") {
-    std::vector<std::string> ids = absl::StrSplit(absl::GetFlag(FLAGS_arms), ',', absl::SkipEmpty());
+    std::vector<std::string> ids =
+        absl::StrSplit(absl::GetFlag(FLAGS_arms), ',', absl::SkipEmpty());
     if (ids.empty()) return Usage("--arms needs at least one arm id");
     if (cmd == "add-arms") {
       bandit::v1::AddArmsRequest req;

@@ -25,7 +25,8 @@ bool HasReward(const v1::LoggedDecision& d) {
 std::vector<int> ActionOrder(const v1::LoggedDecision& d) {
   std::vector<int> order;
   order.reserve(d.num_actions());
-  if (d.chosen_index() >= 0 && d.chosen_index() < d.num_actions()) order.push_back(d.chosen_index());
+  if (d.chosen_index() >= 0 && d.chosen_index() < d.num_actions())
+    order.push_back(d.chosen_index());
   for (int i = 0; i < d.num_actions(); ++i)
     if (i != d.chosen_index()) order.push_back(i);
   return order;
@@ -40,7 +41,8 @@ std::string Dsjson(const v1::LoggedDecision& d, const std::string& instance) {
     j["_label_probability"] = d.propensity();
     j["_label_Action"] = d.chosen_index() + 1;
     j["_labelIndex"] = d.chosen_index();
-    j["o"] = Json::array({Json{{"v", d.reward()}, {"EventId", d.event_id()}, {"ActionTaken", false}}});
+    j["o"] =
+        Json::array({Json{{"v", d.reward()}, {"EventId", d.event_id()}, {"ActionTaken", false}}});
   }
   j["Timestamp"] = DsjsonTimestamp(d.decided_at_ms());
   j["Version"] = "1";
@@ -54,14 +56,16 @@ std::string Dsjson(const v1::LoggedDecision& d, const std::string& instance) {
   if (d.num_candidates() > 0) {
     for (int i = 0; i < d.num_candidates(); ++i) {
       Json x = Json::array();
-      for (int k = 0; k < d.candidate_dim(); ++k) x.push_back(d.candidates(i * d.candidate_dim() + k));
+      for (int k = 0; k < d.candidate_dim(); ++k)
+        x.push_back(d.candidates(i * d.candidate_dim() + k));
       multi.push_back(Json{{"x", std::move(x)}});
     }
   } else if (d.arm_ids_size() > 0) {
     for (const auto& id : d.arm_ids()) multi.push_back(Json{{"arm", id}});
   } else {
     c["x"] = Json(std::vector<double>(d.x().begin(), d.x().end()));
-    for (int i = 0; i < d.num_actions(); ++i) multi.push_back(Json{{"hypothesis", std::to_string(i)}});
+    for (int i = 0; i < d.num_actions(); ++i)
+      multi.push_back(Json{{"hypothesis", std::to_string(i)}});
   }
   c["_multi"] = std::move(multi);
   j["c"] = std::move(c);
@@ -109,14 +113,14 @@ std::string Csv(const v1::LoggedDecision& d, const std::string& instance) {
   } else {
     context = Numbers(d.x().begin(), d.x().end());
   }
-  return absl::StrCat(
-      cell(instance), ",", cell(d.event_id()), ",", d.event_seq(), ",", d.decided_at_ms(), ",",
-      cell(d.policy()), ",", d.num_actions(), ",", d.chosen_index(), ",", cell(d.chosen_arm_id()),
-      ",", d.has_propensity() ? absl::StrFormat("%.17g", d.propensity()) : "", ",",
-      Numbers(d.probabilities().begin(), d.probabilities().end()), ",",
-      v1::DecisionOutcome_Name(d.outcome()), ",",
-      HasReward(d) ? absl::StrFormat("%.17g", d.reward()) : "", ",", d.outcome_at_ms(), ",",
-      cell(context));
+  return absl::StrCat(cell(instance), ",", cell(d.event_id()), ",", d.event_seq(), ",",
+                      d.decided_at_ms(), ",", cell(d.policy()), ",", d.num_actions(), ",",
+                      d.chosen_index(), ",", cell(d.chosen_arm_id()), ",",
+                      d.has_propensity() ? absl::StrFormat("%.17g", d.propensity()) : "", ",",
+                      Numbers(d.probabilities().begin(), d.probabilities().end()), ",",
+                      v1::DecisionOutcome_Name(d.outcome()), ",",
+                      HasReward(d) ? absl::StrFormat("%.17g", d.reward()) : "", ",",
+                      d.outcome_at_ms(), ",", cell(context));
 }
 
 absl::Status Bad(const std::string& field, const std::string& why) {
@@ -187,7 +191,8 @@ absl::StatusOr<v1::LoggedDecision> ParseDsjson(const std::string& line) {
   if (j.is_discarded()) return absl::InvalidArgumentError("not valid JSON");
   if (!j.is_object()) return absl::InvalidArgumentError("expected a JSON object");
   v1::LoggedDecision d;
-  if (!j.contains("EventId") || !j["EventId"].is_string()) return Bad("EventId", "expected a string");
+  if (!j.contains("EventId") || !j["EventId"].is_string())
+    return Bad("EventId", "expected a string");
   d.set_event_id(j["EventId"].get<std::string>());
   if (j.contains("Timestamp")) {
     if (!j["Timestamp"].is_string()) return Bad("Timestamp", "expected a string");
@@ -257,12 +262,14 @@ absl::StatusOr<v1::LoggedDecision> ParseDsjson(const std::string& line) {
     int dim = -1;
     for (int i = 0; i < n; ++i) {
       if (!multi[i].is_object() || !multi[i].contains("x"))
-        return Bad(absl::StrCat("c._multi[", i, "].x"), "missing, expected the candidate's features");
+        return Bad(absl::StrCat("c._multi[", i, "].x"),
+                   "missing, expected the candidate's features");
       auto x = JsonNumbers(multi[i]["x"], absl::StrCat("c._multi[", i, "].x"));
       if (!x.ok()) return x.status();
       if (dim >= 0 && static_cast<int>(x->size()) != dim)
-        return Bad(absl::StrCat("c._multi[", i, "].x"),
-                   absl::StrCat("has ", x->size(), " values, expected ", dim, " like c._multi[0].x"));
+        return Bad(
+            absl::StrCat("c._multi[", i, "].x"),
+            absl::StrCat("has ", x->size(), " values, expected ", dim, " like c._multi[0].x"));
       dim = static_cast<int>(x->size());
       d.mutable_candidates()->Add(x->begin(), x->end());
     }
@@ -280,7 +287,8 @@ absl::StatusOr<v1::LoggedDecision> ParseDsjson(const std::string& line) {
     if (!x.ok()) return x.status();
     d.mutable_x()->Assign(x->begin(), x->end());
   } else {
-    return Bad("c", "expected candidate vectors (_multi[].x), arm ids (_multi[].arm) or a shared x");
+    return Bad("c",
+               "expected candidate vectors (_multi[].x), arm ids (_multi[].arm) or a shared x");
   }
   if (j.contains("VWState") && j["VWState"].is_object() && j["VWState"].contains("m") &&
       j["VWState"]["m"].is_string()) {
@@ -300,7 +308,8 @@ absl::StatusOr<v1::LoggedDecision> ParseDsjson(const std::string& line) {
     }
     if (ours.contains("chosen_arm_id") && ours["chosen_arm_id"].is_string())
       d.set_chosen_arm_id(ours["chosen_arm_id"].get<std::string>());
-    if (ours.contains("reward") && ours["reward"].is_number()) d.set_reward(ours["reward"].get<double>());
+    if (ours.contains("reward") && ours["reward"].is_number())
+      d.set_reward(ours["reward"].get<double>());
     if (ours.contains("outcome_at_ms") && ours["outcome_at_ms"].is_number_integer())
       d.set_outcome_at_ms(ours["outcome_at_ms"].get<int64_t>());
     if (ours.contains("propensity")) {

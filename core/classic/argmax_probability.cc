@@ -72,15 +72,17 @@ double GaussKronrod(const F& f, double lo, double hi, double tol, int depth) {
   const double mean_value = kronrod * 0.5;
   double resasc = wk[0] * std::abs(f0 - mean_value);
   for (size_t i = 1; i < x.size(); ++i)
-    resasc += wk[i] * (std::abs(values[2 * i - 1] - mean_value) +
-                       std::abs(values[2 * i] - mean_value));
+    resasc +=
+        wk[i] * (std::abs(values[2 * i - 1] - mean_value) + std::abs(values[2 * i] - mean_value));
   resasc *= half;
   kronrod *= half;
   gauss *= half;
   double error = std::abs(kronrod - gauss);
-  if (resasc != 0 && error != 0) error = resasc * std::min(1.0, std::pow(200 * error / resasc, 1.5));
+  if (resasc != 0 && error != 0)
+    error = resasc * std::min(1.0, std::pow(200 * error / resasc, 1.5));
   if (error <= tol || depth == 0) return kronrod;
-  return GaussKronrod(f, lo, mid, tol / 2, depth - 1) + GaussKronrod(f, mid, hi, tol / 2, depth - 1);
+  return GaussKronrod(f, lo, mid, tol / 2, depth - 1) +
+         GaussKronrod(f, mid, hi, tol / 2, depth - 1);
 }
 
 }  // namespace
@@ -91,8 +93,8 @@ ArgmaxProbability::ArgmaxProbability(Family family, const Vector& first, const V
   if (family_ == Family::kBeta) {
     log_beta_.resize(k);
     for (int j = 0; j < k; ++j)
-      log_beta_[j] = std::lgamma(first_[j]) + std::lgamma(second_[j]) -
-                     std::lgamma(first_[j] + second_[j]);
+      log_beta_[j] =
+          std::lgamma(first_[j]) + std::lgamma(second_[j]) - std::lgamma(first_[j] + second_[j]);
   }
   if (k <= 1) return;
   // The two highest lower-tail proxies. Any competitor's exact Q_j(eps) is a valid lower end of
@@ -127,8 +129,7 @@ double ArgmaxProbability::Cdf(int j, double x) const {
 }
 
 double ArgmaxProbability::Ccdf(int j, double x) const {
-  if (family_ == Family::kNormal)
-    return 0.5 * std::erfc((x - first_[j]) / (second_[j] * kSqrt2));
+  if (family_ == Family::kNormal) return 0.5 * std::erfc((x - first_[j]) / (second_[j] * kSqrt2));
   if (x <= 0) return 1;
   if (x >= 1) return 0;
   return bm::ibetac(first_[j], second_[j], x, Pol());
@@ -140,14 +141,13 @@ double ArgmaxProbability::Pdf(int j, double x) const {
     return kInvSqrt2Pi / second_[j] * std::exp(-0.5 * z * z);
   }
   if (x <= 0 || x >= 1) return 0;
-  return std::exp((first_[j] - 1) * std::log(x) + (second_[j] - 1) * std::log1p(-x) -
-                  log_beta_[j]);
+  return std::exp((first_[j] - 1) * std::log(x) + (second_[j] - 1) * std::log1p(-x) - log_beta_[j]);
 }
 
 double ArgmaxProbability::Quantile(int j, double u) const {
   if (family_ == Family::kNormal)
-    return first_[j] - (u == kTailMass ? NormalTailZ() : kSqrt2 * bm::erfc_inv(2 * u, Pol())) *
-                           second_[j];
+    return first_[j] -
+           (u == kTailMass ? NormalTailZ() : kSqrt2 * bm::erfc_inv(2 * u, Pol())) * second_[j];
   // Q_{a,b}(u) = 1 - Q_{b,a}(1 - u): Boost's upper-tail inverse is much faster than its
   // lower-tail one for the tiny u used here.
   return 1 - bm::ibetac_inv(second_[j], first_[j], u, Pol());
@@ -155,8 +155,8 @@ double ArgmaxProbability::Quantile(int j, double u) const {
 
 double ArgmaxProbability::UpperQuantile(int j, double u) const {
   if (family_ == Family::kNormal)
-    return first_[j] + (u == kTailMass ? NormalTailZ() : kSqrt2 * bm::erfc_inv(2 * u, Pol())) *
-                           second_[j];
+    return first_[j] +
+           (u == kTailMass ? NormalTailZ() : kSqrt2 * bm::erfc_inv(2 * u, Pol())) * second_[j];
   return bm::ibetac_inv(first_[j], second_[j], u, Pol());
 }
 

@@ -13,7 +13,8 @@
 //  * arms j with 1 - F_j(lo) <= skip at the region's lower end lo: their factor lies in
 //    [F_j(lo), 1] over the whole region, so leaving them out changes the integral by at most
 //    Σ (1 - F_j(lo)), kept <= kSkipTotal; these are the arms "far below the leader";
-//  * the quadrature itself: the Gauss-Kronrod error estimate (QUADPACK's, from |K31 - G15|) summed over panels is
+//  * the quadrature itself: the Gauss-Kronrod error estimate (QUADPACK's, from |K31 - G15|) summed
+//  over panels is
 //    kept <= kQuadratureTolerance.
 // Arms with identical posteriors (flat priors, small integer counts) share one factor F^n.
 // Total absolute error <= 3 eps + kSkipTotal + kQuadratureTolerance, about 1e-6.
@@ -33,10 +34,10 @@ class ArgmaxProbability {
  public:
   enum class Family { kBeta, kNormal };
 
-  static constexpr double kTailMass = 1e-9;              // eps above
-  static constexpr double kSkipTotal = 1e-8;             // Σ over skipped arms
-  static constexpr double kQuadratureTolerance = 1e-6;   // absolute, over the whole region
-  static constexpr int kMaxDepth = 18;                   // panel halvings
+  static constexpr double kTailMass = 1e-9;             // eps above
+  static constexpr double kSkipTotal = 1e-8;            // Σ over skipped arms
+  static constexpr double kQuadratureTolerance = 1e-6;  // absolute, over the whole region
+  static constexpr int kMaxDepth = 18;                  // panel halvings
 
   // Beta: first = alpha_j, second = beta_j (both > 0). Normal: first = mean, second = standard
   // deviation (> 0). Both vectors have one entry per arm.

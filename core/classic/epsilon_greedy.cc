@@ -36,7 +36,8 @@ Vector EpsilonGreedy::Probabilities() const {
 
 absl::StatusOr<Decision> EpsilonGreedy::Select(const SelectContext& ctx) {
   const int k = arms_.size();
-  if (k == 0) return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
+  if (k == 0)
+    return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
   const Vector p = Probabilities();
   Decision d;
   if (rng_.Uniform() < CurrentEpsilon()) {
@@ -66,7 +67,8 @@ absl::StatusOr<Decision> EpsilonGreedy::Select(const SelectContext& ctx) {
 absl::Status EpsilonGreedy::Update(const Observation& obs) {
   if (auto s = CheckFinite("reward", obs.reward); !s.ok()) return s;
   auto slot = arms_.Find(obs.arm_id);
-  if (!slot) return absl::NotFoundError(absl::StrCat("arm id '", obs.arm_id, "' is not in the arm set"));
+  if (!slot)
+    return absl::NotFoundError(absl::StrCat("arm id '", obs.arm_id, "' is not in the arm set"));
   stats_.Observe(*slot, obs.reward);
   return absl::OkStatus();
 }
@@ -117,8 +119,7 @@ absl::Status EpsilonGreedy::Restore(const bandit::v1::PolicyState& state) {
 }
 
 int64_t EpsilonGreedy::StateBytes() const {
-  return arms_.Bytes() + stats_.Bytes() + sizeof(t_) +
-         sizeof(rng_);
+  return arms_.Bytes() + stats_.Bytes() + sizeof(t_) + sizeof(rng_);
 }
 
 }  // namespace bandit

@@ -12,15 +12,17 @@ absl::StatusOr<std::unique_ptr<Policy>> LinUcb::Make(const bandit::v1::PolicyCon
                                                      uint64_t /*seed: deterministic policy*/) {
   const auto& c = config.linucb();
   if (c.dimension() <= 0 || c.dimension() > kMaxDimension)
-    return absl::InvalidArgumentError(absl::StrCat("linucb.dimension is ", c.dimension(),
-                                                   ", expected 1..", kMaxDimension));
+    return absl::InvalidArgumentError(
+        absl::StrCat("linucb.dimension is ", c.dimension(), ", expected 1..", kMaxDimension));
   double lambda, alpha;
-  if (auto s = OptionalParam("linucb.lambda", c.has_lambda(), c.lambda(), 1.0, &lambda,
-                             [](absl::string_view f, double v) { return CheckRange(f, v, 1e-12, 1e12); });
+  if (auto s = OptionalParam(
+          "linucb.lambda", c.has_lambda(), c.lambda(), 1.0, &lambda,
+          [](absl::string_view f, double v) { return CheckRange(f, v, 1e-12, 1e12); });
       !s.ok())
     return s;
-  if (auto s = OptionalParam("linucb.alpha", c.has_alpha(), c.alpha(), 1.0, &alpha,
-                             [](absl::string_view f, double v) { return CheckRange(f, v, 0.0, 1e12); });
+  if (auto s =
+          OptionalParam("linucb.alpha", c.has_alpha(), c.alpha(), 1.0, &alpha,
+                        [](absl::string_view f, double v) { return CheckRange(f, v, 0.0, 1e12); });
       !s.ok())
     return s;
   if (config.arms_size() > 0 || config.num_arms() != 0)
@@ -41,7 +43,8 @@ absl::StatusOr<Decision> LinUcb::Select(const SelectContext& ctx) {
     return absl::InvalidArgumentError("candidates is empty, expected at least one feature vector");
   const int d = dimension();
   for (int i = 0; i < n; ++i)
-    if (ctx.candidates[i].size() != d || !ctx.candidates[i].allFinite())  // name built on error only
+    if (ctx.candidates[i].size() != d ||
+        !ctx.candidates[i].allFinite())  // name built on error only
       return CheckVector(absl::StrCat("candidates[", i, "]"), ctx.candidates[i], d);
 
   Decision dec;
@@ -58,7 +61,7 @@ absl::StatusOr<Decision> LinUcb::Select(const SelectContext& ctx) {
     const double mean = x.dot(theta_);
     u.noalias() = a_inv_ * x;
     const double width = alpha_ * std::sqrt(std::max(0.0, x.dot(u)));  // ||x||_{A^-1} >= 0
-    const double ucb = mean + width;                                     // Alg. 1 line 9
+    const double ucb = mean + width;                                   // Alg. 1 line 9
     if (ctx.want_scores) dec.scores[i] = ucb;
     max_mean = std::max(max_mean, mean);
     if (best < 0 || ucb > best_ucb) {  // strict: ties go to the lowest index
@@ -128,8 +131,7 @@ int64_t LinUcb::StateBytes() const {
 }
 
 std::vector<std::pair<std::string, double>> LinUcb::Summary() const {
-  return {{"updates", static_cast<double>(updates_)},
-          {"theta_norm", theta_.norm()}};
+  return {{"updates", static_cast<double>(updates_)}, {"theta_norm", theta_.norm()}};
 }
 
 }  // namespace bandit

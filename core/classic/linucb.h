@@ -41,9 +41,9 @@ class LinUcb final : public Policy {
   LinUcb(int dim, double lambda, double alpha);
 
   double lambda_, alpha_;
-  Matrix a_inv_;        // A^{-1}, d x d
-  Vector b_;            // sum r x
-  Vector theta_;        // A^{-1} b
+  Matrix a_inv_;  // A^{-1}, d x d
+  Vector b_;      // sum r x
+  Vector theta_;  // A^{-1} b
   int64_t updates_ = 0;
 };
 

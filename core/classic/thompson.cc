@@ -32,19 +32,24 @@ absl::StatusOr<std::unique_ptr<Policy>> Thompson::Make(const bandit::v1::PolicyC
   }
   Prior p;
   if (auto s = OptionalParam("thompson.prior_alpha", c.has_prior_alpha(), c.prior_alpha(), 1.0,
-                             &p.alpha, Positive); !s.ok())
+                             &p.alpha, Positive);
+      !s.ok())
     return s;
   if (auto s = OptionalParam("thompson.prior_beta", c.has_prior_beta(), c.prior_beta(), 1.0,
-                             &p.beta, Positive); !s.ok())
+                             &p.beta, Positive);
+      !s.ok())
     return s;
   if (auto s = OptionalParam("thompson.prior_mean", c.has_prior_mean(), c.prior_mean(), 0.0,
-                             &p.mean, Finite); !s.ok())
+                             &p.mean, Finite);
+      !s.ok())
     return s;
-  if (auto s = OptionalParam("thompson.prior_variance", c.has_prior_variance(),
-                             c.prior_variance(), 1.0, &p.variance, Positive); !s.ok())
+  if (auto s = OptionalParam("thompson.prior_variance", c.has_prior_variance(), c.prior_variance(),
+                             1.0, &p.variance, Positive);
+      !s.ok())
     return s;
-  if (auto s = OptionalParam("thompson.noise_variance", c.has_noise_variance(),
-                             c.noise_variance(), 1.0, &p.noise, Positive); !s.ok())
+  if (auto s = OptionalParam("thompson.noise_variance", c.has_noise_variance(), c.noise_variance(),
+                             1.0, &p.noise, Positive);
+      !s.ok())
     return s;
   const int m = c.has_propensity_samples() ? c.propensity_samples() : kDefaultPropensitySamples;
   if (m < 0 || m > kMaxPropensitySamples)
@@ -60,17 +65,17 @@ absl::StatusOr<std::unique_ptr<Policy>> Thompson::Make(const bandit::v1::PolicyC
       method = PropensityMethod::kMonteCarlo;
       break;
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("thompson.propensity_method is ", c.propensity_method(),
-                       ", expected QUADRATURE or MONTE_CARLO"));
+      return absl::InvalidArgumentError(absl::StrCat("thompson.propensity_method is ",
+                                                     c.propensity_method(),
+                                                     ", expected QUADRATURE or MONTE_CARLO"));
   }
   auto arms = ArmSet::FromConfig(config, ArmFeatures::kNone);
   if (!arms.ok()) return arms.status();
   return std::unique_ptr<Policy>(new Thompson(*std::move(arms), lik, p, method, m, seed));
 }
 
-Thompson::Thompson(ArmSet arms, Likelihood lik, Prior prior, PropensityMethod method,
-                   int samples, uint64_t seed)
+Thompson::Thompson(ArmSet arms, Likelihood lik, Prior prior, PropensityMethod method, int samples,
+                   uint64_t seed)
     : arms_(std::move(arms)),
       likelihood_(lik),
       prior_(prior),
@@ -137,7 +142,8 @@ int Thompson::ArgMax(const Vector& v) {
 
 absl::StatusOr<Decision> Thompson::Select(const SelectContext& ctx) {
   const int k = arms_.size();
-  if (k == 0) return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
+  if (k == 0)
+    return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
   Vector theta(k);
   for (int i = 0; i < k; ++i) theta[i] = Draw(rng_, i);  // theta_i ~ posterior_i
   Decision d;
@@ -193,7 +199,8 @@ absl::Status Thompson::Update(const Observation& obs) {
     if (auto s = CheckFinite("reward", obs.reward); !s.ok()) return s;
   }
   auto slot = arms_.Find(obs.arm_id);
-  if (!slot) return absl::NotFoundError(absl::StrCat("arm id '", obs.arm_id, "' is not in the arm set"));
+  if (!slot)
+    return absl::NotFoundError(absl::StrCat("arm id '", obs.arm_id, "' is not in the arm set"));
   const int i = *slot;
   counts_[i] += 1.0;
   if (likelihood_ == Likelihood::kBernoulli) {
@@ -271,8 +278,7 @@ absl::Status Thompson::Restore(const bandit::v1::PolicyState& state) {
       return absl::InvalidArgumentError("thompson state alpha/beta must be finite and > 0");
   } else {
     if (auto s = r.Get("sums", &sums, k); !s.ok()) return s;
-    if (!sums.allFinite())
-      return absl::InvalidArgumentError("thompson state sums must be finite");
+    if (!sums.allFinite()) return absl::InvalidArgumentError("thompson state sums must be finite");
   }
   if (auto s = r.GetInt("rounds", &rounds); !s.ok()) return s;
   if (auto s = r.GetRng(&rng); !s.ok()) return s;

@@ -70,7 +70,7 @@ class Thompson final : public Policy {
 
  private:
   struct Prior {
-    double alpha = 1, beta = 1;               // Bernoulli
+    double alpha = 1, beta = 1;                // Bernoulli
     double mean = 0, variance = 1, noise = 1;  // Gaussian
   };
   Thompson(ArmSet arms, Likelihood lik, Prior prior, PropensityMethod method, int samples,
@@ -84,7 +84,7 @@ class Thompson final : public Policy {
   Likelihood likelihood_;
   Prior prior_;
   PropensityMethod method_;
-  int samples_;         // M
+  int samples_;  // M
   Rng rng_;
   int64_t rounds_ = 0;  // Select calls
   Vector counts_;       // rewards received per arm

@@ -11,9 +11,9 @@ absl::StatusOr<std::unique_ptr<Policy>> Ucb1::Make(const bandit::v1::PolicyConfi
                                                    uint64_t /*seed: deterministic policy*/) {
   const auto& c = config.ucb1();
   double explore;
-  if (auto s = OptionalParam("ucb1.exploration", c.has_exploration(), c.exploration(), 1.0,
-                             &explore,
-                             [](absl::string_view f, double v) { return CheckRange(f, v, 0.0, 1e12); });
+  if (auto s =
+          OptionalParam("ucb1.exploration", c.has_exploration(), c.exploration(), 1.0, &explore,
+                        [](absl::string_view f, double v) { return CheckRange(f, v, 0.0, 1e12); });
       !s.ok())
     return s;
   auto arms = ArmSet::FromConfig(config, ArmFeatures::kNone);
@@ -31,14 +31,16 @@ Vector Ucb1::Indices() const {
   // n >= 1 whenever some arm has n_i >= 1, so ln n >= 0.
   const double log_n = n_ > 0 ? std::log(static_cast<double>(n_)) : 0.0;
   for (int i = 0; i < k; ++i)
-    idx[i] = stats_.counts[i] == 0 ? kUntriedScore
-                             : stats_.means[i] + c_ * std::sqrt(2.0 * log_n / stats_.counts[i]);  // Fig. 1
+    idx[i] = stats_.counts[i] == 0
+                 ? kUntriedScore
+                 : stats_.means[i] + c_ * std::sqrt(2.0 * log_n / stats_.counts[i]);  // Fig. 1
   return idx;
 }
 
 absl::StatusOr<Decision> Ucb1::Select(const SelectContext& ctx) {
   const int k = arms_.size();
-  if (k == 0) return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
+  if (k == 0)
+    return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
   const Vector idx = Indices();
   int best = 0;
   for (int i = 1; i < k; ++i)
@@ -58,14 +60,16 @@ absl::StatusOr<Decision> Ucb1::Select(const SelectContext& ctx) {
     d.scores = idx;
     d.score_kind = bandit::v1::UPPER_CONFIDENCE_BOUND;
   }
-  d.diagnostics = {{"ucb", idx[best]}, {"mean", stats_.means[best]}, {"pulls", stats_.counts[best]}};
+  d.diagnostics = {
+      {"ucb", idx[best]}, {"mean", stats_.means[best]}, {"pulls", stats_.counts[best]}};
   return d;
 }
 
 absl::Status Ucb1::Update(const Observation& obs) {
   if (auto s = CheckFinite("reward", obs.reward); !s.ok()) return s;
   auto slot = arms_.Find(obs.arm_id);
-  if (!slot) return absl::NotFoundError(absl::StrCat("arm id '", obs.arm_id, "' is not in the arm set"));
+  if (!slot)
+    return absl::NotFoundError(absl::StrCat("arm id '", obs.arm_id, "' is not in the arm set"));
   stats_.Observe(*slot, obs.reward);
   ++n_;
   return absl::OkStatus();
@@ -116,8 +120,7 @@ absl::Status Ucb1::Restore(const bandit::v1::PolicyState& state) {
 }
 
 int64_t Ucb1::StateBytes() const {
-  return arms_.Bytes() + stats_.Bytes() +
-         sizeof(n_) + sizeof(rounds_);
+  return arms_.Bytes() + stats_.Bytes() + sizeof(n_) + sizeof(rounds_);
 }
 
 std::vector<std::pair<std::string, double>> Ucb1::Summary() const {

@@ -47,7 +47,7 @@ class Ucb1 final : public Policy {
   double c_;
   int64_t n_ = 0;       // rewards received (all arms, including removed ones)
   int64_t rounds_ = 0;  // Select calls
-  ArmMeans stats_;  // pulls and empirical mean reward per arm
+  ArmMeans stats_;      // pulls and empirical mean reward per arm
 };
 
 inline absl::StatusOr<std::unique_ptr<Policy>> MakeUcb1(const bandit::v1::PolicyConfig& config,

@@ -25,9 +25,8 @@ absl::StatusOr<RandomFeatures> RandomFeatures::Draw(ShiftInvariantKernel kind, d
     return absl::InvalidArgumentError(
         absl::StrCat("kernel bandwidth is ", sigma, ", expected a finite number > 0"));
   if (d <= 0 || D <= 0)
-    return absl::InvalidArgumentError(
-        absl::StrCat("random features need input dimension and feature count > 0, got d = ", d,
-                     ", D = ", D));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "random features need input dimension and feature count > 0, got d = ", d, ", D = ", D));
   RandomFeatures rf;
   rf.form_ = form;
   rf.W_.resize(D, d);

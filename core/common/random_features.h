@@ -32,9 +32,9 @@ enum class RandomFeatureForm { kCosinePhase, kCosSinPairs };
 class RandomFeatures {
  public:
   // Draws W (D x d) and, for kCosinePhase, b (D) from `rng`. sigma > 0, d > 0, D > 0.
-  static absl::StatusOr<RandomFeatures> Draw(ShiftInvariantKernel kind, double sigma, int64_t d,
-                                             int64_t D, Rng& rng,
-                                             RandomFeatureForm form = RandomFeatureForm::kCosinePhase);
+  static absl::StatusOr<RandomFeatures> Draw(
+      ShiftInvariantKernel kind, double sigma, int64_t d, int64_t D, Rng& rng,
+      RandomFeatureForm form = RandomFeatureForm::kCosinePhase);
   RandomFeatures() = default;
 
   RandomFeatureForm form() const { return form_; }

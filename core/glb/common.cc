@@ -15,8 +15,8 @@ absl::Status CheckCandidates(std::span<const Vector> candidates, int d, double m
     if (c.size() == d && std::isfinite(n) && n <= max_norm * (1 + 1e-9)) continue;
     const std::string field = absl::StrCat("candidates[", i, "]");
     if (auto s = CheckVector(field, c, d); !s.ok()) return s;
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " has norm ", n, ", expected a norm <= max_feature_norm = ", max_norm));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " has norm ", n, ", expected a norm <= max_feature_norm = ", max_norm));
   }
   return absl::OkStatus();
 }

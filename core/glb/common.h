@@ -22,10 +22,10 @@ inline constexpr int kMaxDimension = 1024;
 struct GlbParams {
   int d = 0;
   GlmLink link;
-  double S = 1.0;              // ||theta*|| <= S
-  double R = 1.0;              // self-concordance / reward bound
-  double lambda = 1.0;         // regularizer
-  bool lambda_set = false;     // lambda given explicitly in the config
+  double S = 1.0;           // ||theta*|| <= S
+  double R = 1.0;           // self-concordance / reward bound
+  double lambda = 1.0;      // regularizer
+  bool lambda_set = false;  // lambda given explicitly in the config
   double delta = 0.05;
   double radius_multiplier = 1.0;
   double max_feature_norm = 1.0;
@@ -79,8 +79,8 @@ template <typename C>
 absl::StatusOr<GlbParams> ParseParams(absl::string_view field, const C& c) {
   GlbParams p;
   if (c.dimension() < 1 || c.dimension() > kMaxDimension)
-    return absl::InvalidArgumentError(absl::StrCat(field, ".dimension is ", c.dimension(),
-                                                   ", expected 1..", kMaxDimension));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".dimension is ", c.dimension(), ", expected 1..", kMaxDimension));
   p.d = c.dimension();
   bool has_disp = false;
   double disp = 1.0;
@@ -119,8 +119,8 @@ absl::StatusOr<GlbParams> ParseParams(absl::string_view field, const C& c) {
   }
   if constexpr (requires { c.has_radius_multiplier(); }) {
     if (c.has_radius_multiplier()) p.radius_multiplier = c.radius_multiplier();
-    if (auto s = CheckRange(absl::StrCat(field, ".radius_multiplier"), p.radius_multiplier, 0.0,
-                            1e6);
+    if (auto s =
+            CheckRange(absl::StrCat(field, ".radius_multiplier"), p.radius_multiplier, 0.0, 1e6);
         !s.ok())
       return s;
   }

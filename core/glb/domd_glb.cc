@@ -17,7 +17,8 @@ double DomdGammaDrift(double k_mu, int d, int64_t T, double path_length) {
 
 double DomdGammaPiecewise(double k_mu, double c_mu, int d, int64_t T, int64_t changes) {
   const double Td = static_cast<double>(T);
-  const double x = std::pow(static_cast<double>(changes) * std::sqrt(c_mu) / (k_mu * d * Td), 2.0 / 3.0);
+  const double x =
+      std::pow(static_cast<double>(changes) * std::sqrt(c_mu) / (k_mu * d * Td), 2.0 / 3.0);
   return 1.0 - std::min(1.0 - 1.0 / Td, std::max(1.0 / Td, x));
 }
 
@@ -59,7 +60,8 @@ absl::StatusOr<std::unique_ptr<Policy>> DomdGlb::Make(const bandit::v1::PolicyCo
   } else {
     if (!c.has_horizon() || c.horizon() < 2)
       return absl::InvalidArgumentError(
-          "domd_glb.gamma is unset and domd_glb.horizon is missing or < 2; expected gamma in (0, 1), "
+          "domd_glb.gamma is unset and domd_glb.horizon is missing or < 2; expected gamma in (0, "
+          "1), "
           "or horizon >= 2 with path_length (Theorem 2) or num_changes (Theorem 3)");
     if (c.has_path_length() == c.has_num_changes())
       return absl::InvalidArgumentError(
@@ -67,16 +69,18 @@ absl::StatusOr<std::unique_ptr<Policy>> DomdGlb::Make(const bandit::v1::PolicyCo
           "num_changes (piecewise stationary, Theorem 3)");
     const double k = p->link.LMu(p->S);
     if (c.has_path_length()) {
-      if (auto s = CheckRange("domd_glb.path_length", c.path_length(), 0.0, 1e12); !s.ok()) return s;
+      if (auto s = CheckRange("domd_glb.path_length", c.path_length(), 0.0, 1e12); !s.ok())
+        return s;
       gamma = DomdGammaDrift(k, p->d, c.horizon(), c.path_length());
     } else {
       if (c.num_changes() < 0)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "domd_glb.num_changes is ", c.num_changes(), ", expected a number >= 0"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("domd_glb.num_changes is ", c.num_changes(), ", expected a number >= 0"));
       gamma = DomdGammaPiecewise(k, p->link.CMu(p->S), p->d, c.horizon(), c.num_changes());
     }
     if (!(gamma > 0 && gamma < 1))  // horizon 2 with the clip gives 1/2; never 0 or 1
-      return absl::InvalidArgumentError(absl::StrCat("tuned gamma is ", gamma, ", expected (0, 1)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tuned gamma is ", gamma, ", expected (0, 1)"));
   }
   return std::unique_ptr<Policy>(new DomdGlb(*p, gamma));
 }
@@ -118,7 +122,7 @@ absl::Status DomdGlb::Update(const Observation& obs) {
   const Matrix& q = eig.eigenvectors();
   const Vector zeta =
       theta_ - eta * (q * (q.transpose() * grad).cwiseQuotient(l));  // minimizer without the ball
-  Vector next = ProjectOntoBallEigen(l, q, zeta, p_.S).theta;       // eq. (1) on ||theta|| <= S
+  Vector next = ProjectOntoBallEigen(l, q, zeta, p_.S).theta;        // eq. (1) on ||theta|| <= S
   // Line 7: H_{t+1} = A_t + mu'(x'theta_{t+1}) / g x x'.
   Matrix h = a;
   h.noalias() += p_.link.LossHess(x.dot(next)) * x * x.transpose();
@@ -141,8 +145,8 @@ absl::Status DomdGlb::Restore(const bandit::v1::PolicyState& state) {
   double gamma;
   if (auto s = r.GetScalar("gamma", &gamma); !s.ok()) return s;
   if (gamma != gamma_)
-    return absl::InvalidArgumentError(absl::StrCat("state gamma is ", gamma,
-                                                   ", expected this instance's gamma ", gamma_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("state gamma is ", gamma, ", expected this instance's gamma ", gamma_));
   return RestoreOmdState(r, p_.d, &theta_, &h_, &h_inv_, &t_);
 }
 

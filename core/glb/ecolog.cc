@@ -35,8 +35,8 @@ Ecolog::Ecolog(const GlbParams& p) : p_(p) {
   w_inv_ = (1.0 / p.lambda) * Matrix::Identity(p.d, p.d);
 }
 
-Vector Ecolog::Step(const Matrix& w, const Vector& center, const Vector& x, double r,
-                    bool averaged, double S) {
+Vector Ecolog::Step(const Matrix& w, const Vector& center, const Vector& x, double r, bool averaged,
+                    double S) {
   // Projected Newton on F(theta) = phi(x'theta) + 1/2 ||theta - center||_W^2 over the ball.
   auto F = [&](const Vector& th) {
     const Vector d = th - center;
@@ -72,8 +72,8 @@ Vector Ecolog::Step(const Matrix& w, const Vector& center, const Vector& x, doub
 
 double Ecolog::Beta() const {
   const double lam = p_.lambda, S = p_.S, t = static_cast<double>(t_) + 1;
-  const double g = std::sqrt(lam) / 2 + 2 / std::sqrt(lam) *
-                                            std::log(2 * std::sqrt(1 + t / (4 * lam)) / p_.delta);
+  const double g = std::sqrt(lam) / 2 +
+                   2 / std::sqrt(lam) * std::log(2 * std::sqrt(1 + t / (4 * lam)) / p_.delta);
   const double b2 = 2 * lam * S * S + (1 + S) * (1 + S) * g + cum_;
   return p_.radius_multiplier * std::sqrt(std::max(b2, 0.0));
 }
@@ -106,7 +106,8 @@ absl::Status Ecolog::Update(const Observation& obs) {
   const double disc = std::sqrt(std::max(diff.dot(w_ * diff), 0.0));
   const double sens = p_.link.MuPrime(x.dot(next));
   if (p_.link.MuPrime(x.dot(bar)) / sens > 2) ++violations_;
-  cum_ += 2 * (1 + p_.S) * (p_.link.Loss(x.dot(bar), r) - p_.link.Loss(x.dot(next), r)) - 0.5 * disc;
+  cum_ +=
+      2 * (1 + p_.S) * (p_.link.Loss(x.dot(bar), r) - p_.link.Loss(x.dot(next), r)) - 0.5 * disc;
   w_.noalias() += sens * x * x.transpose();
   ShermanMorrisonAdd(w_inv_, x, sens);
   theta_ = std::move(next);
@@ -141,7 +142,9 @@ int64_t Ecolog::StateBytes() const {
 }
 
 std::vector<std::pair<std::string, double>> Ecolog::Summary() const {
-  return {{"rounds", static_cast<double>(t_)}, {"beta", Beta()}, {"lambda", p_.lambda},
+  return {{"rounds", static_cast<double>(t_)},
+          {"beta", Beta()},
+          {"lambda", p_.lambda},
           {"condition_violations", static_cast<double>(violations_)},
           {"theta_norm", theta_.norm()}};
 }

@@ -9,7 +9,8 @@ namespace bandit::glb {
 
 double GlbOmdTheoryLambda(const GlbParams& p) {
   const double eta = p.eta();
-  return std::max(14.0 * p.d * eta * p.R * p.R, 6.0 * eta * p.R * p.S * p.link.LMu(p.S) / p.link.g());
+  return std::max(14.0 * p.d * eta * p.R * p.R,
+                  6.0 * eta * p.R * p.S * p.link.LMu(p.S) / p.link.g());
 }
 
 absl::StatusOr<std::unique_ptr<Policy>> GlbOmd::Make(const bandit::v1::PolicyConfig& config,
@@ -30,8 +31,8 @@ absl::StatusOr<std::unique_ptr<Policy>> GlbOmd::Make(const bandit::v1::PolicyCon
 }
 
 GlbOmd::GlbOmd(const GlbParams& p) : p_(p) {
-  theta_ = Vector::Zero(p.d);                            // theta_1 in Theta
-  h_ = p.lambda * Matrix::Identity(p.d, p.d);            // H_1 = lambda I
+  theta_ = Vector::Zero(p.d);                  // theta_1 in Theta
+  h_ = p.lambda * Matrix::Identity(p.d, p.d);  // H_1 = lambda I
   h_inv_ = (1.0 / p.lambda) * Matrix::Identity(p.d, p.d);
 }
 
@@ -52,7 +53,7 @@ absl::Status GlbOmd::Update(const Observation& obs) {
   const double eta = p_.eta();
   const double z = x.dot(theta_);
   const Vector grad = p_.link.LossGrad(z, obs.reward) * x;  // grad l_t(theta_t)
-  const double c = eta * p_.link.LossHess(z);                // eta * mu'(x'theta_t) / g
+  const double c = eta * p_.link.LossHess(z);               // eta * mu'(x'theta_t) / g
   // (28a) with H~_t^{-1} by Sherman-Morrison (Appendix A.3).
   Matrix ht_inv = h_inv_;
   ShermanMorrisonAdd(ht_inv, x, c);

@@ -87,8 +87,8 @@ int64_t GlmEpsilonGreedy::StateBytes() const {
 }
 
 std::vector<std::pair<std::string, double>> GlmEpsilonGreedy::Summary() const {
-  return {{"rounds", static_cast<double>(t_)}, {"epsilon", epsilon_},
-          {"theta_norm", theta_.norm()}};
+  return {
+      {"rounds", static_cast<double>(t_)}, {"epsilon", epsilon_}, {"theta_norm", theta_.norm()}};
 }
 
 }  // namespace bandit::glb

@@ -19,7 +19,8 @@ absl::StatusOr<std::unique_ptr<Policy>> GlmUcb::Make(const bandit::v1::PolicyCon
   if (bonus == bandit::v1::GlmUcbConfig::BONUS_UNSPECIFIED)
     bonus = bandit::v1::GlmUcbConfig::LOCAL_HESSIAN;
   if (bonus != bandit::v1::GlmUcbConfig::LOCAL_HESSIAN &&
-      bonus != bandit::v1::GlmUcbConfig::DESIGN_MATRIX && bonus != bandit::v1::GlmUcbConfig::FILIPPI)
+      bonus != bandit::v1::GlmUcbConfig::DESIGN_MATRIX &&
+      bonus != bandit::v1::GlmUcbConfig::FILIPPI)
     return absl::InvalidArgumentError(
         absl::StrCat("glm_ucb.bonus is ", static_cast<int>(bonus),
                      ", expected LOCAL_HESSIAN, DESIGN_MATRIX or FILIPPI"));

@@ -37,8 +37,9 @@ double Gloc::Beta() const {
   const double alpha =
       1 + 4 * B / k +
       8 * R * R / (k * k) *
-          std::log(2 / delta *
-                   std::sqrt(1 + 2 * B / k + 4 * std::pow(R, 4) / (std::pow(k, 4) * delta * delta)));
+          std::log(
+              2 / delta *
+              std::sqrt(1 + 2 * B / k + 4 * std::pow(R, 4) / (std::pow(k, 4) * delta * delta)));
   // - (||z||^2 - theta_hat' X'z) <= 0: the data-dependent tightening of Theorem 1.
   const double beta = alpha + p_.lambda * p_.S * p_.S - (zz_ - theta_hat_.dot(xz_));
   return p_.radius_multiplier * std::sqrt(std::max(beta, 0.0));
@@ -118,12 +119,17 @@ absl::Status Gloc::Restore(const bandit::v1::PolicyState& state) {
 
 int64_t Gloc::StateBytes() const {
   return (theta_.size() + a_.size() + a_inv_.size() + v_inv_.size() + xz_.size() +
-          theta_hat_.size() + 2) * sizeof(double) + sizeof(t_);
+          theta_hat_.size() + 2) *
+             sizeof(double) +
+         sizeof(t_);
 }
 
 std::vector<std::pair<std::string, double>> Gloc::Summary() const {
-  return {{"rounds", static_cast<double>(t_)}, {"beta", Beta()}, {"ons_regret_bound", b_},
-          {"lambda", p_.lambda}, {"theta_norm", theta_hat_.norm()}};
+  return {{"rounds", static_cast<double>(t_)},
+          {"beta", Beta()},
+          {"ons_regret_bound", b_},
+          {"lambda", p_.lambda},
+          {"theta_norm", theta_hat_.norm()}};
 }
 
 }  // namespace bandit::glb

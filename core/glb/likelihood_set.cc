@@ -148,7 +148,8 @@ OptimisticPoint MaximizeOverLikelihoodSet(const LikelihoodObjective& f, double S
       const double deriv = s * x.dot(Hs.llt().solve(x));
       next = deriv > 0 ? s - h / deriv : std::numeric_limits<double>::quiet_NaN();
     } else {
-      next = h != prev_h ? s - h * (s - prev_s) / (h - prev_h) : std::numeric_limits<double>::quiet_NaN();
+      next = h != prev_h ? s - h * (s - prev_s) / (h - prev_h)
+                         : std::numeric_limits<double>::quiet_NaN();
     }
     prev_s = s;
     prev_h = h;

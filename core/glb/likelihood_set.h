@@ -46,10 +46,10 @@ BallMinimum MinimizeOverBall(const LikelihoodObjective& f, double S, const Eigen
                              const Eigen::VectorXd& warm);
 
 struct OptimisticPoint {
-  double value = 0.0;       // max x'theta over the set
-  Eigen::VectorXd theta;    // where it is attained
-  bool empty = false;       // f > c everywhere on the ball (value = x'theta_min then)
-  int evaluations = 0;      // inner minimizations
+  double value = 0.0;     // max x'theta over the set
+  Eigen::VectorXd theta;  // where it is attained
+  bool empty = false;     // f > c everywhere on the ball (value = x'theta_min then)
+  int evaluations = 0;    // inner minimizations
 };
 
 // max x'theta over {f(theta) <= c, ||theta|| <= S}. `center` minimizes f over the ball (the

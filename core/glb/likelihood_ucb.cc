@@ -15,7 +15,8 @@ absl::StatusOr<std::unique_ptr<Policy>> LikelihoodUcb::MakeOfuglb(
   if (!p.ok()) return p.status();
   if (p->link.kind() == LinkKind::kGaussian)
     return absl::InvalidArgumentError(
-        "ofuglb.link is GAUSSIAN, expected LOGISTIC or POISSON (the radius L_t is given for those)");
+        "ofuglb.link is GAUSSIAN, expected LOGISTIC or POISSON (the radius L_t is given for "
+        "those)");
   return std::unique_ptr<Policy>(new LikelihoodUcb(Kind::kOfuglb, *p));
 }
 
@@ -41,16 +42,16 @@ double LikelihoodUcb::Beta2() const {
   const double t = static_cast<double>(data_.size()) + 1;  // the round about to be played
   double b2;
   if (kind_ == Kind::kOfuglb) {
-    const double Lt = p_.link.kind() == LinkKind::kPoisson
-                          ? std::exp(S) * t + std::log(d / delta)
-                          : (1 + S / 2) * (t - 1);
-    b2 = std::log(1 / delta) + d * std::log(std::max(std::numbers::e, 2 * std::numbers::e * S * Lt / d));
+    const double Lt = p_.link.kind() == LinkKind::kPoisson ? std::exp(S) * t + std::log(d / delta)
+                                                           : (1 + S / 2) * (t - 1);
+    b2 = std::log(1 / delta) +
+         d * std::log(std::max(std::numbers::e, 2 * std::numbers::e * S * Lt / d));
   } else {
     const double lam = Lambda();
-    const double gamma = std::sqrt(lam) * (S + 0.5) +
-                         2 / std::sqrt(lam) *
-                             (std::log(1 / delta) + d * std::log(2.0) +
-                              0.5 * d * std::log(1 + t / (4 * d * lam)));
+    const double gamma =
+        std::sqrt(lam) * (S + 0.5) +
+        2 / std::sqrt(lam) *
+            (std::log(1 / delta) + d * std::log(2.0) + 0.5 * d * std::log(1 + t / (4 * d * lam)));
     const double beta = gamma + gamma * gamma / lam;
     b2 = beta * beta;
   }
@@ -65,8 +66,8 @@ void LikelihoodUcb::Refit() {
     f_hat_ = f.Value(theta_);
   } else {
     // Unconstrained regularized MLE (Abeille et al.'s theta_hat); the set is then cut by Theta.
-    BallMinimum m = MinimizeOverBall(f, std::numeric_limits<double>::infinity(),
-                                     Vector::Zero(p_.d), theta_);
+    BallMinimum m =
+        MinimizeOverBall(f, std::numeric_limits<double>::infinity(), Vector::Zero(p_.d), theta_);
     theta_ = std::move(m.theta);
     f_hat_ = f.Value(theta_);
   }

@@ -38,9 +38,7 @@ class LikelihoodUcb final : public Policy {
                                                              uint64_t seed);
   LikelihoodUcb(Kind kind, const GlbParams& p);
 
-  absl::string_view name() const override {
-    return kind_ == Kind::kOfuglb ? "ofuglb" : "ofulog_r";
-  }
+  absl::string_view name() const override { return kind_ == Kind::kOfuglb ? "ofuglb" : "ofulog_r"; }
   ContextKind context_kind() const override { return ContextKind::kCandidates; }
   absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
   bool SelectReadsOnly() const override { return true; }  // arg max, ties to the lowest index

@@ -25,16 +25,19 @@ absl::StatusOr<GlmLink> GlmLink::FromProto(absl::string_view field, bandit::v1::
       return GlmLink(LinkKind::kGaussian, g);
     }
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".link is ", static_cast<int>(link), ", expected LOGISTIC, POISSON or GAUSSIAN"));
+      return absl::InvalidArgumentError(absl::StrCat(field, ".link is ", static_cast<int>(link),
+                                                     ", expected LOGISTIC, POISSON or GAUSSIAN"));
   }
 }
 
 absl::string_view GlmLink::name() const {
   switch (kind_) {
-    case LinkKind::kLogistic: return "logistic";
-    case LinkKind::kPoisson: return "poisson";
-    case LinkKind::kGaussian: return "gaussian";
+    case LinkKind::kLogistic:
+      return "logistic";
+    case LinkKind::kPoisson:
+      return "poisson";
+    case LinkKind::kGaussian:
+      return "gaussian";
   }
   return "?";
 }
@@ -43,8 +46,10 @@ double GlmLink::Mu(double z) const {
   switch (kind_) {
     case LinkKind::kLogistic:
       return z >= 0 ? 1.0 / (1.0 + std::exp(-z)) : std::exp(z) / (1.0 + std::exp(z));
-    case LinkKind::kPoisson: return std::exp(z);
-    case LinkKind::kGaussian: return z;
+    case LinkKind::kPoisson:
+      return std::exp(z);
+    case LinkKind::kGaussian:
+      return z;
   }
   return 0;
 }
@@ -55,8 +60,10 @@ double GlmLink::MuPrime(double z) const {
       const double s = Mu(z);
       return s * (1.0 - s);
     }
-    case LinkKind::kPoisson: return std::exp(z);
-    case LinkKind::kGaussian: return 1.0;
+    case LinkKind::kPoisson:
+      return std::exp(z);
+    case LinkKind::kGaussian:
+      return 1.0;
   }
   return 0;
 }
@@ -65,28 +72,30 @@ double GlmLink::M(double z) const {
   switch (kind_) {
     case LinkKind::kLogistic:  // softplus, stable for large |z|
       return z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
-    case LinkKind::kPoisson: return std::exp(z);
-    case LinkKind::kGaussian: return 0.5 * z * z;
+    case LinkKind::kPoisson:
+      return std::exp(z);
+    case LinkKind::kGaussian:
+      return 0.5 * z * z;
   }
   return 0;
 }
 
 absl::Status GlmLink::CheckReward(absl::string_view field, double r) const {
   if (!std::isfinite(r))
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, " is ", r, ", expected a finite number"));
+    return absl::InvalidArgumentError(absl::StrCat(field, " is ", r, ", expected a finite number"));
   switch (kind_) {
     case LinkKind::kLogistic:
       if (r < 0 || r > 1)
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, " is ", r, ", expected a number in [0, 1] for the logistic link"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, " is ", r, ", expected a number in [0, 1] for the logistic link"));
       break;
     case LinkKind::kPoisson:
       if (r < 0)
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, " is ", r, ", expected a number >= 0 for the Poisson link"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, " is ", r, ", expected a number >= 0 for the Poisson link"));
       break;
-    case LinkKind::kGaussian: break;
+    case LinkKind::kGaussian:
+      break;
   }
   return absl::OkStatus();
 }
@@ -95,27 +104,36 @@ double GlmLink::SelfConcordance() const { return kind_ == LinkKind::kGaussian ? 
 
 double GlmLink::LMu(double S) const {
   switch (kind_) {
-    case LinkKind::kLogistic: return 0.25;
-    case LinkKind::kPoisson: return std::exp(S);
-    case LinkKind::kGaussian: return 1.0;
+    case LinkKind::kLogistic:
+      return 0.25;
+    case LinkKind::kPoisson:
+      return std::exp(S);
+    case LinkKind::kGaussian:
+      return 1.0;
   }
   return 1.0;
 }
 
 double GlmLink::CMu(double S) const {
   switch (kind_) {
-    case LinkKind::kLogistic: return MuPrime(S);
-    case LinkKind::kPoisson: return std::exp(-S);
-    case LinkKind::kGaussian: return 1.0;
+    case LinkKind::kLogistic:
+      return MuPrime(S);
+    case LinkKind::kPoisson:
+      return std::exp(-S);
+    case LinkKind::kGaussian:
+      return 1.0;
   }
   return 1.0;
 }
 
 double GlmLink::NoiseScale(double S) const {
   switch (kind_) {
-    case LinkKind::kLogistic: return 0.5;
-    case LinkKind::kPoisson: return std::sqrt(std::exp(S));
-    case LinkKind::kGaussian: return std::sqrt(g_);
+    case LinkKind::kLogistic:
+      return 0.5;
+    case LinkKind::kPoisson:
+      return std::sqrt(std::exp(S));
+    case LinkKind::kGaussian:
+      return std::sqrt(g_);
   }
   return 1.0;
 }

@@ -1,6 +1,7 @@
 // Canonical exponential-family links of the GLB papers (GLB-OMD eq. (1); DOMD-GLB Section 3.1):
 //   Pr[r | z] = exp((r z - m(z)) / g(tau) + h(r, tau)),  mu = m',  loss l(z, r) = (m(z) - r z) / g.
-// Logistic (Bernoulli, g = 1), Poisson (g = 1), Gaussian (identity, g = dispersion = noise variance).
+// Logistic (Bernoulli, g = 1), Poisson (g = 1), Gaussian (identity, g = dispersion = noise
+// variance).
 #pragma once
 
 #include "absl/status/status.h"
@@ -24,9 +25,9 @@ class GlmLink {
   absl::string_view name() const;
   double g() const { return g_; }  // dispersion g(tau)
 
-  double Mu(double z) const;        // mean reward mu(z) = m'(z)
-  double MuPrime(double z) const;   // mu'(z) = m''(z)
-  double M(double z) const;         // log-partition m(z)
+  double Mu(double z) const;       // mean reward mu(z) = m'(z)
+  double MuPrime(double z) const;  // mu'(z) = m''(z)
+  double M(double z) const;        // log-partition m(z)
   // Per-round negative log-likelihood l(z, r) = (m(z) - r z) / g and its z-derivatives.
   double Loss(double z, double r) const { return (M(z) - r * z) / g_; }
   double LossGrad(double z, double r) const { return (Mu(z) - r) / g_; }

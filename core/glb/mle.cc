@@ -34,7 +34,8 @@ absl::Status GlmHistory::Restore(const StateReader& rd, absl::string_view prefix
     return absl::InvalidArgumentError(absl::StrCat("state history has ", r.size(),
                                                    " rounds, expected at most window = ", window_));
   if (head < 0 || (head > 0 && head >= std::max<int64_t>(window_, 1)))
-    return absl::InvalidArgumentError(absl::StrCat("state history_head is ", head, ", out of range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("state history_head is ", head, ", out of range"));
   if (!x.allFinite() || !r.allFinite())
     return absl::InvalidArgumentError("state history has non-finite values, expected finite");
   x_.assign(x.data(), x.data() + x.size());

@@ -9,12 +9,18 @@ namespace bandit::glb {
 
 absl::string_view MleUcbKindName(MleUcbKind kind) {
   switch (kind) {
-    case MleUcbKind::kGlmUcb: return "restart_glb";
-    case MleUcbKind::kDGlucb: return "d_glucb";
-    case MleUcbKind::kScDGlucb: return "sc_d_glucb";
-    case MleUcbKind::kBvdGlmUcb: return "bvd_glm_ucb";
-    case MleUcbKind::kScbWeightUcb: return "scb_weight_ucb";
-    case MleUcbKind::kScbPwWeightUcb: return "scb_pw_weight_ucb";
+    case MleUcbKind::kGlmUcb:
+      return "restart_glb";
+    case MleUcbKind::kDGlucb:
+      return "d_glucb";
+    case MleUcbKind::kScDGlucb:
+      return "sc_d_glucb";
+    case MleUcbKind::kBvdGlmUcb:
+      return "bvd_glm_ucb";
+    case MleUcbKind::kScbWeightUcb:
+      return "scb_weight_ucb";
+    case MleUcbKind::kScbPwWeightUcb:
+      return "scb_pw_weight_ucb";
   }
   return "unknown";
 }
@@ -41,14 +47,16 @@ void GradHess(const GlmLink& link, const WeightedData& data, double lambda, cons
   }
   if (grad) *grad = data.X * a + lambda * theta;
   if (hess) {
-    hess->noalias() = (data.X.array().rowwise() * h.transpose().array()).matrix() * data.X.transpose();
+    hess->noalias() =
+        (data.X.array().rowwise() * h.transpose().array()).matrix() * data.X.transpose();
     hess->diagonal().array() += lambda;
   }
 }
 
 }  // namespace
 
-Vector WeightedMle(const GlmLink& link, const WeightedData& data, double lambda, const Vector& warm) {
+Vector WeightedMle(const GlmLink& link, const WeightedData& data, double lambda,
+                   const Vector& warm) {
   Vector theta = warm;
   const int d = static_cast<int>(warm.size());
   Vector grad(d);
@@ -105,7 +113,8 @@ Vector WeightedMleOnBall(const GlmLink& link, const WeightedData& data, double l
   return theta;
 }
 
-Vector WeightedG(const GlmLink& link, const WeightedData& data, double lambda, const Vector& theta) {
+Vector WeightedG(const GlmLink& link, const WeightedData& data, double lambda,
+                 const Vector& theta) {
   const Vector z = data.X.transpose() * theta;
   Vector m(z.size());
   for (Eigen::Index i = 0; i < z.size(); ++i) m[i] = data.w[i] * link.Mu(z[i]);
@@ -281,11 +290,19 @@ double MleUcbCore::Radius() const {
   double rho = 0;
   switch (kind_) {
     case MleUcbKind::kGlmUcb:
-    case MleUcbKind::kBvdGlmUcb: rho = k / c * beta(gamma_); break;
-    case MleUcbKind::kDGlucb: rho = 2 * k / c * beta(gamma_ * gamma_); break;
-    case MleUcbKind::kScDGlucb: rho = beta(gamma_); break;
+    case MleUcbKind::kBvdGlmUcb:
+      rho = k / c * beta(gamma_);
+      break;
+    case MleUcbKind::kDGlucb:
+      rho = 2 * k / c * beta(gamma_ * gamma_);
+      break;
+    case MleUcbKind::kScDGlucb:
+      rho = beta(gamma_);
+      break;
     case MleUcbKind::kScbWeightUcb:
-    case MleUcbKind::kScbPwWeightUcb: rho = beta(gamma_) / std::sqrt(c); break;
+    case MleUcbKind::kScbPwWeightUcb:
+      rho = beta(gamma_) / std::sqrt(c);
+      break;
   }
   return p_.radius_multiplier * rho;
 }
@@ -364,7 +381,8 @@ absl::Status CheckCommonRanges(absl::string_view field, const C& c) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".horizon is ", c.horizon(), ", expected a number >= 2"));
   if (c.has_path_length())
-    if (auto s = CheckRange(absl::StrCat(field, ".path_length"), c.path_length(), 0.0, 1e12); !s.ok())
+    if (auto s = CheckRange(absl::StrCat(field, ".path_length"), c.path_length(), 0.0, 1e12);
+        !s.ok())
       return s;
   return absl::OkStatus();
 }
@@ -383,8 +401,8 @@ absl::StatusOr<std::unique_ptr<Policy>> NonstationaryGlmUcb::Make(
     if (c.has_restart_period()) {
       h = c.restart_period();
       if (h < 1 || h > kMaxRestartPeriod)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "restart_glb.restart_period is ", h, ", expected 1..", kMaxRestartPeriod));
+        return absl::InvalidArgumentError(
+            absl::StrCat("restart_glb.restart_period is ", h, ", expected 1..", kMaxRestartPeriod));
     } else {
       if (!c.has_horizon() || !c.has_path_length())
         return absl::InvalidArgumentError(
@@ -397,10 +415,22 @@ absl::StatusOr<std::unique_ptr<Policy>> NonstationaryGlmUcb::Make(
   MleUcbKind kind;
   const bandit::v1::DiscountedGlmUcbConfig* c = nullptr;
   switch (config.policy_case()) {
-    case PC::kDGlucb: kind = MleUcbKind::kDGlucb; c = &config.d_glucb(); break;
-    case PC::kScDGlucb: kind = MleUcbKind::kScDGlucb; c = &config.sc_d_glucb(); break;
-    case PC::kBvdGlmUcb: kind = MleUcbKind::kBvdGlmUcb; c = &config.bvd_glm_ucb(); break;
-    case PC::kScbWeightUcb: kind = MleUcbKind::kScbWeightUcb; c = &config.scb_weight_ucb(); break;
+    case PC::kDGlucb:
+      kind = MleUcbKind::kDGlucb;
+      c = &config.d_glucb();
+      break;
+    case PC::kScDGlucb:
+      kind = MleUcbKind::kScDGlucb;
+      c = &config.sc_d_glucb();
+      break;
+    case PC::kBvdGlmUcb:
+      kind = MleUcbKind::kBvdGlmUcb;
+      c = &config.bvd_glm_ucb();
+      break;
+    case PC::kScbWeightUcb:
+      kind = MleUcbKind::kScbWeightUcb;
+      c = &config.scb_weight_ucb();
+      break;
     case PC::kScbPwWeightUcb:
       kind = MleUcbKind::kScbPwWeightUcb;
       c = &config.scb_pw_weight_ucb();
@@ -428,9 +458,11 @@ absl::StatusOr<std::unique_ptr<Policy>> NonstationaryGlmUcb::Make(
   } else {
     const bool drift = kind == MleUcbKind::kBvdGlmUcb || kind == MleUcbKind::kScbWeightUcb;
     if (!c->has_horizon())
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".gamma is unset and ", field, ".horizon is missing; expected gamma in (0, 1), or "
-          "horizon >= 2 with ", drift ? "path_length" : "num_changes", " (the paper's tuning)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".gamma is unset and ", field,
+                       ".horizon is missing; expected gamma in (0, 1), or "
+                       "horizon >= 2 with ",
+                       drift ? "path_length" : "num_changes", " (the paper's tuning)"));
     if (drift && !c->has_path_length())
       return absl::InvalidArgumentError(absl::StrCat(
           field, ".gamma is unset: expected path_length (this baseline is tuned by P_T)"));
@@ -438,17 +470,19 @@ absl::StatusOr<std::unique_ptr<Policy>> NonstationaryGlmUcb::Make(
       return absl::InvalidArgumentError(absl::StrCat(
           field, ".gamma is unset: expected num_changes (this baseline is tuned by Gamma_T)"));
     if (c->has_num_changes() && c->num_changes() < 0)
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".num_changes is ", c->num_changes(), ", expected a number >= 0"));
-    gamma = TunedGamma(kind, p->link.CMu(p->S), p->d, c->horizon(), c->path_length(),
-                       c->num_changes());
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".num_changes is ", c->num_changes(), ", expected a number >= 0"));
+    gamma =
+        TunedGamma(kind, p->link.CMu(p->S), p->d, c->horizon(), c->path_length(), c->num_changes());
   }
   return std::unique_ptr<Policy>(new NonstationaryGlmUcb(kind, *p, gamma, 0, steps));
 }
 
 NonstationaryGlmUcb::NonstationaryGlmUcb(MleUcbKind kind, const GlbParams& p, double gamma,
                                          int64_t restart_period, int projection_steps)
-    : kind_(kind), p_(p), restart_period_(restart_period),
+    : kind_(kind),
+      p_(p),
+      restart_period_(restart_period),
       core_(kind, p, gamma, projection_steps) {}
 
 absl::StatusOr<Decision> NonstationaryGlmUcb::Select(const SelectContext& ctx) {
@@ -494,9 +528,9 @@ absl::Status NonstationaryGlmUcb::Restore(const bandit::v1::PolicyState& state) 
   if (auto s = r.GetInt("t", &t); !s.ok()) return s;
   if (auto s = r.GetInt("restart_period", &h); !s.ok()) return s;
   if (gamma != core_.gamma() || h != restart_period_)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "state gamma/restart_period are ", gamma, "/", h, ", expected this instance's ",
-        core_.gamma(), "/", restart_period_));
+    return absl::InvalidArgumentError(absl::StrCat("state gamma/restart_period are ", gamma, "/", h,
+                                                   ", expected this instance's ", core_.gamma(),
+                                                   "/", restart_period_));
   if (t < 0) return absl::InvalidArgumentError(absl::StrCat("state t is ", t, ", expected >= 0"));
   MleUcbCore core = core_;
   if (auto s = core.Restore(r, ""); !s.ok()) return s;
@@ -512,13 +546,16 @@ absl::Status NonstationaryGlmUcb::Restore(const bandit::v1::PolicyState& state) 
 int64_t NonstationaryGlmUcb::StateBytes() const { return core_.Bytes() + sizeof(t_); }
 
 std::vector<std::pair<std::string, double>> NonstationaryGlmUcb::Summary() const {
-  std::vector<std::pair<std::string, double>> s = {{"rounds", static_cast<double>(t_)},
-                                                   {"stored_rounds", static_cast<double>(core_.rounds())},
-                                                   {"radius", core_.Radius()},
-                                                   {"lambda", p_.lambda},
-                                                   {"theta_norm", core_.theta().norm()}};
-  if (restart_period_ > 0) s.push_back({"restart_period", static_cast<double>(restart_period_)});
-  else s.push_back({"gamma", core_.gamma()});
+  std::vector<std::pair<std::string, double>> s = {
+      {"rounds", static_cast<double>(t_)},
+      {"stored_rounds", static_cast<double>(core_.rounds())},
+      {"radius", core_.Radius()},
+      {"lambda", p_.lambda},
+      {"theta_norm", core_.theta().norm()}};
+  if (restart_period_ > 0)
+    s.push_back({"restart_period", static_cast<double>(restart_period_)});
+  else
+    s.push_back({"gamma", core_.gamma()});
   return s;
 }
 
@@ -549,8 +586,8 @@ double MasterGlmUcb::Rho(double t) const {
   // Radius of a fresh GLM-UCB after t rounds, times the elliptic-potential sum, per round.
   const double lam = p_.lambda, d = p_.d;
   const double sigma = p_.link.NoiseScale(p_.S), k = p_.link.LMu(p_.S), c = p_.link.CMu(p_.S);
-  const double beta = std::sqrt(lam) * p_.S +
-                      sigma * std::sqrt(2 * std::log(1 / p_.delta) + d * std::log(1 + t / (lam * d)));
+  const double beta = std::sqrt(lam) * p_.S + sigma * std::sqrt(2 * std::log(1 / p_.delta) +
+                                                                d * std::log(1 + t / (lam * d)));
   const double rho_t = p_.radius_multiplier * k / c * beta;
   const double total = 2 * rho_t * std::sqrt(2 * d * t * std::log(1 + t / (lam * d))) +
                        std::sqrt(2 * t * std::log(1 / p_.delta));
@@ -581,7 +618,8 @@ void MasterGlmUcb::StartBlock() {
   }
   // Instances whose interval starts at offset 0 are live from the first round.
   for (const auto& [m, start] : schedule_)
-    if (start == 0) live_.emplace(m, std::make_pair(start, MleUcbCore(MleUcbKind::kGlmUcb, p_, 1.0, 50)));
+    if (start == 0)
+      live_.emplace(m, std::make_pair(start, MleUcbCore(MleUcbKind::kGlmUcb, p_, 1.0, 50)));
 }
 
 int MasterGlmUcb::ActiveOrder() const { return live_.begin()->first; }
@@ -606,7 +644,9 @@ absl::StatusOr<Decision> MasterGlmUcb::Select(const SelectContext& ctx) {
     d.scores = ucb;
     d.score_kind = bandit::v1::UPPER_CONFIDENCE_BOUND;
   }
-  d.diagnostics = {{"ucb", ucb[arm]}, {"mean", mean[arm]}, {"active_order", ActiveOrder()},
+  d.diagnostics = {{"ucb", ucb[arm]},
+                   {"mean", mean[arm]},
+                   {"active_order", ActiveOrder()},
                    {"optimistic_value", g}};
   return d;
 }
@@ -649,7 +689,8 @@ absl::Status MasterGlmUcb::Update(const Observation& obs) {
     return absl::OkStatus();
   }
   for (const auto& [m, start] : schedule_)
-    if (start == off) live_.emplace(m, std::make_pair(start, MleUcbCore(MleUcbKind::kGlmUcb, p_, 1.0, 50)));
+    if (start == off)
+      live_.emplace(m, std::make_pair(start, MleUcbCore(MleUcbKind::kGlmUcb, p_, 1.0, 50)));
   return absl::OkStatus();
 }
 
@@ -702,7 +743,8 @@ absl::Status MasterGlmUcb::Restore(const bandit::v1::PolicyState& state) {
   const int64_t block_len = int64_t{1} << block_order_;
   if (t < 0 || start < 0 || start > t || t - start >= block_len || sched.size() % 2 != 0 ||
       live.size() % 2 != 0 || live.size() == 0 || rewards.size() > t - start)
-    return absl::InvalidArgumentError("state of master_glm_ucb is inconsistent (t, block, schedule)");
+    return absl::InvalidArgumentError(
+        "state of master_glm_ucb is inconsistent (t, block, schedule)");
   std::vector<std::pair<int, int64_t>> schedule;
   for (Eigen::Index i = 0; i < sched.size(); i += 2) {
     const int m = static_cast<int>(sched[i]);
@@ -714,7 +756,8 @@ absl::Status MasterGlmUcb::Restore(const bandit::v1::PolicyState& state) {
   std::map<int, std::pair<int64_t, MleUcbCore>> lives;
   for (Eigen::Index i = 0; i < live.size(); i += 2) {
     const int m = static_cast<int>(live[i]);
-    if (m < 0 || m > block_order_) return absl::InvalidArgumentError("state live order out of range");
+    if (m < 0 || m > block_order_)
+      return absl::InvalidArgumentError("state live order out of range");
     MleUcbCore core(MleUcbKind::kGlmUcb, p_, 1.0, 50);
     if (auto s = core.Restore(r, absl::StrCat("i", m, ".")); !s.ok()) return s;
     lives.emplace(m, std::make_pair(static_cast<int64_t>(live[i + 1]), std::move(core)));

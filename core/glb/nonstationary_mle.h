@@ -30,13 +30,15 @@
 //   BVD-GLM-UCB (Faury, Russac, Abeille, Calauzenes 2021):
 //       mu(x'theta~) + rho_t ||x||_{V^{-1}},       rho_t = (k_mu / c_mu) beta_t
 //   SC-D-GLUCB (Russac, Faury, Cappe, Garivier 2021): self-concordant, local discounted Hessian
-//       x'theta_c + beta_t ||x||_{H_t(theta_c)^{-1}},  H_t(theta) = lambda I + sum w_s mu'(x_s'theta) x_s x_s'
+//       x'theta_c + beta_t ||x||_{H_t(theta_c)^{-1}},  H_t(theta) = lambda I + sum w_s
+//       mu'(x_s'theta) x_s x_s'
 //   SCB-WeightUCB / SCB-PW-WeightUCB (Wang, Zhao, Zhou 2023; one covariance, bonus ~ c_mu^{-1/2},
 //       their eq. (17) as the DOMD-GLB paper cites it):
 //       x'theta~ + (beta_t / sqrt(c_mu)) ||x||_{V^{-1}}
 // with the weighted self-normalized radii (sigma = the link's sub-Gaussian scale, ||x|| <= L = 1)
-//   beta_t  = sqrt(lambda) S + sigma sqrt(2 log(1/delta) + d log(1 + (1-gamma^{t-1}) / (lambda d (1-gamma))))
-//   beta~_t = sqrt(lambda) S + sigma sqrt(2 log(1/delta) + d log(1 + (1-gamma^{2(t-1)}) / (lambda d (1-gamma^2))))
+//   beta_t  = sqrt(lambda) S + sigma sqrt(2 log(1/delta) + d log(1 + (1-gamma^{t-1}) / (lambda d
+//   (1-gamma)))) beta~_t = sqrt(lambda) S + sigma sqrt(2 log(1/delta) + d log(1 +
+//   (1-gamma^{2(t-1)}) / (lambda d (1-gamma^2))))
 // (gamma = 1: the limits (t-1)/(lambda d)). Every radius is multiplied by radius_multiplier.
 //
 // WHERE WE CHOSE. The baselines' own papers were not in the project's reference store (only their
@@ -50,10 +52,11 @@
 // Tuning (clipped to gamma in [1/T, 1 - 1/T], H in [1, T]):
 //   RestartGLB  H = ceil((d T / (1 + P_T))^{2/3})                 (bound d^{2/3} P^{1/3} T^{2/3})
 //   D-GLUCB     gamma = 1 - (Gamma_T / (d T))^{2/3}                (d^{2/3} Gamma^{1/3} T^{2/3})
-//   SC-D-GLUCB  gamma = 1 - (sqrt(c_mu) Gamma_T / (d T))^{2/3}     (c^{-1/3} d^{2/3} Gamma^{1/3} T^{2/3})
-//   BVD-GLM-UCB gamma = 1 - (P_T / (sqrt(d) T))^{2/5}              (d^{9/10} P^{1/5} T^{4/5})
-//   SCB-WeightUCB    gamma = 1 - sqrt(P_T / (d T))                 (d^{3/4} P^{1/4} T^{3/4})
-//   SCB-PW-WeightUCB gamma = 1 - (Gamma_T / (d T))^{2/3}           (d^{2/3} Gamma^{1/3} T^{2/3})
+//   SC-D-GLUCB  gamma = 1 - (sqrt(c_mu) Gamma_T / (d T))^{2/3}     (c^{-1/3} d^{2/3} Gamma^{1/3}
+//   T^{2/3}) BVD-GLM-UCB gamma = 1 - (P_T / (sqrt(d) T))^{2/5}              (d^{9/10} P^{1/5}
+//   T^{4/5}) SCB-WeightUCB    gamma = 1 - sqrt(P_T / (d T))                 (d^{3/4} P^{1/4}
+//   T^{3/4}) SCB-PW-WeightUCB gamma = 1 - (Gamma_T / (d T))^{2/3}           (d^{2/3} Gamma^{1/3}
+//   T^{2/3})
 //
 // State: RestartGLB keeps at most H rounds (bounded: served). The discounted methods keep every
 // round (their weights never reach zero) and MASTER keeps its live instances' rounds: O(t) state,
@@ -73,7 +76,7 @@
 namespace bandit::glb {
 
 enum class MleUcbKind {
-  kGlmUcb,          // RestartGLB blocks and MASTER's base instances
+  kGlmUcb,  // RestartGLB blocks and MASTER's base instances
   kDGlucb,
   kScDGlucb,
   kBvdGlmUcb,
@@ -92,7 +95,8 @@ struct WeightedData {
 double WeightedObjective(const GlmLink& link, const WeightedData& data, double lambda,
                          const Vector& theta);
 // Damped Newton from `warm` (Armijo backtracking), stops at Newton decrement^2/2 <= 1e-14 |f|.
-Vector WeightedMle(const GlmLink& link, const WeightedData& data, double lambda, const Vector& warm);
+Vector WeightedMle(const GlmLink& link, const WeightedData& data, double lambda,
+                   const Vector& warm);
 // The constrained MLE over ||theta|| <= S (convex): projected Newton steps.
 Vector WeightedMleOnBall(const GlmLink& link, const WeightedData& data, double lambda,
                          const Vector& warm, double S);
@@ -115,11 +119,11 @@ class MleUcbCore {
  public:
   MleUcbCore(MleUcbKind kind, const GlbParams& p, double gamma, int projection_steps);
 
-  void Clear();                              // forget every round (restart)
-  void Add(const Vector& x, double r);       // store, refit, refresh the bonus matrix
+  void Clear();                         // forget every round (restart)
+  void Add(const Vector& x, double r);  // store, refit, refresh the bonus matrix
   int64_t rounds() const { return static_cast<int64_t>(r_.size()); }
   double gamma() const { return gamma_; }
-  double Radius() const;                     // rho_t for the next round (with the multiplier)
+  double Radius() const;  // rho_t for the next round (with the multiplier)
   // Scores every candidate (ucb) and returns the argmax; `mean` gets mu(x'theta_est).
   int Argmax(std::span<const Vector> candidates, Vector* ucb, Vector* mean) const;
   const Vector& theta() const { return theta_; }          // the estimate the rule uses
@@ -209,31 +213,31 @@ class MasterGlmUcb final : public Policy {
   int64_t StateBytes() const override;
   std::vector<std::pair<std::string, double>> Summary() const override;
 
-  double Rho(double t) const;      // rho(t)
-  double RhoHat(double t) const;   // 6 n^ log(T/delta) rho(t)
+  double Rho(double t) const;     // rho(t)
+  double RhoHat(double t) const;  // 6 n^ log(T/delta) rho(t)
   int64_t restarts() const { return restarts_; }
   int64_t block_start() const { return block_start_; }
   // Scheduled intervals of the current block: (order, start offset within the block).
   const std::vector<std::pair<int, int64_t>>& schedule() const { return schedule_; }
-  int ActiveOrder() const;         // order of the instance acting at the next round
+  int ActiveOrder() const;  // order of the instance acting at the next round
 
  private:
-  void StartBlock();               // schedule a new block at round t_ (draws from rng_)
+  void StartBlock();  // schedule a new block at round t_ (draws from rng_)
   MleUcbCore& InstanceFor(int order);
 
   GlbParams p_;
   int64_t horizon_;
   int block_order_;
   Rng rng_;
-  int64_t t_ = 0;                   // rounds so far
+  int64_t t_ = 0;  // rounds so far
   int64_t block_start_ = 0;
   std::vector<std::pair<int, int64_t>> schedule_;
   // Live instances by order: the interval (start offset) they were created for, and the core.
   std::map<int, std::pair<int64_t, MleUcbCore>> live_;
-  std::vector<double> rewards_;     // R_tau of the current block
-  double sum_gap_ = 0.0;            // sum (g~ - R) over the current block
-  double min_optimistic_ = 0.0;     // U_t
-  double pending_optimistic_ = 0.0; // g~ of the last Select
+  std::vector<double> rewards_;      // R_tau of the current block
+  double sum_gap_ = 0.0;             // sum (g~ - R) over the current block
+  double min_optimistic_ = 0.0;      // U_t
+  double pending_optimistic_ = 0.0;  // g~ of the last Select
   bool has_pending_ = false;
   int64_t restarts_ = 0;
 };

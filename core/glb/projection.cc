@@ -35,8 +35,11 @@ Projection ProjectOntoBallEigen(const Eigen::VectorXd& l, const Eigen::MatrixXd&
     const double n = norm_at(nu, &dn);
     const double f = 1.0 / n - 1.0 / S;  // increasing in nu, root at ||theta|| = S
     if (std::abs(n - S) <= 1e-14 * S) break;
-    if (f < 0) lo = nu; else hi = nu;
-    const double df = -dn / (n * n);      // d/dnu (1/n) > 0
+    if (f < 0)
+      lo = nu;
+    else
+      hi = nu;
+    const double df = -dn / (n * n);  // d/dnu (1/n) > 0
     double next = nu - f / df;
     if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
     if (hi - lo <= 1e-16 * std::max(1.0, hi)) break;

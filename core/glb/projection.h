@@ -16,8 +16,8 @@ namespace bandit::glb {
 
 struct Projection {
   Eigen::VectorXd theta;
-  double nu = 0.0;        // Lagrange multiplier (0 when zeta is inside the ball)
-  int iterations = 0;     // root-finding iterations
+  double nu = 0.0;     // Lagrange multiplier (0 when zeta is inside the ball)
+  int iterations = 0;  // root-finding iterations
 };
 
 Projection ProjectOntoBall(const Eigen::MatrixXd& H, const Eigen::VectorXd& zeta, double S);

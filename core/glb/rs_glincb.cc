@@ -160,7 +160,8 @@ absl::Status RsGlincb::Restore(const bandit::v1::PolicyState& state) {
 int64_t RsGlincb::StateBytes() const {
   return warm_.Bytes() + main_.Bytes() +
          (v_inv_.size() + h_.size() + h_tau_inv_.size() + theta_o_.size() + theta_tau_.size() + 1) *
-             sizeof(double) + sizeof(switches_);
+             sizeof(double) +
+         sizeof(switches_);
 }
 
 std::vector<std::pair<std::string, double>> RsGlincb::Summary() const {

@@ -4,7 +4,8 @@
 //   gamma = 25 R S sqrt(d log(T/delta)),  warm-up threshold 1/(gamma^2 kappa).
 //   Switching criterion I (warm-up): if max_x ||x||^2_{V^{-1}} >= 1/(gamma^2 kappa), play that
 //     arm; then V += x x', and theta_o = regularized MLE (lambda) on the warm-up rounds.
-//   Otherwise: keep the arms with UCB_o(x) >= max_y LCB_o(y), bonus gamma sqrt(kappa) ||x||_{V^{-1}}
+//   Otherwise: keep the arms with UCB_o(x) >= max_y LCB_o(y), bonus gamma sqrt(kappa)
+//   ||x||_{V^{-1}}
 //     around x'theta_o; play argmax x'theta_tau + 150 sqrt(d log(T/delta)) ||x||_{H_tau^{-1}};
 //     then H += mu'(x'theta_o)/e x x' and, on Switching criterion II det(H) > 2 det(H_tau),
 //     H_tau = H and theta_tau = norm-constrained MLE on the non-warm-up rounds.
@@ -51,9 +52,9 @@ class RsGlincb final : public Policy {
   GlbParams p_;
   int64_t horizon_;
   double reward_bound_, kappa_, gamma_, ucb_radius_;
-  GlmHistory warm_, main_;      // warm-up rounds / the other rounds
-  Matrix v_inv_;                // V^{-1}, V = lambda I + sum_{warm-up} x x'
-  Matrix h_, h_tau_inv_;        // H and H_tau^{-1}
+  GlmHistory warm_, main_;  // warm-up rounds / the other rounds
+  Matrix v_inv_;            // V^{-1}, V = lambda I + sum_{warm-up} x x'
+  Matrix h_, h_tau_inv_;    // H and H_tau^{-1}
   double logdet_h_tau_ = 0.0;
   Vector theta_o_, theta_tau_;
   int64_t switches_ = 0;

@@ -11,7 +11,7 @@ namespace {
 constexpr Eigen::Index kBlock = 2048;     // arms scored per block (bounds temporary memory)
 constexpr double kPinvTolerance = 1e-10;  // relative eigenvalue cut for (K_S^{1/2})^+
 constexpr double kDefaultEpsilon = 0.5;   // the paper's example value (after Theorem 4.1)
-constexpr double kDefaultQBar = 5.0;      // practical default, see docs/algorithms.md (BKB parameters)
+constexpr double kDefaultQBar = 5.0;  // practical default, see docs/algorithms.md (BKB parameters)
 }  // namespace
 
 double Bkb::TheoryQBar(double epsilon, double delta, int64_t horizon) {
@@ -23,10 +23,10 @@ absl::StatusOr<std::unique_ptr<Policy>> Bkb::Make(const bandit::v1::PolicyConfig
                                                   uint64_t seed) {
   const auto& c = config.bkb();
   KernelUcbParams params;
-  if (auto s = ReadKernelUcbParams("bkb", c.kernel(), c.has_lambda(), c.lambda(), c.has_noise(),
-                                   c.noise(), c.has_f_bound(), c.f_bound(), c.has_delta(),
-                                   c.delta(), c.has_radius_multiplier(), c.radius_multiplier(),
-                                   &params);
+  if (auto s =
+          ReadKernelUcbParams("bkb", c.kernel(), c.has_lambda(), c.lambda(), c.has_noise(),
+                              c.noise(), c.has_f_bound(), c.f_bound(), c.has_delta(), c.delta(),
+                              c.has_radius_multiplier(), c.radius_multiplier(), &params);
       !s.ok())
     return s;
   params.epsilon = c.has_epsilon() ? c.epsilon() : kDefaultEpsilon;
@@ -89,9 +89,10 @@ Matrix NystromEmbedding::Embed(const Kernel& kernel, const Eigen::Ref<const Matr
   return Z;
 }
 
-void DtcPosterior(const Kernel& kernel, const NystromEmbedding& e, const Eigen::Ref<const Matrix>& L,
-                  const Vector& w, const Eigen::Ref<const Matrix>& X, const Vector& kdiag,
-                  double lambda, Vector* mean, Vector* var) {
+void DtcPosterior(const Kernel& kernel, const NystromEmbedding& e,
+                  const Eigen::Ref<const Matrix>& L, const Vector& w,
+                  const Eigen::Ref<const Matrix>& X, const Vector& kdiag, double lambda,
+                  Vector* mean, Vector* var) {
   const Eigen::Index A = X.cols();
   mean->setZero(A);
   if (e.rank() == 0) {  // z_t = 0: mu~ = 0 and sigma~^2 = k(x,x) / lambda
@@ -180,8 +181,10 @@ void Bkb::AfterObserve(int slot, const Vector& var, bool first) {
   // Fig. 1 inner loop: S_{t+1} drawn from scratch from the pulled arms with p~ = q_bar sigma~_t^2.
   const Vector keep = ArmInclusion(q_bar_, var, counts_);
   for (Eigen::Index i = 0; i < in_dict_.size(); ++i) {
-    if (counts_[i] > 0) in_dict_[i] = rng_.Uniform() < keep[i] ? 1.0 : 0.0;
-    else in_dict_[i] = 0.0;
+    if (counts_[i] > 0)
+      in_dict_[i] = rng_.Uniform() < keep[i] ? 1.0 : 0.0;
+    else
+      in_dict_[i] = 0.0;
   }
 }
 
@@ -202,9 +205,10 @@ absl::Status Bkb::RestoreExtra(const StateReader& r, const ArmSet& arms, const V
       return absl::InvalidArgumentError(
           absl::StrCat("state tensor dictionary[", i, "] is ", d[i], ", expected 0 or 1"));
     if (d[i] == 1.0 && counts[i] == 0)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "state tensor dictionary[", i, "] is 1 for an arm never pulled, expected only pulled "
-          "arms in the dictionary"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("state tensor dictionary[", i,
+                       "] is 1 for an arm never pulled, expected only pulled "
+                       "arms in the dictionary"));
   }
   staged_dict_ = std::move(d);
   return absl::OkStatus();

@@ -51,9 +51,8 @@ absl::StatusOr<std::unique_ptr<Policy>> CandidateBkb::Make(const bandit::v1::Pol
                                                    kMaxResampleEvery, "]"));
   const int64_t max_points = c.has_max_points() ? c.max_points() : kDefaultMaxPoints;
   if (max_points < 1 || max_points > kMaxMaxPoints)
-    return absl::InvalidArgumentError(absl::StrCat("bkb.max_points is ", max_points,
-                                                   ", expected an integer in [1, ", kMaxMaxPoints,
-                                                   "]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bkb.max_points is ", max_points, ", expected an integer in [1, ", kMaxMaxPoints, "]"));
   return std::unique_ptr<Policy>(
       new CandidateBkb(c.dimension(), params, q_bar, resample_every, max_points, seed));
 }
@@ -70,8 +69,9 @@ CandidateBkb::CandidateBkb(int dim, KernelUcbParams params, double q_bar, int re
 }
 
 std::pair<int, bool> CandidateBkb::Locate(const Vector& x) const {
-  const auto it = std::lower_bound(order_.begin(), order_.end(), x,
-                                   [this](int j, const Vector& v) { return LexLess(X_.col(j), v); });
+  const auto it = std::lower_bound(order_.begin(), order_.end(), x, [this](int j, const Vector& v) {
+    return LexLess(X_.col(j), v);
+  });
   const int pos = static_cast<int>(it - order_.begin());
   return {pos, it != order_.end() && X_.col(*it) == x};
 }
@@ -115,8 +115,8 @@ void CandidateBkb::Resolve() {
   L_.triangularView<Eigen::Lower>().transpose().solveInPlace(w_);
   // sum_s sigma~_t^2(x_s) = (sum_s k(x_s,x_s) - tr(G V^{-1} G)) / lambda (eq. 4 summed over the
   // pulls), with tr(G V^{-1} G) = tr(G) - lambda r + lambda^2 tr(V^{-1}) because G = V - lambda I.
-  sum_var_ = std::max(0.0, (sum_kdiag_ - G_.trace()) / lambda + static_cast<double>(r) -
-                               lambda * trace_inv_);
+  sum_var_ = std::max(
+      0.0, (sum_kdiag_ - G_.trace()) / lambda + static_cast<double>(r) - lambda * trace_inv_);
 }
 
 void CandidateBkb::Rebuild() {
@@ -152,9 +152,10 @@ void CandidateBkb::Rebuild() {
 absl::Status CandidateBkb::Observe(const Vector& x, double y) {
   const auto [pos, found] = Locate(x);
   if (!found && n_ >= max_points_)
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "bkb holds ", n_, " distinct pulled points, its max_points; expected a reset or a larger "
-        "max_points"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("bkb holds ", n_,
+                     " distinct pulled points, its max_points; expected a reset or a larger "
+                     "max_points"));
   const bool first = total_ == 0;
   const bool full = !first && since_resample_ + 1 >= resample_every_;
   // sigma~_t^2 of the state before this observation (Fig. 1 draws with the posterior of step t).
@@ -276,9 +277,8 @@ absl::Status CandidateBkb::Restore(const bandit::v1::PolicyState& state) {
   if (auto s = r.Get("points", &X, dim_, -1); !s.ok()) return s;
   const Eigen::Index n = X.cols();
   if (n > max_points_)
-    return absl::InvalidArgumentError(absl::StrCat("state tensor points has ", n,
-                                                   " points, expected at most max_points = ",
-                                                   max_points_));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state tensor points has ", n, " points, expected at most max_points = ", max_points_));
   if (auto s = r.Get("counts", &counts, n); !s.ok()) return s;
   if (auto s = r.Get("sums", &sums, n); !s.ok()) return s;
   if (auto s = r.Get("dictionary", &dict, n); !s.ok()) return s;
@@ -297,24 +297,23 @@ absl::Status CandidateBkb::Restore(const bandit::v1::PolicyState& state) {
         "numbers");
   for (Eigen::Index i = 0; i < n; ++i) {
     if (!std::isfinite(counts[i]) || counts[i] < 1 || counts[i] != std::floor(counts[i]))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "state tensor counts[", i, "] is ", counts[i], ", expected a positive integer"));
+      return absl::InvalidArgumentError(absl::StrCat("state tensor counts[", i, "] is ", counts[i],
+                                                     ", expected a positive integer"));
     if (dict[i] != 0.0 && dict[i] != 1.0)
       return absl::InvalidArgumentError(
           absl::StrCat("state tensor dictionary[", i, "] is ", dict[i], ", expected 0 or 1"));
   }
   if (since < 0 || since >= resample_every_)
     return absl::InvalidArgumentError(absl::StrCat("state scalar since_resample is ", since,
-                                                   ", expected an integer in [0, ",
-                                                   resample_every_, ")"));
+                                                   ", expected an integer in [0, ", resample_every_,
+                                                   ")"));
   std::vector<int> order(n);
   for (int j = 0; j < n; ++j) order[j] = j;
-  std::sort(order.begin(), order.end(),
-            [&X](int a, int c) { return LexLess(X.col(a), X.col(c)); });
+  std::sort(order.begin(), order.end(), [&X](int a, int c) { return LexLess(X.col(a), X.col(c)); });
   for (Eigen::Index k = 1; k < n; ++k)
     if (X.col(order[k - 1]) == X.col(order[k]))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "state tensor points has point ", order[k], " twice, expected distinct points"));
+      return absl::InvalidArgumentError(absl::StrCat("state tensor points has point ", order[k],
+                                                     " twice, expected distinct points"));
   std::vector<int> dict_points;
   for (int j : order)
     if (dict[j] == 1.0) dict_points.push_back(j);

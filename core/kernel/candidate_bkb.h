@@ -103,18 +103,18 @@ class CandidateBkb final : public CandidateKernelUcb {
   int resample_every_;
   int64_t max_points_;
 
-  int n_ = 0;                 // distinct pulled points P
-  Matrix X_;                  // d x capacity
-  Vector counts_, sums_;      // n_i, s_i (capacity)
-  std::vector<int> order_;    // point indices in lexicographic order of their features
-  std::vector<char> in_dict_; // per point: in S_t
-  double sum_kdiag_ = 0;      // sum_s k(x_s, x_s) over all pulls
-  int since_resample_ = 0;    // updates since the last full redraw
+  int n_ = 0;                  // distinct pulled points P
+  Matrix X_;                   // d x capacity
+  Vector counts_, sums_;       // n_i, s_i (capacity)
+  std::vector<int> order_;     // point indices in lexicographic order of their features
+  std::vector<char> in_dict_;  // per point: in S_t
+  double sum_kdiag_ = 0;       // sum_s k(x_s, x_s) over all pulls
+  int since_resample_ = 0;     // updates since the last full redraw
 
   NystromEmbedding embedding_;
-  Matrix G_;  // sum_i n_i z_i z_i^T (r x r)
-  Vector b_;  // sum_i s_i z_i
-  Matrix L_;  // lower Cholesky factor of V = G + lambda I (r x r, upper triangle zero)
+  Matrix G_;              // sum_i n_i z_i z_i^T (r x r)
+  Vector b_;              // sum_i s_i z_i
+  Matrix L_;              // lower Cholesky factor of V = G + lambda I (r x r, upper triangle zero)
   double trace_inv_ = 0;  // tr(V^{-1})
   Vector w_;
   double sum_var_ = 0;  // sum_s sigma~_t^2(x_s), recomputed by Resolve

@@ -11,15 +11,15 @@ namespace {
 constexpr int64_t kInitialCapacity = 64;
 }
 
-absl::StatusOr<std::unique_ptr<Policy>> CandidateGpUcb::Make(
-    const bandit::v1::PolicyConfig& config, const KernelUcbParams& params, uint64_t seed) {
+absl::StatusOr<std::unique_ptr<Policy>> CandidateGpUcb::Make(const bandit::v1::PolicyConfig& config,
+                                                             const KernelUcbParams& params,
+                                                             uint64_t seed) {
   const auto& c = config.gp_ucb();
   if (auto s = CheckCandidatesForm("gp_ucb", c.dimension(), config); !s.ok()) return s;
   const int64_t max_pulls = c.has_max_pulls() ? c.max_pulls() : kDefaultMaxPulls;
   if (max_pulls < 1 || max_pulls > kMaxMaxPulls)
-    return absl::InvalidArgumentError(absl::StrCat("gp_ucb.max_pulls is ", max_pulls,
-                                                   ", expected an integer in [1, ", kMaxMaxPulls,
-                                                   "]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gp_ucb.max_pulls is ", max_pulls, ", expected an integer in [1, ", kMaxMaxPulls, "]"));
   return std::unique_ptr<Policy>(new CandidateGpUcb(c.dimension(), params, max_pulls, seed));
 }
 
@@ -41,8 +41,8 @@ void CandidateGpUcb::Clear() {
 void CandidateGpUcb::Append(const Vector& x, double y) {
   const Eigen::Index t = total_;
   if (t == X_.cols()) {  // grow by doubling up to max_pulls: amortized O(t d + t^2) copies
-    const Eigen::Index cap = std::min<Eigen::Index>(
-        std::max<Eigen::Index>(kInitialCapacity, 2 * t), std::max<int64_t>(max_pulls_, t + 1));
+    const Eigen::Index cap = std::min<Eigen::Index>(std::max<Eigen::Index>(kInitialCapacity, 2 * t),
+                                                    std::max<int64_t>(max_pulls_, t + 1));
     X_.conservativeResize(Eigen::NoChange, cap);
     y_.conservativeResize(cap);
     u_.conservativeResize(cap);
@@ -79,8 +79,7 @@ absl::Status CandidateGpUcb::Observe(const Vector& x, double y) {
   return absl::OkStatus();
 }
 
-void CandidateGpUcb::Posterior(const Eigen::Ref<const Matrix>& X, Vector* mean,
-                               Vector* var) const {
+void CandidateGpUcb::Posterior(const Eigen::Ref<const Matrix>& X, Vector* mean, Vector* var) const {
   const Eigen::Index t = total_;
   const Vector kdiag = params_.kernel.DiagAll(X);
   if (t == 0) {
@@ -91,7 +90,8 @@ void CandidateGpUcb::Posterior(const Eigen::Ref<const Matrix>& X, Vector* mean,
   Matrix V = params_.kernel.Cross(X_.leftCols(t), X);  // k_t(x) per column
   L_.topLeftCorner(t, t).triangularView<Eigen::Lower>().solveInPlace(V);
   mean->noalias() = V.transpose() * u_.head(t);  // eq. (1)
-  *var = ((kdiag - V.colwise().squaredNorm().transpose()) / params_.lambda).cwiseMax(0.0);  // eq. (2)
+  *var =
+      ((kdiag - V.colwise().squaredNorm().transpose()) / params_.lambda).cwiseMax(0.0);  // eq. (2)
 }
 
 double CandidateGpUcb::SumPulledVariance() const {
@@ -115,12 +115,12 @@ absl::Status CandidateGpUcb::Restore(const bandit::v1::PolicyState& state) {
   if (auto s = r.Get("rewards", &y, X.cols()); !s.ok()) return s;
   if (auto s = r.GetRng(&rng); !s.ok()) return s;
   if (X.cols() > max_pulls_)
-    return absl::InvalidArgumentError(absl::StrCat("state tensor pulls has ", X.cols(),
-                                                   " pulls, expected at most max_pulls = ",
-                                                   max_pulls_));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state tensor pulls has ", X.cols(), " pulls, expected at most max_pulls = ", max_pulls_));
   if (!X.allFinite() || !y.allFinite())
-    return absl::InvalidArgumentError("state tensors pulls/rewards hold a NaN or infinity, "
-                                      "expected finite numbers");
+    return absl::InvalidArgumentError(
+        "state tensors pulls/rewards hold a NaN or infinity, "
+        "expected finite numbers");
   // Replaying the appends in order rebuilds L, u and |L^{-1}|_F^2 bit for bit.
   Clear();
   for (Eigen::Index s = 0; s < X.cols(); ++s) Append(X.col(s), y[s]);

@@ -1,8 +1,8 @@
 // Exact GP-UCB on per-request candidates: the paper's baseline, which keeps every pull.
 // With X_t the t pulls, y_t their rewards and L L^T = K_t + lambda I (Cholesky, grown by one row
 // per pull: l = L^{-1} k_t(x_t), c = sqrt(k(x_t, x_t) + lambda - |l|^2)):
-//   mu_t(x)      = k_t(x)^T (K_t + lambda I)^{-1} y_t = (L^{-1} k_t(x))^T u,   u = L^{-1} y_t  (eq. 1)
-//   sigma_t^2(x) = (k(x,x) - |L^{-1} k_t(x)|^2) / lambda                                 (eq. 2)
+//   mu_t(x)      = k_t(x)^T (K_t + lambda I)^{-1} y_t = (L^{-1} k_t(x))^T u,   u = L^{-1} y_t  (eq.
+//   1) sigma_t^2(x) = (k(x,x) - |L^{-1} k_t(x)|^2) / lambda                                 (eq. 2)
 //   sum_s sigma_t^2(x_s) = tr(K_t (K_t + lambda I)^{-1}) = t - lambda |L^{-1}|_F^2        (eq. 5)
 // u and |L^{-1}|_F^2 are updated with the new row (the new row of L^{-1} is
 // (-l^T L^{-1}, 1) / c, so |L^{-1}|_F^2 grows by (|L^{-T} l|^2 + 1) / c^2).
@@ -28,8 +28,7 @@ class CandidateGpUcb final : public CandidateKernelUcb {
 
   // config.gp_ucb() has `dimension` set; `params` already read.
   static absl::StatusOr<std::unique_ptr<Policy>> Make(const bandit::v1::PolicyConfig& config,
-                                                      const KernelUcbParams& params,
-                                                      uint64_t seed);
+                                                      const KernelUcbParams& params, uint64_t seed);
   absl::string_view name() const override { return "gp_ucb"; }
   void Posterior(const Eigen::Ref<const Matrix>& X, Vector* mean, Vector* var) const override;
   double SumPulledVariance() const override;
@@ -49,10 +48,10 @@ class CandidateGpUcb final : public CandidateKernelUcb {
   void Clear();
 
   int64_t max_pulls_;
-  Matrix X_;          // d x capacity; the first t columns are the pulls
-  Vector y_;          // rewards
-  Matrix L_;          // capacity x capacity; lower triangle of the first t x t block is L
-  Vector u_;          // L^{-1} y
+  Matrix X_;              // d x capacity; the first t columns are the pulls
+  Vector y_;              // rewards
+  Matrix L_;              // capacity x capacity; lower triangle of the first t x t block is L
+  Vector u_;              // L^{-1} y
   double trace_inv_ = 0;  // |L^{-1}|_F^2 = tr((K_t + lambda I)^{-1})
 };
 

@@ -13,9 +13,10 @@ absl::Status CheckCandidatesForm(absl::string_view field, int dimension,
                                                    ", expected an integer in [1, ",
                                                    CandidateKernelUcb::kMaxDimension, "]"));
   if (config.arms_size() > 0 || config.num_arms() > 0)
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".dimension is set together with arms, expected one of them: dimension for "
-               "per-request candidates, arms for a fixed arm set"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field,
+                     ".dimension is set together with arms, expected one of them: dimension for "
+                     "per-request candidates, arms for a fixed arm set"));
   return absl::OkStatus();
 }
 
@@ -28,7 +29,8 @@ absl::StatusOr<Decision> CandidateKernelUcb::Select(const SelectContext& ctx) {
   if (n == 0)
     return absl::InvalidArgumentError("candidates is empty, expected at least one feature vector");
   for (int i = 0; i < n; ++i)
-    if (ctx.candidates[i].size() != dim_ || !ctx.candidates[i].allFinite())  // name built on error only
+    if (ctx.candidates[i].size() != dim_ ||
+        !ctx.candidates[i].allFinite())  // name built on error only
       return CheckVector(absl::StrCat("candidates[", i, "]"), ctx.candidates[i], dim_);
   Matrix X(dim_, n);
   for (int i = 0; i < n; ++i) X.col(i) = ctx.candidates[i];
@@ -58,10 +60,8 @@ absl::StatusOr<Decision> CandidateKernelUcb::Select(const SelectContext& ctx) {
         "every candidate's upper confidence bound is NaN, expected a finite posterior; reset the "
         "instance");
   d.estimated_gap = mean.maxCoeff() - mean[d.arm];
-  d.diagnostics = {{"ucb", ucb[d.arm]},
-                   {"mean", mean[d.arm]},
-                   {"sigma", std::sqrt(var[d.arm])},
-                   {"beta", beta}};
+  d.diagnostics = {
+      {"ucb", ucb[d.arm]}, {"mean", mean[d.arm]}, {"sigma", std::sqrt(var[d.arm])}, {"beta", beta}};
   if (ctx.want_scores) {
     d.scores = std::move(ucb);
     d.score_kind = bandit::v1::UPPER_CONFIDENCE_BOUND;

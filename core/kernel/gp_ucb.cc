@@ -49,10 +49,10 @@ absl::StatusOr<std::unique_ptr<Policy>> GpUcb::Make(const bandit::v1::PolicyConf
                                                     uint64_t seed) {
   const auto& c = config.gp_ucb();
   KernelUcbParams params;
-  if (auto s = ReadKernelUcbParams("gp_ucb", c.kernel(), c.has_lambda(), c.lambda(), c.has_noise(),
-                                   c.noise(), c.has_f_bound(), c.f_bound(), c.has_delta(),
-                                   c.delta(), c.has_radius_multiplier(), c.radius_multiplier(),
-                                   &params);
+  if (auto s =
+          ReadKernelUcbParams("gp_ucb", c.kernel(), c.has_lambda(), c.lambda(), c.has_noise(),
+                              c.noise(), c.has_f_bound(), c.f_bound(), c.has_delta(), c.delta(),
+                              c.has_radius_multiplier(), c.radius_multiplier(), &params);
       !s.ok())
     return s;
   params.epsilon = 0.0;

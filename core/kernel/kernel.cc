@@ -13,18 +13,27 @@ absl::StatusOr<Kernel> Kernel::FromSpec(const bandit::v1::KernelSpec& spec,
   Kind kind;
   switch (spec.kind()) {
     case KernelSpec::KIND_UNSPECIFIED:
-    case KernelSpec::GAUSSIAN: kind = Kind::kGaussian; break;
-    case KernelSpec::MATERN32: kind = Kind::kMatern32; break;
-    case KernelSpec::MATERN52: kind = Kind::kMatern52; break;
-    case KernelSpec::LINEAR: kind = Kind::kLinear; break;
-    case KernelSpec::POLYNOMIAL: kind = Kind::kPolynomial; break;
+    case KernelSpec::GAUSSIAN:
+      kind = Kind::kGaussian;
+      break;
+    case KernelSpec::MATERN32:
+      kind = Kind::kMatern32;
+      break;
+    case KernelSpec::MATERN52:
+      kind = Kind::kMatern52;
+      break;
+    case KernelSpec::LINEAR:
+      kind = Kind::kLinear;
+      break;
+    case KernelSpec::POLYNOMIAL:
+      kind = Kind::kPolynomial;
+      break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".kind is ", static_cast<int>(spec.kind()),
-          ", expected GAUSSIAN, MATERN32, MATERN52, LINEAR or POLYNOMIAL"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".kind is ", static_cast<int>(spec.kind()),
+                       ", expected GAUSSIAN, MATERN32, MATERN52, LINEAR or POLYNOMIAL"));
   }
-  const bool radial = kind == Kind::kGaussian || kind == Kind::kMatern32 ||
-                      kind == Kind::kMatern52;
+  const bool radial = kind == Kind::kGaussian || kind == Kind::kMatern32 || kind == Kind::kMatern52;
   double bandwidth = 1.0, offset = 1.0;
   int degree = 2;
   if (spec.has_bandwidth()) {
@@ -58,7 +67,8 @@ double Kernel::FromSquaredDistance(double r2) const {
   r2 = std::max(r2, 0.0);
   const double h = bandwidth_;
   switch (kind_) {
-    case Kind::kGaussian: return std::exp(-r2 / (2.0 * h * h));
+    case Kind::kGaussian:
+      return std::exp(-r2 / (2.0 * h * h));
     case Kind::kMatern32: {
       const double a = std::sqrt(3.0 * r2) / h;
       return (1.0 + a) * std::exp(-a);
@@ -67,7 +77,8 @@ double Kernel::FromSquaredDistance(double r2) const {
       const double a = std::sqrt(5.0 * r2) / h;
       return (1.0 + a + a * a / 3.0) * std::exp(-a);
     }
-    default: return 0.0;
+    default:
+      return 0.0;
   }
 }
 

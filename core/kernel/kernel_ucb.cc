@@ -8,8 +8,8 @@ namespace bandit {
 
 absl::Status ReadKernelUcbParams(absl::string_view field, const bandit::v1::KernelSpec& kernel,
                                  bool has_lambda, double lambda, bool has_noise, double noise,
-                                 bool has_f, double f, bool has_delta, double delta,
-                                 bool has_mult, double mult, KernelUcbParams* out) {
+                                 bool has_f, double f, bool has_delta, double delta, bool has_mult,
+                                 double mult, KernelUcbParams* out) {
   auto k = Kernel::FromSpec(kernel, absl::StrCat(field, ".kernel"));
   if (!k.ok()) return k.status();
   out->kernel = *k;
@@ -88,7 +88,8 @@ Vector KernelUcbPolicy::Ucb() const {
 
 absl::StatusOr<Decision> KernelUcbPolicy::Select(const SelectContext& ctx) {
   const int k = arms_.size();
-  if (k == 0) return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
+  if (k == 0)
+    return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
   EnsurePosterior();
   Decision d;
   double best_ucb = -std::numeric_limits<double>::infinity();
@@ -112,7 +113,8 @@ absl::StatusOr<Decision> KernelUcbPolicy::Select(const SelectContext& ctx) {
   // argmax exists; refuse instead of indexing arm -1 (found by fuzzing, see results_hardening).
   if (d.arm < 0)
     return absl::FailedPreconditionError(
-        "every arm's upper confidence bound is NaN, expected a finite posterior; reset the instance");
+        "every arm's upper confidence bound is NaN, expected a finite posterior; reset the "
+        "instance");
   d.arm_id = arms_.id(d.arm);
   d.estimated_gap = mean_.maxCoeff() - mean_[d.arm];
   if (ctx.want_scores) {
@@ -133,7 +135,8 @@ absl::StatusOr<Decision> KernelUcbPolicy::Select(const SelectContext& ctx) {
 absl::Status KernelUcbPolicy::Update(const Observation& obs) {
   if (auto s = CheckFinite("reward", obs.reward); !s.ok()) return s;
   auto slot = arms_.Find(obs.arm_id);
-  if (!slot) return absl::NotFoundError(absl::StrCat("arm id '", obs.arm_id, "' is not in the arm set"));
+  if (!slot)
+    return absl::NotFoundError(absl::StrCat("arm id '", obs.arm_id, "' is not in the arm set"));
   EnsurePosterior();  // sigma_t^2 of the state before this observation (cached, deterministic)
   const Vector var_before = var_;
   const bool first = total_ == 0;
@@ -191,8 +194,8 @@ absl::Status KernelUcbPolicy::Restore(const bandit::v1::PolicyState& state) {
   if (auto s = r.Get("sums", &sums, arms.size()); !s.ok()) return s;
   for (int i = 0; i < counts.size(); ++i) {
     if (!std::isfinite(counts[i]) || counts[i] < 0 || counts[i] != std::floor(counts[i]))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "state tensor counts[", i, "] is ", counts[i], ", expected a non-negative integer"));
+      return absl::InvalidArgumentError(absl::StrCat("state tensor counts[", i, "] is ", counts[i],
+                                                     ", expected a non-negative integer"));
     if (!std::isfinite(sums[i]))
       return absl::InvalidArgumentError(
           absl::StrCat("state tensor sums[", i, "] is ", sums[i], ", expected a finite number"));

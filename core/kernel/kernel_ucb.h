@@ -90,7 +90,9 @@ class KernelUcbPolicy : public Policy {
   virtual void SaveExtra(StateWriter& w) const {}
   // Read and validate extras into staging (do not mutate); CommitExtra applies them.
   virtual absl::Status RestoreExtra(const StateReader& r, const ArmSet& arms,
-                                    const Vector& counts) { return absl::OkStatus(); }
+                                    const Vector& counts) {
+    return absl::OkStatus();
+  }
   virtual void CommitExtra() {}
   virtual int64_t ExtraBytes() const { return 0; }
   virtual void ExtraSummary(std::vector<std::pair<std::string, double>>* out) const {}
@@ -118,7 +120,7 @@ class KernelUcbPolicy : public Policy {
 // Validates and reads the parameters shared by BKB and GP-UCB. `field` is "bkb" or "gp_ucb".
 absl::Status ReadKernelUcbParams(absl::string_view field, const bandit::v1::KernelSpec& kernel,
                                  bool has_lambda, double lambda, bool has_noise, double noise,
-                                 bool has_f, double f, bool has_delta, double delta,
-                                 bool has_mult, double mult, KernelUcbParams* out);
+                                 bool has_f, double f, bool has_delta, double delta, bool has_mult,
+                                 double mult, KernelUcbParams* out);
 
 }  // namespace bandit

@@ -18,13 +18,13 @@ absl::Status FdObjective::CheckReference(const Vector& mu0, const Matrix& sigma0
     return absl::InvalidArgumentError(absl::StrCat("mixture.reference_mean has ", mu0.size(),
                                                    " values, expected dimension = ", d));
   if (sigma0.rows() != d || sigma0.cols() != d)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mixture.reference_covariance has ", sigma0.size(), " values, expected d*d = ", d * d,
-        " (row-major d x d)"));
+    return absl::InvalidArgumentError(absl::StrCat("mixture.reference_covariance has ",
+                                                   sigma0.size(), " values, expected d*d = ", d * d,
+                                                   " (row-major d x d)"));
   for (int64_t i = 0; i < d; ++i)
     if (!std::isfinite(mu0[i]))
-      return absl::InvalidArgumentError(
-          absl::StrCat("mixture.reference_mean[", i, "] is ", mu0[i], ", expected a finite number"));
+      return absl::InvalidArgumentError(absl::StrCat("mixture.reference_mean[", i, "] is ", mu0[i],
+                                                     ", expected a finite number"));
   for (int64_t i = 0; i < d; ++i)
     for (int64_t j = 0; j < d; ++j)
       if (!std::isfinite(sigma0(i, j)))
@@ -41,9 +41,9 @@ absl::Status FdObjective::CheckReference(const Vector& mu0, const Matrix& sigma0
   Eigen::SelfAdjointEigenSolver<Matrix> es(sigma0, Eigen::EigenvaluesOnly);
   const double lo = es.eigenvalues().minCoeff();
   if (lo < -1e-9 * scale)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mixture.reference_covariance has eigenvalue ", lo,
-        " < 0, expected a positive semidefinite covariance"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("mixture.reference_covariance has eigenvalue ", lo,
+                     " < 0, expected a positive semidefinite covariance"));
   return absl::OkStatus();
 }
 
@@ -57,10 +57,11 @@ absl::StatusOr<std::unique_ptr<FdObjective>> FdObjective::Make(const Vector& mu0
 
 absl::StatusOr<std::unique_ptr<FdObjective>> FdObjective::FromSamples(const Matrix& samples) {
   if (samples.rows() < 2)
-    return absl::InvalidArgumentError(absl::StrCat("reference samples: ", samples.rows(),
-                                                   " rows, expected at least 2"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("reference samples: ", samples.rows(), " rows, expected at least 2"));
   if (!samples.allFinite())
-    return absl::InvalidArgumentError("reference samples contain NaN or Inf, expected finite values");
+    return absl::InvalidArgumentError(
+        "reference samples contain NaN or Inf, expected finite values");
   const Vector mu = samples.colwise().mean().transpose();
   const Matrix centered = samples.rowwise() - mu.transpose();
   Matrix sigma = centered.transpose() * centered / static_cast<double>(samples.rows());
@@ -142,7 +143,8 @@ double FdObjective::DefaultStepSize(const MixtureStats& stats) const {
     const auto mi = stats.means().col(i);
     cov = std::max(cov, stats.second(i).trace() - mi.squaredNorm());
     for (int j = 0; j < i; ++j)
-      if (stats.counts()[j] > 0) spread = std::max(spread, (mi - stats.means().col(j)).squaredNorm());
+      if (stats.counts()[j] > 0)
+        spread = std::max(spread, (mi - stats.means().col(j)).squaredNorm());
   }
   s += cov + spread;
   return 1.0 / (2.0 * std::max(s, 1e-12));

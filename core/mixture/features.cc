@@ -33,8 +33,8 @@ absl::StatusOr<FeatureMap> FeatureMap::RandomFourier(int64_t d, int64_t D, doubl
 
 absl::Status FeatureMap::Check(absl::string_view field, const Eigen::VectorXd& x) const {
   if (kind_ == FeatureKind::kCosine && !(x.squaredNorm() > 0))
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " is the zero vector, expected a nonzero embedding (cosine kernel)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is the zero vector, expected a nonzero embedding (cosine kernel)"));
   return absl::OkStatus();
 }
 
@@ -51,8 +51,10 @@ void FeatureMap::Map(const Eigen::VectorXd& x, Eigen::VectorXd* phi) const {
       const double n = phi->norm();
       // ||z(x)||^2 -> 1 as D grows; normalizing makes k(x, x) = 1 exactly. A zero vector would
       // need every cos() to vanish at once; guard anyway.
-      if (n > 1e-300) *phi /= n;
-      else *phi = Eigen::VectorXd::Unit(D_, 0);
+      if (n > 1e-300)
+        *phi /= n;
+      else
+        *phi = Eigen::VectorXd::Unit(D_, 0);
       return;
     }
   }

@@ -27,9 +27,7 @@ class KdObjective final : public Objective {
   void Save(StateWriter& w) const override { w.Put("kd_mu_ref", mu_ref_); }
   absl::Status Restore(const StateReader& r) override;
   int64_t Bytes() const override { return mu_ref_.size() * static_cast<int64_t>(sizeof(double)); }
-  std::unique_ptr<Objective> Clone() const override {
-    return std::make_unique<KdObjective>(*this);
-  }
+  std::unique_ptr<Objective> Clone() const override { return std::make_unique<KdObjective>(*this); }
 
  private:
   Vector mu_ref_;

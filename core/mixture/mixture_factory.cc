@@ -42,13 +42,15 @@ absl::StatusOr<std::unique_ptr<Policy>> MakeMixture(const bandit::v1::PolicyConf
   Matrix samples;
   if (has_samples) {
     if (c.reference_samples_size() % d != 0)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mixture.reference_samples has ", c.reference_samples_size(),
-          " values, expected a multiple of dimension = ", d, " (row-major n x d)"));
-    samples = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-        c.reference_samples().data(), c.reference_samples_size() / d, d);
+      return absl::InvalidArgumentError(
+          absl::StrCat("mixture.reference_samples has ", c.reference_samples_size(),
+                       " values, expected a multiple of dimension = ", d, " (row-major n x d)"));
+    samples =
+        Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+            c.reference_samples().data(), c.reference_samples_size() / d, d);
     if (!samples.allFinite())
-      return absl::InvalidArgumentError("mixture.reference_samples contains NaN or Inf, expected finite values");
+      return absl::InvalidArgumentError(
+          "mixture.reference_samples contains NaN or Inf, expected finite values");
   }
 
   Rng rng(seed);
@@ -78,11 +80,13 @@ absl::StatusOr<std::unique_ptr<Policy>> MakeMixture(const bandit::v1::PolicyConf
           return absl::InvalidArgumentError(
               "objective FD needs reference_mean and reference_covariance (or reference_samples)");
         if (c.reference_covariance_size() != d * d)
-          return absl::InvalidArgumentError(absl::StrCat(
-              "mixture.reference_covariance has ", c.reference_covariance_size(),
-              " values, expected d*d = ", d * d, " (row-major d x d)"));
-        const Vector mu = Eigen::Map<const Vector>(c.reference_mean().data(), c.reference_mean_size());
-        const Matrix sigma = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+          return absl::InvalidArgumentError(
+              absl::StrCat("mixture.reference_covariance has ", c.reference_covariance_size(),
+                           " values, expected d*d = ", d * d, " (row-major d x d)"));
+        const Vector mu =
+            Eigen::Map<const Vector>(c.reference_mean().data(), c.reference_mean_size());
+        const Matrix sigma = Eigen::Map<
+            const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
             c.reference_covariance().data(), d, d);
         if (auto s = FdObjective::CheckReference(mu, sigma, d); !s.ok()) return s;
         objective = std::make_unique<FdObjective>(mu, sigma);
@@ -109,12 +113,14 @@ absl::StatusOr<std::unique_ptr<Policy>> MakeMixture(const bandit::v1::PolicyConf
     case bandit::v1::VENDI:
     case bandit::v1::RKE:
       if (has_stats || has_samples)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "mixture reference data is set but objective ",
-            params->objective == bandit::v1::VENDI ? "VENDI" : "RKE",
-            " uses none, expected no reference_mean/covariance/samples"));
-      if (params->objective == bandit::v1::VENDI) objective = std::make_unique<VendiObjective>();
-      else objective = std::make_unique<RkeObjective>();
+        return absl::InvalidArgumentError(
+            absl::StrCat("mixture reference data is set but objective ",
+                         params->objective == bandit::v1::VENDI ? "VENDI" : "RKE",
+                         " uses none, expected no reference_mean/covariance/samples"));
+      if (params->objective == bandit::v1::VENDI)
+        objective = std::make_unique<VendiObjective>();
+      else
+        objective = std::make_unique<RkeObjective>();
       break;
     default:
       return absl::InvalidArgumentError("mixture.objective is not FD, VENDI, RKE or KD");
@@ -123,13 +129,16 @@ absl::StatusOr<std::unique_ptr<Policy>> MakeMixture(const bandit::v1::PolicyConf
   std::unique_ptr<Policy> p;
   switch (params->algorithm) {
     case MixtureConfig::MIXTURE_UCB:
-      p.reset(new MixtureUcb(*std::move(arms), *std::move(params), std::move(features), std::move(objective), rng));
+      p.reset(new MixtureUcb(*std::move(arms), *std::move(params), std::move(features),
+                             std::move(objective), rng));
       break;
     case MixtureConfig::ONE_ARM_GREEDY:
-      p.reset(new OneArmGreedy(*std::move(arms), *std::move(params), std::move(features), std::move(objective), rng));
+      p.reset(new OneArmGreedy(*std::move(arms), *std::move(params), std::move(features),
+                               std::move(objective), rng));
       break;
     case MixtureConfig::EPSILON_GREEDY:
-      p.reset(new MixtureEpsGreedy(*std::move(arms), *std::move(params), std::move(features), std::move(objective), rng));
+      p.reset(new MixtureEpsGreedy(*std::move(arms), *std::move(params), std::move(features),
+                                   std::move(objective), rng));
       break;
     case MixtureConfig::ONE_ARM_ORACLE: {
       // The paper's One-Arm Oracle (Fig. 2): the fixed mixture e_i of the named arm.
@@ -139,15 +148,19 @@ absl::StatusOr<std::unique_ptr<Policy>> MakeMixture(const bandit::v1::PolicyConf
         return absl::InvalidArgumentError(absl::StrCat("mixture.oracle_arm '", c.oracle_arm(),
                                                        "' is not an arm id, expected one of the ",
                                                        ids.size(), " arms' ids"));
-      params->oracle_weights = Vector::Unit(static_cast<Eigen::Index>(ids.size()), it - ids.begin());
-      p.reset(new MixtureOracle(*std::move(arms), *std::move(params), std::move(features), std::move(objective), rng));
+      params->oracle_weights =
+          Vector::Unit(static_cast<Eigen::Index>(ids.size()), it - ids.begin());
+      p.reset(new MixtureOracle(*std::move(arms), *std::move(params), std::move(features),
+                                std::move(objective), rng));
       break;
     }
     case MixtureConfig::MIXTURE_ORACLE:
-      p.reset(new MixtureOracle(*std::move(arms), *std::move(params), std::move(features), std::move(objective), rng));
+      p.reset(new MixtureOracle(*std::move(arms), *std::move(params), std::move(features),
+                                std::move(objective), rng));
       break;
     default:
-      p.reset(new MixtureGreedy(*std::move(arms), *std::move(params), std::move(features), std::move(objective), rng));
+      p.reset(new MixtureGreedy(*std::move(arms), *std::move(params), std::move(features),
+                                std::move(objective), rng));
       break;
   }
   return p;

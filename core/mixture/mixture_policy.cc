@@ -16,18 +16,19 @@ using bandit::v1::MixtureConfig;
 
 absl::StatusOr<MixtureParams> ParseParams(const MixtureConfig& c, int num_arms) {
   MixtureParams p;
-  p.algorithm = c.algorithm() == MixtureConfig::ALGORITHM_UNSPECIFIED ? MixtureConfig::MIXTURE_GREEDY
-                                                                      : c.algorithm();
+  p.algorithm = c.algorithm() == MixtureConfig::ALGORITHM_UNSPECIFIED
+                    ? MixtureConfig::MIXTURE_GREEDY
+                    : c.algorithm();
   if (!MixtureConfig::Algorithm_IsValid(p.algorithm))
     return absl::InvalidArgumentError(
         absl::StrCat("mixture.algorithm is ", c.algorithm(), ", expected one of 1..6"));
   p.objective = c.objective() == bandit::v1::OBJECTIVE_UNSPECIFIED ? bandit::v1::FD : c.objective();
   if (!bandit::v1::MixtureObjective_IsValid(p.objective))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mixture.objective is ", c.objective(), ", expected FD, VENDI, RKE or KD"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("mixture.objective is ", c.objective(), ", expected FD, VENDI, RKE or KD"));
   if (c.dimension() < 1 || c.dimension() > 4096)
-    return absl::InvalidArgumentError(absl::StrCat("mixture.dimension is ", c.dimension(),
-                                                   ", expected the embedding dimension in 1..4096"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mixture.dimension is ", c.dimension(), ", expected the embedding dimension in 1..4096"));
   p.dimension = c.dimension();
   if (c.random_features() < 0 || c.random_features() > 4096)
     return absl::InvalidArgumentError(absl::StrCat(
@@ -48,8 +49,7 @@ absl::StatusOr<MixtureParams> ParseParams(const MixtureConfig& c, int num_arms) 
     const int min_m = oracle || one_arm_oracle ? 0 : 1;
     if (c.warm_start() < min_m || c.warm_start() > 1000000)
       return absl::InvalidArgumentError(absl::StrCat("mixture.warm_start is ", c.warm_start(),
-                                                     ", expected M in ", min_m,
-                                                     "..1000000"));
+                                                     ", expected M in ", min_m, "..1000000"));
     p.warm_start = c.warm_start();
   }
   if (c.has_eg_steps()) {
@@ -86,9 +86,9 @@ absl::StatusOr<MixtureParams> ParseParams(const MixtureConfig& c, int num_arms) 
   }
   if (oracle) {
     if (c.oracle_weights_size() != num_arms)
-      return absl::InvalidArgumentError(absl::StrCat("mixture.oracle_weights has ",
-                                                     c.oracle_weights_size(),
-                                                     " values, expected one per arm (", num_arms, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("mixture.oracle_weights has ", c.oracle_weights_size(),
+                       " values, expected one per arm (", num_arms, ")"));
     p.oracle_weights = Eigen::Map<const Vector>(c.oracle_weights().data(), num_arms);
     for (int i = 0; i < num_arms; ++i)
       if (!std::isfinite(p.oracle_weights[i]) || p.oracle_weights[i] < 0)
@@ -96,8 +96,8 @@ absl::StatusOr<MixtureParams> ParseParams(const MixtureConfig& c, int num_arms) 
                                                        p.oracle_weights[i],
                                                        ", expected a finite number >= 0"));
     if (std::abs(p.oracle_weights.sum() - 1.0) > 1e-6)
-      return absl::InvalidArgumentError(absl::StrCat("mixture.oracle_weights sum to ",
-                                                     p.oracle_weights.sum(), ", expected 1"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("mixture.oracle_weights sum to ", p.oracle_weights.sum(), ", expected 1"));
     p.oracle_weights /= p.oracle_weights.sum();
   } else if (c.oracle_weights_size() > 0) {
     return absl::InvalidArgumentError(
@@ -150,8 +150,8 @@ double MixturePolicy::StepSize() const {
 double MixturePolicy::GreedyStep(const Vector& extra_linear) {
   auto loss = BindLoss(extra_linear);
   // Algorithm 1 lines 5-11: warm start from alpha_{t-1}, S EG steps (eq. 13).
-  EgResult r = ExponentiatedGradient(*loss, alpha_, params_.eg_steps, StepSize(),
-                                     params_.alpha_floor);
+  EgResult r =
+      ExponentiatedGradient(*loss, alpha_, params_.eg_steps, StepSize(), params_.alpha_floor);
   if (r.alpha.allFinite() && std::abs(r.alpha.sum() - 1.0) < 1e-6) alpha_ = r.alpha;
   return r.value;
 }
@@ -166,7 +166,8 @@ Vector MixturePolicy::VertexLosses() const {
 
 absl::StatusOr<Decision> MixturePolicy::Select(const SelectContext& ctx) {
   const int m = arms_.size();
-  if (m == 0) return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
+  if (m == 0)
+    return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
   Decision d;
   Vector p;
   if (InWarmStart()) {
@@ -212,12 +213,13 @@ absl::Status MixturePolicy::Update(const Observation& obs) {
   if (obs.fidelity) {
     if (auto s = CheckRange("fidelity", *obs.fidelity, 0.0, 1.0); !s.ok()) return s;
   } else if (params_.fidelity_weight > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "fidelity is missing, expected a fidelity score in [0, 1] (fidelity_weight = ",
-        params_.fidelity_weight, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("fidelity is missing, expected a fidelity score in [0, 1] (fidelity_weight = ",
+                     params_.fidelity_weight, ")"));
   }
   auto slot = arms_.Find(obs.arm_id);
-  if (!slot) return absl::NotFoundError(absl::StrCat("arm id '", obs.arm_id, "' is not in the arm set"));
+  if (!slot)
+    return absl::NotFoundError(absl::StrCat("arm id '", obs.arm_id, "' is not in the arm set"));
   Vector phi;
   features_.Map(obs.embedding, &phi);
   stats_.Add(*slot, phi, obs.fidelity);
@@ -231,7 +233,8 @@ absl::Status MixturePolicy::AddArm(const bandit::v1::ArmSpec& arm) {
   if (auto s = arms_.CheckAdd(arm); !s.ok()) return s;
   const double D = static_cast<double>(features_.dim());
   if ((arms_.size() + 1.0) * D * D * 8.0 > static_cast<double>(1 << 30))
-    return absl::ResourceExhaustedError("adding an arm would exceed the 1 GiB per-instance state limit");
+    return absl::ResourceExhaustedError(
+        "adding an arm would exceed the 1 GiB per-instance state limit");
   arms_.Add(arm);
   stats_.AddArm();
   const int m = arms_.size();
@@ -271,8 +274,9 @@ absl::Status MixturePolicy::Reconfigure(Policy& fresh) {
         "live (its statistics live in that feature space); only the reference and the other "
         "parameters can change");
   if (next->arms_.ids() != arms_.ids())
-    return absl::FailedPreconditionError("the new config lists different arms; change arms "
-                                         "with AddArms/RemoveArms");
+    return absl::FailedPreconditionError(
+        "the new config lists different arms; change arms "
+        "with AddArms/RemoveArms");
   objective_ = std::move(next->objective_);
   params_ = p;
   return absl::OkStatus();
@@ -285,8 +289,7 @@ std::vector<std::pair<std::string, double>> MixturePolicy::Summary() const {
   out.push_back({"rounds", static_cast<double>(t_)});
   out.push_back({"warm_start", InWarmStart() ? 1.0 : 0.0});
   const Vector& fn = stats_.fidelity_counts();
-  if (fn.sum() > 0)
-    out.push_back({"fidelity", stats_.FidelityMeans().dot(fn) / fn.sum()});
+  if (fn.sum() > 0) out.push_back({"fidelity", stats_.FidelityMeans().dot(fn) / fn.sum()});
   if (n <= 0) return out;
   const Vector emp = stats_.counts() / n;  // the collected samples = mixture with a_i = n_i / N
   auto base = objective_->Bind(stats_);
@@ -305,7 +308,8 @@ std::vector<std::pair<std::string, double>> MixturePolicy::Summary() const {
   const EgResult best = ExponentiatedGradient(*loss, start, 50, StepSize(), 0.0, true);
   const double best_obj = std::min(best.value, objective);
   out.push_back({"best_objective", best_obj});
-  out.push_back({"best_score", objective_->Score(base->Value(best.value <= objective ? best.alpha : emp))});
+  out.push_back(
+      {"best_score", objective_->Score(base->Value(best.value <= objective ? best.alpha : emp))});
   out.push_back({"gap", objective - best_obj});
   return out;
 }
@@ -347,7 +351,8 @@ absl::Status MixturePolicy::Restore(const bandit::v1::PolicyState& state) {
   Vector alpha, probs;
   if (auto s = r.Get("alpha", &alpha, m); !s.ok()) return s;
   if (auto s = r.Get("probs", &probs, m); !s.ok()) return s;
-  if (!alpha.allFinite() || !probs.allFinite() || (alpha.array() < 0).any() || (probs.array() < 0).any())
+  if (!alpha.allFinite() || !probs.allFinite() || (alpha.array() < 0).any() ||
+      (probs.array() < 0).any())
     return absl::InvalidArgumentError("state alpha / probs must be finite and >= 0");
   if (auto s = r.GetInt("t", &t); !s.ok()) return s;
   if (auto s = r.GetInt("rr", &rr); !s.ok()) return s;

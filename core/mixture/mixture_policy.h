@@ -35,8 +35,8 @@ struct MixtureParams {
   int64_t dimension = 0;        // d
   int64_t random_features = 0;  // D (0 = cosine kernel)
   double bandwidth = 1.0;
-  int warm_start = 10;  // M
-  int eg_steps = 10;    // S
+  int warm_start = 10;                 // M
+  int eg_steps = 10;                   // S
   std::optional<double> eg_step_size;  // eta (nullopt = objective default)
   double fidelity_weight = 0.0;        // w
   double epsilon = 0.1;
@@ -109,8 +109,8 @@ class MixturePolicy : public Policy {
   std::unique_ptr<Objective> objective_;
   MixtureStats stats_;
   Rng rng_;
-  Vector alpha_;  // EG iterate (warm start for the next round, Algorithm 1 line 5)
-  Vector probs_;  // last sampling distribution
+  Vector alpha_;    // EG iterate (warm start for the next round, Algorithm 1 line 5)
+  Vector probs_;    // last sampling distribution
   int64_t t_ = 0;   // Select calls
   int64_t rr_ = 0;  // warm-start round-robin cursor
 };

@@ -15,8 +15,8 @@ class MixtureUcb final : public MixturePolicy {
  public:
   MixtureUcb(ArmSet arms, MixtureParams params, FeatureMap features,
              std::unique_ptr<Objective> objective, Rng rng)
-      : MixturePolicy(std::move(arms), std::move(params), std::move(features),
-                      std::move(objective), rng) {}
+      : MixturePolicy(std::move(arms), std::move(params), std::move(features), std::move(objective),
+                      rng) {}
   // eps_i at the current counts.
   Vector Bonus() const;
 

@@ -10,8 +10,8 @@ class OneArmGreedy final : public MixturePolicy {
  public:
   OneArmGreedy(ArmSet arms, MixtureParams params, FeatureMap features,
                std::unique_ptr<Objective> objective, Rng rng)
-      : MixturePolicy(std::move(arms), std::move(params), std::move(features),
-                      std::move(objective), rng) {}
+      : MixturePolicy(std::move(arms), std::move(params), std::move(features), std::move(objective),
+                      rng) {}
 
  protected:
   Vector ComputeDistribution(std::vector<std::pair<std::string, double>>* diag,

@@ -12,8 +12,8 @@ class MixtureOracle final : public MixturePolicy {
  public:
   MixtureOracle(ArmSet arms, MixtureParams params, FeatureMap features,
                 std::unique_ptr<Objective> objective, Rng rng)
-      : MixturePolicy(std::move(arms), std::move(params), std::move(features),
-                      std::move(objective), rng) {
+      : MixturePolicy(std::move(arms), std::move(params), std::move(features), std::move(objective),
+                      rng) {
     alpha_ = probs_ = params_.oracle_weights;
   }
 

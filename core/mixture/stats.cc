@@ -5,8 +5,7 @@
 
 namespace bandit::mixture {
 
-MixtureStats::MixtureStats(int m, int64_t D, bool second_moment)
-    : D_(D), second_(second_moment) {
+MixtureStats::MixtureStats(int m, int64_t D, bool second_moment) : D_(D), second_(second_moment) {
   n_ = Eigen::VectorXd::Zero(m);
   mean_ = Eigen::MatrixXd::Zero(D, m);
   if (second_) S_.assign(m, Eigen::MatrixXd::Zero(D, D));

@@ -71,7 +71,8 @@ double ExactHypotheses::DirectNormSq(int i) const {
   double s = 0.0;
   for (size_t j = 0; j < a.size(); ++j) {
     const Eigen::VectorXd xj = SupportVector(i, static_cast<int64_t>(j));
-    for (size_t k = 0; k < a.size(); ++k) s += a[j] * a[k] * Kernel(i, sv_[i].data() + k * dim_, xj);
+    for (size_t k = 0; k < a.size(); ++k)
+      s += a[j] * a[k] * Kernel(i, sv_[i].data() + k * dim_, xj);
   }
   return s;
 }
@@ -111,8 +112,8 @@ absl::Status ExactHypotheses::Restore(const StateReader& r) {
                                                      " support vectors for kernel ", i,
                                                      ", expected at most the budget ", budget_));
     if (!m.allFinite() || !a.allFinite())
-      return absl::InvalidArgumentError(absl::StrCat("state support vectors of kernel ", i,
-                                                     " are not finite"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("state support vectors of kernel ", i, " are not finite"));
     sv[i].assign(m.data(), m.data() + m.size());
     coef[i].assign(a.data(), a.data() + a.size());
   }

@@ -28,7 +28,8 @@ double OksPlusPlusLambda(const OksPlusPlusConstants& c, double c_tilde_sum, doub
   const double gc = c.g * c.c0;
   const double m = std::max(gc * c.u * c.u * kk * kk, 8.0 * c_tilde_sum);
   return std::pow(c.u, 4.0 / 3.0) * std::pow(m, -1.0 / 6.0) /
-         (std::sqrt(4.0 / 3.0) * std::pow(kk, 1.0 / 6.0) * std::cbrt(gc) * std::sqrt(1.0 + delta_i));
+         (std::sqrt(4.0 / 3.0) * std::pow(kk, 1.0 / 6.0) * std::cbrt(gc) *
+          std::sqrt(1.0 + delta_i));
 }
 
 Eigen::VectorXd ExponentialWeights(const Eigen::VectorXd& cumulative_loss, double eta) {

@@ -13,12 +13,11 @@ absl::StatusOr<LkmBooks> LkmBooks::Create(const std::vector<KernelSpec>& kernels
   if (kernels.empty()) return absl::InvalidArgumentError("lkmbooks needs at least one kernel");
   if (dim <= 0) return absl::InvalidArgumentError("lkmbooks needs input dimension > 0");
   if (params.budget < 1 || params.horizon < 1)
-    return absl::InvalidArgumentError(absl::StrCat("lkmbooks budget ", params.budget,
-                                                   " and horizon ", params.horizon,
-                                                   " must be >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lkmbooks budget ", params.budget, " and horizon ", params.horizon, " must be >= 1"));
   if (!(params.nu > 0 && params.nu < 1))
-    return absl::InvalidArgumentError(absl::StrCat("lkmbooks nu is ", params.nu,
-                                                   ", expected (0, 1)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("lkmbooks nu is ", params.nu, ", expected (0, 1)"));
   LkmBooks l;
   for (const KernelSpec& k : kernels) {
     if (k.kind != ShiftInvariantKernel::kGaussian)
@@ -66,9 +65,7 @@ Eigen::VectorXd LkmBooks::KernelPredictions(const Eigen::VectorXd& x) const {
   return f;
 }
 
-double LkmBooks::Predict(const Eigen::VectorXd& x) const {
-  return p_.dot(KernelPredictions(x));
-}
+double LkmBooks::Predict(const Eigen::VectorXd& x) const { return p_.dot(KernelPredictions(x)); }
 
 double LkmBooks::PredictAndUpdate(const Eigen::VectorXd& x, double y) {
   const Eigen::VectorXd fi = KernelPredictions(x);

@@ -13,11 +13,11 @@ enum class LossKind { kLogistic, kSquare, kSquaredHinge, kAbsolute, kHinge };
 
 struct LossInfo {
   absl::string_view name;
-  bool smooth;          // satisfies Assumption 1 (OKS++ allowed)
-  int nu;               // Assumption 1 exponent (1 or 2); 0 if not smooth
-  double c0;            // Assumption 1 constant C0
-  bool lipschitz;       // globally Lipschitz in f(x) (Assumption 3 without the ball restriction)
-  bool margin;          // a margin loss in y * f(x): only meaningful for labels in {-1, +1}
+  bool smooth;     // satisfies Assumption 1 (OKS++ allowed)
+  int nu;          // Assumption 1 exponent (1 or 2); 0 if not smooth
+  double c0;       // Assumption 1 constant C0
+  bool lipschitz;  // globally Lipschitz in f(x) (Assumption 3 without the ball restriction)
+  bool margin;     // a margin loss in y * f(x): only meaningful for labels in {-1, +1}
 };
 
 const LossInfo& Info(LossKind kind);

@@ -22,10 +22,16 @@ absl::StatusOr<std::unique_ptr<OnlineKernelSelection>> OnlineKernelSelection::Cr
     const bandit::v1::OksConfig& c, uint64_t seed, bool allow_unbounded) {
   std::unique_ptr<OnlineKernelSelection> p(new OnlineKernelSelection());
   switch (c.variant()) {
-    case bandit::v1::OksConfig::OKS: p->variant_ = Variant::kOks; break;
-    case bandit::v1::OksConfig::IOKS: p->variant_ = Variant::kIoks; break;
+    case bandit::v1::OksConfig::OKS:
+      p->variant_ = Variant::kOks;
+      break;
+    case bandit::v1::OksConfig::IOKS:
+      p->variant_ = Variant::kIoks;
+      break;
     case bandit::v1::OksConfig::OKS_PP:
-    case bandit::v1::OksConfig::VARIANT_UNSPECIFIED: p->variant_ = Variant::kOksPlusPlus; break;
+    case bandit::v1::OksConfig::VARIANT_UNSPECIFIED:
+      p->variant_ = Variant::kOksPlusPlus;
+      break;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("oks.variant ", c.variant(), " is unknown, expected OKS, OKS_PP or IOKS"));
@@ -35,19 +41,28 @@ absl::StatusOr<std::unique_ptr<OnlineKernelSelection>> OnlineKernelSelection::Cr
   p->loss_ = FromProto(c.loss());
   const LossInfo& info = Info(p->loss_);
   switch (c.task()) {
-    case bandit::v1::OKS_TASK_UNSPECIFIED: p->classification_ = info.margin; break;
-    case bandit::v1::OKS_CLASSIFICATION: p->classification_ = true; break;
-    case bandit::v1::OKS_REGRESSION: p->classification_ = false; break;
-    default: return absl::InvalidArgumentError(absl::StrCat("oks.task ", c.task(), " is unknown"));
+    case bandit::v1::OKS_TASK_UNSPECIFIED:
+      p->classification_ = info.margin;
+      break;
+    case bandit::v1::OKS_CLASSIFICATION:
+      p->classification_ = true;
+      break;
+    case bandit::v1::OKS_REGRESSION:
+      p->classification_ = false;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("oks.task ", c.task(), " is unknown"));
   }
   if (info.margin && !p->classification_)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "oks.loss ", info.name, " is a margin loss for labels in {-1, +1}, expected task "
-        "CLASSIFICATION (or the square / absolute loss for regression)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("oks.loss ", info.name,
+                     " is a margin loss for labels in {-1, +1}, expected task "
+                     "CLASSIFICATION (or the square / absolute loss for regression)"));
   if (p->variant_ == Variant::kOksPlusPlus && !info.smooth)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "oks.loss ", info.name, " is not smooth (Assumption 1), expected logistic, square or "
-        "squared_hinge for variant OKS_PP"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("oks.loss ", info.name,
+                     " is not smooth (Assumption 1), expected logistic, square or "
+                     "squared_hinge for variant OKS_PP"));
   // IOKS accepts every loss: it projects onto ||f|| <= U (eq. (2)), where each of these losses
   // has a bounded derivative (Assumption 3 on the restricted space; e.g. square: |l'| <= 2(U+1)).
   // Section 6 runs IOKS with the square loss too.
@@ -65,16 +80,19 @@ absl::StatusOr<std::unique_ptr<OnlineKernelSelection>> OnlineKernelSelection::Cr
     KernelSpec spec;
     switch (k.kind()) {
       case bandit::v1::OksKernel::KIND_UNSPECIFIED:
-      case bandit::v1::OksKernel::GAUSSIAN: spec.kind = ShiftInvariantKernel::kGaussian; break;
-      case bandit::v1::OksKernel::LAPLACIAN: spec.kind = ShiftInvariantKernel::kLaplacian; break;
+      case bandit::v1::OksKernel::GAUSSIAN:
+        spec.kind = ShiftInvariantKernel::kGaussian;
+        break;
+      case bandit::v1::OksKernel::LAPLACIAN:
+        spec.kind = ShiftInvariantKernel::kLaplacian;
+        break;
       default:
         return absl::InvalidArgumentError(
             absl::StrCat("oks.kernels[", i, "].kind ", k.kind(), " is unknown"));
     }
     if (!(k.bandwidth() > 0) || !std::isfinite(k.bandwidth()))
-      return absl::InvalidArgumentError(absl::StrCat("oks.kernels[", i, "].bandwidth is ",
-                                                     k.bandwidth(),
-                                                     ", expected a finite number > 0"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "oks.kernels[", i, "].bandwidth is ", k.bandwidth(), ", expected a finite number > 0"));
     spec.sigma = k.bandwidth();
     p->kernels_.push_back(spec);
   }
@@ -87,8 +105,8 @@ absl::StatusOr<std::unique_ptr<OnlineKernelSelection>> OnlineKernelSelection::Cr
                              CheckPositive);
       !s.ok())
     return s;
-  if (auto s = OptionalParam("oks.lipschitz", c.has_lipschitz(), c.lipschitz(), 1.0,
-                             &p->lipschitz_, CheckPositive);
+  if (auto s = OptionalParam("oks.lipschitz", c.has_lipschitz(), c.lipschitz(), 1.0, &p->lipschitz_,
+                             CheckPositive);
       !s.ok())
     return s;
   if (auto s = OptionalParam("oks.lambda_scale", c.has_lambda_scale(), c.lambda_scale(), 1.0,
@@ -100,16 +118,16 @@ absl::StatusOr<std::unique_ptr<OnlineKernelSelection>> OnlineKernelSelection::Cr
       !s.ok())
     return s;
   if (c.horizon() < 0 || c.horizon() == 1)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "oks.horizon is ", c.horizon(), ", expected 0 (doubling) or a horizon T >= 2"));
+    return absl::InvalidArgumentError(absl::StrCat("oks.horizon is ", c.horizon(),
+                                                   ", expected 0 (doubling) or a horizon T >= 2"));
   p->horizon_ = c.horizon();
   if (c.random_features() < 0 || c.random_features() > kMaxRandomFeatures)
     return absl::InvalidArgumentError(absl::StrCat("oks.random_features is ", c.random_features(),
                                                    ", expected 0 (exact kernels) or 1..",
                                                    kMaxRandomFeatures));
   if (c.support_budget() < 0)
-    return absl::InvalidArgumentError(absl::StrCat("oks.support_budget is ", c.support_budget(),
-                                                   ", expected >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("oks.support_budget is ", c.support_budget(), ", expected >= 0"));
   if (c.random_features() == 0 && c.support_budget() == 0 && !allow_unbounded)
     return absl::InvalidArgumentError(
         "oks.random_features = 0 selects the exact kernel learners, which keep one support "
@@ -122,8 +140,11 @@ absl::StatusOr<std::unique_ptr<OnlineKernelSelection>> OnlineKernelSelection::Cr
   RandomFeatureForm form = RandomFeatureForm::kCosinePhase;
   switch (c.random_feature_map()) {
     case bandit::v1::OksConfig::RANDOM_FEATURE_MAP_UNSPECIFIED:
-    case bandit::v1::OksConfig::COSINE_PHASE: break;
-    case bandit::v1::OksConfig::COS_SIN_PAIRS: form = RandomFeatureForm::kCosSinPairs; break;
+    case bandit::v1::OksConfig::COSINE_PHASE:
+      break;
+    case bandit::v1::OksConfig::COS_SIN_PAIRS:
+      form = RandomFeatureForm::kCosSinPairs;
+      break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("oks.random_feature_map ",
                                                      c.random_feature_map(),
@@ -156,7 +177,8 @@ double OnlineKernelSelection::CurrentDelta() const {
   switch (variant_) {
     case Variant::kOks:
       return OksRemark1Params(k_, ParameterHorizon(), lipschitz_, loss_max_, lambda_scale_).delta;
-    case Variant::kOksPlusPlus: return OksPlusPlusDelta(pp_, c_sum_);
+    case Variant::kOksPlusPlus:
+      return OksPlusPlusDelta(pp_, c_sum_);
     case Variant::kIoks:
       return IoksTheoremParams(k_, ParameterHorizon(), u_, lipschitz_, loss_max_, eta_constant_)
           .delta;
@@ -176,8 +198,10 @@ double OnlineKernelSelection::CurrentEta() const {
   switch (variant_) {
     case Variant::kOks:
       return OksRemark1Params(k_, ParameterHorizon(), lipschitz_, loss_max_, lambda_scale_).eta;
-    case Variant::kOksPlusPlus: return OksPlusPlusEta(k_, q_sq_);
-    case Variant::kIoks: return IoksEtas().maxCoeff();
+    case Variant::kOksPlusPlus:
+      return OksPlusPlusEta(k_, q_sq_);
+    case Variant::kIoks:
+      return IoksEtas().maxCoeff();
   }
   return 0.0;
 }
@@ -186,8 +210,10 @@ double OnlineKernelSelection::Lambda(int i) const {
   switch (variant_) {
     case Variant::kOks:
       return OksRemark1Params(k_, ParameterHorizon(), lipschitz_, loss_max_, lambda_scale_).lambda;
-    case Variant::kOksPlusPlus: return OksPlusPlusLambda(pp_, c_sum_, cum_loss_[i]);
-    case Variant::kIoks: return u_ / (std::sqrt(2.0) * std::sqrt(1.0 + grad_sq_[i]));  // eq. (6)
+    case Variant::kOksPlusPlus:
+      return OksPlusPlusLambda(pp_, c_sum_, cum_loss_[i]);
+    case Variant::kIoks:
+      return u_ / (std::sqrt(2.0) * std::sqrt(1.0 + grad_sq_[i]));  // eq. (6)
   }
   return 0.0;
 }
@@ -271,7 +297,7 @@ absl::Status OnlineKernelSelection::Update(const Observation& obs) {
       const OksParams op =
           OksRemark1Params(k_, ParameterHorizon(), lipschitz_, loss_max_, lambda_scale_);
       hyp_->Step(i, x, op.lambda * g / p, kNoProjection);  // Algorithm 1 line 7
-      cum_loss_[i] += loss / p;                             // line 6 (as cumulative loss)
+      cum_loss_[i] += loss / p;                            // line 6 (as cumulative loss)
       break;
     }
     case Variant::kOksPlusPlus: {
@@ -342,9 +368,9 @@ absl::Status OnlineKernelSelection::Restore(const bandit::v1::PolicyState& state
   if (auto s = r.Get("rho", &rho, k_); !s.ok()) return s;
   if (auto s = r.Get("grad_sq", &grad_sq, k_); !s.ok()) return s;
   if (auto s = r.GetRng(&rng); !s.ok()) return s;
-  if (!(t >= 0 && t <= 0x1p53 && t == std::floor(t)) || !cum_loss.allFinite() || !q.allFinite() || !eta_steps.allFinite() ||
-      !rho.allFinite() || !grad_sq.allFinite() || !std::isfinite(c_sum) || !std::isfinite(q_sq) ||
-      (q.array() < 0).any() || std::abs(q.sum() - 1.0) > 1e-9)
+  if (!(t >= 0 && t <= 0x1p53 && t == std::floor(t)) || !cum_loss.allFinite() || !q.allFinite() ||
+      !eta_steps.allFinite() || !rho.allFinite() || !grad_sq.allFinite() || !std::isfinite(c_sum) ||
+      !std::isfinite(q_sq) || (q.array() < 0).any() || std::abs(q.sum() - 1.0) > 1e-9)
     return absl::InvalidArgumentError(
         "oks state is inconsistent (negative round count, non-finite values, or q not on the "
         "simplex)");

@@ -89,14 +89,14 @@ class OnlineKernelSelection final : public Policy {
   // State.
   std::unique_ptr<KernelHypotheses> hyp_;
   Rng rng_;
-  int64_t t_ = 0;      // completed updates
-  Vector cum_loss_;    // OKS/OKS++: L_i = Delta_{t,i} = sum l / p 1[I = i]
-  double c_sum_ = 0;   // OKS++: C_t = sum_i Delta_{t,i}
-  double q_sq_ = 0;    // OKS++: sum_tau q_{tau,I} c~_{tau,I}^2
-  Vector q_;           // IOKS: q_t
-  Vector eta_steps_;   // IOKS: number of eta increases per kernel (eta_{t,i} = eta upsilon^n_i)
-  Vector rho_;         // IOKS: rho_{t,i}
-  Vector grad_sq_;     // IOKS: sum_tau ||grad~_{tau,i}||^2
+  int64_t t_ = 0;     // completed updates
+  Vector cum_loss_;   // OKS/OKS++: L_i = Delta_{t,i} = sum l / p 1[I = i]
+  double c_sum_ = 0;  // OKS++: C_t = sum_i Delta_{t,i}
+  double q_sq_ = 0;   // OKS++: sum_tau q_{tau,I} c~_{tau,I}^2
+  Vector q_;          // IOKS: q_t
+  Vector eta_steps_;  // IOKS: number of eta increases per kernel (eta_{t,i} = eta upsilon^n_i)
+  Vector rho_;        // IOKS: rho_{t,i}
+  Vector grad_sq_;    // IOKS: sum_tau ||grad~_{tau,i}||^2
 };
 
 // Server factory: refuses exact learners without a support budget.

@@ -50,11 +50,11 @@ double Raker::PredictAndUpdate(const Eigen::VectorXd& x, double y) {
   for (int p = 0; p < num_kernels(); ++p) {
     maps_[p].MapInto(x, &z_[p]);
     f_[p] = theta_[p].dot(z_[p]);  // eq. (12)
-    f += wbar[p] * f_[p];           // eq. (13)
+    f += wbar[p] * f_[p];          // eq. (13)
   }
   for (int p = 0; p < num_kernels(); ++p) {
     theta_[p].noalias() -= (eta_ * Derivative(loss_, f_[p], y)) * z_[p];  // eq. (14)
-    cum_loss_[p] += Loss(loss_, f_[p], y);                                 // eq. (15)
+    cum_loss_[p] += Loss(loss_, f_[p], y);                                // eq. (15)
   }
   return f;
 }

@@ -63,10 +63,10 @@ absl::Status RfHypotheses::Restore(const StateReader& r) {
   for (size_t i = 0; i < maps.size(); ++i) {
     if (auto s = maps[i].Restore(r, absl::StrCat("k", i, "_"), dim_, num_features_); !s.ok())
       return s;
-    if (auto s = r.Get(absl::StrCat("k", i, "_w"), &ws[i], maps[i].output_dim()); !s.ok())
-      return s;
+    if (auto s = r.Get(absl::StrCat("k", i, "_w"), &ws[i], maps[i].output_dim()); !s.ok()) return s;
     if (!ws[i].allFinite())
-      return absl::InvalidArgumentError(absl::StrCat("state weights of kernel ", i, " are not finite"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("state weights of kernel ", i, " are not finite"));
   }
   maps_ = std::move(maps);
   w_ = std::move(ws);

@@ -17,9 +17,9 @@ namespace bandit::oks {
 class RfHypotheses final : public KernelHypotheses {
  public:
   // Draws the K feature maps from `rng`. Fails on invalid bandwidths or sizes.
-  static absl::StatusOr<RfHypotheses> Draw(const std::vector<KernelSpec>& kernels, int dim,
-                                           int num_features, Rng& rng,
-                                           RandomFeatureForm form = RandomFeatureForm::kCosinePhase);
+  static absl::StatusOr<RfHypotheses> Draw(
+      const std::vector<KernelSpec>& kernels, int dim, int num_features, Rng& rng,
+      RandomFeatureForm form = RandomFeatureForm::kCosinePhase);
 
   int num_kernels() const override { return static_cast<int>(maps_.size()); }
   int dim() const override { return dim_; }

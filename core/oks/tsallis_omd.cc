@@ -47,9 +47,12 @@ Eigen::VectorXd TsallisOmdStep(const Eigen::VectorXd& q, const Eigen::VectorXd& 
       m = 0.5 * (lo + hi);
       if (m <= lo || m >= hi) break;  // interval exhausted at double precision
       const double s = mass(m);
-      if (s < 1.0) lo = m;
-      else if (s > 1.0) hi = m;
-      else break;
+      if (s < 1.0)
+        lo = m;
+      else if (s > 1.0)
+        hi = m;
+      else
+        break;
     }
   }
   if (mu) *mu = m;

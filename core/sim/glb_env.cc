@@ -32,9 +32,14 @@ GlbEnv::GlbEnv(const GlbEnvConfig& config, uint64_t seed)
       arm_rng_(seed * 0x9E3779B97F4A7C15ULL + 1),
       noise_rng_(seed * 0xD1B54A32D192ED03ULL + 7) {
   switch (c_.kind) {
-    case GlbEnvKind::kPoisson: link_ = glb::GlmLink(glb::LinkKind::kPoisson, 1.0); break;
-    case GlbEnvKind::kGaussian: link_ = glb::GlmLink(glb::LinkKind::kGaussian, c_.dispersion); break;
-    default: link_ = glb::GlmLink(glb::LinkKind::kLogistic, 1.0);
+    case GlbEnvKind::kPoisson:
+      link_ = glb::GlmLink(glb::LinkKind::kPoisson, 1.0);
+      break;
+    case GlbEnvKind::kGaussian:
+      link_ = glb::GlmLink(glb::LinkKind::kGaussian, c_.dispersion);
+      break;
+    default:
+      link_ = glb::GlmLink(glb::LinkKind::kLogistic, 1.0);
   }
   // theta* (and the drift circle) from a third stream, fixed by the seed.
   Rng theta_rng(seed * 0x94D049BB133111EBULL + 3);
@@ -88,9 +93,12 @@ double GlbEnv::Poisson(Rng& rng, double mean) {
 double GlbEnv::Reward(int arm) {
   const double z = candidates_[arm].dot(theta_t_);
   switch (link_.kind()) {
-    case glb::LinkKind::kLogistic: return noise_rng_.Bernoulli(link_.Mu(z)) ? 1.0 : 0.0;
-    case glb::LinkKind::kPoisson: return Poisson(noise_rng_, link_.Mu(z));
-    case glb::LinkKind::kGaussian: return z + std::sqrt(c_.dispersion) * noise_rng_.Normal();
+    case glb::LinkKind::kLogistic:
+      return noise_rng_.Bernoulli(link_.Mu(z)) ? 1.0 : 0.0;
+    case glb::LinkKind::kPoisson:
+      return Poisson(noise_rng_, link_.Mu(z));
+    case glb::LinkKind::kGaussian:
+      return z + std::sqrt(c_.dispersion) * noise_rng_.Normal();
   }
   return 0;
 }

@@ -22,8 +22,10 @@ std::vector<prometheus::MetricFamily> ClusterMetrics::Collect() const {
     f.help = help;
     f.type = type;
     prometheus::ClientMetric m;
-    if (type == prometheus::MetricType::Counter) m.counter.value = v;
-    else m.gauge.value = v;
+    if (type == prometheus::MetricType::Counter)
+      m.counter.value = v;
+    else
+      m.gauge.value = v;
     f.metric.push_back(std::move(m));
     return f;
   };

@@ -16,7 +16,8 @@ namespace bandit::server::cluster {
 class ClusterNode::Db {
  public:
   using Rows = std::vector<std::vector<std::string>>;
-  Db(std::string dsn, std::string password) : dsn_(std::move(dsn)), password_(std::move(password)) {}
+  Db(std::string dsn, std::string password)
+      : dsn_(std::move(dsn)), password_(std::move(password)) {}
   ~Db() {
     if (conn_) PQfinish(conn_);
   }
@@ -27,8 +28,8 @@ class ClusterNode::Db {
     }
     std::vector<const char*> p;
     for (const auto& s : params) p.push_back(s.c_str());
-    PGresult* res = PQexecParams(conn_, sql.c_str(), static_cast<int>(p.size()), nullptr,
-                                 p.data(), nullptr, nullptr, 0);
+    PGresult* res = PQexecParams(conn_, sql.c_str(), static_cast<int>(p.size()), nullptr, p.data(),
+                                 nullptr, nullptr, 0);
     const auto st = PQresultStatus(res);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
       std::string why(absl::StripAsciiWhitespace(PQresultErrorMessage(res)));
@@ -53,11 +54,11 @@ class ClusterNode::Db {
  private:
   absl::Status Connect() {
     if (conn_) PQfinish(conn_);
-    std::vector<const char*> keys = {"connect_timeout", "application_name", "keepalives_idle",
-                                     "keepalives_interval", "keepalives_count",
-                                     "tcp_user_timeout", "dbname"};
-    std::vector<const char*> values = {"5", "banditd-cluster", "10", "5", "3", "15000",
-                                       dsn_.c_str()};
+    std::vector<const char*> keys = {
+        "connect_timeout",  "application_name", "keepalives_idle", "keepalives_interval",
+        "keepalives_count", "tcp_user_timeout", "dbname"};
+    std::vector<const char*> values = {"5", "banditd-cluster", "10",        "5",
+                                       "3", "15000",           dsn_.c_str()};
     if (!password_.empty()) {
       keys.push_back("password");
       values.push_back(password_.c_str());
@@ -69,8 +70,8 @@ class ClusterNode::Db {
       std::string why(absl::StripAsciiWhitespace(PQerrorMessage(conn_)));
       PQfinish(conn_);
       conn_ = nullptr;
-      return absl::UnavailableError(absl::StrCat(
-          "cannot connect to PostgreSQL (", PostgresStorage::RedactedDsn(dsn_), "): ", why));
+      return absl::UnavailableError(absl::StrCat("cannot connect to PostgreSQL (",
+                                                 PostgresStorage::RedactedDsn(dsn_), "): ", why));
     }
     return absl::OkStatus();
   }
@@ -119,8 +120,8 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(ClusterOptions o
       lock.lock();
     }
   });
-  BANDIT_LOG_INFO("cluster node '", node->options_.node_id, "' (incarnation ",
-                  node->incarnation_, ") advertising ", node->options_.advertise,
+  BANDIT_LOG_INFO("cluster node '", node->options_.node_id, "' (incarnation ", node->incarnation_,
+                  ") advertising ", node->options_.advertise,
                   ", lease_ms=", node->options_.lease.count(), ", owns ", node->owned(),
                   " instances");
   return node;
@@ -136,8 +137,8 @@ ClusterNode::~ClusterNode() {
 }
 
 absl::Status ClusterNode::Register() {
-  const auto deadline = std::chrono::steady_clock::now() + 2 * options_.lease +
-                        std::chrono::seconds(2);
+  const auto deadline =
+      std::chrono::steady_clock::now() + 2 * options_.lease + std::chrono::seconds(2);
   std::lock_guard<std::mutex> lock(db_mu_);
   while (true) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -156,9 +157,10 @@ absl::Status ClusterNode::Register() {
       return absl::OkStatus();
     }
     if (std::chrono::steady_clock::now() >= deadline)
-      return absl::FailedPreconditionError(absl::StrCat(
-          "node id '", options_.node_id, "' is held by a live node (bandit_nodes); every node "
-          "needs its own --node_id"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("node id '", options_.node_id,
+                       "' is held by a live node (bandit_nodes); every node "
+                       "needs its own --node_id"));
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 }
@@ -241,13 +243,12 @@ absl::StatusOr<bool> ClusterNode::ClaimLocked(const std::string& name, bool crea
   uint64_t epoch = 0;
   (void)absl::SimpleAtoi((*rows)[0][0], &epoch);
   if (auto s = LoadLocked(name, epoch); !s.ok()) return s;
-  BANDIT_LOG_INFO("cluster: node '", options_.node_id, "' took instance '", name,
-                  "' (lease epoch ", epoch, ")");
+  BANDIT_LOG_INFO("cluster: node '", options_.node_id, "' took instance '", name, "' (lease epoch ",
+                  epoch, ")");
   return true;
 }
 
-absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create,
-                                            bool forwarded) {
+absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create, bool forwarded) {
   Route local;
   local.local = true;
   auto remote = [&](const std::string& owner) -> absl::StatusOr<Route> {
@@ -258,9 +259,9 @@ absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create
       if (it != addresses_.end()) address = it->second;
     }
     if (address.empty() || forwarded)
-      return absl::UnavailableError(absl::StrCat(
-          "instance '", name, "' is moving between nodes (owner '", owner,
-          "' not reachable from node '", options_.node_id, "' yet); retry"));
+      return absl::UnavailableError(
+          absl::StrCat("instance '", name, "' is moving between nodes (owner '", owner,
+                       "' not reachable from node '", options_.node_id, "' yet); retry"));
     return Route{false, owner, address};
   };
   // Held here: served here, unless this node's membership may have lapsed (paused, cut off):
@@ -275,7 +276,8 @@ absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create
     }
     if (!storage_->LeaseCurrent())
       return absl::UnavailableError(absl::StrCat(
-          "node '", options_.node_id, "' has not renewed its cluster membership in time; "
+          "node '", options_.node_id,
+          "' has not renewed its cluster membership in time; "
           "retry (the instance is served again once it has, or by the node that took it over)"));
     return true;
   };
@@ -284,8 +286,9 @@ absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create
     if (!held.ok()) return held.status();
     if (*held) return local;
     std::lock_guard<std::mutex> lock(mu_);
-    if (leaving_) return absl::UnavailableError(absl::StrCat("node '", options_.node_id,
-                                                             "' is leaving the cluster; retry"));
+    if (leaving_)
+      return absl::UnavailableError(
+          absl::StrCat("node '", options_.node_id, "' is leaving the cluster; retry"));
     // Owned elsewhere as of the last heartbeat: forward without asking PostgreSQL. A stale
     // entry costs one failed forward (UNAVAILABLE, retried) until the next heartbeat.
     auto it = lease_owner_.find(name);
@@ -301,10 +304,9 @@ absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create
     if (*held) return local;
   }
   // The lease row decides; placement only says who should claim a free one.
-  auto rows = db_->Query(
-      absl::StrCat("SELECT owner, owner_incarnation, epoch, NOT ", kLeaseIsFree,
-                   " FROM bandit_leases WHERE instance = $1"),
-      {name});
+  auto rows = db_->Query(absl::StrCat("SELECT owner, owner_incarnation, epoch, NOT ", kLeaseIsFree,
+                                      " FROM bandit_leases WHERE instance = $1"),
+                         {name});
   if (!rows.ok()) return rows.status();
   if (!rows->empty() && (*rows)[0][3] == "t") {
     const auto& row = (*rows)[0];
@@ -347,8 +349,7 @@ absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create
 absl::Status ClusterNode::HandOffLocked(const std::string& name, uint64_t epoch) {
   // Snapshot while still the owner (fenced), then stop writing, then release: a commit still
   // in flight holds the lease row and the release waits for it; any later one is fenced.
-  if (auto s = hooks_.snapshot(name); !s.ok() && s.code() != absl::StatusCode::kNotFound)
-    return s;
+  if (auto s = hooks_.snapshot(name); !s.ok() && s.code() != absl::StatusCode::kNotFound) return s;
   Forget(name, /*lost=*/false);
   auto rows = db_->Query(
       "UPDATE bandit_leases SET owner = NULL, owner_incarnation = NULL WHERE instance = $1 AND "
@@ -422,8 +423,8 @@ absl::Status ClusterNode::Heartbeat() {
     addresses[row[0]] = row[1];
     if (row[2] != "t") live[row[0]] = row[1];
   }
-  auto leases = db_->Query(absl::StrCat("SELECT instance, owner, NOT ", kLeaseIsFree,
-                                        ", epoch FROM bandit_leases"));
+  auto leases = db_->Query(
+      absl::StrCat("SELECT instance, owner, NOT ", kLeaseIsFree, ", epoch FROM bandit_leases"));
   if (!leases.ok()) return leases.status();
   std::vector<std::string> members;
   for (const auto& [id, address] : live) members.push_back(id);
@@ -472,8 +473,8 @@ void ClusterNode::BeginLeave() {
       "UPDATE bandit_nodes SET leaving = true WHERE node_id = $1 AND incarnation = $2::bigint",
       {options_.node_id, absl::StrCat(incarnation_)});
   if (!marked.ok())
-    BANDIT_LOG_WARN("cluster: marking node '", options_.node_id, "' as leaving failed: ",
-                    marked.status().message());
+    BANDIT_LOG_WARN("cluster: marking node '", options_.node_id,
+                    "' as leaving failed: ", marked.status().message());
 }
 
 absl::Status ClusterNode::Leave() {
@@ -497,8 +498,8 @@ absl::Status ClusterNode::Leave() {
       "owner_incarnation = $2::bigint RETURNING instance",
       me);
   if (!released.ok()) return released.status();
-  auto gone = db_->Query("DELETE FROM bandit_nodes WHERE node_id = $1 AND incarnation = $2::bigint",
-                         me);
+  auto gone =
+      db_->Query("DELETE FROM bandit_nodes WHERE node_id = $1 AND incarnation = $2::bigint", me);
   if (!gone.ok()) return gone.status();
   BANDIT_LOG_INFO("cluster: node '", options_.node_id, "' left, released ", released->size(),
                   " leases");

@@ -49,8 +49,8 @@ struct ClusterOptions {
 
 // Where a call for an instance goes.
 struct Route {
-  bool local = false;     // serve here (the instance is loaded, or does not exist)
-  std::string node_id;    // else: the owner
+  bool local = false;   // serve here (the instance is loaded, or does not exist)
+  std::string node_id;  // else: the owner
   std::string address;
 };
 
@@ -62,17 +62,16 @@ class ClusterNode {
     std::function<absl::StatusOr<std::shared_ptr<Instance>>(const std::string& name,
                                                             uint64_t* max_seq)>
         load;
-    std::function<absl::Status(std::shared_ptr<Instance>)> add;  // make it servable
-    std::function<void(const std::string& name)> drop;           // forget it (not deleted)
+    std::function<absl::Status(std::shared_ptr<Instance>)> add;     // make it servable
+    std::function<void(const std::string& name)> drop;              // forget it (not deleted)
     std::function<absl::Status(const std::string& name)> snapshot;  // before a hand-off
-    std::function<void(double seconds)> on_takeover;  // a claim + load finished
+    std::function<void(double seconds)> on_takeover;                // a claim + load finished
   };
 
   // Registers this node (waiting up to 2 leases for a previous process with the same node id
   // to expire), claims the free instances placed on it, starts the heartbeat.
   static absl::StatusOr<std::unique_ptr<ClusterNode>> Start(ClusterOptions options,
-                                                            PostgresStorage* storage,
-                                                            Hooks hooks);
+                                                            PostgresStorage* storage, Hooks hooks);
   ~ClusterNode();
 
   // Where a call for `name` goes. create: the call creates it (a missing lease is inserted
@@ -122,10 +121,10 @@ class ClusterNode {
   std::mutex db_mu_;  // the connection, claims and loads
   std::unique_ptr<Db> db_;
 
-  mutable std::mutex mu_;  // the caches below
-  std::map<std::string, uint64_t> held_;  // instance -> epoch this node holds and has loaded
+  mutable std::mutex mu_;                    // the caches below
+  std::map<std::string, uint64_t> held_;     // instance -> epoch this node holds and has loaded
   std::map<std::string, std::string> live_;  // node id -> address, live members not leaving
-  std::map<std::string, std::string> addresses_;  // every member with a live row (routing)
+  std::map<std::string, std::string> addresses_;    // every member with a live row (routing)
   std::map<std::string, std::string> lease_owner_;  // instance -> live owner (other nodes)
   bool leaving_ = false;
 

@@ -14,9 +14,12 @@ absl::StatusOr<Durability> ParseDurability(const std::string& text) {
 
 const char* DurabilityName(Durability d) {
   switch (d) {
-    case Durability::kAlways: return "always";
-    case Durability::kEverySec: return "everysec";
-    case Durability::kNone: return "none";
+    case Durability::kAlways:
+      return "always";
+    case Durability::kEverySec:
+      return "everysec";
+    case Durability::kNone:
+      return "none";
   }
   return "?";
 }

@@ -32,9 +32,8 @@ absl::StatusOr<RecoveryStats> FileStorage::Recover(const RecoverySink& sink) {
   // Sequence numbers continue above everything found, snapshots included (their records may
   // have been compacted away).
   const uint64_t next_seq = std::max<uint64_t>(read->next_seq, max_snapshot_seq + 1);
-  auto journal =
-      Journal::Open(fs, journal_dir, options_.durability, next_seq, options_.observer,
-                    options_.clock);
+  auto journal = Journal::Open(fs, journal_dir, options_.durability, next_seq, options_.observer,
+                               options_.clock);
   if (!journal.ok()) return journal.status();
   journal_ = *std::move(journal);
   RecoveryStats stats;
@@ -48,8 +47,7 @@ absl::StatusOr<uint64_t> FileStorage::Append(bandit::v1::JournalRecord* rec) {
   return journal_->Append(rec);
 }
 
-absl::StatusOr<uint64_t> FileStorage::AppendAll(
-    absl::Span<bandit::v1::JournalRecord* const> recs) {
+absl::StatusOr<uint64_t> FileStorage::AppendAll(absl::Span<bandit::v1::JournalRecord* const> recs) {
   if (journal_ == nullptr) return health();
   return journal_->AppendAll(recs);
 }
@@ -84,7 +82,8 @@ absl::Status FileStorage::Compact(uint64_t boundary) {
 
 absl::Status FileStorage::health() const {
   if (journal_ == nullptr)
-    return absl::FailedPreconditionError("file storage is not recovered yet; Recover() comes first");
+    return absl::FailedPreconditionError(
+        "file storage is not recovered yet; Recover() comes first");
   return journal_->health();
 }
 

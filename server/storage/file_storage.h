@@ -18,7 +18,7 @@ struct FileStorageOptions {
   FileSystem* fs = PosixFileSystem();
   std::string dir = "./data";
   Durability durability = Durability::kAlways;
-  JournalObserver observer;  // fsync timings, storage errors
+  JournalObserver observer;                 // fsync timings, storage errors
   const Clock* clock = SystemClock::Get();  // everysec's once-a-second fsync timer
 };
 

@@ -59,7 +59,8 @@ class PosixFs final : public FileSystem {
     if (fd < 0) return Errno("open", path);
     return std::unique_ptr<WritableFile>(new PosixWritableFile(fd, path));
   }
-  absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override {
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(
+      const std::string& path) override {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) return Errno("open", path);
     return std::unique_ptr<WritableFile>(new PosixWritableFile(fd, path));

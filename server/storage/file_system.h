@@ -25,9 +25,11 @@ class FileSystem {
  public:
   virtual ~FileSystem() = default;
   // Creates or truncates.
-  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path) = 0;
   // Creates or appends.
-  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) = 0;
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(
+      const std::string& path) = 0;
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
   virtual absl::Status Rename(const std::string& from, const std::string& to) = 0;
   // Makes renames, creations and removals in `dir` durable (fsync of the directory).

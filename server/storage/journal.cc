@@ -32,7 +32,8 @@ void PutU16(std::string* out, uint16_t v) {
 }
 uint32_t GetU32(const char* p) {
   uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
 uint16_t GetU16(const char* p) {
@@ -46,11 +47,12 @@ std::string SegmentName(uint64_t first_seq) {
 
 bool ParseSegmentName(const std::string& name, uint64_t* first_seq) {
   if (name.size() <= kSegmentPrefix.size() + kSegmentSuffix.size()) return false;
-  if (!absl::StartsWith(name, kSegmentPrefix) || !absl::EndsWith(name, kSegmentSuffix)) return false;
-  return absl::SimpleAtoi(absl::string_view(name).substr(
-                              kSegmentPrefix.size(),
-                              name.size() - kSegmentPrefix.size() - kSegmentSuffix.size()),
-                          first_seq);
+  if (!absl::StartsWith(name, kSegmentPrefix) || !absl::EndsWith(name, kSegmentSuffix))
+    return false;
+  return absl::SimpleAtoi(
+      absl::string_view(name).substr(kSegmentPrefix.size(),
+                                     name.size() - kSegmentPrefix.size() - kSegmentSuffix.size()),
+      first_seq);
 }
 
 }  // namespace
@@ -71,7 +73,10 @@ std::string Journal::EncodeFrame(const bandit::v1::JournalRecord& rec) {
 
 Journal::Journal(FileSystem* fs, std::string dir, Durability mode, uint64_t next_seq,
                  JournalObserver observer)
-    : fs_(fs), dir_(std::move(dir)), mode_(mode), observer_(std::move(observer)),
+    : fs_(fs),
+      dir_(std::move(dir)),
+      mode_(mode),
+      observer_(std::move(observer)),
       next_seq_(next_seq) {
   written_seq_ = durable_seq_ = synced_seq_ = next_seq - 1;
 }
@@ -114,7 +119,8 @@ Journal::~Journal() {
   Answers answers;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (health_.ok()) health_ = absl::UnavailableError("the journal was closed (server shutting down)");
+    if (health_.ok())
+      health_ = absl::UnavailableError("the journal was closed (server shutting down)");
     answers = TakeAnswersLocked();
   }
   answers.Send();
@@ -239,7 +245,8 @@ void Journal::WriterLoop() {
     if (!s.ok()) Fail(s);
     written_seq_ = last;
     if (s.ok() && sync) synced_seq_ = std::max(synced_seq_, last);
-    if (s.ok() && (sync || mode_ != Durability::kAlways)) durable_seq_ = std::max(durable_seq_, last);
+    if (s.ok() && (sync || mode_ != Durability::kAlways))
+      durable_seq_ = std::max(durable_seq_, last);
     if (was_flush) flush_requested_ = false;  // this sync covered what the request was for
     Answers answers = TakeAnswersLocked();
     lock.unlock();
@@ -394,8 +401,8 @@ absl::StatusOr<Journal::ReadResult> Journal::ReadAll(
       bandit::v1::JournalRecord rec;
       if (Crc(payload) != GetU32(d.data() + pos + header_len + 4) ||
           !rec.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-        corrupt(instance, absl::StrCat(it->second, " at byte ", pos,
-                                       ": record payload checksum mismatch"));
+        corrupt(instance,
+                absl::StrCat(it->second, " at byte ", pos, ": record payload checksum mismatch"));
       } else {
         max_seq = std::max(max_seq, rec.seq());
         ++result.records;

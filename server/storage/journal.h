@@ -1,8 +1,9 @@
 // The update journal: every state change is appended (with a sequence number and checksums)
 // before it is acknowledged. A writer thread batches appends (group commit): in `always` mode a
 // caller is acknowledged once the fsync covering its record has finished; `everysec` fsyncs once a
-// second (a timer of the injected Clock); `none` leaves flushing to the OS. Segments (journal-<first seq>.log) are rotated at
-// snapshot rounds and deleted once every instance's snapshot covers them.
+// second (a timer of the injected Clock); `none` leaves flushing to the OS. Segments
+// (journal-<first seq>.log) are rotated at snapshot rounds and deleted once every instance's
+// snapshot covers them.
 //
 // Frame: u32 payload_len | u16 name_len | name | u32 crc(header bytes) | u32 crc(payload) | payload
 // The instance name sits in its own checksummed header so a damaged payload can be blamed on
@@ -122,12 +123,12 @@ class Journal {
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_, durable_cv_;
-  std::string buffer_;                // encoded, not yet written
-  uint64_t next_seq_;                 // next to assign
-  uint64_t buffered_last_ = 0;        // last seq in buffer_
-  uint64_t written_seq_ = 0;          // last seq handed to write()
-  uint64_t durable_seq_ = 0;          // last seq as durable as the mode promises
-  uint64_t synced_seq_ = 0;           // last seq covered by an fsync
+  std::string buffer_;                                // encoded, not yet written
+  uint64_t next_seq_;                                 // next to assign
+  uint64_t buffered_last_ = 0;                        // last seq in buffer_
+  uint64_t written_seq_ = 0;                          // last seq handed to write()
+  uint64_t durable_seq_ = 0;                          // last seq as durable as the mode promises
+  uint64_t synced_seq_ = 0;                           // last seq covered by an fsync
   std::multimap<uint64_t, DurableCallback> waiters_;  // by seq
   absl::Status health_;
   bool stop_ = false;

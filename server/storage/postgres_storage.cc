@@ -100,7 +100,7 @@ constexpr const char* kFencedSqlState = "BF001";
 constexpr const char* kWriterLockKey = "7017280427813404673";     // 0x616e646974000001
 constexpr const char* kMigrationLockKey = "7017280427813404674";  // 0x616e646974000002
 
-constexpr size_t kRowsPerInsert = 1000;        // 4 parameters a row; the protocol allows 65535
+constexpr size_t kRowsPerInsert = 1000;          // 4 parameters a row; the protocol allows 65535
 constexpr std::chrono::milliseconds kLinger{2};  // everysec/none, as the file journal
 
 constexpr unsigned kOidInt8 = 20, kOidText = 25, kOidInt4 = 23, kOidBytea = 17;
@@ -179,7 +179,8 @@ class PostgresStorage::Connection {
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return Error(sql, res.get());
     if (value != nullptr)
       *value = (PQntuples(res.get()) > 0 && !PQgetisnull(res.get(), 0, 0))
-                   ? PQgetvalue(res.get(), 0, 0) : "";
+                   ? PQgetvalue(res.get(), 0, 0)
+                   : "";
     return absl::OkStatus();
   }
 
@@ -213,8 +214,9 @@ PostgresStorage::~PostgresStorage() {
   for (auto& [seq, done] : left)
     done(absl::UnavailableError("PostgreSQL storage closed before the record was committed"));
   if (dropped > 0)
-    BANDIT_LOG_WARN("PostgreSQL storage closed with ", dropped,
-                    " records never committed (none of them was acknowledged in durability=always)");
+    BANDIT_LOG_WARN(
+        "PostgreSQL storage closed with ", dropped,
+        " records never committed (none of them was acknowledged in durability=always)");
 }
 
 int PostgresStorage::LatestSchemaVersion() { return std::end(kMigrations)[-1].version; }
@@ -243,11 +245,10 @@ absl::StatusOr<std::unique_ptr<PostgresStorage::Connection>> PostgresStorage::Co
     bool commit_session) const {
   // Defaults first; the operator's connection string (expanded from "dbname") overrides them;
   // a password from --postgres_password_file overrides everything.
-  std::vector<const char*> keys = {"connect_timeout", "application_name", "keepalives_idle",
-                                   "keepalives_interval", "keepalives_count", "tcp_user_timeout",
-                                   "dbname"};
-  std::vector<const char*> values = {"5", "banditd", "10", "5", "3", "15000",
-                                     options_.dsn.c_str()};
+  std::vector<const char*> keys = {
+      "connect_timeout",  "application_name", "keepalives_idle", "keepalives_interval",
+      "keepalives_count", "tcp_user_timeout", "dbname"};
+  std::vector<const char*> values = {"5", "banditd", "10", "5", "3", "15000", options_.dsn.c_str()};
   if (!password_.empty()) {
     keys.push_back("password");
     values.push_back(password_.c_str());
@@ -262,8 +263,8 @@ absl::StatusOr<std::unique_ptr<PostgresStorage::Connection>> PostgresStorage::Co
       nullptr);
   if (!conn->ok())
     return absl::UnavailableError(absl::StrCat("cannot connect to PostgreSQL (",
-                                               RedactedDsn(options_.dsn), "): ",
-                                               Trimmed(PQerrorMessage(conn->get()))));
+                                               RedactedDsn(options_.dsn),
+                                               "): ", Trimmed(PQerrorMessage(conn->get()))));
   // always: the COMMIT returns once its WAL is flushed. everysec/none: PostgreSQL's WAL writer
   // flushes within 3 x wal_writer_delay. Snapshots (the admin session) commit asynchronously:
   // a lost snapshot only means replaying more journal, which stays until Compact, whose
@@ -271,8 +272,7 @@ absl::StatusOr<std::unique_ptr<PostgresStorage::Connection>> PostgresStorage::Co
   // (A synchronous commit per snapshot made a 10 000-instance round wait for 10 000 WAL
   // flushes.)
   const bool sync = commit_session && options_.durability == Durability::kAlways;
-  if (auto s = conn->Exec(absl::StrCat("SET synchronous_commit TO ", sync ? "on" : "off"));
-      !s.ok())
+  if (auto s = conn->Exec(absl::StrCat("SET synchronous_commit TO ", sync ? "on" : "off")); !s.ok())
     return s;
   if (auto s = conn->Exec("SET client_min_messages TO warning"); !s.ok()) return s;
   return conn;
@@ -288,11 +288,10 @@ absl::Status PostgresStorage::Migrate(Connection& conn) const {
   if (auto s = conn.Exec(absl::StrCat("SELECT pg_advisory_xact_lock(", kMigrationLockKey, ")"));
       !s.ok())
     return fail(s);
-  if (auto s = conn.Exec(
-          "CREATE TABLE IF NOT EXISTS bandit_schema_version ("
-          "  version integer PRIMARY KEY,"
-          "  applied_at timestamptz NOT NULL DEFAULT now(),"
-          "  applied_by text NOT NULL)");
+  if (auto s = conn.Exec("CREATE TABLE IF NOT EXISTS bandit_schema_version ("
+                         "  version integer PRIMARY KEY,"
+                         "  applied_at timestamptz NOT NULL DEFAULT now(),"
+                         "  applied_by text NOT NULL)");
       !s.ok())
     return fail(s);
   std::string current_text;
@@ -326,15 +325,15 @@ absl::Status PostgresStorage::TakeWriterLock(Connection& conn,
   const auto deadline = std::chrono::steady_clock::now() + wait;
   while (true) {
     std::string got;
-    if (auto s = conn.Exec(absl::StrCat("SELECT pg_try_advisory_lock(", kWriterLockKey, ")"), {},
-                           &got);
+    if (auto s =
+            conn.Exec(absl::StrCat("SELECT pg_try_advisory_lock(", kWriterLockKey, ")"), {}, &got);
         !s.ok())
       return s;
     if (got == "t") return absl::OkStatus();
     if (std::chrono::steady_clock::now() >= deadline)
-      return absl::FailedPreconditionError(absl::StrCat(
-          "another banditd holds the writer lock on the PostgreSQL database (",
-          RedactedDsn(options_.dsn), "): one server writes a database at a time"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("another banditd holds the writer lock on the PostgreSQL database (",
+                       RedactedDsn(options_.dsn), "): one server writes a database at a time"));
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
@@ -348,17 +347,18 @@ absl::StatusOr<RecoveryStats> PostgresStorage::Recover(const RecoverySink& sink)
   if (!commit.ok()) return commit.status();
   if (cluster()) {
     for (char c : options_.cluster_node_id)
-      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' &&
-          c != ':' && c != '-')
-        return absl::InvalidArgumentError(absl::StrCat(
-            "node id '", options_.cluster_node_id, "' has an invalid character, expected "
-            "[A-Za-z0-9_.:-]"));
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != ':' &&
+          c != '-')
+        return absl::InvalidArgumentError(absl::StrCat("node id '", options_.cluster_node_id,
+                                                       "' has an invalid character, expected "
+                                                       "[A-Za-z0-9_.:-]"));
     // Nothing is read here: the node loads each instance when it takes its lease
     // (RecoverInstance), and fencing, not a writer lock, keeps nodes apart.
     if (options_.durability != Durability::kAlways)
       return absl::FailedPreconditionError(absl::StrCat(
           "cluster mode needs --durability=always (a change is acknowledged only once its "
-          "fenced COMMIT returned; durability=", DurabilityName(options_.durability),
+          "fenced COMMIT returned; durability=",
+          DurabilityName(options_.durability),
           " would acknowledge writes that fencing may still refuse)"));
     std::lock_guard<std::mutex> lock(mu_);
     admin_conn_ = *std::move(admin);
@@ -367,8 +367,8 @@ absl::StatusOr<RecoveryStats> PostgresStorage::Recover(const RecoverySink& sink)
     recovered_ = true;
     committer_ = std::thread([this] { CommitterLoop(); });
     BANDIT_LOG_INFO("PostgreSQL storage (", RedactedDsn(options_.dsn), ", schema version ",
-                    LatestSchemaVersion(), ") in cluster mode as node '",
-                    options_.cluster_node_id, "': every commit is fenced by instance leases");
+                    LatestSchemaVersion(), ") in cluster mode as node '", options_.cluster_node_id,
+                    "': every commit is fenced by instance leases");
     return RecoveryStats{};
   }
   // Before reading anything: a previous server (killed a moment ago, or still running) must
@@ -447,10 +447,10 @@ absl::StatusOr<RecoveryStats> PostgresStorage::Recover(const RecoverySink& sink)
   health_ = absl::OkStatus();
   recovered_ = true;
   committer_ = std::thread([this] { CommitterLoop(); });
-  BANDIT_LOG_INFO("PostgreSQL storage (", RedactedDsn(options_.dsn), ", schema version ",
-                  LatestSchemaVersion(), ", durability=", DurabilityName(options_.durability),
-                  ", synchronous_commit=",
-                  options_.durability == Durability::kAlways ? "on" : "off", ")");
+  BANDIT_LOG_INFO(
+      "PostgreSQL storage (", RedactedDsn(options_.dsn), ", schema version ", LatestSchemaVersion(),
+      ", durability=", DurabilityName(options_.durability),
+      ", synchronous_commit=", options_.durability == Durability::kAlways ? "on" : "off", ")");
   return stats;
 }
 
@@ -462,7 +462,8 @@ absl::StatusOr<uint64_t> PostgresStorage::AppendAll(
     absl::Span<bandit::v1::JournalRecord* const> recs) {
   if (recs.empty()) return 0;
   std::lock_guard<std::mutex> lock(mu_);
-  if (!recovered_ || stop_) return health_.ok() ? absl::UnavailableError("storage closed") : health_;
+  if (!recovered_ || stop_)
+    return health_.ok() ? absl::UnavailableError("storage closed") : health_;
   // Fencing: every record's instance must still be owned here (all or none is appended).
   std::vector<uint64_t> epochs(recs.size(), 0);
   if (cluster()) {
@@ -470,8 +471,7 @@ absl::StatusOr<uint64_t> PostgresStorage::AppendAll(
       auto it = epochs_.find(recs[i]->instance());
       if (it == epochs_.end())
         return absl::UnavailableError(absl::StrCat(
-            "instance '", recs[i]->instance(), "' is not owned by node '",
-            options_.cluster_node_id,
+            "instance '", recs[i]->instance(), "' is not owned by node '", options_.cluster_node_id,
             "' any more (its lease moved on); retry: the cluster routes the call to the owner"));
       epochs[i] = it->second;
     }
@@ -568,9 +568,9 @@ absl::Status PostgresStorage::FencedAdminTransaction(
                                                options_.cluster_node_id, "' any more"));
   absl::Status s = OnAdmin([&](Connection& conn) -> absl::Status {
     if (auto s = conn.Exec("BEGIN"); !s.ok()) return s;
-    absl::Status st = conn.Exec("SELECT bandit_fence($1, $2::text[], $3::bigint[])",
-                                {options_.cluster_node_id, TextArray({instance}),
-                                 IntArray({epoch})});
+    absl::Status st =
+        conn.Exec("SELECT bandit_fence($1, $2::text[], $3::bigint[])",
+                  {options_.cluster_node_id, TextArray({instance}), IntArray({epoch})});
     if (st.ok()) st = body(conn);
     if (!st.ok()) {
       (void)conn.Exec("ROLLBACK");
@@ -614,8 +614,7 @@ absl::Status PostgresStorage::WriteSnapshot(const bandit::v1::InstanceSnapshot& 
           "snapshot = excluded.snapshot, written_at = now()",
           3, nullptr, values, lengths, formats, 0));
       if (PQresultStatus(res.get()) != PGRES_COMMAND_OK)
-        return conn.Error(absl::StrCat("writing the snapshot of '", snap.name(), "'"),
-                          res.get());
+        return conn.Error(absl::StrCat("writing the snapshot of '", snap.name(), "'"), res.get());
       return absl::OkStatus();
     });
   }
@@ -735,7 +734,8 @@ void PostgresStorage::ReportFenced(const std::vector<Lease>& lost) {
     }
   }
   BANDIT_LOG_WARN("lease fencing refused the writes of ", names.size(), " instance(s) (",
-                  absl::StrJoin(names, ", "), "): another node holds their leases now; "
+                  absl::StrJoin(names, ", "),
+                  "): another node holds their leases now; "
                   "dropping them from memory, nothing of theirs was acknowledged");
   if (options_.on_fenced) options_.on_fenced(names);
 }
@@ -788,9 +788,9 @@ absl::StatusOr<uint64_t> PostgresStorage::RecoverInstance(const std::string& ins
         return absl::OkStatus();
       }
       if (rec.seq() != seq || rec.instance() != instance) {
-        sink.corrupt(instance, absl::StrCat("journal corrupted: bandit_journal row ", seq,
-                                            " holds record ", rec.seq(), " of '",
-                                            rec.instance(), "'"));
+        sink.corrupt(instance,
+                     absl::StrCat("journal corrupted: bandit_journal row ", seq, " holds record ",
+                                  rec.seq(), " of '", rec.instance(), "'"));
         return absl::OkStatus();
       }
       sink.record(rec);
@@ -913,8 +913,7 @@ absl::Status PostgresStorage::CommitBatch(Connection& conn, const std::vector<Ro
       st.values.insert(st.values.end(),
                        {reinterpret_cast<const char*>(&seqs[i]), rows[i].instance.c_str(),
                         reinterpret_cast<const char*>(&crcs[i]), rows[i].record.data()});
-      st.lengths.insert(st.lengths.end(),
-                        {8, 0, 4, static_cast<int>(rows[i].record.size())});
+      st.lengths.insert(st.lengths.end(), {8, 0, 4, static_cast<int>(rows[i].record.size())});
       st.formats.insert(st.formats.end(), {1, 0, 1, 1});
       st.types.insert(st.types.end(), {kOidInt8, kOidText, kOidInt4, kOidBytea});
     }
@@ -929,9 +928,9 @@ absl::Status PostgresStorage::CommitBatch(Connection& conn, const std::vector<Ro
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
       return conn.Error(st.sql.substr(0, 60), res);
     if (st.expect_tag && std::strcmp(PQcmdStatus(res), st.expect_tag) != 0)
-      return absl::UnavailableError(
-          absl::StrCat("PostgreSQL: COMMIT answered ", PQcmdStatus(res), ": the batch of ",
-                       rows.size(), " records was not stored"));
+      return absl::UnavailableError(absl::StrCat("PostgreSQL: COMMIT answered ", PQcmdStatus(res),
+                                                 ": the batch of ", rows.size(),
+                                                 " records was not stored"));
     return absl::OkStatus();
   };
   auto send = [&](const Statement& st) {
@@ -975,10 +974,10 @@ absl::Status PostgresStorage::CommitBatch(Connection& conn, const std::vector<Ro
 
 void PostgresStorage::Fail(const absl::Status& why) {
   down_ = true;
-  health_ = absl::UnavailableError(absl::StrCat(
-      "PostgreSQL storage failed, writes are refused until it is reachable again "
-      "(reconnecting): ",
-      why.message()));
+  health_ = absl::UnavailableError(
+      absl::StrCat("PostgreSQL storage failed, writes are refused until it is reachable again "
+                   "(reconnecting): ",
+                   why.message()));
 }
 
 void PostgresStorage::CommitterLoop() {
@@ -1065,8 +1064,8 @@ void PostgresStorage::CommitterLoop() {
         lock.unlock();
         if (options_.on_error) options_.on_error(s);
         if (failed_attempts <= 3 || failed_attempts % 10 == 0)
-          BANDIT_LOG_WARN("PostgreSQL reconnect attempt ", failed_attempts, " failed: ",
-                          s.message(), " (next in ", backoff.count(), " ms)");
+          BANDIT_LOG_WARN("PostgreSQL reconnect attempt ", failed_attempts,
+                          " failed: ", s.message(), " (next in ", backoff.count(), " ms)");
         conn.reset();
         lock.lock();
         continue;
@@ -1121,7 +1120,8 @@ void PostgresStorage::CommitterLoop() {
     std::vector<std::function<void(absl::Status)>> ready;
     std::unique_ptr<Connection> dead;
     lock.lock();
-    if (s.ok() && first_fenced != UINT64_MAX) RememberRefused(first_fenced, last);
+    if (s.ok() && first_fenced != UINT64_MAX)
+      RememberRefused(first_fenced, last);
     else
       for (const Row& r : fenced) RememberRefused(r.seq, r.seq);  // dropped from the batch
     if (s.ok()) {
@@ -1146,7 +1146,7 @@ void PostgresStorage::CommitterLoop() {
       const uint64_t seq = waiters_.begin()->first;
       ready.push_back(std::move(waiters_.begin()->second));
       ready_status.push_back(status.ok() && seq >= first_fenced && seq <= last ? fenced_status
-                                                                              : status);
+                                                                               : status);
       waiters_.erase(waiters_.begin());
     }
     done_cv_.notify_all();
@@ -1155,8 +1155,7 @@ void PostgresStorage::CommitterLoop() {
     if (s.ok()) {
       if (options_.on_commit) options_.on_commit(seconds);
     } else {
-      BANDIT_LOG_ERROR("PostgreSQL commit failed, refusing writes and reconnecting: ",
-                       s.message());
+      BANDIT_LOG_ERROR("PostgreSQL commit failed, refusing writes and reconnecting: ", s.message());
       if (options_.on_error) options_.on_error(s);
     }
     dead.reset();

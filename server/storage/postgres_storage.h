@@ -80,9 +80,9 @@ struct PostgresStorageOptions {
   std::chrono::milliseconds reconnect_initial{100};
   std::chrono::milliseconds reconnect_max{2000};
   std::chrono::milliseconds writer_lock_wait{10'000};
-  std::function<void(double seconds)> on_commit;       // each group COMMIT's duration
-  std::function<void(const absl::Status&)> on_error;   // a failed commit / reconnect attempt
-  std::function<void()> on_recovered;                  // writes accepted again
+  std::function<void(double seconds)> on_commit;      // each group COMMIT's duration
+  std::function<void(const absl::Status&)> on_error;  // a failed commit / reconnect attempt
+  std::function<void()> on_recovered;                 // writes accepted again
   // Cluster mode (see above): this node's id in bandit_nodes / bandit_leases.owner. Empty =
   // one writer per database (the writer lock).
   std::string cluster_node_id;
@@ -184,11 +184,11 @@ class PostgresStorage final : public Storage {
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
-  std::vector<Row> buffer_;            // appended, not yet handed to a COMMIT (in seq order)
+  std::vector<Row> buffer_;  // appended, not yet handed to a COMMIT (in seq order)
   uint64_t next_seq_ = 1;
-  uint64_t last_appended_ = 0;         // Flush's target (Own may skip numbers: none appended)
-  uint64_t committed_seq_ = 0;         // every seq <= this is committed, or refused (below)
-  uint64_t synced_seq_ = 0;            // ... and covered by a synchronous commit
+  uint64_t last_appended_ = 0;  // Flush's target (Own may skip numbers: none appended)
+  uint64_t committed_seq_ = 0;  // every seq <= this is committed, or refused (below)
+  uint64_t synced_seq_ = 0;     // ... and covered by a synchronous commit
   // Sequence ranges [first, last] that lease fencing refused. A caller may ask WhenDurable
   // after the COMMIT that decided its record is over (Append and the wait are two calls): it
   // must hear the refusal, never OK. Fencing is rare (a lost lease), so the newest
@@ -201,11 +201,11 @@ class PostgresStorage final : public Storage {
   absl::Status health_ = absl::FailedPreconditionError(
       "PostgreSQL storage is not recovered yet; Recover() comes first");
   bool recovered_ = false;
-  bool down_ = false;                  // connection lost or COMMIT failed: reconnecting
+  bool down_ = false;  // connection lost or COMMIT failed: reconnecting
   bool stop_ = false;
   bool flush_requested_ = false;
   CommitStats stats_;
-  std::map<std::string, uint64_t> epochs_;   // cluster mode: instance -> lease epoch held
+  std::map<std::string, uint64_t> epochs_;  // cluster mode: instance -> lease epoch held
   std::chrono::steady_clock::time_point lease_deadline_{};
   std::unique_ptr<Connection> commit_conn_;  // the committer's (holds the writer lock)
   std::thread committer_;

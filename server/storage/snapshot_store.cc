@@ -17,12 +17,13 @@ void PutU32(std::string* out, uint32_t v) {
 }
 uint32_t GetU32(const char* p) {
   uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
 uint32_t Crc(absl::string_view d) {
-  return static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(d.data()),
-                                     static_cast<uInt>(d.size())));
+  return static_cast<uint32_t>(
+      crc32(0L, reinterpret_cast<const Bytef*>(d.data()), static_cast<uInt>(d.size())));
 }
 
 }  // namespace
@@ -76,8 +77,8 @@ absl::StatusOr<SnapshotStore::Loaded> SnapshotStore::LoadAll() {
     if (!snap.ok()) {
       out.invalid.emplace_back(instance, std::string(snap.status().message()));
     } else if (snap->name() != instance) {
-      out.invalid.emplace_back(instance, absl::StrCat("snapshot file names instance '",
-                                                      snap->name(), "'"));
+      out.invalid.emplace_back(instance,
+                               absl::StrCat("snapshot file names instance '", snap->name(), "'"));
     } else {
       out.snapshots.push_back(*std::move(snap));
     }

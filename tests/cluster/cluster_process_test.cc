@@ -21,8 +21,8 @@
 #include <thread>
 
 #include <google/protobuf/text_format.h>
-#include <libpq-fe.h>
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 
 #include "client/cpp/bandit_client.h"
 #include "server/cluster/rendezvous.h"
@@ -73,8 +73,8 @@ bool WaitFor(Pred pred, int seconds = 30) {
 template <typename Call>
 auto Retry(Call call, int seconds = 20) {
   auto r = call();
-  for (int i = 0; i < seconds * 20 && !r.ok() && r.status().code() == absl::StatusCode::kUnavailable;
-       ++i) {
+  for (int i = 0;
+       i < seconds * 20 && !r.ok() && r.status().code() == absl::StatusCode::kUnavailable; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     r = call();
   }
@@ -158,8 +158,9 @@ class HaproxyProcess {
 std::map<std::string, std::string> Owners(const std::string& dsn) {
   std::map<std::string, std::string> out;
   const std::string rows = PostgresProcess::ExecOn(
-      dsn, "SELECT coalesce(string_agg(instance || '=' || coalesce(owner, '-'), ',' ORDER BY "
-           "instance), '') FROM bandit_leases");
+      dsn,
+      "SELECT coalesce(string_agg(instance || '=' || coalesce(owner, '-'), ',' ORDER BY "
+      "instance), '') FROM bandit_leases");
   size_t pos = 0;
   while (pos < rows.size()) {
     size_t comma = rows.find(',', pos);
@@ -294,19 +295,22 @@ TEST(Cluster, KillNineOfTheOwnerThenTheTakeoverContinuesExactly) {
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->stats().updates(), 300) << "every acknowledged update is there";
   v1::Instance tw;
-  ASSERT_TRUE(twin.GetInstance([&] {
-                    v1::GetInstanceRequest r;
-                    r.set_name(name);
-                    return r;
-                  }(), &tw).ok());
+  ASSERT_TRUE(twin.GetInstance(
+                      [&] {
+                        v1::GetInstanceRequest r;
+                        r.set_name(name);
+                        return r;
+                      }(),
+                      &tw)
+                  .ok());
   EXPECT_EQ(got->stats().reward_sum(), tw.stats().reward_sum());
   const auto owners = Owners(dsn);
   EXPECT_NE(owners.at(name), owner);
-  EXPECT_EQ(owners.at(name), server::cluster::RendezvousOwner(
-                                 owner == "n1"   ? std::vector<std::string>{"n2", "n3"}
-                                 : owner == "n2" ? std::vector<std::string>{"n1", "n3"}
-                                                 : std::vector<std::string>{"n1", "n2"},
-                                 name));
+  EXPECT_EQ(owners.at(name),
+            server::cluster::RendezvousOwner(owner == "n1"   ? std::vector<std::string>{"n2", "n3"}
+                                             : owner == "n2" ? std::vector<std::string>{"n1", "n3"}
+                                                             : std::vector<std::string>{"n1", "n2"},
+                                             name));
 }
 
 TEST(Cluster, APausedOwnerIsFencedAndServesNothingStaleAfterItResumes) {
@@ -349,9 +353,8 @@ TEST(Cluster, APausedOwnerIsFencedAndServesNothingStaleAfterItResumes) {
   });
   // Another node takes the instance over once the paused node's lease expired, and serves it.
   ASSERT_TRUE(WaitFor([&] {
-    return PostgresProcess::ExecOn(
-               dsn, "SELECT epoch FROM bandit_leases WHERE instance = '" + name + "'") !=
-           epoch_before;
+    return PostgresProcess::ExecOn(dsn, "SELECT epoch FROM bandit_leases WHERE instance = '" +
+                                            name + "'") != epoch_before;
   })) << "no takeover";
   // Let the other nodes' heartbeats see the new owner (a stale route would forward to the
   // paused node and wait for the call's deadline).
@@ -412,8 +415,9 @@ TEST(Cluster, ACommitRacingATakeoverIsRefusedByTheFence) {
   PGconn* takeover = PQconnectdb(dsn.c_str());
   ASSERT_EQ(PQstatus(takeover), CONNECTION_OK);
   PQclear(PQexec(takeover, "BEGIN"));
-  PQclear(PQexec(takeover, ("SELECT 1 FROM bandit_leases WHERE instance = '" + name +
-                            "' FOR UPDATE").c_str()));
+  PQclear(
+      PQexec(takeover,
+             ("SELECT 1 FROM bandit_leases WHERE instance = '" + name + "' FOR UPDATE").c_str()));
   absl::StatusOr<v1::Decision> raced = absl::UnknownError("not answered");
   std::thread call([&] {
     v1::SelectRequest sel;
@@ -426,8 +430,9 @@ TEST(Cluster, ACommitRacingATakeoverIsRefusedByTheFence) {
   }));
   PQclear(PQexec(takeover, ("UPDATE bandit_leases SET owner = '" + other +
                             "', owner_incarnation = (SELECT incarnation FROM bandit_nodes WHERE "
-                            "node_id = '" + other + "'), epoch = epoch + 1 WHERE instance = '" +
-                            name + "'").c_str()));
+                            "node_id = '" +
+                            other + "'), epoch = epoch + 1 WHERE instance = '" + name + "'")
+                               .c_str()));
   PGresult* committed = PQexec(takeover, "COMMIT");
   ASSERT_EQ(PQresultStatus(committed), PGRES_COMMAND_OK);
   PQclear(committed);
@@ -503,7 +508,8 @@ TEST(Cluster, ThroughHAProxyNothingAcknowledgedIsLostWhenANodeIsKilled) {
   const auto names = Names(12);
   for (const auto& name : names)
     ASSERT_TRUE(Retry([&] { return client.CreateInstance(CreateRequest(name)); }).ok())
-        << name << "\n" << haproxy.Log();
+        << name << "\n"
+        << haproxy.Log();
   std::map<std::string, int64_t> acknowledged;
   auto rounds = [&](int n) {
     for (int i = 0; i < n; ++i) {
@@ -517,8 +523,10 @@ TEST(Cluster, ThroughHAProxyNothingAcknowledgedIsLostWhenANodeIsKilled) {
         up.set_event_id(d->event_id());
         up.set_reward(0.5);
         auto u = Retry([&] { return client.Update(up); });
-        if (u.ok()) ++acknowledged[name];
-        else EXPECT_EQ(u.status().code(), absl::StatusCode::kFailedPrecondition) << u.status();
+        if (u.ok())
+          ++acknowledged[name];
+        else
+          EXPECT_EQ(u.status().code(), absl::StatusCode::kFailedPrecondition) << u.status();
       }
     }
   };
@@ -544,7 +552,9 @@ TEST(Cluster, RepeatedKillsUnderLoadThroughHAProxyLoseNothingAcknowledged) {
   std::vector<int> ports = {FreePort(), FreePort(), FreePort()};
   std::vector<std::unique_ptr<ServerProcess>> nodes;
   auto args = [&](int i) {
-    return std::vector<std::string>{"--storage=postgres", "--postgres_dsn=" + dsn, "--cluster",
+    return std::vector<std::string>{"--storage=postgres",
+                                    "--postgres_dsn=" + dsn,
+                                    "--cluster",
                                     "--node_id=n" + std::to_string(i + 1),
                                     "--lease_ms=" + std::to_string(kLeaseMs),
                                     "--grace_period_ms=2000",
@@ -584,7 +594,8 @@ TEST(Cluster, RepeatedKillsUnderLoadThroughHAProxyLoseNothingAcknowledged) {
         up.set_event_id(d->event_id());
         up.set_reward(1.0);
         auto u = Retry([&] { return client.Update(up); });
-        if (u.ok()) ++acknowledged[name];
+        if (u.ok())
+          ++acknowledged[name];
         else if (u.status().code() != absl::StatusCode::kFailedPrecondition) {
           ++failed;
           ADD_FAILURE() << "Update of " << name << ": " << u.status();

@@ -123,16 +123,15 @@ class PrometheusProcess {
                    {"localhost:9090", absl::StrCat("127.0.0.1:", port)},
                    {"scrape_interval: 5s", "scrape_interval: 200ms"},
                    {"evaluation_interval: 15s", "evaluation_interval: 500ms"}});
-      rewritten_ = config != before && config.find("200ms") != std::string::npos &&
-                   config.find("500ms") != std::string::npos &&
-                   config.find(absl::StrCat("127.0.0.1:", banditd_metrics_port)) !=
-                       std::string::npos;
+      rewritten_ =
+          config != before && config.find("200ms") != std::string::npos &&
+          config.find("500ms") != std::string::npos &&
+          config.find(absl::StrCat("127.0.0.1:", banditd_metrics_port)) != std::string::npos;
       std::ofstream(dir_ + "/prometheus.yml") << config;
-      std::vector<std::string> args = {EnvOr("PROMETHEUS", "prometheus"),
-                                       "--config.file=" + dir_ + "/prometheus.yml",
-                                       "--storage.tsdb.path=" + dir_ + "/data",
-                                       absl::StrCat("--web.listen-address=127.0.0.1:", port),
-                                       "--log.level=warn"};
+      std::vector<std::string> args = {
+          EnvOr("PROMETHEUS", "prometheus"), "--config.file=" + dir_ + "/prometheus.yml",
+          "--storage.tsdb.path=" + dir_ + "/data",
+          absl::StrCat("--web.listen-address=127.0.0.1:", port), "--log.level=warn"};
       pid_ = fork();
       if (pid_ == 0) {
         const std::string log = dir_ + "/prometheus.log";
@@ -371,7 +370,8 @@ TEST_F(DeployPrometheusTest, CountsRewardsAndRegretSeenThroughPrometheusEqualWha
     EXPECT_GT(v("bandit_instance_state_bytes"), 0);
   }
   EXPECT_EQ(prom.Value(R"(bandit_instance_info{instance="prom-ucb1",policy="ucb1"})"), 1.0);
-  EXPECT_EQ(prom.Value(R"(bandit_instance_info{instance="prom-eps",policy="epsilon_greedy"})"), 1.0);
+  EXPECT_EQ(prom.Value(R"(bandit_instance_info{instance="prom-eps",policy="epsilon_greedy"})"),
+            1.0);
   EXPECT_EQ(prom.Value("bandit_instances"), 2.0);
 
   // RPC counts by method and code (histogram _count), and the +Inf bucket agrees.
@@ -384,8 +384,9 @@ TEST_F(DeployPrometheusTest, CountsRewardsAndRegretSeenThroughPrometheusEqualWha
   EXPECT_EQ(rpc("Update", "OK"), 55.0);
   EXPECT_EQ(rpc("Update", "NOT_FOUND"), 3.0);
   EXPECT_EQ(rpc("Update", "FAILED_PRECONDITION"), 2.0);
-  EXPECT_EQ(prom.Value(R"(sum(bandit_rpc_duration_seconds_bucket{method="Select",code="OK",le="+Inf"}))"),
-            65.0);
+  EXPECT_EQ(
+      prom.Value(R"(sum(bandit_rpc_duration_seconds_bucket{method="Select",code="OK",le="+Inf"}))"),
+      65.0);
   auto select_sum = prom.Value(R"(sum(bandit_rpc_duration_seconds_sum{method="Select"}))");
   ASSERT_TRUE(select_sum.has_value());
   EXPECT_GT(*select_sum, 0);
@@ -395,7 +396,8 @@ TEST_F(DeployPrometheusTest, CountsRewardsAndRegretSeenThroughPrometheusEqualWha
 
 // Every dashboard panel query and template variable is valid PromQL for a real Prometheus and,
 // except for metrics that only some instances, the storage layer or cluster nodes export, returns
-// series from a live banditd (check_dashboard.py checks the cluster names on a cluster node). Every alert rule evaluates without error.
+// series from a live banditd (check_dashboard.py checks the cluster names on a cluster node). Every
+// alert rule evaluates without error.
 TEST_F(DeployPrometheusTest, DashboardQueriesAndAlertRulesEvaluate) {
   ServerProcess server;
   ASSERT_TRUE(server.running()) << server.Log();
@@ -435,12 +437,12 @@ TEST_F(DeployPrometheusTest, DashboardQueriesAndAlertRulesEvaluate) {
     auto data = prom.Query(expr, &error);
     ASSERT_TRUE(data.has_value()) << error;
     const bool optional_series =
-        expr.find("bandit_instance_summary") != std::string::npos ||    // mixtures only
-        expr.find("bandit_snapshot_") != std::string::npos ||           // storage layer
+        expr.find("bandit_instance_summary") != std::string::npos ||  // mixtures only
+        expr.find("bandit_snapshot_") != std::string::npos ||         // storage layer
         expr.find("bandit_journal_") != std::string::npos ||
         expr.find("bandit_last_snapshot_") != std::string::npos ||
         expr.find("bandit_storage_errors_total") != std::string::npos ||
-        expr.find("bandit_cluster_") != std::string::npos;             // --cluster nodes only
+        expr.find("bandit_cluster_") != std::string::npos;  // --cluster nodes only
     if (!optional_series) {
       EXPECT_FALSE((*data)["result"].empty()) << "no series";
     }

@@ -29,7 +29,8 @@ v1::CreateInstanceRequest Create(const std::string& name, const std::string& con
 }
 
 int RunCtl(const std::string& args) {
-  const std::string cmd = EnvOr("BANDITCTL", "build/bin/banditctl") + " " + args + " >/dev/null 2>&1";
+  const std::string cmd =
+      EnvOr("BANDITCTL", "build/bin/banditctl") + " " + args + " >/dev/null 2>&1";
   const int status = std::system(cmd.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
@@ -42,7 +43,9 @@ TEST(Banditd, LifecycleSelectUpdateOverTheWire) {
   ASSERT_TRUE(health.ok()) << health.status();
   EXPECT_EQ(*health, grpc::health::v1::HealthCheckResponse::SERVING);
 
-  ASSERT_TRUE(client.CreateInstance(Create("k", "policy { epsilon_greedy { epsilon: 0.1 } num_arms: 4 }")).ok());
+  ASSERT_TRUE(
+      client.CreateInstance(Create("k", "policy { epsilon_greedy { epsilon: 0.1 } num_arms: 4 }"))
+          .ok());
   EXPECT_EQ(client.CreateInstance(Create("k", "policy { ucb1 {} num_arms: 2 }")).status().code(),
             StatusCode::kAlreadyExists);
   v1::SelectRequest sel;
@@ -98,7 +101,9 @@ TEST(Banditd, ConcurrentClientsOnOneInstanceLoseNoUpdate) {
   ASSERT_TRUE(server.running()) << server.Log();
   {
     BanditClient admin(server.target());
-    ASSERT_TRUE(admin.CreateInstance(Create("c", "policy { epsilon_greedy { epsilon: 0.3 } num_arms: 5 }")).ok());
+    ASSERT_TRUE(
+        admin.CreateInstance(Create("c", "policy { epsilon_greedy { epsilon: 0.3 } num_arms: 5 }"))
+            .ok());
   }
   constexpr int kThreads = 8, kRounds = 150;
   std::atomic<int> acknowledged{0}, failures{0};
@@ -110,12 +115,18 @@ TEST(Banditd, ConcurrentClientsOnOneInstanceLoseNoUpdate) {
         v1::SelectRequest sel;
         sel.set_instance("c");
         auto d = client.Select(sel);
-        if (!d.ok()) { ++failures; continue; }
+        if (!d.ok()) {
+          ++failures;
+          continue;
+        }
         v1::UpdateRequest up;
         up.set_instance("c");
         up.set_event_id(d->event_id());
         up.set_reward((t + i) % 2);
-        if (client.Update(up).ok()) ++acknowledged; else ++failures;
+        if (client.Update(up).ok())
+          ++acknowledged;
+        else
+          ++failures;
       }
     });
   }
@@ -206,9 +217,10 @@ TEST(Banditctl, HealthExitCodeAndRoundTrip) {
   EXPECT_EQ(RunCtl(t + " delete demo"), 0);
 
   // set-reference: embeddings from a file (two uploads, the second appended), then statistics.
-  EXPECT_EQ(RunCtl(t + " create gen --config='policy { mixture { objective: FD num_arms: 2 "
-                       "dimension: 2 reference_mean: [0, 0] reference_covariance: [1, 0, 0, 1] } }'"),
-            0);
+  EXPECT_EQ(
+      RunCtl(t + " create gen --config='policy { mixture { objective: FD num_arms: 2 "
+                 "dimension: 2 reference_mean: [0, 0] reference_covariance: [1, 0, 0, 1] } }'"),
+      0);
   const std::string csv = ::testing::TempDir() + "/reference.csv";
   {
     std::ofstream f(csv);

@@ -121,8 +121,10 @@ void RunCrashCycles(const std::string& durability, std::chrono::milliseconds win
   auto got = client.GetInstance("crash");
   ASSERT_TRUE(got.ok());
   EXPECT_LE(got->stats().updates(), attempted);
-  if (expect_all_acknowledged) EXPECT_GE(got->stats().updates(), acknowledged);
-  else EXPECT_GE(got->stats().updates(), early);
+  if (expect_all_acknowledged)
+    EXPECT_GE(got->stats().updates(), acknowledged);
+  else
+    EXPECT_GE(got->stats().updates(), early);
   server.Stop(SIGTERM);
   std::filesystem::remove_all(dir);
 }

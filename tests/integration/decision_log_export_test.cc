@@ -98,8 +98,9 @@ TEST(DecisionLogExport, StreamsEveryDecisionInOrderAcrossChunksAndRestarts) {
 
   // banditctl writes DSJSON, one line per decision; bandit-ope reads it.
   const std::string dsjson = server.dir() + "/k.dsjson";
-  const std::string cmd = EnvOr("BANDITCTL", "build/bin/banditctl") + " --target=" +
-                          server.target() + " log k --format=dsjson > " + dsjson + " 2>/dev/null";
+  const std::string cmd = EnvOr("BANDITCTL", "build/bin/banditctl") +
+                          " --target=" + server.target() + " log k --format=dsjson > " + dsjson +
+                          " 2>/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   std::ifstream f(dsjson);
   std::string line;

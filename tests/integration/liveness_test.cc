@@ -140,12 +140,14 @@ TEST(Liveness, EveryCallIsAnsweredUnderSnapshotAndDeleteChurn) {
   for (int i = 0; i < kInstances; ++i) ASSERT_TRUE(calls.Create(absl::StrCat("c", i)).ok());
 
   const double seconds = std::stod(EnvOr("LIVENESS_SECONDS", "2"));
-  const auto until = SteadyClock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+  const auto until =
+      SteadyClock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
   std::vector<std::thread> threads;
   constexpr int kPlayers = 6;
   for (int t = 0; t < kPlayers; ++t) {
     threads.emplace_back([&, t] {
-      for (int i = 0; SteadyClock::now() < until; ++i) calls.Round(absl::StrCat("c", (t + i) % kInstances), i);
+      for (int i = 0; SteadyClock::now() < until; ++i)
+        calls.Round(absl::StrCat("c", (t + i) % kInstances), i);
     });
   }
   threads.emplace_back([&] {  // deletes and re-creates under the players

@@ -29,8 +29,8 @@ const std::string kInvalidWireType("\x0f", 1);
 // A varint that never ends (ten continuation bytes), then a truncated length-delimited field.
 const std::string kRunawayVarint("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x12\x05ab", 14);
 
-grpc::Status CallRaw(grpc::GenericStub& stub, const std::string& method,
-                     const std::string& payload, grpc::ByteBuffer* reply) {
+grpc::Status CallRaw(grpc::GenericStub& stub, const std::string& method, const std::string& payload,
+                     grpc::ByteBuffer* reply) {
   grpc::Slice slice(payload);
   grpc::ByteBuffer request(&slice, 1);
   grpc::ClientContext ctx;
@@ -75,7 +75,8 @@ TEST(MalformedRequest, EveryMethodAnswersInvalidArgumentAndTheServerKeepsServing
     for (const std::string& payload : {kInvalidWireType, kRunawayVarint}) {
       grpc::ByteBuffer reply;
       const grpc::Status s = CallRaw(stub, path, payload, &reply);
-      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << path << ": " << s.error_message();
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+          << path << ": " << s.error_message();
       EXPECT_NE(s.error_message().find(m->input_type()->full_name()), std::string::npos)
           << path << ": " << s.error_message();
       EXPECT_NE(s.error_message().find(absl::StrCat("(", payload.size(), " bytes)")),
@@ -85,9 +86,9 @@ TEST(MalformedRequest, EveryMethodAnswersInvalidArgumentAndTheServerKeepsServing
     // A method that does not exist is still UNIMPLEMENTED: the two stay distinguishable.
   }
   grpc::ByteBuffer reply;
-  EXPECT_EQ(CallRaw(stub, "/bandit.v1.BanditService/NoSuchMethod", kInvalidWireType, &reply)
-                .error_code(),
-            grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(
+      CallRaw(stub, "/bandit.v1.BanditService/NoSuchMethod", kInvalidWireType, &reply).error_code(),
+      grpc::StatusCode::UNIMPLEMENTED);
 
   // Counted per method, two per method.
   const std::string metrics = HttpGet(server.metrics_port(), "/metrics");
@@ -111,7 +112,8 @@ TEST(MalformedRequest, EveryMethodAnswersInvalidArgumentAndTheServerKeepsServing
   std::vector<grpc::Slice> slices;
   ASSERT_TRUE(reply.Dump(&slices).ok());
   std::string reply_bytes;
-  for (const auto& s : slices) reply_bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const auto& s : slices)
+    reply_bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   bandit::v1::Decision decision;
   ASSERT_TRUE(decision.ParseFromString(reply_bytes));
   EXPECT_FALSE(decision.event_id().empty());

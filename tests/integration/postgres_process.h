@@ -38,16 +38,17 @@ class PostgresProcess {
     if (geteuid() == 0) {
       const passwd* pw = getpwnam("postgres");
       if (pw == nullptr)
-        throw std::runtime_error("running as root and there is no `postgres` user to run "
-                                 "PostgreSQL as (scripts/deps.sh installs the postgresql package)");
+        throw std::runtime_error(
+            "running as root and there is no `postgres` user to run "
+            "PostgreSQL as (scripts/deps.sh installs the postgresql package)");
       run_as_ = "postgres";
       if (chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0)
         throw std::runtime_error("cannot chown " + dir_ + " to postgres");
     }
     chmod(dir_.c_str(), 0700);
     // --no-sync: the cluster's initial files need not survive a machine crash in a test.
-    Run({bin_ + "/initdb", "-D", data(), "-U", "bandit", "--auth=trust", "-E", "UTF8",
-         "--no-sync", "--no-instructions"},
+    Run({bin_ + "/initdb", "-D", data(), "-U", "bandit", "--auth=trust", "-E", "UTF8", "--no-sync",
+         "--no-instructions"},
         "initdb");
     Start();
   }
@@ -61,12 +62,12 @@ class PostgresProcess {
 
   void Start() {
     // Small footprint (the test machine is shared); the socket lives in our directory.
-    const std::string opts = absl::StrCat(
-        "-c listen_addresses='' -k ", dir_, " -p ", kPort,
-        " -c shared_buffers=16MB -c max_connections=40 -c max_wal_size=256MB",
-        " -c log_min_messages=warning -c fsync=", fsync_ ? "on" : "off");
-    Run({bin_ + "/pg_ctl", "-D", data(), "-l", dir_ + "/server.log", "-o", opts, "-w", "-t",
-         "60", "start"},
+    const std::string opts =
+        absl::StrCat("-c listen_addresses='' -k ", dir_, " -p ", kPort,
+                     " -c shared_buffers=16MB -c max_connections=40 -c max_wal_size=256MB",
+                     " -c log_min_messages=warning -c fsync=", fsync_ ? "on" : "off");
+    Run({bin_ + "/pg_ctl", "-D", data(), "-l", dir_ + "/server.log", "-o", opts, "-w", "-t", "60",
+         "start"},
         "pg_ctl start");
     running_ = true;
   }

@@ -47,8 +47,8 @@ class ServerProcess {
     extra_args_ = extra_args;
     const std::string port_file = data_dir_ + "/ports";
     std::filesystem::remove(port_file);
-    std::vector<std::string> args = {EnvOr("BANDITD", "build/bin/banditd"),
-                                     "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+    std::vector<std::string> args = {EnvOr("BANDITD", "build/bin/banditd"), "--listen=127.0.0.1:0",
+                                     "--metrics_listen=127.0.0.1:0",
                                      "--data_dir=" + data_dir_ + "/data",
                                      "--port_file=" + port_file};
     for (auto& a : extra_args) args.push_back(a);

@@ -38,8 +38,8 @@ v1::CreateInstanceRequest Create(const std::string& name, const std::string& con
 
 grpc::Status SnapshotOne(const std::string& target, const std::string& name,
                          std::chrono::milliseconds deadline) {
-  auto stub = v1::BanditService::NewStub(
-      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  auto stub =
+      v1::BanditService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + deadline);
   v1::SnapshotInstancesRequest req;

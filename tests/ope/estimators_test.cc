@@ -25,8 +25,7 @@ ScoredEvent Event(int a, double mu, double r, std::vector<double> pi, std::vecto
 
 // Three events worked out by hand (weights 2, 2, 0.5).
 std::vector<ScoredEvent> HandLog() {
-  return {Event(0, 0.5, 1.0, {1.0, 0.0}, {0.0, 0.0}),
-          Event(1, 0.25, 0.0, {0.5, 0.5}, {0.2, 0.4}),
+  return {Event(0, 0.5, 1.0, {1.0, 0.0}, {0.0, 0.0}), Event(1, 0.25, 0.0, {0.5, 0.5}, {0.2, 0.4}),
           Event(0, 0.8, 0.5, {0.4, 0.6}, {0.5, 0.1})};
 }
 

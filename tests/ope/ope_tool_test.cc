@@ -92,20 +92,20 @@ TEST(OpeTool, UniformCandidateOnAUniformLogEstimatesThePlainMean) {
   for (const auto& d : log) mean += d.reward();
   mean /= log.size();
   const std::string log_path = WriteFile("uniform.dsjson", ToDsjson(log));
-  const std::string uniform = WriteFile(
-      "uniform.txtpb",
-      "policy { epsilon_greedy { epsilon: 1.0 } arms { id: 'a0' } arms { id: 'a1' } "
-      "arms { id: 'a2' } arms { id: 'a3' } }");
-  const std::string greedy = WriteFile(
-      "greedy.txtpb",
-      "policy { epsilon_greedy { epsilon: 0.05 } arms { id: 'a0' } arms { id: 'a1' } "
-      "arms { id: 'a2' } arms { id: 'a3' } } seed: 9");
+  const std::string uniform =
+      WriteFile("uniform.txtpb",
+                "policy { epsilon_greedy { epsilon: 1.0 } arms { id: 'a0' } arms { id: 'a1' } "
+                "arms { id: 'a2' } arms { id: 'a3' } }");
+  const std::string greedy =
+      WriteFile("greedy.txtpb",
+                "policy { epsilon_greedy { epsilon: 0.05 } arms { id: 'a0' } arms { id: 'a1' } "
+                "arms { id: 'a2' } arms { id: 'a3' } } seed: 9");
   const std::string json = Dir() + "/uniform.json";
   const std::string png = Dir() + "/uniform.png";
   std::filesystem::remove(json);
   std::filesystem::remove(png);
   const OpeRun r = RunOpe(absl::StrCat("--log=", log_path, " --json=", json, " --plot=", png, " ",
-                                    uniform, " ", greedy));
+                                       uniform, " ", greedy));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::ifstream f(json);
   const auto j = nlohmann::json::parse(f);
@@ -183,9 +183,10 @@ TEST(OpeTool, BadInputNamesTheLineAndFieldAndWritesNothing) {
   text.insert(pos, "{oops\n");
   expect_refused(text, arms4, {"bad.dsjson:4", "not valid JSON"});
   // A candidate with other arms than the logged decisions.
-  const std::string arms3 = WriteFile(
-      "arms3.txtpb", "policy { epsilon_greedy { } arms { id: 'a0' } arms { id: 'a1' } "
-                     "arms { id: 'b2' } }");
+  const std::string arms3 =
+      WriteFile("arms3.txtpb",
+                "policy { epsilon_greedy { } arms { id: 'a0' } arms { id: 'a1' } "
+                "arms { id: 'b2' } }");
   expect_refused(ToDsjson(log), arms3, {"bad.dsjson:1", "arms3", "3 arms"});
   // Candidate vectors of the wrong dimension.
   v1::LoggedDecision c;

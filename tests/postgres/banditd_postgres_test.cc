@@ -92,8 +92,10 @@ struct Load {
           up.set_event_id(d->event_id());
           up.set_reward((i + t) % 3 == 0 ? 1.0 : 0.0);
           ++attempted;
-          if (client.Update(up).ok()) ++acknowledged;
-          else ++refused;
+          if (client.Update(up).ok())
+            ++acknowledged;
+          else
+            ++refused;
         }
       });
     }
@@ -199,7 +201,8 @@ TEST(BanditdOnPostgres, PostgresStoppedUnderLoadThenBackWithoutRestart) {
   })) << server.Log();
   const int64_t acknowledged_at_restart = load.acknowledged.load();
   ASSERT_TRUE(WaitFor([&] { return load.acknowledged.load() > acknowledged_at_restart + 50; }))
-      << "the server did not serve writes again\n" << server.Log();
+      << "the server did not serve writes again\n"
+      << server.Log();
   load.Stop();
   EXPECT_GE(acknowledged_before_stop, 1);
   EXPECT_TRUE(absl::StrContains(server.Log(), "PostgreSQL reachable again")) << server.Log();

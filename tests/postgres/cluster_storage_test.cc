@@ -35,7 +35,9 @@ struct Node {
     };
     storage = std::make_unique<PostgresStorage>(o);
     RecoverySink sink;
-    sink.snapshot = [](const v1::InstanceSnapshot&) { ADD_FAILURE() << "cluster mode reads nothing"; };
+    sink.snapshot = [](const v1::InstanceSnapshot&) {
+      ADD_FAILURE() << "cluster mode reads nothing";
+    };
     sink.record = [](const v1::JournalRecord&) { ADD_FAILURE() << "cluster mode reads nothing"; };
     sink.corrupt = [](const std::string&, const std::string&) {};
     auto r = storage->Recover(sink);
@@ -206,9 +208,18 @@ TEST(ClusterStorage, RowsOfInstancesStillHeldCommitWhenAnotherInTheBatchIsFenced
   ASSERT_TRUE(s2.ok() && s3.ok());
   absl::Status st1, st2, st3;
   absl::Notification n1, n2, n3;
-  a.storage->WhenDurable(*s1, [&](absl::Status s) { st1 = s; n1.Notify(); });
-  a.storage->WhenDurable(*s2, [&](absl::Status s) { st2 = s; n2.Notify(); });
-  a.storage->WhenDurable(*s3, [&](absl::Status s) { st3 = s; n3.Notify(); });
+  a.storage->WhenDurable(*s1, [&](absl::Status s) {
+    st1 = s;
+    n1.Notify();
+  });
+  a.storage->WhenDurable(*s2, [&](absl::Status s) {
+    st2 = s;
+    n2.Notify();
+  });
+  a.storage->WhenDurable(*s3, [&](absl::Status s) {
+    st3 = s;
+    n3.Notify();
+  });
   PQclear(PQexec(holder, "COMMIT"));
   PQfinish(holder);
   n1.WaitForNotification();
@@ -257,8 +268,9 @@ TEST(ClusterStorage, SnapshotsAreFencedAndCompactionKeepsWhatNoSnapshotCovers) {
   snap.set_last_journal_seq(last + 2);
   const absl::Status s = a.storage->WriteSnapshot(snap);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
-  EXPECT_EQ(PostgresProcess::ExecOn(dsn, "SELECT last_seq FROM bandit_snapshots WHERE instance "
-                                         "= 'x'"),
+  EXPECT_EQ(PostgresProcess::ExecOn(dsn,
+                                    "SELECT last_seq FROM bandit_snapshots WHERE instance "
+                                    "= 'x'"),
             std::to_string(last))
       << "a stale node's snapshot must not replace the stored one";
   EXPECT_EQ(a.Fenced(), std::vector<std::string>{"x"});

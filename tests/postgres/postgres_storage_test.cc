@@ -64,18 +64,25 @@ TEST(PostgresStorage, MigratesAFreshDatabaseAndRefusesANewerSchema) {
   const std::string dsn = SharedPostgres().CreateDatabase();
   {
     PostgresStorage storage(Options(dsn));
-    { auto rr = Recover(storage); ASSERT_TRUE(rr.ok()) << rr.status(); }
+    {
+      auto rr = Recover(storage);
+      ASSERT_TRUE(rr.ok()) << rr.status();
+    }
   }
   EXPECT_EQ(PostgresProcess::ExecOn(dsn, "SELECT max(version) FROM bandit_schema_version"),
             std::to_string(PostgresStorage::LatestSchemaVersion()));
   {  // A second start finds the schema current and migrates nothing.
     PostgresStorage storage(Options(dsn));
-    { auto rr = Recover(storage); ASSERT_TRUE(rr.ok()) << rr.status(); }
+    {
+      auto rr = Recover(storage);
+      ASSERT_TRUE(rr.ok()) << rr.status();
+    }
   }
   EXPECT_EQ(PostgresProcess::ExecOn(dsn, "SELECT count(*) FROM bandit_schema_version"),
             std::to_string(PostgresStorage::LatestSchemaVersion()));
-  PostgresProcess::ExecOn(dsn, "INSERT INTO bandit_schema_version (version, applied_by) "
-                               "VALUES (999, 'a future banditd')");
+  PostgresProcess::ExecOn(dsn,
+                          "INSERT INTO bandit_schema_version (version, applied_by) "
+                          "VALUES (999, 'a future banditd')");
   PostgresStorage storage(Options(dsn));
   auto r = Recover(storage);
   ASSERT_FALSE(r.ok());
@@ -88,7 +95,10 @@ TEST(PostgresStorage, RecoversSnapshotsThenRecordsInSequenceOrder) {
   std::vector<uint64_t> seqs;
   {
     PostgresStorage storage(Options(dsn));
-    { auto rr = Recover(storage); ASSERT_TRUE(rr.ok()) << rr.status(); }
+    {
+      auto rr = Recover(storage);
+      ASSERT_TRUE(rr.ok()) << rr.status();
+    }
     // Concurrent appenders, each waiting for its own record: the group commit answers them all.
     std::vector<std::thread> threads;
     std::mutex mu;
@@ -133,7 +143,10 @@ TEST(PostgresStorage, RecoversSnapshotsThenRecordsInSequenceOrder) {
 TEST(PostgresStorage, SnapshotRoundCompactsCoveredRowsAndRemovesSnapshots) {
   const std::string dsn = SharedPostgres().CreateDatabase();
   PostgresStorage storage(Options(dsn, Durability::kEverySec));
-  { auto rr = Recover(storage); ASSERT_TRUE(rr.ok()) << rr.status(); }
+  {
+    auto rr = Recover(storage);
+    ASSERT_TRUE(rr.ok()) << rr.status();
+  }
   for (int i = 0; i < 30; ++i) {
     auto rec = Record("a", i);
     ASSERT_TRUE(storage.Append(&rec).ok());
@@ -162,7 +175,10 @@ TEST(PostgresStorage, DamagedRowsAreBlamedOnTheirInstance) {
   const std::string dsn = SharedPostgres().CreateDatabase();
   {
     PostgresStorage storage(Options(dsn));
-    { auto rr = Recover(storage); ASSERT_TRUE(rr.ok()) << rr.status(); }
+    {
+      auto rr = Recover(storage);
+      ASSERT_TRUE(rr.ok()) << rr.status();
+    }
     for (const char* name : {"good", "bad", "good"}) {
       auto rec = Record(name, 1);
       auto seq = storage.Append(&rec);
@@ -173,10 +189,12 @@ TEST(PostgresStorage, DamagedRowsAreBlamedOnTheirInstance) {
     snap.set_name("badsnap");
     ASSERT_TRUE(storage.WriteSnapshot(snap).ok());
   }
-  PostgresProcess::ExecOn(dsn, "UPDATE bandit_journal SET record = set_byte(record, 0, "
-                               "get_byte(record, 0) # 255) WHERE instance = 'bad'");
-  PostgresProcess::ExecOn(dsn, "UPDATE bandit_snapshots SET snapshot = overlay(snapshot placing "
-                               "'\\x00'::bytea from 9 for 1)");
+  PostgresProcess::ExecOn(dsn,
+                          "UPDATE bandit_journal SET record = set_byte(record, 0, "
+                          "get_byte(record, 0) # 255) WHERE instance = 'bad'");
+  PostgresProcess::ExecOn(dsn,
+                          "UPDATE bandit_snapshots SET snapshot = overlay(snapshot placing "
+                          "'\\x00'::bytea from 9 for 1)");
   PostgresStorage storage(Options(dsn));
   auto r = Recover(storage);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -190,7 +208,10 @@ TEST(PostgresStorage, DamagedRowsAreBlamedOnTheirInstance) {
 TEST(PostgresStorage, OneWriterPerDatabase) {
   const std::string dsn = SharedPostgres().CreateDatabase();
   PostgresStorage first(Options(dsn));
-  { auto rr = Recover(first); ASSERT_TRUE(rr.ok()) << rr.status(); }
+  {
+    auto rr = Recover(first);
+    ASSERT_TRUE(rr.ok()) << rr.status();
+  }
   PostgresStorage second(Options(dsn));
   auto r = Recover(second);
   ASSERT_FALSE(r.ok());
@@ -228,7 +249,10 @@ TEST(PostgresStorage, LosingTheDatabaseFailsWaitersAndReconnects) {
   o.on_error = [&](const absl::Status&) { ++errors; };
   o.on_recovered = [&] { ++recovered; };
   PostgresStorage storage(o);
-  { auto rr = Recover(storage); ASSERT_TRUE(rr.ok()) << rr.status(); }
+  {
+    auto rr = Recover(storage);
+    ASSERT_TRUE(rr.ok()) << rr.status();
+  }
   auto rec = Record("x", 1);
   auto seq = storage.Append(&rec);
   ASSERT_TRUE(seq.ok());
@@ -257,8 +281,9 @@ TEST(PostgresStorage, LosingTheDatabaseFailsWaitersAndReconnects) {
   seq = storage.Append(&rec);
   ASSERT_TRUE(seq.ok());
   ASSERT_TRUE(storage.WaitDurable(*seq).ok());
-  EXPECT_EQ(PostgresProcess::ExecOn(dsn, "SELECT string_agg(seq::text, ',' ORDER BY seq) "
-                                         "FROM bandit_journal"),
+  EXPECT_EQ(PostgresProcess::ExecOn(dsn,
+                                    "SELECT string_agg(seq::text, ',' ORDER BY seq) "
+                                    "FROM bandit_journal"),
             "1,2,3");
 }
 

@@ -50,16 +50,16 @@ struct TestCerts {
     auto leaf = [&](const std::string& name, const std::string& cn, const std::string& ca_name,
                     const std::string& ext) {
       return absl::StrCat("openssl req ", key, " -keyout ", d, "/", name, ".key -out ", d, "/",
-                          name, ".csr -subj /CN=", cn, " 2>>", d, "/openssl.log && openssl x509 -req -in ",
-                          d, "/", name, ".csr -CA ", d, "/", ca_name, ".pem -CAkey ", d, "/",
-                          ca_name, ".key -CAcreateserial -days 2 -extfile ", d, "/", ext,
-                          " -out ", d, "/", name, ".pem 2>>", d, "/openssl.log");
+                          name, ".csr -subj /CN=", cn, " 2>>", d,
+                          "/openssl.log && openssl x509 -req -in ", d, "/", name, ".csr -CA ", d,
+                          "/", ca_name, ".pem -CAkey ", d, "/", ca_name,
+                          ".key -CAcreateserial -days 2 -extfile ", d, "/", ext, " -out ", d, "/",
+                          name, ".pem 2>>", d, "/openssl.log");
     };
-    const std::string script =
-        absl::StrCat(ca("ca"), " && ", ca("rogue-ca"), " && ",
-                     leaf("server", "localhost", "ca", "server.ext"), " && ",
-                     leaf("client", "bandit-client", "ca", "client.ext"), " && ",
-                     leaf("rogue-client", "rogue-client", "rogue-ca", "client.ext"));
+    const std::string script = absl::StrCat(
+        ca("ca"), " && ", ca("rogue-ca"), " && ", leaf("server", "localhost", "ca", "server.ext"),
+        " && ", leaf("client", "bandit-client", "ca", "client.ext"), " && ",
+        leaf("rogue-client", "rogue-client", "rogue-ca", "client.ext"));
     if (std::system(script.c_str()) != 0) {
       c.error = "openssl failed (install the Debian package openssl): " + Read(d + "/openssl.log");
       return c;

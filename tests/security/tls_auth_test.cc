@@ -26,8 +26,8 @@ namespace {
 using absl::StatusCode;
 using client::BanditClient;
 using client::ClientOptions;
-using testing::ServerProcess;
 using testing::HttpGet;
+using testing::ServerProcess;
 using testing::TestCerts;
 namespace v1 = bandit::v1;
 
@@ -209,9 +209,9 @@ TEST_F(SecurityTest, EveryRpcEveryAuthOutcomeOverTls) {
     EXPECT_EQ(call(anon), StatusCode::kUnauthenticated);
     EXPECT_EQ(call(unknown), StatusCode::kUnauthenticated);
     const server::Role need = Needs(name);
-    for (auto [client, role] : {std::pair{&reader, server::Role::kReader},
-                                std::pair{&writer, server::Role::kWriter},
-                                std::pair{&admin, server::Role::kAdmin}}) {
+    for (auto [client, role] :
+         {std::pair{&reader, server::Role::kReader}, std::pair{&writer, server::Role::kWriter},
+          std::pair{&admin, server::Role::kAdmin}}) {
       SCOPED_TRACE(server::RoleName(role));
       const StatusCode code = call(*client);
       if (static_cast<int>(role) < static_cast<int>(need)) {
@@ -326,13 +326,12 @@ TEST_F(SecurityTest, BanditctlTlsAndToken) {
   ServerProcess server({"--tls_cert=" + certs_->server_pem, "--tls_key=" + certs_->server_key,
                         "--tokens_file=" + tokens_file_});
   ASSERT_TRUE(server.running()) << server.Log();
-  const std::string ctl =
-      absl::StrCat(testing::EnvOr("BANDITCTL", "build/bin/banditctl"), " --target=",
-                   server.target(), " --tls_ca=", certs_->ca_pem, " --tls_server_name=localhost");
+  const std::string ctl = absl::StrCat(testing::EnvOr("BANDITCTL", "build/bin/banditctl"),
+                                       " --target=", server.target(), " --tls_ca=", certs_->ca_pem,
+                                       " --tls_server_name=localhost");
   int code = 0;
-  std::string out = Shell(ctl + " --token=" + kAdmin +
-                            " create c1 --config='policy { ucb1 {} num_arms: 2 }'",
-                        &code);
+  std::string out = Shell(
+      ctl + " --token=" + kAdmin + " create c1 --config='policy { ucb1 {} num_arms: 2 }'", &code);
   EXPECT_EQ(code, 0) << out;
   out = Shell("BANDIT_TOKEN=" + kReader + " " + ctl + " get c1", &code);
   EXPECT_EQ(code, 0) << out;
@@ -371,9 +370,9 @@ TEST_F(SecurityTest, WarnsWhenListeningBeyondLoopbackWithoutTls) {
 
 TEST_F(SecurityTest, BadSecurityConfigRefusesToStart) {
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"--tls_cert=" + certs_->server_pem},       // no key
+       {std::vector<std::string>{"--tls_cert=" + certs_->server_pem},  // no key
         std::vector<std::string>{"--tls_cert=/nonexistent", "--tls_key=/nonexistent"},
-        std::vector<std::string>{"--tls_key=" + certs_->server_key},        // key alone
+        std::vector<std::string>{"--tls_key=" + certs_->server_key},  // key alone
         std::vector<std::string>{"--tokens_file=/nonexistent"},
         std::vector<std::string>{"--max_feature_dim=0"}}) {
     ServerProcess server(args);

@@ -30,8 +30,7 @@ Fn Real(const char* mangled) {
   return reinterpret_cast<Fn>(p);
 }
 
-#define REAL(type, mangled)                         \
-  static const auto real = Real<type>(mangled);
+#define REAL(type, mangled) static const auto real = Real<type>(mangled);
 
 // Set while inside an absl::Notification call: the library locks and unlocks the
 // Notification's own mutex, some of it through our exported wrappers and some not, so those

@@ -99,7 +99,10 @@ TEST(Persistence, SnapshotIntervalRunsOnTheInjectedClock) {
   auto p = Persistence::Open(o, &svc);
   ASSERT_TRUE(p.ok()) << p.status();
   v1::Instance out;
-  ASSERT_TRUE(svc.CreateInstance(testing::Create("x", "policy { epsilon_greedy { epsilon: 0.3 } num_arms: 4 }"), &out).ok());
+  ASSERT_TRUE(
+      svc.CreateInstance(
+             testing::Create("x", "policy { epsilon_greedy { epsilon: 0.3 } num_arms: 4 }"), &out)
+          .ok());
   (*p)->StartBackground();
   clock.Advance(59'999);
   EXPECT_TRUE((*p)->LastSnapshotTimes().empty());

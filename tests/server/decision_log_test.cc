@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <future>
-#include <map>
 #include <cstdio>
 #include <fstream>
+#include <future>
+#include <map>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -63,7 +63,10 @@ std::vector<v1::Decision> PlayCandidates(DecisionService& svc, ManualClock& cloc
   std::vector<v1::Decision> decisions;
   for (int i = 0; i < 30; ++i) {
     v1::Decision d;
-    { auto s = svc.Select(CandidateSelect(name, i), &d); EXPECT_TRUE(s.ok()) << s; }
+    {
+      auto s = svc.Select(CandidateSelect(name, i), &d);
+      EXPECT_TRUE(s.ok()) << s;
+    }
     decisions.push_back(d);
     clock.Advance(10);
     if (i % 2 == 0) {
@@ -157,10 +160,10 @@ TEST(DecisionLog, RetentionKeepsTheNewestWithinEventsAndAgeAndCountsTheDropped) 
   ManualClock clock;
   DecisionService svc(&clock);
   v1::Instance out;
-  ASSERT_TRUE(svc.CreateInstance(
-                     Create("n", "policy { epsilon_greedy { epsilon: 0.2 } num_arms: 3 } "
-                                 "decision_log { enabled: true max_events: 5 }"),
-                     &out)
+  ASSERT_TRUE(svc.CreateInstance(Create("n",
+                                        "policy { epsilon_greedy { epsilon: 0.2 } num_arms: 3 } "
+                                        "decision_log { enabled: true max_events: 5 }"),
+                                 &out)
                   .ok());
   for (int i = 0; i < 8; ++i) {
     v1::SelectRequest sel;
@@ -178,10 +181,10 @@ TEST(DecisionLog, RetentionKeepsTheNewestWithinEventsAndAgeAndCountsTheDropped) 
   ASSERT_TRUE(svc.GetInstance(g, &out).ok());
   EXPECT_EQ(out.stats().decision_log_evicted(), 3);
 
-  ASSERT_TRUE(svc.CreateInstance(
-                     Create("a", "policy { epsilon_greedy { epsilon: 0.2 } num_arms: 3 } "
-                                 "decision_log { enabled: true max_age_ms: 1000 }"),
-                     &out)
+  ASSERT_TRUE(svc.CreateInstance(Create("a",
+                                        "policy { epsilon_greedy { epsilon: 0.2 } num_arms: 3 } "
+                                        "decision_log { enabled: true max_age_ms: 1000 }"),
+                                 &out)
                   .ok());
   for (int i = 0; i < 3; ++i) {
     v1::SelectRequest sel;
@@ -212,8 +215,8 @@ TEST(DecisionLog, DecisionsAreIdenticalWithTheLogOnOrOff) {
     DecisionService svc(&clock);
     v1::Instance out;
     ASSERT_TRUE(svc.CreateInstance(Create("off", config), &out).ok());
-    ASSERT_TRUE(svc.CreateInstance(Create("on", config + " decision_log { enabled: true }"), &out)
-                    .ok());
+    ASSERT_TRUE(
+        svc.CreateInstance(Create("on", config + " decision_log { enabled: true }"), &out).ok());
     const bool candidates = config.find("num_arms") == std::string::npos;
     for (int i = 0; i < 60; ++i) {
       v1::Decision d[2];
@@ -262,11 +265,11 @@ TEST(DecisionLog, DsjsonExportReadsBackThroughAnIndependentJsonReader) {
   ASSERT_TRUE(svc.CreateInstance(Create("c", kGlmEps), &out).ok());
   PlayCandidates(svc, clock, "c");
   // Also one decision that never gets a reward (dropped, so unlabeled in DSJSON).
-  ASSERT_TRUE(svc.CreateInstance(
-                     Create("arms", "policy { epsilon_greedy { epsilon: 0.5 } num_arms: 3 } "
-                                    "pending { on_expiry: DROP reward_wait_ms: 5 } "
-                                    "decision_log { enabled: true }"),
-                     &out)
+  ASSERT_TRUE(svc.CreateInstance(Create("arms",
+                                        "policy { epsilon_greedy { epsilon: 0.5 } num_arms: 3 } "
+                                        "pending { on_expiry: DROP reward_wait_ms: 5 } "
+                                        "decision_log { enabled: true }"),
+                                 &out)
                   .ok());
   v1::SelectRequest sel;
   sel.set_instance("arms");
@@ -282,7 +285,8 @@ TEST(DecisionLog, DsjsonExportReadsBackThroughAnIndependentJsonReader) {
   const std::string path = ::testing::TempDir() + "/decision_log.dsjson";
   {
     std::ofstream f(path);
-    for (const auto& d : log) f << client::FormatDecision(client::LogFormat::kDsjson, d, "c") << "\n";
+    for (const auto& d : log)
+      f << client::FormatDecision(client::LogFormat::kDsjson, d, "c") << "\n";
     f << client::FormatDecision(client::LogFormat::kDsjson, arms_log[0], "arms") << "\n";
   }
   log.push_back(arms_log[0]);
@@ -395,15 +399,16 @@ TEST(DecisionLog, RefusedRequestsNameTheProblemAndChangeNothing) {
   DecisionService svc(&clock);
   v1::Instance out;
   auto bad = svc.CreateInstance(
-      Create("b", "policy { epsilon_greedy { } num_arms: 2 } decision_log { enabled: true "
-                  "max_events: -1 }"),
+      Create("b",
+             "policy { epsilon_greedy { } num_arms: 2 } decision_log { enabled: true "
+             "max_events: -1 }"),
       &out);
   EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.message().find("config.decision_log.max_events"), std::string::npos) << bad;
   EXPECT_EQ(svc.registry().size(), 0);
 
-  ASSERT_TRUE(svc.CreateInstance(Create("plain", "policy { epsilon_greedy { } num_arms: 2 }"), &out)
-                  .ok());
+  ASSERT_TRUE(
+      svc.CreateInstance(Create("plain", "policy { epsilon_greedy { } num_arms: 2 }"), &out).ok());
   ASSERT_TRUE(svc.CreateInstance(Create("c", kGlmEps), &out).ok());
   PlayCandidates(svc, clock, "c");
   const auto before = ExportAll(svc, "c");
@@ -433,7 +438,8 @@ TEST(DecisionLog, RefusedRequestsNameTheProblemAndChangeNothing) {
   EXPECT_EQ(read(req).code(), StatusCode::kInvalidArgument);
   const auto after = ExportAll(svc, "c");
   ASSERT_EQ(after.size(), before.size());
-  for (size_t i = 0; i < after.size(); ++i) EXPECT_TRUE(MessageDifferencer::Equals(after[i], before[i]));
+  for (size_t i = 0; i < after.size(); ++i)
+    EXPECT_TRUE(MessageDifferencer::Equals(after[i], before[i]));
 }
 
 // A server process on the fault-injection disk (a crash drops whatever was not fsynced).
@@ -464,8 +470,7 @@ TEST(DecisionLog, EveryAcknowledgedDecisionSurvivesACrashExactly) {
   FaultInjectionFs fs;
   ManualClock clock;
   const std::vector<std::pair<std::string, std::string>> instances = {
-      {"c", kGlmEps},
-      {"lin", "policy { linucb { dimension: 3 } } decision_log { enabled: true }"}};
+      {"c", kGlmEps}, {"lin", "policy { linucb { dimension: 3 } } decision_log { enabled: true }"}};
   std::map<std::string, std::vector<v1::LoggedDecision>> before;
   {
     Node a(&fs, &clock);

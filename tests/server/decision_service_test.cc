@@ -5,9 +5,9 @@
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
-#include "absl/strings/str_cat.h"
-#include <cmath>
 #include <array>
+#include <cmath>
+#include "absl/strings/str_cat.h"
 
 namespace bandit::server {
 namespace {
@@ -24,10 +24,11 @@ class DecisionServiceTest : public ::testing::Test {
 
   void MakeEps(const std::string& name, const std::string& extra = "") {
     v1::Instance out;
-    ASSERT_TRUE(svc_.CreateInstance(
-                        Create(name, "policy { epsilon_greedy { epsilon: 0.2 } num_arms: 3 } " + extra),
-                        &out)
-                    .ok());
+    ASSERT_TRUE(
+        svc_.CreateInstance(
+                Create(name, "policy { epsilon_greedy { epsilon: 0.2 } num_arms: 3 } " + extra),
+                &out)
+            .ok());
   }
   v1::Decision Select(const std::string& name) {
     v1::SelectRequest req;
@@ -67,17 +68,23 @@ TEST_F(DecisionServiceTest, LifecycleAndExactErrorCodes) {
             StatusCode::kAlreadyExists);
   EXPECT_EQ(svc_.CreateInstance(Create("bad name", "policy { ucb1 {} num_arms: 2 }"), &out).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(svc_.CreateInstance(Create(std::string(129, 'x'), "policy { ucb1 {} num_arms: 2 }"), &out)
-                .code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      svc_.CreateInstance(Create(std::string(129, 'x'), "policy { ucb1 {} num_arms: 2 }"), &out)
+          .code(),
+      StatusCode::kInvalidArgument);
   EXPECT_EQ(svc_.CreateInstance(Create("nopolicy", "seed: 3"), &out).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(svc_.CreateInstance(Create("eps", "policy { epsilon_greedy { epsilon: 2 } num_arms: 2 }"), &out)
+  EXPECT_EQ(svc_.CreateInstance(
+                    Create("eps", "policy { epsilon_greedy { epsilon: 2 } num_arms: 2 }"), &out)
                 .code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(svc_.CreateInstance(Create("w", "policy { epsilon_greedy {} num_arms: 2 } pending { reward_wait_ms: -5 }"), &out)
-                .code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      svc_.CreateInstance(
+              Create("w",
+                     "policy { epsilon_greedy {} num_arms: 2 } pending { reward_wait_ms: -5 }"),
+              &out)
+          .code(),
+      StatusCode::kInvalidArgument);
   EXPECT_EQ(svc_.registry().size(), 1);
 
   v1::GetInstanceRequest get;
@@ -399,10 +406,11 @@ TEST_F(DecisionServiceTest, SetMixtureReferenceFromEmbeddingsInTwoParts) {
 TEST_F(DecisionServiceTest, SetMixtureReferenceRefusesBadRequestsWithoutChange) {
   v1::Instance out;
   ASSERT_TRUE(svc_.CreateInstance(Create("fd", FdMixture(kRefA)), &out).ok());
-  ASSERT_TRUE(svc_.CreateInstance(
-                      Create("vendi", "policy { mixture { objective: VENDI num_arms: 2 dimension: 2 } }"),
-                      &out)
-                  .ok());
+  ASSERT_TRUE(
+      svc_.CreateInstance(
+              Create("vendi", "policy { mixture { objective: VENDI num_arms: 2 dimension: 2 } }"),
+              &out)
+          .ok());
   MakeEps("eps");
   MixtureRounds(svc_, "fd", 0, 20);
   v1::ExportInstanceRequest ex;
@@ -430,33 +438,46 @@ TEST_F(DecisionServiceTest, SetMixtureReferenceRefusesBadRequestsWithoutChange) 
   EXPECT_EQ(code("eps", stats), StatusCode::kFailedPrecondition);
   EXPECT_EQ(code("vendi", embedding), StatusCode::kFailedPrecondition);
   EXPECT_EQ(code("fd", [](auto&) {}), StatusCode::kInvalidArgument);  // neither
-  EXPECT_EQ(code("fd", [&](auto& r) { stats(r); embedding(r); }), StatusCode::kInvalidArgument);
-  EXPECT_EQ(code("fd", [&](auto& r) { stats(r); r.set_append(true); }),
+  EXPECT_EQ(code("fd",
+                 [&](auto& r) {
+                   stats(r);
+                   embedding(r);
+                 }),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("fd",
+                 [&](auto& r) {
+                   stats(r);
+                   r.set_append(true);
+                 }),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(code("fd", [](auto& r) { r.add_embeddings()->add_values(1); }),  // d = 1, not 2
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(code("fd", [](auto& r) {
-              auto* e = r.add_embeddings();
-              e->add_values(1);
-              e->add_values(std::nan(""));
-            }),
+  EXPECT_EQ(code("fd",
+                 [](auto& r) {
+                   auto* e = r.add_embeddings();
+                   e->add_values(1);
+                   e->add_values(std::nan(""));
+                 }),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(code("fd", [](auto& r) {  // not positive semi-definite
-              r.add_mean(0);
-              r.add_mean(0);
-              for (double v : {1.0, 3.0, 3.0, 1.0}) r.add_covariance(v);
-            }),
+  EXPECT_EQ(code("fd",
+                 [](auto& r) {  // not positive semi-definite
+                   r.add_mean(0);
+                   r.add_mean(0);
+                   for (double v : {1.0, 3.0, 3.0, 1.0}) r.add_covariance(v);
+                 }),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(code("fd", [](auto& r) {  // mean of the wrong length
-              r.add_mean(0);
-              for (double v : {1.0, 0.0, 0.0, 1.0}) r.add_covariance(v);
-            }),
+  EXPECT_EQ(code("fd",
+                 [](auto& r) {  // mean of the wrong length
+                   r.add_mean(0);
+                   for (double v : {1.0, 0.0, 0.0, 1.0}) r.add_covariance(v);
+                 }),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(code("fd", [](auto& r) {  // not symmetric
-              r.add_mean(0);
-              r.add_mean(0);
-              for (double v : {1.0, 0.2, 0.0, 1.0}) r.add_covariance(v);
-            }),
+  EXPECT_EQ(code("fd",
+                 [](auto& r) {  // not symmetric
+                   r.add_mean(0);
+                   r.add_mean(0);
+                   for (double v : {1.0, 0.2, 0.0, 1.0}) r.add_covariance(v);
+                 }),
             StatusCode::kInvalidArgument);
   ASSERT_TRUE(svc_.ExportInstance(ex, &after).ok());
   EXPECT_EQ(after.snapshot(), before.snapshot());

@@ -99,8 +99,8 @@ struct Disk {
   // Rows of the PostgreSQL journal / snapshot tables, or records / snapshot files on disk.
   int64_t JournalRecords() {
     if (backend == Backend::kPostgres)
-      return std::stoll(bandit::testing::PostgresProcess::ExecOn(
-          dsn, "SELECT count(*) FROM bandit_journal"));
+      return std::stoll(
+          bandit::testing::PostgresProcess::ExecOn(dsn, "SELECT count(*) FROM bandit_journal"));
     auto read = Journal::ReadAll(
         &fs, "/data/journal", [](const v1::JournalRecord&) {},
         [](const std::string&, const std::string& why) { ADD_FAILURE() << why; });
@@ -118,8 +118,8 @@ struct Disk {
       return out;
     }
     PGconn* conn = PQconnectdb(dsn.c_str());
-    PGresult* res = PQexecParams(conn, "SELECT record FROM bandit_journal ORDER BY seq", 0,
-                                 nullptr, nullptr, nullptr, nullptr, 1);
+    PGresult* res = PQexecParams(conn, "SELECT record FROM bandit_journal ORDER BY seq", 0, nullptr,
+                                 nullptr, nullptr, nullptr, 1);
     EXPECT_EQ(PQresultStatus(res), PGRES_TUPLES_OK) << PQerrorMessage(conn);
     for (int i = 0; i < PQntuples(res); ++i) {
       out.emplace_back();
@@ -131,8 +131,8 @@ struct Disk {
   }
   int64_t Snapshots() {
     if (backend == Backend::kPostgres)
-      return std::stoll(bandit::testing::PostgresProcess::ExecOn(
-          dsn, "SELECT count(*) FROM bandit_snapshots"));
+      return std::stoll(
+          bandit::testing::PostgresProcess::ExecOn(dsn, "SELECT count(*) FROM bandit_snapshots"));
     int64_t n = 0;
     for (const auto& p : fs.Paths())
       n += absl::StrContains(p, "/snapshots/") && absl::EndsWith(p, ".snap");
@@ -254,7 +254,7 @@ TEST(Durability, NoneLosesUnsyncedWorkButRecoversAConsistentPrefix) {
     ASSERT_TRUE(a.svc.CreateInstance(Create("x", kEps), &out).ok());
     ASSERT_TRUE(a.storage->Flush().ok());
     for (int i = 0; i < 100; ++i) Round(a.svc, "x", i);
-    ASSERT_TRUE(a.storage->Flush().ok());  // 100 rounds made durable
+    ASSERT_TRUE(a.storage->Flush().ok());                  // 100 rounds made durable
     for (int i = 100; i < 200; ++i) Round(a.svc, "x", i);  // never fsynced
     fs.Crash();
   }
@@ -297,8 +297,7 @@ std::vector<std::pair<int, double>> Continue(DecisionService& svc, const std::st
 
 enum class Interruption { kGraceful, kCrash, kSnapshotThenCrash };
 
-class ExactResumption
-    : public ::testing::TestWithParam<std::tuple<Backend, Interruption>> {};
+class ExactResumption : public ::testing::TestWithParam<std::tuple<Backend, Interruption>> {};
 
 TEST_P(ExactResumption, NextThousandDecisionsMatchAnUninterruptedTwin) {
   Disk disk(std::get<0>(GetParam()));
@@ -345,11 +344,11 @@ TEST_P(ExactResumption, NextThousandDecisionsMatchAnUninterruptedTwin) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Backends, ExactResumption,
-    ::testing::Combine(::testing::Values(Backend::kFile, Backend::kPostgres),
-                       ::testing::Values(Interruption::kGraceful, Interruption::kCrash,
-                                         Interruption::kSnapshotThenCrash)));
+INSTANTIATE_TEST_SUITE_P(Backends, ExactResumption,
+                         ::testing::Combine(::testing::Values(Backend::kFile, Backend::kPostgres),
+                                            ::testing::Values(Interruption::kGraceful,
+                                                              Interruption::kCrash,
+                                                              Interruption::kSnapshotThenCrash)));
 
 // A contextual round for a GLB-OMD instance: five deterministic candidates in d = 3, a binary
 // reward. Returns the decision (arm and diagnostics are compared against a twin).
@@ -426,7 +425,8 @@ TEST_P(DurabilityOn, ReadOnlySelectsAreJournaledByOutcomeAndResumeExactly) {
     ASSERT_EQ(got.arm_index(), want.arm_index()) << "round " << i;
     // Event ids carry a per-instance random prefix; the sequence after it must continue.
     ASSERT_EQ(got.event_id().substr(got.event_id().find('-')),
-              want.event_id().substr(want.event_id().find('-'))) << "round " << i;
+              want.event_id().substr(want.event_id().find('-')))
+        << "round " << i;
     using Diag = std::map<std::string, double>;
     ASSERT_EQ(Diag(got.diagnostics().begin(), got.diagnostics().end()),
               Diag(want.diagnostics().begin(), want.diagnostics().end()));
@@ -609,8 +609,10 @@ TEST_P(DurabilityOn, BatchAppliesExactlyItsGoodItemsPerInstanceInOrderAndSurvive
     for (const auto& r : disk.Records())
       if (r.seq() > seq_before_selects) appended.emplace_back(r.instance(), r.event_id());
     const std::vector<std::pair<std::string, std::string>> expected_order = {
-        {"p", sr.decisions(0).event_id()}, {"p", sr.decisions(6).event_id()},
-        {"q", sr.decisions(1).event_id()}, {"q", sr.decisions(4).event_id()}};
+        {"p", sr.decisions(0).event_id()},
+        {"p", sr.decisions(6).event_id()},
+        {"q", sr.decisions(1).event_id()},
+        {"q", sr.decisions(4).event_id()}};
     EXPECT_EQ(appended, expected_order);
 
     // Updates: good ones interleaved with an unknown event, a second reward for one event,
@@ -634,8 +636,9 @@ TEST_P(DurabilityOn, BatchAppliesExactlyItsGoodItemsPerInstanceInOrderAndSurvive
     v1::UpdateBatchResponse ur;
     ASSERT_TRUE(a.svc.UpdateBatch(ub, &ur).ok());
     ASSERT_EQ(ur.responses_size(), 9);
-    EXPECT_EQ(ItemCodes(ur.statuses()), (std::vector<int>{kOk, kOk, kNotFound, kPrecondition,
-                                                          kInvalid, kInvalid, kNotFound, kOk, kOk}));
+    EXPECT_EQ(ItemCodes(ur.statuses()),
+              (std::vector<int>{kOk, kOk, kNotFound, kPrecondition, kInvalid, kInvalid, kNotFound,
+                                kOk, kOk}));
     for (int i : {0, 1, 7, 8}) {
       v1::UpdateResponse r;
       ASSERT_TRUE(twin.Update(ub.requests(i), &r).ok());
@@ -646,7 +649,7 @@ TEST_P(DurabilityOn, BatchAppliesExactlyItsGoodItemsPerInstanceInOrderAndSurvive
     for (const std::string name : {"p", "q"}) {
       after_batches[name] = Comparable(a.svc, name);
       EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(after_batches[name],
-                                                                    Comparable(twin, name)))
+                                                                     Comparable(twin, name)))
           << name;
     }
     ASSERT_TRUE(a.Ack().ok());  // acknowledged as the gRPC layer would, then the crash
@@ -655,7 +658,7 @@ TEST_P(DurabilityOn, BatchAppliesExactlyItsGoodItemsPerInstanceInOrderAndSurvive
   Node b(&disk, &clock, Durability::kAlways);
   for (const std::string name : {"p", "q"}) {
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(after_batches[name],
-                                                                  Comparable(b.svc, name)))
+                                                                   Comparable(b.svc, name)))
         << name << " after recovery";
     // And it goes on exactly as the twin.
     EXPECT_EQ(Continue01(b.svc, name, 5, 50), Continue01(twin, name, 5, 50)) << name;
@@ -808,8 +811,10 @@ TEST_P(DurabilityOn, FailedWritesAreNeverAcknowledgedAndReadsKeepWorking) {
   ASSERT_TRUE(a.svc.CreateInstance(Create("x", kEps), &out).ok());
   ASSERT_TRUE(a.Ack().ok());
   auto& pg = bandit::testing::SharedPostgres();
-  if (disk.backend == Backend::kFile) disk.fs.FailSyncs(true);
-  else pg.Stop("immediate");
+  if (disk.backend == Backend::kFile)
+    disk.fs.FailSyncs(true);
+  else
+    pg.Stop("immediate");
   Round(a.svc, "x", 0);
   EXPECT_EQ(a.Ack().code(), StatusCode::kUnavailable);  // never acknowledged
   absl::Status s;

@@ -6,10 +6,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
-#include <thread>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -120,7 +120,8 @@ class FaultInjectionFs final : public FileSystem {
     current_[path] = inode;
     return std::unique_ptr<WritableFile>(new File(this, inode, generation_));
   }
-  absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override {
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(
+      const std::string& path) override {
     std::lock_guard<std::mutex> lock(mu_);
     auto& inode = current_[path];
     if (!inode) inode = std::make_shared<Inode>();
@@ -145,8 +146,10 @@ class FaultInjectionFs final : public FileSystem {
     if (fail_syncs_) return absl::UnavailableError("injected fsync failure");
     const std::string prefix = dir + "/";
     for (auto it = durable_.begin(); it != durable_.end();) {
-      if (absl::StartsWith(it->first, prefix) && !current_.count(it->first)) it = durable_.erase(it);
-      else ++it;
+      if (absl::StartsWith(it->first, prefix) && !current_.count(it->first))
+        it = durable_.erase(it);
+      else
+        ++it;
     }
     for (const auto& [path, inode] : current_)
       if (absl::StartsWith(path, prefix)) durable_[path] = inode;

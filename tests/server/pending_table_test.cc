@@ -73,8 +73,8 @@ TEST(PendingTable, FinishedEventsAreRememberedUpToABound) {
   PendingTable table(10);  // fate memory: max(capacity, 1024) events
   for (int i = 0; i < 3000; ++i) table.RecordFate("f" + std::to_string(i), EventFate::kExpired);
   EXPECT_EQ(table.FateOf("f2999"), EventFate::kExpired);
-  EXPECT_EQ(table.FateOf("f1976"), EventFate::kExpired);   // the newest 1024 are kept
-  EXPECT_EQ(table.FateOf("f1975"), EventFate::kUnknown);   // older ones are forgotten
+  EXPECT_EQ(table.FateOf("f1976"), EventFate::kExpired);  // the newest 1024 are kept
+  EXPECT_EQ(table.FateOf("f1975"), EventFate::kUnknown);  // older ones are forgotten
   EXPECT_EQ(table.FateOf("never"), EventFate::kUnknown);
   table.Clear();
   EXPECT_EQ(table.FateOf("f2999"), EventFate::kUnknown);

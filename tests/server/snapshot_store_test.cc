@@ -60,8 +60,8 @@ TEST(SnapshotStore, LoadAllSeparatesGoodFromDamagedAndMisnamed) {
   ASSERT_TRUE(store.Write(Snap("bad", 1)).ok());
   fs.Data("/s/bad.snap")->back() ^= 0x40;
   // A file whose content names another instance.
-  ASSERT_TRUE(WriteFileAtomically(&fs, "/s", "alias.snap", SnapshotStore::Encode(Snap("good", 9)))
-                  .ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(&fs, "/s", "alias.snap", SnapshotStore::Encode(Snap("good", 9))).ok());
   // Leftovers of an interrupted write are not snapshots.
   auto tmp = fs.NewWritableFile("/s/good.snap.tmp");
   ASSERT_TRUE(tmp.ok());

@@ -106,14 +106,16 @@ void Worker(const std::string& target, int seed, std::chrono::steady_clock::time
       if (inst == "lin")
         for (int k = 0; k < 3; ++k) vec(s.add_candidates(), kDim);
       auto d = c.Select(s);
-      tally->Expect("select", d.status().code(), {StatusCode::kOk}, std::string(d.status().message()));
+      tally->Expect("select", d.status().code(), {StatusCode::kOk},
+                    std::string(d.status().message()));
       if (!d.ok() || uni(4) == 0) continue;  // some decisions stay pending
       v1::UpdateRequest u;
       u.set_instance(inst);
       u.set_event_id(d->event_id());
       u.set_reward(uni(2));
       auto r = c.Update(u);
-      tally->Expect("update", r.status().code(), {StatusCode::kOk}, std::string(r.status().message()));
+      tally->Expect("update", r.status().code(), {StatusCode::kOk},
+                    std::string(r.status().message()));
       if (r.ok()) {
         tally->Ack(inst);
         // Recent events only: the server remembers the fate of the last `capacity` events.
@@ -173,7 +175,8 @@ void Worker(const std::string& target, int seed, std::chrono::steady_clock::time
       v1::UpdateRequest u;
       u.set_instance("ucb");
       u.set_reward(1);
-      tally->Expect("update_no_target", c.Update(u).status().code(), {StatusCode::kInvalidArgument});
+      tally->Expect("update_no_target", c.Update(u).status().code(),
+                    {StatusCode::kInvalidArgument});
       u.set_event_id(absl::StrCat("ffff-", rng()));
       tally->Expect("update_unknown", c.Update(u).status().code(), {StatusCode::kNotFound});
       if (!rewarded.empty()) {
@@ -189,11 +192,13 @@ void Worker(const std::string& target, int seed, std::chrono::steady_clock::time
     } else if (op == 13) {  // limits: batch size, candidates, message size
       v1::SelectBatchRequest sb;
       for (int i = 0; i < 65; ++i) sb.add_requests()->set_instance("ucb");
-      tally->Expect("batch_too_big", c.SelectBatch(sb).status().code(), {StatusCode::kInvalidArgument});
+      tally->Expect("batch_too_big", c.SelectBatch(sb).status().code(),
+                    {StatusCode::kInvalidArgument});
       v1::SelectRequest s;
       s.set_instance("lin");
       for (int k = 0; k < 129; ++k) vec(s.add_candidates(), kDim);
-      tally->Expect("too_many_candidates", c.Select(s).status().code(), {StatusCode::kInvalidArgument});
+      tally->Expect("too_many_candidates", c.Select(s).status().code(),
+                    {StatusCode::kInvalidArgument});
       if (uni(4) == 0) {
         v1::SelectRequest big;
         big.set_instance("lin");
@@ -210,7 +215,8 @@ void Worker(const std::string& target, int seed, std::chrono::steady_clock::time
     } else if (op == 15) {  // readers
       tally->Expect("get", c.GetInstance(kInstances[uni(3)]).status().code(), {StatusCode::kOk});
       tally->Expect("list", c.ListInstances(uni(5), "").status().code(), {StatusCode::kOk});
-      tally->Expect("list_bad", c.ListInstances(-1, "").status().code(), {StatusCode::kInvalidArgument});
+      tally->Expect("list_bad", c.ListInstances(-1, "").status().code(),
+                    {StatusCode::kInvalidArgument});
     } else if (op == 16) {  // short-lived instances: create, use, delete
       const std::string name = absl::StrCat("tmp-", seed, "-", uni(4));
       v1::CreateInstanceRequest cr;
@@ -227,7 +233,8 @@ void Worker(const std::string& target, int seed, std::chrono::steady_clock::time
       v1::CreateInstanceRequest cr;
       cr.set_name("badcfg");
       cr.mutable_config()->mutable_policy()->mutable_linucb()->set_dimension(uni(2) ? 100'000 : -1);
-      tally->Expect("create_bad", c.CreateInstance(cr).status().code(), {StatusCode::kInvalidArgument});
+      tally->Expect("create_bad", c.CreateInstance(cr).status().code(),
+                    {StatusCode::kInvalidArgument});
       cr.mutable_config()->mutable_policy()->mutable_linucb()->set_dimension(2);
       cr.set_name(std::string(200, 'n'));
       tally->Expect("create_long_name", c.CreateInstance(cr).status().code(),
@@ -253,8 +260,8 @@ TEST(Soak, MixedLoadWithMalformedRequests) {
   ASSERT_GT(pid, 0);
   {
     BanditClient c(server.target());
-    for (const auto& [name, cfg] :
-         std::vector<std::pair<std::string, std::string>>{{"ucb", "ucb"}, {"lin", "lin"}, {"tight", "tight"}}) {
+    for (const auto& [name, cfg] : std::vector<std::pair<std::string, std::string>>{
+             {"ucb", "ucb"}, {"lin", "lin"}, {"tight", "tight"}}) {
       v1::CreateInstanceRequest cr;
       cr.set_name(name);
       auto* p = cr.mutable_config()->mutable_policy();
@@ -291,7 +298,8 @@ TEST(Soak, MixedLoadWithMalformedRequests) {
   std::printf("soak: %lld s, %lld calls, RSS warm %lld kB, end %lld kB\n",
               static_cast<long long>(total), static_cast<long long>(calls),
               static_cast<long long>(rss_warm), static_cast<long long>(rss_end));
-  for (const auto& [op, n] : tally.calls) std::printf("  %-22s %lld\n", op.c_str(), static_cast<long long>(n));
+  for (const auto& [op, n] : tally.calls)
+    std::printf("  %-22s %lld\n", op.c_str(), static_cast<long long>(n));
   EXPECT_TRUE(tally.unexpected.empty()) << ::testing::PrintToString(tally.unexpected);
   EXPECT_GT(tally.calls["select"], 100);
   EXPECT_GT(tally.calls["select_nan"], 0);

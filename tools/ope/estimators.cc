@@ -71,9 +71,7 @@ void DirectModel::Ridge::Init(int dim, double lambda) {
   b = Vector::Zero(dim);
 }
 
-double DirectModel::Ridge::Predict(const Vector& z) const {
-  return z.dot(a.ldlt().solve(b));
-}
+double DirectModel::Ridge::Predict(const Vector& z) const { return z.dot(a.ldlt().solve(b)); }
 
 void DirectModel::Ridge::Learn(const Vector& z, double r) {
   a.noalias() += z * z.transpose();

@@ -105,8 +105,8 @@ class DirectModel {
   static Vector WithIntercept(const Vector& v);
 
   double lambda_;
-  Ridge shared_;                     // candidates
-  std::vector<Ridge> per_action_;    // point input
+  Ridge shared_;                                                          // candidates
+  std::vector<Ridge> per_action_;                                         // point input
   std::vector<std::pair<std::string, std::pair<double, int64_t>>> arms_;  // arm -> (sum, n)
   double reward_sum_ = 0;
   int64_t rewards_ = 0;

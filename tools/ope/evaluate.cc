@@ -52,7 +52,8 @@ absl::StatusOr<Vector> Evaluator::TargetFor(size_t c, const v1::LoggedDecision& 
                                             const std::vector<std::string>& arm_ids,
                                             Observation* learn) {
   Policy& policy = *policies_[c];
-  const std::string who = absl::StrCat("candidate '", candidates_[c].name, "' (", policy.name(), ")");
+  const std::string who =
+      absl::StrCat("candidate '", candidates_[c].name, "' (", policy.name(), ")");
   const int n = d.num_actions();
   SelectContext ctx;
   ctx.want_scores = true;
@@ -90,7 +91,8 @@ absl::StatusOr<Vector> Evaluator::TargetFor(size_t c, const v1::LoggedDecision& 
   }
   auto decision = policy.Select(ctx);
   if (!decision.ok())
-    return absl::Status(decision.status().code(), absl::StrCat(who, ": ", decision.status().message()));
+    return absl::Status(decision.status().code(),
+                        absl::StrCat(who, ": ", decision.status().message()));
   Vector target = Vector::Zero(n);
   auto action_of = [&](int policy_index) -> int {
     if (slot_of_action.empty()) return policy_index;
@@ -110,8 +112,8 @@ absl::StatusOr<Vector> Evaluator::TargetFor(size_t c, const v1::LoggedDecision& 
     // sampled action is an unbiased estimate of pi(.|x).
     const int a = action_of(decision->arm);
     if (a < 0 || a >= n)
-      return absl::InternalError(absl::StrCat(who, " chose action ", decision->arm,
-                                              " outside the logged decision's ", n));
+      return absl::InternalError(
+          absl::StrCat(who, " chose action ", decision->arm, " outside the logged decision's ", n));
     target[a] = 1.0;
     if (decision->propensity == 1.0) {
       ++results_[c].exact_distribution;
@@ -155,7 +157,8 @@ absl::Status Evaluator::Add(const v1::LoggedDecision& d, const std::string& wher
   if (!std::isfinite(d.reward())) return fail("field _label_cost: expected a finite number");
   const int n = d.num_actions();
   if (n <= 0 || d.chosen_index() < 0 || d.chosen_index() >= n)
-    return fail(absl::StrCat("chosen action ", d.chosen_index(), " is outside the ", n, " actions"));
+    return fail(
+        absl::StrCat("chosen action ", d.chosen_index(), " is outside the ", n, " actions"));
   std::vector<Vector> actions;
   if (d.num_candidates() > 0) {
     if (d.num_candidates() != n ||
@@ -163,7 +166,7 @@ absl::Status Evaluator::Add(const v1::LoggedDecision& d, const std::string& wher
       return fail("field c._multi: candidate vectors do not match the action count");
     for (int i = 0; i < n; ++i)
       actions.emplace_back(Eigen::Map<const Vector>(d.candidates().data() + i * d.candidate_dim(),
-                                                 d.candidate_dim()));
+                                                    d.candidate_dim()));
   }
   const Vector x = Eigen::Map<const Vector>(d.x().data(), d.x_size());
   const std::vector<std::string> arm_ids(d.arm_ids().begin(), d.arm_ids().end());

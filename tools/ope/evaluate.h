@@ -65,8 +65,7 @@ class Evaluator {
             EvaluateOptions options);
   absl::StatusOr<Vector> TargetFor(size_t c, const bandit::v1::LoggedDecision& d,
                                    const std::vector<Vector>& actions, const Vector& x,
-                                   const std::vector<std::string>& arm_ids,
-                                   Observation* learn);
+                                   const std::vector<std::string>& arm_ids, Observation* learn);
 
   std::vector<Candidate> candidates_;
   std::vector<std::unique_ptr<Policy>> policies_;

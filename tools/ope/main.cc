@@ -150,10 +150,8 @@ int main(int argc, char** argv) {
   out["candidates"] = nlohmann::ordered_json::array();
   for (const CandidateResult& r : results) {
     const auto& e = r.estimators;
-    const std::pair<const char*, Interval> rows[] = {{"IPS", e.Ips()},
-                                                     {"SNIPS", e.Snips()},
-                                                     {"DR", e.DoublyRobust()},
-                                                     {"DM", e.DirectMethod()}};
+    const std::pair<const char*, Interval> rows[] = {
+        {"IPS", e.Ips()}, {"SNIPS", e.Snips()}, {"DR", e.DoublyRobust()}, {"DM", e.DirectMethod()}};
     for (const auto& [label, iv] : rows)
       std::cout << absl::StrFormat("%-20s %-14s %-8s %9.4f  [%8.4f, %8.4f] %8.1f %8d %8.3g\n",
                                    r.name, r.policy, label, iv.value, iv.lo, iv.hi,
@@ -182,7 +180,8 @@ int main(int argc, char** argv) {
       return Fail(absl::StrCat("cannot write --json=", json));
   }
   if (!plot.empty()) {
-    FILE* py = popen(absl::StrCat("/usr/bin/python3 -c '", kPlotScript, "' '", plot, "'").c_str(), "w");
+    FILE* py =
+        popen(absl::StrCat("/usr/bin/python3 -c '", kPlotScript, "' '", plot, "'").c_str(), "w");
     if (py == nullptr) return Fail("cannot run /usr/bin/python3 for --plot");
     std::fputs("candidate,events,ips,snips,dr,logged\n", py);
     for (const CandidateResult& r : results)
@@ -191,7 +190,8 @@ int main(int argc, char** argv) {
                                    t.snips, t.dr, t.logged)
                        .c_str(),
                    py);
-    if (pclose(py) != 0) return Fail("--plot: python3/matplotlib failed (python3-matplotlib installed?)");
+    if (pclose(py) != 0)
+      return Fail("--plot: python3/matplotlib failed (python3-matplotlib installed?)");
   }
   return 0;
 }

@@ -18,11 +18,13 @@ constexpr double kExact = 1e-6;
 double LogBeta(double a, double b) { return std::lgamma(a) + std::lgamma(b) - std::lgamma(a + b); }
 
 // Closed form for two Beta arms (needs an integer alpha_b): P(X_b > X_a) =
-//   Σ_{i=0}^{alpha_b - 1} B(alpha_a + i, beta_a + beta_b) / ((beta_b + i) B(1 + i, beta_b) B(alpha_a, beta_a)).
+//   Σ_{i=0}^{alpha_b - 1} B(alpha_a + i, beta_a + beta_b) / ((beta_b + i) B(1 + i, beta_b)
+//   B(alpha_a, beta_a)).
 double BetaBeatsClosedForm(double ab, double bb, double aa, double ba) {
   double p = 0;
   for (int i = 0; i < static_cast<int>(ab); ++i)
-    p += std::exp(LogBeta(aa + i, ba + bb) - std::log(bb + i) - LogBeta(1 + i, bb) - LogBeta(aa, ba));
+    p += std::exp(LogBeta(aa + i, ba + bb) - std::log(bb + i) - LogBeta(1 + i, bb) -
+                  LogBeta(aa, ba));
   return p;
 }
 
@@ -134,7 +136,8 @@ TEST(ArgmaxProbability, ThousandBetaArmsMatchABruteForceIntegral) {
     const double x = (i + 0.5) * h;
     double f[3], F[3];
     for (int g = 0; g < 3; ++g) {
-      f[g] = std::exp((ga[g] - 1) * std::log(x) + (gb[g] - 1) * std::log1p(-x) - LogBeta(ga[g], gb[g]));
+      f[g] = std::exp((ga[g] - 1) * std::log(x) + (gb[g] - 1) * std::log1p(-x) -
+                      LogBeta(ga[g], gb[g]));
       F[g] = cdf[g] + 0.5 * f[g] * h;  // CDF at the midpoint
     }
     for (int g = 0; g < 3; ++g) {

@@ -43,7 +43,8 @@ TEST(EpsilonGreedy, EmpiricalMeanIsRunningAverage) {
     obs.reward = r;
     ASSERT_TRUE((*p)->Update(obs).ok());
   }
-  EXPECT_DOUBLE_EQ(*static_cast<const EpsilonGreedy&>(**p).EstimatedMean(1), (0.5 + 1.5 - 1.0 + 4.0) / 4);
+  EXPECT_DOUBLE_EQ(*static_cast<const EpsilonGreedy&>(**p).EstimatedMean(1),
+                   (0.5 + 1.5 - 1.0 + 4.0) / 4);
   EXPECT_DOUBLE_EQ(*static_cast<const EpsilonGreedy&>(**p).EstimatedMean(0), 0.0);
 }
 

@@ -154,7 +154,9 @@ double Phi(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 double BetaWinProbability(double a1, double b1, double a2, double b2) {
   const int n = 200000;
   const double h = 1.0 / n;
-  auto logc = [](double a, double b) { return std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b); };
+  auto logc = [](double a, double b) {
+    return std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b);
+  };
   double cdf2 = 0, prob = 0;
   for (int i = 0; i < n; ++i) {
     const double x = (i + 0.5) * h;
@@ -166,13 +168,12 @@ double BetaWinProbability(double a1, double b1, double a2, double b2) {
   return prob;
 }
 
-
 TEST(Thompson, MonteCarloPropensityEstimatesArgmaxProbability) {
   const int m = 20000;
   // Gaussian: P(theta_1 > theta_0) = Phi((m1 - m0) / sqrt(v0 + v1)).
   auto g = Make(MonteCarlo(Gauss(2, m)));
   for (double r : {1.0, 2.0, 0.0}) ASSERT_TRUE(Reward(*g, "0", r).ok());  // N(0.98, 0.08)
-  ASSERT_TRUE(Reward(*g, "1", 1.2).ok());                                   // below
+  ASSERT_TRUE(Reward(*g, "1", 1.2).ok());                                 // below
   const double v1 = 1.0 / (0.5 + 4.0), m1 = v1 * (0.25 + 1.2 / 0.25);
   const double p1 = Phi((m1 - 0.98) / std::sqrt(0.08 + v1));
   SelectContext ctx;

@@ -43,7 +43,8 @@ TEST(Rng, NormalMatchesTheStandardNormal) {
 
 TEST(Rng, UniformAndUniformOpenAreUniform) {
   Rng rng(2);
-  EXPECT_LT(KolmogorovSmirnov([&] { return rng.Uniform(); }, [](double x) { return x; }), kCritical);
+  EXPECT_LT(KolmogorovSmirnov([&] { return rng.Uniform(); }, [](double x) { return x; }),
+            kCritical);
   EXPECT_LT(KolmogorovSmirnov([&] { return rng.UniformOpen(); }, [](double x) { return x; }),
             kCritical);
   for (int i = 0; i < 100000; ++i) {

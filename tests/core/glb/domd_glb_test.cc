@@ -40,7 +40,7 @@ TEST(DomdGlb, TunedGammaTheorems2And3) {
   // 1 - sqrt(0.5 * 18.8496 / 25000) = 0.980584.
   EXPECT_NEAR(DomdGammaDrift(0.25, 5, 5000, 2 * M_PI * 3), 0.9805837, 1e-6);
   EXPECT_NEAR(DomdGammaDrift(0.25, 5, 5000, 0.0), 1.0 - 1.0 / 5000, 1e-15);  // clip at 1/T
-  EXPECT_NEAR(DomdGammaDrift(0.25, 5, 5000, 1e12), 1.0 / 5000, 1e-15);     // clip at 1 - 1/T
+  EXPECT_NEAR(DomdGammaDrift(0.25, 5, 5000, 1e12), 1.0 / 5000, 1e-15);       // clip at 1 - 1/T
   // Theorem 3, c_mu = mu'(3) = 0.045177, one change: 1 - (0.21255 / 6250)^(2/3) = 0.998951.
   const double c_mu = std::exp(-3.0) / std::pow(1 + std::exp(-3.0), 2);
   EXPECT_NEAR(DomdGammaPiecewise(0.25, c_mu, 5, 5000, 1), 0.9989506, 1e-6);
@@ -74,12 +74,13 @@ TEST(DomdGlb, TheoryLambdaAndRadius) {
   EXPECT_NEAR(AsDomd(*p).params().lambda, 960.0 / 7, 1e-12);
   // beta_1: the log(1 + k (1 - gamma^0) ...) term vanishes.
   const double lam = 960.0 / 7;
-  const double b1 = std::sqrt(4 * lam * 9 + 2 * 4 * (1 + 1 / 0.25) * std::log(M_PI * M_PI / (3 * 0.05)));
+  const double b1 =
+      std::sqrt(4 * lam * 9 + 2 * 4 * (1 + 1 / 0.25) * std::log(M_PI * M_PI / (3 * 0.05)));
   EXPECT_NEAR(AsDomd(*p).Beta(), b1, 1e-10);
 }
 
-// H_{t+1} = A_t + grad^2 l_t(theta_{t+1}) unrolls to lambda I + sum_s gamma^{t-s} grad^2 l_s(theta_{s+1});
-// the maintained inverse matches a direct inverse.
+// H_{t+1} = A_t + grad^2 l_t(theta_{t+1}) unrolls to lambda I + sum_s gamma^{t-s} grad^2
+// l_s(theta_{s+1}); the maintained inverse matches a direct inverse.
 TEST(DomdGlb, DiscountedCurvatureMatchesDefinition) {
   const double gamma = 0.97;
   auto p = MustCreate(DomdConfig(4, 2.0, gamma), 1);
@@ -124,7 +125,8 @@ TEST(DomdGlb, StepMatchesSlowSolveOfEq1) {
     const Eigen::MatrixXd A = dm.PreUpdateMatrix();
     const double eta = dm.params().eta(), z = x.dot(th);
     const Eigen::MatrixXd Q = link.LossHess(z) * x * x.transpose() + A / eta;
-    const Eigen::VectorXd slow = testing::SlowQuadraticOverBall(Q, link.LossGrad(z, r) * x, th, S, 20000);
+    const Eigen::VectorXd slow =
+        testing::SlowQuadraticOverBall(Q, link.LossGrad(z, r) * x, th, S, 20000);
     Observation obs;
     obs.features = x;
     obs.reward = r;

@@ -73,8 +73,10 @@ TEST(LikelihoodSet, ConstrainedMleMatchesBruteForceOnTheDisk) {
     for (double lambda : {0.0, 0.5}) {
       const LikelihoodObjective f(link, data, lambda);
       const double S = 1.0;
-      const BallMinimum m = MinimizeOverBall(f, S, Eigen::VectorXd::Zero(2), Eigen::VectorXd::Zero(2));
-      const Eigen::VectorXd brute = GridArgmin([&](const Eigen::VectorXd& th) { return f.Value(th); }, S);
+      const BallMinimum m =
+          MinimizeOverBall(f, S, Eigen::VectorXd::Zero(2), Eigen::VectorXd::Zero(2));
+      const Eigen::VectorXd brute =
+          GridArgmin([&](const Eigen::VectorXd& th) { return f.Value(th); }, S);
       EXPECT_LE(m.theta.norm(), S * (1 + 1e-9));
       EXPECT_LE(f.Value(m.theta), f.Value(brute) + 1e-9) << link.name() << " lambda " << lambda;
       EXPECT_NEAR((m.theta - brute).norm(), 0.0, 2e-2) << link.name() << " lambda " << lambda;
@@ -87,7 +89,8 @@ TEST(LikelihoodSet, OptimisticValueMatchesBruteForceOverTheSet) {
   const GlmHistory data = SomeData(link, 40, 5, Eigen::Vector2d(1.5, 1.0));
   const LikelihoodObjective f(link, data, 0.0);
   const double S = 3.0;
-  const BallMinimum center = MinimizeOverBall(f, S, Eigen::VectorXd::Zero(2), Eigen::VectorXd::Zero(2));
+  const BallMinimum center =
+      MinimizeOverBall(f, S, Eigen::VectorXd::Zero(2), Eigen::VectorXd::Zero(2));
   const double fc = f.Value(center.theta);
   for (double excess : {0.5, 3.0, 50.0}) {  // small set, medium, one cut by the ball
     for (double angle : {0.3, 2.0, 4.0}) {
@@ -224,8 +227,8 @@ TEST(ConfidenceSets, ContainThetaStarAtTheStatedRate) {
                        return dynamic_cast<const LikelihoodUcb&>(p).InConfidenceSet(th);
                      }),
             0.9);
-  EXPECT_GE(Coverage("gloc { dimension: 2 s: 3 delta: 0.1 }", sim::GlbEnvKind::kLogistic, 3,
-                     rounds, seeds,
+  EXPECT_GE(Coverage("gloc { dimension: 2 s: 3 delta: 0.1 }", sim::GlbEnvKind::kLogistic, 3, rounds,
+                     seeds,
                      [](const Policy& p, const Eigen::VectorXd& th) {
                        auto& g = dynamic_cast<const Gloc&>(p);
                        return InEllipsoid(g.theta_hat(), g.v_inverse().inverse(), g.Beta(), th);
@@ -315,11 +318,10 @@ TEST(RsGlincb, SwitchesAreLogarithmicAndWarmupFollowsTheThreshold) {
 }
 
 TEST(GlbOmdBaselines, SaveRestoreResumesExactly) {
-  for (const char* text :
-       {"gloc { dimension: 3 s: 2 }", "ecolog { dimension: 3 s: 2 }",
-        "rs_glincb { dimension: 3 s: 2 horizon: 300 }", "ofuglb { dimension: 3 s: 2 }",
-        "ofulog_r { dimension: 3 s: 2 }",
-        "glm_ucb { dimension: 3 s: 2 bonus: FILIPPI horizon: 300 }"}) {
+  for (const char* text : {"gloc { dimension: 3 s: 2 }", "ecolog { dimension: 3 s: 2 }",
+                           "rs_glincb { dimension: 3 s: 2 horizon: 300 }",
+                           "ofuglb { dimension: 3 s: 2 }", "ofulog_r { dimension: 3 s: 2 }",
+                           "glm_ucb { dimension: 3 s: 2 bonus: FILIPPI horizon: 300 }"}) {
     auto a = MustCreate(Parse(text), 5);
     ASSERT_NE(a, nullptr) << text;
     sim::GlbEnvConfig e;
@@ -366,8 +368,8 @@ TEST(GlbOmdBaselines, ServedOnesKeepTheirStateFrom1e3To1e5Rounds) {
 }
 
 TEST(GlbOmdBaselines, ExactLikelihoodOnesAreRefusedByTheServerRegistry) {
-  for (const char* text : {"ofuglb { dimension: 3 }", "ofulog_r { dimension: 3 }",
-                           "rs_glincb { dimension: 3 }"}) {
+  for (const char* text :
+       {"ofuglb { dimension: 3 }", "ofulog_r { dimension: 3 }", "rs_glincb { dimension: 3 }"}) {
     auto served = CreatePolicy(Parse(text), 1);
     EXPECT_EQ(served.status().code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_NE(served.status().message().find("bandit-sim only"), std::string::npos);
@@ -386,9 +388,9 @@ TEST(GlbOmdBaselines, RejectBadConfigsAndInputsWithoutChange) {
         "glm_ucb { dimension: 3 bonus: FILIPPI reward_bound: 0 }"})
     EXPECT_EQ(CreateSimPolicy(Parse(text), 1).status().code(), absl::StatusCode::kInvalidArgument)
         << text;
-  for (const char* text : {"gloc { dimension: 2 }", "ecolog { dimension: 2 }",
-                           "rs_glincb { dimension: 2 }", "ofuglb { dimension: 2 }",
-                           "ofulog_r { dimension: 2 }"}) {
+  for (const char* text :
+       {"gloc { dimension: 2 }", "ecolog { dimension: 2 }", "rs_glincb { dimension: 2 }",
+        "ofuglb { dimension: 2 }", "ofulog_r { dimension: 2 }"}) {
     auto p = MustCreate(Parse(text), 1);
     const std::string before = Saved(*p);
     Observation bad;
@@ -410,10 +412,10 @@ TEST(GlbOmdBaselines, RejectBadConfigsAndInputsWithoutChange) {
 // whole ball at this horizon (docs/results.md), so it runs with a shrunk radius; RS-GLinCB's
 // warm-up outlasts this horizon at S = 3 (its own test above covers its phases).
 TEST(GlbOmdBaselines, EachLearnsOnALogisticBandit) {
-  for (const char* text : {"gloc { dimension: 3 s: 3 }", "ecolog { dimension: 3 s: 3 }",
-                           "ofuglb { dimension: 3 s: 3 }",
-                           "ofulog_r { dimension: 3 s: 3 radius_multiplier: 0.05 }",
-                           "glm_ucb { dimension: 3 s: 3 bonus: FILIPPI horizon: 400 }"}) {
+  for (const char* text :
+       {"gloc { dimension: 3 s: 3 }", "ecolog { dimension: 3 s: 3 }",
+        "ofuglb { dimension: 3 s: 3 }", "ofulog_r { dimension: 3 s: 3 radius_multiplier: 0.05 }",
+        "glm_ucb { dimension: 3 s: 3 bonus: FILIPPI horizon: 400 }"}) {
     double policy = 0, uniform = 0;
     for (uint64_t s = 1; s <= 2; ++s) {
       sim::GlbEnvConfig e;

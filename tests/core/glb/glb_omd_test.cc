@@ -40,9 +40,9 @@ TEST(GlbOmd, RegisteredAndDefaults) {
   EXPECT_EQ(p->name(), "glb_omd");
   EXPECT_EQ(p->context_kind(), ContextKind::kCandidates);
   const GlbParams& prm = AsOmd(*p).params();
-  EXPECT_EQ(prm.lambda, 4.0);         // lambda = d
-  EXPECT_EQ(prm.R, 1.0);              // logistic self-concordance
-  EXPECT_EQ(prm.eta(), 1.0 + 2.0);    // eta = 1 + R S
+  EXPECT_EQ(prm.lambda, 4.0);       // lambda = d
+  EXPECT_EQ(prm.R, 1.0);            // logistic self-concordance
+  EXPECT_EQ(prm.eta(), 1.0 + 2.0);  // eta = 1 + R S
   // Theorem 1 radius at t = 1, closed form.
   const double eta = 3.0, lam = 4.0, S = 2.0, d = 4;
   const double beta1 = std::sqrt(4 * lam * S * S + 2 * eta * std::log(1 / 0.05) +
@@ -97,13 +97,15 @@ TEST(GlbOmd, ShermanMorrisonMatchesDirectInverse) {
 }
 
 // The two-step update (28a)-(28b) against a slow numerical solve of eq. (3):
-//   min_{||theta|| <= S} <grad l(theta_t), theta - theta_t> + 1/2 ||theta - theta_t||^2_{grad^2 l(theta_t)}
+//   min_{||theta|| <= S} <grad l(theta_t), theta - theta_t> + 1/2 ||theta - theta_t||^2_{grad^2
+//   l(theta_t)}
 //                        + 1/(2 eta) ||theta - theta_t||^2_{H_t}.
 TEST(GlbOmd, StepMatchesSlowSolveOfEq3) {
   for (auto link_kind : {bandit::v1::LOGISTIC, bandit::v1::POISSON}) {
     const double S = 0.8;
     auto p = MustCreate(OmdConfig(4, S, link_kind), 1);
-    const GlmLink link(link_kind == bandit::v1::POISSON ? LinkKind::kPoisson : LinkKind::kLogistic, 1);
+    const GlmLink link(link_kind == bandit::v1::POISSON ? LinkKind::kPoisson : LinkKind::kLogistic,
+                       1);
     Rng rng(11);
     int projected = 0;
     for (int t = 0; t < 60; ++t) {
@@ -111,7 +113,8 @@ TEST(GlbOmd, StepMatchesSlowSolveOfEq3) {
       for (int i = 0; i < 4; ++i) x[i] = 0.5 * rng.Normal();
       x[0] += 1.0;  // a common direction, so theta runs into the ball's boundary
       x /= x.norm();
-      const double r = link_kind == bandit::v1::POISSON ? std::floor(4 * rng.Uniform()) : (rng.Uniform() < 0.9);
+      const double r =
+          link_kind == bandit::v1::POISSON ? std::floor(4 * rng.Uniform()) : (rng.Uniform() < 0.9);
       const auto& omd = AsOmd(*p);
       const Eigen::VectorXd th = omd.theta();
       const Eigen::MatrixXd H = omd.h();

@@ -4,8 +4,8 @@
 #include <memory>
 #include <vector>
 
-#include <Eigen/Dense>
 #include <gtest/gtest.h>
+#include <Eigen/Dense>
 
 #include "core/policy.h"
 #include "core/registry.h"
@@ -13,8 +13,9 @@
 
 namespace bandit::glb::testing {
 
-// Slow, independent solver of  min_{||theta|| <= S} g'(theta - theta0) + 1/2 (theta - theta0)' Q (theta - theta0)
-// by projected gradient descent with Euclidean projection (step 1/L, many iterations).
+// Slow, independent solver of  min_{||theta|| <= S} g'(theta - theta0) + 1/2 (theta - theta0)' Q
+// (theta - theta0) by projected gradient descent with Euclidean projection (step 1/L, many
+// iterations).
 inline Eigen::VectorXd SlowQuadraticOverBall(const Eigen::MatrixXd& Q, const Eigen::VectorXd& g,
                                              const Eigen::VectorXd& theta0, double S,
                                              int iters = 200000) {
@@ -28,8 +29,10 @@ inline Eigen::VectorXd SlowQuadraticOverBall(const Eigen::MatrixXd& Q, const Eig
   return th;
 }
 
-// Runs `rounds` rounds of `policy` in `env`; returns cumulative pseudo-regret. Optionally records arms.
-inline double Run(Policy& policy, sim::GlbEnv& env, int64_t rounds, std::vector<int>* arms = nullptr) {
+// Runs `rounds` rounds of `policy` in `env`; returns cumulative pseudo-regret. Optionally records
+// arms.
+inline double Run(Policy& policy, sim::GlbEnv& env, int64_t rounds,
+                  std::vector<int>* arms = nullptr) {
   double regret = 0;
   for (int64_t t = 0; t < rounds; ++t) {
     const auto& c = env.NextRound();

@@ -1,4 +1,5 @@
-// Links, the MLE solver and the MLE baselines (GLM-UCB, sliding-window GLM-UCB, GLM epsilon-greedy).
+// Links, the MLE solver and the MLE baselines (GLM-UCB, sliding-window GLM-UCB, GLM
+// epsilon-greedy).
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -22,7 +23,8 @@ TEST(Link, DerivativesMatchFiniteDifferences) {
       const double h = 1e-5;
       EXPECT_NEAR(link.Mu(z), (link.M(z + h) - link.M(z - h)) / (2 * h), 1e-7) << z;
       EXPECT_NEAR(link.MuPrime(z), (link.Mu(z + h) - link.Mu(z - h)) / (2 * h), 1e-7) << z;
-      EXPECT_NEAR(link.LossGrad(z, 0.4), (link.Loss(z + h, 0.4) - link.Loss(z - h, 0.4)) / (2 * h), 1e-7);
+      EXPECT_NEAR(link.LossGrad(z, 0.4), (link.Loss(z + h, 0.4) - link.Loss(z - h, 0.4)) / (2 * h),
+                  1e-7);
     }
   }
   const GlmLink logistic(LinkKind::kLogistic, 1.0);
@@ -44,8 +46,9 @@ TEST(Mle, GaussianIsRidgeClosedForm) {
   }
   const MleFit fit = FitGlmMle(link, data, 2.0, Eigen::VectorXd::Zero(3), 100.0);
   const Eigen::MatrixXd X = data.X();
-  const Eigen::VectorXd ridge =
-      (X * X.transpose() / 0.5 + 2.0 * Eigen::MatrixXd::Identity(3, 3)).ldlt().solve(X * data.r() / 0.5);
+  const Eigen::VectorXd ridge = (X * X.transpose() / 0.5 + 2.0 * Eigen::MatrixXd::Identity(3, 3))
+                                    .ldlt()
+                                    .solve(X * data.r() / 0.5);
   EXPECT_LT((fit.theta - ridge).norm(), 1e-10);
   EXPECT_TRUE(fit.converged);
 }
@@ -63,7 +66,8 @@ TEST(Mle, LogisticAndPoissonAreStationary) {
       for (int j = 0; j < 4; ++j) x[j] = rng.Normal();
       x /= x.norm();
       const double m = link.Mu(x.dot(truth));
-      const double r = kind == LinkKind::kLogistic ? (rng.Uniform() < m) : sim::GlbEnv::Poisson(rng, m);
+      const double r =
+          kind == LinkKind::kLogistic ? (rng.Uniform() < m) : sim::GlbEnv::Poisson(rng, m);
       data.Add(x, r);
     }
     const double lambda = 1.5;

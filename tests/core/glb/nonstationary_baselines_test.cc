@@ -152,7 +152,8 @@ TEST(NonstationaryMle, TunedGammaAndRestartPeriodByHand) {
   const double P = 2 * std::numbers::pi * 3;  // one turn of the radius-3 circle
   const double c3 = std::exp(-3.0) / std::pow(1 + std::exp(-3.0), 2);
   // D-GLUCB / SCB-PW: 1 - (1 / 25000)^(2/3) = 0.99883040.
-  EXPECT_NEAR(TunedGamma(MleUcbKind::kDGlucb, c3, 5, 5000, 0, 1), 1 - std::pow(1 / 25000.0, 2.0 / 3), 1e-15);
+  EXPECT_NEAR(TunedGamma(MleUcbKind::kDGlucb, c3, 5, 5000, 0, 1),
+              1 - std::pow(1 / 25000.0, 2.0 / 3), 1e-15);
   EXPECT_NEAR(TunedGamma(MleUcbKind::kDGlucb, c3, 5, 5000, 0, 1), 0.9988304, 1e-7);
   // SC-D-GLUCB: 1 - (sqrt(0.045177) / 25000)^(2/3).
   EXPECT_NEAR(TunedGamma(MleUcbKind::kScDGlucb, c3, 5, 5000, 0, 1),
@@ -188,12 +189,12 @@ bandit::v1::PolicyConfig ConfigFor(const std::string& algo, int64_t T, double S)
     g->set_horizon(T);
     g->set_block_order(5);
   } else {
-    bandit::v1::DiscountedGlmUcbConfig* g =
-        algo == "d_glucb"          ? c.mutable_d_glucb()
-        : algo == "sc_d_glucb"     ? c.mutable_sc_d_glucb()
-        : algo == "bvd_glm_ucb"    ? c.mutable_bvd_glm_ucb()
-        : algo == "scb_weight_ucb" ? c.mutable_scb_weight_ucb()
-                                   : c.mutable_scb_pw_weight_ucb();
+    bandit::v1::DiscountedGlmUcbConfig* g = algo == "d_glucb"       ? c.mutable_d_glucb()
+                                            : algo == "sc_d_glucb"  ? c.mutable_sc_d_glucb()
+                                            : algo == "bvd_glm_ucb" ? c.mutable_bvd_glm_ucb()
+                                            : algo == "scb_weight_ucb"
+                                                ? c.mutable_scb_weight_ucb()
+                                                : c.mutable_scb_pw_weight_ucb();
     fill(g);
     g->set_horizon(T);
     g->set_path_length(2 * std::numbers::pi * S);
@@ -203,8 +204,8 @@ bandit::v1::PolicyConfig ConfigFor(const std::string& algo, int64_t T, double S)
 }
 
 const std::vector<std::string>& AllAlgos() {
-  static const std::vector<std::string> a = {"restart_glb",    "d_glucb",           "sc_d_glucb",
-                                             "bvd_glm_ucb",    "scb_weight_ucb",    "scb_pw_weight_ucb",
+  static const std::vector<std::string> a = {"restart_glb",   "d_glucb",        "sc_d_glucb",
+                                             "bvd_glm_ucb",   "scb_weight_ucb", "scb_pw_weight_ucb",
                                              "master_glm_ucb"};
   return a;
 }

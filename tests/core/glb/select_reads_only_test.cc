@@ -68,26 +68,26 @@ TEST_P(SelectReadsOnly, SelectLeavesTheSavedStateByteIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(
     Contextual, SelectReadsOnly,
-    ::testing::Values(
-        Case{"glb_omd", "glb_omd { dimension: 4 s: 2 }"},
-        Case{"domd_glb", "domd_glb { dimension: 4 s: 2 gamma: 0.99 }"},
-        Case{"glm_ucb", "glm_ucb { dimension: 4 s: 2 }"},
-        Case{"glm_ucb_dm", "glm_ucb { dimension: 4 s: 2 bonus: DESIGN_MATRIX }"},
-        Case{"sw_glm_ucb", "glm_ucb { dimension: 4 s: 2 window: 50 }"},
-        Case{"linucb", "linucb { dimension: 4 }"},
-        Case{"glm_ucb_filippi", "glm_ucb { dimension: 4 s: 2 bonus: FILIPPI horizon: 300 }"},
-        Case{"gloc", "gloc { dimension: 4 s: 2 }"},
-        Case{"ecolog", "ecolog { dimension: 4 s: 2 }"},
-        Case{"rs_glincb", "rs_glincb { dimension: 4 s: 2 horizon: 300 }"},
-        Case{"ofuglb", "ofuglb { dimension: 4 s: 2 }"},
-        Case{"ofulog_r", "ofulog_r { dimension: 4 s: 2 }"},
-        Case{"restart_glb", "restart_glb { dimension: 4 s: 2 restart_period: 40 }"}),
+    ::testing::Values(Case{"glb_omd", "glb_omd { dimension: 4 s: 2 }"},
+                      Case{"domd_glb", "domd_glb { dimension: 4 s: 2 gamma: 0.99 }"},
+                      Case{"glm_ucb", "glm_ucb { dimension: 4 s: 2 }"},
+                      Case{"glm_ucb_dm", "glm_ucb { dimension: 4 s: 2 bonus: DESIGN_MATRIX }"},
+                      Case{"sw_glm_ucb", "glm_ucb { dimension: 4 s: 2 window: 50 }"},
+                      Case{"linucb", "linucb { dimension: 4 }"},
+                      Case{"glm_ucb_filippi",
+                           "glm_ucb { dimension: 4 s: 2 bonus: FILIPPI horizon: 300 }"},
+                      Case{"gloc", "gloc { dimension: 4 s: 2 }"},
+                      Case{"ecolog", "ecolog { dimension: 4 s: 2 }"},
+                      Case{"rs_glincb", "rs_glincb { dimension: 4 s: 2 horizon: 300 }"},
+                      Case{"ofuglb", "ofuglb { dimension: 4 s: 2 }"},
+                      Case{"ofulog_r", "ofulog_r { dimension: 4 s: 2 }"},
+                      Case{"restart_glb", "restart_glb { dimension: 4 s: 2 restart_period: 40 }"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
 
 // Policies that draw randomness or count rounds in Select must not claim it.
 TEST(SelectReadsOnly, PoliciesThatChangeStateInSelectDoNotClaimIt) {
-  for (const char* text : {"glm_epsilon_greedy { dimension: 4 s: 2 }",
-                           "thompson { } num_arms: 3", "epsilon_greedy { } num_arms: 3"}) {
+  for (const char* text : {"glm_epsilon_greedy { dimension: 4 s: 2 }", "thompson { } num_arms: 3",
+                           "epsilon_greedy { } num_arms: 3"}) {
     auto p = MustCreate(Parse(text), 7);
     ASSERT_NE(p, nullptr) << text;
     EXPECT_FALSE(p->SelectReadsOnly()) << text;

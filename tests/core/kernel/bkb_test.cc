@@ -65,7 +65,8 @@ TEST(Bkb, EmbeddingAndDtcVarianceMatchDenseComputation) {
     Vector mean, var;
     DenseBkb(k, X, dict, pulls, 0.05, &mean, &var);
     for (int i = 0; i < 15; ++i) {
-      EXPECT_NEAR(bkb->PosteriorMean()[i], mean[i], 1e-7 * (1 + std::abs(mean[i]))) << t << " " << i;
+      EXPECT_NEAR(bkb->PosteriorMean()[i], mean[i], 1e-7 * (1 + std::abs(mean[i])))
+          << t << " " << i;
       EXPECT_NEAR(bkb->PosteriorVariance()[i], var[i], 1e-7 * (1 + var[i])) << t << " " << i;
     }
   }
@@ -339,7 +340,8 @@ TEST(Bkb, ArmsCanBeAddedAndRemovedKeepingCountersAndDictionaryConsistent) {
   EXPECT_EQ(bkb->dictionary()[7], 1.0);
   // The remaining data define the posterior: same as a fresh BKB given only those pulls.
   Matrix X2(2, 8);
-  X2 << X.col(0), X.col(1), X.col(2), X.col(4), X.col(5), X.col(6), X.col(7), Vector::Constant(2, 0.5);
+  X2 << X.col(0), X.col(1), X.col(2), X.col(4), X.col(5), X.col(6), X.col(7),
+      Vector::Constant(2, 0.5);
   std::vector<Pull> pulls = {{1, 0.1}, {4, 0.5}, {5, 0.6}, {1, 0.4}, {7, 1.0}};
   Vector mean, var;
   DenseExact(Kernel::Gaussian(0.3), X2, pulls, 0.05, &mean, &var);

@@ -294,8 +294,7 @@ TEST(CandidateKernel, LazyBkbRankOneUpdateEqualsFreshFactorization) {
     EXPECT_TRUE(U.triangularView<Eigen::StrictlyUpper>().toDenseMatrix().isZero(0.0));
     // sum_s sigma~^2(x_s) through tr(V^{-1}) against the direct tr(G V^{-1} G).
     const Matrix& G = bkb->gram();
-    const double direct =
-        (bkb->point_counts().sum() - (G * fresh.solve(G)).trace()) / kLambda;
+    const double direct = (bkb->point_counts().sum() - (G * fresh.solve(G)).trace()) / kLambda;
     EXPECT_NEAR(bkb->SumPulledVariance(), direct, 1e-7 * (1 + direct)) << "round " << t;
   }
   // Most updates took the rank-one path (the test compared something).

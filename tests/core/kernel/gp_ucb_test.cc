@@ -88,8 +88,8 @@ TEST(GpUcb, BetaFollowsTheoremAtEpsilonZero) {
   auto d = (*g)->Select(ctx);
   ASSERT_TRUE(d.ok());
   for (int i = 0; i < 5; ++i)
-    EXPECT_NEAR(d->scores[i],
-                gp->PosteriorMean()[i] + beta * std::sqrt(gp->PosteriorVariance()[i]), 1e-12);
+    EXPECT_NEAR(d->scores[i], gp->PosteriorMean()[i] + beta * std::sqrt(gp->PosteriorVariance()[i]),
+                1e-12);
 }
 
 TEST(GpUcb, SaveRestoreAndBadInput) {

@@ -49,9 +49,8 @@ TEST(Kernel, CrossMatchesPairwiseAndIsPsd) {
   for (int i = 0; i < Y.size(); ++i) Y.data()[i] = rng.Uniform();
   for (auto kind : {KernelSpec::GAUSSIAN, KernelSpec::MATERN32, KernelSpec::MATERN52,
                     KernelSpec::LINEAR, KernelSpec::POLYNOMIAL}) {
-    const Kernel k = kind == KernelSpec::LINEAR || kind == KernelSpec::POLYNOMIAL
-                         ? Make(kind)
-                         : Make(kind, 0.3);
+    const Kernel k =
+        kind == KernelSpec::LINEAR || kind == KernelSpec::POLYNOMIAL ? Make(kind) : Make(kind, 0.3);
     const Matrix C = k.Cross(X, Y);
     for (int i = 0; i < X.cols(); ++i)
       for (int j = 0; j < Y.cols(); ++j) EXPECT_NEAR(C(i, j), k(X.col(i), Y.col(j)), 1e-12);

@@ -65,8 +65,9 @@ TEST(ExponentiatedGradient, StaysOnSimplexAndReachesQuadraticMinimizer) {
     }
     const Vector exact = QuadraticSimplexMin(K, b);
     EXPECT_NEAR(loss.Value(a), loss.Value(exact), 1e-6) << "trial " << trial;
-    EXPECT_LT((a - exact).lpNorm<1>(), 2e-2) << "trial " << trial << "\n" << a.transpose()
-                                             << "\n" << exact.transpose();
+    EXPECT_LT((a - exact).lpNorm<1>(), 2e-2) << "trial " << trial << "\n"
+                                             << a.transpose() << "\n"
+                                             << exact.transpose();
   }
 }
 
@@ -77,7 +78,8 @@ TEST(ExponentiatedGradient, ZeroWeightsStayZeroAndFloorKeepsPositive) {
   const Vector out = ExponentiatedGradient(loss, a, 50, 1.0).alpha;
   EXPECT_EQ(out[1], 0.0);
   EXPECT_NEAR(out.sum(), 1.0, 1e-12);
-  const Vector floored = ExponentiatedGradient(loss, Vector::Constant(3, 1.0 / 3), 200, 1.0, 1e-9).alpha;
+  const Vector floored =
+      ExponentiatedGradient(loss, Vector::Constant(3, 1.0 / 3), 200, 1.0, 1e-9).alpha;
   EXPECT_GE(floored[2], 1e-9 * 0.99);
 }
 
@@ -111,8 +113,8 @@ TEST(ExponentiatedGradient, ReachesFdMinimizerFoundByGridSearch) {
       if (v < grid_best) grid_best = v, grid_arg = a;
     }
   EXPECT_LE(r.value, grid_best + 1e-6);
-  EXPECT_LT((r.alpha - grid_arg).lpNorm<1>(), 2e-2) << r.alpha.transpose() << " vs "
-                                                    << grid_arg.transpose();
+  EXPECT_LT((r.alpha - grid_arg).lpNorm<1>(), 2e-2)
+      << r.alpha.transpose() << " vs " << grid_arg.transpose();
 }
 
 }  // namespace

@@ -88,7 +88,8 @@ TEST(MixtureConfigValidation, RejectsBadConfigs) {
   }
   {
     auto c = base;  // negative eigenvalue
-    for (int j = 0; j < 4; ++j) c.mutable_mixture()->set_reference_covariance(j * 5, j == 2 ? -1.0 : 1.0);
+    for (int j = 0; j < 4; ++j)
+      c.mutable_mixture()->set_reference_covariance(j * 5, j == 2 ? -1.0 : 1.0);
     expect_invalid(c, "not PSD");
   }
   {
@@ -203,9 +204,9 @@ TEST(MixturePolicy, BadInputLeavesStateUnchanged) {
   (*p)->Save(&after);
   EXPECT_EQ(before.SerializeAsString(), after.SerializeAsString());
   // A Vendi mixture cannot become an FD one live (its statistics mean something else).
-  EXPECT_EQ(ReconfigurePolicy(**p, Config(env, bandit::v1::FD, MixtureConfig::MIXTURE_GREEDY), 3)
-                .code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      ReconfigurePolicy(**p, Config(env, bandit::v1::FD, MixtureConfig::MIXTURE_GREEDY), 3).code(),
+      absl::StatusCode::kFailedPrecondition);
   (*p)->Save(&after);
   EXPECT_EQ(before.SerializeAsString(), after.SerializeAsString());
 }
@@ -436,8 +437,8 @@ TEST(MixtureGreedy, BeatsBestSingleArmAndApproachesOracleOnGenerators) {
       }
       ++k;
     }
-    EXPECT_LT(score[0], 0.5 * score[1]) << "seed " << seed << ": greedy FD " << score[0]
-                                        << ", one-arm FD " << score[1];
+    EXPECT_LT(score[0], 0.5 * score[1])
+        << "seed " << seed << ": greedy FD " << score[0] << ", one-arm FD " << score[1];
   }
 }
 

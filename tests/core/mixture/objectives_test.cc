@@ -88,7 +88,8 @@ TEST(FdObjective, ValueMatchesPooledSamplesAndGradientMatchesFiniteDifferences) 
   Vector mu = Vector::Zero(d);
   for (size_t j = 0; j < pool.x.size(); ++j) mu += q[j] * pool.x[j];
   Matrix cov = Matrix::Zero(d, d);
-  for (size_t j = 0; j < pool.x.size(); ++j) cov += q[j] * (pool.x[j] - mu) * (pool.x[j] - mu).transpose();
+  for (size_t j = 0; j < pool.x.size(); ++j)
+    cov += q[j] * (pool.x[j] - mu) * (pool.x[j] - mu).transpose();
   const Matrix r = PsdSqrt(cov);
   const double direct = (mu - mu0).squaredNorm() + cov.trace() + sigma0.trace() -
                         2.0 * PsdSqrt(r * sigma0 * r).trace();

@@ -53,8 +53,8 @@ TEST(ExactVendi, AgreesWithADenseEigenvalueComputation) {
   const Pool p = Draw(15, 3, 4, 1);
   const Matrix gram = VendiGram(p.samples, VendiKernel::kGaussian, 1.5);
   ExactVendiLoss loss(gram, p.arm_of, 3);
-  for (const Vector& a : {Vector(Eigen::Vector3d(1. / 3, 1. / 3, 1. / 3)),
-                          Vector(Eigen::Vector3d(0.6, 0.3, 0.1))}) {
+  for (const Vector& a :
+       {Vector(Eigen::Vector3d(1. / 3, 1. / 3, 1. / 3)), Vector(Eigen::Vector3d(0.6, 0.3, 0.1))}) {
     EXPECT_NEAR(loss.Value(a), DenseNonSymmetric(gram, p.arm_of, loss.counts(), a), 1e-9);
   }
   // Trace of rho is 1 (eq. 10): Vendi = exp(-L) lies in [1, N].

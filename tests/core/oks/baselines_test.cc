@@ -9,8 +9,8 @@
 
 #include "core/oks/lkmbooks.h"
 #include "core/oks/oks_policy.h"
-#include "core/oks/rf_hypotheses.h"
 #include "core/oks/raker.h"
+#include "core/oks/rf_hypotheses.h"
 
 namespace bandit::oks {
 namespace {
@@ -36,8 +36,8 @@ TEST(CosSinMap, HasUnitNormAndEstimatesTheKernel) {
   const Eigen::VectorXd x = RandomPoint(rng, 3), y = RandomPoint(rng, 3);
   // Appendix F: ||z(x)||^2 = (1/D) sum (cos^2 + sin^2) = 1 exactly.
   EXPECT_NEAR(rf->Map(x).squaredNorm(), 1.0, 1e-12);
-  EXPECT_NEAR(rf->Map(x).dot(rf->Map(y)),
-              KernelValue(ShiftInvariantKernel::kGaussian, 0.8, x, y), 0.02);
+  EXPECT_NEAR(rf->Map(x).dot(rf->Map(y)), KernelValue(ShiftInvariantKernel::kGaussian, 0.8, x, y),
+              0.02);
 }
 
 // RF-OKS++ with the paper's map: 2D weights per kernel, ||z(x)|| = 1, and a snapshot resumes
@@ -191,7 +191,8 @@ TEST(LkmBooks, MatchesDirectComputation) {
       z += w[i];
     }
     for (int i = 0; i < K; ++i) p[i] = w[i] / z;
-    const double rho = std::min(1.0, B / ((1 - nu) * std::pow(T, 1 - nu) * std::pow(rounds + 1, nu)));
+    const double rho =
+        std::min(1.0, B / ((1 - nu) * std::pow(T, 1 - nu) * std::pow(rounds + 1, nu)));
     if (coin.Uniform() < rho && static_cast<int>(a.size()) < B) {
       sv.push_back(x);
       a.push_back(-lambda * g / rho);
@@ -227,9 +228,11 @@ TEST(LkmBooks, RejectsBadParameters) {
   EXPECT_EQ(LkmBooks::Create(Gaussians({1.0}), 2, LossKind::kSquare, params, 1).status().code(),
             absl::StatusCode::kInvalidArgument);
   params.budget = 5;
-  EXPECT_EQ(LkmBooks::Create({{ShiftInvariantKernel::kLaplacian, 1.0}}, 2, LossKind::kSquare,
-                             params, 1).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      LkmBooks::Create({{ShiftInvariantKernel::kLaplacian, 1.0}}, 2, LossKind::kSquare, params, 1)
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -84,7 +84,8 @@ TEST(RfHypotheses, BoxProjectionEq8) {
   ASSERT_TRUE(h.ok());
   // The same feature maps, drawn again from an identically seeded engine (same draw order).
   std::vector<RandomFeatures> maps;
-  for (const auto& k : TwoKernels()) maps.push_back(*RandomFeatures::Draw(k.kind, k.sigma, 3, 64, same));
+  for (const auto& k : TwoKernels())
+    maps.push_back(*RandomFeatures::Draw(k.kind, k.sigma, 3, 64, same));
   const double u = 2.0, c = u / std::sqrt(64.0);
   int clipped = 0;
   for (int t = 0; t < 200; ++t) {

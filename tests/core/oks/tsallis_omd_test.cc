@@ -28,8 +28,10 @@ double Objective(const Eigen::VectorXd& q, const Eigen::VectorXd& qt, const Eige
 double ArgminConvex(const std::function<double(double)>& f, double lo, double hi) {
   for (int it = 0; it < 120; ++it) {
     const double a = lo + (hi - lo) / 3, b = hi - (hi - lo) / 3;
-    if (f(a) < f(b)) hi = b;
-    else lo = a;
+    if (f(a) < f(b))
+      hi = b;
+    else
+      lo = a;
   }
   return 0.5 * (lo + hi);
 }
@@ -112,7 +114,8 @@ TEST(TsallisOmd, StaysOnSimplexOverLongRuns) {
 TEST(TsallisOmd, ZeroLossKeepsQ) {
   Eigen::VectorXd q(3);
   q << 0.2, 0.3, 0.5;
-  const Eigen::VectorXd out = TsallisOmdStep(q, Eigen::VectorXd::Constant(3, 0.3), Eigen::VectorXd::Zero(3));
+  const Eigen::VectorXd out =
+      TsallisOmdStep(q, Eigen::VectorXd::Constant(3, 0.3), Eigen::VectorXd::Zero(3));
   for (int i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(out[i], q[i]);
 }
 

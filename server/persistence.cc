@@ -182,7 +182,7 @@ absl::Status Persistence::WriteSnapshot(const std::shared_ptr<Instance>& inst) {
   const bandit::v1::InstanceSnapshot snap = inst->Snapshot(&changes_covered);
   absl::Status s = storage_->WriteSnapshot(snap);
   if (!s.ok()) {
-    if (options_.observer.on_error) options_.observer.on_error(s);
+    if (options_.on_snapshot_error) options_.on_snapshot_error(s);
     return s;
   }
   inst->MarkSnapshotted(changes_covered);

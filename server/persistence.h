@@ -32,6 +32,10 @@ struct PersistenceOptions {
   // Runs the snapshot interval's timer (and the file journal's everysec timer).
   const Clock* clock = SystemClock::Get();
   std::function<void(double seconds)> on_snapshot;  // snapshot write durations
+  // A snapshot that could not be stored. Not a storage failure: the journal still holds every
+  // change it would have covered (nothing is compacted without it) and writes go on; the next
+  // round tries again.
+  std::function<void(const absl::Status&)> on_snapshot_error;
 };
 
 struct RecoveryReport {

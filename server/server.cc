@@ -70,10 +70,19 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
     po.on_snapshot = [self](double sec) { self->storage_metrics_->ObserveSnapshot(sec); };
     po.observer.on_fsync = [self](double sec) { self->storage_metrics_->ObserveFsync(sec); };
     po.observer.on_error = [self](const absl::Status& e) {
-      // Never retried silently: writes are refused from now on, health says so.
+      // The journal failed. Never retried silently: writes are refused from now on, health
+      // says so.
       self->storage_metrics_->CountError();
       BANDIT_LOG_ERROR("storage failed, refusing writes and reporting NOT_SERVING: ", e.ToString());
       if (self->server_) self->server_->GetHealthCheckService()->SetServingStatus(false);
+    };
+    // A snapshot not stored is counted and logged, and health stays with the commit path: the
+    // journal (or PostgreSQL's journal table) still holds every change and keeps accepting
+    // writes, and the next round retries the snapshot.
+    po.on_snapshot_error = [self](const absl::Status& e) {
+      self->storage_metrics_->CountError();
+      BANDIT_LOG_ERROR("snapshot not stored (the journal keeps every change; retried next round): ",
+                       e.ToString());
     };
     absl::StatusOr<std::unique_ptr<Persistence>> p;
     if (options.storage == "postgres") {
@@ -114,13 +123,6 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
         BANDIT_LOG_INFO("storage healthy again: reporting SERVING");
         if (self->server_ && !self->shut_down_)
           self->server_->GetHealthCheckService()->SetServingStatus(true);
-      };
-      // A failed snapshot write is counted and logged; health follows the commit path (which
-      // on_error / on_recovered above report), so a snapshot failure alone cannot leave the
-      // server NOT_SERVING after PostgreSQL is back.
-      po.observer.on_error = [self](const absl::Status& e) {
-        self->storage_metrics_->CountError();
-        BANDIT_LOG_ERROR("PostgreSQL storage: ", e.ToString());
       };
       p = Persistence::Open(std::make_unique<PostgresStorage>(std::move(pg)), po, s->service_.get(),
                             &s->recovery_);
@@ -274,6 +276,7 @@ absl::Status BanditServer::StartCluster() {
   co.lease = std::chrono::milliseconds(options_.lease_ms);
   co.dsn = options_.postgres_dsn;
   co.password = postgres_password_;
+  co.uids = options_.uids;
   cluster::ClusterNode::Hooks hooks;
   Persistence* p = persistence_.get();
   DecisionService* service = service_.get();

@@ -2,8 +2,6 @@
 
 #include <libpq-fe.h>
 
-#include <random>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -88,6 +86,17 @@ constexpr const char* kLeaseIsFree =
     "n.node_id = bandit_leases.owner AND n.incarnation = bandit_leases.owner_incarnation AND "
     "n.expires_at > clock_timestamp()))";
 
+// The same test for a claim, share-locking the owner's membership row first (the liveness test
+// is in the select list, not the WHERE, so the row is locked even when it has expired): a heartbeat
+// that renews that row either committed before (the row is live again: no claim) or waits until the
+// claim has committed (and then finds the lease gone and drops the instance before it serves
+// again). Without the lock a renewal racing the claim could keep a node serving reads of an
+// instance it no longer owns until its next heartbeat.
+constexpr const char* kLeaseIsFreeForClaim =
+    "(bandit_leases.owner IS NULL OR NOT coalesce((SELECT n.incarnation = "
+    "bandit_leases.owner_incarnation AND n.expires_at > clock_timestamp() FROM bandit_nodes n "
+    "WHERE n.node_id = bandit_leases.owner FOR SHARE), false))";
+
 std::string Ms(std::chrono::milliseconds d) { return absl::StrCat(d.count()); }
 
 }  // namespace
@@ -103,8 +112,9 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(ClusterOptions o
         absl::StrCat("--lease_ms=", options.lease.count(), ", expected at least 300"));
   std::unique_ptr<ClusterNode> node(new ClusterNode(std::move(options), storage, std::move(hooks)));
   node->db_ = std::make_unique<Db>(node->options_.dsn, node->options_.password);
-  std::random_device rd;
-  node->incarnation_ = ((static_cast<uint64_t>(rd()) << 31) ^ rd()) & ((1ull << 62) - 1);
+  // 62 bits: stored in a signed bigint column, and never 0 (UidSource's promise).
+  node->incarnation_ = node->options_.uids->NewUid() & ((1ull << 62) - 1);
+  if (node->incarnation_ == 0) node->incarnation_ = 1;
   if (auto s = node->Register(); !s.ok()) return s;
   if (auto s = node->Heartbeat(); !s.ok()) return s;
   node->heartbeat_ = std::thread([n = node.get()] {
@@ -228,14 +238,14 @@ absl::StatusOr<bool> ClusterNode::ClaimLocked(const std::string& name, bool crea
                      "epoch = bandit_leases.epoch + 1, acquired_at = clock_timestamp(), "
                      "takeovers = bandit_leases.takeovers + (bandit_leases.owner IS NOT "
                      "NULL)::int WHERE ",
-                     kLeaseIsFree, " RETURNING epoch"),
+                     kLeaseIsFreeForClaim, " RETURNING epoch"),
         params);
   } else {
     rows = db_->Query(
         absl::StrCat("UPDATE bandit_leases SET owner = $2, owner_incarnation = $3::bigint, "
                      "epoch = epoch + 1, acquired_at = clock_timestamp(), takeovers = takeovers "
                      "+ (owner IS NOT NULL)::int WHERE instance = $1 AND ",
-                     kLeaseIsFree, " RETURNING epoch"),
+                     kLeaseIsFreeForClaim, " RETURNING epoch"),
         params);
   }
   if (!rows.ok()) return rows.status();

@@ -34,6 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/clock.h"
 #include "server/instance.h"
 #include "server/storage/postgres_storage.h"
 
@@ -45,6 +46,9 @@ struct ClusterOptions {
   std::chrono::milliseconds lease{5000};
   std::string dsn;
   std::string password;  // as PostgresStorageOptions::password; never logged
+  // Draws this process's incarnation (which tells its rows from a previous process's with the
+  // same node id); injected like every other source of randomness.
+  UidSource* uids = RandomUids();
 };
 
 // Where a call for an instance goes.

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include <google/protobuf/text_format.h>
@@ -616,6 +617,15 @@ TEST(Cluster, RepeatedKillsUnderLoadThroughHAProxyLoseNothingAcknowledged) {
   stop = true;
   for (auto& th : load) th.join();
   EXPECT_EQ(failed.load(), 0) << "a call the retry policy did not absorb";
+  if (::testing::Test::HasFailure())
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      std::cerr << "---- log of n" << i + 1 << " ----\n";
+      std::istringstream log(nodes[i]->Log());
+      for (std::string line; std::getline(log, line);)
+        if (line.find("cluster") != std::string::npos || line.find("fenc") != std::string::npos ||
+            line.find("WARN") != std::string::npos || line.find("ERROR") != std::string::npos)
+          std::cerr << line << "\n";
+    }
   BanditClient client(haproxy.target());
   int64_t total = 0;
   for (const auto& name : names) {

@@ -723,6 +723,60 @@ TEST_P(DurabilityOn, ExportImportAcrossBackendsContinuesIdentically) {
   EXPECT_EQ(Continue(restarted.svc, "moved", 150, 500), Continue(twin, "x", 150, 500));
 }
 
+// A snapshot that cannot be stored (a full snapshot directory) is reported on its own channel:
+// the journal is healthy, writes go on being acknowledged, nothing is compacted, and once the
+// directory takes files again the next round stores the snapshot and a crash loses nothing.
+TEST(Durability, ASnapshotFailureIsNotAJournalFailure) {
+  FaultInjectionFs fs;
+  ManualClock clock;
+  std::vector<absl::Status> journal_errors, snapshot_errors;
+  auto open = [&](RecoveryReport* report, DecisionService* svc) {
+    PersistenceOptions o;
+    o.data_dir = "/data";
+    o.fs = &fs;
+    o.clock = &clock;
+    o.snapshot_every_changes = 1'000'000;
+    o.snapshot_interval_ms = 1'000'000'000;
+    o.observer.on_error = [&](const absl::Status& e) { journal_errors.push_back(e); };
+    o.on_snapshot_error = [&](const absl::Status& e) { snapshot_errors.push_back(e); };
+    auto p = Persistence::Open(o, svc, report);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *std::move(p) : nullptr;
+  };
+  {
+    DecisionService svc(&clock);
+    RecoveryReport report;
+    auto p = open(&report, &svc);
+    ASSERT_NE(p, nullptr);
+    v1::Instance out;
+    ASSERT_TRUE(svc.CreateInstance(Create("x", kEps), &out).ok());
+    for (int i = 0; i < 10; ++i) Round(svc, "x", i);
+    fs.FailNewFilesUnder("/data/snapshots");
+    EXPECT_EQ(p->SnapshotAll().status().code(), StatusCode::kResourceExhausted);
+    ASSERT_EQ(snapshot_errors.size(), 1u);
+    EXPECT_TRUE(journal_errors.empty());
+    absl::Status s;
+    for (int i = 10; i < 20; ++i) {
+      Round(svc, "x", i, &s);
+      ASSERT_TRUE(s.ok()) << s;
+    }
+    EXPECT_TRUE(p->storage()->Flush().ok());  // acknowledged: the journal is healthy
+    fs.FailNewFilesUnder("");
+    EXPECT_EQ(p->SnapshotAll().value_or(-1), 1);
+    for (int i = 20; i < 25; ++i) Round(svc, "x", i);
+    EXPECT_TRUE(p->storage()->Flush().ok());
+    fs.Crash();
+  }
+  DecisionService svc(&clock);
+  RecoveryReport report;
+  auto p = open(&report, &svc);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(report.refused.empty());
+  EXPECT_EQ(report.snapshots_loaded, 1);
+  EXPECT_EQ(Stats(svc, "x").updates(), 25);
+  EXPECT_TRUE(journal_errors.empty());
+}
+
 TEST(Durability, TornTailIsCutAndEverythingBeforeItSurvives) {
   FaultInjectionFs fs;
   ManualClock clock;

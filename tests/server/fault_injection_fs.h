@@ -53,6 +53,12 @@ class FaultInjectionFs final : public FileSystem {
     sync_held_ = false;
     sync_cv_.notify_all();
   }
+  // Creating a file under `prefix` fails from now on (a full or read-only snapshot directory);
+  // "" ends it.
+  void FailNewFilesUnder(std::string prefix) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_new_files_under_ = std::move(prefix);
+  }
   void FailSyncs(bool fail) {
     std::lock_guard<std::mutex> lock(mu_);
     fail_syncs_ = fail;
@@ -116,6 +122,8 @@ class FaultInjectionFs final : public FileSystem {
 
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!fail_new_files_under_.empty() && absl::StartsWith(path, fail_new_files_under_))
+      return absl::ResourceExhaustedError(absl::StrCat("injected: no space left for ", path));
     auto inode = std::make_shared<Inode>();
     current_[path] = inode;
     return std::unique_ptr<WritableFile>(new File(this, inode, generation_));
@@ -183,6 +191,7 @@ class FaultInjectionFs final : public FileSystem {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Inode>> current_, durable_;
   bool fail_syncs_ = false;
+  std::string fail_new_files_under_;
   bool hold_next_sync_ = false;
   bool sync_held_ = false;
   std::condition_variable sync_cv_;

@@ -89,8 +89,16 @@ bandit::v1::InstanceSnapshot Instance::Snapshot(int64_t* changes_covered) {
   return snap;
 }
 
+void Instance::MarkReleased() {
+  absl::MutexLock lock(&mu_);
+  released_ = true;
+}
+
 absl::Status Instance::CheckWritable() const {
   if (deleted_) return absl::NotFoundError(absl::StrCat("instance '", name_, "' does not exist"));
+  if (released_)
+    return absl::UnavailableError(absl::StrCat(
+        "instance '", name_, "' moved while this call waited; retry (it is served by its owner)"));
   if (storage_ != nullptr && !replaying_) return storage_->WritableFor(name_);
   return absl::OkStatus();
 }

@@ -53,6 +53,11 @@ class Instance {
   absl::Status Apply(const bandit::v1::JournalRecord& rec) ABSL_LOCKS_EXCLUDED(mu_);
   // Journals the deletion and refuses every later call with NOT_FOUND.
   absl::Status MarkDeleted(uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // This copy stops changing for good (cluster mode: the instance moved to another node, or
+  // this node let it go): a call still holding it is refused UNAVAILABLE, so nothing is ever
+  // written through a copy that a later load of the same instance would not contain. Waits for
+  // a change in progress.
+  void MarkReleased() ABSL_LOCKS_EXCLUDED(mu_);
   // Journaled changes since the last Snapshot() (for snapshot scheduling).
   int64_t changes_since_snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
   // A snapshot covering `changes_covered` changes is stored (recovery: the stored snapshot
@@ -147,6 +152,7 @@ class Instance {
   const std::unique_ptr<InstanceState> state_ ABSL_PT_GUARDED_BY(mu_);
   Storage* storage_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool deleted_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t last_journal_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // Starts at 1: a new instance has no stored snapshot yet, so the next round must write one.
   int64_t changes_since_snapshot_ ABSL_GUARDED_BY(mu_) = 1;

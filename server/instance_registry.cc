@@ -46,6 +46,16 @@ absl::Status InstanceRegistry::Remove(const std::string& name) {
   return absl::OkStatus();
 }
 
+std::shared_ptr<Instance> InstanceRegistry::Take(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  refused_.erase(name);
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return nullptr;
+  std::shared_ptr<Instance> inst = std::move(it->second);
+  by_name_.erase(it);
+  return inst;
+}
+
 std::vector<std::shared_ptr<Instance>> InstanceRegistry::ListAfter(const std::string& after,
                                                                    int limit) const {
   std::vector<std::shared_ptr<Instance>> out;

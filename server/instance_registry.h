@@ -23,6 +23,9 @@ class InstanceRegistry {
   absl::Status Add(std::shared_ptr<Instance> instance);
   absl::StatusOr<std::shared_ptr<Instance>> Get(const std::string& name) const;
   absl::Status Remove(const std::string& name);
+  // Removes `name` if it is loaded here and returns it (nullptr if not); never asks the miss
+  // handler (the cluster calls it while it decides ownership).
+  std::shared_ptr<Instance> Take(const std::string& name);
   // Instances with name > after, in name order, at most limit.
   std::vector<std::shared_ptr<Instance>> ListAfter(const std::string& after, int limit) const;
   std::vector<std::shared_ptr<Instance>> All() const;

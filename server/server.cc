@@ -286,7 +286,11 @@ absl::Status BanditServer::StartCluster() {
   hooks.add = [service](std::shared_ptr<Instance> inst) {
     return service->registry().Add(std::move(inst));
   };
-  hooks.drop = [service](const std::string& name) { (void)service->registry().Remove(name); };
+  hooks.drop = [service](const std::string& name) {
+    // The dropped copy refuses calls still holding it: a later claim of the same instance by
+    // this node loads a new copy from storage, which would not contain their changes.
+    if (auto inst = service->registry().Take(name)) inst->MarkReleased();
+  };
   hooks.snapshot = [p](const std::string& name) { return p->SnapshotOne(name); };
   hooks.on_takeover = [m = cluster_metrics_impl_.load()](double seconds) {
     if (m) m->ObserveTakeover(seconds);

@@ -96,6 +96,35 @@ TEST_F(DecisionServiceTest, LifecycleAndExactErrorCodes) {
   EXPECT_EQ(svc_.DeleteInstance(del).code(), StatusCode::kNotFound);
 }
 
+// A copy taken out of the registry and released (cluster mode: the instance moved) refuses the
+// calls still holding it, reads of its events included, and changes nothing.
+TEST_F(DecisionServiceTest, AReleasedCopyRefusesTheCallsStillHoldingIt) {
+  MakeEps("x");
+  const v1::Decision d = Select("x");
+  std::shared_ptr<Instance> held = svc_.registry().Take("x");
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(svc_.registry().Take("x"), nullptr);
+  EXPECT_EQ(svc_.registry().Get("x").status().code(), absl::StatusCode::kNotFound);
+  v1::Instance before;
+  held->Describe(&before);
+  held->MarkReleased();
+  v1::SelectRequest sel;
+  sel.set_instance("x");
+  v1::Decision out;
+  EXPECT_EQ(held->Select(sel, &out, nullptr).code(), absl::StatusCode::kUnavailable);
+  v1::UpdateRequest up;
+  up.set_instance("x");
+  up.set_event_id(d.event_id());
+  up.set_reward(1.0);
+  v1::UpdateResponse resp;
+  EXPECT_EQ(held->Update(up, &resp, nullptr).code(), absl::StatusCode::kUnavailable);
+  up.set_event_id("no-such-event");
+  EXPECT_EQ(held->Update(up, &resp, nullptr).code(), absl::StatusCode::kUnavailable);
+  v1::Instance after;
+  held->Describe(&after);
+  EXPECT_EQ(after.stats().SerializeAsString(), before.stats().SerializeAsString());
+}
+
 TEST_F(DecisionServiceTest, ListPaginatesInNameOrder) {
   for (int i = 24; i >= 0; --i) MakeEps(absl::StrCat("inst-", i < 10 ? "0" : "", i));
   std::vector<std::string> seen;

@@ -1,5 +1,6 @@
 #include "core/classic/argmax_probability.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -203,6 +204,47 @@ TEST(ArgmaxProbability, ThousandNormalArmsMatchABruteForceIntegral) {
   int leader = 0;
   ref.maxCoeff(&leader);
   EXPECT_NEAR(p.Of(leader), ref[leader], 1e-5);
+}
+
+// The shortcuts (the interpolant of the wide factors, the 0/1 zones of the narrow ones) against
+// the exact evaluation of every factor at every node, on posteriors shaped like a running
+// bandit's: true means 0.3 + 0.4 i / K, pull counts from 0 to 10^5 (log-uniform), many arms
+// within reach of the leader. Each arm's probability, and the chosen arm's in the policy's path.
+TEST(ArgmaxProbability, ShortcutsMatchTheExactEvaluation) {
+  Rng rng(42);
+  for (Family family : {Family::kBeta, Family::kNormal}) {
+    for (int k : {2, 10, 100, 300}) {
+      for (int trial = 0; trial < 3; ++trial) {
+        Vector first(k), second(k);
+        for (int i = 0; i < k; ++i) {
+          const double mu = 0.3 + 0.4 * i / k;
+          const double n = std::floor(std::exp(rng.Uniform() * std::log(1e5)) - 1);
+          if (family == Family::kBeta) {
+            const double wins = std::clamp(
+                std::round(n * mu + rng.Normal() * std::sqrt(n * mu * (1 - mu))), 0.0, n);
+            first[i] = 1 + wins;
+            second[i] = 1 + n - wins;
+          } else {
+            const double v = 1 / (1 + n / 0.25);
+            first[i] = mu + rng.Normal() * 0.5 / std::sqrt(n + 1);
+            second[i] = std::sqrt(v);
+          }
+        }
+        ArgmaxProbability fast(family, first, second);
+        ArgmaxProbability exact(family, first, second);
+        exact.set_exact(true);
+        const Vector all = exact.All();
+        int leader = 0;
+        all.maxCoeff(&leader);
+        std::vector<int> arms = {leader, 0, k - 1, k / 2};
+        for (int r = 0; r < 4; ++r) arms.push_back(static_cast<int>(rng.Uniform() * k) % k);
+        for (int a : arms)
+          EXPECT_NEAR(fast.Of(a), all[a], 1e-6)
+              << (family == Family::kBeta ? "beta" : "normal") << " K=" << k << " arm " << a;
+        EXPECT_NEAR(all.sum(), 1.0, 1e-5);
+      }
+    }
+  }
 }
 
 TEST(ArgmaxProbability, SingleArmAndHopelessArms) {

@@ -9,7 +9,7 @@
 //
 // Propensity: P(arm i is the argmax of a posterior draw) = ∫ f_i(x) Π_{j≠i} F_j(x) dx.
 //  * QUADRATURE (default): computed deterministically by adaptive Gauss-Kronrod quadrature
-//    (core/classic/argmax_probability.h), absolute error below 1e-6.
+//    (core/classic/argmax_probability.h), within 1e-6 of exact references in the tests.
 //  * MONTE_CARLO: one 64-bit sub-seed is drawn from the instance Rng (so replay stays exact), a
 //    local Rng seeded with it draws M more joint posterior samples, and the decision's own draw
 //    is counted as one more sample: p_i = (#argmax_i over the M+1 draws) / (M+1).

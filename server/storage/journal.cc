@@ -1,7 +1,5 @@
 #include "server/storage/journal.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -10,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/storage/crc32.h"
 
 namespace bandit::server {
 namespace {
@@ -18,17 +17,14 @@ constexpr absl::string_view kSegmentPrefix = "journal-";
 constexpr absl::string_view kSegmentSuffix = ".log";
 constexpr uint32_t kMaxPayload = 256u << 20;
 
-uint32_t Crc(absl::string_view data) {
-  return static_cast<uint32_t>(
-      crc32(0L, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size())));
-}
+uint32_t Crc(absl::string_view data) { return Crc32(data); }
 
-void PutU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+void PutU32(char* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
-void PutU16(std::string* out, uint16_t v) {
-  out->push_back(static_cast<char>(v & 0xff));
-  out->push_back(static_cast<char>(v >> 8));
+void PutU16(char* out, uint16_t v) {
+  out[0] = static_cast<char>(v & 0xff);
+  out[1] = static_cast<char>(v >> 8);
 }
 uint32_t GetU32(const char* p) {
   uint32_t v = 0;
@@ -58,17 +54,29 @@ bool ParseSegmentName(const std::string& name, uint64_t* first_seq) {
 }  // namespace
 
 std::string Journal::EncodeFrame(const bandit::v1::JournalRecord& rec) {
-  const std::string payload = rec.SerializeAsString();
-  const std::string& name = rec.instance();
-  std::string header;
-  PutU32(&header, static_cast<uint32_t>(payload.size()));
-  PutU16(&header, static_cast<uint16_t>(std::min<size_t>(name.size(), 0xffff)));
-  header.append(name, 0, std::min<size_t>(name.size(), 0xffff));
-  std::string frame = header;
-  PutU32(&frame, Crc(header));
-  PutU32(&frame, Crc(payload));
-  frame += payload;
+  std::string frame;
+  AppendFrame(rec, &frame);
   return frame;
+}
+
+void Journal::AppendFrame(const bandit::v1::JournalRecord& rec, std::string* out) {
+  // Encoded in place at the end of `out`: a Select record carrying a decision log context is
+  // ~8 KB, and serializing it into a string of its own, then into the frame, then into the
+  // buffer cost three copies and allocations per record (docs/results.md, "decision log cost").
+  const size_t payload_size = rec.ByteSizeLong();
+  const std::string& name = rec.instance();
+  const size_t name_size = std::min<size_t>(name.size(), 0xffff);
+  const size_t start = out->size();
+  const size_t header_size = 4 + 2 + name_size;
+  out->resize(start + header_size + 8 + payload_size);
+  char* p = out->data() + start;
+  PutU32(p, static_cast<uint32_t>(payload_size));
+  PutU16(p + 4, static_cast<uint16_t>(name_size));
+  std::memcpy(p + 6, name.data(), name_size);
+  char* payload = p + header_size + 8;
+  rec.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(payload));
+  PutU32(p + header_size, Crc(absl::string_view(p, header_size)));
+  PutU32(p + header_size + 4, Crc(absl::string_view(payload, payload_size)));
 }
 
 Journal::Journal(FileSystem* fs, std::string dir, Durability mode, uint64_t next_seq,
@@ -147,7 +155,7 @@ absl::StatusOr<uint64_t> Journal::AppendAll(absl::Span<bandit::v1::JournalRecord
   const size_t before = buffer_.size();
   for (bandit::v1::JournalRecord* rec : recs) {
     rec->set_seq(next_seq_++);
-    buffer_ += EncodeFrame(*rec);
+    AppendFrame(*rec, &buffer_);
   }
   buffered_last_ = recs.back()->seq();
   // Wake the writer only when it has new work it would otherwise not see: the writer takes the
@@ -218,7 +226,11 @@ void Journal::WriterLoop() {
       if (stop_) break;
       continue;
     }
+    // Double-buffered: appends continue into the spare's capacity while this batch is written
+    // (a fresh string per batch grew by reallocation and faulted in new pages every pass).
     std::string data;
+    data.swap(spare_);
+    data.clear();
     data.swap(buffer_);
     const uint64_t last = data.empty() ? written_seq_ : buffered_last_;
     // everysec syncs when its timer asks (Flush), once a second.
@@ -239,6 +251,9 @@ void Journal::WriterLoop() {
     }
     if (fsync_seconds >= 0 && observer_.on_fsync) observer_.on_fsync(fsync_seconds);
     if (!s.ok() && observer_.on_error) observer_.on_error(s);
+
+    // Kept for the next pass unless one huge record (an imported instance) inflated it.
+    if (data.capacity() <= 4 * kEagerWriteBytes) spare_.swap(data);
 
     lock.lock();
     io_in_progress_ = false;

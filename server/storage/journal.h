@@ -81,6 +81,8 @@ class Journal {
       const std::function<void(const std::string& instance, const std::string& message)>& corrupt);
 
   static std::string EncodeFrame(const bandit::v1::JournalRecord& rec);
+  // The same frame, encoded at the end of `out`.
+  static void AppendFrame(const bandit::v1::JournalRecord& rec, std::string* out);
 
   // everysec/none: the writer hands the buffer to write(2) at least this often (a process
   // crash loses at most this much of acknowledged work; `always` is unaffected). A batching
@@ -123,12 +125,13 @@ class Journal {
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_, durable_cv_;
-  std::string buffer_;                                // encoded, not yet written
-  uint64_t next_seq_;                                 // next to assign
-  uint64_t buffered_last_ = 0;                        // last seq in buffer_
-  uint64_t written_seq_ = 0;                          // last seq handed to write()
-  uint64_t durable_seq_ = 0;                          // last seq as durable as the mode promises
-  uint64_t synced_seq_ = 0;                           // last seq covered by an fsync
+  std::string buffer_;          // encoded, not yet written
+  std::string spare_;           // the writer's: the last written batch's storage, reused as buffer_
+  uint64_t next_seq_;           // next to assign
+  uint64_t buffered_last_ = 0;  // last seq in buffer_
+  uint64_t written_seq_ = 0;    // last seq handed to write()
+  uint64_t durable_seq_ = 0;    // last seq as durable as the mode promises
+  uint64_t synced_seq_ = 0;     // last seq covered by an fsync
   std::multimap<uint64_t, DurableCallback> waiters_;  // by seq
   absl::Status health_;
   bool stop_ = false;

@@ -2,8 +2,6 @@
 
 #include <endian.h>
 #include <libpq-fe.h>
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -13,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/log.h"
+#include "server/storage/crc32.h"
 #include "server/storage/snapshot_store.h"
 #include "server/version.h"
 
@@ -105,10 +104,7 @@ constexpr std::chrono::milliseconds kLinger{2};  // everysec/none, as the file j
 
 constexpr unsigned kOidInt8 = 20, kOidText = 25, kOidInt4 = 23, kOidBytea = 17;
 
-uint32_t Crc(const std::string& d) {
-  return static_cast<uint32_t>(
-      crc32(0L, reinterpret_cast<const Bytef*>(d.data()), static_cast<uInt>(d.size())));
-}
+uint32_t Crc(const std::string& d) { return Crc32(d); }
 
 std::string Trimmed(const char* msg) {
   return std::string(absl::StripAsciiWhitespace(msg ? msg : ""));

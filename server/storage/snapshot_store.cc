@@ -1,9 +1,8 @@
 #include "server/storage/snapshot_store.h"
 
-#include <zlib.h>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/storage/crc32.h"
 
 namespace bandit::server {
 namespace {
@@ -21,19 +20,22 @@ uint32_t GetU32(const char* p) {
     v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
-uint32_t Crc(absl::string_view d) {
-  return static_cast<uint32_t>(
-      crc32(0L, reinterpret_cast<const Bytef*>(d.data()), static_cast<uInt>(d.size())));
-}
+uint32_t Crc(absl::string_view d) { return Crc32(d); }
 
 }  // namespace
 
 std::string SnapshotStore::Encode(const bandit::v1::InstanceSnapshot& snap) {
-  const std::string payload = snap.SerializeAsString();
+  // Serialized in place after the header (a snapshot with a decision log runs to tens of MB; a
+  // separate payload string cost a second copy of it).
+  const size_t payload_size = snap.ByteSizeLong();
   std::string out(kMagic);
   PutU32(&out, kFormat);
-  PutU32(&out, Crc(payload));
-  out += payload;
+  PutU32(&out, 0);  // the checksum, below
+  const size_t header_size = out.size();
+  out.resize(header_size + payload_size);
+  snap.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out.data() + header_size));
+  const uint32_t crc = Crc(absl::string_view(out).substr(header_size));
+  for (int i = 0; i < 4; ++i) out[header_size - 4 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
   return out;
 }
 

@@ -1,0 +1,20 @@
+// CRC-32 as zlib's crc32() computes it (ISO-HDLC: reflected polynomial 0xEDB88320, initial and
+// final XOR 0xFFFFFFFF), so every journal frame and snapshot written before stays readable, but
+// folded with carry-less multiplication (PCLMULQDQ) where the CPU has it. Every journal record
+// is checksummed once on append; a Select record carrying its decision log context is ~8 KB, and
+// zlib's table-driven loop took about a third of such a round (docs/results.md).
+#pragma once
+
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+
+namespace bandit::server {
+
+// Same value as zlib's crc32(0, data, size).
+uint32_t Crc32(absl::string_view data);
+
+// zlib's crc32() alone (the reference the fast path is tested against).
+uint32_t Crc32Portable(absl::string_view data);
+
+}  // namespace bandit::server

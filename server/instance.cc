@@ -75,7 +75,22 @@ uint64_t Instance::last_journal_seq() const {
 
 void Instance::MarkSnapshotted(int64_t changes_covered) {
   absl::MutexLock lock(&mu_);
+  if (changes_covered == std::numeric_limits<int64_t>::max()) {
+    // Recovery: the stored snapshot (plus replay) is the state as it is now.
+    log_appended_taken_ = state_->decision_log().appended_bytes();
+    log_bytes_taken_ = state_->decision_log().bytes();
+  }
+  log_appended_at_snapshot_ = log_appended_taken_;
+  log_bytes_at_snapshot_ = log_bytes_taken_;
   changes_since_snapshot_ -= std::min(changes_covered, changes_since_snapshot_);
+}
+
+bool Instance::SnapshotDue(int64_t every_changes) const {
+  absl::MutexLock lock(&mu_);
+  if (changes_since_snapshot_ < every_changes) return false;
+  const DecisionLog& log = state_->decision_log();
+  return log.appended_bytes() - log_appended_at_snapshot_ >=
+         kLogGrowthPerSnapshot * log_bytes_at_snapshot_;
 }
 
 bandit::v1::InstanceSnapshot Instance::Snapshot(int64_t* changes_covered) {
@@ -83,6 +98,8 @@ bandit::v1::InstanceSnapshot Instance::Snapshot(int64_t* changes_covered) {
   absl::MutexLock lock(&mu_);
   state_->Save(&snap);
   snap.set_last_journal_seq(last_journal_seq_);
+  log_appended_taken_ = state_->decision_log().appended_bytes();
+  log_bytes_taken_ = state_->decision_log().bytes();
   // Not reset here: only a stored snapshot resets the count (MarkSnapshotted), so an export or a
   // failed write never lets the next round skip this instance and compact its records away.
   if (changes_covered != nullptr) *changes_covered = changes_since_snapshot_;

@@ -293,7 +293,7 @@ void Persistence::BackgroundLoop() {
     if (stopping) return;
     if (!storage_->health().ok()) continue;
     for (const auto& inst : service_->registry().All()) {
-      if (inst->changes_since_snapshot() < options_.snapshot_every_changes) continue;
+      if (!inst->SnapshotDue(options_.snapshot_every_changes)) continue;
       absl::MutexLock round(&round_mu_);
       if (auto s = WriteSnapshot(inst); !s.ok())
         BANDIT_LOG_ERROR("snapshot of '", inst->name(), "' failed: ", s.ToString());

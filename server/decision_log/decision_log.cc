@@ -33,7 +33,9 @@ uint64_t DecisionLog::EventSeqOf(const std::string& event_id) {
 }
 
 int64_t DecisionLog::Append(bandit::v1::LoggedDecision d, int64_t now) {
-  bytes_ += static_cast<int64_t>(d.ByteSizeLong());
+  const int64_t size = static_cast<int64_t>(d.ByteSizeLong());
+  bytes_ += size;
+  appended_bytes_ += size;
   log_.push_back(std::move(d));
   return ApplyRetention(now);
 }

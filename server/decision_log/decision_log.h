@@ -42,6 +42,8 @@ class DecisionLog {
 
   int64_t events() const { return static_cast<int64_t>(log_.size()); }
   int64_t bytes() const { return bytes_; }
+  // Encoded bytes of every decision appended since this log was built (snapshot scheduling).
+  int64_t appended_bytes() const { return appended_bytes_; }
   const std::deque<bandit::v1::LoggedDecision>& entries() const { return log_; }
 
   // Snapshot form (oldest first). Restore checks the order (a damaged snapshot is refused).
@@ -58,6 +60,7 @@ class DecisionLog {
   bandit::v1::DecisionLogConfig config_;
   std::deque<bandit::v1::LoggedDecision> log_;
   int64_t bytes_ = 0;  // sum of the held decisions' encoded sizes
+  int64_t appended_bytes_ = 0;
 };
 
 }  // namespace bandit::server

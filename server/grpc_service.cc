@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/cluster/cluster_node.h"
+#include "server/cluster/stream_forward.h"
 #include "server/status_util.h"
 
 namespace bandit::server {
@@ -94,10 +95,11 @@ double GrpcBanditService::OldestDurableWaitSeconds() const {
 }
 
 class GrpcBanditService::DecisionLogWriter final
-    : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+    : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
+      public cluster::ForwardedStream::Sink {
  public:
   DecisionLogWriter(GrpcBanditService* owner, Ctx* ctx, const grpc::ByteBuffer* in)
-      : owner_(owner), start_(std::chrono::steady_clock::now()) {
+      : owner_(owner), ctx_(ctx), start_(std::chrono::steady_clock::now()) {
     auto* bytes = const_cast<grpc::ByteBuffer*>(in);
     const size_t size = bytes == nullptr ? 0 : bytes->Length();
     if (bytes == nullptr ||
@@ -116,10 +118,16 @@ class GrpcBanditService::DecisionLogWriter final
         return;
       }
     }
+    if (owner_->cluster_mode_ && RoutedElsewhere()) return;
     Next();
   }
 
   void OnWriteDone(bool ok) override {
+    if (cluster::ForwardedStream* f = forward()) {
+      if (!ok) f->Cancel();  // the caller stopped reading: the owner's call ends, then this one
+      f->Next();
+      return;
+    }
     if (!ok) {
       End(absl::CancelledError("the client stopped reading the decision log stream"));
       return;
@@ -131,8 +139,67 @@ class GrpcBanditService::DecisionLogWriter final
     Next();
   }
   void OnDone() override { delete this; }
+  void OnCancel() override {
+    absl::MutexLock lock(&forward_mu_);
+    if (forward_ != nullptr) forward_->Cancel();
+  }
+
+  void ForwardMessage(grpc::ByteBuffer* message) override { StartWrite(message); }
+  void ForwardDone(const grpc::Status& status, const std::string& node) override {
+    {
+      absl::MutexLock lock(&forward_mu_);
+      forward_ = nullptr;
+    }
+    ctx_->AddTrailingMetadata("x-bandit-node", node);
+    End(absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message()));
+  }
 
  private:
+  // Cluster mode: the instance's owner serves the stream. True if the call was forwarded there
+  // (ForwardDone ends it) or ended here; false if this node serves it.
+  bool RoutedElsewhere() {
+    cluster::ClusterNode* node = owner_->cluster_.load();
+    if (node == nullptr) {
+      End(absl::UnavailableError("this node is joining the cluster; retry"));
+      return true;
+    }
+    if (req_.name().empty()) return false;  // refused here, with the usual message
+    const auto& md = ctx_->client_metadata();
+    const bool forwarded = md.find("x-bandit-forwarded-by") != md.end();
+    absl::StatusOr<cluster::Route> route = node->RouteFor(req_.name(), false, forwarded);
+    if (!route.ok() || route->local) {
+      ctx_->AddTrailingMetadata("x-bandit-node", node->node_id());
+      if (!route.ok()) End(route.status());
+      return !route.ok();
+    }
+    std::vector<std::pair<std::string, std::string>> metadata;
+    for (const char* key : {"authorization", "x-bandit-instance"})
+      if (auto it = md.find(key); it != md.end())
+        metadata.emplace_back(key, std::string(it->second.data(), it->second.size()));
+    metadata.emplace_back("x-bandit-forwarded-by", node->node_id());
+    grpc::ByteBuffer request;
+    bool own = false;
+    (void)grpc::SerializationTraits<bandit::v1::ExportDecisionLogRequest>::Serialize(req_, &request,
+                                                                                     &own);
+    ++owner_->forwarded_;
+    // No deadline cap as for unary forwards: a long export may run past it, and a shutdown
+    // cancels this call (OnCancel), which cancels the owner's.
+    cluster::ForwardedStream* f = cluster::ForwardedStream::Prepare(
+        owner_->StubFor(route->address),
+        absl::StrCat("/", bandit::v1::BanditService::service_full_name(), "/ExportDecisionLog"),
+        std::move(request), metadata, ctx_->deadline(), route->node_id, this);
+    {
+      absl::MutexLock lock(&forward_mu_);
+      forward_ = f;
+    }
+    f->Go();
+    return true;
+  }
+  cluster::ForwardedStream* forward() {
+    absl::MutexLock lock(&forward_mu_);
+    return forward_;
+  }
+
   void Next() {
     bool done = false;
     absl::Status s = owner_->service_->ReadDecisionLog(req_, &cursor_, &chunk_, &done);
@@ -166,7 +233,10 @@ class GrpcBanditService::DecisionLogWriter final
   }
 
   GrpcBanditService* const owner_;
+  Ctx* const ctx_;
   const std::chrono::steady_clock::time_point start_;
+  absl::Mutex forward_mu_;
+  cluster::ForwardedStream* forward_ ABSL_GUARDED_BY(forward_mu_) = nullptr;  // while forwarding
   bandit::v1::ExportDecisionLogRequest req_;
   DecisionService::DecisionLogCursor cursor_;
   bandit::v1::DecisionLogChunk chunk_;

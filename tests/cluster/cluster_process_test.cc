@@ -638,5 +638,100 @@ TEST(Cluster, RepeatedKillsUnderLoadThroughHAProxyLoseNothingAcknowledged) {
   std::cerr << "[ cluster ] " << total << " updates acknowledged across 5 kills\n";
 }
 
+// ExportDecisionLog is a server stream: a node that does not own the instance forwards the
+// stream to the owner, chunk by chunk, so the export is the same from every node.
+TEST(Cluster, TheDecisionLogExportsTheSameFromEveryNode) {
+  const std::string dsn = SharedPostgres().CreateDatabase();
+  std::vector<std::unique_ptr<ServerProcess>> nodes;
+  for (const char* id : {"n1", "n2", "n3"}) nodes.push_back(StartNode(dsn, id));
+  std::vector<std::unique_ptr<BanditClient>> clients;
+  for (auto& n : nodes) clients.push_back(std::make_unique<BanditClient>(n->target()));
+  v1::CreateInstanceRequest create = CreateRequest("logged");
+  create.mutable_config()->mutable_decision_log()->set_enabled(true);
+  auto created = Retry([&] { return clients[0]->CreateInstance(create); });
+  ASSERT_TRUE(created.ok()) << created.status();
+
+  // 1300 decisions, more than two chunks of the stream (512 decisions each), made through every
+  // node; every other one rewarded with a reward that names it.
+  std::vector<std::string> event_ids;
+  std::map<std::string, double> rewards;
+  for (int b = 0; b < 5; ++b) {
+    v1::SelectBatchRequest batch;
+    for (int i = 0; i < 260; ++i) batch.add_requests()->set_instance("logged");
+    auto r = Retry([&] { return clients[b % 3]->SelectBatch(batch); });
+    ASSERT_TRUE(r.ok()) << r.status();
+    v1::UpdateBatchRequest updates;
+    for (int i = 0; i < r->decisions_size(); ++i) {
+      ASSERT_EQ(r->statuses(i).code(), 0) << r->statuses(i).message();
+      event_ids.push_back(r->decisions(i).event_id());
+      if (event_ids.size() % 2 == 0) {
+        auto* up = updates.add_requests();
+        up->set_instance("logged");
+        up->set_event_id(r->decisions(i).event_id());
+        up->set_reward(static_cast<double>(event_ids.size()) / 1000.0);
+        rewards[up->event_id()] = up->reward();
+      }
+    }
+    auto u = Retry([&] { return clients[(b + 1) % 3]->UpdateBatch(updates); });
+    ASSERT_TRUE(u.ok()) << u.status();
+    for (const auto& st : u->statuses()) ASSERT_EQ(st.code(), 0) << st.message();
+  }
+  const std::string owner = Owners(dsn).at("logged");
+
+  for (size_t n = 0; n < clients.size(); ++n) {
+    SCOPED_TRACE("exported through n" + std::to_string(n + 1) + ", owner " + owner);
+    std::vector<v1::LoggedDecision> got;
+    v1::ExportDecisionLogRequest req;
+    req.set_name("logged");
+    ASSERT_TRUE(clients[n]
+                    ->ExportDecisionLog(req,
+                                        [&](const v1::LoggedDecision& d) {
+                                          got.push_back(d);
+                                          return absl::OkStatus();
+                                        })
+                    .ok());
+    ASSERT_EQ(got.size(), event_ids.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].event_id(), event_ids[i]) << i;
+      auto it = rewards.find(event_ids[i]);
+      if (it == rewards.end()) {
+        EXPECT_EQ(got[i].outcome(), v1::OUTCOME_PENDING) << i;
+      } else {
+        EXPECT_EQ(got[i].outcome(), v1::OUTCOME_REWARDED) << i;
+        EXPECT_EQ(got[i].reward(), it->second) << i;
+      }
+      EXPECT_EQ(got[i].num_actions(), 6) << i;
+      EXPECT_EQ(got[i].probabilities_size(), 6) << i;
+    }
+    // The request's range reaches the owner: resume after the 1000th decision.
+    req.set_after_event_seq(got[999].event_seq());
+    std::vector<std::string> tail;
+    ASSERT_TRUE(clients[n]
+                    ->ExportDecisionLog(req,
+                                        [&](const v1::LoggedDecision& d) {
+                                          tail.push_back(d.event_id());
+                                          return absl::OkStatus();
+                                        })
+                    .ok());
+    EXPECT_EQ(tail, std::vector<std::string>(event_ids.begin() + 1000, event_ids.end()));
+    // A consumer that stops early ends the forwarded stream with its own status.
+    int seen = 0;
+    const absl::Status stopped = clients[n]->ExportDecisionLog(req, [&](const v1::LoggedDecision&) {
+      return ++seen == 10 ? absl::AbortedError("enough") : absl::OkStatus();
+    });
+    EXPECT_EQ(stopped.code(), absl::StatusCode::kAborted);
+    // Errors come from the owner, unchanged.
+    v1::ExportDecisionLogRequest missing;
+    missing.set_name("no-such-instance");
+    EXPECT_EQ(
+        clients[n]
+            ->ExportDecisionLog(missing, [](const v1::LoggedDecision&) { return absl::OkStatus(); })
+            .code(),
+        absl::StatusCode::kNotFound);
+  }
+  // After the cancelled streams, every node still serves (no stream was left hanging).
+  for (auto& c : clients) EXPECT_TRUE(Retry([&] { return c->GetInstance("logged"); }).ok());
+}
+
 }  // namespace
 }  // namespace bandit

@@ -108,7 +108,23 @@ absl::Status DecisionService::ExportInstance(const bandit::v1::ExportInstanceReq
                                              bandit::v1::ExportInstanceResponse* out) {
   auto inst = registry_.Get(req.name());
   if (!inst.ok()) return inst.status();
-  out->set_snapshot(SnapshotStore::Encode((*inst)->Snapshot()));
+  std::string snapshot = SnapshotStore::Encode((*inst)->Snapshot());
+  // The response adds a tag and a length to the snapshot: refused here with what to do rather
+  // than by gRPC's send limit, whose error names neither the instance nor a way out.
+  constexpr int64_t kResponseOverhead = 16;
+  if (static_cast<int64_t>(snapshot.size()) + kResponseOverhead > limits_.max_message_bytes) {
+    const bandit::v1::InstanceStats stats = (*inst)->Stats(nullptr);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "instance '", req.name(), "' exports as ", snapshot.size(),
+        " bytes, more than the server's gRPC message limit of ", limits_.max_message_bytes,
+        " bytes (--max_message_bytes); its decision log holds ", stats.decision_log_events(),
+        " decisions (", stats.decision_log_bytes(),
+        " bytes). Either raise --max_message_bytes on the server and the client's limit "
+        "(banditctl --max_message_bytes), or save the log with ExportDecisionLog (banditctl log) "
+        "and lower config.decision_log.max_events / max_bytes (or disable the log) before "
+        "exporting the instance"));
+  }
+  out->set_snapshot(std::move(snapshot));
   return absl::OkStatus();
 }
 

@@ -23,6 +23,9 @@ struct ServiceLimits {
   int64_t max_instances = 100'000;
   int64_t max_batch_items = 1'000;
   int max_page_size = 1'000;
+  // The server's gRPC message limit (--max_message_bytes): ExportInstance refuses, with the
+  // way out, a snapshot that would not fit in its response.
+  int64_t max_message_bytes = 16 << 20;
 };
 
 class DecisionService {

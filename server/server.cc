@@ -55,7 +55,9 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
   if (ec)
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create --data_dir=", options.data_dir, ": ", ec.message()));
-  s->service_ = std::make_unique<DecisionService>(options.clock, options.limits, options.uids);
+  ServiceLimits limits = options.limits;
+  limits.max_message_bytes = options.max_message_bytes;
+  s->service_ = std::make_unique<DecisionService>(options.clock, limits, options.uids);
   s->metrics_ = std::make_unique<Metrics>(s->service_.get());
   s->storage_metrics_ = std::make_unique<StorageMetrics>(*s->metrics_->registry());
   if (options.persistent) {

@@ -36,6 +36,9 @@
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "banditd address");
 ABSL_FLAG(bool, json, false, "Print responses as JSON");
 ABSL_FLAG(int64_t, deadline_ms, 5000, "Per-call deadline");
+ABSL_FLAG(int32_t, max_message_bytes, 16 << 20,
+          "Largest gRPC message sent or received (export/import of an instance with a large "
+          "decision log; the server has its own --max_message_bytes)");
 ABSL_FLAG(std::string, config, "", "create: text-format bandit.v1.InstanceConfig");
 ABSL_FLAG(int32_t, page_size, 0, "list: page size (0 = server default)");
 ABSL_FLAG(std::string, page_token, "", "list: token from a previous page");
@@ -163,6 +166,7 @@ int main(int argc, char** argv) {
   bandit::client::ClientOptions options;
   options.deadline = std::chrono::milliseconds(absl::GetFlag(FLAGS_deadline_ms));
   options.token = absl::GetFlag(FLAGS_token);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   if (options.token.empty())
     if (const char* env = std::getenv("BANDIT_TOKEN")) options.token = env;
   options.tls = absl::GetFlag(FLAGS_tls);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cpp/decision_log_format.h"
 #include "server/decision_service.h"
+#include "server/instance.h"
 #include "server/persistence.h"
 #include "server/storage/file_storage.h"
 #include "tests/server/fault_injection_fs.h"
@@ -131,6 +132,110 @@ TEST(DecisionLog, HoldsEveryDecisionWithItsPropensityProbabilitiesAndOutcome) {
   int64_t bytes = 0;
   for (const auto& d : log) bytes += static_cast<int64_t>(d.ByteSizeLong());
   EXPECT_EQ(out.stats().decision_log_bytes(), bytes);
+}
+
+// An instance whose snapshot (log included) would not fit in one gRPC message is refused by
+// ExportInstance with RESOURCE_EXHAUSTED naming the size, the limit and the way out, rather than
+// failing in gRPC's send path; below the limit it exports, and the import carries the log.
+TEST(DecisionLog, ExportInstanceBeyondTheMessageLimitIsRefusedWithTheWayOut) {
+  ManualClock clock;
+  ServiceLimits limits;
+  limits.max_message_bytes = 32 << 10;
+  DecisionService svc(&clock, limits);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("c", kGlmEps), &out).ok());
+  v1::ExportInstanceRequest req;
+  req.set_name("c");
+  // 30 decisions of 3 x 3 candidates at a time until the export no longer fits.
+  int plays = 0;
+  absl::Status refused;
+  v1::ExportInstanceResponse big;
+  for (; plays < 50 && refused.ok(); ++plays) {
+    PlayCandidates(svc, clock, "c");
+    big.Clear();
+    refused = svc.ExportInstance(req, &big);
+    if (refused.ok()) {
+      EXPECT_LT(big.ByteSizeLong(), size_t{32} << 10);
+    }
+  }
+  ASSERT_GT(plays, 1) << "the first 30 decisions should fit";
+  ASSERT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused;
+  const std::vector<v1::LoggedDecision> before = ExportAll(svc, "c");
+  ASSERT_EQ(before.size(), 30u * plays);
+  for (const std::string& part :
+       {std::string("instance 'c'"), std::string("32768 bytes"), std::string("--max_message_bytes"),
+        absl::StrCat(30 * plays, " decisions"), std::string("ExportDecisionLog"),
+        std::string("decision_log.max_events")}) {
+    EXPECT_NE(refused.message().find(part), std::string::npos) << part << " in " << refused;
+  }
+  EXPECT_TRUE(big.snapshot().empty());
+  // Nothing changed: the log is whole.
+  const std::vector<v1::LoggedDecision> after = ExportAll(svc, "c");
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_TRUE(MessageDifferencer::Equals(after[i], before[i])) << i;
+  }
+
+  // The same instance from a server with the default limit: exported and imported with its log.
+  DecisionService roomy(&clock);
+  ASSERT_TRUE(roomy.CreateInstance(Create("c", kGlmEps), &out).ok());
+  for (int i = 0; i < plays; ++i) PlayCandidates(roomy, clock, "c");
+  ASSERT_TRUE(roomy.ExportInstance(req, &big).ok());
+  EXPECT_GT(big.snapshot().size(), size_t{32} << 10);
+  v1::ImportInstanceRequest imp;
+  imp.set_name("copy");
+  imp.set_snapshot(big.snapshot());
+  ASSERT_TRUE(roomy.ImportInstance(imp, &out).ok());
+  EXPECT_EQ(ExportAll(roomy, "copy").size(), 30u * plays);
+}
+
+// Snapshot scheduling: the change count alone triggers a snapshot of an instance without a log;
+// one with a log waits until its log took in kLogGrowthPerSnapshot times what the last stored
+// snapshot held (rewriting the whole log each time cost more than journaling it).
+TEST(DecisionLog, AChangeCountSnapshotWaitsUntilTheLogGrewByItsFactor) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("logged", kGlmEps), &out).ok());
+  std::string plain_config = kGlmEps;
+  plain_config.erase(plain_config.find(" decision_log"));
+  ASSERT_TRUE(svc.CreateInstance(Create("plain", plain_config), &out).ok());
+  auto logged = svc.registry().Get("logged");
+  auto plain = svc.registry().Get("plain");
+  ASSERT_TRUE(logged.ok() && plain.ok());
+  PlayCandidates(svc, clock, "logged");
+  PlayCandidates(svc, clock, "plain");
+  for (auto* inst : {&*logged, &*plain}) {
+    int64_t covered = 0;
+    (void)(*inst)->Snapshot(&covered);
+    (*inst)->MarkSnapshotted(covered);
+    EXPECT_FALSE((*inst)->SnapshotDue(1));  // nothing changed since
+  }
+  const int64_t held = (*logged)->Stats(nullptr).decision_log_bytes();
+  ASSERT_GT(held, 0);
+  // Rounds until the log took in 4 x `held` bytes: due exactly from then on (the plain
+  // instance from its first change).
+  int64_t appended = 0;
+  for (int round = 0; appended < Instance::kLogGrowthPerSnapshot * held; ++round) {
+    ASSERT_LT(round, 10000);
+    EXPECT_FALSE((*logged)->SnapshotDue(1)) << "round " << round << ", " << appended << " of "
+                                            << Instance::kLogGrowthPerSnapshot * held << " bytes";
+    const int64_t before = (*logged)->Stats(nullptr).decision_log_bytes();
+    v1::Decision d;
+    ASSERT_TRUE(svc.Select(CandidateSelect("logged", round), &d).ok());
+    appended += (*logged)->Stats(nullptr).decision_log_bytes() - before;  // no retention here
+    ASSERT_TRUE(svc.Select(CandidateSelect("plain", round), &d).ok());
+    EXPECT_TRUE((*plain)->SnapshotDue(1));
+  }
+  EXPECT_TRUE((*logged)->SnapshotDue(1));
+  EXPECT_FALSE((*logged)->SnapshotDue(1'000'000));  // the change count still applies
+  // Once stored, the next one waits for 4 x the (larger) log again.
+  int64_t covered = 0;
+  (void)(*logged)->Snapshot(&covered);
+  (*logged)->MarkSnapshotted(covered);
+  v1::Decision d;
+  ASSERT_TRUE(svc.Select(CandidateSelect("logged", 0), &d).ok());
+  EXPECT_FALSE((*logged)->SnapshotDue(1));
 }
 
 TEST(DecisionLog, ExportFiltersByTimeAndResumesAfterAnEventSeq) {

@@ -36,6 +36,9 @@ ABSL_FLAG(std::string, policy, "linucb",
           "linucb (read-only Select) or glm_eps (GLM epsilon-greedy)");
 ABSL_FLAG(std::string, data_dir, "/tmp/decision_log_bench", "journal directory (wiped per run)");
 ABSL_FLAG(std::string, write_log, "", "write the last logged run as DSJSON here");
+ABSL_FLAG(bool, journal, true,
+          "false: no storage at all (splits the log's cost into its in-memory and its journal "
+          "part)");
 ABSL_FLAG(std::string, prepare_data_dir, "",
           "instead: write a data dir whose instance 'big' holds --events logged decisions "
           "(2 arms), for the export memory measurement (export_memory.sh)");
@@ -65,10 +68,14 @@ double RunOnce(bool log, const std::vector<v1::SelectRequest>& requests, bool wr
   bandit::server::PersistenceOptions o;
   o.data_dir = dir;
   o.durability = bandit::server::Durability::kNone;
-  auto persistence = bandit::server::Persistence::Open(o, &svc);
-  if (!persistence.ok()) {
-    std::cerr << persistence.status() << "\n";
-    std::exit(1);
+  std::unique_ptr<bandit::server::Persistence> persistence;
+  if (absl::GetFlag(FLAGS_journal)) {
+    auto opened = bandit::server::Persistence::Open(o, &svc);
+    if (!opened.ok()) {
+      std::cerr << opened.status() << "\n";
+      std::exit(1);
+    }
+    persistence = *std::move(opened);
   }
   const int d = absl::GetFlag(FLAGS_dim);
   std::string config = absl::GetFlag(FLAGS_policy) == "linucb"

@@ -3,8 +3,10 @@
 #   bench/decision_log/export_memory.sh BUILD_DIR [EVENTS]
 # Prepares a data dir whose instance holds EVENTS logged decisions (in-process, then a
 # snapshot), starts banditd on it, streams the log with `banditctl log --format=dsjson` to
-# /dev/null, and reports banditd's resident memory before and at the end of the export, its
-# peak (VmHWM), and banditctl's peak (GNU time's maximum resident set size).
+# /dev/null, and reports banditd's resident memory before the export, its highest value sampled
+# every 20 ms during the export (the part the export adds), its lifetime peak (VmHWM, which
+# includes loading the log at start), and banditctl's peak (GNU time's maximum resident set
+# size).
 set -euo pipefail
 build=${1:?usage: export_memory.sh BUILD_DIR [EVENTS]}
 events=${2:-1000000}
@@ -19,13 +21,21 @@ port=$(awk '{print $1}' "$dir/port")
 "$build/bin/banditctl" --target="127.0.0.1:$port" get big >/dev/null
 rss() { awk "/^$1:/ {print \$2}" "/proc/$pid/status"; }
 before=$(rss VmRSS); hwm_before=$(rss VmHWM)
+# Samples banditd's RSS until the export ends (the flag file appears).
+(peak=0; while [[ ! -e "$dir/done" ]]; do
+   r=$(rss VmRSS); (( r > peak )) && peak=$r; sleep 0.02
+ done; echo "$peak" >"$dir/peak_kb") &
+sampler=$!
 start=$(date +%s.%N)
 /usr/bin/time -f "%M" -o "$dir/ctl_kb" "$build/bin/banditctl" --target="127.0.0.1:$port" \
   log big --format=dsjson 2>"$dir/ctl.err" | wc -lc >"$dir/count"
 end=$(date +%s.%N)
-after=$(rss VmRSS); hwm=$(rss VmHWM)
+touch "$dir/done"
+wait "$sampler"
+after=$(rss VmRSS); hwm=$(rss VmHWM); peak=$(cat "$dir/peak_kb")
 read -r lines bytes <"$dir/count"
 echo "events exported: $lines ($((bytes / 1048576)) MiB of DSJSON) in $(echo "$end - $start" | bc) s"
-echo "banditd VmRSS before export: $((before / 1024)) MiB, after: $((after / 1024)) MiB;" \
-     "VmHWM before: $((hwm_before / 1024)) MiB, after: $((hwm / 1024)) MiB"
+echo "banditd VmRSS before export: $((before / 1024)) MiB, highest during: $((peak / 1024)) MiB" \
+     "(+$(((peak - before) / 1024)) MiB), after: $((after / 1024)) MiB;" \
+     "VmHWM (lifetime, includes loading) before: $((hwm_before / 1024)) MiB, after: $((hwm / 1024)) MiB"
 echo "banditctl max RSS: $(( $(cat "$dir/ctl_kb") / 1024 )) MiB"

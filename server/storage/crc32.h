@@ -1,8 +1,9 @@
 // CRC-32 as zlib's crc32() computes it (ISO-HDLC: reflected polynomial 0xEDB88320, initial and
 // final XOR 0xFFFFFFFF), so every journal frame and snapshot written before stays readable, but
-// folded with carry-less multiplication (PCLMULQDQ) where the CPU has it. Every journal record
-// is checksummed once on append; a Select record carrying its decision log context is ~8 KB, and
-// zlib's table-driven loop took about a third of such a round (docs/results.md).
+// computed by Intel's ISA-L (carry-less multiplication folding where the CPU has it). Every
+// journal record is checksummed once on append; a Select record carrying its decision log
+// context is ~8 KB, and zlib's table-driven loop took about a third of such a round
+// (docs/results.md).
 #pragma once
 
 #include <cstdint>

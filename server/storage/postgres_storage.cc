@@ -865,10 +865,15 @@ absl::Status PostgresStorage::CommitBatch(Connection& conn, const std::vector<Ro
     const char* expect_tag = nullptr;  // the command tag that means success (COMMIT)
   };
   std::vector<Statement> stmts;
-  stmts.push_back({"BEGIN"});
+  auto plain = [](const char* sql) {  // no parameters
+    Statement st;
+    st.sql = sql;
+    return st;
+  };
+  stmts.push_back(plain("BEGIN"));
   if (sync && async_mode) {
-    stmts.push_back({"SET LOCAL synchronous_commit TO on"});
-    stmts.push_back({"SELECT txid_current()"});
+    stmts.push_back(plain("SET LOCAL synchronous_commit TO on"));
+    stmts.push_back(plain("SELECT txid_current()"));
   }
   // Cluster mode: the fencing check first, on every (instance, epoch) the rows were appended
   // under; it raises (and the whole transaction is refused) unless this node holds them all.
@@ -885,7 +890,7 @@ absl::Status PostgresStorage::CommitBatch(Connection& conn, const std::vector<Ro
     fence_node = options_.cluster_node_id;
     fence_instances = TextArray(names);
     fence_epochs = IntArray(epochs);
-    Statement fence{"SELECT bandit_fence($1, $2::text[], $3::bigint[])"};
+    Statement fence = plain("SELECT bandit_fence($1, $2::text[], $3::bigint[])");
     fence.values = {fence_node.c_str(), fence_instances.c_str(), fence_epochs.c_str()};
     fence.lengths = {0, 0, 0};
     fence.formats = {0, 0, 0};
@@ -915,7 +920,7 @@ absl::Status PostgresStorage::CommitBatch(Connection& conn, const std::vector<Ro
     }
     stmts.push_back(std::move(st));
   }
-  Statement commit{"COMMIT"};
+  Statement commit = plain("COMMIT");
   commit.expect_tag = "COMMIT";  // COMMIT of a failed transaction answers ROLLBACK
   stmts.push_back(std::move(commit));
 

@@ -27,7 +27,10 @@ using bandit::testing::ServerProcess;
 // Field 1 with wire type 7, which does not exist: no protobuf parser accepts this byte.
 const std::string kInvalidWireType("\x0f", 1);
 // A varint that never ends (ten continuation bytes), then a truncated length-delimited field.
-const std::string kRunawayVarint("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x12\x05ab", 14);
+const std::string kRunawayVarint(
+    "\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x12\x05"
+    "ab",
+    15);
 
 grpc::Status CallRaw(grpc::GenericStub& stub, const std::string& method, const std::string& payload,
                      grpc::ByteBuffer* reply) {

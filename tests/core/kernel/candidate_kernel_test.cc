@@ -147,7 +147,9 @@ void ExpectSameDecisionsAsFixedArms(const bandit::v1::PolicyConfig& fixed_config
     }
   }
   // The dictionary really was redrawn (sizes changed), so the draws were compared, not skipped.
-  if (is_bkb) EXPECT_GT(distinct_dict_sizes, 3);
+  if (is_bkb) {
+    EXPECT_GT(distinct_dict_sizes, 3);
+  }
 }
 
 TEST(CandidateKernel, BkbWithTheFixedArmSetAsCandidatesDecidesLikeTheFixedArmForm) {

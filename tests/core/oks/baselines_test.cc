@@ -141,7 +141,9 @@ TEST(Raker, WeightsFollowCumulativeLoss) {
   for (int p = 0; p < 3; ++p)
     for (int q = 0; q < 3; ++q) {
       EXPECT_NEAR(std::log(w[p] / w[q]), -eta * (L[p] - L[q]), 1e-9);
-      if (L[p] < L[q]) EXPECT_GT(w[p], w[q]);
+      if (L[p] < L[q]) {
+        EXPECT_GT(w[p], w[q]);
+      }
     }
 }
 

@@ -1,6 +1,6 @@
 // Per-round cost (Select + Update) of the GLB policies.
-//   GlbOmd/d/arms:        GLB-OMD at d = 5, 20, 100 with 10/50/100/1000 candidates (O(d^3 + d^2
-//   arms)) GlbOmdAtRound/t:      GLB-OMD (d = 5, 30 arms) after t = 10^3 and 10^5 rounds: flat in t
+//   GlbOmd/d/arms:        GLB-OMD at d = 5, 20, 100 with 10/50/100/1000 candidates (O(d^3 + d^2 arms))
+//   GlbOmdAtRound/t:      GLB-OMD (d = 5, 30 arms) after t = 10^3 and 10^5 rounds: flat in t
 //   DomdGlb/d/arms:       DOMD-GLB, same grid as GLB-OMD (refactorizes H every round)
 //   GlmUcbAtRound/t:      GLM-UCB (MLE on all past rounds, d = 5, 30 arms) after t rounds: O(t)
 //   bandit-microbench --benchmark_filter=Glb

@@ -8,9 +8,8 @@
 //   update NAME --reward=R (--event=ID | --arm=ID | --features='f1,f2' | --x='x1,x2')
 //   add-arms NAME --arms='id1,id2' | remove-arms NAME --arms='id1,id2'
 //   export NAME --file=F | import [NAME] --file=F   (move an instance between servers)
-//   set-reference NAME (--embeddings_file=F.csv [--append] | --mean='m1,m2'
-//   --covariance='c11,c12,c21,c22') log NAME [--since=T] [--until=T] [--format=dsjson|jsonl|csv] >
-//   file
+//   set-reference NAME (--embeddings_file=F.csv [--append] | --mean='m1,m2' --covariance='c11,c12,c21,c22')
+//   log NAME [--since=T] [--until=T] [--format=dsjson|jsonl|csv] > file
 //                                            the decision log (T: RFC 3339 or epoch ms)
 //   health                                   exits 0 exactly when the server reports SERVING
 #include <cstdio>

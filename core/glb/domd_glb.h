@@ -2,9 +2,8 @@
 // Descent", Algorithm 1). Contextual over candidate vectors.
 //
 //   A_t = gamma H_t + (1 - gamma) lambda I                                      (line 4)
-//   Select (eq. (3)):  x_t = argmax_x  x'theta_t + beta_t(delta) ||x||_{H_t^{-1}}, beta_t: Theorem
-//   1 Update (eq. (1)):  theta_{t+1} = argmin_{||theta||<=S} l~_t(theta) + 1/(2 eta) ||theta -
-//   theta_t||_{A_t}^2
+//   Select (eq. (3)):  x_t = argmax_x  x'theta_t + beta_t(delta) ||x||_{H_t^{-1}}, beta_t: Theorem 1
+//   Update (eq. (1)):  theta_{t+1} = argmin_{||theta||<=S} l~_t(theta) + 1/(2 eta) ||theta - theta_t||_{A_t}^2
 //     solved as the two-step update of GLB-OMD Appendix A.3 with A_t in place of H_t:
 //     H~ = A_t + eta grad^2 l_t(theta_t), zeta = theta_t - eta H~^{-1} grad l_t(theta_t),
 //     theta_{t+1} = H~-norm projection of zeta onto the ball (one eigendecomposition of H~

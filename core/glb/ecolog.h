@@ -6,8 +6,7 @@
 // projection; the authors' code runs a fixed number of projected gradient steps instead).
 // Radius: the data-dependent form of their no-warm-up confidence set (their Theorem 3, in the
 // refined form of the authors' public implementation):
-//   beta_t^2 = 2 lambda S^2 + (1 + S)^2 g_t + sum_s [2 (1 + S)(l_s(theta_bar_{s+1}) -
-//   l_s(theta_{s+1}))
+//   beta_t^2 = 2 lambda S^2 + (1 + S)^2 g_t + sum_s [2 (1 + S)(l_s(theta_bar_{s+1}) - l_s(theta_{s+1}))
 //              - 1/2 ||theta_{s+1} - theta_bar_{s+1}||_{W_s}],
 //   g_t = sqrt(lambda)/2 + 2/sqrt(lambda) log(2 sqrt(1 + t/(4 lambda)) / delta),
 // where theta_bar_{s+1} solves the same step with the label-averaged loss l(.,0) + l(.,1).

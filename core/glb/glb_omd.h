@@ -1,8 +1,8 @@
 // GLB-OMD (Zhang, Xu, Zhao, Sugiyama: "Generalized Linear Bandits: Almost Optimal Regret with
 // One-Pass Update", Algorithm 1). Contextual over candidate vectors (may change every request).
 //
-//   Select (eq. (6)):  X_t = argmax_x  x'theta_t + beta_t(delta) ||x||_{H_t^{-1}},  beta_t: Theorem
-//   1 Update (eq. (3)-(4)) as the two-step update of Appendix A.3:
+//   Select (eq. (6)):  X_t = argmax_x  x'theta_t + beta_t(delta) ||x||_{H_t^{-1}},  beta_t: Theorem 1
+//   Update (eq. (3)-(4)) as the two-step update of Appendix A.3:
 //     H~_t = H_t + eta * grad^2 l_t(theta_t),  H~_t^{-1} by Sherman-Morrison from H_t^{-1}
 //     zeta = theta_t - eta H~_t^{-1} grad l_t(theta_t)                              (28a)
 //     theta_{t+1} = argmin_{||theta|| <= S} ||theta - zeta||_{H~_t}                (28b)

@@ -8,8 +8,7 @@
 //       rho_t = sigma / c_mu * sqrt(d/2 log(1 + 2n/d) + log(1/delta))  (kappa-scaled, as in
 //       Filippi et al. / Li, Lu, Zhou 2017).
 //   FILIPPI:  mu(x'theta_mle) + rho(t) ||x||_{V_t^{-1}} -- Filippi et al.'s own rule and radius
-//       (Algorithm 1, Theorem 1), rho(t) = 2 k_mu kappa R_max / c_mu sqrt(2 d log t
-//       log(2dT/delta)).
+//       (Algorithm 1, Theorem 1), rho(t) = 2 k_mu kappa R_max / c_mu sqrt(2 d log t log(2dT/delta)).
 // lambda_t = lambda * log(1 + t) (GLB-OMD Appendix E.1 for offline methods; t = n + 1 with n the
 // number of stored rounds). The MLE is refit after every Update: O(n d^2) per Newton iteration,
 // state O(n d) -- it grows with the rounds by design (bounded by the window when set).

@@ -6,9 +6,8 @@
 //   conversion (their Alg. 1, Theorem 1):  z_s = x_s'theta_s (the learner's prediction before y_s),
 //     V_t = lambda I + sum x_s x_s',  theta_hat_t = V_t^{-1} sum z_s x_s,
 //     beta_t = alpha(B_t) + lambda S^2 - (||z||^2 - theta_hat_t' X'z),
-//     alpha(B) = 1 + 4B/kappa + 8 R^2/kappa^2 log(2/delta sqrt(1 + 2B/kappa + 4R^4/(kappa^4
-//     delta^2))), B_t = 2 kappa S^2 eps + 1/(2 kappa) sum_s l'(x_s'theta_s, y_s)^2
-//     ||x_s||^2_{A_s^{-1}}
+//     alpha(B) = 1 + 4B/kappa + 8 R^2/kappa^2 log(2/delta sqrt(1 + 2B/kappa + 4R^4/(kappa^4 delta^2))),
+//     B_t = 2 kappa S^2 eps + 1/(2 kappa) sum_s l'(x_s'theta_s, y_s)^2 ||x_s||^2_{A_s^{-1}}
 //       (the data-dependent ONS regret bound of their Theorem 3).
 //   Arm:  argmax_x x'theta_hat_t + sqrt(beta_t) ||x||_{V_t^{-1}}.
 // kappa = inf mu' over |z| <= S (c_mu), R = the reward noise's sub-Gaussian scale.

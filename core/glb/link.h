@@ -1,7 +1,6 @@
 // Canonical exponential-family links of the GLB papers (GLB-OMD eq. (1); DOMD-GLB Section 3.1):
 //   Pr[r | z] = exp((r z - m(z)) / g(tau) + h(r, tau)),  mu = m',  loss l(z, r) = (m(z) - r z) / g.
-// Logistic (Bernoulli, g = 1), Poisson (g = 1), Gaussian (identity, g = dispersion = noise
-// variance).
+// Logistic (Bernoulli, g = 1), Poisson (g = 1), Gaussian (identity, g = dispersion = noise variance).
 #pragma once
 
 #include "absl/status/status.h"

@@ -30,15 +30,13 @@
 //   BVD-GLM-UCB (Faury, Russac, Abeille, Calauzenes 2021):
 //       mu(x'theta~) + rho_t ||x||_{V^{-1}},       rho_t = (k_mu / c_mu) beta_t
 //   SC-D-GLUCB (Russac, Faury, Cappe, Garivier 2021): self-concordant, local discounted Hessian
-//       x'theta_c + beta_t ||x||_{H_t(theta_c)^{-1}},  H_t(theta) = lambda I + sum w_s
-//       mu'(x_s'theta) x_s x_s'
+//       x'theta_c + beta_t ||x||_{H_t(theta_c)^{-1}},  H_t(theta) = lambda I + sum w_s mu'(x_s'theta) x_s x_s'
 //   SCB-WeightUCB / SCB-PW-WeightUCB (Wang, Zhao, Zhou 2023; one covariance, bonus ~ c_mu^{-1/2},
 //       their eq. (17) as the DOMD-GLB paper cites it):
 //       x'theta~ + (beta_t / sqrt(c_mu)) ||x||_{V^{-1}}
 // with the weighted self-normalized radii (sigma = the link's sub-Gaussian scale, ||x|| <= L = 1)
-//   beta_t  = sqrt(lambda) S + sigma sqrt(2 log(1/delta) + d log(1 + (1-gamma^{t-1}) / (lambda d
-//   (1-gamma)))) beta~_t = sqrt(lambda) S + sigma sqrt(2 log(1/delta) + d log(1 +
-//   (1-gamma^{2(t-1)}) / (lambda d (1-gamma^2))))
+//   beta_t  = sqrt(lambda) S + sigma sqrt(2 log(1/delta) + d log(1 + (1-gamma^{t-1}) / (lambda d (1-gamma))))
+//   beta~_t = sqrt(lambda) S + sigma sqrt(2 log(1/delta) + d log(1 + (1-gamma^{2(t-1)}) / (lambda d (1-gamma^2))))
 // (gamma = 1: the limits (t-1)/(lambda d)). Every radius is multiplied by radius_multiplier.
 //
 // WHERE WE CHOSE. The baselines' own papers were not in the project's reference store (only their
@@ -52,11 +50,10 @@
 // Tuning (clipped to gamma in [1/T, 1 - 1/T], H in [1, T]):
 //   RestartGLB  H = ceil((d T / (1 + P_T))^{2/3})                 (bound d^{2/3} P^{1/3} T^{2/3})
 //   D-GLUCB     gamma = 1 - (Gamma_T / (d T))^{2/3}                (d^{2/3} Gamma^{1/3} T^{2/3})
-//   SC-D-GLUCB  gamma = 1 - (sqrt(c_mu) Gamma_T / (d T))^{2/3}     (c^{-1/3} d^{2/3} Gamma^{1/3}
-//   T^{2/3}) BVD-GLM-UCB gamma = 1 - (P_T / (sqrt(d) T))^{2/5}              (d^{9/10} P^{1/5}
-//   T^{4/5}) SCB-WeightUCB    gamma = 1 - sqrt(P_T / (d T))                 (d^{3/4} P^{1/4}
-//   T^{3/4}) SCB-PW-WeightUCB gamma = 1 - (Gamma_T / (d T))^{2/3}           (d^{2/3} Gamma^{1/3}
-//   T^{2/3})
+//   SC-D-GLUCB  gamma = 1 - (sqrt(c_mu) Gamma_T / (d T))^{2/3}     (c^{-1/3} d^{2/3} Gamma^{1/3} T^{2/3})
+//   BVD-GLM-UCB gamma = 1 - (P_T / (sqrt(d) T))^{2/5}              (d^{9/10} P^{1/5} T^{4/5})
+//   SCB-WeightUCB    gamma = 1 - sqrt(P_T / (d T))                 (d^{3/4} P^{1/4} T^{3/4})
+//   SCB-PW-WeightUCB gamma = 1 - (Gamma_T / (d T))^{2/3}           (d^{2/3} Gamma^{1/3} T^{2/3})
 //
 // State: RestartGLB keeps at most H rounds (bounded: served). The discounted methods keep every
 // round (their weights never reach zero) and MASTER keeps its live instances' rounds: O(t) state,

@@ -4,8 +4,7 @@
 //   gamma = 25 R S sqrt(d log(T/delta)),  warm-up threshold 1/(gamma^2 kappa).
 //   Switching criterion I (warm-up): if max_x ||x||^2_{V^{-1}} >= 1/(gamma^2 kappa), play that
 //     arm; then V += x x', and theta_o = regularized MLE (lambda) on the warm-up rounds.
-//   Otherwise: keep the arms with UCB_o(x) >= max_y LCB_o(y), bonus gamma sqrt(kappa)
-//   ||x||_{V^{-1}}
+//   Otherwise: keep the arms with UCB_o(x) >= max_y LCB_o(y), bonus gamma sqrt(kappa) ||x||_{V^{-1}}
 //     around x'theta_o; play argmax x'theta_tau + 150 sqrt(d log(T/delta)) ||x||_{H_tau^{-1}};
 //     then H += mu'(x'theta_o)/e x x' and, on Switching criterion II det(H) > 2 det(H_tau),
 //     H_tau = H and theta_tau = norm-constrained MLE on the non-warm-up rounds.

@@ -16,10 +16,10 @@
 // 1 - (1 - p~_i)^{n_i} gives the same distribution of the (distinct) dictionary, in
 // O(min(t, A)) time. Repeats of a point in S do not change the embedding's inner products
 // (pseudo-inverse), so S is stored as one flag per arm slot.
-// The embedding uses the eigendecomposition K_S = U diag(l) U^T and z(x) = diag(l)^{-1/2} U^T
-// k_S(x) over the eigenvalues l > 1e-10 max(l): it differs from (K_S^{1/2})^+ k_S(x) by the
-// isometry U, which leaves every formula of eq. 4 unchanged, and it has r <= m coordinates. Cost of
-// one step: O(A m d + A r m + p r^2 + m^3) with p = pulled arms; memory O(A d + m^2).
+// The embedding uses the eigendecomposition K_S = U diag(l) U^T and z(x) = diag(l)^{-1/2} U^T k_S(x)
+// over the eigenvalues l > 1e-10 max(l): it differs from (K_S^{1/2})^+ k_S(x) by the isometry U,
+// which leaves every formula of eq. 4 unchanged, and it has r <= m coordinates.
+// Cost of one step: O(A m d + A r m + p r^2 + m^3) with p = pulled arms; memory O(A d + m^2).
 #pragma once
 
 #include <memory>

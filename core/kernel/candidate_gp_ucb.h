@@ -1,8 +1,8 @@
 // Exact GP-UCB on per-request candidates: the paper's baseline, which keeps every pull.
 // With X_t the t pulls, y_t their rewards and L L^T = K_t + lambda I (Cholesky, grown by one row
 // per pull: l = L^{-1} k_t(x_t), c = sqrt(k(x_t, x_t) + lambda - |l|^2)):
-//   mu_t(x)      = k_t(x)^T (K_t + lambda I)^{-1} y_t = (L^{-1} k_t(x))^T u,   u = L^{-1} y_t  (eq.
-//   1) sigma_t^2(x) = (k(x,x) - |L^{-1} k_t(x)|^2) / lambda                                 (eq. 2)
+//   mu_t(x)      = k_t(x)^T (K_t + lambda I)^{-1} y_t = (L^{-1} k_t(x))^T u,   u = L^{-1} y_t  (eq. 1)
+//   sigma_t^2(x) = (k(x,x) - |L^{-1} k_t(x)|^2) / lambda                                 (eq. 2)
 //   sum_s sigma_t^2(x_s) = tr(K_t (K_t + lambda I)^{-1}) = t - lambda |L^{-1}|_F^2        (eq. 5)
 // u and |L^{-1}|_F^2 are updated with the new row (the new row of L^{-1} is
 // (-l^T L^{-1}, 1) / c, so |L^{-1}|_F^2 grows by (|L^{-T} l|^2 + 1) / c^2).

@@ -1,8 +1,7 @@
 // Frechet distance objective (eq. 6-8) with the gradient of Appendix A.2 (eq. 19-20).
 //   mu(a) = sum a_i mu_i,  Sigma(a) = sum a_i S_i - mu(a) mu(a)'               (eq. 6-7)
-//   L(a) = ||mu(a) - mu0||^2 + Tr Sigma(a) + Tr Sigma0 - 2 Tr (R Sigma(a) R)^{1/2},  R =
-//   Sigma0^{1/2} dL/da_i = 2 (mu - mu0)' mu_i + <G, S_i - mu_i mu' - mu mu_i'>,  G = I - R Z^{-1/2}
-//   R  (eq. 19-20)
+//   L(a) = ||mu(a) - mu0||^2 + Tr Sigma(a) + Tr Sigma0 - 2 Tr (R Sigma(a) R)^{1/2},  R = Sigma0^{1/2}
+//   dL/da_i = 2 (mu - mu0)' mu_i + <G, S_i - mu_i mu' - mu mu_i'>,  G = I - R Z^{-1/2} R  (eq. 19-20)
 // Z^{-1/2} via the eigendecomposition of Z = R Sigma R with eigenvalues floored at
 // 1e-12 * max eigenvalue (the derivative of sqrt is unbounded at 0).
 #pragma once

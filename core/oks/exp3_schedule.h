@@ -28,8 +28,8 @@ struct OksPlusPlusConstants {
 double OksPlusPlusDelta(const OksPlusPlusConstants& c, double c_tilde_sum);
 // eta_t = sqrt(2 ln K) / sqrt(1 + sum_{tau <= t} sum_i q_{tau,i} c~_{tau,i}^2).
 double OksPlusPlusEta(int k, double q_weighted_sq_sum);
-// lambda_{t,i} = U^{4/3} max{G C0 U^2 K^2, 8 C_t}^{-1/6} / (sqrt(4/3) K^{1/6} (G C0)^{1/3} sqrt(1 +
-// Delta_{t,i})), Delta_{t,i} = sum_{tau <= t} l(f_{tau,i}(x_tau), y_tau) / p_{tau,i} 1[I_tau = i].
+// lambda_{t,i} = U^{4/3} max{G C0 U^2 K^2, 8 C_t}^{-1/6} / (sqrt(4/3) K^{1/6} (G C0)^{1/3} sqrt(1 + Delta_{t,i})),
+// Delta_{t,i} = sum_{tau <= t} l(f_{tau,i}(x_tau), y_tau) / p_{tau,i} 1[I_tau = i].
 double OksPlusPlusLambda(const OksPlusPlusConstants& c, double c_tilde_sum, double delta_i);
 
 // softmax(-eta * L), computed with the minimum subtracted (no overflow).

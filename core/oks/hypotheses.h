@@ -22,8 +22,8 @@ namespace bandit::oks {
 
 struct KernelSpec {
   ShiftInvariantKernel kind = ShiftInvariantKernel::kGaussian;
-  double sigma = 1.0;  // Gaussian exp(-||x-v||^2 / (2 sigma^2)) (the paper's Section 6), Laplacian
-                       // exp(-||x-v||_1 / sigma)
+  // Gaussian exp(-||x-v||^2 / (2 sigma^2)) (the paper's Section 6), Laplacian exp(-||x-v||_1 / sigma)
+  double sigma = 1.0;
 };
 
 inline constexpr double kNoProjection = std::numeric_limits<double>::infinity();

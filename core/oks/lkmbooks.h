@@ -13,8 +13,7 @@
 //   p_i   <- p_i exp(-eta c_i) / Z,   eta = sqrt(8 ln K / T)
 //   G     <- max(G, max_j f_j(x) - min_j f_j(x))                 (G starts at 1)
 // and, on a round with g != 0, with probability
-//   rho    = min(1, B / ((1 - nu) T^{1 - nu} (E + 1)^nu)),  nu = 1/3, E = earlier rounds with g !=
-//   0
+//   rho    = min(1, B / ((1 - nu) T^{1 - nu} (E + 1)^nu)),  nu = 1/3, E = earlier rounds with g != 0
 // the point joins S with coefficient -lambda g / rho (an unbiased gradient step) while |S| < B.
 // lambda = sqrt((1 + nu) B) / (sqrt(1 - nu) T) for regression and 5 / sqrt(T) for classification
 // (the authors' scripts). E counts all rounds for a smooth loss (the regression script's tau) and

@@ -8,8 +8,7 @@
 //              one full turn of the circle of radius S over T rounds (path length <= 2 pi S)
 //   piecewise  logistic, theta_t = theta* for t < T/2 and -theta* from T/2 on (one change)
 // Arms come from their own engine, so for one seed every algorithm sees the same candidate sets;
-// reward noise has a second engine. Regret is the pseudo-regret mu(max x'theta_t) -
-// mu(x_t'theta_t).
+// reward noise has a second engine. Regret is the pseudo-regret mu(max x'theta_t) - mu(x_t'theta_t).
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,8 @@
 // The update journal: every state change is appended (with a sequence number and checksums)
 // before it is acknowledged. A writer thread batches appends (group commit): in `always` mode a
 // caller is acknowledged once the fsync covering its record has finished; `everysec` fsyncs once a
-// second (a timer of the injected Clock); `none` leaves flushing to the OS. Segments
-// (journal-<first seq>.log) are rotated at snapshot rounds and deleted once every instance's
-// snapshot covers them.
+// second (a timer of the injected Clock); `none` leaves flushing to the OS. Segments (journal-<first seq>.log) are rotated at
+// snapshot rounds and deleted once every instance's snapshot covers them.
 //
 // Frame: u32 payload_len | u16 name_len | name | u32 crc(header bytes) | u32 crc(payload) | payload
 // The instance name sits in its own checksummed header so a damaged payload can be blamed on

@@ -396,8 +396,7 @@ TEST_F(DeployPrometheusTest, CountsRewardsAndRegretSeenThroughPrometheusEqualWha
 
 // Every dashboard panel query and template variable is valid PromQL for a real Prometheus and,
 // except for metrics that only some instances, the storage layer or cluster nodes export, returns
-// series from a live banditd (check_dashboard.py checks the cluster names on a cluster node). Every
-// alert rule evaluates without error.
+// series from a live banditd (check_dashboard.py checks the cluster names on a cluster node). Every alert rule evaluates without error.
 TEST_F(DeployPrometheusTest, DashboardQueriesAndAlertRulesEvaluate) {
   ServerProcess server;
   ASSERT_TRUE(server.running()) << server.Log();

@@ -19,8 +19,7 @@ constexpr double kExact = 1e-6;
 double LogBeta(double a, double b) { return std::lgamma(a) + std::lgamma(b) - std::lgamma(a + b); }
 
 // Closed form for two Beta arms (needs an integer alpha_b): P(X_b > X_a) =
-//   Σ_{i=0}^{alpha_b - 1} B(alpha_a + i, beta_a + beta_b) / ((beta_b + i) B(1 + i, beta_b)
-//   B(alpha_a, beta_a)).
+//   Σ_{i=0}^{alpha_b - 1} B(alpha_a + i, beta_a + beta_b) / ((beta_b + i) B(1 + i, beta_b) B(alpha_a, beta_a)).
 double BetaBeatsClosedForm(double ab, double bb, double aa, double ba) {
   double p = 0;
   for (int i = 0; i < static_cast<int>(ab); ++i)

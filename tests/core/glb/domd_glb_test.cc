@@ -79,8 +79,8 @@ TEST(DomdGlb, TheoryLambdaAndRadius) {
   EXPECT_NEAR(AsDomd(*p).Beta(), b1, 1e-10);
 }
 
-// H_{t+1} = A_t + grad^2 l_t(theta_{t+1}) unrolls to lambda I + sum_s gamma^{t-s} grad^2
-// l_s(theta_{s+1}); the maintained inverse matches a direct inverse.
+// H_{t+1} = A_t + grad^2 l_t(theta_{t+1}) unrolls to lambda I + sum_s gamma^{t-s} grad^2 l_s(theta_{s+1});
+// the maintained inverse matches a direct inverse.
 TEST(DomdGlb, DiscountedCurvatureMatchesDefinition) {
   const double gamma = 0.97;
   auto p = MustCreate(DomdConfig(4, 2.0, gamma), 1);

@@ -97,8 +97,7 @@ TEST(GlbOmd, ShermanMorrisonMatchesDirectInverse) {
 }
 
 // The two-step update (28a)-(28b) against a slow numerical solve of eq. (3):
-//   min_{||theta|| <= S} <grad l(theta_t), theta - theta_t> + 1/2 ||theta - theta_t||^2_{grad^2
-//   l(theta_t)}
+//   min_{||theta|| <= S} <grad l(theta_t), theta - theta_t> + 1/2 ||theta - theta_t||^2_{grad^2 l(theta_t)}
 //                        + 1/(2 eta) ||theta - theta_t||^2_{H_t}.
 TEST(GlbOmd, StepMatchesSlowSolveOfEq3) {
   for (auto link_kind : {bandit::v1::LOGISTIC, bandit::v1::POISSON}) {

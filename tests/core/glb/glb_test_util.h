@@ -13,9 +13,8 @@
 
 namespace bandit::glb::testing {
 
-// Slow, independent solver of  min_{||theta|| <= S} g'(theta - theta0) + 1/2 (theta - theta0)' Q
-// (theta - theta0) by projected gradient descent with Euclidean projection (step 1/L, many
-// iterations).
+// Slow, independent solver of  min_{||theta|| <= S} g'(theta - theta0) + 1/2 (theta - theta0)' Q (theta - theta0)
+// by projected gradient descent with Euclidean projection (step 1/L, many iterations).
 inline Eigen::VectorXd SlowQuadraticOverBall(const Eigen::MatrixXd& Q, const Eigen::VectorXd& g,
                                              const Eigen::VectorXd& theta0, double S,
                                              int iters = 200000) {
@@ -29,8 +28,7 @@ inline Eigen::VectorXd SlowQuadraticOverBall(const Eigen::MatrixXd& Q, const Eig
   return th;
 }
 
-// Runs `rounds` rounds of `policy` in `env`; returns cumulative pseudo-regret. Optionally records
-// arms.
+// Runs `rounds` rounds of `policy` in `env`; returns cumulative pseudo-regret. Optionally records arms.
 inline double Run(Policy& policy, sim::GlbEnv& env, int64_t rounds,
                   std::vector<int>* arms = nullptr) {
   double regret = 0;

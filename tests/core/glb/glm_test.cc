@@ -1,5 +1,4 @@
-// Links, the MLE solver and the MLE baselines (GLM-UCB, sliding-window GLM-UCB, GLM
-// epsilon-greedy).
+// Links, the MLE solver and the MLE baselines (GLM-UCB, sliding-window GLM-UCB, GLM epsilon-greedy).
 #include <cmath>
 
 #include <gtest/gtest.h>

@@ -110,8 +110,7 @@ TEST(Oks, OksPlusPlusParametersMatchHandComputedValues) {
   EXPECT_NEAR(prob[0], 0.5462851991432189, 1e-13);
   EXPECT_NEAR(prob[1], 0.45371480085678106, 1e-13);
   // Hypotheses: steps lambda * l'(f, y) / p (inside the ball, no projection): kernel 0 got
-  // +0.33445630256657161 k(x1, .) and -0.1555089119829797 k(x3, .); kernel 1 -0.4140013644492393
-  // k(x2, .).
+  // +0.33445630256657161 k(x1, .) and -0.1555089119829797 k(x3, .); kernel 1 -0.4140013644492393 k(x2, .).
   Eigen::VectorXd v(1);
   v << 0.0;
   const double k0 = std::exp(-0.125);  // exp(-0.5^2 / 2)
@@ -168,8 +167,7 @@ TEST(Oks, IoksUpdateFollowsAlgorithm2) {
     const Eigen::VectorXd q = p->QDistribution();
     for (int i = 0; i < 3; ++i) EXPECT_NEAR(q[i], q_expect[i], 1e-15);
     EXPECT_NEAR(q.sum(), 1.0, 1e-12);
-    // Lines 11-17: eta grows by upsilon exactly when 1/p_{t+1,i} exceeds rho_{t,i}; eta only
-    // increases.
+    // Lines 11-17: eta grows by upsilon exactly when 1/p_{t+1,i} exceeds rho_{t,i}; eta only increases.
     const Eigen::VectorXd eta = p->IoksEtas();
     for (int i = 0; i < 3; ++i) {
       const double r = eta[i] / eta_before[i];

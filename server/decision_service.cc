@@ -218,6 +218,24 @@ absl::Status DecisionService::SetMixtureReference(const bandit::v1::SetMixtureRe
       req.name(), out, [&](Instance& inst) { return inst.SetMixtureReference(req, written_seq); });
 }
 
+absl::Status DecisionService::AddShadow(const bandit::v1::AddShadowRequest& req,
+                                        bandit::v1::Instance* out, uint64_t* written_seq) {
+  return ChangeAndDescribe(req.name(), out,
+                           [&](Instance& inst) { return inst.AddShadow(req, written_seq); });
+}
+
+absl::Status DecisionService::RemoveShadow(const bandit::v1::RemoveShadowRequest& req,
+                                           bandit::v1::Instance* out, uint64_t* written_seq) {
+  return ChangeAndDescribe(req.name(), out,
+                           [&](Instance& inst) { return inst.RemoveShadow(req, written_seq); });
+}
+
+absl::Status DecisionService::PromoteShadow(const bandit::v1::PromoteShadowRequest& req,
+                                            bandit::v1::Instance* out, uint64_t* written_seq) {
+  return ChangeAndDescribe(req.name(), out,
+                           [&](Instance& inst) { return inst.PromoteShadow(req, written_seq); });
+}
+
 absl::Status DecisionService::Select(const bandit::v1::SelectRequest& req,
                                      bandit::v1::Decision* out, uint64_t* written_seq) {
   auto inst = registry_.Get(req.instance());

@@ -50,6 +50,12 @@ class DecisionService {
                           uint64_t* written_seq = nullptr);
   absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
                                    bandit::v1::Instance* out, uint64_t* written_seq = nullptr);
+  absl::Status AddShadow(const bandit::v1::AddShadowRequest& req, bandit::v1::Instance* out,
+                         uint64_t* written_seq = nullptr);
+  absl::Status RemoveShadow(const bandit::v1::RemoveShadowRequest& req, bandit::v1::Instance* out,
+                            uint64_t* written_seq = nullptr);
+  absl::Status PromoteShadow(const bandit::v1::PromoteShadowRequest& req, bandit::v1::Instance* out,
+                             uint64_t* written_seq = nullptr);
   absl::Status Select(const bandit::v1::SelectRequest& req, bandit::v1::Decision* out,
                       uint64_t* written_seq = nullptr);
   absl::Status Update(const bandit::v1::UpdateRequest& req, bandit::v1::UpdateResponse* out,

@@ -341,6 +341,35 @@ absl::Status Instance::RemoveArms(const bandit::v1::RemoveArmsRequest& req, uint
                       [&](bandit::v1::JournalRecord* rec) { return state_->RemoveArms(req, rec); });
 }
 
+absl::Status Instance::AddShadow(const bandit::v1::AddShadowRequest& req, uint64_t* written_seq) {
+  absl::MutexLock lock(&mu_);
+  return ChangeLocked(clock_->NowMs(), written_seq,
+                      [&](bandit::v1::JournalRecord* rec) { return state_->AddShadow(req, rec); });
+}
+
+absl::Status Instance::RemoveShadow(const bandit::v1::RemoveShadowRequest& req,
+                                    uint64_t* written_seq) {
+  absl::MutexLock lock(&mu_);
+  return ChangeLocked(clock_->NowMs(), written_seq, [&](bandit::v1::JournalRecord* rec) {
+    return state_->RemoveShadow(req, rec);
+  });
+}
+
+absl::Status Instance::PromoteShadow(const bandit::v1::PromoteShadowRequest& req,
+                                     uint64_t* written_seq) {
+  absl::MutexLock lock(&mu_);
+  return ChangeLocked(clock_->NowMs(), written_seq, [&](bandit::v1::JournalRecord* rec) {
+    auto s = state_->PromoteShadow(req, rec);
+    if (s.ok()) policy_case_.store(state_->config().policy().policy_case());
+    return s;
+  });
+}
+
+void Instance::DescribeShadows(bandit::v1::Instance* out) const {
+  absl::MutexLock lock(&mu_);
+  state_->DescribeShadows(out);
+}
+
 bandit::v1::InstanceStats Instance::Stats(
     std::vector<std::pair<std::string, double>>* summary) const {
   absl::MutexLock lock(&mu_);
@@ -391,6 +420,23 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
     case bandit::v1::JournalRecord::kSetMixtureReference:
       s = ChangeLocked(now, nullptr, [&](bandit::v1::JournalRecord* r) {
         return state_->SetMixtureReference(rec.set_mixture_reference(), r);
+      });
+      break;
+    case bandit::v1::JournalRecord::kAddShadow:
+      s = ChangeLocked(now, nullptr, [&](bandit::v1::JournalRecord* r) {
+        return state_->AddShadow(rec.add_shadow(), r);
+      });
+      break;
+    case bandit::v1::JournalRecord::kRemoveShadow:
+      s = ChangeLocked(now, nullptr, [&](bandit::v1::JournalRecord* r) {
+        return state_->RemoveShadow(rec.remove_shadow(), r);
+      });
+      break;
+    case bandit::v1::JournalRecord::kPromoteShadow:
+      s = ChangeLocked(now, nullptr, [&](bandit::v1::JournalRecord* r) {
+        auto st = state_->PromoteShadow(rec.promote_shadow(), r);
+        if (st.ok()) policy_case_.store(state_->config().policy().policy_case());
+        return st;
       });
       break;
     case bandit::v1::JournalRecord::kRemoveArms:

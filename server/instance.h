@@ -5,6 +5,7 @@
 // nothing has changed.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -76,8 +77,10 @@ class Instance {
   uint64_t last_journal_seq() const ABSL_LOCKS_EXCLUDED(mu_);
   bandit::v1::InstanceConfig config() const ABSL_LOCKS_EXCLUDED(mu_);
   const std::string& name() const { return name_; }
-  // Which policy the instance runs (fixed for its life: Reset and arm changes keep it).
-  bandit::v1::PolicyConfig::PolicyCase policy_case() const { return policy_case_; }
+  // Which policy the instance serves (Reset and arm changes keep it; PromoteShadow changes it).
+  bandit::v1::PolicyConfig::PolicyCase policy_case() const {
+    return policy_case_.load(std::memory_order_relaxed);
+  }
 
   // The changes. `written_seq` (optional) is raised to the sequence number of the newest record
   // the call appended: the caller acknowledges once Storage::WhenDurable says it is durable.
@@ -106,6 +109,15 @@ class Instance {
   // Mixture instances (FD, KD): replaces the reference distribution; learned state is kept.
   absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
                                    uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // Shadow policies (InstanceState::AddShadow and the rest).
+  absl::Status AddShadow(const bandit::v1::AddShadowRequest& req, uint64_t* written_seq = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status RemoveShadow(const bandit::v1::RemoveShadowRequest& req,
+                            uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status PromoteShadow(const bandit::v1::PromoteShadowRequest& req,
+                             uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // The shadows and their running estimates only: reads, changes nothing (metrics scrapes).
+  void DescribeShadows(bandit::v1::Instance* out) const ABSL_LOCKS_EXCLUDED(mu_);
   // Expires what is due first (journaled, not waited for), then describes.
   void Describe(bandit::v1::Instance* out) ABSL_LOCKS_EXCLUDED(mu_);
   // Counters and policy summary only: reads, changes nothing (for metrics scrapes).
@@ -152,7 +164,7 @@ class Instance {
 
   const std::string name_;
   const uint64_t uid_;  // makes event ids unique across instances and restarts
-  const bandit::v1::PolicyConfig::PolicyCase policy_case_;
+  std::atomic<bandit::v1::PolicyConfig::PolicyCase> policy_case_;
   const Clock* const clock_;
   const InstanceLimits limits_;
 

@@ -14,6 +14,9 @@ namespace {
 
 using bandit::v1::InstanceConfig;
 
+// 2: shadows; 1 (before shadows) still loads.
+constexpr uint32_t kSnapshotFormatVersion = 2;
+
 // Copies `values` into `out` after checking size and finiteness; `field()` names the field in
 // the error and is only called on error (no string is built per candidate on the hot path).
 // Reuses `out`'s storage when the size matches.
@@ -91,6 +94,10 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::Create(
 
 absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
     const bandit::v1::InstanceSnapshot& snap, const InstanceLimits& limits) {
+  if (snap.format_version() > kSnapshotFormatVersion)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "snapshot of instance '", snap.name(), "' has format_version ", snap.format_version(),
+        ", expected at most ", kSnapshotFormatVersion, " (written by a newer server?)"));
   bandit::v1::CreateInstanceRequest req;
   req.set_name(snap.name());
   *req.mutable_config() = snap.config();
@@ -124,6 +131,10 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
   if (auto s = in.log_.Restore(snap.decision_log()); !s.ok())
     return absl::InvalidArgumentError(
         absl::StrCat("snapshot of instance '", snap.name(), "': ", s.message()));
+  // Format 1 has no shadows: the instance restores without any.
+  if (auto s = in.shadows_.Restore(snap); !s.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat("snapshot of instance '", snap.name(), "': ", s.message()));
   in.stats_ = snap.stats();
   in.next_seq_ = std::max<uint64_t>(1, snap.next_event_seq());
   in.SyncConfigArms();
@@ -131,7 +142,7 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
 }
 
 void InstanceState::Save(bandit::v1::InstanceSnapshot* snap) const {
-  snap->set_format_version(1);
+  snap->set_format_version(kSnapshotFormatVersion);
   snap->set_name(name_);
   *snap->mutable_config() = config_;
   policy_->Save(snap->mutable_policy());
@@ -140,6 +151,7 @@ void InstanceState::Save(bandit::v1::InstanceSnapshot* snap) const {
   snap->set_uid(uid_);
   snap->set_next_event_seq(next_seq_);
   log_.Save(snap->mutable_decision_log());
+  shadows_.Save(snap);
 }
 
 InstanceState::InstanceState(std::string name, InstanceConfig config,
@@ -251,7 +263,9 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   // The log keeps the probability vector where the policy has one; asking for it changes no
   // decision (the scores are computed from the same draws), only what Select reports.
   SelectContext policy_ctx = ctx;
-  policy_ctx.want_scores = ctx.want_scores || log_.enabled();
+  // Shadows score against the served policy's actions (a point policy's count is its
+  // distribution's length).
+  policy_ctx.want_scores = ctx.want_scores || log_.enabled() || !shadows_.empty();
   auto d = policy_->Select(policy_ctx);
   if (!d.ok()) return d.status();
 
@@ -267,6 +281,7 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   if (policy_->context_kind() == ContextKind::kPoint) p.features = *x;
   p.memo = std::move(d->memo);
   p.expires_at_ms = now + config_.pending().reward_wait_ms();
+  if (!shadows_.empty()) ScoreShadows(*d, ctx, in, &p);
   WriteDecision(*d, p.event_id, p.expires_at_ms, ctx.want_scores, out);
   if (log_.enabled()) {
     const int64_t dropped = log_.Append(LogEntryFor(*d, ctx, in, p.event_id, now), now);
@@ -275,7 +290,8 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   // With the decision log on, the request is journaled even for a read-only policy: replay
   // re-executes it (a read-only policy decides deterministically) and so rebuilds the log
   // entry, context included.
-  if (policy_->SelectReadsOnly() && !log_.enabled()) {
+  // Shadows are replayed from the request too (each draws from its own engine).
+  if (policy_->SelectReadsOnly() && !log_.enabled() && shadows_.empty()) {
     // Nothing in the policy changed: the decision alone lets replay rebuild this Select.
     ToRecord(p, rec->mutable_decided()->mutable_decision());
     rec->mutable_decided()->set_estimated_gap(d->estimated_gap);
@@ -355,11 +371,56 @@ bandit::v1::LoggedDecision InstanceState::LogEntryFor(const Decision& d, const S
   return e;
 }
 
+void InstanceState::ScoreShadows(const Decision& d, const SelectContext& ctx,
+                                 const SelectInputs& in, PendingDecision* p) {
+  ope::LoggedContext logged;
+  std::vector<std::string> arm_ids;
+  switch (policy_->context_kind()) {
+    case ContextKind::kCandidates:
+      logged.actions = ctx.candidates;
+      logged.num_actions = static_cast<int>(ctx.candidates.size());
+      break;
+    case ContextKind::kPoint:
+      // The actions of a point policy are its own (e.g. OKS's kernels): as many as the served
+      // distribution has entries.
+      logged.x = &in.x;
+      logged.num_actions =
+          d.score_kind == bandit::v1::PROBABILITY ? static_cast<int>(d.scores.size()) : 0;
+      break;
+    case ContextKind::kNone:
+      arm_ids = policy_->ArmIds();
+      logged.arm_ids = &arm_ids;
+      logged.num_actions = static_cast<int>(arm_ids.size());
+      break;
+  }
+  p->shadow_scores.reserve(shadows_.size());
+  shadows_.Score(logged, d.arm, d.propensity, &p->shadow_scores);
+}
+
 void InstanceState::RecordDecision(PendingDecision p, double estimated_gap) {
   pending_.Insert(std::move(p));
   stats_.set_rounds(stats_.rounds() + 1);
   if (std::isfinite(estimated_gap))
     stats_.set_estimated_regret(stats_.estimated_regret() + estimated_gap);
+}
+
+Observation InstanceState::PendingObservation(const PendingDecision& p) const {
+  Observation obs;
+  obs.arm = p.arm;
+  obs.arm_id = p.arm_id;
+  obs.features = p.features;
+  if (!p.learn_direct) {
+    obs.memo = p.memo;
+    return obs;
+  }
+  // Made by the policy served before a PromoteShadow: logged data for this one.
+  obs.direct = true;
+  if (policy_->context_kind() == ContextKind::kNone) {
+    const auto ids = policy_->ArmIds();
+    auto it = std::find(ids.begin(), ids.end(), p.arm_id);
+    if (it != ids.end()) obs.arm = static_cast<int>(it - ids.begin());
+  }
+  return obs;
 }
 
 absl::StatusOr<Observation> InstanceState::ObservationFor(const bandit::v1::UpdateRequest& req,
@@ -386,11 +447,9 @@ absl::StatusOr<Observation> InstanceState::ObservationFor(const bandit::v1::Upda
       }
     }
     *pending = p;
-    obs.arm = p->arm;
-    obs.arm_id = p->arm_id;
-    obs.features = p->features;
-    obs.memo = p->memo;
-    return obs;
+    Observation joined = PendingObservation(*p);
+    joined.reward = req.reward();
+    return joined;
   }
   if (req.target_case() != bandit::v1::UpdateRequest::kDirect)
     return absl::InvalidArgumentError(
@@ -462,6 +521,8 @@ absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector 
   obs->embedding = std::move(embedding);
   if (req.has_fidelity()) obs->fidelity = req.fidelity();
   if (auto s = policy_->Update(*obs); !s.ok()) return s;  // pending kept: a fixed reward may follow
+  if (pending != nullptr && !shadows_.empty())
+    shadows_.Learn(*pending, req.reward(), obs->embedding, obs->fidelity);
   if (pending != nullptr) {
     pending_.Take(req.event_id(), EventFate::kRewarded);
     if (log_.enabled())
@@ -486,15 +547,14 @@ int64_t InstanceState::ExpireDue(int64_t now, bandit::v1::JournalRecord* rec) {
   for (auto& p : due) {
     EventFate fate = EventFate::kDropped;
     if (config_.pending().on_expiry() == bandit::v1::APPLY_DEFAULT) {
-      Observation obs;
-      obs.arm = p.arm;
-      obs.arm_id = p.arm_id;
-      obs.features = std::move(p.features);
-      obs.memo = std::move(p.memo);
+      Observation obs = PendingObservation(p);
       obs.reward = config_.pending().default_reward();
       // A default the policy cannot learn (e.g. outside the link's support) drops the event.
       if (policy_->Update(obs).ok()) {
         fate = EventFate::kExpired;
+        // The shadows learn what the served policy learned (as bandit-ope does with the
+        // expiry defaults of a log).
+        if (!shadows_.empty()) shadows_.Learn(p, obs.reward, Vector(), std::nullopt);
         stats_.set_updates(stats_.updates() + 1);
         stats_.set_reward_sum(stats_.reward_sum() + obs.reward);
       }
@@ -516,6 +576,8 @@ int64_t InstanceState::ExpireDue(int64_t now, bandit::v1::JournalRecord* rec) {
 absl::Status InstanceState::Reset(bandit::v1::JournalRecord* rec) {
   auto fresh = CreatePolicy(config_.policy(), config_.seed());
   if (!fresh.ok()) return fresh.status();
+  // Shadows restart with the instance (their estimates were about the policy just forgotten).
+  if (auto s = shadows_.Reset(); !s.ok()) return s;
   policy_ = *std::move(fresh);
   pending_.Clear();
   // The log is a record of what happened, not learned state: it stays, and the decisions whose
@@ -616,6 +678,10 @@ absl::Status InstanceState::AddArms(const bandit::v1::AddArmsRequest& req,
     }
     *config_.mutable_policy()->add_arms() = req.arms(i);
   }
+  if (auto s = shadows_.AddArms(req); !s.ok()) {
+    RollBack(config_before, before);
+    return s;
+  }
   SyncConfigArms();
   *rec->mutable_add_arms() = req;
   return absl::OkStatus();
@@ -631,6 +697,10 @@ absl::Status InstanceState::RemoveArms(const bandit::v1::RemoveArmsRequest& req,
       RollBack(config_before, before);
       return absl::Status(s.code(), absl::StrCat("arm_ids[", i, "]: ", s.message()));
     }
+  }
+  if (auto s = shadows_.RemoveArms(req); !s.ok()) {
+    RollBack(config_before, before);
+    return s;
   }
   SyncConfigArms();
   *rec->mutable_remove_arms() = req;
@@ -669,6 +739,51 @@ void InstanceState::Describe(bandit::v1::Instance* out) const {
   for (const auto& id : policy_->ArmIds()) out->add_arm_ids(id);
   const Vector w = policy_->Weights();
   out->mutable_weights()->Assign(w.data(), w.data() + w.size());
+  shadows_.Describe(out);
+}
+
+absl::Status InstanceState::AddShadow(const bandit::v1::AddShadowRequest& req,
+                                      bandit::v1::JournalRecord* rec) {
+  auto shadow = shadows_.Prepare(
+      name_, *policy_, config_, req,
+      [&](InstanceConfig* c) { return NormalizeConfig(name_ + ":" + req.shadow(), limits_, c); },
+      limits_.max_shadows);
+  if (!shadow.ok()) return shadow.status();
+  // Journaled normalized (seed and arms filled in), so replay builds the same shadow.
+  auto* journaled = rec->mutable_add_shadow();
+  journaled->set_name(req.name());
+  journaled->set_shadow(req.shadow());
+  *journaled->mutable_config() = shadow->config;
+  shadows_.Insert(*std::move(shadow));
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::RemoveShadow(const bandit::v1::RemoveShadowRequest& req,
+                                         bandit::v1::JournalRecord* rec) {
+  auto taken = shadows_.Take(name_, req.shadow());
+  if (!taken.ok()) return taken.status();
+  *rec->mutable_remove_shadow() = req;
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::PromoteShadow(const bandit::v1::PromoteShadowRequest& req,
+                                          bandit::v1::JournalRecord* rec) {
+  auto taken = shadows_.Take(name_, req.shadow());
+  if (!taken.ok()) return taken.status();
+  // The shadow's policy object, with everything it learned and its random engine, becomes the
+  // served policy; its config becomes the instance's (so Reset and recovery rebuild it).
+  *config_.mutable_policy() = taken->config.policy();
+  config_.set_seed(taken->config.seed());
+  policy_ = std::move(taken->policy);
+  // Decisions still pending were made by the policy just dropped: their memos mean nothing to
+  // the new one, which learns their rewards as logged data.
+  pending_.ForEach([](PendingDecision& p) {
+    p.learn_direct = true;
+    p.memo.resize(0);
+  });
+  SyncConfigArms();
+  *rec->mutable_promote_shadow() = req;
+  return absl::OkStatus();
 }
 
 }  // namespace bandit::server

@@ -21,6 +21,7 @@
 #include "core/policy.h"
 #include "server/decision_log/decision_log.h"
 #include "server/pending_table.h"
+#include "server/shadows.h"
 
 namespace bandit::server {
 
@@ -41,6 +42,8 @@ struct InstanceLimits {
   int64_t max_arms = std::numeric_limits<int32_t>::max();
   // Instance name length (core's CheckId also caps ids at 128 characters).
   int64_t max_name_length = 128;
+  // Shadow policies per instance (each costs a policy's Select per Select).
+  int64_t max_shadows = 8;
 };
 
 // Fills the defaults of an instance config (pending capacity, reward wait, expiry action, seed
@@ -110,6 +113,17 @@ class InstanceState {
   // Mixture instances (FD, KD): replaces the reference distribution; learned state is kept.
   absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
                                    bandit::v1::JournalRecord* rec);
+  // Shadow policies (server/shadows.h). AddShadow validates against the served policy and
+  // config; PromoteShadow makes the shadow the served policy with what it learned (the policy
+  // served until then is dropped) and the decisions still pending are then learned by it as
+  // logged data. On error nothing changed.
+  absl::Status AddShadow(const bandit::v1::AddShadowRequest& req, bandit::v1::JournalRecord* rec);
+  absl::Status RemoveShadow(const bandit::v1::RemoveShadowRequest& req,
+                            bandit::v1::JournalRecord* rec);
+  absl::Status PromoteShadow(const bandit::v1::PromoteShadowRequest& req,
+                             bandit::v1::JournalRecord* rec);
+  // The shadows with their running estimates (for metrics scrapes: reads only).
+  void DescribeShadows(bandit::v1::Instance* out) const { shadows_.Describe(out); }
   // Most reference values (embeddings x dimension, or mean + covariance) an instance keeps.
   static constexpr int64_t kMaxReferenceValues = int64_t{1} << 22;
 
@@ -137,6 +151,11 @@ class InstanceState {
                                          const SelectInputs& in, const std::string& event_id,
                                          int64_t now) const;
   std::string NextEventId();
+  // What the served policy learns for a pending decision's reward (or expiry default).
+  Observation PendingObservation(const PendingDecision& p) const;
+  // After the served decision `d`: each shadow's view of the context (ShadowSet::Score).
+  void ScoreShadows(const Decision& d, const SelectContext& ctx, const SelectInputs& in,
+                    PendingDecision* p);
   absl::StatusOr<Observation> ObservationFor(const bandit::v1::UpdateRequest& req,
                                              const PendingDecision** pending) const;
   void SyncConfigArms();
@@ -149,6 +168,7 @@ class InstanceState {
   std::unique_ptr<Policy> policy_;
   PendingTable pending_;
   DecisionLog log_;
+  ShadowSet shadows_;
   uint64_t next_seq_ = 1;  // of event ids
   bandit::v1::InstanceStats stats_;
 };

@@ -87,6 +87,28 @@ class InstanceCollector final : public prometheus::Collectable {
     info.help = "One series per instance naming its policy (value is always 1).";
     info.type = MetricType::Gauge;
 
+    // Shadow policies: each estimator's value and 95 % interval next to the served policy's own
+    // value over the same events (estimator="served"), the effective sample size, the events.
+    MetricFamily shadow_value;
+    shadow_value.name = "bandit_shadow_value";
+    shadow_value.help =
+        "Off-policy estimate of a shadow policy's value (estimator=ips|snips|dr|dm) and the "
+        "served policy's mean reward over the same events (estimator=served); bound=estimate|lo|hi "
+        "(95 % interval).";
+    shadow_value.type = MetricType::Gauge;
+    MetricFamily shadow_ess;
+    shadow_ess.name = "bandit_shadow_effective_sample_size";
+    shadow_ess.help = "Effective sample size (sum w)^2 / sum w^2 of a shadow's importance weights.";
+    shadow_ess.type = MetricType::Gauge;
+    MetricFamily shadow_events;
+    shadow_events.name = "bandit_shadow_events_total";
+    shadow_events.help = "Rewarded decisions a shadow policy scored and learned from.";
+    shadow_events.type = MetricType::Counter;
+    MetricFamily shadow_errors;
+    shadow_errors.name = "bandit_shadow_errors_total";
+    shadow_errors.help = "Contexts a shadow could not score or rewards it could not learn.";
+    shadow_errors.type = MetricType::Counter;
+
     const auto instances = service_->registry().All();
     // A scrape only reads (Instance::Stats, policy_case): it never expires decisions, so it
     // never writes a journal record.
@@ -112,7 +134,46 @@ class InstanceCollector final : public prometheus::Collectable {
         m.gauge.value = value;
         summary.metric.push_back(std::move(m));
       }
+      bandit::v1::Instance shadows;
+      inst->DescribeShadows(&shadows);
+      for (const auto& sh : shadows.shadows()) {
+        const std::pair<const char*, const bandit::v1::Estimate*> estimates[] = {
+            {"ips", &sh.ips()},
+            {"snips", &sh.snips()},
+            {"dr", &sh.dr()},
+            {"dm", &sh.dm()},
+            {"served", &sh.served()}};
+        for (const auto& [estimator, e] : estimates) {
+          const std::pair<const char*, double> bounds[] = {
+              {"estimate", e->value()}, {"lo", e->lo()}, {"hi", e->hi()}};
+          for (const auto& [bound, value] : bounds) {
+            ClientMetric m;
+            m.label = {{"instance", inst->name()},
+                       {"shadow", sh.name()},
+                       {"estimator", estimator},
+                       {"bound", bound}};
+            m.gauge.value = value;
+            shadow_value.metric.push_back(std::move(m));
+          }
+        }
+        ClientMetric ess;
+        ess.label = {{"instance", inst->name()}, {"shadow", sh.name()}};
+        ess.gauge.value = sh.effective_sample_size();
+        shadow_ess.metric.push_back(std::move(ess));
+        ClientMetric events;
+        events.label = {{"instance", inst->name()}, {"shadow", sh.name()}};
+        events.counter.value = static_cast<double>(sh.events());
+        shadow_events.metric.push_back(std::move(events));
+        ClientMetric errors;
+        errors.label = {{"instance", inst->name()}, {"shadow", sh.name()}};
+        errors.counter.value = static_cast<double>(sh.errors());
+        shadow_errors.metric.push_back(std::move(errors));
+      }
     }
+    families.push_back(std::move(shadow_value));
+    families.push_back(std::move(shadow_ess));
+    families.push_back(std::move(shadow_events));
+    families.push_back(std::move(shadow_errors));
     MetricFamily& count = families[kDefs + 1];
     count.name = "bandit_instances";
     count.help = "Instances hosted by this server.";

@@ -96,6 +96,16 @@ void ToRecord(const PendingDecision& p, bandit::v1::PendingDecisionRecord* r) {
   r->mutable_features()->Assign(p.features.data(), p.features.data() + p.features.size());
   r->mutable_memo()->Assign(p.memo.data(), p.memo.data() + p.memo.size());
   r->set_expires_at_ms(p.expires_at_ms);
+  for (const ShadowScore& s : p.shadow_scores) {
+    auto* out = r->add_shadow_scores();
+    out->set_shadow_id(s.shadow_id);
+    out->set_target(s.target);
+    out->set_dm(s.dm);
+    out->set_q_logged(s.q_logged);
+    out->set_exact(s.exact);
+    out->set_logged_propensity(s.logged_propensity);
+  }
+  if (p.learn_direct) r->set_learn_direct(true);
 }
 
 PendingDecision FromRecord(const bandit::v1::PendingDecisionRecord& r) {
@@ -106,6 +116,11 @@ PendingDecision FromRecord(const bandit::v1::PendingDecisionRecord& r) {
   d.features = Eigen::Map<const Eigen::VectorXd>(r.features().data(), r.features_size());
   d.memo = Eigen::Map<const Eigen::VectorXd>(r.memo().data(), r.memo_size());
   d.expires_at_ms = r.expires_at_ms();
+  d.shadow_scores.reserve(r.shadow_scores_size());
+  for (const auto& s : r.shadow_scores())
+    d.shadow_scores.push_back(
+        {s.shadow_id(), s.target(), s.dm(), s.q_logged(), s.logged_propensity(), s.exact()});
+  d.learn_direct = r.learn_direct();
   return d;
 }
 

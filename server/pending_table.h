@@ -16,6 +16,17 @@
 
 namespace bandit::server {
 
+// What one shadow policy made of a decision's context (server/shadows.h): enough to score
+// the decision once its reward arrives.
+struct ShadowScore {
+  uint32_t shadow_id = 0;
+  double target = 0;             // pi(a_t|x_t): the shadow's probability of the served action
+  double dm = 0;                 // sum_a pi(a|x_t) q(x_t, a) (direct model, before this event)
+  double q_logged = 0;           // q(x_t, a_t)
+  double logged_propensity = 1;  // mu(a_t|x_t): the served policy's propensity
+  bool exact = true;             // pi is the shadow's whole distribution (else its sampled one)
+};
+
 struct PendingDecision {
   std::string event_id;
   std::string arm_id;
@@ -23,6 +34,10 @@ struct PendingDecision {
   Eigen::VectorXd features;  // chosen candidate (contextual) or x (point input)
   Eigen::VectorXd memo;      // Decision::memo
   int64_t expires_at_ms = 0;
+  std::vector<ShadowScore> shadow_scores;  // empty when the instance has no shadows
+  // Made by a served policy since replaced (PromoteShadow): its reward is learned as logged
+  // data (Observation::direct, no memo, the arm resolved by id).
+  bool learn_direct = false;
 };
 
 // PendingDecision <-> its durable form (snapshots, decided-select journal records).
@@ -49,6 +64,12 @@ class PendingTable {
   EventFate FateOf(const std::string& event_id) const;
   void RecordFate(const std::string& event_id, EventFate fate);
   void Clear();
+  // Calls f(PendingDecision&) on every pending decision (any order); f must not change the
+  // event id or the expiry time.
+  template <typename F>
+  void ForEach(F&& f) {
+    for (auto& [id, d] : by_id_) f(d);
+  }
   // Pending decisions in expiry order (for snapshots).
   std::vector<const PendingDecision*> InOrder() const;
   int64_t Bytes() const;

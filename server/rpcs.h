@@ -25,7 +25,10 @@ enum class Role : int { kReader = 1, kWriter = 2, kAdmin = 3 };
   X(SnapshotInstances, SnapshotInstancesRequest, SnapshotInstancesResponse, kAdmin) \
   X(ExportInstance, ExportInstanceRequest, ExportInstanceResponse, kAdmin)          \
   X(ImportInstance, ImportInstanceRequest, Instance, kAdmin)                        \
-  X(SetMixtureReference, SetMixtureReferenceRequest, Instance, kAdmin)
+  X(SetMixtureReference, SetMixtureReferenceRequest, Instance, kAdmin)              \
+  X(AddShadow, AddShadowRequest, Instance, kAdmin)                                  \
+  X(RemoveShadow, RemoveShadowRequest, Instance, kAdmin)                            \
+  X(PromoteShadow, PromoteShadowRequest, Instance, kAdmin)
 
 // Server-streaming RPCs: the same four columns; each has its own reactor in grpc_service.*.
 #define BANDIT_FOR_EACH_STREAMING_RPC(X) \

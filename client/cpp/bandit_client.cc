@@ -159,6 +159,18 @@ absl::StatusOr<v1::Instance> BanditClient::ImportInstance(const std::string& nam
   return Call<v1::ImportInstanceRequest, v1::Instance>(&BanditService::Stub::ImportInstance, req);
 }
 
+absl::StatusOr<v1::Instance> BanditClient::AddShadow(const v1::AddShadowRequest& req) {
+  return Call<v1::AddShadowRequest, v1::Instance>(&BanditService::Stub::AddShadow, req);
+}
+
+absl::StatusOr<v1::Instance> BanditClient::RemoveShadow(const v1::RemoveShadowRequest& req) {
+  return Call<v1::RemoveShadowRequest, v1::Instance>(&BanditService::Stub::RemoveShadow, req);
+}
+
+absl::StatusOr<v1::Instance> BanditClient::PromoteShadow(const v1::PromoteShadowRequest& req) {
+  return Call<v1::PromoteShadowRequest, v1::Instance>(&BanditService::Stub::PromoteShadow, req);
+}
+
 absl::StatusOr<v1::Instance> BanditClient::SetMixtureReference(
     const v1::SetMixtureReferenceRequest& req) {
   return Call<v1::SetMixtureReferenceRequest, v1::Instance>(

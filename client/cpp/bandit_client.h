@@ -48,6 +48,9 @@ class BanditClient {
   absl::StatusOr<bandit::v1::Instance> RemoveArms(const bandit::v1::RemoveArmsRequest& req);
   absl::StatusOr<bandit::v1::Instance> SetMixtureReference(
       const bandit::v1::SetMixtureReferenceRequest& req);
+  absl::StatusOr<bandit::v1::Instance> AddShadow(const bandit::v1::AddShadowRequest& req);
+  absl::StatusOr<bandit::v1::Instance> RemoveShadow(const bandit::v1::RemoveShadowRequest& req);
+  absl::StatusOr<bandit::v1::Instance> PromoteShadow(const bandit::v1::PromoteShadowRequest& req);
   // The instance's complete exported state (opaque bytes), and its import under `name`
   // (empty = the exported name).
   absl::StatusOr<std::string> ExportInstance(const std::string& name);

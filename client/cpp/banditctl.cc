@@ -38,7 +38,8 @@ ABSL_FLAG(int64_t, deadline_ms, 5000, "Per-call deadline");
 ABSL_FLAG(int32_t, max_message_bytes, 16 << 20,
           "Largest gRPC message sent or received (export/import of an instance with a large "
           "decision log; the server has its own --max_message_bytes)");
-ABSL_FLAG(std::string, config, "", "create: text-format bandit.v1.InstanceConfig");
+ABSL_FLAG(std::string, config, "",
+          "create: text-format bandit.v1.InstanceConfig; shadow add: bandit.v1.ShadowConfig");
 ABSL_FLAG(int32_t, page_size, 0, "list: page size (0 = server default)");
 ABSL_FLAG(std::string, page_token, "", "list: token from a previous page");
 ABSL_FLAG(std::string, candidates, "", "select: candidate vectors, 'a,b;c,d'");
@@ -157,6 +158,8 @@ int main(int argc, char** argv) {
       "  export NAME --file=F | import [NAME] --file=F\n"
       "  set-reference NAME (--embeddings_file=F.csv [--append] | --mean=.. --covariance=..)\n"
       "  log NAME [--since=T] [--until=T] [--format=dsjson|jsonl|csv] > file\n"
+      "  shadow add NAME SHADOW --config='policy { glb_omd { dimension: 20 } } seed: 7'\n"
+      "  shadow remove|promote NAME SHADOW | shadow list NAME\n"
       "  health   (exit 0 exactly when SERVING)");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) return Usage("missing COMMAND");
@@ -190,6 +193,43 @@ int main(int argc, char** argv) {
   if (cmd == "list") {
     return PrintOr(
         client.ListInstances(absl::GetFlag(FLAGS_page_size), absl::GetFlag(FLAGS_page_token)));
+  }
+  if (cmd == "shadow") {
+    // shadow VERB NAME [SHADOW]
+    const std::string verb = name;
+    const std::string instance = args.size() > 3 ? args[3] : "";
+    const std::string shadow = args.size() > 4 ? args[4] : "";
+    if (instance.empty()) return Usage("shadow " + verb + " needs an instance NAME");
+    if (verb == "list") {
+      auto r = client.GetInstance(instance);
+      if (!r.ok()) return Fail(r.status());
+      bandit::v1::Instance shadows;
+      *shadows.mutable_shadows() = r->shadows();
+      return PrintOr(absl::StatusOr<bandit::v1::Instance>(std::move(shadows)));
+    }
+    if (shadow.empty()) return Usage("shadow " + verb + " needs NAME SHADOW");
+    if (verb == "add") {
+      bandit::v1::AddShadowRequest req;
+      req.set_name(instance);
+      req.set_shadow(shadow);
+      if (!google::protobuf::TextFormat::ParseFromString(absl::GetFlag(FLAGS_config),
+                                                         req.mutable_config()))
+        return Usage("--config is not a text-format bandit.v1.ShadowConfig");
+      return PrintOr(client.AddShadow(req));
+    }
+    if (verb == "remove") {
+      bandit::v1::RemoveShadowRequest req;
+      req.set_name(instance);
+      req.set_shadow(shadow);
+      return PrintOr(client.RemoveShadow(req));
+    }
+    if (verb == "promote") {
+      bandit::v1::PromoteShadowRequest req;
+      req.set_name(instance);
+      req.set_shadow(shadow);
+      return PrintOr(client.PromoteShadow(req));
+    }
+    return Usage("unknown shadow command '" + verb + "', expected add, remove, promote or list");
   }
   if (name.empty() && cmd != "import")  // import without NAME keeps the exported name
     return Usage(absl::StrCat(cmd, " needs an instance NAME"));

@@ -1,6 +1,6 @@
 // Off-policy estimators against hand-computed values, closed forms, and ground truth from a
 // simulator with known expected rewards.
-#include "tools/ope/estimators.h"
+#include "core/ope/estimators.h"
 
 #include <gtest/gtest.h>
 

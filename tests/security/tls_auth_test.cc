@@ -121,6 +121,25 @@ std::map<std::string, std::function<StatusCode(BanditClient&)>> EveryRpc() {
     r.add_embeddings()->add_values(0.5);
     return c.SetMixtureReference(r).status().code();
   };
+  rpcs["AddShadow"] = [](BanditClient& c) {
+    v1::AddShadowRequest r;
+    r.set_name("nosuch");
+    r.set_shadow("s");
+    r.mutable_config()->mutable_policy()->mutable_ucb1();
+    return c.AddShadow(r).status().code();
+  };
+  rpcs["RemoveShadow"] = [](BanditClient& c) {
+    v1::RemoveShadowRequest r;
+    r.set_name("nosuch");
+    r.set_shadow("s");
+    return c.RemoveShadow(r).status().code();
+  };
+  rpcs["PromoteShadow"] = [](BanditClient& c) {
+    v1::PromoteShadowRequest r;
+    r.set_name("nosuch");
+    r.set_shadow("s");
+    return c.PromoteShadow(r).status().code();
+  };
   rpcs["Select"] = [](BanditClient& c) {
     v1::SelectRequest r;
     r.set_instance("main");

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/ope/target.h"
 #include "core/registry.h"
 
 namespace bandit::ope {
@@ -54,90 +55,23 @@ absl::StatusOr<Vector> Evaluator::TargetFor(size_t c, const v1::LoggedDecision& 
   Policy& policy = *policies_[c];
   const std::string who =
       absl::StrCat("candidate '", candidates_[c].name, "' (", policy.name(), ")");
-  const int n = d.num_actions();
-  SelectContext ctx;
-  ctx.want_scores = true;
-  std::vector<int> slot_of_action;  // arm set: candidate slot of each logged action
-  switch (policy.context_kind()) {
-    case ContextKind::kCandidates:
-      if (actions.empty())
-        return absl::InvalidArgumentError(
-            absl::StrCat(who, " takes candidate vectors, the logged decision has none"));
-      ctx.candidates = actions;
-      break;
-    case ContextKind::kPoint:
-      if (x.size() == 0)
-        return absl::InvalidArgumentError(
-            absl::StrCat(who, " takes an input x, the logged decision has none"));
-      ctx.point = &x;
-      break;
-    case ContextKind::kNone: {
-      if (arm_ids.empty())
-        return absl::InvalidArgumentError(
-            absl::StrCat(who, " chooses among its arms, the logged decision has no arm ids"));
-      const std::vector<std::string> own = policy.ArmIds();
-      if (own.size() != arm_ids.size())
-        return absl::InvalidArgumentError(absl::StrCat(
-            who, " has ", own.size(), " arms, the logged decision was among ", arm_ids.size()));
-      for (const auto& id : arm_ids) {
-        auto it = std::find(own.begin(), own.end(), id);
-        if (it == own.end())
-          return absl::InvalidArgumentError(
-              absl::StrCat(who, " has no arm '", id, "' that the logged decision had"));
-        slot_of_action.push_back(static_cast<int>(it - own.begin()));
-      }
-      break;
-    }
-  }
-  auto decision = policy.Select(ctx);
-  if (!decision.ok())
-    return absl::Status(decision.status().code(),
-                        absl::StrCat(who, ": ", decision.status().message()));
-  Vector target = Vector::Zero(n);
-  auto action_of = [&](int policy_index) -> int {
-    if (slot_of_action.empty()) return policy_index;
-    auto it = std::find(slot_of_action.begin(), slot_of_action.end(), policy_index);
-    return it == slot_of_action.end() ? -1 : static_cast<int>(it - slot_of_action.begin());
-  };
-  const bool exact_vector = decision->score_kind == v1::PROBABILITY &&
-                            decision->scores.size() == n && decision->scores.allFinite();
-  if (exact_vector) {
-    for (int i = 0; i < n; ++i) {
-      const int a = action_of(i);
-      if (a >= 0) target[a] = decision->scores[i];
-    }
+  LoggedContext ctx;
+  ctx.actions = actions;
+  ctx.x = &x;
+  ctx.arm_ids = &arm_ids;
+  ctx.num_actions = d.num_actions();
+  auto target = TargetDistribution(policy, ctx, who);
+  if (!target.ok()) return target.status();
+  if (target->exact) {
     ++results_[c].exact_distribution;
   } else {
-    // A deterministic policy (propensity 1) is exactly one-hot; otherwise the indicator of the
-    // sampled action is an unbiased estimate of pi(.|x).
-    const int a = action_of(decision->arm);
-    if (a < 0 || a >= n)
-      return absl::InternalError(
-          absl::StrCat(who, " chose action ", decision->arm, " outside the logged decision's ", n));
-    target[a] = 1.0;
-    if (decision->propensity == 1.0) {
-      ++results_[c].exact_distribution;
-    } else {
-      ++results_[c].sampled_distribution;
-    }
+    ++results_[c].sampled_distribution;
   }
   // What the candidate learns afterwards: the logged action and its reward.
-  learn->direct = true;
-  learn->reward = d.reward();
-  switch (policy.context_kind()) {
-    case ContextKind::kCandidates:
-      learn->features = actions[d.chosen_index()];
-      break;
-    case ContextKind::kPoint:
-      learn->features = x;
-      learn->arm = d.chosen_index();
-      break;
-    case ContextKind::kNone:
-      learn->arm = slot_of_action[d.chosen_index()];
-      learn->arm_id = arm_ids[d.chosen_index()];
-      break;
-  }
-  return target;
+  auto obs = LoggedObservation(policy, ctx, d.chosen_index(), d.reward(), who);
+  if (!obs.ok()) return obs.status();
+  *learn = *std::move(obs);
+  return std::move(target->pi);
 }
 
 absl::Status Evaluator::Add(const v1::LoggedDecision& d, const std::string& where) {

@@ -13,8 +13,8 @@
 #include "absl/status/statusor.h"
 #include "bandit/v1/decision_log.pb.h"
 #include "bandit/v1/service.pb.h"
+#include "core/ope/estimators.h"
 #include "core/policy.h"
-#include "tools/ope/estimators.h"
 
 namespace bandit::ope {
 

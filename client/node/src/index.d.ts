@@ -154,6 +154,9 @@ export declare class BanditClient {
   resetInstance(name: string, opts?: CallOptions): Promise<Instance>;
   addArms(name: string, arms: Array<string | ArmSpec>, opts?: CallOptions): Promise<Instance>;
   removeArms(name: string, armIds: string[], opts?: CallOptions): Promise<Instance>;
+  addShadow(name: string, shadow: string, config: object, opts?: CallOptions): Promise<Instance>;
+  removeShadow(name: string, shadow: string, opts?: CallOptions): Promise<Instance>;
+  promoteShadow(name: string, shadow: string, opts?: CallOptions): Promise<Instance>;
 
   select(instance: string, req?: SelectParams, opts?: CallOptions): Promise<Decision>;
   update(instance: string, req: UpdateParams, opts?: CallOptions): Promise<UpdateResponse>;

@@ -189,6 +189,13 @@ class BanditClient {
     return this._call('SetMixtureReference', req, opts);
   }
 
+  // ---- shadow policies ----
+  /** config: a ShadowConfig object, e.g. {policy: {ucb1: {}}, seed: 7} */
+  addShadow(name, shadow, config, opts) { return this._call('AddShadow', { name, shadow, config }, opts); }
+  removeShadow(name, shadow, opts) { return this._call('RemoveShadow', { name, shadow }, opts); }
+  /** Makes the shadow the served policy, keeping what it learned (the served policy is dropped). */
+  promoteShadow(name, shadow, opts) { return this._call('PromoteShadow', { name, shadow }, opts); }
+
   // ---- decisions and rewards ----
   /** A Decision. req: {candidates?: number[][], x?: number[], returnScores?: boolean} */
   select(instance, req, opts) { return this._call('Select', toSelectRequest(instance, req), opts); }

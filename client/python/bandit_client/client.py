@@ -265,6 +265,27 @@ class BanditClient:
             req.covariance.extend(float(v) for v in flat)
         return self._call(self._stub.SetMixtureReference, req, timeout)
 
+    # ---- shadow policies ----
+    def add_shadow(self, name, shadow, config, *, timeout=None):
+        """Adds a shadow policy to instance ``name``. ``config``: a ShadowConfig message, a
+        text-format string (``'policy { ucb1 {} } seed: 7'``) or a dict (JSON field names)."""
+        if isinstance(config, str):
+            config = text_format.Parse(config, service_pb2.ShadowConfig())
+        elif isinstance(config, dict):
+            config = json_format.ParseDict(config, service_pb2.ShadowConfig())
+        req = service_pb2.AddShadowRequest(name=name, shadow=shadow, config=config)
+        return self._call(self._stub.AddShadow, req, timeout)
+
+    def remove_shadow(self, name, shadow, *, timeout=None):
+        req = service_pb2.RemoveShadowRequest(name=name, shadow=shadow)
+        return self._call(self._stub.RemoveShadow, req, timeout)
+
+    def promote_shadow(self, name, shadow, *, timeout=None):
+        """Makes the shadow the served policy, keeping what it learned (the policy served
+        until then is dropped)."""
+        req = service_pb2.PromoteShadowRequest(name=name, shadow=shadow)
+        return self._call(self._stub.PromoteShadow, req, timeout)
+
     # ---- decisions and rewards ----
     def select(self, instance, candidates=None, *, x=None, return_scores=False, timeout=None):
         """A Decision. ``candidates``: one feature vector (sequence of floats) per candidate arm,

@@ -15,14 +15,22 @@
 // the sample standard deviation of the per-event terms over sqrt(n); for SNIPS the delta
 // method, se^2 = sum w_t^2 (r_t - V)^2 / (sum w_t)^2.
 // Effective sample size (Kish): (sum w)^2 / sum w^2.
+//
+// Shared by bandit-ope (tools/ope, progressive evaluation of a log) and the server's shadow
+// policies (server/shadows.h, the same evaluation live); both save and restore the running sums
+// (bandit/v1/ope.proto) so an evaluation resumes exactly.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <Eigen/Dense>
+
+#include "absl/status/status.h"
+#include "bandit/v1/ope.pb.h"
 
 namespace bandit::ope {
 
@@ -50,6 +58,10 @@ class Estimators {
   explicit Estimators(double max_weight = 0) : max_weight_(max_weight) {}
 
   void Add(const ScoredEvent& e);
+  // The same event from its terms alone: pi(a_t|x_t), mu(a_t|x_t), r_t,
+  // sum_a pi(a|x_t) q(x_t, a) and q(x_t, a_t) (the server's shadows keep only these).
+  void AddTerms(double target_logged, double logged_propensity, double reward, double dm,
+                double q_logged);
 
   int64_t events() const { return n_; }
   Interval Ips() const;
@@ -61,6 +73,11 @@ class Estimators {
   double EffectiveSampleSize() const;
   int64_t clipped() const { return clipped_; }
   double largest_weight() const { return largest_weight_; }
+  double max_weight() const { return max_weight_; }
+
+  void Save(bandit::v1::OpeEstimatorState* out) const;
+  // INVALID_ARGUMENT (nothing changed) for sums that no accumulator could have produced.
+  absl::Status Restore(const bandit::v1::OpeEstimatorState& in);
 
  private:
   struct Moments {
@@ -89,10 +106,21 @@ class DirectModel {
 
   // Predictions for each action: `actions` holds one feature row per action (candidates), or
   // is empty with `x` set (point input), or both empty with `arm_ids` set (arm set).
-  Vector Predict(const std::vector<Vector>& actions, const Vector* x,
+  Vector Predict(std::span<const Vector> actions, const Vector* x,
                  const std::vector<std::string>* arm_ids, int num_actions);
-  void Learn(const std::vector<Vector>& actions, const Vector* x,
+  void Learn(std::span<const Vector> actions, const Vector* x,
              const std::vector<std::string>* arm_ids, int action, double reward);
+  // The same for one action's features (candidates: the chosen candidate; input x: x and the
+  // action). Learn above is this with the chosen row picked from `actions`.
+  void LearnCandidate(const Vector& features, double reward);
+  void LearnPoint(const Vector& x, int action, double reward);
+  void LearnArm(const std::string& arm_id, double reward);
+
+  double lambda() const { return lambda_; }
+  int64_t StateBytes() const;
+  void Save(bandit::v1::DirectModelState* out) const;
+  // INVALID_ARGUMENT (nothing changed) for a state of inconsistent shapes.
+  absl::Status Restore(const bandit::v1::DirectModelState& in);
 
  private:
   struct Ridge {

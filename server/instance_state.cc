@@ -290,8 +290,12 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   // With the decision log on, the request is journaled even for a read-only policy: replay
   // re-executes it (a read-only policy decides deterministically) and so rebuilds the log
   // entry, context included.
-  // Shadows are replayed from the request too (each draws from its own engine).
-  if (policy_->SelectReadsOnly() && !log_.enabled() && shadows_.empty()) {
+  // With shadows the decision alone suffices too when every shadow only read its state and
+  // scored the decision (the record carries the scores); otherwise replay re-runs the shadows
+  // from the request (a shadow may draw from its engine, or count an error).
+  const bool shadows_decided = shadows_.empty() || (shadows_.AllSelectReadsOnly() &&
+                                                    p.shadow_scores.size() == shadows_.size());
+  if (policy_->SelectReadsOnly() && !log_.enabled() && shadows_decided) {
     // Nothing in the policy changed: the decision alone lets replay rebuild this Select.
     ToRecord(p, rec->mutable_decided()->mutable_decision());
     rec->mutable_decided()->set_estimated_gap(d->estimated_gap);

@@ -61,6 +61,13 @@ class ShadowSet {
   absl::Status CheckExists(const std::string& instance, const std::string& name) const;
 
   bool empty() const { return shadows_.empty(); }
+  // Every shadow's Select only reads its state (Policy::SelectReadsOnly): a Select's scores
+  // then let replay rebuild it without running the shadows.
+  bool AllSelectReadsOnly() const {
+    for (const Shadow& s : shadows_)
+      if (!s.policy->SelectReadsOnly()) return false;
+    return true;
+  }
   size_t size() const { return shadows_.size(); }
   const std::vector<Shadow>& shadows() const { return shadows_; }
 

@@ -34,11 +34,19 @@ using bandit::testing::SharedPostgres;
 using google::protobuf::util::MessageDifferencer;
 namespace v1 = bandit::v1;
 
+// "s": a randomized served policy (each Select journaled as its request, replay re-runs the
+// shadows); "r": read-only served policy and shadows (each Select journaled as its decision with
+// the shadows' scores, replay re-runs nothing).
 constexpr char kServed[] = "policy { glm_epsilon_greedy { dimension: 4 epsilon: 0.2 } } seed: 3";
-const char* const kShadows[][2] = {
+const std::vector<std::pair<std::string, std::string>> kShadows = {
     {"same", "policy { glm_epsilon_greedy { dimension: 4 epsilon: 0.2 } } seed: 3"},
     {"greedy", "policy { glm_epsilon_greedy { dimension: 4 epsilon: 0.05 } } seed: 8"},
     {"omd", "policy { glb_omd { dimension: 4 } } max_weight: 10"},
+};
+constexpr char kReadOnlyServed[] = "policy { glb_omd { dimension: 4 } }";
+const std::vector<std::pair<std::string, std::string>> kReadOnlyShadows = {
+    {"narrow", "policy { glb_omd { dimension: 4 radius_multiplier: 0.3 } }"},
+    {"linucb", "policy { linucb { dimension: 4 } }"},
 };
 
 std::string Metrics(int port) {
@@ -76,20 +84,26 @@ double ShadowMetric(const std::string& text, const std::vector<std::string>& lab
 // The same requests to the real server and to the twin.
 class Pair {
  public:
-  explicit Pair(BanditClient* client) : client_(client) {}
+  Pair(BanditClient* client, std::string name, std::string served,
+       std::vector<std::pair<std::string, std::string>> shadows, uint64_t env_seed)
+      : client_(client),
+        name_(std::move(name)),
+        served_(std::move(served)),
+        shadows_(std::move(shadows)),
+        env_(env_seed) {}
   void set_client(BanditClient* client) { client_ = client; }
 
   void Create() {
     v1::CreateInstanceRequest create;
-    create.set_name("s");
-    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(kServed, create.mutable_config()));
+    create.set_name(name_);
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(served_, create.mutable_config()));
     auto got = client_->CreateInstance(create);
     ASSERT_TRUE(got.ok()) << got.status();
     v1::Instance out;
     ASSERT_TRUE(twin_.CreateInstance(create, &out).ok());
-    for (const auto& [name, config] : kShadows) {
+    for (const auto& [name, config] : shadows_) {
       v1::AddShadowRequest add;
-      add.set_name("s");
+      add.set_name(name_);
       add.set_shadow(name);
       ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(config, add.mutable_config()));
       auto added = client_->AddShadow(add);
@@ -100,7 +114,7 @@ class Pair {
   // A Select on both (the same decision); returns the two event ids.
   std::pair<std::string, std::string> Select(bool scores = false) {
     v1::SelectRequest sel;
-    sel.set_instance("s");
+    sel.set_instance(name_);
     sel.set_return_scores(scores);
     for (int c = 0; c < 6; ++c) {
       auto* v = sel.add_candidates();
@@ -121,7 +135,7 @@ class Pair {
   void Reward(const std::pair<std::string, std::string>& ids) {
     const double r = env_.Uniform() < 1 / (1 + std::exp(-2 * last_x0_)) ? 1.0 : 0.0;
     v1::UpdateRequest up;
-    up.set_instance("s");
+    up.set_instance(name_);
     up.set_event_id(ids.first);
     up.set_reward(r);
     auto u = client_->Update(up);
@@ -135,13 +149,13 @@ class Pair {
   }
   // Every shadow of the server equals the twin's.
   void ExpectShadowsEqual(const std::string& when) {
-    auto exported = client_->ExportInstance("s");
+    auto exported = client_->ExportInstance(name_);
     ASSERT_TRUE(exported.ok()) << exported.status();
     auto decoded = server::SnapshotStore::Decode(*exported);
     ASSERT_TRUE(decoded.ok()) << decoded.status();
     const v1::InstanceSnapshot& got = *decoded;
     v1::ExportInstanceRequest req;
-    req.set_name("s");
+    req.set_name(name_);
     v1::ExportInstanceResponse resp;
     ASSERT_TRUE(twin_.ExportInstance(req, &resp).ok());
     auto decoded_twin = server::SnapshotStore::Decode(resp.snapshot());
@@ -150,39 +164,59 @@ class Pair {
     ASSERT_EQ(got.shadows_size(), want.shadows_size()) << when;
     for (int i = 0; i < want.shadows_size(); ++i)
       EXPECT_TRUE(MessageDifferencer::Equals(got.shadows(i), want.shadows(i)))
-          << when << ": shadow " << want.shadows(i).name();
-    EXPECT_TRUE(MessageDifferencer::Equals(got.policy(), want.policy())) << when;
+          << name_ << ", " << when << ": shadow " << want.shadows(i).name();
+    EXPECT_TRUE(MessageDifferencer::Equals(got.policy(), want.policy())) << name_ << ", " << when;
   }
   server::DecisionService& twin() { return twin_; }
 
  private:
   BanditClient* client_;
+  const std::string name_;
+  const std::string served_;
+  const std::vector<std::pair<std::string, std::string>> shadows_;
   server::DecisionService twin_;
-  Rng env_{7};
+  Rng env_;
   double last_x0_ = 0;
 };
 
 void CrashAndCompare(const std::vector<std::string>& args, const std::string& dir) {
-  std::pair<std::string, std::string> pending;
   auto server = std::make_unique<ServerProcess>(args, dir);
   ASSERT_TRUE(server->running()) << server->Log();
   auto client = std::make_unique<BanditClient>(server->target());
-  Pair pair(client.get());
+  Pair pair(client.get(), "s", kServed, kShadows, 7);
+  Pair read_only(client.get(), "r", kReadOnlyServed, kReadOnlyShadows, 8);
   pair.Create();
+  read_only.Create();
   if (::testing::Test::HasFatalFailure()) return;
-  pair.Rounds(170);  // with --snapshot_every_changes=50: snapshots and a journal tail
-  pending = pair.Select();
+  // With --snapshot_every_changes=50: snapshots and a journal tail.
+  pair.Rounds(170);
+  read_only.Rounds(130);
+  const auto pending = pair.Select();
+  const auto read_only_pending = read_only.Select();
   pair.ExpectShadowsEqual("before the kill");
+  read_only.ExpectShadowsEqual("before the kill");
   server->Stop(SIGKILL);
 
   server = std::make_unique<ServerProcess>(args, dir);
   ASSERT_TRUE(server->running()) << server->Log();
   client = std::make_unique<BanditClient>(server->target());
   pair.set_client(client.get());
+  read_only.set_client(client.get());
   pair.ExpectShadowsEqual("after the restart");
+  read_only.ExpectShadowsEqual("after the restart");
   pair.Reward(pending);  // scored before the kill, learned after it
+  read_only.Reward(read_only_pending);
   pair.Rounds(40);
+  read_only.Rounds(40);
   pair.ExpectShadowsEqual("40 rounds after the restart");
+  read_only.ExpectShadowsEqual("40 rounds after the restart");
+  {
+    auto r = client->GetInstance("r");
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->shadows_size(), 2);
+    EXPECT_EQ(r->shadows(0).events(), 171);
+    EXPECT_EQ(r->shadows(1).events(), 171);
+  }
 
   auto inst = client->GetInstance("s");
   ASSERT_TRUE(inst.ok());

@@ -103,6 +103,31 @@ class LiveServerTest(unittest.TestCase):
             self.client.set_mixture_reference(n, mean=[0, 0], covariance=[1, 3, 3, 1])
         self.client.delete_instance(n)
 
+    def test_shadows(self):
+        n = self.name("shadowed")
+        self.client.create_instance(n, "policy { linucb { dimension: 3 } } seed: 3")
+        inst = self.client.add_shadow(n, "twin", "policy { linucb { dimension: 3 } } seed: 3")
+        self.assertEqual([s.name for s in inst.shadows], ["twin"])
+        self.client.add_shadow(n, "glb", {"policy": {"glbOmd": {"dimension": 3}}})
+        with self.assertRaises(AlreadyExistsError):
+            self.client.add_shadow(n, "twin", "policy { linucb { dimension: 3 } }")
+        with self.assertRaises(InvalidArgumentError):  # another dimension than the instance's
+            self.client.add_shadow(n, "wide", "policy { linucb { dimension: 4 } }")
+        for i in range(20):
+            d = self.client.select(n, CANDIDATES)
+            self.client.update(n, event_id=d.event_id, reward=float(d.arm_index == i % 3))
+        twin = self.client.get_instance(n).shadows[0]
+        self.assertEqual(twin.events, 20)
+        # The same config and seed: every weight is 1, IPS is the served mean reward.
+        self.assertAlmostEqual(twin.ips.value, twin.served.value, places=12)
+        inst = self.client.promote_shadow(n, "glb")
+        self.assertTrue(inst.config.policy.HasField("glb_omd"))
+        inst = self.client.remove_shadow(n, "twin")
+        self.assertEqual(len(inst.shadows), 0)
+        with self.assertRaises(NotFoundError):
+            self.client.remove_shadow(n, "twin")
+        self.client.delete_instance(n)
+
     def test_contextual_select_update_with_event_id(self):
         n = self.name("lin")
         self.client.create_instance(n, "policy { linucb { dimension: 3 } } seed: 3")

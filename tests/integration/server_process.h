@@ -111,6 +111,8 @@ class ServerProcess {
 // nothing listens.
 inline std::string HttpGet(int port, const std::string& path) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval timeout{5, 0};  // a server that stops answering fails the test instead of hanging it
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
@@ -120,7 +122,7 @@ inline std::string HttpGet(int port, const std::string& path) {
     return "";
   }
   const std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
-  (void)!write(fd, req.data(), req.size());
+  (void)!send(fd, req.data(), req.size(), MSG_NOSIGNAL);  // a closed peer is no SIGPIPE
   std::string out;
   char buf[4096];
   for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) out.append(buf, n);

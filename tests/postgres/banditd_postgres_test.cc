@@ -24,31 +24,12 @@ namespace bandit {
 namespace {
 
 using bandit::client::BanditClient;
+using bandit::testing::HttpGet;
 using bandit::testing::PostgresProcess;
 using bandit::testing::ServerProcess;
 using bandit::testing::SharedPostgres;
 using Serving = grpc::health::v1::HealthCheckResponse;
 namespace v1 = bandit::v1;
-
-std::string Metrics(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  std::string resp;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
-      char buf[65536];
-      for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) resp.append(buf, n);
-    }
-  }
-  close(fd);
-  return resp;
-}
 
 double MetricValue(const std::string& text, const std::string& name) {
   for (size_t pos = 0; (pos = text.find(name, pos)) != std::string::npos; pos += name.size()) {
@@ -170,7 +151,7 @@ TEST(BanditdOnPostgres, PostgresStoppedUnderLoadThenBackWithoutRestart) {
   ASSERT_TRUE(health.ok());
   EXPECT_EQ(*health, Serving::SERVING);
   const double errors_before =
-      MetricValue(Metrics(server.metrics_port()), "bandit_storage_errors_total");
+      MetricValue(HttpGet(server.metrics_port(), "/metrics"), "bandit_storage_errors_total");
   EXPECT_EQ(errors_before, 0);
 
   Load load(server.target(), "x", 4);
@@ -188,7 +169,8 @@ TEST(BanditdOnPostgres, PostgresStoppedUnderLoadThenBackWithoutRestart) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
   auto got = client.GetInstance("x");  // reads keep working
   EXPECT_TRUE(got.ok()) << got.status();
-  EXPECT_GT(MetricValue(Metrics(server.metrics_port()), "bandit_storage_errors_total"), 0);
+  EXPECT_GT(MetricValue(HttpGet(server.metrics_port(), "/metrics"), "bandit_storage_errors_total"),
+            0);
   const int64_t acknowledged_while_down_start = load.acknowledged.load();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(load.acknowledged.load(), acknowledged_while_down_start)

@@ -29,6 +29,7 @@ namespace bandit {
 namespace {
 
 using bandit::client::BanditClient;
+using bandit::testing::HttpGet;
 using bandit::testing::ServerProcess;
 using bandit::testing::SharedPostgres;
 using google::protobuf::util::MessageDifferencer;
@@ -48,26 +49,6 @@ const std::vector<std::pair<std::string, std::string>> kReadOnlyShadows = {
     {"narrow", "policy { glb_omd { dimension: 4 radius_multiplier: 0.3 } }"},
     {"linucb", "policy { linucb { dimension: 4 } }"},
 };
-
-std::string Metrics(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  std::string resp;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
-      char buf[65536];
-      for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) resp.append(buf, n);
-    }
-  }
-  close(fd);
-  return resp;
-}
 
 // The value of the bandit_shadow_value series whose line holds every one of `labels`.
 double ShadowMetric(const std::string& text, const std::vector<std::string>& labels) {
@@ -224,7 +205,7 @@ void CrashAndCompare(const std::vector<std::string>& args, const std::string& di
   const v1::ShadowStatus& same = inst->shadows(0);
   EXPECT_EQ(same.events(), 211);
   EXPECT_NEAR(same.ips().value(), same.served().value(), 1e-12);
-  const std::string metrics = Metrics(server->metrics_port());
+  const std::string metrics = HttpGet(server->metrics_port(), "/metrics");
   for (const auto& [estimator, e] : std::vector<std::pair<std::string, v1::Estimate>>{
            {"ips", same.ips()}, {"dr", same.dr()}, {"served", same.served()}}) {
     EXPECT_NEAR(ShadowMetric(metrics, {"shadow=\"same\"", "estimator=\"" + estimator + "\"",

@@ -5,7 +5,6 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "core/arms.h"
 #include "core/registry.h"
 
@@ -25,10 +24,15 @@ absl::Status CopyChecked(const Repeated& values, int64_t max_size, Vector* out, 
   if (values.size() > max_size)
     return absl::InvalidArgumentError(
         absl::StrCat(field(), " has ", values.size(), " values, expected at most ", max_size));
-  for (int i = 0; i < values.size(); ++i)
-    if (!std::isfinite(values[i]))
-      return absl::InvalidArgumentError(
-          absl::StrCat(field(), "[", i, "] is ", values[i], ", expected a finite number"));
+  // All finite iff the sum of v * 0 is 0 (inf * 0 and NaN * 0 are NaN): one vectorised pass
+  // instead of a test and branch per value; the offending index is searched for on error only.
+  const Eigen::Map<const Eigen::ArrayXd> a(values.data(), values.size());
+  if (!((a * 0.0).sum() == 0.0)) {
+    for (int i = 0; i < values.size(); ++i)
+      if (!std::isfinite(values[i]))
+        return absl::InvalidArgumentError(
+            absl::StrCat(field(), "[", i, "] is ", values[i], ", expected a finite number"));
+  }
   *out = Eigen::Map<const Vector>(values.data(), values.size());
   return absl::OkStatus();
 }
@@ -165,7 +169,7 @@ InstanceState::InstanceState(std::string name, InstanceConfig config,
       pending_(config_.pending().capacity()),
       log_(config_.decision_log()) {}
 
-std::string InstanceState::NextEventId() { return absl::StrFormat("%016x-%x", uid_, next_seq_++); }
+std::string InstanceState::NextEventId() { return FormatEventId(uid_, next_seq_++); }
 
 void InstanceState::SyncConfigArms() {
   // The config always lists the current arm set (so Reset and snapshots keep runtime changes).

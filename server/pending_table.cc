@@ -4,6 +4,41 @@
 
 namespace bandit::server {
 
+std::string FormatEventId(uint64_t uid, uint64_t seq) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  char buf[33];
+  for (int i = 15; i >= 0; --i, uid >>= 4) buf[i] = kHex[uid & 0xf];
+  buf[16] = '-';
+  int digits = 1;
+  while (digits < 16 && (seq >> (4 * digits)) != 0) ++digits;
+  for (int i = 16 + digits; i > 16; --i, seq >>= 4) buf[i] = kHex[seq & 0xf];
+  return std::string(buf, 17 + digits);
+}
+
+bool ParseEventId(std::string_view id, uint64_t* uid, uint64_t* seq) {
+  if (id.size() < 18 || id.size() > 33 || id[16] != '-') return false;
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  uint64_t u = 0, q = 0;
+  for (int i = 0; i < 16; ++i) {
+    const int h = digit(id[i]);
+    if (h < 0) return false;
+    u = u << 4 | static_cast<uint64_t>(h);
+  }
+  if (id.size() > 18 && id[17] == '0') return false;  // "%x" writes no leading zero
+  for (size_t i = 17; i < id.size(); ++i) {
+    const int h = digit(id[i]);
+    if (h < 0) return false;
+    q = q << 4 | static_cast<uint64_t>(h);
+  }
+  *uid = u;
+  *seq = q;
+  return true;
+}
+
 PendingTable::PendingTable(int64_t capacity)
     : capacity_(capacity), fate_capacity_(std::clamp<int64_t>(capacity, 1024, 1'000'000)) {}
 
@@ -42,16 +77,34 @@ std::vector<PendingDecision> PendingTable::TakeExpired(int64_t now_ms) {
 }
 
 EventFate PendingTable::FateOf(const std::string& event_id) const {
-  auto it = fates_.find(event_id);
-  return it == fates_.end() ? EventFate::kUnknown : it->second;
+  uint64_t uid, seq;
+  if (ParseEventId(event_id, &uid, &seq)) {
+    auto it = numbered_fates_.find(std::make_pair(uid, seq));
+    return it == numbered_fates_.end() ? EventFate::kUnknown : it->second;
+  }
+  auto it = other_fates_.find(event_id);
+  return it == other_fates_.end() ? EventFate::kUnknown : it->second;
 }
 
 void PendingTable::RecordFate(const std::string& event_id, EventFate fate) {
-  auto [it, inserted] = fates_.insert_or_assign(event_id, fate);
+  FateKey key;
+  bool inserted;
+  key.numbered = ParseEventId(event_id, &key.uid, &key.seq);
+  if (key.numbered) {
+    inserted = numbered_fates_.insert_or_assign(std::make_pair(key.uid, key.seq), fate).second;
+  } else {
+    inserted = other_fates_.insert_or_assign(event_id, fate).second;
+    if (inserted) key.other = event_id;
+  }
   if (!inserted) return;
-  fate_order_.push_back(event_id);
+  fate_order_.push_back(std::move(key));
   while (static_cast<int64_t>(fate_order_.size()) > fate_capacity_) {
-    fates_.erase(fate_order_.front());
+    const FateKey& oldest = fate_order_.front();
+    if (oldest.numbered) {
+      numbered_fates_.erase(std::make_pair(oldest.uid, oldest.seq));
+    } else {
+      other_fates_.erase(oldest.other);
+    }
     fate_order_.pop_front();
   }
 }
@@ -59,7 +112,8 @@ void PendingTable::RecordFate(const std::string& event_id, EventFate fate) {
 void PendingTable::Clear() {
   by_id_.clear();
   order_.clear();
-  fates_.clear();
+  numbered_fates_.clear();
+  other_fates_.clear();
   fate_order_.clear();
 }
 

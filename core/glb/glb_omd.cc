@@ -54,8 +54,10 @@ absl::Status GlbOmd::Update(const Observation& obs) {
   const double z = x.dot(theta_);
   const Vector grad = p_.link.LossGrad(z, obs.reward) * x;  // grad l_t(theta_t)
   const double c = eta * p_.link.LossHess(z);               // eta * mu'(x'theta_t) / g
-  // (28a) with H~_t^{-1} by Sherman-Morrison (Appendix A.3).
-  Matrix ht_inv = h_inv_;
+  // (28a) with H~_t^{-1} by Sherman-Morrison (Appendix A.3). H~_t^{-1} lives in a per-thread
+  // scratch: a fresh d x d matrix per Update is a malloc glibc serves from its bins at d = 20.
+  thread_local Matrix ht_inv;
+  ht_inv = h_inv_;
   ShermanMorrisonAdd(ht_inv, x, c);
   const Vector zeta = theta_ - eta * (ht_inv * grad);
   // (28b): exact H~_t-norm projection onto ||theta|| <= S (eigendecomposition only if needed).
@@ -71,6 +73,7 @@ absl::Status GlbOmd::Update(const Observation& obs) {
   ShermanMorrisonAdd(h_inv_, x, c2);
   theta_ = std::move(next);
   ++t_;
+  if (ht_inv.size() > (int64_t{1} << 18)) ht_inv = Matrix();  // keep no large scratch
   return absl::OkStatus();
 }
 

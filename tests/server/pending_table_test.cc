@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "core/rng.h"
 
 namespace bandit::server {
@@ -78,6 +79,57 @@ TEST(PendingTable, FinishedEventsAreRememberedUpToABound) {
   EXPECT_EQ(table.FateOf("never"), EventFate::kUnknown);
   table.Clear();
   EXPECT_EQ(table.FateOf("f2999"), EventFate::kUnknown);
+}
+
+TEST(PendingTable, EventIdsFormatLikePrintfAndParseBackExactly) {
+  Rng rng(5);
+  std::vector<std::pair<uint64_t, uint64_t>> cases = {
+      {0, 0}, {1, 1}, {0xffffffffffffffffULL, 0xffffffffffffffffULL}, {0x10, 0x10}, {7, 0xf}};
+  for (int i = 0; i < 2000; ++i) {
+    const uint64_t uid = rng.NextU64();
+    const uint64_t seq = rng.NextU64() >> (rng.NextU64() % 64);  // short and long sequences
+    cases.emplace_back(uid, seq);
+  }
+  for (const auto& [uid, seq] : cases) {
+    const std::string id = FormatEventId(uid, seq);
+    ASSERT_EQ(id, absl::StrFormat("%016x-%x", uid, seq));
+    uint64_t u = 1, q = 1;
+    ASSERT_TRUE(ParseEventId(id, &u, &q)) << id;
+    EXPECT_EQ(u, uid);
+    EXPECT_EQ(q, seq);
+  }
+  // Anything FormatEventId does not write is not parsed (so each (uid, seq) has one text).
+  for (const char* id : {"", "e1", "0000000000000001-", "0000000000000001-01",
+                         "0000000000000001-A", "000000000000000A-1", "000000000000001-1",
+                         "0000000000000001_1", "0000000000000001-1 ", "0000000000000001-10000000000000000",
+                         "00000000000000011-1", "0000000000000001-g"}) {
+    uint64_t u, q;
+    EXPECT_FALSE(ParseEventId(id, &u, &q)) << id;
+  }
+}
+
+TEST(PendingTable, FateMemoryForgetsOldestFirstAcrossBothKindsOfIds) {
+  PendingTable table(10);  // fate memory: 1024 events
+  // Alternating instance-style ids and other text, plus an id that differs from an
+  // instance-style one only by a leading zero (a different event).
+  for (int i = 0; i < 3000; ++i) {
+    const std::string id = i % 2 == 0 ? FormatEventId(42, i) : "other-" + std::to_string(i);
+    table.RecordFate(id, i % 3 == 0 ? EventFate::kRewarded : EventFate::kExpired);
+  }
+  table.RecordFate("", EventFate::kDropped);  // an empty id is text, not (0, 0)
+  table.RecordFate(FormatEventId(42, 2998), EventFate::kRewarded);  // known: not re-added
+  EXPECT_EQ(table.FateOf(FormatEventId(42, 2998)), EventFate::kRewarded);
+  EXPECT_EQ(table.FateOf(""), EventFate::kDropped);
+  EXPECT_EQ(table.FateOf(FormatEventId(0, 0)), EventFate::kUnknown);
+  // 3001 recorded, the newest 1024 kept: events 1977..2999 and "".
+  EXPECT_EQ(table.FateOf("other-1977"), EventFate::kRewarded);  // 1977 % 3 == 0
+  EXPECT_EQ(table.FateOf(FormatEventId(42, 1978)), EventFate::kExpired);
+  EXPECT_EQ(table.FateOf(FormatEventId(42, 1980)), EventFate::kRewarded);  // 1980 % 3 == 0
+  EXPECT_EQ(table.FateOf(FormatEventId(42, 1976)), EventFate::kUnknown);
+  EXPECT_EQ(table.FateOf("other-1975"), EventFate::kUnknown);
+  EXPECT_EQ(table.FateOf("000000000000002a-07c8"), EventFate::kUnknown);  // 0x7c8 = 1992
+  EXPECT_EQ(table.FateOf("000000000000002a-7c8"), EventFate::kRewarded);
+  EXPECT_EQ(table.FateOf(FormatEventId(43, 2998)), EventFate::kUnknown);  // another instance
 }
 
 TEST(PendingTable, RecordRoundTripKeepsEveryField) {

@@ -1,6 +1,7 @@
 #include "core/glb/glb_omd.h"
 
 #include <cmath>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -72,6 +73,45 @@ TEST(GlbOmd, RejectsBadConfig) {
 
 // Sherman-Morrison H^{-1} (Appendix A.3) against a direct inverse of the maintained H, and H
 // against its definition H_t = lambda I + sum_s mu'(x_s' theta_{s+1}) / g x_s x_s'.
+// ArgmaxUcb keeps its candidate matrix and H^{-1} C per thread: every call must give the bits
+// the plain formulation (fresh matrices) gives, whatever the shapes of the calls before it.
+TEST(GlbOmd, ArgmaxUcbWithReusedScratchGivesTheBitsOfFreshMatrices) {
+  Rng rng(3);
+  const std::vector<std::pair<int, int>> shapes = {{20, 50}, {20, 50}, {3, 1},   {20, 7},
+                                                   {64, 300}, {20, 50}, {100, 3000}, {5, 2},
+                                                   {20, 50}};
+  for (const auto& [d, n] : shapes) {
+    std::vector<Vector> candidates(n, Vector(d));
+    for (auto& x : candidates)
+      for (int k = 0; k < d; ++k) x[k] = rng.Normal();
+    Vector theta(d);
+    for (int k = 0; k < d; ++k) theta[k] = rng.Normal();
+    Matrix a(d, d);
+    for (int i = 0; i < d; ++i)
+      for (int k = 0; k < d; ++k) a(i, k) = rng.Normal();
+    const Matrix h_inv = (a * a.transpose() + Matrix::Identity(d, d)).inverse();
+    const double beta = 1.5;
+
+    Matrix c(d, n);
+    for (int i = 0; i < n; ++i) c.col(i) = candidates[i];
+    const Vector want_logit = c.transpose() * theta;
+    const Matrix m = h_inv * c;
+    const Vector w2 = (c.array() * m.array()).colwise().sum().transpose();
+    const Vector want_ucb = want_logit + beta * w2.cwiseMax(0.0).cwiseSqrt();
+    int want_best = 0;
+    for (int i = 1; i < n; ++i)
+      if (want_ucb[i] > want_ucb[want_best]) want_best = i;
+
+    Vector ucb, logit;
+    EXPECT_EQ(ArgmaxUcb(candidates, theta, h_inv, beta, &ucb, &logit), want_best);
+    ASSERT_EQ(ucb.size(), n);
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(ucb[i], want_ucb[i]) << d << " x " << n << " at " << i;
+      ASSERT_EQ(logit[i], want_logit[i]) << d << " x " << n << " at " << i;
+    }
+  }
+}
+
 TEST(GlbOmd, ShermanMorrisonMatchesDirectInverse) {
   auto p = MustCreate(OmdConfig(5, 3.0), 1);
   sim::GlbEnv env(EnvConfig(sim::GlbEnvKind::kLogistic, 5, 10, 3.0, 400), 3);

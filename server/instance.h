@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "google/protobuf/arena.h"
 #include "bandit/v1/service.pb.h"
 #include "bandit/v1/storage.pb.h"
 #include "server/clock.h"
@@ -161,6 +162,15 @@ class Instance {
   // Batches: while `held_` is set, Commit fills the record and keeps it there instead of
   // appending; AppendHeld then appends them all in one step and clears `held_`.
   absl::Status AppendHeld(uint64_t* written_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The record a Select or Update fills: on the batch's arena while a batch holds its records
+  // (its messages, strings and repeated fields then cost no heap allocation each), else `local`.
+  bandit::v1::JournalRecord* RecordFor(bandit::v1::JournalRecord* local)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs one batch of `n` items: `item(i)` for each under one lock, their records held on one
+  // arena and appended together (AppendHeld); an append failure becomes every OK item's status.
+  template <typename Item>
+  void RunHeld(size_t n, absl::Span<absl::Status> statuses, uint64_t* written_seq, Item&& item)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string name_;
   const uint64_t uid_;  // makes event ids unique across instances and restarts
@@ -183,7 +193,8 @@ class Instance {
   int64_t log_appended_taken_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t log_bytes_taken_ ABSL_GUARDED_BY(mu_) = 0;
   bool replaying_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<bandit::v1::JournalRecord>* held_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::vector<bandit::v1::JournalRecord*>* held_ ABSL_GUARDED_BY(mu_) = nullptr;
+  google::protobuf::Arena* held_arena_ ABSL_GUARDED_BY(mu_) = nullptr;  // owns what held_ points to
 };
 
 }  // namespace bandit::server

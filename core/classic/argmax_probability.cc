@@ -50,105 +50,21 @@ double LogBeta(double a, double b) {
          StirlingCorrection(n);
 }
 
-// The continued fraction of I_x(a, b) (Numerical Recipes, 3rd ed., eq. 6.4.5 and betacf, by the
-// modified Lentz method): I_x(a, b) = x^a (1-x)^b / (a B(a, b)) * fraction, fast for
-// x < (a + 1) / (a + b + 2). NaN when it has not converged within kMaxFractionTerms terms.
-double BetaFraction(double a, double b, double x) {
-  constexpr double kTiny = 1e-300, kEps = 1e-15;
-  const double qab = a + b, qap = a + 1, qam = a - 1;
-  double c = 1, d = 1 - qab * x / qap;
-  if (std::abs(d) < kTiny) d = kTiny;
-  d = 1 / d;
-  double h = d;
-  for (int m = 1; m <= ArgmaxProbability::kMaxFractionTerms; ++m) {
-    const double m2 = 2.0 * m;
-    double aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-    d = 1 + aa * d;
-    if (std::abs(d) < kTiny) d = kTiny;
-    c = 1 + aa / c;
-    if (std::abs(c) < kTiny) c = kTiny;
-    d = 1 / d;
-    h *= d * c;
-    aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-    d = 1 + aa * d;
-    if (std::abs(d) < kTiny) d = kTiny;
-    c = 1 + aa / c;
-    if (std::abs(c) < kTiny) c = kTiny;
-    d = 1 / d;
-    const double del = d * c;
-    h *= del;
-    if (std::abs(del - 1) < kEps) return h;
-  }
-  return NAN;
-}
-
-// Above this alpha + beta the fraction needs more terms (about sqrt(alpha + beta) near the mean)
-// than Boost's asymptotic expansion costs (measured: equal near 2000, Boost 1.5x faster at 20000).
-constexpr double kFractionMaxShapes = 1000;
-
-// A Beta(a, b) factor with its normalizer, evaluated at x given log x and log(1 - x) (shared by
-// all factors at one node).
-struct BetaShape {
-  double a, b, log_beta;
-};
-
-// F(x) and 1 - F(x), each with full relative accuracy in its small tail.
-void BetaCdfPair(const BetaShape& s, double x, double log_x, double log_1mx, double* cdf,
-                 double* ccdf) {
-  if (x <= 0) {
-    *cdf = 0, *ccdf = 1;
-    return;
-  }
-  if (x >= 1) {
-    *cdf = 1, *ccdf = 0;
-    return;
-  }
-  if (s.a + s.b > kFractionMaxShapes) {
-    *cdf = bm::ibeta(s.a, s.b, x, Pol());
-    *ccdf = bm::ibetac(s.a, s.b, x, Pol());
-    return;
-  }
-  const double log_front = s.a * log_x + s.b * log_1mx - s.log_beta;
-  if (x < (s.a + 1) / (s.a + s.b + 2)) {
-    const double f = BetaFraction(s.a, s.b, x);
-    if (!std::isnan(f)) {
-      *cdf = std::exp(log_front) * f / s.a;
-      *ccdf = 1 - *cdf;
-      return;
-    }
-  } else {
-    const double f = BetaFraction(s.b, s.a, 1 - x);
-    if (!std::isnan(f)) {
-      *ccdf = std::exp(log_front) * f / s.b;
-      *cdf = 1 - *ccdf;
-      return;
-    }
-  }
-  *cdf = bm::ibeta(s.a, s.b, x, Pol());
-  *ccdf = bm::ibetac(s.a, s.b, x, Pol());
-}
-
-double BetaCdf(const BetaShape& s, double x) {
-  double cdf, ccdf;
-  BetaCdfPair(s, x, x > 0 ? std::log(x) : 0, x < 1 ? std::log1p(-x) : 0, &cdf, &ccdf);
-  return cdf;
-}
-
-// log F(x), finite where F underflows (below the mean it is computed in logs).
-double BetaLogCdf(const BetaShape& s, double x, double log_x, double log_1mx) {
+// log F(x) and 1 - F(x) of Beta(a, b) by Boost's ibeta/ibetac, each accurate in its small tail
+// (the exact evaluation, the anchors of the cached curves, and the fallback for arms without
+// one).
+double BetaLogCdf(double a, double b, double x) {
   if (x <= 0) return -INFINITY;
   if (x >= 1) return 0;
-  if (s.a + s.b <= kFractionMaxShapes && x < (s.a + 1) / (s.a + s.b + 2)) {
-    const double f = BetaFraction(s.a, s.b, x);
-    if (!std::isnan(f) && f > 0)
-      return s.a * log_x + s.b * log_1mx - s.log_beta + std::log(f / s.a);
-  }
-  double cdf, ccdf;
-  BetaCdfPair(s, x, log_x, log_1mx, &cdf, &ccdf);
-  return ccdf < 0.5 ? std::log1p(-ccdf) : std::log(cdf);
+  const double upper = bm::ibetac(a, b, x, Pol());
+  return upper < 0.5 ? std::log1p(-upper) : std::log(bm::ibeta(a, b, x, Pol()));
+}
+double BetaCcdf(double a, double b, double x) {
+  if (x <= 0) return 1;
+  if (x >= 1) return 0;
+  return bm::ibetac(a, b, x, Pol());
 }
 
-double NormalCdf(double m, double s, double x) { return 0.5 * std::erfc((m - x) / (s * kSqrt2)); }
 double NormalLogCdf(double m, double s, double x) {
   const double z = (x - m) / (s * kSqrt2);
   return z > 0 ? std::log1p(-0.5 * std::erfc(z)) : std::log(0.5 * std::erfc(-z));
@@ -161,20 +77,15 @@ double NormalLogCdf(double m, double s, double x) {
 class ChebyshevInterpolant {
  public:
   static constexpr int kMaxN = 32;
-  // False when f is not finite at a point or the last three coefficients of the n = 32
-  // interpolant still sum to more than tol.
-  template <class F>
-  bool Fit(const F& f, double lo, double hi, double tol) {
+  // From the values at the kMaxN + 1 points x_i = mid + half cos(pi i / kMaxN). False when a
+  // value is not finite or the last three coefficients of the n = 32 interpolant still sum to
+  // more than tol.
+  bool Fit(const double* values, double lo, double hi, double tol) {
     mid_ = 0.5 * (lo + hi), half_ = 0.5 * (hi - lo);
-    double values[kMaxN + 1];
+    for (int i = 0; i <= kMaxN; ++i)
+      if (!std::isfinite(values[i])) return false;
     for (int n = 8; n <= kMaxN; n *= 2) {
       const int step = kMaxN / n;
-      for (int k = 0; k <= n; ++k) {
-        if (n > 8 && k % 2 == 0) continue;  // known from the coarser level
-        const double v = f(mid_ + half_ * Cosines()[k * step]);
-        if (!std::isfinite(v)) return false;
-        values[k * step] = v;
-      }
       for (int j = 0; j <= n; ++j) {
         double c = 0;
         for (int k = 0; k <= n; ++k) {
@@ -186,11 +97,6 @@ class ChebyshevInterpolant {
         coef_[j] = c;
       }
       const double tail = std::abs(coef_[n - 2]) + std::abs(coef_[n - 1]) + std::abs(coef_[n]);
-      // Far from converging at n = 16: n = 32 would not reach tol either (Chebyshev
-      // coefficients of functions analytic near the interval decay geometrically; from 1e6 tol
-      // at degree 16 to tol by 32 needs a ratio below 0.42 per degree, which a function this
-      // slow to converge does not have). Only saves time: the caller evaluates exactly then.
-      if (n == 16 && tail > 1e6 * tol) return false;
       if (tail <= tol) {
         size_ = n + 1;
         // Trailing coefficients far below the tolerance do not change any value.
@@ -199,11 +105,6 @@ class ChebyshevInterpolant {
       }
     }
     return false;
-  }
-  // From values at the n = kMaxN points (values[k] at mid + half cos(pi k / kMaxN)).
-  bool FitValues(const double* values, double lo, double hi, double tol) {
-    int k = 0;
-    return Fit([&](double) { return values[LevelIndex(k++)]; }, lo, hi, tol);
   }
   double operator()(double x) const {
     const double t = (x - mid_) / half_;
@@ -226,14 +127,6 @@ class ChebyshevInterpolant {
   }
 
  private:
-  // The index on the finest level of the c-th point Fit asks for (levels 8, 16, 32 in order,
-  // the coarser levels' points skipped), so that FitValues can serve precomputed values.
-  static int LevelIndex(int c) {
-    if (c <= 8) return c * 4;
-    c -= 9;
-    if (c < 8) return (2 * c + 1) * 2;
-    return 2 * (c - 8) + 1;
-  }
   double mid_ = 0, half_ = 1;
   double coef_[kMaxN + 1] = {};
   int size_ = 1;
@@ -241,7 +134,8 @@ class ChebyshevInterpolant {
 
 // Adaptive Gauss-Kronrod 15/31 with an absolute tolerance: a panel whose |K15 - G7| exceeds its
 // share of the tolerance is halved, each half getting half the share (so the estimated errors
-// of the accepted panels sum to at most tol). Nodes and weights from Boost.Math.
+// of the accepted panels sum to at most tol). Nodes and weights from Boost.Math. f(xs, n, out)
+// evaluates the integrand at a panel's n nodes at once (factor by factor, for locality).
 constexpr int kKronrodPoints = 31;
 
 template <class F>
@@ -252,12 +146,16 @@ double GaussKronrod(const F& f, double lo, double hi, double tol, int depth) {
   const auto& wk = GK::weights();
   const auto& wg = G::weights();
   const double mid = 0.5 * (lo + hi), half = 0.5 * (hi - lo);
-  double f0 = f(mid);
-  double kronrod = f0 * wk[0], gauss = f0 * wg[0];
-  double values[kKronrodPoints];
+  double nodes[kKronrodPoints], values[kKronrodPoints];
+  nodes[0] = mid;
   for (size_t i = 1; i < x.size(); ++i) {
-    values[2 * i - 1] = f(mid + half * x[i]);
-    values[2 * i] = f(mid - half * x[i]);
+    nodes[2 * i - 1] = mid + half * x[i];
+    nodes[2 * i] = mid - half * x[i];
+  }
+  f(nodes, kKronrodPoints, values);
+  const double f0 = values[0];
+  double kronrod = f0 * wk[0], gauss = f0 * wg[0];
+  for (size_t i = 1; i < x.size(); ++i) {
     const double sum = values[2 * i - 1] + values[2 * i];
     kronrod += sum * wk[i];
     if (i % 2 == 0) gauss += sum * wg[i / 2];
@@ -281,66 +179,349 @@ double GaussKronrod(const F& f, double lo, double hi, double tol, int depth) {
          GaussKronrod(f, mid, hi, tol / 2, depth - 1);
 }
 
-// Spectral integration on the kMaxN + 1 Chebyshev-Lobatto points t_k = cos(pi k / n) of
-// [-1, 1]: (Q f)_k = ∫_{-1}^{t_k} p(t) dt with p the interpolant of f, and the coefficient matrix
-// (T f)_j = c_j of p = Σ c_j T_j (the discrete cosine transform). The antiderivative of the
-// Chebyshev series term by term: ∫T_0 = T_1, ∫T_1 = T_2 / 4, ∫T_j = (T_{j+1}/(j+1) -
-// T_{j-1}/(j-1)) / 2 (Mason & Handscomb, Chebyshev Polynomials, 2.4.4).
+// Spectral integration on the N + 1 Chebyshev-Lobatto points t_k = cos(pi k / N) of [-1, 1]:
+// (Q f)_k = ∫_{-1}^{t_k} p(t) dt with p the interpolant of f, and the coefficient matrix
+// (T f)_j = c_j of p = Σ c_j T_j (the discrete cosine transform, Trefethen ATAP ch. 3). The
+// antiderivative of the Chebyshev series term by term: ∫T_0 = T_1, ∫T_1 = T_2 / 4,
+// ∫T_j = (T_{j+1}/(j+1) - T_{j-1}/(j-1)) / 2 (Mason & Handscomb, Chebyshev Polynomials, 2.4.4).
+template <int N>
 struct SpectralMatrices {
-  static constexpr int kN = ChebyshevInterpolant::kMaxN;
-  Eigen::Matrix<double, kN + 1, kN + 1> coefficients, integral;
+  Eigen::Matrix<double, N + 1, N + 1> coefficients, integral;
   SpectralMatrices() {
-    for (int m = 0; m <= kN; ++m) {
-      double c[kN + 2] = {};
-      for (int j = 0; j <= kN; ++j) {
-        const double w = (m == 0 || m == kN) ? 0.5 : 1.0;
-        c[j] = 2.0 / kN * w * std::cos(M_PI * j * m / kN);
-        if (j == 0 || j == kN) c[j] *= 0.5;
+    for (int m = 0; m <= N; ++m) {
+      double c[N + 2] = {};
+      for (int j = 0; j <= N; ++j) {
+        const double w = (m == 0 || m == N) ? 0.5 : 1.0;
+        c[j] = 2.0 / N * w * std::cos(M_PI * j * m / N);
+        if (j == 0 || j == N) c[j] *= 0.5;
         coefficients(j, m) = c[j];
       }
-      double big[kN + 3] = {};  // antiderivative coefficients, degree kN + 1
+      double big[N + 3] = {};  // antiderivative coefficients, degree N + 1
       big[1] += c[0];
-      for (int j = 1; j <= kN; ++j) {
+      for (int j = 1; j <= N; ++j) {
         big[j + 1] += c[j] / (2.0 * (j + 1));
         if (j >= 2) big[j - 1] -= c[j] / (2.0 * (j - 1));
         if (j == 1) big[0] -= c[1] / 4;  // T_2 / 4 - T_0 / 4 = t^2 / 2 - 1/4
       }
       double at_minus_one = 0;
-      for (int j = 0; j <= kN + 1; ++j) at_minus_one += (j % 2 ? -1 : 1) * big[j];
-      for (int k = 0; k <= kN; ++k) {
+      for (int j = 0; j <= N + 1; ++j) at_minus_one += (j % 2 ? -1 : 1) * big[j];
+      for (int k = 0; k <= N; ++k) {
         double v = -at_minus_one;
-        for (int j = 0; j <= kN + 1; ++j) v += big[j] * std::cos(M_PI * j * k / kN);
+        for (int j = 0; j <= N + 1; ++j) v += big[j] * std::cos(M_PI * j * k / N);
         integral(k, m) = v;
       }
     }
   }
 };
 
-const SpectralMatrices& Spectral() {
-  static const SpectralMatrices m;
+constexpr int kN = ArgmaxProbability::kCurveDegree;
+using CurveVector = Eigen::Matrix<double, kN + 1, 1>;
+
+const SpectralMatrices<kN>& CurveSpectral() {
+  static const SpectralMatrices<kN> m;
   return m;
+}
+
+// log F as a function of a coordinate v (Beta: v = logit x; Normal: v = z, standardized) on
+// [lo, hi] from the density in v (f(x(v)) dx/dv, up to a constant factor near 1): `pdf` fills
+// it at the kN + 1 Chebyshev-Lobatto points of a piece. Per piece the density's interpolant is
+// integrated spectrally (Trefethen ATAP ch. 3, 19); the integrals are scaled to span exactly
+// anchor_hi - anchor_lo (F at the ends, exact), which absorbs the rounding of the density's
+// normalizer at large shapes and checks it (the factor must be 1 within kCurveScaleTolerance);
+// then log F is interpolated at the same points. Accepted when each piece's density series
+// ends below kCurveTolerance (absolute error on F) and its log F series below kCurveTolerance
+// relative to F at the piece's upper end (an absolute error on F again: log F needs no more
+// accuracy where F is tiny). Else the pieces (initially `piece` wide) are halved, up to
+// kCurveRefinements times; false then.
+template <class Pdf>
+bool BuildCurve(const Pdf& pdf, double lo, double hi, double anchor_lo, double anchor_hi,
+                double piece, ArgmaxProbability::Curve* out) {
+  using AP = ArgmaxProbability;
+  constexpr double kCurveScaleTolerance = 1e-8;
+  if (!(lo < hi) || !(anchor_lo > 0) || !(anchor_hi > anchor_lo)) return false;
+  const auto& spectral = CurveSpectral();
+  static const CurveVector lobatto = [] {  // cos(pi k / kN)
+    CurveVector t;
+    for (int k = 0; k <= kN; ++k) t[k] = std::cos(M_PI * k / kN);
+    return t;
+  }();
+  int pieces = std::clamp(static_cast<int>(std::ceil((hi - lo) / piece)), 1, 1 << 12);
+  std::vector<CurveVector> integrals;
+  for (int attempt = 0; attempt <= AP::kCurveRefinements; ++attempt, pieces *= 2) {
+    const double width = (hi - lo) / pieces, half = 0.5 * width;
+    integrals.resize(pieces);
+    // Pass 1: ∫ from the piece's left end to each of its points, unscaled.
+    bool ok = true;
+    double total = 0;
+    CurveVector x, density;
+    for (int i = 0; i < pieces && ok; ++i) {
+      const double left = lo + i * width, mid = left + half;
+      for (int k = 0; k <= kN; ++k) x[k] = mid + half * lobatto[k];
+      x[kN] = left;  // exactly (x[0] is the next piece's left end up to rounding)
+      pdf(x, &density);
+      if (!density.allFinite()) ok = false;
+      const CurveVector coef = spectral.coefficients * density;
+      const double tail =
+          2 * half * (std::abs(coef[kN - 2]) + std::abs(coef[kN - 1]) + std::abs(coef[kN]));
+      if (!(tail <= AP::kCurveTolerance)) ok = false;
+      integrals[i] = half * (spectral.integral * density);
+      total += integrals[i][0];  // x_0: the right end
+    }
+    if (!ok) continue;
+    const double scale = (anchor_hi - anchor_lo) / total;
+    if (!(std::abs(scale - 1) <= kCurveScaleTolerance)) continue;
+    // Pass 2: F at the points, and log F's series.
+    out->coef.resize(static_cast<size_t>(pieces) * (kN + 1));
+    double cdf_left = anchor_lo;
+    for (int i = 0; i < pieces && ok; ++i) {
+      const CurveVector cdf = (cdf_left + scale * integrals[i].array()).matrix();
+      if (!(cdf.minCoeff() > 0)) {
+        ok = false;
+        break;
+      }
+      const CurveVector log_cdf = cdf.array().log().min(0.0).matrix();
+      const CurveVector log_coef = spectral.coefficients * log_cdf;
+      const double tail =
+          std::abs(log_coef[kN - 2]) + std::abs(log_coef[kN - 1]) + std::abs(log_coef[kN]);
+      if (!(tail * std::min(cdf[0], 1.0) <= AP::kCurveTolerance)) {
+        ok = false;
+        break;
+      }
+      std::copy(log_coef.data(), log_coef.data() + kN + 1,
+                out->coef.data() + static_cast<size_t>(i) * (kN + 1));
+      cdf_left = cdf[0];
+    }
+    if (ok) {
+      out->lo = lo, out->hi = hi, out->pieces = pieces, out->scale = pieces / (hi - lo);
+      return true;
+    }
+  }
+  out->coef.clear();
+  out->pieces = 0;
+  return false;
+}
+
+double Logit(double x) { return std::log(x) - std::log1p(-x); }
+
+// z with Phi(-z) = kZoneTail: the Normal zone in standard deviations.
+double NormalZoneZ() {
+  static const double z = kSqrt2 * bm::erfc_inv(2 * ArgmaxProbability::kZoneTail, Pol());
+  return z;
+}
+
+// log Phi on [-NormalZoneZ(), NormalZoneZ()], shared by all Normal arms.
+const ArgmaxProbability::Curve& StandardNormalCurve() {
+  static const ArgmaxProbability::Curve curve = [] {
+    ArgmaxProbability::Curve c;
+    const double z = NormalZoneZ();
+    const bool built = BuildCurve(
+        [](const CurveVector& x, CurveVector* f) {
+          *f = (kInvSqrt2Pi * (-0.5 * x.array().square()).exp()).matrix();
+        },
+        -z, z, 0.5 * std::erfc(z / kSqrt2), 1 - 0.5 * std::erfc(z / kSqrt2),
+        ArgmaxProbability::kCurvePieceSds, &c);
+    if (!built) std::abort();  // a fixed, smooth function: cannot fail
+    return c;
+  }();
+  return curve;
 }
 
 }  // namespace
 
-ArgmaxProbability::ArgmaxProbability(Family family, const Vector& first, const Vector& second)
-    : family_(family), first_(first), second_(second) {
-  const int k = size();
-  if (family_ == Family::kBeta) {
-    log_beta_.resize(k);
-    for (int j = 0; j < k; ++j) log_beta_[j] = LogBeta(first_[j], second_[j]);
+double ArgmaxProbability::Curve::operator()(double x) const {
+  // Clenshaw's recurrence for Σ c_j T_j(t) on the piece holding x (Trefethen ATAP ch. 3).
+  const double u = (x - lo) * scale;
+  const int i = std::clamp(static_cast<int>(u), 0, pieces - 1);
+  const double t = 2 * (u - i) - 1;
+  const double* c = coef.data() + static_cast<size_t>(i) * (kCurveDegree + 1);
+  double b1 = 0, b2 = 0;
+  for (int j = kCurveDegree; j >= 1; --j) {
+    const double b0 = 2 * t * b1 - b2 + c[j];
+    b2 = b1, b1 = b0;
   }
+  return t * b1 - b2 + c[0];
+}
+
+ArgmaxProbability::ArgmaxProbability(Family family, const Vector& first, const Vector& second)
+    : family_(family) {
+  arms_.resize(first.size());
+  for (int j = 0; j < size(); ++j) Set(j, first[j], second[j]);
+}
+
+void ArgmaxProbability::Set(int j, double first, double second) {
+  Arm& arm = arms_[j];
+  if (arm.sd > 0 && arm.first == first && arm.second == second) return;  // still valid
+  arm = Arm();
+  arm.first = first, arm.second = second;
+  if (family_ == Family::kNormal) {
+    arm.mean = first, arm.sd = second;
+    arm.proxy = first - NormalTailZ() * second;
+  } else {
+    const double n = first + second;
+    arm.mean = first / n;
+    arm.sd = std::sqrt(first * second / (n * n * (n + 1)));
+    arm.proxy = arm.mean - 4.0 * arm.sd;
+    arm.log_beta = LogBeta(first, second);
+  }
+  prepared_ = false;
+}
+
+const ArgmaxProbability::Arm& ArgmaxProbability::Zone(int j) const {
+  Arm& arm = arms_[j];
+  if (arm.has_zone) return arm;
+  arm.has_zone = true;
+  if (family_ == Family::kNormal) {
+    arm.zone_lo = arm.mean - NormalZoneZ() * arm.sd;
+    arm.zone_hi = arm.mean + NormalZoneZ() * arm.sd;
+    return arm;
+  }
+  const double a = arm.first, b = arm.second;
+  // Bounds, not quantiles (no inverse incomplete beta): the sub-Gaussian tail bound
+  // exp(-2 (alpha + beta + 1) t^2) (see header) and, tighter for skewed posteriors,
+  // F(x) <= x^alpha / (alpha B) (for beta >= 1) and 1 - F(x) <= (1 - x)^beta / (beta B)
+  // (alpha >= 1), from (1 - t)^(beta - 1) <= 1 resp. t^(alpha - 1) <= 1 under the integral.
+  const double t = std::sqrt(std::log(1 / kZoneTail) / (2 * (a + b + 1)));
+  arm.zone_lo = std::max(0.0, arm.mean - t);
+  arm.zone_hi = std::min(1.0, arm.mean + t);
+  // A density unbounded at 0 or 1 has no polynomial interpolant there: exact evaluation.
+  if (a < 1 || b < 1) return arm;
+  arm.zone_lo = std::max(arm.zone_lo, std::exp((std::log(kZoneTail * a) + arm.log_beta) / a));
+  arm.zone_hi = std::min(arm.zone_hi, -std::expm1((std::log(kZoneTail * b) + arm.log_beta) / b));
+  // In v = logit x = log(x / (1 - x)) the density f(x) x (1 - x) = x^alpha (1 - x)^beta / B
+  // is smooth with exponential tails, and log F is nearly linear towards x = 0 (alpha log x)
+  // and decays like exp(-beta v) towards 1. Its exponent psi, about v_c = logit(m) (the mode
+  // in v), m the mean, d = v - v_c: with L = log1p(m expm1(d)) = log((1 - x) / (1 - m)) + d
+  // and log(x / m) = d - L,
+  //   psi = alpha d - (alpha + beta) L + [alpha log m + beta log(1 - m) - log B],
+  // so that the terms of size alpha + beta cancel in the constant (whose rounding the curve's
+  // scaling absorbs) and to first order in d (alpha = (alpha + beta) m), not at every point.
+  const double m = arm.mean, v_c = std::log(m) - std::log1p(-m);
+  const double constant = a * std::log(m) + b * std::log1p(-m) - arm.log_beta;
+  auto psi = [&](double d) { return a * d - (a + b) * std::log1p(m * std::expm1(d)) + constant; };
+  // The zone, tighter: psi is concave (a sum of alpha log sigma(v) and beta log sigma(-v)), so
+  // beyond the mode the tail mass past v is at most exp(psi(v)) / |psi'(v)|, with
+  // psi'(v) = alpha - (alpha + beta) sigma(v). Walk out from the mode in steps of the sd (in v)
+  // until the bound is below kZoneTail, then bisect.
+  const double sd_v = arm.sd / (m * (1 - m));
+  auto log_tail_bound = [&](double d) {
+    const double sigma = 1 / (1 + std::exp(-(v_c + d)));
+    return psi(d) - std::log(std::abs(a - (a + b) * sigma));
+  };
+  auto zone_end = [&](double side, double outer) {
+    const double limit = side * (Logit(outer) - v_c);  // > 0
+    double inside = 0, beyond = 4 * sd_v;
+    while (beyond < limit && log_tail_bound(side * beyond) > std::log(kZoneTail)) {
+      inside = beyond;
+      beyond *= 1.5;
+    }
+    if (beyond >= limit) return outer;
+    for (int i = 0; i < 12; ++i) {
+      const double mid = 0.5 * (inside + beyond);
+      (log_tail_bound(side * mid) > std::log(kZoneTail) ? inside : beyond) = mid;
+    }
+    return 1 / (1 + std::exp(-(v_c + side * beyond)));
+  };
+  if (arm.zone_lo > 0) arm.zone_lo = zone_end(-1, arm.zone_lo);
+  if (arm.zone_hi < 1) arm.zone_hi = zone_end(1, arm.zone_hi);
+  if (!(arm.zone_lo < arm.zone_hi)) return arm;
+  ++curve_builds_;
+  arm.has_curve = BuildCurve(
+      [&](const CurveVector& v, CurveVector* f) {
+        const auto d = v.array() - v_c;
+        *f = (a * d - (a + b) * (m * d.expm1()).log1p() + constant).exp().matrix();
+      },
+      Logit(arm.zone_lo), Logit(arm.zone_hi), bm::ibeta(a, b, arm.zone_lo, Pol()),
+      1 - bm::ibetac(a, b, arm.zone_hi, Pol()), kCurvePieceSds * sd_v, &arm.curve);
+  return arm;
+}
+
+const ArgmaxProbability::Arm& ArgmaxProbability::RegionEnds(int j) const {
+  Arm& arm = arms_[j];
+  if (arm.has_region) return arm;
+  arm.has_region = true;
+  if (family_ == Family::kNormal) {
+    arm.q_lo = arm.mean - NormalTailZ() * arm.sd;
+    arm.q_hi = arm.mean + NormalTailZ() * arm.sd;
+    return arm;
+  }
+  const Arm& zoned = exact_ ? arm : Zone(j);
+  if (!exact_ && zoned.has_curve) {
+    // Bisection on the curve (v = logit x) for points with F <= eps resp. 1 - F <= eps: the
+    // bracket's outer end is a valid region end whatever its width (1e-4 sd here).
+    auto solve = [&](double log_target, bool lower) {
+      double l = arm.curve.lo, h = arm.curve.hi;  // F(l) <= kZoneTail < eps < 1 - eps < F(h)
+      const double resolution = 1e-4 * (arm.curve.hi - arm.curve.lo) / arm.curve.pieces;
+      while (h - l > resolution) {
+        const double mid = 0.5 * (l + h);
+        (arm.curve(mid) <= log_target ? l : h) = mid;
+      }
+      return 1 / (1 + std::exp(-(lower ? l : h)));
+    };
+    arm.q_lo = solve(std::log(kTailMass), true);
+    arm.q_hi = solve(std::log1p(-kTailMass), false);
+  } else {
+    arm.q_lo = 1 - bm::ibetac_inv(arm.second, arm.first, kTailMass, Pol());
+    arm.q_hi = bm::ibetac_inv(arm.first, arm.second, kTailMass, Pol());
+  }
+  return arm;
+}
+
+double ArgmaxProbability::LogCdfExact(int j, double x) const {
+  const Arm& arm = arms_[j];
+  return family_ == Family::kBeta ? BetaLogCdf(arm.first, arm.second, x)
+                                  : NormalLogCdf(arm.first, arm.second, x);
+}
+
+double ArgmaxProbability::LogCdf(int j, double x, double logit_x) const {
+  if (exact_) return LogCdfExact(j, x);
+  const Arm& arm = Zone(j);
+  if (x >= arm.zone_hi) return 0;
+  if (x <= arm.zone_lo) return -INFINITY;
+  if (family_ == Family::kNormal) return StandardNormalCurve()((x - arm.mean) / arm.sd);
+  return arm.has_curve ? arm.curve(logit_x) : LogCdfExact(j, x);
+}
+
+double ArgmaxProbability::TailAbove(int j, double x) const {
+  const Arm& arm = arms_[j];
+  if (family_ == Family::kNormal) return 0.5 * std::erfc((x - arm.mean) / (arm.sd * kSqrt2));
+  // Beta: the sub-Gaussian bound P(X - mu >= t) <= exp(-2 (alpha + beta + 1) t^2) (see header),
+  // where it decides either way (the bound is within a factor 1e4 of the tail for means in
+  // 0.1..0.9 at these depths); the tail itself only in between.
+  const double t = x - arm.mean;
+  if (t <= 0) return 1;
+  const double bound = std::exp(-2 * (arm.first + arm.second + 1) * t * t);
+  if (bound <= skip_per_arm_ || bound > 1e4 * skip_per_arm_) return bound;
+  if (exact_) return BetaCcdf(arm.first, arm.second, x);
+  const Arm& zoned = Zone(j);
+  if (x >= zoned.zone_hi) return std::min(bound, kZoneTail);
+  if (!zoned.has_curve) return BetaCcdf(arm.first, arm.second, x);
+  // 1 - F from the curve, plus its error: still an upper bound.
+  return -std::expm1(zoned.curve(Logit(x))) + 2 * kCurveTolerance;
+}
+
+double ArgmaxProbability::Pdf(int j, double x) const {
+  const Arm& arm = arms_[j];
+  if (family_ == Family::kNormal) {
+    const double z = (x - arm.mean) / arm.sd;
+    return kInvSqrt2Pi / arm.sd * std::exp(-0.5 * z * z);
+  }
+  if (x <= 0 || x >= 1) return 0;
+  return std::exp((arm.first - 1) * std::log(x) + (arm.second - 1) * std::log1p(-x) -
+                  arm.log_beta);
+}
+
+void ArgmaxProbability::Prepare() const {
+  if (prepared_) return;
+  prepared_ = true;
+  contenders_.clear();
+  const int k = size();
+  top1_ = top2_ = -1;
   if (k <= 1) return;
   // The two highest lower-tail proxies. Any competitor's exact Q_j(eps) is a valid lower end of
   // the region; the proxy only picks one that makes the region short.
-  auto proxy = [&](int j) {
-    if (family_ == Family::kNormal) return first_[j] - NormalTailZ() * second_[j];
-    const double a = first_[j], b = second_[j], n = a + b;
-    return a / n - 4.0 * std::sqrt(a * b / (n * n * (n + 1)));
-  };
   double p1 = -INFINITY, p2 = -INFINITY;
   for (int j = 0; j < k; ++j) {
-    const double v = proxy(j);
+    const double v = arms_[j].proxy;
     if (top1_ < 0 || v > p1) {
       top2_ = top1_, p2 = p1;
       top1_ = j, p1 = v;
@@ -348,8 +529,8 @@ ArgmaxProbability::ArgmaxProbability(Family family, const Vector& first, const V
       top2_ = j, p2 = v;
     }
   }
-  q_top1_ = Quantile(top1_, kTailMass);
-  q_top2_ = Quantile(top2_, kTailMass);
+  q_top1_ = RegionEnds(top1_).q_lo;
+  q_top2_ = RegionEnds(top2_).q_lo;
   const double lower = std::min(q_top1_, q_top2_);
   skip_per_arm_ = kSkipTotal / k;
   contenders_.reserve(k);
@@ -357,64 +538,16 @@ ArgmaxProbability::ArgmaxProbability(Family family, const Vector& first, const V
     if (TailAbove(j, lower) > skip_per_arm_) contenders_.push_back(j);
 }
 
-double ArgmaxProbability::Cdf(int j, double x) const {
-  return family_ == Family::kBeta ? BetaCdf({first_[j], second_[j], log_beta_[j]}, x)
-                                  : NormalCdf(first_[j], second_[j], x);
-}
-
-double ArgmaxProbability::Ccdf(int j, double x) const {
-  if (family_ == Family::kNormal) return 0.5 * std::erfc((x - first_[j]) / (second_[j] * kSqrt2));
-  if (x <= 0) return 1;
-  if (x >= 1) return 0;
-  double cdf, ccdf;
-  BetaCdfPair({first_[j], second_[j], log_beta_[j]}, x, std::log(x), std::log1p(-x), &cdf, &ccdf);
-  return ccdf;
-}
-
-double ArgmaxProbability::TailAbove(int j, double x) const {
-  if (family_ == Family::kNormal) return Ccdf(j, x);
-  // Beta: the sub-Gaussian bound P(X - mu >= t) <= exp(-2 (alpha + beta + 1) t^2) (see header),
-  // where it decides either way (the bound is within a factor 1e4 of the tail for means in
-  // 0.1..0.9 at these depths); the exact tail only in between.
-  const double n = first_[j] + second_[j], t = x - first_[j] / n;
-  if (t <= 0) return 1;
-  const double bound = std::exp(-2 * (n + 1) * t * t);
-  return bound <= skip_per_arm_ || bound > 1e4 * skip_per_arm_ ? bound : Ccdf(j, x);
-}
-
-double ArgmaxProbability::Pdf(int j, double x) const {
-  if (family_ == Family::kNormal) {
-    const double z = (x - first_[j]) / second_[j];
-    return kInvSqrt2Pi / second_[j] * std::exp(-0.5 * z * z);
-  }
-  if (x <= 0 || x >= 1) return 0;
-  return std::exp((first_[j] - 1) * std::log(x) + (second_[j] - 1) * std::log1p(-x) - log_beta_[j]);
-}
-
-double ArgmaxProbability::Quantile(int j, double u) const {
-  if (family_ == Family::kNormal)
-    return first_[j] -
-           (u == kTailMass ? NormalTailZ() : kSqrt2 * bm::erfc_inv(2 * u, Pol())) * second_[j];
-  // Q_{a,b}(u) = 1 - Q_{b,a}(1 - u): Boost's upper-tail inverse is much faster than its
-  // lower-tail one for the tiny u used here.
-  return 1 - bm::ibetac_inv(second_[j], first_[j], u, Pol());
-}
-
-double ArgmaxProbability::UpperQuantile(int j, double u) const {
-  if (family_ == Family::kNormal)
-    return first_[j] +
-           (u == kTailMass ? NormalTailZ() : kSqrt2 * bm::erfc_inv(2 * u, Pol())) * second_[j];
-  return bm::ibetac_inv(first_[j], second_[j], u, Pol());
-}
-
 double ArgmaxProbability::Of(int a) const {
   evaluations_ = 0;
   const int k = size();
   if (k == 1) return 1.0;
+  Prepare();
   // Region (see header): arm a's central 1 - 2 eps, above the best other competitor's Q(eps).
   const double competitor_floor = a == top1_ ? q_top2_ : q_top1_;
-  const double lo = std::max(Quantile(a, kTailMass), competitor_floor);
-  const double hi = UpperQuantile(a, kTailMass);
+  const Arm& arm_a = RegionEnds(a);
+  const double lo = std::max(arm_a.q_lo, competitor_floor);
+  const double hi = arm_a.q_hi;
   if (!(lo < hi)) return 0.0;  // at most 3 eps of probability lies there
   // The arms that matter on [lo, hi], identical posteriors merged into one factor F^n.
   std::vector<int> active;
@@ -422,119 +555,46 @@ double ArgmaxProbability::Of(int a) const {
   for (int j : contenders_)
     if (j != a && TailAbove(j, lo) > skip_per_arm_) active.push_back(j);
   std::sort(active.begin(), active.end(), [&](int x, int y) {
-    return std::tie(first_[x], second_[x]) < std::tie(first_[y], second_[y]);
+    return std::tie(arms_[x].first, arms_[x].second) < std::tie(arms_[y].first, arms_[y].second);
   });
   const bool beta = family_ == Family::kBeta;
   struct Factor {
-    double first, second, log_beta;
-    int power;
-    double mean, sd;
-    double lower, upper;  // narrow factors: 0 below, 1 above (a kZoneTail bound each side)
+    int arm, power;
+    double sd, mean;
+    double lower, upper;  // the zone: log F = -inf below, 0 above
   };
   std::vector<Factor> factors;
   for (int j : active) {
-    if (!factors.empty() && factors.back().first == first_[j] &&
-        factors.back().second == second_[j]) {
+    const Arm& arm = arms_[j];
+    if (!factors.empty() && arms_[factors.back().arm].first == arm.first &&
+        arms_[factors.back().arm].second == arm.second) {
       ++factors.back().power;
       continue;
     }
-    Factor f{first_[j], second_[j], beta ? log_beta_[j] : 0, 1, first_[j], second_[j], 0, 0};
-    if (beta) {
-      const double n = f.first + f.second;
-      f.mean = f.first / n;
-      f.sd = std::sqrt(f.first * f.second / (n * n * (n + 1)));
-    }
-    factors.push_back(f);
-  }
-  // Wide factors into the interpolant, narrow ones with their 0/1 zones. If the interpolant of
-  // the wide ones does not converge, a stricter width criterion is tried, then none.
-  const double width = hi - lo;
-  for (auto& f : factors) {
     if (exact_) {
-      f.lower = -INFINITY, f.upper = INFINITY;
-      continue;
+      factors.push_back({j, 1, arm.sd, arm.mean, -INFINITY, INFINITY});
+    } else {
+      const Arm& zoned = Zone(j);
+      factors.push_back({j, 1, arm.sd, arm.mean, zoned.zone_lo, zoned.zone_hi});
     }
-    // P(X <= mu - t) and P(X >= mu + t) are <= kZoneTail / power.
-    const double log_tail = std::log(f.power / kZoneTail);
-    const double t = beta ? std::sqrt(log_tail / (2 * (f.first + f.second + 1)))
-                          : kSqrt2 * std::sqrt(log_tail) * f.sd;  // Chernoff: exp(-z^2/2)
-    f.lower = f.mean - t, f.upper = f.mean + t;
   }
+  // Wide factors into the interpolant of their Σ log F_j on the region, narrow ones at every
+  // node. If the interpolant of the wide ones does not converge, a stricter width criterion is
+  // tried, then none.
+  const double width = hi - lo;
   std::vector<Factor> smooth, narrow;
   ChebyshevInterpolant smooth_log;
-  // The wide factors' F_j at the Chebyshev-Lobatto points x_k of [lo, hi] without a CDF per
-  // point: their densities (one exp per factor and point, the logs shared) are integrated
-  // spectrally from an anchor, F_j(lo) = 0 or F_j(hi) = 1 where the region reaches past the
-  // arm's kZoneTail bounds, else one exact CDF at the end farther from the arm's mean. Each
-  // density's interpolant must have converged (tail coefficients, times the width, <=
-  // kSpectralTolerance: the error of F_j); then log Π F_j is interpolated as above.
-  auto SpectralFit = [&](const std::vector<Factor>& wide) {
-    constexpr int n = ChebyshevInterpolant::kMaxN;
-    if (beta && (lo <= 0 || hi >= 1)) return false;
-    // Anchored at F_j(lo) = 0, log F_j is -inf at lo: no interpolant.
-    for (const auto& f : wide)
-      if (lo <= f.lower) return false;
-    const int m = static_cast<int>(wide.size());
-    const double mid = 0.5 * (lo + hi), half = 0.5 * (hi - lo);
-    Eigen::MatrixXd density(n + 1, m);
-    for (int k = 0; k <= n; ++k) {
-      const double x = mid + half * ChebyshevInterpolant::Cosines()[k];
-      const double lx = beta ? std::log(x) : 0, l1x = beta ? std::log1p(-x) : 0;
-      for (int j = 0; j < m; ++j) {
-        const Factor& f = wide[j];
-        if (beta) {
-          if (f.first < 1 || f.second < 1) return false;  // unbounded density
-          density(k, j) = std::exp((f.first - 1) * lx + (f.second - 1) * l1x - f.log_beta);
-        } else {
-          const double z = (x - f.first) / f.second;
-          density(k, j) = kInvSqrt2Pi / f.second * std::exp(-0.5 * z * z);
-        }
-      }
-    }
-    const auto& spectral = Spectral();
-    const Eigen::MatrixXd coef = spectral.coefficients * density;
-    for (int j = 0; j < m; ++j)
-      if (2 * half * (std::abs(coef(n - 2, j)) + std::abs(coef(n - 1, j)) + std::abs(coef(n, j))) >
-          kSpectralTolerance)
-        return false;
-    const Eigen::MatrixXd cumulative = half * (spectral.integral * density);  // ∫_lo^{x_k} f_j
-    // log Π F_j per point, the product taken in doubles and logged when it gets small.
-    double values[n + 1] = {}, product[n + 1];
-    std::fill(product, product + n + 1, 1.0);
-    for (int j = 0; j < m; ++j) {
-      const Factor& f = wide[j];
-      const double total = cumulative(0, j);  // x_0 = hi
-      double below_lo = NAN, above_hi = NAN;  // the anchor: F_j(lo) or 1 - F_j(hi)
-      if (lo <= f.lower) {
-        below_lo = 0;
-      } else if (hi >= f.upper) {
-        above_hi = 0;
-      } else if (f.mean - lo > hi - f.mean) {
-        below_lo =
-            beta ? BetaCdf({f.first, f.second, f.log_beta}, lo) : NormalCdf(f.first, f.second, lo);
-      } else if (beta) {
-        double cdf;
-        BetaCdfPair({f.first, f.second, f.log_beta}, hi, std::log(hi), std::log1p(-hi), &cdf,
-                    &above_hi);
-      } else {
-        above_hi = 0.5 * std::erfc((hi - f.first) / (f.second * kSqrt2));
-      }
-      for (int k = 0; k <= n; ++k) {
-        const double cdf = std::isnan(below_lo) ? 1 - above_hi - (total - cumulative(k, j))
-                                                : below_lo + cumulative(k, j);
-        if (!(cdf > 0)) return false;
-        if (f.power == 1) {
-          product[k] *= std::min(cdf, 1.0);
-          if (product[k] < 1e-200) values[k] += std::log(product[k]), product[k] = 1;
-        } else {
-          values[k] += f.power * std::log(std::min(cdf, 1.0));
-        }
-      }
-    }
-    for (int k = 0; k <= n; ++k) values[k] += std::log(product[k]);
-    return smooth_log.FitValues(values, lo, hi, kSmoothTolerance);
-  };
   size_t tried = 0;  // the size of the wide set that failed last
+  // The fit's points, and Σ log F_j over the last wide set evaluated there: a stricter set is a
+  // subset, whose sum is the previous one minus the factors that left it.
+  constexpr int kFitPoints = ChebyshevInterpolant::kMaxN + 1;
+  double xs[kFitPoints], logits[kFitPoints], values[kFitPoints];
+  for (int i = 0; i < kFitPoints; ++i) {
+    xs[i] = 0.5 * (lo + hi) + 0.5 * (hi - lo) * ChebyshevInterpolant::Cosines()[i];
+    logits[i] = beta ? Logit(xs[i]) : 0;
+  }
+  std::vector<Factor> evaluated;  // the set `values` sums over
+  bool have_values = false;
   for (double widths : {kSmoothWidths, kSmoothWidths / 3, 0.0}) {
     smooth.clear(), narrow.clear();
     for (const auto& f : factors)
@@ -542,18 +602,25 @@ double ArgmaxProbability::Of(int a) const {
     if (smooth.empty()) break;
     if (smooth.size() == tried) continue;  // the same set as the failed attempt
     tried = smooth.size();
-    auto sum_log = [&](double x) {
-      double s = 0;
-      const double lx = beta ? std::log(x) : 0, l1x = beta ? std::log1p(-x) : 0;
-      for (const auto& f : smooth)
-        s += f.power * (beta ? BetaLogCdf({f.first, f.second, f.log_beta}, x, lx, l1x)
-                             : NormalLogCdf(f.first, f.second, x));
-      return s;
+    // Below a factor's zone log F = -inf: no interpolant.
+    bool inside = true;
+    for (const auto& f : smooth) inside = inside && lo > f.lower;
+    if (!inside) continue;
+    // Factor by factor (each arm's curve stays in cache).
+    auto add = [&](const Factor& f, double sign) {
+      for (int i = 0; i < kFitPoints; ++i)
+        values[i] += sign * f.power * LogCdf(f.arm, xs[i], logits[i]);
     };
-    if (SpectralFit(smooth)) break;
-    // The CDF at up to 33 points per arm: worth trying for a few arms only (for many, a failed
-    // fit costs more than it can save).
-    if (smooth.size() <= 16 && smooth_log.Fit(sum_log, lo, hi, kSmoothTolerance)) break;
+    if (have_values) {
+      for (const auto& f : evaluated)  // smooth keeps factors' order: a merge finds leavers
+        if (f.sd * widths < width) add(f, -1);
+    } else {
+      std::fill(values, values + kFitPoints, 0.0);
+      for (const auto& f : smooth) add(f, 1);
+      have_values = true;
+    }
+    evaluated = smooth;
+    if (smooth_log.Fit(values, lo, hi, kSmoothTolerance)) break;
   }
   // Narrow factors by upper end, highest first: at x only those with upper > x are below 1.
   std::sort(narrow.begin(), narrow.end(),
@@ -561,25 +628,22 @@ double ArgmaxProbability::Of(int a) const {
   double floor = -INFINITY;
   for (const auto& f : narrow) floor = std::max(floor, f.lower);
   const bool has_smooth = !smooth.empty();
-  auto integrand = [&](double x) {
-    ++evaluations_;
-    if (x < floor) return 0.0;
-    double v = Pdf(a, x);
-    if (has_smooth) v *= std::exp(smooth_log(x));
-    const double lx = beta && x > 0 ? std::log(x) : 0, l1x = beta && x < 1 ? std::log1p(-x) : 0;
-    for (const auto& f : narrow) {
-      if (f.upper <= x) break;
-      if (v < 1e-300) return 0.0;
-      double c;
-      if (beta) {
-        double ccdf;
-        BetaCdfPair({f.first, f.second, f.log_beta}, x, lx, l1x, &c, &ccdf);
-      } else {
-        c = NormalCdf(f.first, f.second, x);
-      }
-      v *= f.power == 1 ? c : std::pow(c, f.power);
+  // At a panel's nodes: log Π F_j summed factor by factor (each arm's curve stays in cache),
+  // a factor only where its zone does not make it 1; then times f_a.
+  auto integrand = [&](const double* xs, int count, double* out) {
+    evaluations_ += count;
+    double log_product[kKronrodPoints], logits[kKronrodPoints];
+    for (int i = 0; i < count; ++i) {
+      const double x = xs[i];
+      log_product[i] = x <= floor ? -INFINITY : has_smooth ? smooth_log(x) : 0.0;
+      logits[i] = beta && x > 0 && x < 1 ? Logit(x) : 0;
     }
-    return v;
+    for (const auto& f : narrow)
+      for (int i = 0; i < count; ++i)
+        if (xs[i] < f.upper && log_product[i] > -745)  // else 1, or exp underflows anyway
+          log_product[i] += f.power * LogCdf(f.arm, xs[i], logits[i]);
+    for (int i = 0; i < count; ++i)
+      out[i] = log_product[i] > -745 ? Pdf(a, xs[i]) * std::exp(log_product[i]) : 0.0;
   };
   // Panels. A competitor much narrower than the region turns its factor into a near step,
   // which a Gauss-Kronrod rule whose nodes straddle it can miss with both rules agreeing; its
@@ -594,21 +658,16 @@ double ArgmaxProbability::Of(int a) const {
   }
   // A Beta density with a shape below 1 is unbounded at that end: there the panel is
   // integrated in y = x^alpha (or z = (1-x)^beta), where the integrand is smooth.
-  const bool singular_low = beta && first_[a] < 1, singular_high = beta && second_[a] < 1;
+  const bool singular_low = beta && arm_a.first < 1, singular_high = beta && arm_a.second < 1;
   if ((singular_low || singular_high) && lo < 0.5 && hi > 0.5) cuts.push_back(0.5);
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   // A panel spanning more than 6 sd of arm a's density is too wide for one 31-point rule to
   // resolve it (the adaptive step would halve it after 31 wasted evaluations): halve it first.
   {
-    double sd_a = second_[a];
-    if (beta) {
-      const double n = first_[a] + second_[a];
-      sd_a = std::sqrt(first_[a] * second_[a] / (n * n * (n + 1)));
-    }
     const size_t count = cuts.size();
     for (size_t i = 0; i + 1 < count; ++i)
-      if (cuts[i + 1] - cuts[i] > 6 * sd_a) cuts.push_back(0.5 * (cuts[i] + cuts[i + 1]));
+      if (cuts[i + 1] - cuts[i] > 6 * arm_a.sd) cuts.push_back(0.5 * (cuts[i] + cuts[i + 1]));
     std::sort(cuts.begin(), cuts.end());
   }
   const double panel_tol = kQuadratureTolerance / static_cast<double>(cuts.size() - 1);
@@ -616,17 +675,25 @@ double ArgmaxProbability::Of(int a) const {
   for (size_t i = 0; i + 1 < cuts.size(); ++i) {
     const double l = cuts[i], r = cuts[i + 1];
     if (singular_low && r <= 0.5) {
-      const double al = first_[a];
-      auto in_y = [&](double y) {
-        const double x = std::pow(y, 1 / al);
-        return y > 0 ? integrand(x) * x / (al * y) : 0.0;
+      const double al = arm_a.first;
+      auto in_y = [&](const double* ys, int count, double* out) {
+        double xs[kKronrodPoints];
+        for (int i = 0; i < count; ++i) xs[i] = std::pow(ys[i], 1 / al);
+        integrand(xs, count, out);
+        for (int i = 0; i < count; ++i) out[i] = ys[i] > 0 ? out[i] * xs[i] / (al * ys[i]) : 0.0;
       };
       p += GaussKronrod(in_y, std::pow(l, al), std::pow(r, al), panel_tol, kMaxDepth);
     } else if (singular_high && l >= 0.5) {
-      const double be = second_[a];
-      auto in_z = [&](double z) {
-        const double one_minus_x = std::pow(z, 1 / be);
-        return z > 0 ? integrand(1 - one_minus_x) * one_minus_x / (be * z) : 0.0;
+      const double be = arm_a.second;
+      auto in_z = [&](const double* zs, int count, double* out) {
+        double xs[kKronrodPoints], one_minus_x[kKronrodPoints];
+        for (int i = 0; i < count; ++i) {
+          one_minus_x[i] = std::pow(zs[i], 1 / be);
+          xs[i] = 1 - one_minus_x[i];
+        }
+        integrand(xs, count, out);
+        for (int i = 0; i < count; ++i)
+          out[i] = zs[i] > 0 ? out[i] * one_minus_x[i] / (be * zs[i]) : 0.0;
       };
       p += GaussKronrod(in_z, std::pow(1 - r, be), std::pow(1 - l, be), panel_tol, kMaxDepth);
     } else {
@@ -643,16 +710,18 @@ Vector ArgmaxProbability::All() const {
     p[0] = 1.0;
     return p;
   }
+  Prepare();
   // Non-contenders cannot win with probability above skip + eps: they keep 0. Contenders with
   // the same posterior have the same probability and are computed once.
   std::vector<int> order = contenders_;
   std::sort(order.begin(), order.end(), [&](int x, int y) {
-    return std::tie(first_[x], second_[x]) < std::tie(first_[y], second_[y]);
+    return std::tie(arms_[x].first, arms_[x].second) < std::tie(arms_[y].first, arms_[y].second);
   });
   int64_t evaluations = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     const int a = order[i];
-    if (i > 0 && first_[a] == first_[order[i - 1]] && second_[a] == second_[order[i - 1]]) {
+    if (i > 0 && arms_[a].first == arms_[order[i - 1]].first &&
+        arms_[a].second == arms_[order[i - 1]].second) {
       p[a] = p[order[i - 1]];
       continue;
     }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include "core/state_io.h"
 #include "core/validate.h"
@@ -116,16 +118,23 @@ double Thompson::Draw(Rng& rng, int i) const {
   return rng.Normal(PosteriorA(i), std::sqrt(PosteriorB(i)));
 }
 
-ArgmaxProbability Thompson::Posteriors() const {
-  if (likelihood_ == Likelihood::kBernoulli)
-    return ArgmaxProbability(ArgmaxProbability::Family::kBeta, a_, b_);
-  const int k = arms_.size();
-  Vector mean(k), sd(k);
-  for (int i = 0; i < k; ++i) {
-    mean[i] = PosteriorA(i);
-    sd[i] = std::sqrt(PosteriorB(i));
+std::pair<double, double> Thompson::PosteriorShape(int i) const {
+  if (likelihood_ == Likelihood::kBernoulli) return {a_[i], b_[i]};
+  return {PosteriorA(i), std::sqrt(PosteriorB(i))};
+}
+
+const ArgmaxProbability& Thompson::Posteriors() const {
+  if (posteriors_stale_) {
+    const int k = arms_.size();
+    Vector first(k), second(k);
+    for (int i = 0; i < k; ++i) std::tie(first[i], second[i]) = PosteriorShape(i);
+    posteriors_ = ArgmaxProbability(likelihood_ == Likelihood::kBernoulli
+                                        ? ArgmaxProbability::Family::kBeta
+                                        : ArgmaxProbability::Family::kNormal,
+                                    first, second);
+    posteriors_stale_ = false;
   }
-  return ArgmaxProbability(ArgmaxProbability::Family::kNormal, mean, sd);
+  return posteriors_;
 }
 
 Vector Thompson::ArgmaxProbabilities() const {
@@ -165,7 +174,7 @@ absl::StatusOr<Decision> Thompson::Select(const SelectContext& ctx) {
       }
       p = wins / static_cast<double>(samples_ + 1);
     } else {
-      const ArgmaxProbability posteriors = Posteriors();
+      const ArgmaxProbability& posteriors = Posteriors();
       if (ctx.want_scores) {
         p = posteriors.All();
       } else {
@@ -209,6 +218,10 @@ absl::Status Thompson::Update(const Observation& obs) {
   } else {
     sums_[i] += obs.reward;
   }
+  if (!posteriors_stale_) {
+    const auto [first, second] = PosteriorShape(i);
+    posteriors_.Set(i, first, second);
+  }
   return absl::OkStatus();
 }
 
@@ -231,6 +244,7 @@ absl::Status Thompson::AddArm(const bandit::v1::ArmSpec& arm) {
   } else {
     grow(sums_, 0.0);
   }
+  posteriors_stale_ = true;
   return absl::OkStatus();
 }
 
@@ -244,6 +258,7 @@ absl::Status Thompson::RemoveArm(absl::string_view arm_id) {
   } else {
     EraseSlot(sums_, *slot);
   }
+  posteriors_stale_ = true;
   return absl::OkStatus();
 }
 
@@ -289,6 +304,7 @@ absl::Status Thompson::Restore(const bandit::v1::PolicyState& state) {
   sums_ = std::move(sums);
   rounds_ = rounds;
   rng_ = rng;
+  posteriors_stale_ = true;
   return absl::OkStatus();
 }
 

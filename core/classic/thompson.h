@@ -75,7 +75,10 @@ class Thompson final : public Policy {
   };
   Thompson(ArmSet arms, Likelihood lik, Prior prior, PropensityMethod method, int samples,
            uint64_t seed);
-  ArgmaxProbability Posteriors() const;
+  // The cached posteriors for the quadrature (see posteriors_), brought up to date.
+  const ArgmaxProbability& Posteriors() const;
+  // Arm i's parameters as ArgmaxProbability takes them (Beta shapes, or Normal mean and sd).
+  std::pair<double, double> PosteriorShape(int i) const;
 
   double Draw(Rng& rng, int arm) const;
   static int ArgMax(const Vector& v);
@@ -90,6 +93,13 @@ class Thompson final : public Policy {
   Vector counts_;       // rewards received per arm
   Vector a_, b_;        // Bernoulli: alpha_i, beta_i. Gaussian: unused (empty)
   Vector sums_;         // Gaussian: S_i. Bernoulli: unused (empty)
+  // Derived state, never saved: the quadrature's per-arm data (log B, quantiles, CDF curves)
+  // persists between Selects; Update refreshes the one arm it changes, and anything that
+  // changes the arm set or replaces the state (AddArm, RemoveArm, Restore) marks it stale, to
+  // be rebuilt on next use. Not thread-safe: the service calls a policy under its instance
+  // lock.
+  mutable ArgmaxProbability posteriors_{ArgmaxProbability::Family::kBeta};
+  mutable bool posteriors_stale_ = true;
 };
 
 inline absl::StatusOr<std::unique_ptr<Policy>> MakeThompson(const bandit::v1::PolicyConfig& config,

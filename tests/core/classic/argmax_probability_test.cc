@@ -246,6 +246,32 @@ TEST(ArgmaxProbability, ShortcutsMatchTheExactEvaluation) {
   }
 }
 
+// Set() drops exactly the changed arm's cached data: after a sequence of Sets the result equals
+// a fresh object's (bit for bit: the cache is a function of each arm's parameters), an arm set
+// to new parameters is rebuilt once when next needed, and one set to its current ones not at all.
+TEST(ArgmaxProbability, SetRebuildsOnlyTheChangedArm) {
+  for (Family family : {Family::kBeta, Family::kNormal}) {
+    const bool beta = family == Family::kBeta;
+    Vector first = beta ? Vec({20, 35, 28, 5}) : Vec({0.5, 0.62, 0.58, 0.3});
+    Vector second = beta ? Vec({30, 25, 30, 9}) : Vec({0.07, 0.05, 0.06, 0.2});
+    ArgmaxProbability cached(family, first, second);
+    cached.All();
+    const int64_t builds = cached.curve_builds();
+    for (int step = 0; step < 20; ++step) {
+      const int j = step % 4;
+      first[j] += beta ? 1 : 0.01;
+      if (beta) second[j] += step % 3;
+      cached.Set(j, first[j], second[j]);
+      cached.Set((j + 1) % 4, first[(j + 1) % 4], second[(j + 1) % 4]);  // unchanged
+      ArgmaxProbability fresh(family, first, second);
+      const Vector got = cached.All(), want = fresh.All();
+      for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i], want[i]) << "step " << step << " arm " << i;
+    }
+    // Normal arms share one curve; each Beta Set with new parameters costs one build.
+    EXPECT_EQ(cached.curve_builds() - builds, beta ? 20 : 0);
+  }
+}
+
 TEST(ArgmaxProbability, SingleArmAndHopelessArms) {
   ArgmaxProbability one(Family::kBeta, Vec({3}), Vec({4}));
   EXPECT_EQ(one.Of(0), 1.0);

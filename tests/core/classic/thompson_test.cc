@@ -1,7 +1,9 @@
 #include "core/classic/thompson.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -348,6 +350,68 @@ TEST(Thompson, SaveRestoreGivesIdenticalContinuation) {
     for (int i = 0; i < 1000; ++i) xs.push_back(Step(*a, env, gaussian));
     for (int i = 0; i < 1000; ++i) ys.push_back(Step(*b, copy, gaussian));
     EXPECT_EQ(xs, ys) << "gaussian " << gaussian;  // arms and propensities
+  }
+}
+
+// The quadrature keeps per-arm data between Selects (see posteriors_ in thompson.h). After
+// every kind of state change (updates, arms added and removed, Restore of an older state) the
+// cached propensities must equal the exact evaluation of the policy's current posteriors, built
+// afresh: a stale entry (one arm's curve from before its update) would be off by far more than
+// 1e-6. Each chosen arm's propensity is checked against the same reference as well.
+TEST(Thompson, CachedPropensityMatchesTheExactEvaluationThroughStateChanges) {
+  for (bool gaussian : {false, true}) {
+    auto p = Make(gaussian ? Gauss(5, 1000) : Bern(5, 1000), 3);
+    BernoulliEnv env(17);
+    env.means.push_back(0.6);  // for the arm added below
+    auto exact = [&] {
+      const int k = static_cast<int>(p->ArmIds().size());
+      Vector first(k), second(k);
+      for (int i = 0; i < k; ++i) {
+        first[i] = Ts(p).PosteriorA(i);
+        second[i] = gaussian ? std::sqrt(Ts(p).PosteriorB(i)) : Ts(p).PosteriorB(i);
+      }
+      ArgmaxProbability reference(
+          gaussian ? ArgmaxProbability::Family::kNormal : ArgmaxProbability::Family::kBeta,
+          first, second);
+      reference.set_exact(true);
+      return reference;
+    };
+    auto check = [&](const std::string& when) {
+      const Vector cached = Ts(p).ArgmaxProbabilities();
+      const Vector reference = exact().All();
+      ASSERT_EQ(cached.size(), reference.size()) << when;
+      for (int i = 0; i < cached.size(); ++i)
+        EXPECT_NEAR(cached[i], reference[i], 1e-6) << when << ", arm " << i << ", gaussian "
+                                                   << gaussian;
+    };
+    auto rounds = [&](int n, const std::string& when) {
+      for (int i = 0; i < n; ++i) {
+        const ArgmaxProbability reference = exact();
+        auto [arm, propensity] = Step(*p, env, gaussian);
+        if (i % 10 == 0) {
+          EXPECT_NEAR(propensity, std::max(reference.Of(arm), Thompson::kPropensityFloor), 1e-6)
+              << when << ", round " << i << ", gaussian " << gaussian;
+        }
+      }
+      check(when);
+    };
+    check("fresh");
+    rounds(150, "updates");
+    bandit::v1::ArmSpec arm;
+    arm.set_id("added");
+    ASSERT_TRUE(p->AddArm(arm).ok());
+    check("arm added");
+    rounds(60, "updates after the add");
+    ASSERT_TRUE(p->RemoveArm("1").ok());
+    env.means.erase(env.means.begin() + 1);
+    check("arm removed");
+    rounds(60, "updates after the remove");
+    bandit::v1::PolicyState saved;
+    p->Save(&saved);
+    rounds(100, "updates after the save");
+    ASSERT_TRUE(p->Restore(saved).ok());
+    check("restored");
+    rounds(60, "updates after the restore");
   }
 }
 

@@ -108,7 +108,8 @@ absl::Status DecisionService::ExportInstance(const bandit::v1::ExportInstanceReq
                                              bandit::v1::ExportInstanceResponse* out) {
   auto inst = registry_.Get(req.name());
   if (!inst.ok()) return inst.status();
-  std::string snapshot = SnapshotStore::Encode((*inst)->Snapshot());
+  const Instance::StorableSnapshot image = (*inst)->SnapshotForStorage();
+  std::string snapshot = SnapshotStore::Encode(image.state, image.log.get());
   // The response adds a tag and a length to the snapshot: refused here with what to do rather
   // than by gRPC's send limit, whose error names neither the instance nor a way out.
   constexpr int64_t kResponseOverhead = 16;

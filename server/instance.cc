@@ -94,16 +94,24 @@ bool Instance::SnapshotDue(int64_t every_changes) const {
 }
 
 bandit::v1::InstanceSnapshot Instance::Snapshot(int64_t* changes_covered) {
-  bandit::v1::InstanceSnapshot snap;
+  StorableSnapshot s = SnapshotForStorage(changes_covered);
+  // Decoded outside the lock: Selects do not wait for a copy of the log.
+  if (s.log != nullptr) s.log->AddTo(s.state.mutable_decision_log());
+  return std::move(s.state);
+}
+
+Instance::StorableSnapshot Instance::SnapshotForStorage(int64_t* changes_covered) {
+  StorableSnapshot out;
+  bandit::v1::InstanceSnapshot& snap = out.state;
   absl::MutexLock lock(&mu_);
-  state_->Save(&snap);
+  state_->Save(&snap, &out.log);
   snap.set_last_journal_seq(last_journal_seq_);
   log_appended_taken_ = state_->decision_log().appended_bytes();
   log_bytes_taken_ = state_->decision_log().bytes();
   // Not reset here: only a stored snapshot resets the count (MarkSnapshotted), so an export or a
   // failed write never lets the next round skip this instance and compact its records away.
   if (changes_covered != nullptr) *changes_covered = changes_since_snapshot_;
-  return snap;
+  return out;
 }
 
 void Instance::MarkReleased() {
@@ -313,14 +321,15 @@ absl::Status Instance::ReadDecisionLog(uint64_t after_seq, int64_t since_ms, int
   if (CheckWritable().ok()) ExpireDueLocked(clock_->NowMs(), nullptr);
   int64_t bytes = 0;
   *more = false;
-  log.Visit(after_seq, since_ms, until_ms, [&](const bandit::v1::LoggedDecision& d) {
+  log.Visit(after_seq, since_ms, until_ms, [&](const DecisionLog::Entry& d) {
+    const int64_t size = static_cast<int64_t>(DecisionLog::EncodedSize(d));
     if (out->decisions_size() >= max_events ||
-        (out->decisions_size() > 0 && bytes + static_cast<int64_t>(d.ByteSizeLong()) > max_bytes)) {
+        (out->decisions_size() > 0 && bytes + size > max_bytes)) {
       *more = true;
       return false;
     }
-    bytes += static_cast<int64_t>(d.ByteSizeLong());
-    *out->add_decisions() = d;
+    bytes += size;
+    DecisionLog::Decode(d, out->add_decisions());
     return true;
   });
   return absl::OkStatus();

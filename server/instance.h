@@ -51,6 +51,14 @@ class Instance {
   // receives the change count the snapshot covers, for MarkSnapshotted once it is stored.
   bandit::v1::InstanceSnapshot Snapshot(int64_t* changes_covered = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for storage: `state` without its decision log, `log` the log's entries as held
+  // (shared, not copied, under the lock; encoded after `state` by Storage::WriteSnapshot).
+  struct StorableSnapshot {
+    bandit::v1::InstanceSnapshot state;
+    std::unique_ptr<DecisionLog::Frozen> log;
+  };
+  StorableSnapshot SnapshotForStorage(int64_t* changes_covered = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Replays one journal record (recovery). Fails if the replay diverges from what was recorded.
   absl::Status Apply(const bandit::v1::JournalRecord& rec) ABSL_LOCKS_EXCLUDED(mu_);
   // Journals the deletion and refuses every later call with NOT_FOUND.

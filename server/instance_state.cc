@@ -145,7 +145,8 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
   return created;
 }
 
-void InstanceState::Save(bandit::v1::InstanceSnapshot* snap) const {
+void InstanceState::Save(bandit::v1::InstanceSnapshot* snap,
+                         std::unique_ptr<DecisionLog::Frozen>* log) const {
   snap->set_format_version(kSnapshotFormatVersion);
   snap->set_name(name_);
   *snap->mutable_config() = config_;
@@ -154,7 +155,10 @@ void InstanceState::Save(bandit::v1::InstanceSnapshot* snap) const {
   *snap->mutable_stats() = stats_;
   snap->set_uid(uid_);
   snap->set_next_event_seq(next_seq_);
-  log_.Save(snap->mutable_decision_log());
+  if (log != nullptr)
+    *log = log_.Freeze();
+  else
+    log_.Save(snap->mutable_decision_log());
   shadows_.Save(snap);
 }
 
@@ -288,7 +292,7 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   if (!shadows_.empty()) ScoreShadows(*d, ctx, in, &p);
   WriteDecision(*d, p.event_id, p.expires_at_ms, ctx.want_scores, out);
   if (log_.enabled()) {
-    const int64_t dropped = log_.Append(LogEntryFor(*d, ctx, in, p.event_id, now), now);
+    const int64_t dropped = AppendToLog(*d, ctx, in, p.event_id, now);
     stats_.set_decision_log_evicted(stats_.decision_log_evicted() + dropped);
   }
   // With the decision log on, the request is journaled even for a read-only policy: replay
@@ -331,52 +335,47 @@ absl::Status InstanceState::ReplayDecided(const bandit::v1::DecidedSelect& rec) 
   return absl::OkStatus();
 }
 
-bandit::v1::LoggedDecision InstanceState::LogEntryFor(const Decision& d, const SelectContext& ctx,
-                                                      const SelectInputs& in,
-                                                      const std::string& event_id,
-                                                      int64_t now) const {
-  bandit::v1::LoggedDecision e;
-  e.set_event_seq(DecisionLog::EventSeqOf(event_id));
-  e.set_event_id(event_id);
-  e.set_decided_at_ms(now);
-  e.set_policy(std::string(policy_->name()));
+int64_t InstanceState::AppendToLog(const Decision& d, const SelectContext& ctx,
+                                   const SelectInputs& in, const std::string& event_id,
+                                   int64_t now) {
+  DecisionLog::Context e;
+  e.event_seq = DecisionLog::EventSeqOf(event_id);
+  e.event_id = event_id;
+  e.decided_at_ms = now;
+  e.policy = policy_->name();
+  std::vector<std::string> ids;
   int num_actions = 0;
   switch (policy_->context_kind()) {
     case ContextKind::kCandidates: {
       const int n = static_cast<int>(ctx.candidates.size());
-      const int dim = n > 0 ? static_cast<int>(ctx.candidates[0].size()) : 0;
-      e.set_num_candidates(n);
-      e.set_candidate_dim(dim);
-      auto* values = e.mutable_candidates();
-      values->Reserve(n * dim);
-      for (const Vector& c : ctx.candidates) values->Add(c.data(), c.data() + c.size());
+      e.num_candidates = n;
+      e.candidate_dim = n > 0 ? static_cast<int>(ctx.candidates[0].size()) : 0;
+      e.candidates = ctx.candidates;
       num_actions = n;
       break;
     }
     case ContextKind::kPoint:
-      e.mutable_x()->Assign(in.x.data(), in.x.data() + in.x.size());
+      e.x = &in.x;
       num_actions = d.score_kind == bandit::v1::PROBABILITY ? static_cast<int>(d.scores.size()) : 0;
       break;
-    case ContextKind::kNone: {
-      const std::vector<std::string> ids = policy_->ArmIds();
-      for (const auto& id : ids) e.add_arm_ids(id);
+    case ContextKind::kNone:
+      ids = policy_->ArmIds();
+      e.arm_ids = ids;
       num_actions = static_cast<int>(ids.size());
       break;
-    }
   }
-  e.set_num_actions(num_actions);
-  e.set_chosen_index(d.arm);
-  e.set_chosen_arm_id(d.arm_id);
-  if (std::isfinite(d.propensity)) e.set_propensity(d.propensity);
+  e.num_actions = num_actions;
+  e.chosen_index = d.arm;
+  e.chosen_arm_id = d.arm_id;
+  if (std::isfinite(d.propensity)) e.propensity = d.propensity;
   if (d.score_kind == bandit::v1::PROBABILITY && d.scores.size() == num_actions &&
       num_actions > 0) {
-    e.mutable_probabilities()->Assign(d.scores.data(), d.scores.data() + d.scores.size());
+    e.probabilities = std::span<const double>(d.scores.data(), d.scores.size());
   } else if (d.propensity == 1.0 && num_actions > 0 && d.arm >= 0 && d.arm < num_actions) {
     // A deterministic choice: every other action had probability 0.
-    e.mutable_probabilities()->Resize(num_actions, 0.0);
-    e.set_probabilities(d.arm, 1.0);
+    e.one_hot_actions = num_actions;
   }
-  return e;
+  return log_.Append(e, now);
 }
 
 void InstanceState::ScoreShadows(const Decision& d, const SelectContext& ctx,

@@ -65,7 +65,10 @@ class InstanceState {
   static absl::StatusOr<std::unique_ptr<InstanceState>> FromSnapshot(
       const bandit::v1::InstanceSnapshot& snap, const InstanceLimits& limits);
   // The complete state, except where it stands in the journal (the durable side adds that).
-  void Save(bandit::v1::InstanceSnapshot* snap) const;
+  // With `log`, the decision log is not decoded into snap->decision_log but shared as it is
+  // held (cheap under the instance's lock; encoded or decoded later, outside it).
+  void Save(bandit::v1::InstanceSnapshot* snap,
+            std::unique_ptr<DecisionLog::Frozen>* log = nullptr) const;
 
   // A Select request's vectors, checked and converted (the caller does this before taking its
   // lock: the critical section is what every concurrent caller of the instance waits for).
@@ -146,10 +149,9 @@ class InstanceState {
 
   // What every Select leaves behind: the pending decision and the round counters.
   void RecordDecision(PendingDecision p, double estimated_gap);
-  // The decision log's entry for a decision just made.
-  bandit::v1::LoggedDecision LogEntryFor(const Decision& d, const SelectContext& ctx,
-                                         const SelectInputs& in, const std::string& event_id,
-                                         int64_t now) const;
+  // Logs a decision just made; returns how many old ones retention dropped.
+  int64_t AppendToLog(const Decision& d, const SelectContext& ctx, const SelectInputs& in,
+                      const std::string& event_id, int64_t now);
   std::string NextEventId();
   // What the served policy learns for a pending decision's reward (or expiry default).
   Observation PendingObservation(const PendingDecision& p) const;

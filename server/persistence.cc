@@ -179,8 +179,8 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
 absl::Status Persistence::WriteSnapshot(const std::shared_ptr<Instance>& inst) {
   const auto t0 = std::chrono::steady_clock::now();
   int64_t changes_covered = 0;
-  const bandit::v1::InstanceSnapshot snap = inst->Snapshot(&changes_covered);
-  absl::Status s = storage_->WriteSnapshot(snap);
+  const Instance::StorableSnapshot snap = inst->SnapshotForStorage(&changes_covered);
+  absl::Status s = storage_->WriteSnapshot(snap.state, snap.log.get());
   if (!s.ok()) {
     if (options_.on_snapshot_error) options_.on_snapshot_error(s);
     return s;

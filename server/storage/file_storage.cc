@@ -67,8 +67,9 @@ absl::StatusOr<uint64_t> FileStorage::BeginSnapshotRound() {
   return journal_->Rotate();
 }
 
-absl::Status FileStorage::WriteSnapshot(const bandit::v1::InstanceSnapshot& snap) {
-  return snapshots_.Write(snap);
+absl::Status FileStorage::WriteSnapshot(const bandit::v1::InstanceSnapshot& snap,
+                                        const EncodedSnapshotFields* extra) {
+  return snapshots_.Write(snap, extra);
 }
 
 absl::Status FileStorage::RemoveSnapshot(const std::string& instance) {

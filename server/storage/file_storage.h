@@ -35,7 +35,8 @@ class FileStorage final : public Storage {
   absl::Status Flush() override;
   // Rotates the journal to a new segment; the boundary is its first sequence number.
   absl::StatusOr<uint64_t> BeginSnapshotRound() override;
-  absl::Status WriteSnapshot(const bandit::v1::InstanceSnapshot& snap) override;
+  absl::Status WriteSnapshot(const bandit::v1::InstanceSnapshot& snap,
+                             const EncodedSnapshotFields* extra = nullptr) override;
   absl::Status RemoveSnapshot(const std::string& instance) override;
   // Deletes the segments entirely below `boundary`.
   absl::Status Compact(uint64_t boundary) override;

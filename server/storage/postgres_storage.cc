@@ -585,8 +585,9 @@ absl::Status PostgresStorage::FencedAdminTransaction(
   return s;
 }
 
-absl::Status PostgresStorage::WriteSnapshot(const bandit::v1::InstanceSnapshot& snap) {
-  const std::string bytes = SnapshotStore::Encode(snap);
+absl::Status PostgresStorage::WriteSnapshot(const bandit::v1::InstanceSnapshot& snap,
+                                            const EncodedSnapshotFields* extra) {
+  const std::string bytes = SnapshotStore::Encode(snap, extra);
   const std::string last_seq = absl::StrCat(snap.last_journal_seq());
   if (cluster()) {
     // A snapshot holds only committed records: a state whose last change fencing may still

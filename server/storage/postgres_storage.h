@@ -109,7 +109,8 @@ class PostgresStorage final : public Storage {
   absl::Status Flush() override;
   // Flush, then the next sequence number: every row below it is committed.
   absl::StatusOr<uint64_t> BeginSnapshotRound() override;
-  absl::Status WriteSnapshot(const bandit::v1::InstanceSnapshot& snap) override;  // upsert
+  absl::Status WriteSnapshot(const bandit::v1::InstanceSnapshot& snap,
+                             const EncodedSnapshotFields* extra = nullptr) override;  // upsert
   absl::Status RemoveSnapshot(const std::string& instance) override;
   absl::Status Compact(uint64_t boundary) override;  // DELETE rows with seq < boundary
   absl::Status health() const override;

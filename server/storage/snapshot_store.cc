@@ -24,16 +24,19 @@ uint32_t Crc(absl::string_view d) { return Crc32(d); }
 
 }  // namespace
 
-std::string SnapshotStore::Encode(const bandit::v1::InstanceSnapshot& snap) {
+std::string SnapshotStore::Encode(const bandit::v1::InstanceSnapshot& snap,
+                                  const EncodedSnapshotFields* extra) {
   // Serialized in place after the header (a snapshot with a decision log runs to tens of MB; a
   // separate payload string cost a second copy of it).
-  const size_t payload_size = snap.ByteSizeLong();
+  const size_t fields_size = snap.ByteSizeLong();
+  const size_t payload_size = fields_size + (extra != nullptr ? extra->size() : 0);
   std::string out(kMagic);
   PutU32(&out, kFormat);
   PutU32(&out, 0);  // the checksum, below
   const size_t header_size = out.size();
   out.resize(header_size + payload_size);
   snap.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out.data() + header_size));
+  if (extra != nullptr) extra->WriteTo(out.data() + header_size + fields_size);
   const uint32_t crc = Crc(absl::string_view(out).substr(header_size));
   for (int i = 0; i < 4; ++i) out[header_size - 4 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
   return out;
@@ -56,8 +59,9 @@ absl::StatusOr<bandit::v1::InstanceSnapshot> SnapshotStore::Decode(absl::string_
 
 absl::Status SnapshotStore::Init() { return fs_->CreateDirs(dir_); }
 
-absl::Status SnapshotStore::Write(const bandit::v1::InstanceSnapshot& snap) {
-  return WriteFileAtomically(fs_, dir_, absl::StrCat(snap.name(), kSuffix), Encode(snap));
+absl::Status SnapshotStore::Write(const bandit::v1::InstanceSnapshot& snap,
+                                  const EncodedSnapshotFields* extra) {
+  return WriteFileAtomically(fs_, dir_, absl::StrCat(snap.name(), kSuffix), Encode(snap, extra));
 }
 
 absl::Status SnapshotStore::Remove(const std::string& instance) {

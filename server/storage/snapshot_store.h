@@ -13,12 +13,23 @@
 
 namespace bandit::server {
 
+// Fields of an InstanceSnapshot that are already encoded elsewhere (the decision log's entries,
+// which the live log holds encoded): written after the message's own fields. The payload parses
+// as the same InstanceSnapshot (a parser takes fields in any order).
+class EncodedSnapshotFields {
+ public:
+  virtual ~EncodedSnapshotFields() = default;
+  virtual size_t size() const = 0;
+  virtual void WriteTo(char* out) const = 0;  // exactly size() bytes
+};
+
 class SnapshotStore {
  public:
   SnapshotStore(FileSystem* fs, std::string dir) : fs_(fs), dir_(std::move(dir)) {}
 
   absl::Status Init();
-  absl::Status Write(const bandit::v1::InstanceSnapshot& snap);
+  absl::Status Write(const bandit::v1::InstanceSnapshot& snap,
+                     const EncodedSnapshotFields* extra = nullptr);
   absl::Status Remove(const std::string& instance);
 
   struct Loaded {
@@ -28,7 +39,8 @@ class SnapshotStore {
   absl::StatusOr<Loaded> LoadAll();
 
   // The file format, also used for Export/Import payloads.
-  static std::string Encode(const bandit::v1::InstanceSnapshot& snap);
+  static std::string Encode(const bandit::v1::InstanceSnapshot& snap,
+                            const EncodedSnapshotFields* extra = nullptr);
   static absl::StatusOr<bandit::v1::InstanceSnapshot> Decode(absl::string_view data);
 
  private:

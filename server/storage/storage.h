@@ -17,6 +17,8 @@
 
 namespace bandit::server {
 
+class EncodedSnapshotFields;  // server/storage/snapshot_store.h
+
 // What Recover hands to its caller, in this order: every stored snapshot, then every journal
 // record in sequence order. The replay logic is the caller's (the same for every backend); only
 // the byte source differs.
@@ -64,7 +66,9 @@ class Storage {
   // the round's snapshots are written, and Compact(boundary) may then drop those records.
   virtual absl::StatusOr<uint64_t> BeginSnapshotRound() = 0;
   // Replaces the instance's stored snapshot, atomically.
-  virtual absl::Status WriteSnapshot(const bandit::v1::InstanceSnapshot& snap) = 0;
+  // `extra`: fields already encoded (the decision log), stored after the snapshot's own.
+  virtual absl::Status WriteSnapshot(const bandit::v1::InstanceSnapshot& snap,
+                                     const EncodedSnapshotFields* extra = nullptr) = 0;
   virtual absl::Status RemoveSnapshot(const std::string& instance) = 0;
   virtual absl::Status Compact(uint64_t boundary) = 0;
 

@@ -54,8 +54,9 @@ class NewestSeqStorage final : public Storage {
   }
   absl::Status Flush() override { return inner_->Flush(); }
   absl::StatusOr<uint64_t> BeginSnapshotRound() override { return inner_->BeginSnapshotRound(); }
-  absl::Status WriteSnapshot(const v1::InstanceSnapshot& snap) override {
-    return inner_->WriteSnapshot(snap);
+  absl::Status WriteSnapshot(const v1::InstanceSnapshot& snap,
+                             const EncodedSnapshotFields* extra = nullptr) override {
+    return inner_->WriteSnapshot(snap, extra);
   }
   absl::Status RemoveSnapshot(const std::string& instance) override {
     return inner_->RemoveSnapshot(instance);

@@ -6,9 +6,15 @@
 //
 //   bandit-decision-log-bench [--rounds=N] [--reps=R] [--candidates=50] [--dim=20]
 //       [--policy=linucb|glm_eps] [--data_dir=/tmp/dl_bench] [--write_log=LOG.dsjson]
+//   bandit-decision-log-bench --memory [--rounds=N] [--policy=linucb|eps_greedy]
+//
+// --memory: the memory a held decision costs, measured by the allocator (glibc's in-use heap
+// and mmapped bytes) after N rounds without storage, log on minus log off, per held decision,
+// against the decision's encoded size (what max_bytes counts).
 //
 // --write_log writes the last "on" run's decision log as DSJSON (input for bandit-ope's
 // throughput).
+#include <malloc.h>
 #include <time.h>
 
 #include <algorithm>
@@ -43,6 +49,8 @@ ABSL_FLAG(std::string, prepare_data_dir, "",
           "instead: write a data dir whose instance 'big' holds --events logged decisions "
           "(2 arms), for the export memory measurement (export_memory.sh)");
 ABSL_FLAG(int64_t, events, 1'000'000, "--prepare_data_dir: decisions in the log");
+ABSL_FLAG(bool, memory, false,
+          "instead: bytes of memory per held decision, log on minus off (eps_greedy: 2 arms)");
 
 namespace {
 
@@ -183,6 +191,80 @@ int PrepareDataDir() {
   return 0;
 }
 
+int64_t AllocatedBytes() {
+  const struct mallinfo2 m = mallinfo2();
+  return static_cast<int64_t>(m.uordblks + m.hblkhd);
+}
+
+// In-use bytes after `rounds` Select + Update rounds (no storage), log off or on; the log's
+// encoded bytes and events through *stats.
+int64_t HeldAfter(bool log, int rounds, const std::vector<v1::SelectRequest>& requests,
+                  v1::InstanceStats* stats) {
+  const int64_t before = AllocatedBytes();
+  int64_t held = 0;
+  {
+    DecisionService svc;
+    const std::string policy = absl::GetFlag(FLAGS_policy);
+    std::string config =
+        policy == "eps_greedy"
+            ? "policy { epsilon_greedy { epsilon: 0.2 } num_arms: 2 }"
+            : absl::StrCat("policy { linucb { dimension: ", absl::GetFlag(FLAGS_dim), " } }");
+    config += absl::StrCat(" pending { reward_wait_ms: 600000 } ");
+    if (log)
+      config += absl::StrCat("decision_log { enabled: true max_bytes: 4000000000 max_events: ",
+                             rounds, " }");
+    v1::CreateInstanceRequest create;
+    create.set_name("bench");
+    google::protobuf::TextFormat::ParseFromString(config, create.mutable_config());
+    v1::Instance out;
+    if (auto s = svc.CreateInstance(create, &out); !s.ok()) {
+      std::cerr << s << "\n";
+      std::exit(1);
+    }
+    v1::SelectRequest plain;
+    plain.set_instance("bench");
+    for (int i = 0; i < rounds; ++i) {
+      const v1::SelectRequest& req = policy == "eps_greedy" ? plain : requests[i];
+      v1::Decision dec;
+      if (auto s = svc.Select(req, &dec); !s.ok()) {
+        std::cerr << s << "\n";
+        std::exit(1);
+      }
+      v1::UpdateRequest up;
+      up.set_instance("bench");
+      up.set_event_id(dec.event_id());
+      up.set_reward(0.5);
+      v1::UpdateResponse r;
+      if (auto s = svc.Update(up, &r); !s.ok()) {
+        std::cerr << s << "\n";
+        std::exit(1);
+      }
+    }
+    malloc_trim(0);
+    held = AllocatedBytes() - before;
+    v1::GetInstanceRequest g;
+    g.set_name("bench");
+    (void)svc.GetInstance(g, &out);
+    *stats = out.stats();
+  }
+  return held;
+}
+
+int MeasureMemory(const std::vector<v1::SelectRequest>& requests) {
+  const int rounds = static_cast<int>(requests.size());
+  v1::InstanceStats off_stats, on_stats;
+  const int64_t off = HeldAfter(false, rounds, requests, &off_stats);
+  const int64_t on = HeldAfter(true, rounds, requests, &on_stats);
+  const double events = static_cast<double>(on_stats.decision_log_events());
+  std::cout << absl::StrFormat(
+      "policy %s, %d rounds: log holds %d decisions, %.0f encoded bytes each; memory per held "
+      "decision (log on minus off, allocator in-use bytes) %.0f bytes = %.2f x encoded\n",
+      absl::GetFlag(FLAGS_policy), rounds, on_stats.decision_log_events(),
+      on_stats.decision_log_bytes() / events, (on - off) / events,
+      (on - off) / static_cast<double>(on_stats.decision_log_bytes()));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   if (!absl::GetFlag(FLAGS_prepare_data_dir).empty()) return PrepareDataDir();
@@ -198,6 +280,7 @@ int main(int argc, char** argv) {
       for (int j = 0; j < d; ++j) v->add_values(g(rng));
     }
   }
+  if (absl::GetFlag(FLAGS_memory)) return MeasureMemory(requests);
   std::vector<double> off, on;
   for (int r = 0; r < reps; ++r) {
     off.push_back(RunOnce(false, requests, false));

@@ -77,34 +77,30 @@ double NormalLogCdf(double m, double s, double x) {
 class ChebyshevInterpolant {
  public:
   static constexpr int kMaxN = 32;
-  // From the values at the kMaxN + 1 points x_i = mid + half cos(pi i / kMaxN). False when a
-  // value is not finite or the last three coefficients of the n = 32 interpolant still sum to
-  // more than tol.
-  bool Fit(const double* values, double lo, double hi, double tol) {
+  // From the values at the points x_i = mid + half cos(pi i / kMaxN), i a multiple of
+  // kMaxN / n (the n + 1 points of level n = 8, 16 or 32; the levels are nested). False when a
+  // value is not finite or the last three coefficients still sum to more than tol.
+  bool Fit(const double* values, int n, double lo, double hi, double tol) {
     mid_ = 0.5 * (lo + hi), half_ = 0.5 * (hi - lo);
-    for (int i = 0; i <= kMaxN; ++i)
-      if (!std::isfinite(values[i])) return false;
-    for (int n = 8; n <= kMaxN; n *= 2) {
-      const int step = kMaxN / n;
-      for (int j = 0; j <= n; ++j) {
-        double c = 0;
-        for (int k = 0; k <= n; ++k) {
-          const double w = (k == 0 || k == n) ? 0.5 : 1.0;
-          c += w * values[k * step] * Cosines()[((j * k) % (2 * n)) * step];
-        }
-        c *= 2.0 / n;
-        if (j == 0 || j == n) c *= 0.5;
-        coef_[j] = c;
+    const int step = kMaxN / n;
+    for (int k = 0; k <= n; ++k)
+      if (!std::isfinite(values[k * step])) return false;
+    for (int j = 0; j <= n; ++j) {
+      double c = 0;
+      for (int k = 0; k <= n; ++k) {
+        const double w = (k == 0 || k == n) ? 0.5 : 1.0;
+        c += w * values[k * step] * Cosines()[((j * k) % (2 * n)) * step];
       }
-      const double tail = std::abs(coef_[n - 2]) + std::abs(coef_[n - 1]) + std::abs(coef_[n]);
-      if (tail <= tol) {
-        size_ = n + 1;
-        // Trailing coefficients far below the tolerance do not change any value.
-        while (size_ > 1 && std::abs(coef_[size_ - 1]) < 1e-3 * tol) --size_;
-        return true;
-      }
+      c *= 2.0 / n;
+      if (j == 0 || j == n) c *= 0.5;
+      coef_[j] = c;
     }
-    return false;
+    const double tail = std::abs(coef_[n - 2]) + std::abs(coef_[n - 1]) + std::abs(coef_[n]);
+    if (!(tail <= tol)) return false;
+    size_ = n + 1;
+    // Trailing coefficients far below the tolerance do not change any value.
+    while (size_ > 1 && std::abs(coef_[size_ - 1]) < 1e-3 * tol) --size_;
+    return true;
   }
   double operator()(double x) const {
     const double t = (x - mid_) / half_;
@@ -472,13 +468,32 @@ double ArgmaxProbability::LogCdfExact(int j, double x) const {
                                   : NormalLogCdf(arm.first, arm.second, x);
 }
 
-double ArgmaxProbability::LogCdf(int j, double x, double logit_x) const {
-  if (exact_) return LogCdfExact(j, x);
+template <class Active>
+void ArgmaxProbability::AccumulateLogCdf(int j, double weight, const double* xs,
+                                         const double* logits, int count, double* sums,
+                                         const Active& active) const {
+  if (exact_) {
+    for (int i = 0; i < count; ++i)
+      if (active(i)) sums[i] += weight * LogCdfExact(j, xs[i]);
+    return;
+  }
   const Arm& arm = Zone(j);
-  if (x >= arm.zone_hi) return 0;
-  if (x <= arm.zone_lo) return -INFINITY;
-  if (family_ == Family::kNormal) return StandardNormalCurve()((x - arm.mean) / arm.sd);
-  return arm.has_curve ? arm.curve(logit_x) : LogCdfExact(j, x);
+  const double lo = arm.zone_lo, hi = arm.zone_hi;
+  auto each = [&](auto&& inside) {
+    for (int i = 0; i < count; ++i) {
+      if (!active(i)) continue;
+      const double x = xs[i];
+      sums[i] += x >= hi ? 0.0 : weight * (x <= lo ? -INFINITY : inside(i));
+    }
+  };
+  if (family_ == Family::kNormal) {
+    const Curve& curve = StandardNormalCurve();
+    each([&](int i) { return curve((xs[i] - arm.mean) / arm.sd); });
+  } else if (arm.has_curve) {
+    each([&](int i) { return arm.curve(logits[i]); });
+  } else {
+    each([&](int i) { return LogCdfExact(j, xs[i]); });
+  }
 }
 
 double ArgmaxProbability::TailAbove(int j, double x) const {
@@ -594,7 +609,15 @@ double ArgmaxProbability::Of(int a) const {
     logits[i] = beta ? Logit(xs[i]) : 0;
   }
   std::vector<Factor> evaluated;  // the set `values` sums over
-  bool have_values = false;
+  int level = 0;                  // `values` holds the points of levels up to this one
+  auto add = [&](const Factor& f, double sign, int from_level, int to_level) {
+    // The points of levels (from_level, to_level]: multiples of kMaxN / to_level that are not
+    // multiples of kMaxN / from_level.
+    constexpr int kN32 = ChebyshevInterpolant::kMaxN;
+    const int step = kN32 / to_level, skip = from_level > 0 ? kN32 / from_level : 0;
+    AccumulateLogCdf(f.arm, f.power * sign, xs, logits, kFitPoints, values,
+                     [&](int i) { return i % step == 0 && (skip == 0 || i % skip != 0); });
+  };
   for (double widths : {kSmoothWidths, kSmoothWidths / 3, 0.0}) {
     smooth.clear(), narrow.clear();
     for (const auto& f : factors)
@@ -606,21 +629,24 @@ double ArgmaxProbability::Of(int a) const {
     bool inside = true;
     for (const auto& f : smooth) inside = inside && lo > f.lower;
     if (!inside) continue;
-    // Factor by factor (each arm's curve stays in cache).
-    auto add = [&](const Factor& f, double sign) {
-      for (int i = 0; i < kFitPoints; ++i)
-        values[i] += sign * f.power * LogCdf(f.arm, xs[i], logits[i]);
-    };
-    if (have_values) {
-      for (const auto& f : evaluated)  // smooth keeps factors' order: a merge finds leavers
-        if (f.sd * widths < width) add(f, -1);
+    // Factor by factor (each arm's curve stays in cache), level by level (the fit may converge
+    // on 9 or 17 points).
+    if (level > 0) {
+      for (const auto& f : evaluated)  // a stricter set: subtract the factors that left it
+        if (f.sd * widths < width) add(f, -1, 0, level);
     } else {
       std::fill(values, values + kFitPoints, 0.0);
-      for (const auto& f : smooth) add(f, 1);
-      have_values = true;
     }
     evaluated = smooth;
-    if (smooth_log.Fit(values, lo, hi, kSmoothTolerance)) break;
+    bool fitted = false;
+    for (int n = 8; n <= ChebyshevInterpolant::kMaxN && !fitted; n *= 2) {
+      if (n > level) {
+        for (const auto& f : smooth) add(f, 1, level, n);
+        level = n;
+      }
+      fitted = smooth_log.Fit(values, n, lo, hi, kSmoothTolerance);
+    }
+    if (fitted) break;
   }
   // Narrow factors by upper end, highest first: at x only those with upper > x are below 1.
   std::sort(narrow.begin(), narrow.end(),
@@ -639,9 +665,9 @@ double ArgmaxProbability::Of(int a) const {
       logits[i] = beta && x > 0 && x < 1 ? Logit(x) : 0;
     }
     for (const auto& f : narrow)
-      for (int i = 0; i < count; ++i)
-        if (xs[i] < f.upper && log_product[i] > -745)  // else 1, or exp underflows anyway
-          log_product[i] += f.power * LogCdf(f.arm, xs[i], logits[i]);
+      AccumulateLogCdf(f.arm, f.power, xs, logits, count, log_product, [&](int i) {
+        return xs[i] < f.upper && log_product[i] > -745;  // else 1, or exp underflows anyway
+      });
     for (int i = 0; i < count; ++i)
       out[i] = log_product[i] > -745 ? Pdf(a, xs[i]) * std::exp(log_product[i]) : 0.0;
   };

@@ -137,10 +137,12 @@ class ArgmaxProbability {
   const Arm& Zone(int j) const;
   const Arm& RegionEnds(int j) const;
   void Prepare() const;
-  // log F_j(x), -inf where F_j = 0; logit_x = log(x / (1 - x)) (Beta; shared by all arms at
-  // one x).
-  double LogCdf(int j, double x, double logit_x) const;
   double LogCdfExact(int j, double x) const;
+  // sums[i] += weight * log F_j(xs[i]) for the i < count with active(i) (logits[i] =
+  // logit xs[i] for Beta): LogCdf over many points, the arm's data looked up once.
+  template <class Active>
+  void AccumulateLogCdf(int j, double weight, const double* xs, const double* logits, int count,
+                        double* sums, const Active& active) const;
   // 1 - F_j(x) or an upper bound on it: decides "1 - F_j(x) > the per-arm skip threshold".
   double TailAbove(int j, double x) const;
   double Pdf(int j, double x) const;

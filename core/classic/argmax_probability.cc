@@ -210,9 +210,7 @@ struct SpectralMatrices {
   }
 };
 
-constexpr int kN = ArgmaxProbability::kCurveDegree;
-using CurveVector = Eigen::Matrix<double, kN + 1, 1>;
-
+template <int kN>
 const SpectralMatrices<kN>& CurveSpectral() {
   static const SpectralMatrices<kN> m;
   return m;
@@ -229,13 +227,14 @@ const SpectralMatrices<kN>& CurveSpectral() {
 // relative to F at the piece's upper end (an absolute error on F again: log F needs no more
 // accuracy where F is tiny). Else the pieces (initially `piece` wide) are halved, up to
 // kCurveRefinements times; false then.
-template <class Pdf>
+template <int kN, class Pdf>
 bool BuildCurve(const Pdf& pdf, double lo, double hi, double anchor_lo, double anchor_hi,
                 double piece, ArgmaxProbability::Curve* out) {
   using AP = ArgmaxProbability;
   constexpr double kCurveScaleTolerance = 1e-8;
   if (!(lo < hi) || !(anchor_lo > 0) || !(anchor_hi > anchor_lo)) return false;
-  const auto& spectral = CurveSpectral();
+  using CurveVector = Eigen::Matrix<double, kN + 1, 1>;
+  const auto& spectral = CurveSpectral<kN>();
   static const CurveVector lobatto = [] {  // cos(pi k / kN)
     CurveVector t;
     for (int k = 0; k <= kN; ++k) t[k] = std::cos(M_PI * k / kN);
@@ -289,6 +288,7 @@ bool BuildCurve(const Pdf& pdf, double lo, double hi, double anchor_lo, double a
     }
     if (ok) {
       out->lo = lo, out->hi = hi, out->pieces = pieces, out->scale = pieces / (hi - lo);
+      out->degree = kN;
       return true;
     }
   }
@@ -305,17 +305,21 @@ double NormalZoneZ() {
   return z;
 }
 
-// log Phi on [-NormalZoneZ(), NormalZoneZ()], shared by all Normal arms.
+// log Phi on [-NormalZoneZ(), NormalZoneZ()], shared by all Normal arms: built once, so its
+// pieces can be short and of low degree (a cheaper Clenshaw sum per evaluation).
+constexpr int kNormalCurveDegree = 8;
+constexpr double kNormalCurvePieceSds = 0.3;
+
 const ArgmaxProbability::Curve& StandardNormalCurve() {
   static const ArgmaxProbability::Curve curve = [] {
     ArgmaxProbability::Curve c;
     const double z = NormalZoneZ();
-    const bool built = BuildCurve(
-        [](const CurveVector& x, CurveVector* f) {
+    const bool built = BuildCurve<kNormalCurveDegree>(
+        [](const auto& x, auto* f) {
           *f = (kInvSqrt2Pi * (-0.5 * x.array().square()).exp()).matrix();
         },
         -z, z, 0.5 * std::erfc(z / kSqrt2), 1 - 0.5 * std::erfc(z / kSqrt2),
-        ArgmaxProbability::kCurvePieceSds, &c);
+        kNormalCurvePieceSds, &c);
     if (!built) std::abort();  // a fixed, smooth function: cannot fail
     return c;
   }();
@@ -329,9 +333,9 @@ double ArgmaxProbability::Curve::operator()(double x) const {
   const double u = (x - lo) * scale;
   const int i = std::clamp(static_cast<int>(u), 0, pieces - 1);
   const double t = 2 * (u - i) - 1;
-  const double* c = coef.data() + static_cast<size_t>(i) * (kCurveDegree + 1);
+  const double* c = coef.data() + static_cast<size_t>(i) * (degree + 1);
   double b1 = 0, b2 = 0;
-  for (int j = kCurveDegree; j >= 1; --j) {
+  for (int j = degree; j >= 1; --j) {
     const double b0 = 2 * t * b1 - b2 + c[j];
     b2 = b1, b1 = b0;
   }
@@ -421,8 +425,8 @@ const ArgmaxProbability::Arm& ArgmaxProbability::Zone(int j) const {
   if (arm.zone_hi < 1) arm.zone_hi = zone_end(1, arm.zone_hi);
   if (!(arm.zone_lo < arm.zone_hi)) return arm;
   ++curve_builds_;
-  arm.has_curve = BuildCurve(
-      [&](const CurveVector& v, CurveVector* f) {
+  arm.has_curve = BuildCurve<kCurveDegree>(
+      [&](const auto& v, auto* f) {
         const auto d = v.array() - v_c;
         *f = (a * d - (a + b) * (m * d.expm1()).log1p() + constant).exp().matrix();
       },

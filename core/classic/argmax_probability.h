@@ -115,7 +115,8 @@ class ArgmaxProbability {
   struct Curve {
     double lo = 0, hi = 0, scale = 0;  // scale = pieces / (hi - lo)
     int pieces = 0;
-    std::vector<double> coef;  // pieces x (kCurveDegree + 1)
+    int degree = 0;            // kCurveDegree (Beta arms), lower for the shared Normal curve
+    std::vector<double> coef;  // pieces x (degree + 1)
     double operator()(double x) const;
   };
 

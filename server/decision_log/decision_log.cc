@@ -1,8 +1,10 @@
 #include "server/decision_log/decision_log.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
+#include <type_traits>
 
 #include <google/protobuf/io/coded_stream.h>
 
@@ -253,8 +255,12 @@ int64_t DecisionLog::ApplyRetention(int64_t now) {
     std::shared_ptr<Chunk>& chunk = chunks_.front();
     // Reused only when no snapshot still shares it (a snapshot gets a reference only under the
     // owner's lock, which the caller holds, so the count cannot grow meanwhile).
-    if (spare_ == nullptr && chunk->capacity == kMaxChunkBytes && chunk.use_count() == 1)
+    if (spare_ == nullptr && chunk->capacity == kMaxChunkBytes && chunk.use_count() == 1) {
+      // use_count() is a relaxed load: the fence orders a snapshot thread's last reads of the
+      // chunk (before its release of the reference) before the writes that reuse it.
+      std::atomic_thread_fence(std::memory_order_acquire);
       spare_ = std::move(chunk);
+    }
     chunks_.pop_front();
     ++first_chunk_;
   }

@@ -8,9 +8,12 @@
 //   bandit-shadow-bench [--rounds=N] [--reps=R] [--candidates=50] [--dim=20] [--shadows=1]
 //       [--storage=file|none] [--data_dir=/tmp/shadow_bench]
 //
-// With --storage=file the journal runs with --durability=none: a shadow also changes what the
-// journal keeps (GLB-OMD's Select only reads its state, so without shadows a Select is
-// journaled by its outcome; with shadows its request is journaled, for the shadows' replay).
+// With --storage=file the journal runs with --durability=none.
+//
+// Every "with" run ends with a fingerprint: the served policy's and the first shadow's learned
+// figures and the shadow's estimates as exact hexadecimal floats. The runs are deterministic, so
+// every repetition prints the same one (the bench stops if not), and two builds that print the
+// same fingerprint computed the same numbers bit for bit (a speed-up must not change them).
 #include <time.h>
 
 #include <algorithm>
@@ -57,6 +60,32 @@ double Median(std::vector<double> v) {
   std::cerr << s << "\n";
   std::exit(1);
 }
+
+// What a "with" run computed, exactly: hexadecimal floats.
+std::string Fingerprint(const v1::Instance& in) {
+  std::string out = absl::StrFormat("rounds %d regret %a", in.stats().rounds(),
+                                    in.stats().estimated_regret());
+  auto summary = [&](const std::string& who,
+                     const google::protobuf::Map<std::string, double>& m) {
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : m) keys.push_back(k);
+    std::sort(keys.begin(), keys.end());
+    for (const auto& k : keys) absl::StrAppendFormat(&out, " %s.%s %a", who, k, m.at(k));
+  };
+  summary("served", in.summary());
+  out += " served.theta";
+  for (double w : in.weights()) absl::StrAppendFormat(&out, " %a", w);
+  const auto& sh = in.shadows(0);
+  summary("shadow", sh.summary());
+  absl::StrAppendFormat(&out, " events %d ips %a snips %a dr %a dm %a served %a ess %a",
+                        sh.events(), sh.ips().value(), sh.snips().value(), sh.dr().value(),
+                        sh.dm().value(), sh.served().value(), sh.effective_sample_size());
+  absl::StrAppendFormat(&out, " se %a %a %a %a", sh.ips().se(), sh.snips().se(), sh.dr().se(),
+                        sh.dm().se());
+  return out;
+}
+
+std::string last_fingerprint;
 
 // Microseconds of process CPU per round.
 double RunOnce(int shadows, const std::vector<v1::SelectRequest>& requests,
@@ -114,6 +143,11 @@ double RunOnce(int shadows, const std::vector<v1::SelectRequest>& requests,
     if (sh.events() != static_cast<int64_t>(requests.size()) || sh.errors() != 0)
       Die(absl::InternalError(absl::StrCat("the shadow scored ", sh.events(), " of ",
                                            requests.size(), " rounds, ", sh.errors(), " errors")));
+    const std::string fp = Fingerprint(out);
+    if (!last_fingerprint.empty() && fp != last_fingerprint)
+      Die(absl::InternalError(absl::StrCat("a repetition computed other numbers:\n", fp,
+                                           "\nwhere an earlier one had\n", last_fingerprint)));
+    last_fingerprint = fp;
   }
   return us;
 }
@@ -155,6 +189,7 @@ int main(int argc, char** argv) {
       "  overhead         %.2f us/round per shadow (ratio %.3fx)\n",
       without.size(), rounds, n, d, absl::GetFlag(FLAGS_storage), a, shadows, b,
       (b - a) / std::max(1, shadows), b / a);
+  if (shadows > 0) std::cout << "fingerprint: " << last_fingerprint << "\n";
   std::filesystem::remove_all(absl::GetFlag(FLAGS_data_dir));
   return 0;
 }

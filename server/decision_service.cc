@@ -136,6 +136,13 @@ absl::Status DecisionService::ImportInstance(const bandit::v1::ImportInstanceReq
     return absl::InvalidArgumentError(absl::StrCat("snapshot: ", snap.status().message()));
   if (!req.name().empty()) snap->set_name(req.name());
   snap->set_last_journal_seq(0);
+  // An import is a new instance on this server: its shadows count against this server's limit
+  // as AddShadow's would (recovery, which restores what was once accepted, does not come here).
+  if (snap->shadows_size() > limits_.instance.max_shadows)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "snapshot of instance '", snap->name(), "' has ", snap->shadows_size(),
+        " shadows, more than the configured maximum of ", limits_.instance.max_shadows,
+        " (--max_shadows); remove shadows before exporting, or raise the limit"));
   absl::MutexLock lock(&lifecycle_mu_);
   if (auto s = CheckNameFree(snap->name()); !s.ok()) return s;
   auto inst = Instance::FromSnapshot(*snap, clock_, limits_.instance);
@@ -222,7 +229,9 @@ absl::Status DecisionService::SetMixtureReference(const bandit::v1::SetMixtureRe
 absl::Status DecisionService::AddShadow(const bandit::v1::AddShadowRequest& req,
                                         bandit::v1::Instance* out, uint64_t* written_seq) {
   return ChangeAndDescribe(req.name(), out,
-                           [&](Instance& inst) { return inst.AddShadow(req, written_seq); });
+                           [&](Instance& inst) {
+                             return inst.AddShadow(req, limits_.instance.max_shadows, written_seq);
+                           });
 }
 
 absl::Status DecisionService::RemoveShadow(const bandit::v1::RemoveShadowRequest& req,

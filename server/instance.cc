@@ -374,10 +374,12 @@ absl::Status Instance::RemoveArms(const bandit::v1::RemoveArmsRequest& req, uint
                       [&](bandit::v1::JournalRecord* rec) { return state_->RemoveArms(req, rec); });
 }
 
-absl::Status Instance::AddShadow(const bandit::v1::AddShadowRequest& req, uint64_t* written_seq) {
+absl::Status Instance::AddShadow(const bandit::v1::AddShadowRequest& req, int64_t max_shadows,
+                                 uint64_t* written_seq) {
   absl::MutexLock lock(&mu_);
-  return ChangeLocked(clock_->NowMs(), written_seq,
-                      [&](bandit::v1::JournalRecord* rec) { return state_->AddShadow(req, rec); });
+  return ChangeLocked(clock_->NowMs(), written_seq, [&](bandit::v1::JournalRecord* rec) {
+    return state_->AddShadow(req, max_shadows, rec);
+  });
 }
 
 absl::Status Instance::RemoveShadow(const bandit::v1::RemoveShadowRequest& req,
@@ -457,7 +459,8 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
       break;
     case bandit::v1::JournalRecord::kAddShadow:
       s = ChangeLocked(now, nullptr, [&](bandit::v1::JournalRecord* r) {
-        return state_->AddShadow(rec.add_shadow(), r);
+        // The server accepted it once: no limit on replay.
+        return state_->AddShadow(rec.add_shadow(), std::numeric_limits<int64_t>::max(), r);
       });
       break;
     case bandit::v1::JournalRecord::kRemoveShadow:

@@ -118,9 +118,10 @@ class Instance {
   // Mixture instances (FD, KD): replaces the reference distribution; learned state is kept.
   absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
                                    uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
-  // Shadow policies (InstanceState::AddShadow and the rest).
-  absl::Status AddShadow(const bandit::v1::AddShadowRequest& req, uint64_t* written_seq = nullptr)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Shadow policies (InstanceState::AddShadow and the rest). `max_shadows`: the server's
+  // current limit (replay checks none).
+  absl::Status AddShadow(const bandit::v1::AddShadowRequest& req, int64_t max_shadows,
+                         uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status RemoveShadow(const bandit::v1::RemoveShadowRequest& req,
                             uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status PromoteShadow(const bandit::v1::PromoteShadowRequest& req,

@@ -750,11 +750,11 @@ void InstanceState::Describe(bandit::v1::Instance* out) const {
 }
 
 absl::Status InstanceState::AddShadow(const bandit::v1::AddShadowRequest& req,
-                                      bandit::v1::JournalRecord* rec) {
+                                      int64_t max_shadows, bandit::v1::JournalRecord* rec) {
   auto shadow = shadows_.Prepare(
       name_, *policy_, config_, req,
       [&](InstanceConfig* c) { return NormalizeConfig(name_ + ":" + req.shadow(), limits_, c); },
-      limits_.max_shadows);
+      max_shadows);
   if (!shadow.ok()) return shadow.status();
   // Journaled normalized (seed and arms filled in), so replay builds the same shadow.
   auto* journaled = rec->mutable_add_shadow();

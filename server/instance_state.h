@@ -42,7 +42,10 @@ struct InstanceLimits {
   int64_t max_arms = std::numeric_limits<int32_t>::max();
   // Instance name length (core's CheckId also caps ids at 128 characters).
   int64_t max_name_length = 128;
-  // Shadow policies per instance (each costs a policy's Select per Select).
+  // Shadow policies per instance (each costs about a policy's Select and Update per round;
+  // banditd --max_shadows). Checked when AddShadow is asked for, with the server's current
+  // value (DecisionService passes it), never on replay: a restart with a lower limit keeps the
+  // shadows the server once accepted and refuses new ones.
   int64_t max_shadows = 8;
 };
 
@@ -119,8 +122,10 @@ class InstanceState {
   // Shadow policies (server/shadows.h). AddShadow validates against the served policy and
   // config; PromoteShadow makes the shadow the served policy with what it learned (the policy
   // served until then is dropped) and the decisions still pending are then learned by it as
-  // logged data. On error nothing changed.
-  absl::Status AddShadow(const bandit::v1::AddShadowRequest& req, bandit::v1::JournalRecord* rec);
+  // logged data. On error nothing changed. RESOURCE_EXHAUSTED when the instance already has
+  // `max_shadows` shadows.
+  absl::Status AddShadow(const bandit::v1::AddShadowRequest& req, int64_t max_shadows,
+                         bandit::v1::JournalRecord* rec);
   absl::Status RemoveShadow(const bandit::v1::RemoveShadowRequest& req,
                             bandit::v1::JournalRecord* rec);
   absl::Status PromoteShadow(const bandit::v1::PromoteShadowRequest& req,

@@ -11,6 +11,9 @@
 #include "server/log.h"
 #include "server/server.h"
 
+// The largest --max_shadows: every shadow runs in every Select of its instance.
+constexpr int64_t kMaxShadowsFlag = 1000;
+
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "gRPC listen address (host:port; port 0 = any)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Prometheus /metrics listen address (empty = off)");
@@ -45,6 +48,10 @@ ABSL_FLAG(int64_t, max_batch_items, 1000, "Max items per SelectBatch/UpdateBatch
 ABSL_FLAG(int64_t, max_pending_capacity, 10000000,
           "Max config.pending.capacity (decisions awaiting rewards) of one instance");
 ABSL_FLAG(int64_t, max_name_length, 128, "Max instance name length (1..128)");
+ABSL_FLAG(int64_t, max_shadows, 8,
+          "Max shadow policies per instance (0..1000; 0 refuses every AddShadow). Each shadow "
+          "costs about one more policy Select and Update per round. Checked at AddShadow only: "
+          "a restart with a lower value keeps the shadows already added");
 ABSL_FLAG(int32_t, max_page_size, 1000, "Max ListInstances page size");
 // Security.
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain (enables TLS)");
@@ -120,12 +127,18 @@ int main(int argc, char** argv) {
   limits.instance.max_arms_per_request = absl::GetFlag(FLAGS_max_arms_per_request);
   limits.instance.max_pending_capacity = absl::GetFlag(FLAGS_max_pending_capacity);
   limits.instance.max_name_length = absl::GetFlag(FLAGS_max_name_length);
+  limits.instance.max_shadows = absl::GetFlag(FLAGS_max_shadows);
   if (limits.max_instances < 1 || limits.max_batch_items < 1 || limits.max_page_size < 1 ||
       limits.instance.max_feature_dim < 1 || limits.instance.max_candidates < 1 ||
       limits.instance.max_arms < 1 || limits.instance.max_arms_per_request < 1 ||
       limits.instance.max_pending_capacity < 1 || limits.instance.max_name_length < 1 ||
       limits.instance.max_name_length > 128) {
     BANDIT_LOG_ERROR("every --max_* limit must be at least 1 (and --max_name_length at most 128)");
+    return 2;
+  }
+  if (limits.instance.max_shadows < 0 || limits.instance.max_shadows > kMaxShadowsFlag) {
+    BANDIT_LOG_ERROR("--max_shadows=", limits.instance.max_shadows, " is out of range, expected 0..",
+                     kMaxShadowsFlag, " (0 refuses every AddShadow)");
     return 2;
   }
   options.tls.cert_path = absl::GetFlag(FLAGS_tls_cert);

@@ -262,7 +262,7 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
       ", max_feature_dim=", l.instance.max_feature_dim, ", max_arms=", l.instance.max_arms,
       ", max_arms_per_request=", l.instance.max_arms_per_request,
       ", max_pending_capacity=", l.instance.max_pending_capacity,
-      ", max_name_length=", l.instance.max_name_length);
+      ", max_name_length=", l.instance.max_name_length, ", max_shadows=", l.instance.max_shadows);
   return s;
 }
 

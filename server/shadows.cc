@@ -61,10 +61,15 @@ absl::StatusOr<Shadow> ShadowSet::Prepare(
       return absl::AlreadyExistsError(
           absl::StrCat("instance '", instance, "' already has a shadow '", req.shadow(),
                        "'; expected a new name (or RemoveShadow first)"));
+  if (max_shadows <= 0)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "shadows are disabled on this server (--max_shadows=0); instance '", instance,
+        "' cannot take shadow '", req.shadow(), "'"));
   if (static_cast<int64_t>(shadows_.size()) >= max_shadows)
-    return absl::ResourceExhaustedError(absl::StrCat("instance '", instance, "' has ",
-                                                     shadows_.size(), " shadows, the maximum of ",
-                                                     max_shadows, "; remove one first"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("instance '", instance, "' has ", shadows_.size(),
+                     " shadows, the configured maximum of ", max_shadows,
+                     " (--max_shadows); remove one first"));
   if (!req.has_config() || !req.config().has_policy() ||
       req.config().policy().policy_case() == bandit::v1::PolicyConfig::POLICY_NOT_SET)
     return absl::InvalidArgumentError(

@@ -76,13 +76,24 @@ Vector DirectModel::WithIntercept(const Vector& v) {
 void DirectModel::Ridge::Init(int dim, double lambda) {
   a = lambda * Eigen::MatrixXd::Identity(dim, dim);
   b = Vector::Zero(dim);
+  solved = false;
 }
 
-double DirectModel::Ridge::Predict(const Vector& z) const { return z.dot(a.ldlt().solve(b)); }
+double DirectModel::Ridge::Predict(const Vector& z) { return z.dot(Coefficients()); }
 
 void DirectModel::Ridge::Learn(const Vector& z, double r) {
   a.noalias() += z * z.transpose();
   b += r * z;
+  solved = false;
+}
+
+const Vector& DirectModel::Ridge::Coefficients() {
+  if (!solved) {
+    factor.compute(a);
+    coefficients = factor.solve(b);
+    solved = true;
+  }
+  return coefficients;
 }
 
 Vector DirectModel::Predict(std::span<const Vector> actions, const Vector* x,
@@ -91,7 +102,7 @@ Vector DirectModel::Predict(std::span<const Vector> actions, const Vector* x,
   if (!actions.empty()) {
     if (shared_.a.size() == 0) shared_.Init(static_cast<int>(actions[0].size()) + 1, lambda_);
     // One solve for every candidate.
-    const Vector theta = shared_.a.ldlt().solve(shared_.b);
+    const Vector& theta = shared_.Coefficients();
     // [x, 1] . theta without building [x, 1] (one allocation per candidate, on the server's
     // Select path for every shadow).
     const Eigen::Index d = theta.size() - 1;

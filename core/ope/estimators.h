@@ -127,8 +127,15 @@ class DirectModel {
     Eigen::MatrixXd a;  // lambda I + sum z z^T
     Vector b;           // sum r z
     void Init(int dim, double lambda);
-    double Predict(const Vector& z) const;
+    double Predict(const Vector& z);
     void Learn(const Vector& z, double r);
+    // The coefficients a^{-1} b, solved when first asked after a change and kept until the
+    // next (the server predicts at every Select, and Selects may outnumber rewards). The
+    // factorization's storage is reused. Not state: derived from a and b alone.
+    const Vector& Coefficients();
+    Eigen::LDLT<Eigen::MatrixXd> factor;
+    Vector coefficients;
+    bool solved = false;
   };
   static Vector WithIntercept(const Vector& v);
 

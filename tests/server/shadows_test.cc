@@ -14,7 +14,9 @@
 
 #include "core/rng.h"
 #include "server/decision_service.h"
+#include "server/persistence.h"
 #include "server/storage/snapshot_store.h"
+#include "tests/server/fault_injection_fs.h"
 #include "tests/server/server_test_util.h"
 
 namespace bandit::server {
@@ -432,6 +434,95 @@ TEST_F(ShadowTest, BadRequestsChangeNothing) {
   ASSERT_TRUE(svc.RemoveShadow(remove, &out).ok());
   ASSERT_EQ(out.shadows_size(), 1);
   EXPECT_EQ(out.shadows(0).name(), "two");
+}
+
+// The shadow limit is the server's current one (banditd --max_shadows), checked when AddShadow
+// or ImportInstance asks for a shadow: a restart with a lower limit recovers every shadow the
+// server once accepted (recovery never refuses), then refuses new ones until enough are gone.
+TEST(ShadowLimit, IsTheServersCurrentLimitAndRecoveryKeepsWhatWasAccepted) {
+  FaultInjectionFs fs;
+  ManualClock clock;
+  auto open = [&](DecisionService* svc) {
+    PersistenceOptions o;
+    o.fs = &fs;
+    o.data_dir = "/data";
+    o.clock = &clock;
+    auto p = Persistence::Open(o, svc);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *std::move(p) : nullptr;
+  };
+  v1::Instance out;
+  std::string exported;
+  {
+    ServiceLimits three;
+    three.instance.max_shadows = 3;
+    DecisionService svc(&clock, three);
+    auto persistence = open(&svc);
+    ASSERT_NE(persistence, nullptr);
+    ASSERT_TRUE(svc.CreateInstance(Create("a", kEps), &out).ok());
+    for (const char* name : {"s1", "s2", "s3"})
+      ASSERT_TRUE(svc.AddShadow(Shadow("a", name, "policy { ucb1 {} }"), &out).ok()) << name;
+    v1::ExportInstanceRequest req;
+    req.set_name("a");
+    v1::ExportInstanceResponse resp;
+    ASSERT_TRUE(svc.ExportInstance(req, &resp).ok());
+    exported = resp.snapshot();
+    ASSERT_TRUE(persistence->Close().ok());
+  }
+  ServiceLimits one;
+  one.instance.max_shadows = 1;
+  DecisionService svc(&clock, one);
+  auto persistence = open(&svc);
+  ASSERT_NE(persistence, nullptr);
+  v1::GetInstanceRequest get;
+  get.set_name("a");
+  ASSERT_TRUE(svc.GetInstance(get, &out).ok());
+  ASSERT_EQ(out.shadows_size(), 3);  // recovered although above the new limit
+  auto refused = svc.AddShadow(Shadow("a", "s4", "policy { ucb1 {} }"), &out);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused;
+  EXPECT_EQ(refused.message(),
+            "instance 'a' has 3 shadows, the configured maximum of 1 (--max_shadows); remove one "
+            "first");
+  v1::RemoveShadowRequest remove;
+  remove.set_name("a");
+  for (const char* name : {"s1", "s2"}) {
+    remove.set_shadow(name);
+    ASSERT_TRUE(svc.RemoveShadow(remove, &out).ok());
+  }
+  refused = svc.AddShadow(Shadow("a", "s4", "policy { ucb1 {} }"), &out);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused;
+  EXPECT_NE(refused.message().find("has 1 shadows, the configured maximum of 1"),
+            std::string::npos)
+      << refused;
+  remove.set_shadow("s3");
+  ASSERT_TRUE(svc.RemoveShadow(remove, &out).ok());
+  ASSERT_TRUE(svc.AddShadow(Shadow("a", "s4", "policy { ucb1 {} }"), &out).ok());
+  ASSERT_EQ(out.shadows_size(), 1);
+  EXPECT_EQ(out.shadows(0).name(), "s4");
+
+  // An import brings its shadows to this server: above its limit, refused and nothing created.
+  v1::ImportInstanceRequest imp;
+  imp.set_name("b");
+  imp.set_snapshot(exported);
+  auto imported = svc.ImportInstance(imp, &out);
+  EXPECT_EQ(imported.code(), StatusCode::kResourceExhausted) << imported;
+  EXPECT_EQ(imported.message(),
+            "snapshot of instance 'b' has 3 shadows, more than the configured maximum of 1 "
+            "(--max_shadows); remove shadows before exporting, or raise the limit");
+  get.set_name("b");
+  EXPECT_EQ(svc.GetInstance(get, &out).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(persistence->Close().ok());
+
+  // 0 refuses every shadow.
+  ServiceLimits none;
+  none.instance.max_shadows = 0;
+  DecisionService plain(&clock, none);
+  ASSERT_TRUE(plain.CreateInstance(Create("c", kEps), &out).ok());
+  refused = plain.AddShadow(Shadow("c", "s", "policy { ucb1 {} }"), &out);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused;
+  EXPECT_EQ(refused.message(),
+            "shadows are disabled on this server (--max_shadows=0); instance 'c' cannot take "
+            "shadow 's'");
 }
 
 }  // namespace

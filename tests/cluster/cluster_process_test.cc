@@ -4,7 +4,8 @@
 // an uninterrupted in-process twin fed the same inputs), a paused owner (SIGSTOP past its lease)
 // whose pending call is never acknowledged and who serves nothing stale after SIGCONT, a node
 // joining (about a quarter of the instances move to it) and one leaving gracefully (its leases
-// are released at once).
+// are released at once); shadows added through any node, seen from every node and kept by the
+// node that takes over.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -731,6 +732,116 @@ TEST(Cluster, TheDecisionLogExportsTheSameFromEveryNode) {
   }
   // After the cancelled streams, every node still serves (no stream was left hanging).
   for (auto& c : clients) EXPECT_TRUE(Retry([&] { return c->GetInstance("logged"); }).ok());
+}
+
+// Shadows in a cluster: AddShadow sent to a node that does not own the instance reaches the
+// owner; the shadow's estimates are the same from every node; after kill -9 of the owner the
+// node that takes over has the shadow with exactly the acknowledged history (its estimates and
+// next decisions equal an uninterrupted in-process twin's).
+TEST(Cluster, ShadowsAreForwardedSeenFromEveryNodeAndSurviveKillNineOfTheOwner) {
+  const std::string dsn = SharedPostgres().CreateDatabase();
+  std::map<std::string, std::unique_ptr<ServerProcess>> nodes;
+  for (const char* id : {"n1", "n2", "n3"}) nodes[id] = StartNode(dsn, id);
+  const std::string name = "shadowed";
+  const std::string owner = server::cluster::RendezvousOwner({"n1", "n2", "n3"}, name);
+  std::vector<std::string> others;
+  for (const char* id : {"n1", "n2", "n3"})
+    if (id != owner) others.push_back(id);
+  std::map<std::string, std::unique_ptr<BanditClient>> clients;
+  for (auto& [id, n] : nodes) clients[id] = std::make_unique<BanditClient>(n->target());
+  BanditClient& entry = *clients[others[0]];  // never the owner
+  ASSERT_TRUE(Retry([&] { return entry.CreateInstance(CreateRequest(name, 77)); }).ok());
+  v1::AddShadowRequest add;
+  add.set_name(name);
+  add.set_shadow("uniform");
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "policy { epsilon_greedy { epsilon: 1 } num_arms: 6 } seed: 5", add.mutable_config()));
+  auto added = Retry([&] { return entry.AddShadow(add); });
+  ASSERT_TRUE(added.ok()) << added.status();
+  ASSERT_EQ(added->shadows_size(), 1);
+  // The owner has it (asked directly, nothing forwarded).
+  {
+    auto at_owner = Retry([&] { return clients[owner]->GetInstance(name); });
+    ASSERT_TRUE(at_owner.ok()) << at_owner.status();
+    ASSERT_EQ(at_owner->shadows_size(), 1);
+    EXPECT_EQ(at_owner->shadows(0).name(), "uniform");
+  }
+
+  server::DecisionService twin;
+  v1::Instance out;
+  ASSERT_TRUE(twin.CreateInstance(CreateRequest(name, 77), &out).ok());
+  ASSERT_TRUE(twin.AddShadow(add, &out).ok());
+  auto twin_shadow = [&] {
+    v1::GetInstanceRequest r;
+    r.set_name(name);
+    v1::Instance tw;
+    EXPECT_TRUE(twin.GetInstance(r, &tw).ok());
+    return tw.shadows(0);
+  };
+  // Rounds through the nodes that live to the end, in turn (forwarded to the owner).
+  auto round = [&](int i) {
+    BanditClient& c = *clients[others[i % 2]];
+    v1::SelectRequest sel;
+    sel.set_instance(name);
+    auto d = Retry([&] { return c.Select(sel); });
+    ASSERT_TRUE(d.ok()) << d.status();
+    v1::Decision td;
+    ASSERT_TRUE(twin.Select(sel, &td).ok());
+    EXPECT_EQ(d->arm_id(), td.arm_id()) << "round " << i;
+    v1::UpdateRequest up;
+    up.set_instance(name);
+    up.set_event_id(d->event_id());
+    up.set_reward((std::stoi(d->arm_id()) * 3 + i) % 4 == 0 ? 1.0 : 0.0);
+    auto u = Retry([&] { return c.Update(up); });
+    ASSERT_TRUE(u.ok()) << u.status();
+    v1::UpdateRequest tu = up;
+    tu.set_event_id(td.event_id());
+    v1::UpdateResponse tr;
+    ASSERT_TRUE(twin.Update(tu, &tr).ok());
+  };
+  auto expect_twin_estimates = [&](const v1::ShadowStatus& got, const std::string& where) {
+    const v1::ShadowStatus want = twin_shadow();
+    EXPECT_EQ(got.name(), "uniform") << where;
+    EXPECT_EQ(got.events(), want.events()) << where;
+    EXPECT_EQ(got.ips().value(), want.ips().value()) << where;
+    EXPECT_EQ(got.snips().value(), want.snips().value()) << where;
+    EXPECT_EQ(got.dr().value(), want.dr().value()) << where;
+    EXPECT_EQ(got.dr().se(), want.dr().se()) << where;
+    EXPECT_EQ(got.served().value(), want.served().value()) << where;
+  };
+  for (int i = 0; i < 60; ++i) {
+    round(i);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  for (auto& [id, c] : clients) {
+    auto got = Retry([&] { return c->GetInstance(name); });
+    ASSERT_TRUE(got.ok()) << id << ": " << got.status();
+    ASSERT_EQ(got->shadows_size(), 1) << id;
+    EXPECT_EQ(got->shadows(0).events(), 60) << id;
+    expect_twin_estimates(got->shadows(0), "before the kill, from " + id);
+  }
+
+  // The owner dies between two acknowledged rounds; the node that takes over has the shadow
+  // with every acknowledged event.
+  nodes[owner]->Stop(SIGKILL);
+  auto after = Retry([&] { return entry.GetInstance(name); });
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(after->shadows_size(), 1);
+  EXPECT_EQ(after->shadows(0).events(), 60);
+  expect_twin_estimates(after->shadows(0), "after the kill");
+  // It goes on exactly as the twin (next decisions, the shadow's estimates).
+  for (int i = 60; i < 100; ++i) {
+    round(i);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  for (const auto& id : others) {
+    auto got = Retry([&] { return clients[id]->GetInstance(name); });
+    ASSERT_TRUE(got.ok()) << id << ": " << got.status();
+    ASSERT_EQ(got->shadows_size(), 1) << id;
+    EXPECT_EQ(got->shadows(0).events(), 100) << id;
+    expect_twin_estimates(got->shadows(0), "after the takeover, from " + id);
+  }
+  EXPECT_NE(Owners(dsn).at(name), owner);
 }
 
 }  // namespace

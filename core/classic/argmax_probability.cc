@@ -444,25 +444,12 @@ const ArgmaxProbability::Arm& ArgmaxProbability::RegionEnds(int j) const {
     arm.q_hi = arm.mean + NormalTailZ() * arm.sd;
     return arm;
   }
-  const Arm& zoned = exact_ ? arm : Zone(j);
-  if (!exact_ && zoned.has_curve) {
-    // Bisection on the curve (v = logit x) for points with F <= eps resp. 1 - F <= eps: the
-    // bracket's outer end is a valid region end whatever its width (1e-4 sd here).
-    auto solve = [&](double log_target, bool lower) {
-      double l = arm.curve.lo, h = arm.curve.hi;  // F(l) <= kZoneTail < eps < 1 - eps < F(h)
-      const double resolution = 1e-4 * (arm.curve.hi - arm.curve.lo) / arm.curve.pieces;
-      while (h - l > resolution) {
-        const double mid = 0.5 * (l + h);
-        (arm.curve(mid) <= log_target ? l : h) = mid;
-      }
-      return 1 / (1 + std::exp(-(lower ? l : h)));
-    };
-    arm.q_lo = solve(std::log(kTailMass), true);
-    arm.q_hi = solve(std::log1p(-kTailMass), false);
-  } else {
-    arm.q_lo = 1 - bm::ibetac_inv(arm.second, arm.first, kTailMass, Pol());
-    arm.q_hi = bm::ibetac_inv(arm.first, arm.second, kTailMass, Pol());
-  }
+  // Boost's inverse, not the curve: the chosen arm (often the one just updated, at large t the
+  // leader almost every round) then needs no curve unless it is someone's competitor. Q_{a,b}(u)
+  // = 1 - Q_{b,a}(1 - u): Boost's upper-tail inverse is much faster than its lower-tail one
+  // for tiny u.
+  arm.q_lo = 1 - bm::ibetac_inv(arm.second, arm.first, kTailMass, Pol());
+  arm.q_hi = bm::ibetac_inv(arm.first, arm.second, kTailMass, Pol());
   return arm;
 }
 

@@ -38,8 +38,8 @@
 //    else the pieces are halved, and after kCurveRefinements the arm is evaluated exactly
 //    (also a density unbounded at 0 or 1, shapes below 1). An evaluation is one Clenshaw sum of
 //    kCurveDegree + 1 terms, whatever alpha + beta is: the cost is flat in the counts;
-//  * its region ends Q(eps), Q(1 - eps), by bisection on the curve (Boost's inverse without
-//    one).
+//  * its region ends Q(eps), Q(1 - eps) (Boost's inverse, needed for the chosen arm and the
+//    two arms bounding the region from below; no curve needed for them).
 // Per call (after a Set), over cached doubles: the two highest lower-tail proxies bound the
 // region from below, the contender scan uses the sub-Gaussian tail bound, and the curve only
 // near the threshold.

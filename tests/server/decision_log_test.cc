@@ -594,7 +594,9 @@ TEST(DecisionLog, EveryAcknowledgedDecisionSurvivesACrashExactly) {
           v1::UpdateResponse r;
           ASSERT_TRUE(a.svc.Update(up, &r, &seq).ok());
         }
-        if (i == 10) ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+        if (i == 10) {
+          ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+        }
       }
       // What the gRPC layer waits for before acknowledging the last call.
       std::promise<absl::Status> durable;

@@ -506,7 +506,9 @@ TEST_P(DurabilityOn, MixtureReferenceChangeSurvivesCrashAndSnapshot) {
       ASSERT_EQ(rounds(a.svc, 0, 40), rounds(twin, 0, 40));
       ASSERT_TRUE(a.svc.SetMixtureReference(set, &out).ok());
       ASSERT_TRUE(twin.SetMixtureReference(set, &out).ok());
-      if (snapshot) ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+      if (snapshot) {
+        ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+      }
       ASSERT_EQ(rounds(a.svc, 40, 30), rounds(twin, 40, 30));
       ASSERT_TRUE(a.Ack().ok());
       a.Crash(&disk);

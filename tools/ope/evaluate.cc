@@ -42,8 +42,10 @@ Evaluator::Evaluator(std::vector<Candidate> candidates,
       options_(options),
       model_(options.ridge_lambda) {
   for (size_t i = 0; i < candidates_.size(); ++i) {
-    CandidateResult r{candidates_[i].name, std::string(policies_[i]->name()),
-                      Estimators(options.max_weight)};
+    CandidateResult r{.name = candidates_[i].name,
+                      .policy = std::string(policies_[i]->name()),
+                      .estimators = Estimators(options.max_weight),
+                      .trace = {}};
     results_.push_back(std::move(r));
   }
 }

@@ -447,10 +447,22 @@ absl::StatusOr<Observation> InstanceState::ObservationFor(const bandit::v1::Upda
           return absl::FailedPreconditionError(absl::StrCat(
               "event '", req.event_id(), "' expired after ", config_.pending().reward_wait_ms(),
               " ms; late rewards are not learned"));
-        case EventFate::kUnknown:
+        case EventFate::kUnknown: {
+          // The fate memory is bounded and not part of a snapshot, but every id this instance
+          // issued (its uid, a number below next_seq_) that is not pending has finished: a copy
+          // loaded from a snapshot taken after the reward (a retry whose first answer was lost in
+          // a hand-off or a crash) must not call it unknown.
+          uint64_t uid = 0, seq = 0;
+          if (ParseEventId(req.event_id(), &uid, &seq) && uid == uid_ && seq >= 1 &&
+              seq < next_seq_)
+            return absl::FailedPreconditionError(absl::StrCat(
+                "event '", req.event_id(),
+                "' is no longer pending: it was already rewarded or it expired (a reward is "
+                "applied once; late rewards are not learned)"));
           return absl::NotFoundError(absl::StrCat("event '", req.event_id(),
                                                   "' is unknown to instance '", name_,
                                                   "', expected an event_id returned by Select"));
+        }
       }
     }
     *pending = p;

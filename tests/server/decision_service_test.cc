@@ -1,5 +1,6 @@
 // DecisionService in-process, with a manual clock: the request logic the gRPC layer adapts.
 #include "server/decision_service.h"
+#include "server/pending_table.h"
 #include "tests/server/server_test_util.h"
 
 #include <google/protobuf/text_format.h>
@@ -123,6 +124,43 @@ TEST_F(DecisionServiceTest, AReleasedCopyRefusesTheCallsStillHoldingIt) {
   v1::Instance after;
   held->Describe(&after);
   EXPECT_EQ(after.stats().SerializeAsString(), before.stats().SerializeAsString());
+}
+
+TEST_F(DecisionServiceTest, ARewardedEventStaysFinishedInACopyLoadedFromALaterSnapshot) {
+  // A retried reward whose first answer was lost (hand-off, crash) reaches a copy loaded from a
+  // snapshot taken after the reward: the fate memory is not in the snapshot, but the event was
+  // issued by this instance and is not pending, so it is finished, not unknown.
+  MakeEps("e");
+  const v1::Decision rewarded = Select("e");
+  const v1::Decision open = Select("e");
+  ASSERT_TRUE(Reward("e", rewarded.event_id(), 1.0).ok());
+  v1::ExportInstanceRequest ex;
+  ex.set_name("e");
+  v1::ExportInstanceResponse exported;
+  ASSERT_TRUE(svc_.ExportInstance(ex, &exported).ok());
+
+  ManualClock clock;
+  DecisionService copy(&clock);
+  v1::ImportInstanceRequest imp;
+  imp.set_snapshot(exported.snapshot());
+  v1::Instance out;
+  ASSERT_TRUE(copy.ImportInstance(imp, &out).ok());
+  auto reward = [&](const std::string& id) {
+    v1::UpdateRequest req;
+    req.set_instance("e");
+    req.set_event_id(id);
+    req.set_reward(1.0);
+    v1::UpdateResponse resp;
+    return copy.Update(req, &resp);
+  };
+  EXPECT_EQ(reward(rewarded.event_id()).code(), StatusCode::kFailedPrecondition);
+  // An id this instance never issued (the next number) is still unknown.
+  const std::string next = FormatEventId(std::stoull(open.event_id().substr(0, 16), nullptr, 16),
+                                         std::stoull(open.event_id().substr(17), nullptr, 16) + 1);
+  EXPECT_EQ(reward(next).code(), StatusCode::kNotFound);
+  // The still-pending event is joined once in the copy.
+  EXPECT_TRUE(reward(open.event_id()).ok());
+  EXPECT_EQ(reward(open.event_id()).code(), StatusCode::kFailedPrecondition);
 }
 
 TEST_F(DecisionServiceTest, ListPaginatesInNameOrder) {

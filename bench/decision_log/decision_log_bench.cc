@@ -54,6 +54,13 @@ ABSL_FLAG(bool, memory, false,
 
 namespace {
 
+// A benchmark that cannot run its rounds has nothing to report: say why and stop.
+void ExitUnlessOk(const absl::Status& s) {
+  if (s.ok()) return;
+  std::cerr << s << "\n";
+  std::exit(1);
+}
+
 namespace v1 = bandit::v1;
 using bandit::server::DecisionService;
 
@@ -79,10 +86,7 @@ double RunOnce(bool log, const std::vector<v1::SelectRequest>& requests, bool wr
   std::unique_ptr<bandit::server::Persistence> persistence;
   if (absl::GetFlag(FLAGS_journal)) {
     auto opened = bandit::server::Persistence::Open(o, &svc);
-    if (!opened.ok()) {
-      std::cerr << opened.status() << "\n";
-      std::exit(1);
-    }
+    ExitUnlessOk(opened.status());
     persistence = *std::move(opened);
   }
   const int d = absl::GetFlag(FLAGS_dim);
@@ -95,28 +99,19 @@ double RunOnce(bool log, const std::vector<v1::SelectRequest>& requests, bool wr
   create.set_name("bench");
   google::protobuf::TextFormat::ParseFromString(config, create.mutable_config());
   v1::Instance out;
-  if (auto s = svc.CreateInstance(create, &out); !s.ok()) {
-    std::cerr << s << "\n";
-    std::exit(1);
-  }
+  ExitUnlessOk(svc.CreateInstance(create, &out));
   std::mt19937_64 rng(1);
   std::normal_distribution<double> noise(0, 0.1);
   const double start = CpuSeconds();
   for (const auto& req : requests) {
     v1::Decision dec;
-    if (auto s = svc.Select(req, &dec); !s.ok()) {
-      std::cerr << s << "\n";
-      std::exit(1);
-    }
+    ExitUnlessOk(svc.Select(req, &dec));
     v1::UpdateRequest up;
     up.set_instance("bench");
     up.set_event_id(dec.event_id());
     up.set_reward(0.3 * req.candidates(dec.arm_index()).values(0) + noise(rng));
     v1::UpdateResponse r;
-    if (auto s = svc.Update(up, &r); !s.ok()) {
-      std::cerr << s << "\n";
-      std::exit(1);
-    }
+    ExitUnlessOk(svc.Update(up, &r));
   }
   const double us = (CpuSeconds() - start) * 1e6 / requests.size();
   if (write_log) {
@@ -217,28 +212,19 @@ int64_t HeldAfter(bool log, int rounds, const std::vector<v1::SelectRequest>& re
     create.set_name("bench");
     google::protobuf::TextFormat::ParseFromString(config, create.mutable_config());
     v1::Instance out;
-    if (auto s = svc.CreateInstance(create, &out); !s.ok()) {
-      std::cerr << s << "\n";
-      std::exit(1);
-    }
+    ExitUnlessOk(svc.CreateInstance(create, &out));
     v1::SelectRequest plain;
     plain.set_instance("bench");
     for (int i = 0; i < rounds; ++i) {
       const v1::SelectRequest& req = policy == "eps_greedy" ? plain : requests[i];
       v1::Decision dec;
-      if (auto s = svc.Select(req, &dec); !s.ok()) {
-        std::cerr << s << "\n";
-        std::exit(1);
-      }
+      ExitUnlessOk(svc.Select(req, &dec));
       v1::UpdateRequest up;
       up.set_instance("bench");
       up.set_event_id(dec.event_id());
       up.set_reward(0.5);
       v1::UpdateResponse r;
-      if (auto s = svc.Update(up, &r); !s.ok()) {
-        std::cerr << s << "\n";
-        std::exit(1);
-      }
+      ExitUnlessOk(svc.Update(up, &r));
     }
     malloc_trim(0);
     held = AllocatedBytes() - before;

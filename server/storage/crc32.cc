@@ -4,6 +4,24 @@
 #include <zlib.h>
 
 namespace bandit::server {
+namespace {
+
+// ISA-L's AVX-512 kernel (crc32_gzip_refl_by16_10, taken for 256 bytes and more on CPUs with
+// VPCLMULQDQ) returns without VZEROUPPER: the upper halves of the ZMM registers stay "dirty" on
+// the calling thread. Every SSE instruction that thread runs afterwards (Eigen and the rest of the
+// project are built for SSE2) then pays for the merge with the dirty upper state: the policies'
+// arithmetic ran about twice as slowly after the first such record (a journaled GLB-OMD round
+// with a shadow: 45 instead of 22 us of CPU; docs/results.md). Clearing the state after the call
+// (as compiled AVX code does before it returns) removes the penalty. VZEROUPPER exists wherever
+// the OS enables AVX, the only case in which ISA-L runs a kernel that leaves such state.
+void ClearUpperVectorState() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool avx = __builtin_cpu_supports("avx");
+  if (avx) asm volatile("vzeroupper" ::: "memory");
+#endif
+}
+
+}  // namespace
 
 uint32_t Crc32Portable(absl::string_view data) {
   // zlib takes uInt lengths: feed very large buffers in pieces.
@@ -23,7 +41,10 @@ uint32_t Crc32Portable(absl::string_view data) {
 uint32_t Crc32(absl::string_view data) {
   // RFC 1952's CRC (reflected 0xEDB88320, initial and final inversion): zlib's value, computed
   // by ISA-L's kernels (PCLMULQDQ folding, chosen for the CPU at run time).
-  return crc32_gzip_refl(0, reinterpret_cast<const unsigned char*>(data.data()), data.size());
+  const uint32_t crc =
+      crc32_gzip_refl(0, reinterpret_cast<const unsigned char*>(data.data()), data.size());
+  ClearUpperVectorState();
+  return crc;
 }
 
 }  // namespace bandit::server

@@ -2,7 +2,8 @@
 # Two builds of bandit-shadow-bench side by side in one run: A and B alternate, one repetition
 # (a run without shadows, then one with) each time, PAIRS times, so the machine's load changes
 # hit both alike. Prints every repetition, the medians, and whether both builds computed the
-# same numbers (the bench's fingerprint, exact hexadecimal floats).
+# same numbers (the bench's fingerprint, exact hexadecimal floats), and if not, which figures
+# differ.
 #   bench/decision_log/shadow_ab.sh A_BIN B_BIN [PAIRS] [bench flags...]
 # e.g. shadow_ab.sh /tmp/bench-main build/bin/bandit-shadow-bench 9 --rounds=5000 --storage=none
 set -euo pipefail
@@ -49,4 +50,15 @@ if not same:
     for s in ("a", "b"):
         for f in sorted(prints[s]):
             print(f"  {s.upper()}: {f}")
+    # Which figures differ: each value is named by the last word before it.
+    if len(prints["a"]) == 1 and len(prints["b"]) == 1:
+        ta, tb = next(iter(prints["a"])).split(), next(iter(prints["b"])).split()
+        if len(ta) == len(tb):
+            named, name = [], "?"
+            for x, y in zip(ta, tb):
+                if not re.fullmatch(r"-?(0x[0-9a-f.]+p[+-]\d+|\d+|0x0p\+0)", x):
+                    name = x
+                elif x != y and name not in named:
+                    named.append(name)
+            print("  differing figures: " + ", ".join(named))
 PY

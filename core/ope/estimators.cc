@@ -76,6 +76,7 @@ Vector DirectModel::WithIntercept(const Vector& v) {
 void DirectModel::Ridge::Init(int dim, double lambda) {
   a = lambda * Eigen::MatrixXd::Identity(dim, dim);
   b = Vector::Zero(dim);
+  l = std::sqrt(lambda) * Eigen::MatrixXd::Identity(dim, dim);
   solved = false;
 }
 
@@ -84,13 +85,32 @@ double DirectModel::Ridge::Predict(const Vector& z) { return z.dot(Coefficients(
 void DirectModel::Ridge::Learn(const Vector& z, double r) {
   a.noalias() += z * z.transpose();
   b += r * z;
+  // l l^T + z z^T by plane rotations, column by column (the rank-one Cholesky update; Golub and
+  // Van Loan, Matrix Computations, 4th ed., Section 6.5.4): an update, never a downdate, so every
+  // new diagonal is at least the old one (>= sqrt(lambda)) and the rotations are well defined.
+  Vector& x = z_scratch;
+  x = z;
+  const Eigen::Index n = l.rows();
+  for (Eigen::Index k = 0; k < n; ++k) {
+    const double lkk = l(k, k);
+    const double rkk = std::sqrt(lkk * lkk + x[k] * x[k]);
+    const double c = rkk / lkk, s = x[k] / lkk;
+    l(k, k) = rkk;
+    const Eigen::Index rest = n - k - 1;
+    if (rest == 0) break;
+    auto col = l.col(k).tail(rest);
+    auto xs = x.tail(rest);
+    col = (col + s * xs) / c;
+    xs = c * xs - s * col;
+  }
   solved = false;
 }
 
 const Vector& DirectModel::Ridge::Coefficients() {
   if (!solved) {
-    factor.compute(a);
-    coefficients = factor.solve(b);
+    coefficients = b;
+    l.triangularView<Eigen::Lower>().solveInPlace(coefficients);
+    l.transpose().triangularView<Eigen::Upper>().solveInPlace(coefficients);
     solved = true;
   }
   return coefficients;
@@ -170,40 +190,68 @@ void DirectModel::LearnArm(const std::string& id, double reward) {
 }
 
 int64_t DirectModel::StateBytes() const {
-  int64_t bytes = static_cast<int64_t>(sizeof(double)) * (shared_.a.size() + shared_.b.size());
+  int64_t bytes = static_cast<int64_t>(sizeof(double)) *
+                  (shared_.a.size() + shared_.b.size() + shared_.l.size());
   for (const auto& r : per_action_)
-    bytes += static_cast<int64_t>(sizeof(double)) * (r.a.size() + r.b.size());
+    bytes += static_cast<int64_t>(sizeof(double)) * (r.a.size() + r.b.size() + r.l.size());
   for (const auto& [id, stats] : arms_) bytes += static_cast<int64_t>(id.size() + sizeof(stats));
   return bytes;
 }
 
 namespace {
-void SaveRidge(const Eigen::MatrixXd& a, const Vector& b, bandit::v1::DirectModelState::Ridge* r) {
-  r->mutable_a()->set_rows(a.rows());
-  r->mutable_a()->set_cols(a.cols());
-  r->mutable_a()->mutable_data()->Assign(a.data(), a.data() + a.size());
-  r->mutable_b()->Assign(b.data(), b.data() + b.size());
+void SaveTensor(const Eigen::MatrixXd& m, bandit::v1::Tensor* out) {
+  out->set_rows(m.rows());
+  out->set_cols(m.cols());
+  out->mutable_data()->Assign(m.data(), m.data() + m.size());
 }
-absl::Status RestoreRidge(const bandit::v1::DirectModelState::Ridge& r, Eigen::MatrixXd* a,
-                          Vector* b) {
+}  // namespace
+
+void DirectModel::SaveRidge(const Ridge& ridge, bandit::v1::DirectModelState::Ridge* r) {
+  SaveTensor(ridge.a, r->mutable_a());
+  r->mutable_b()->Assign(ridge.b.data(), ridge.b.data() + ridge.b.size());
+  SaveTensor(ridge.l, r->mutable_cholesky());
+}
+
+absl::Status DirectModel::RestoreRidge(const bandit::v1::DirectModelState::Ridge& r,
+                                       Ridge* ridge) {
   const int64_t n = r.b_size();
   if (r.a().rows() != n || r.a().cols() != n || r.a().data_size() != n * n)
     return absl::InvalidArgumentError(absl::StrCat(
         "direct model: a ridge model of ", n, " coefficients has a ", r.a().rows(), " x ",
         r.a().cols(), " matrix of ", r.a().data_size(), " values, expected ", n, " x ", n));
-  *a = Eigen::Map<const Eigen::MatrixXd>(r.a().data().data(), n, n);
-  *b = Eigen::Map<const Vector>(r.b().data(), n);
-  if (!a->allFinite() || !b->allFinite())
+  ridge->a = Eigen::Map<const Eigen::MatrixXd>(r.a().data().data(), n, n);
+  ridge->b = Eigen::Map<const Vector>(r.b().data(), n);
+  if (!ridge->a.allFinite() || !ridge->b.allFinite())
     return absl::InvalidArgumentError("direct model: expected finite ridge sums");
+  if (r.has_cholesky()) {
+    const auto& c = r.cholesky();
+    if (c.rows() != n || c.cols() != n || c.data_size() != n * n)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "direct model: a ridge model of ", n, " coefficients has a ", c.rows(), " x ", c.cols(),
+          " Cholesky factor of ", c.data_size(), " values, expected ", n, " x ", n));
+    ridge->l = Eigen::Map<const Eigen::MatrixXd>(c.data().data(), n, n);
+    ridge->l.triangularView<Eigen::StrictlyUpper>().setZero();
+    if (!ridge->l.allFinite() || !(ridge->l.diagonal().array() > 0).all())
+      return absl::InvalidArgumentError(
+          "direct model: expected a finite Cholesky factor with a positive diagonal");
+  } else {
+    // A state from before the factor was kept: factor a afresh (a = lambda I + sum z z^T is
+    // positive definite for lambda > 0).
+    Eigen::LLT<Eigen::MatrixXd> llt(ridge->a);
+    if (llt.info() != Eigen::Success)
+      return absl::InvalidArgumentError(
+          "direct model: expected a positive definite ridge matrix (lambda I + sum z z^T)");
+    ridge->l = llt.matrixL();
+  }
+  ridge->solved = false;
   return absl::OkStatus();
 }
-}  // namespace
 
 void DirectModel::Save(bandit::v1::DirectModelState* out) const {
   out->Clear();
   out->set_lambda(lambda_);
-  if (shared_.a.size() > 0) SaveRidge(shared_.a, shared_.b, out->mutable_shared());
-  for (const auto& r : per_action_) SaveRidge(r.a, r.b, out->add_per_action());
+  if (shared_.a.size() > 0) SaveRidge(shared_, out->mutable_shared());
+  for (const auto& r : per_action_) SaveRidge(r, out->add_per_action());
   for (const auto& [id, stats] : arms_) {
     auto* a = out->add_arms();
     a->set_arm_id(id);
@@ -222,10 +270,10 @@ absl::Status DirectModel::Restore(const bandit::v1::DirectModelState& in) {
     return absl::InvalidArgumentError("direct model: expected a finite reward sum and count >= 0");
   DirectModel next(in.lambda());
   if (in.has_shared())
-    if (auto s = RestoreRidge(in.shared(), &next.shared_.a, &next.shared_.b); !s.ok()) return s;
+    if (auto s = RestoreRidge(in.shared(), &next.shared_); !s.ok()) return s;
   for (const auto& r : in.per_action()) {
     Ridge ridge;
-    if (auto s = RestoreRidge(r, &ridge.a, &ridge.b); !s.ok()) return s;
+    if (auto s = RestoreRidge(r, &ridge); !s.ok()) return s;
     next.per_action_.push_back(std::move(ridge));
   }
   for (const auto& a : in.arms()) {

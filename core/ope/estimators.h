@@ -126,18 +126,25 @@ class DirectModel {
   struct Ridge {
     Eigen::MatrixXd a;  // lambda I + sum z z^T
     Vector b;           // sum r z
+    // The lower Cholesky factor of a (l l^T = a), kept by a rank-one update per reward (O(d^2))
+    // instead of factoring a afresh (O(d^3)) whenever the coefficients are needed. Its last bits
+    // depend on the order of the updates, so it is state: saved and restored with a and b, a
+    // restored model predicts bit for bit as the uninterrupted one.
+    Eigen::MatrixXd l;
+    Vector z_scratch;
     void Init(int dim, double lambda);
     double Predict(const Vector& z);
     void Learn(const Vector& z, double r);
-    // The coefficients a^{-1} b, solved when first asked after a change and kept until the
-    // next (the server predicts at every Select, and Selects may outnumber rewards). The
-    // factorization's storage is reused. Not state: derived from a and b alone.
+    // The coefficients a^{-1} b by two triangular solves with l, when first asked after a change
+    // and kept until the next (the server predicts at every Select, and Selects may outnumber
+    // rewards).
     const Vector& Coefficients();
-    Eigen::LDLT<Eigen::MatrixXd> factor;
     Vector coefficients;
     bool solved = false;
   };
   static Vector WithIntercept(const Vector& v);
+  static void SaveRidge(const Ridge& ridge, bandit::v1::DirectModelState::Ridge* out);
+  static absl::Status RestoreRidge(const bandit::v1::DirectModelState::Ridge& in, Ridge* ridge);
 
   double lambda_;
   Ridge shared_;                                                          // candidates

@@ -52,28 +52,27 @@ absl::Status GlbOmd::Update(const Observation& obs) {
   const Vector& x = obs.features;
   const double eta = p_.eta();
   const double z = x.dot(theta_);
-  const Vector grad = p_.link.LossGrad(z, obs.reward) * x;  // grad l_t(theta_t)
-  const double c = eta * p_.link.LossHess(z);               // eta * mu'(x'theta_t) / g
-  // (28a) with H~_t^{-1} by Sherman-Morrison (Appendix A.3). H~_t^{-1} lives in a per-thread
-  // scratch: a fresh d x d matrix per Update is a malloc glibc serves from its bins at d = 20.
-  thread_local Matrix ht_inv;
-  ht_inv = h_inv_;
-  ShermanMorrisonAdd(ht_inv, x, c);
-  const Vector zeta = theta_ - eta * (ht_inv * grad);
+  const double grad = p_.link.LossGrad(z, obs.reward);  // grad l_t(theta_t) = grad * x
+  const double c = eta * p_.link.LossHess(z);           // eta * mu'(x'theta_t) / g
+  // (28a) with H~_t^{-1} by Sherman-Morrison (Appendix A.3), applied to the gradient rather
+  // than formed: with u = H_t^{-1} x, H~_t^{-1} x = u - c u (x'u) / (1 + c x'u) = u / (1 + c x'u).
+  // The same u serves line 5's Sherman-Morrison update of H_t^{-1} below.
+  const Vector u = h_inv_ * x;
+  const double xu = x.dot(u);
+  Vector next = theta_ - (eta * grad / (1.0 + c * xu)) * u;  // zeta_{t+1}
   // (28b): exact H~_t-norm projection onto ||theta|| <= S (eigendecomposition only if needed).
-  Vector next = zeta;
-  if (zeta.norm() > p_.S) {
+  if (next.norm() > p_.S) {
     Matrix ht = h_;
     ht.noalias() += c * x * x.transpose();
-    next = ProjectOntoBall(ht, zeta, p_.S).theta;
+    next = ProjectOntoBall(ht, next, p_.S).theta;
   }
-  // Line 5: H_{t+1} = H_t + grad^2 l_t(theta_{t+1}).
+  // Line 5: H_{t+1} = H_t + grad^2 l_t(theta_{t+1}), and H_{t+1}^{-1} by Sherman-Morrison
+  // (ShermanMorrisonAdd's arithmetic, with the u computed above).
   const double c2 = p_.link.LossHess(x.dot(next));
   h_.noalias() += c2 * x * x.transpose();
-  ShermanMorrisonAdd(h_inv_, x, c2);
+  if (c2 != 0) h_inv_.noalias() -= (c2 / (1.0 + c2 * xu)) * u * u.transpose();
   theta_ = std::move(next);
   ++t_;
-  if (ht_inv.size() > (int64_t{1} << 18)) ht_inv = Matrix();  // keep no large scratch
   return absl::OkStatus();
 }
 

@@ -39,23 +39,30 @@ bool ParseEventId(std::string_view id, uint64_t* uid, uint64_t* seq) {
   return true;
 }
 
+PendingTable::EventKey PendingTable::EventKey::Of(const std::string& event_id) {
+  EventKey key;
+  key.numbered = ParseEventId(event_id, &key.uid, &key.seq);
+  if (!key.numbered) key.other = event_id;
+  return key;
+}
+
 PendingTable::PendingTable(int64_t capacity)
     : capacity_(capacity), fate_capacity_(std::clamp<int64_t>(capacity, 1024, 1'000'000)) {}
 
 void PendingTable::Insert(PendingDecision d) {
-  order_.emplace_back(d.expires_at_ms, d.event_id);
-  std::string id = d.event_id;
-  by_id_.emplace(std::move(id), std::move(d));
+  EventKey key = EventKey::Of(d.event_id);
+  order_.emplace_back(d.expires_at_ms, key);
+  by_id_.emplace(std::move(key), std::move(d));
   if (order_.size() > 2 * by_id_.size() + 1024) CompactOrder();
 }
 
 const PendingDecision* PendingTable::Find(const std::string& event_id) const {
-  auto it = by_id_.find(event_id);
+  auto it = by_id_.find(EventKey::Of(event_id));
   return it == by_id_.end() ? nullptr : &it->second;
 }
 
 std::optional<PendingDecision> PendingTable::Take(const std::string& event_id, EventFate fate) {
-  auto it = by_id_.find(event_id);
+  auto it = by_id_.find(EventKey::Of(event_id));
   if (it == by_id_.end()) return std::nullopt;
   PendingDecision d = std::move(it->second);
   by_id_.erase(it);
@@ -87,7 +94,7 @@ EventFate PendingTable::FateOf(const std::string& event_id) const {
 }
 
 void PendingTable::RecordFate(const std::string& event_id, EventFate fate) {
-  FateKey key;
+  EventKey key;
   bool inserted;
   key.numbered = ParseEventId(event_id, &key.uid, &key.seq);
   if (key.numbered) {
@@ -99,7 +106,7 @@ void PendingTable::RecordFate(const std::string& event_id, EventFate fate) {
   if (!inserted) return;
   fate_order_.push_back(std::move(key));
   while (static_cast<int64_t>(fate_order_.size()) > fate_capacity_) {
-    const FateKey& oldest = fate_order_.front();
+    const EventKey& oldest = fate_order_.front();
     if (oldest.numbered) {
       numbered_fates_.erase(std::make_pair(oldest.uid, oldest.seq));
     } else {
@@ -119,15 +126,15 @@ void PendingTable::Clear() {
 
 std::vector<const PendingDecision*> PendingTable::InOrder() const {
   std::vector<const PendingDecision*> out;
-  for (const auto& [expires, id] : order_) {
-    auto it = by_id_.find(id);
+  for (const auto& [expires, key] : order_) {
+    auto it = by_id_.find(key);
     if (it != by_id_.end() && it->second.expires_at_ms == expires) out.push_back(&it->second);
   }
   return out;
 }
 
 void PendingTable::CompactOrder() {
-  std::deque<std::pair<int64_t, std::string>> live;
+  std::deque<std::pair<int64_t, EventKey>> live;
   for (auto& e : order_) {
     auto it = by_id_.find(e.second);
     if (it != by_id_.end() && it->second.expires_at_ms == e.first) live.push_back(std::move(e));
@@ -137,8 +144,8 @@ void PendingTable::CompactOrder() {
 
 int64_t PendingTable::Bytes() const {
   int64_t b = 0;
-  for (const auto& [id, d] : by_id_)
-    b += id.size() + d.arm_id.size() + (d.features.size() + d.memo.size()) * sizeof(double) +
+  for (const auto& [key, d] : by_id_)
+    b += d.event_id.size() + d.arm_id.size() + (d.features.size() + d.memo.size()) * sizeof(double) +
          sizeof(PendingDecision);
   return b;
 }

@@ -86,25 +86,33 @@ class PendingTable {
  private:
   void CompactOrder();
 
-  int64_t capacity_;
-  absl::flat_hash_map<std::string, PendingDecision> by_id_;
-  // (expires_at_ms, event_id) in insertion order; may hold ids already taken (skipped lazily,
-  // compacted when it grows past twice the live size).
-  std::deque<std::pair<int64_t, std::string>> order_;
-  // Finished events, bounded, oldest forgotten first. Ids in FormatEventId's form (every id
-  // an instance issues) are kept as their two numbers: a reward then records its fate without
-  // hashing, comparing or copying the id's text (that cost ~5% of a round's server CPU).
-  // Any other id (tests, records from elsewhere) is kept by its text.
-  struct FateKey {
+  // An event id as a hash key. Ids in FormatEventId's form (every id an instance issues) are
+  // kept as their two numbers: inserting, finding and recording a fate then hash, compare and
+  // copy no text (the text copies cost ~5% of a round's server CPU). Any other id (tests,
+  // records from elsewhere) is kept by its text.
+  struct EventKey {
     bool numbered = false;
     uint64_t uid = 0;
     uint64_t seq = 0;
     std::string other;  // the id's text when not numbered
+    static EventKey Of(const std::string& event_id);
+    bool operator==(const EventKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const EventKey& k) {
+      return H::combine(std::move(h), k.numbered, k.uid, k.seq, k.other);
+    }
   };
+
+  int64_t capacity_;
+  absl::flat_hash_map<EventKey, PendingDecision> by_id_;
+  // (expires_at_ms, event) in insertion order; may hold ids already taken (skipped lazily,
+  // compacted when it grows past twice the live size).
+  std::deque<std::pair<int64_t, EventKey>> order_;
+  // Finished events, bounded, oldest forgotten first.
   int64_t fate_capacity_;
   absl::flat_hash_map<std::pair<uint64_t, uint64_t>, EventFate> numbered_fates_;
   absl::flat_hash_map<std::string, EventFate> other_fates_;
-  std::deque<FateKey> fate_order_;
+  std::deque<EventKey> fate_order_;
 };
 
 }  // namespace bandit::server

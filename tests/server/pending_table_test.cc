@@ -15,9 +15,10 @@
 namespace bandit::server {
 namespace {
 
+// Ids of both kinds the table keys differently: an instance's (FormatEventId) and any other.
 PendingDecision Decision(int i, int64_t expires) {
   PendingDecision d;
-  d.event_id = "e" + std::to_string(i);
+  d.event_id = i % 2 == 0 ? FormatEventId(0x5eed, i + 1) : "e" + std::to_string(i);
   d.arm = i % 3;
   d.arm_id = "arm" + std::to_string(i % 3);
   d.features = Eigen::VectorXd::Constant(2, i);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 #include <boost/math/policies/policy.hpp>
@@ -69,64 +70,6 @@ double NormalLogCdf(double m, double s, double x) {
   const double z = (x - m) / (s * kSqrt2);
   return z > 0 ? std::log1p(-0.5 * std::erfc(z)) : std::log(0.5 * std::erfc(-z));
 }
-
-// Chebyshev interpolant of a smooth function on [lo, hi] from its values at the nested
-// Chebyshev-Lobatto points x_k = mid + half cos(pi k / n), n = 8, 16, 32; the coefficients are the
-// discrete cosine transform of the values (Trefethen, Approximation Theory and Approximation
-// Practice, ch. 3). Evaluated by Clenshaw's recurrence.
-class ChebyshevInterpolant {
- public:
-  static constexpr int kMaxN = 32;
-  // From the values at the points x_i = mid + half cos(pi i / kMaxN), i a multiple of
-  // kMaxN / n (the n + 1 points of level n = 8, 16 or 32; the levels are nested). False when a
-  // value is not finite or the last three coefficients still sum to more than tol.
-  bool Fit(const double* values, int n, double lo, double hi, double tol) {
-    mid_ = 0.5 * (lo + hi), half_ = 0.5 * (hi - lo);
-    const int step = kMaxN / n;
-    for (int k = 0; k <= n; ++k)
-      if (!std::isfinite(values[k * step])) return false;
-    for (int j = 0; j <= n; ++j) {
-      double c = 0;
-      for (int k = 0; k <= n; ++k) {
-        const double w = (k == 0 || k == n) ? 0.5 : 1.0;
-        c += w * values[k * step] * Cosines()[((j * k) % (2 * n)) * step];
-      }
-      c *= 2.0 / n;
-      if (j == 0 || j == n) c *= 0.5;
-      coef_[j] = c;
-    }
-    const double tail = std::abs(coef_[n - 2]) + std::abs(coef_[n - 1]) + std::abs(coef_[n]);
-    if (!(tail <= tol)) return false;
-    size_ = n + 1;
-    // Trailing coefficients far below the tolerance do not change any value.
-    while (size_ > 1 && std::abs(coef_[size_ - 1]) < 1e-3 * tol) --size_;
-    return true;
-  }
-  double operator()(double x) const {
-    const double t = (x - mid_) / half_;
-    double b1 = 0, b2 = 0;
-    for (int j = size_ - 1; j >= 1; --j) {
-      const double b0 = 2 * t * b1 - b2 + coef_[j];
-      b2 = b1, b1 = b0;
-    }
-    return t * b1 - b2 + coef_[0];
-  }
-
-  // cos(pi i / kMaxN), i = 0 .. 2 kMaxN - 1.
-  static const double* Cosines() {
-    static const auto table = [] {
-      std::array<double, 2 * kMaxN> t;
-      for (int i = 0; i < 2 * kMaxN; ++i) t[i] = std::cos(M_PI * i / kMaxN);
-      return t;
-    }();
-    return table.data();
-  }
-
- private:
-  double mid_ = 0, half_ = 1;
-  double coef_[kMaxN + 1] = {};
-  int size_ = 1;
-};
 
 // Adaptive Gauss-Kronrod 15/31 with an absolute tolerance: a panel whose |K15 - G7| exceeds its
 // share of the tolerance is halved, each half getting half the share (so the estimated errors
@@ -216,23 +159,59 @@ const SpectralMatrices<kN>& CurveSpectral() {
   return m;
 }
 
-// log F as a function of a coordinate v (Beta: v = logit x; Normal: v = z, standardized) on
-// [lo, hi] from the density in v (f(x(v)) dx/dv, up to a constant factor near 1): `pdf` fills
-// it at the kN + 1 Chebyshev-Lobatto points of a piece. Per piece the density's interpolant is
-// integrated spectrally (Trefethen ATAP ch. 3, 19); the integrals are scaled to span exactly
-// anchor_hi - anchor_lo (F at the ends, exact), which absorbs the rounding of the density's
+// The cells a curve covers: equal pieces of [lo, hi] (the shared Normal curve), or the cells of
+// a dyadic grid level covering [lo, hi] (an arm's curve; see the header).
+struct CurveLayout {
+  double lo = 0, hi = 0;
+  int pieces = 0;
+  int level = 0;
+  int64_t first_cell = 0;
+};
+
+// Cells of width 2^-level covering [lo, hi]; false when there are too many or the indices are
+// too large for exact arithmetic (the arm is then evaluated exactly).
+bool DyadicLayout(double lo, double hi, int level, CurveLayout* out) {
+  constexpr double kMaxIndex = 0x1p50;
+  const double a = std::floor(std::ldexp(lo, level)), b = std::floor(std::ldexp(hi, level)) + 1;
+  if (!(std::abs(a) < kMaxIndex && std::abs(b) < kMaxIndex && b - a <= (1 << 12))) return false;
+  out->level = level;
+  out->first_cell = static_cast<int64_t>(a);
+  out->pieces = static_cast<int>(b - a);
+  out->lo = std::ldexp(a, -level);
+  out->hi = std::ldexp(b, -level);
+  return true;
+}
+
+// The level whose cells are the widest power of two <= width.
+int LevelFor(double width) { return static_cast<int>(std::ceil(-std::log2(width))); }
+
+// Rounds a curve's coefficients to multiples of 2^-bits (the grid's unit: their integer sums are
+// exact); false when one exceeds kMaxCoefficient (the sums could overflow).
+bool Quantize(int bits, std::vector<double>* coef) {
+  const double up = std::ldexp(1.0, bits), down = std::ldexp(1.0, -bits);
+  for (double& c : *coef) {
+    if (!(std::abs(c) <= ArgmaxProbability::kMaxCoefficient)) return false;
+    c = std::nearbyint(c * up) * down;
+  }
+  return true;
+}
+
+// log F as a function of a coordinate v (Beta: v = logit x; Normal: v = z, standardized) from
+// the density in v (f(x(v)) dx/dv, up to a constant factor near 1): `pdf` fills it at the
+// kN + 1 Chebyshev-Lobatto points of a piece. Per piece the density's interpolant is integrated
+// spectrally (Trefethen ATAP ch. 3, 19); the integrals are scaled to span exactly
+// cdf(hi) - cdf(lo) (F at the outer ends, exact), which absorbs the rounding of the density's
 // normalizer at large shapes and checks it (the factor must be 1 within kCurveScaleTolerance);
 // then log F is interpolated at the same points. Accepted when each piece's density series
 // ends below kCurveTolerance (absolute error on F) and its log F series below kCurveTolerance
 // relative to F at the piece's upper end (an absolute error on F again: log F needs no more
-// accuracy where F is tiny). Else the pieces (initially `piece` wide) are halved, up to
-// kCurveRefinements times; false then.
-template <int kN, class Pdf>
-bool BuildCurve(const Pdf& pdf, double lo, double hi, double anchor_lo, double anchor_hi,
-                double piece, ArgmaxProbability::Curve* out) {
+// accuracy where F is tiny). Else the pieces are halved (the next `layout`), up to
+// kCurveRefinements times; false then. bits > 0: coefficients quantized (Quantize).
+template <int kN, class Pdf, class Cdf, class Layout>
+bool BuildCurve(const Pdf& pdf, const Cdf& cdf_at, const Layout& layout, int bits,
+                ArgmaxProbability::Curve* out) {
   using AP = ArgmaxProbability;
   constexpr double kCurveScaleTolerance = 1e-8;
-  if (!(lo < hi) || !(anchor_lo > 0) || !(anchor_hi > anchor_lo)) return false;
   using CurveVector = Eigen::Matrix<double, kN + 1, 1>;
   const auto& spectral = CurveSpectral<kN>();
   static const CurveVector lobatto = [] {  // cos(pi k / kN)
@@ -240,9 +219,13 @@ bool BuildCurve(const Pdf& pdf, double lo, double hi, double anchor_lo, double a
     for (int k = 0; k <= kN; ++k) t[k] = std::cos(M_PI * k / kN);
     return t;
   }();
-  int pieces = std::clamp(static_cast<int>(std::ceil((hi - lo) / piece)), 1, 1 << 12);
   std::vector<CurveVector> integrals;
-  for (int attempt = 0; attempt <= AP::kCurveRefinements; ++attempt, pieces *= 2) {
+  for (int attempt = 0; attempt <= AP::kCurveRefinements; ++attempt) {
+    CurveLayout cells;
+    if (!layout(attempt, &cells)) break;
+    const double lo = cells.lo, hi = cells.hi, anchor_lo = cdf_at(lo), anchor_hi = cdf_at(hi);
+    if (!(lo < hi) || !(anchor_lo > 0) || !(anchor_hi > anchor_lo)) break;
+    const int pieces = cells.pieces;
     const double width = (hi - lo) / pieces, half = 0.5 * width;
     integrals.resize(pieces);
     // Pass 1: ∫ from the piece's left end to each of its points, unscaled.
@@ -286,9 +269,11 @@ bool BuildCurve(const Pdf& pdf, double lo, double hi, double anchor_lo, double a
                 out->coef.data() + static_cast<size_t>(i) * (kN + 1));
       cdf_left = cdf[0];
     }
+    if (ok && bits > 0 && !Quantize(bits, &out->coef)) break;
     if (ok) {
       out->lo = lo, out->hi = hi, out->pieces = pieces, out->scale = pieces / (hi - lo);
       out->degree = kN;
+      out->level = cells.level, out->first_cell = cells.first_cell;
       return true;
     }
   }
@@ -306,7 +291,8 @@ double NormalZoneZ() {
 }
 
 // log Phi on [-NormalZoneZ(), NormalZoneZ()], shared by all Normal arms: built once, so its
-// pieces can be short and of low degree (a cheaper Clenshaw sum per evaluation).
+// pieces can be short and of low degree (a cheaper Clenshaw sum per evaluation); the arms'
+// own curves on the grid are interpolated from it.
 constexpr int kNormalCurveDegree = 8;
 constexpr double kNormalCurvePieceSds = 0.3;
 
@@ -318,12 +304,122 @@ const ArgmaxProbability::Curve& StandardNormalCurve() {
         [](const auto& x, auto* f) {
           *f = (kInvSqrt2Pi * (-0.5 * x.array().square()).exp()).matrix();
         },
-        -z, z, 0.5 * std::erfc(z / kSqrt2), 1 - 0.5 * std::erfc(z / kSqrt2),
-        kNormalCurvePieceSds, &c);
+        [](double x) { return 0.5 * std::erfc(-x / kSqrt2); },
+        [z](int attempt, CurveLayout* out) {
+          out->lo = -z, out->hi = z;
+          out->pieces = static_cast<int>(std::ceil(2 * z / kNormalCurvePieceSds)) << attempt;
+          return true;
+        },
+        0, &c);
     if (!built) std::abort();  // a fixed, smooth function: cannot fail
     return c;
   }();
   return curve;
+}
+
+// log Phi((u - mean) / sd) on the cells of `layout` (see BuildCurve), from the shared curve
+// inside its range and erfc outside, interpolated per cell (degree kN) and accepted as
+// BuildCurve accepts log F's series.
+template <int kN, class Layout>
+bool BuildNormalArmCurve(double mean, double sd, const Layout& layout, int bits,
+                         ArgmaxProbability::Curve* out) {
+  using AP = ArgmaxProbability;
+  using CurveVector = Eigen::Matrix<double, kN + 1, 1>;
+  const auto& spectral = CurveSpectral<kN>();
+  const AP::Curve& standard = StandardNormalCurve();
+  const double zone = NormalZoneZ();
+  static const CurveVector lobatto = [] {  // cos(pi k / kN)
+    CurveVector t;
+    for (int k = 0; k <= kN; ++k) t[k] = std::cos(M_PI * k / kN);
+    return t;
+  }();
+  for (int attempt = 0; attempt <= AP::kCurveRefinements; ++attempt) {
+    CurveLayout cells;
+    if (!layout(attempt, &cells)) break;
+    const double width = (cells.hi - cells.lo) / cells.pieces, half = 0.5 * width;
+    out->coef.resize(static_cast<size_t>(cells.pieces) * (kN + 1));
+    bool ok = true;
+    CurveVector log_cdf;
+    for (int i = 0; i < cells.pieces && ok; ++i) {
+      const double mid = cells.lo + i * width + half;
+      for (int k = 0; k <= kN; ++k) {
+        const double z = (mid + half * lobatto[k] - mean) / sd;
+        log_cdf[k] = std::abs(z) < zone ? standard(z) : NormalLogCdf(0, 1, z);
+      }
+      if (!log_cdf.allFinite()) ok = false;
+      const CurveVector log_coef = spectral.coefficients * log_cdf;
+      const double tail =
+          std::abs(log_coef[kN - 2]) + std::abs(log_coef[kN - 1]) + std::abs(log_coef[kN]);
+      if (!(tail * std::min(std::exp(log_cdf[0]), 1.0) <= AP::kCurveTolerance)) ok = false;
+      std::copy(log_coef.data(), log_coef.data() + kN + 1,
+                out->coef.data() + static_cast<size_t>(i) * (kN + 1));
+    }
+    if (!ok) continue;
+    if (!Quantize(bits, &out->coef)) break;
+    out->lo = cells.lo, out->hi = cells.hi, out->pieces = cells.pieces;
+    out->scale = cells.pieces / (cells.hi - cells.lo);
+    out->degree = kN, out->level = cells.level, out->first_cell = cells.first_cell;
+    return true;
+  }
+  out->coef.clear();
+  out->pieces = 0;
+  return false;
+}
+
+// Adaptive Gauss-Kronrod over [lo, hi] split at `cuts`, with the transforms for a Beta density
+// unbounded at an end (shape below 1): there a panel is integrated in y = x^alpha (or
+// z = (1-x)^beta), where the integrand is smooth. f(xs, n, out) as in GaussKronrod.
+template <class F>
+double IntegratePanels(const F& integrand, std::vector<double> cuts, double lo, double hi,
+                       double sd, bool beta, double alpha_a, double beta_a) {
+  // A Beta density with a shape below 1 is unbounded at that end.
+  const bool singular_low = beta && alpha_a < 1, singular_high = beta && beta_a < 1;
+  if ((singular_low || singular_high) && lo < 0.5 && hi > 0.5) cuts.push_back(0.5);
+  cuts.push_back(lo);
+  cuts.push_back(hi);
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  // A panel spanning more than 6 sd of arm a's density is too wide for one 31-point rule to
+  // resolve it (the adaptive step would halve it after 31 wasted evaluations): halve it first.
+  {
+    const size_t count = cuts.size();
+    for (size_t i = 0; i + 1 < count; ++i)
+      if (cuts[i + 1] - cuts[i] > 6 * sd) cuts.push_back(0.5 * (cuts[i] + cuts[i + 1]));
+    std::sort(cuts.begin(), cuts.end());
+  }
+  const double panel_tol =
+      ArgmaxProbability::kQuadratureTolerance / static_cast<double>(cuts.size() - 1);
+  const int depth = ArgmaxProbability::kMaxDepth;
+  double p = 0;
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    const double l = cuts[i], r = cuts[i + 1];
+    if (singular_low && r <= 0.5) {
+      const double al = alpha_a;
+      auto in_y = [&](const double* ys, int count, double* out) {
+        double xs[kKronrodPoints];
+        for (int i = 0; i < count; ++i) xs[i] = std::pow(ys[i], 1 / al);
+        integrand(xs, count, out);
+        for (int i = 0; i < count; ++i) out[i] = ys[i] > 0 ? out[i] * xs[i] / (al * ys[i]) : 0.0;
+      };
+      p += GaussKronrod(in_y, std::pow(l, al), std::pow(r, al), panel_tol, depth);
+    } else if (singular_high && l >= 0.5) {
+      const double be = beta_a;
+      auto in_z = [&](const double* zs, int count, double* out) {
+        double xs[kKronrodPoints], one_minus_x[kKronrodPoints];
+        for (int i = 0; i < count; ++i) {
+          one_minus_x[i] = std::pow(zs[i], 1 / be);
+          xs[i] = 1 - one_minus_x[i];
+        }
+        integrand(xs, count, out);
+        for (int i = 0; i < count; ++i)
+          out[i] = zs[i] > 0 ? out[i] * one_minus_x[i] / (be * zs[i]) : 0.0;
+      };
+      p += GaussKronrod(in_z, std::pow(1 - r, be), std::pow(1 - l, be), panel_tol, depth);
+    } else {
+      p += GaussKronrod(integrand, l, r, panel_tol, depth);
+    }
+  }
+  return std::clamp(p, 0.0, 1.0);
 }
 
 }  // namespace
@@ -344,6 +440,11 @@ double ArgmaxProbability::Curve::operator()(double x) const {
 
 ArgmaxProbability::ArgmaxProbability(Family family, const Vector& first, const Vector& second)
     : family_(family) {
+  // The grid's integer sums hold at most K arms' coefficients of at most kMaxCoefficient each:
+  // K kMaxCoefficient 2^bits <= 2^62.
+  int log2_arms = 0;
+  while ((int64_t{1} << log2_arms) < first.size()) ++log2_arms;
+  grid_bits_ = std::min(kGridBits, 56 - log2_arms);
   arms_.resize(first.size());
   for (int j = 0; j < size(); ++j) Set(j, first[j], second[j]);
 }
@@ -351,6 +452,7 @@ ArgmaxProbability::ArgmaxProbability(Family family, const Vector& first, const V
 void ArgmaxProbability::Set(int j, double first, double second) {
   Arm& arm = arms_[j];
   if (arm.sd > 0 && arm.first == first && arm.second == second) return;  // still valid
+  if (arm.in_grid) ApplyToGrid(j, -1);  // the old contribution leaves the sums at once
   arm = Arm();
   arm.first = first, arm.second = second;
   if (family_ == Family::kNormal) {
@@ -363,7 +465,150 @@ void ArgmaxProbability::Set(int j, double first, double second) {
     arm.proxy = arm.mean - 4.0 * arm.sd;
     arm.log_beta = LogBeta(first, second);
   }
+  pending_.push_back(j);
   prepared_ = false;
+  has_contenders_ = false;
+}
+
+void ArgmaxProbability::ApplyToGrid(int j, int sign) const {
+  Arm& arm = arms_[j];
+  arm.in_grid = sign > 0;
+  if (!arm.has_curve) {
+    if (sign > 0) {
+      exact_arms_.insert(j);
+    } else {
+      exact_arms_.erase(j);
+    }
+    return;
+  }
+  const Curve& curve = arm.curve;
+  auto [at, created] = levels_.try_emplace(curve.level);
+  GridLevel& level = at->second;
+  if (created) level.scale = std::ldexp(1.0, curve.level);
+  const double up = std::ldexp(1.0, grid_bits_);
+  constexpr int n = kCurveDegree + 1;
+  for (int i = 0; i < curve.pieces; ++i) {
+    const double* coef = curve.coef.data() + static_cast<size_t>(i) * n;
+    const int64_t key = curve.first_cell + i;
+    // Exact: the coefficients are multiples of 2^-bits (Quantize), the sums integers.
+    if (sign > 0) {
+      GridCell& cell = level.cells[key];
+      for (int k = 0; k < n; ++k) cell.coef[k] += static_cast<int64_t>(coef[k] * up);
+      ++cell.arms;
+    } else {
+      auto it = level.cells.find(key);
+      GridCell& cell = it->second;
+      for (int k = 0; k < n; ++k) cell.coef[k] -= static_cast<int64_t>(coef[k] * up);
+      if (--cell.arms == 0) level.cells.erase(it);  // its sums are 0 again, exactly
+    }
+  }
+  level.arms += sign;
+  if (level.arms == 0) levels_.erase(at);
+  if (sign > 0) {
+    lower_ends_.insert({curve.lo, j});
+  } else {
+    lower_ends_.erase({curve.lo, j});
+  }
+}
+
+void ArgmaxProbability::Sync(int except) const {
+  size_t kept = 0;
+  for (int j : pending_) {
+    if (arms_[j].in_grid) continue;  // listed twice
+    if (j == except) {
+      pending_[kept++] = j;
+      continue;
+    }
+    Zone(j);
+    ApplyToGrid(j, +1);
+  }
+  pending_.resize(kept);
+}
+
+void ArgmaxProbability::GridLogProducts(int a, const double* xs, const double* us,
+                                        const bool* live, int count, double* sums) const {
+  // A panel's Gauss-Kronrod nodes (GaussKronrod: the centre, then pairs at -+ its abscissae)
+  // in increasing order, so that consecutive nodes mostly share a cell (one lookup per cell).
+  static const std::array<int, kKronrodPoints> sorted = [] {
+    std::array<int, kKronrodPoints> order;
+    int at = 0;
+    for (int i = kKronrodPoints - 1; i >= 2; i -= 2) order[at++] = i;  // mid - abscissa, outer first
+    order[at++] = 0;
+    for (int i = 1; i < kKronrodPoints; i += 2) order[at++] = i;  // mid + abscissa
+    return order;
+  }();
+  const bool panel = count == kKronrodPoints;
+  const Arm& own = arms_[a];
+  const bool own_cells = own.has_curve && own.in_grid;
+  const double up = std::ldexp(1.0, grid_bits_), down = std::ldexp(1.0, -grid_bits_);
+  constexpr int n = kCurveDegree + 1;
+  for (const auto& [level, grid] : levels_) {
+    const bool own_level = own_cells && own.curve.level == level;
+    int64_t cached = std::numeric_limits<int64_t>::min();
+    const int64_t* c = nullptr;
+    std::array<int64_t, n> others;
+    for (int o = 0; o < count; ++o) {
+      const int i = panel ? sorted[o] : o;
+      if (!live[i]) continue;
+      const double d = us[i] * grid.scale;  // in cells of this level
+      if (!(std::abs(d) < 0x1p62)) continue;
+      const double cell_start = std::floor(d);
+      const int64_t key = static_cast<int64_t>(cell_start);
+      if (key != cached) {
+        cached = key;
+        const auto it = grid.cells.find(key);
+        c = it == grid.cells.end() ? nullptr : it->second.coef.data();
+        // Arm a's own coefficients leave its cell's sums as integers: the others' sum, exactly.
+        if (c != nullptr && own_level && key >= own.curve.first_cell &&
+            key < own.curve.first_cell + own.curve.pieces) {
+          const double* mine =
+              own.curve.coef.data() + static_cast<size_t>(key - own.curve.first_cell) * n;
+          for (int k = 0; k < n; ++k) others[k] = c[k] - static_cast<int64_t>(mine[k] * up);
+          c = others.data();
+        }
+      }
+      if (c == nullptr) continue;
+      // Clenshaw's recurrence in units of 2^-bits (Trefethen ATAP ch. 3).
+      const double t = 2 * (d - cell_start) - 1;
+      double b1 = 0, b2 = 0;
+      for (int k = n - 1; k >= 1; --k) {
+        const double b0 = 2 * t * b1 - b2 + static_cast<double>(c[k]);
+        b2 = b1, b1 = b0;
+      }
+      sums[i] += (t * b1 - b2 + static_cast<double>(c[0])) * down;
+    }
+  }
+  for (int j : exact_arms_)
+    if (j != a)
+      for (int i = 0; i < count; ++i)
+        if (live[i]) sums[i] += LogCdfExact(j, xs[i]);
+}
+
+double ArgmaxProbability::LowerEndOfOthers(int a) const {
+  for (auto it = lower_ends_.rbegin(); it != lower_ends_.rend(); ++it)
+    if (it->second != a) return it->first;
+  return -INFINITY;
+}
+
+double ArgmaxProbability::LogProductOfOthers(int a, double x) const {
+  Sync();
+  const double u = family_ == Family::kBeta ? Logit(x) : x;
+  if (!(u >= LowerEndOfOthers(a))) return -INFINITY;
+  const bool live = true;
+  double sum = 0;
+  GridLogProducts(a, &x, &u, &live, 1, &sum);
+  return sum;
+}
+
+std::vector<std::pair<std::array<int64_t, 3>, std::vector<int64_t>>>
+ArgmaxProbability::GridSnapshot() const {
+  Sync();
+  std::vector<std::pair<std::array<int64_t, 3>, std::vector<int64_t>>> out;
+  for (const auto& [level, grid] : levels_)
+    for (const auto& [key, cell] : grid.cells)
+      out.push_back({{level, key, cell.arms}, {cell.coef.begin(), cell.coef.end()}});
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 const ArgmaxProbability::Arm& ArgmaxProbability::Zone(int j) const {
@@ -373,6 +618,15 @@ const ArgmaxProbability::Arm& ArgmaxProbability::Zone(int j) const {
   if (family_ == Family::kNormal) {
     arm.zone_lo = arm.mean - NormalZoneZ() * arm.sd;
     arm.zone_hi = arm.mean + NormalZoneZ() * arm.sd;
+    // On the grid in u = x, cells of at most kCurvePieceSds sd.
+    const int level = LevelFor(kCurvePieceSds * arm.sd);
+    ++curve_builds_;
+    arm.has_curve = BuildNormalArmCurve<kCurveDegree>(
+        arm.mean, arm.sd,
+        [&](int attempt, CurveLayout* out) {
+          return DyadicLayout(arm.zone_lo, arm.zone_hi, level + attempt, out);
+        },
+        grid_bits_, &arm.curve);
     return arm;
   }
   const double a = arm.first, b = arm.second;
@@ -424,17 +678,26 @@ const ArgmaxProbability::Arm& ArgmaxProbability::Zone(int j) const {
   if (arm.zone_lo > 0) arm.zone_lo = zone_end(-1, arm.zone_lo);
   if (arm.zone_hi < 1) arm.zone_hi = zone_end(1, arm.zone_hi);
   if (!(arm.zone_lo < arm.zone_hi)) return arm;
+  // On the grid in u = v, cells of at most kCurvePieceSds sd (in v); F at the cells' outer
+  // ends by Boost, each in its accurate tail.
+  const double v_lo = Logit(arm.zone_lo), v_hi = Logit(arm.zone_hi);
+  const int level = LevelFor(kCurvePieceSds * sd_v);
   ++curve_builds_;
   arm.has_curve = BuildCurve<kCurveDegree>(
       [&](const auto& v, auto* f) {
         const auto d = v.array() - v_c;
         *f = (a * d - (a + b) * (m * d.expm1()).log1p() + constant).exp().matrix();
       },
-      Logit(arm.zone_lo), Logit(arm.zone_hi), bm::ibeta(a, b, arm.zone_lo, Pol()),
-      1 - bm::ibetac(a, b, arm.zone_hi, Pol()), kCurvePieceSds * sd_v, &arm.curve);
+      [&](double v) {
+        const double x = 1 / (1 + std::exp(-v));
+        return v <= v_c ? bm::ibeta(a, b, x, Pol()) : 1 - bm::ibetac(a, b, x, Pol());
+      },
+      [&](int attempt, CurveLayout* out) {
+        return DyadicLayout(v_lo, v_hi, level + attempt, out);
+      },
+      grid_bits_, &arm.curve);
   return arm;
 }
-
 const ArgmaxProbability::Arm& ArgmaxProbability::RegionEnds(int j) const {
   Arm& arm = arms_[j];
   if (arm.has_region) return arm;
@@ -457,34 +720,6 @@ double ArgmaxProbability::LogCdfExact(int j, double x) const {
   const Arm& arm = arms_[j];
   return family_ == Family::kBeta ? BetaLogCdf(arm.first, arm.second, x)
                                   : NormalLogCdf(arm.first, arm.second, x);
-}
-
-template <class Active>
-void ArgmaxProbability::AccumulateLogCdf(int j, double weight, const double* xs,
-                                         const double* logits, int count, double* sums,
-                                         const Active& active) const {
-  if (exact_) {
-    for (int i = 0; i < count; ++i)
-      if (active(i)) sums[i] += weight * LogCdfExact(j, xs[i]);
-    return;
-  }
-  const Arm& arm = Zone(j);
-  const double lo = arm.zone_lo, hi = arm.zone_hi;
-  auto each = [&](auto&& inside) {
-    for (int i = 0; i < count; ++i) {
-      if (!active(i)) continue;
-      const double x = xs[i];
-      sums[i] += x >= hi ? 0.0 : weight * (x <= lo ? -INFINITY : inside(i));
-    }
-  };
-  if (family_ == Family::kNormal) {
-    const Curve& curve = StandardNormalCurve();
-    each([&](int i) { return curve((xs[i] - arm.mean) / arm.sd); });
-  } else if (arm.has_curve) {
-    each([&](int i) { return arm.curve(logits[i]); });
-  } else {
-    each([&](int i) { return LogCdfExact(j, xs[i]); });
-  }
 }
 
 double ArgmaxProbability::TailAbove(int j, double x) const {
@@ -516,10 +751,11 @@ double ArgmaxProbability::Pdf(int j, double x) const {
                   arm.log_beta);
 }
 
+
 void ArgmaxProbability::Prepare() const {
   if (prepared_) return;
   prepared_ = true;
-  contenders_.clear();
+  has_contenders_ = false;
   const int k = size();
   top1_ = top2_ = -1;
   if (k <= 1) return;
@@ -537,17 +773,31 @@ void ArgmaxProbability::Prepare() const {
   }
   q_top1_ = RegionEnds(top1_).q_lo;
   q_top2_ = RegionEnds(top2_).q_lo;
+}
+
+const std::vector<int>& ArgmaxProbability::Contenders() const {
+  Prepare();
+  if (has_contenders_) return contenders_;
+  has_contenders_ = true;
+  contenders_.clear();
+  const int k = size();
+  if (k <= 1) return contenders_;
   const double lower = std::min(q_top1_, q_top2_);
   skip_per_arm_ = kSkipTotal / k;
   contenders_.reserve(k);
   for (int j = 0; j < k; ++j)
     if (TailAbove(j, lower) > skip_per_arm_) contenders_.push_back(j);
+  return contenders_;
 }
 
 double ArgmaxProbability::Of(int a) const {
   evaluations_ = 0;
   const int k = size();
   if (k == 1) return 1.0;
+  if (exact_) return OfExact(a);
+  // Arm a's own contribution is not needed: when it is the arm just updated (at large t the
+  // leader, chosen almost every round) its curve is built only once someone else needs it.
+  Sync(a);
   Prepare();
   // Region (see header): arm a's central 1 - 2 eps, above the best other competitor's Q(eps).
   const double competitor_floor = a == top1_ ? q_top2_ : q_top1_;
@@ -555,169 +805,96 @@ double ArgmaxProbability::Of(int a) const {
   const double lo = std::max(arm_a.q_lo, competitor_floor);
   const double hi = arm_a.q_hi;
   if (!(lo < hi)) return 0.0;  // at most 3 eps of probability lies there
+  // A competitor much narrower than the region turns its factor into a near step, which a
+  // Gauss-Kronrod rule whose nodes straddle it can miss with both rules agreeing; its central
+  // range (mean +- 6 sd) becomes a panel of its own, so every panel either resolves the step
+  // or sees the factor constant (~0 or ~1). A scan of cached doubles, no curve.
+  std::vector<double> cuts;
+  const double narrow_sd = (hi - lo) / 48;
+  for (int j = 0; j < k; ++j) {
+    const Arm& arm = arms_[j];
+    if (j == a || arm.sd >= narrow_sd) continue;
+    for (double c : {arm.mean - 6 * arm.sd, arm.mean + 6 * arm.sd})
+      if (c > lo && c < hi) cuts.push_back(c);
+  }
+  // At a node: f_a(x) Π_{j≠a} F_j(x) = exp(log f_a(x) + Σ_{j≠a} log F_j(x)), the sum from the
+  // grid (0 below the competitors' highest lowest cell).
+  const bool beta = family_ == Family::kBeta;
+  const double floor_u = LowerEndOfOthers(a);
+  const double log_normal = std::log(kInvSqrt2Pi / arm_a.sd);
+  auto integrand = [&](const double* xs, int count, double* out) {
+    evaluations_ += count;
+    double us[kKronrodPoints], log_values[kKronrodPoints];
+    bool live[kKronrodPoints];
+    for (int i = 0; i < count; ++i) {
+      const double x = xs[i];
+      live[i] = false;
+      if (beta) {
+        if (!(x > 0 && x < 1)) continue;
+        const double log_x = std::log(x), log_1mx = std::log1p(-x);
+        us[i] = log_x - log_1mx;  // logit x
+        log_values[i] =
+            (arm_a.first - 1) * log_x + (arm_a.second - 1) * log_1mx - arm_a.log_beta;
+      } else {
+        const double z = (x - arm_a.mean) / arm_a.sd;
+        us[i] = x;
+        log_values[i] = log_normal - 0.5 * z * z;
+      }
+      live[i] = us[i] >= floor_u;
+    }
+    GridLogProducts(a, xs, us, live, count, log_values);
+    for (int i = 0; i < count; ++i)
+      out[i] = live[i] && log_values[i] > -745 ? std::exp(log_values[i]) : 0.0;
+  };
+  return IntegratePanels(integrand, std::move(cuts), lo, hi, arm_a.sd, beta, arm_a.first,
+                         arm_a.second);
+}
+
+double ArgmaxProbability::OfExact(int a) const {
+  const std::vector<int>& contenders = Contenders();
+  const double competitor_floor = a == top1_ ? q_top2_ : q_top1_;
+  const Arm& arm_a = RegionEnds(a);
+  const double lo = std::max(arm_a.q_lo, competitor_floor);
+  const double hi = arm_a.q_hi;
+  if (!(lo < hi)) return 0.0;
   // The arms that matter on [lo, hi], identical posteriors merged into one factor F^n.
   std::vector<int> active;
-  active.reserve(contenders_.size());
-  for (int j : contenders_)
+  active.reserve(contenders.size());
+  for (int j : contenders)
     if (j != a && TailAbove(j, lo) > skip_per_arm_) active.push_back(j);
   std::sort(active.begin(), active.end(), [&](int x, int y) {
     return std::tie(arms_[x].first, arms_[x].second) < std::tie(arms_[y].first, arms_[y].second);
   });
-  const bool beta = family_ == Family::kBeta;
-  struct Factor {
-    int arm, power;
-    double sd, mean;
-    double lower, upper;  // the zone: log F = -inf below, 0 above
-  };
-  std::vector<Factor> factors;
+  std::vector<std::pair<int, int>> factors;  // (arm, power)
   for (int j : active) {
-    const Arm& arm = arms_[j];
-    if (!factors.empty() && arms_[factors.back().arm].first == arm.first &&
-        arms_[factors.back().arm].second == arm.second) {
-      ++factors.back().power;
+    if (!factors.empty() && arms_[factors.back().first].first == arms_[j].first &&
+        arms_[factors.back().first].second == arms_[j].second) {
+      ++factors.back().second;
       continue;
     }
-    if (exact_) {
-      factors.push_back({j, 1, arm.sd, arm.mean, -INFINITY, INFINITY});
-    } else {
-      const Arm& zoned = Zone(j);
-      factors.push_back({j, 1, arm.sd, arm.mean, zoned.zone_lo, zoned.zone_hi});
-    }
+    factors.push_back({j, 1});
   }
-  // Wide factors into the interpolant of their Σ log F_j on the region, narrow ones at every
-  // node. If the interpolant of the wide ones does not converge, a stricter width criterion is
-  // tried, then none.
-  const double width = hi - lo;
-  std::vector<Factor> smooth, narrow;
-  ChebyshevInterpolant smooth_log;
-  size_t tried = 0;  // the size of the wide set that failed last
-  // The fit's points, and Σ log F_j over the last wide set evaluated there: a stricter set is a
-  // subset, whose sum is the previous one minus the factors that left it.
-  constexpr int kFitPoints = ChebyshevInterpolant::kMaxN + 1;
-  double xs[kFitPoints], logits[kFitPoints], values[kFitPoints];
-  for (int i = 0; i < kFitPoints; ++i) {
-    xs[i] = 0.5 * (lo + hi) + 0.5 * (hi - lo) * ChebyshevInterpolant::Cosines()[i];
-    logits[i] = beta ? Logit(xs[i]) : 0;
-  }
-  std::vector<Factor> evaluated;  // the set `values` sums over
-  int level = 0;                  // `values` holds the points of levels up to this one
-  auto add = [&](const Factor& f, double sign, int from_level, int to_level) {
-    // The points of levels (from_level, to_level]: multiples of kMaxN / to_level that are not
-    // multiples of kMaxN / from_level.
-    constexpr int kN32 = ChebyshevInterpolant::kMaxN;
-    const int step = kN32 / to_level, skip = from_level > 0 ? kN32 / from_level : 0;
-    AccumulateLogCdf(f.arm, f.power * sign, xs, logits, kFitPoints, values,
-                     [&](int i) { return i % step == 0 && (skip == 0 || i % skip != 0); });
-  };
-  for (double widths : {kSmoothWidths, kSmoothWidths / 3, 0.0}) {
-    smooth.clear(), narrow.clear();
-    for (const auto& f : factors)
-      (!exact_ && f.sd * widths >= width ? smooth : narrow).push_back(f);
-    if (smooth.empty()) break;
-    if (smooth.size() == tried) continue;  // the same set as the failed attempt
-    tried = smooth.size();
-    // Below a factor's zone log F = -inf: no interpolant.
-    bool inside = true;
-    for (const auto& f : smooth) inside = inside && lo > f.lower;
-    if (!inside) continue;
-    // Factor by factor (each arm's curve stays in cache), level by level (the fit may converge
-    // on 9 or 17 points).
-    if (level > 0) {
-      for (const auto& f : evaluated)  // a stricter set: subtract the factors that left it
-        if (f.sd * widths < width) add(f, -1, 0, level);
-    } else {
-      std::fill(values, values + kFitPoints, 0.0);
-    }
-    evaluated = smooth;
-    bool fitted = false;
-    for (int n = 8; n <= ChebyshevInterpolant::kMaxN && !fitted; n *= 2) {
-      if (n > level) {
-        for (const auto& f : smooth) add(f, 1, level, n);
-        level = n;
-      }
-      fitted = smooth_log.Fit(values, n, lo, hi, kSmoothTolerance);
-    }
-    if (fitted) break;
-  }
-  // Narrow factors by upper end, highest first: at x only those with upper > x are below 1.
-  std::sort(narrow.begin(), narrow.end(),
-            [](const Factor& x, const Factor& y) { return x.upper > y.upper; });
-  double floor = -INFINITY;
-  for (const auto& f : narrow) floor = std::max(floor, f.lower);
-  const bool has_smooth = !smooth.empty();
-  // At a panel's nodes: log Π F_j summed factor by factor (each arm's curve stays in cache),
-  // a factor only where its zone does not make it 1; then times f_a.
-  auto integrand = [&](const double* xs, int count, double* out) {
-    evaluations_ += count;
-    double log_product[kKronrodPoints], logits[kKronrodPoints];
-    for (int i = 0; i < count; ++i) {
-      const double x = xs[i];
-      log_product[i] = x <= floor ? -INFINITY : has_smooth ? smooth_log(x) : 0.0;
-      logits[i] = beta && x > 0 && x < 1 ? Logit(x) : 0;
-    }
-    for (const auto& f : narrow)
-      AccumulateLogCdf(f.arm, f.power, xs, logits, count, log_product, [&](int i) {
-        return xs[i] < f.upper && log_product[i] > -745;  // else 1, or exp underflows anyway
-      });
-    for (int i = 0; i < count; ++i)
-      out[i] = log_product[i] > -745 ? Pdf(a, xs[i]) * std::exp(log_product[i]) : 0.0;
-  };
-  // Panels. A competitor much narrower than the region turns its factor into a near step,
-  // which a Gauss-Kronrod rule whose nodes straddle it can miss with both rules agreeing; its
-  // central range (mean +- 6 sd) becomes a panel of its own, so every panel either resolves
-  // the step or sees the factor constant (~0 or ~1).
-  std::vector<double> cuts = {lo, hi};
-  const double narrow_sd = (hi - lo) / 4;
-  for (const auto& f : narrow) {
-    if (12 * f.sd >= narrow_sd) continue;
-    for (double c : {f.mean - 6 * f.sd, f.mean + 6 * f.sd})
+  std::vector<double> cuts;  // as in Of()
+  const double narrow_sd = (hi - lo) / 48;
+  for (const auto& [j, power] : factors) {
+    const Arm& arm = arms_[j];
+    if (arm.sd >= narrow_sd) continue;
+    for (double c : {arm.mean - 6 * arm.sd, arm.mean + 6 * arm.sd})
       if (c > lo && c < hi) cuts.push_back(c);
   }
-  // A Beta density with a shape below 1 is unbounded at that end: there the panel is
-  // integrated in y = x^alpha (or z = (1-x)^beta), where the integrand is smooth.
-  const bool singular_low = beta && arm_a.first < 1, singular_high = beta && arm_a.second < 1;
-  if ((singular_low || singular_high) && lo < 0.5 && hi > 0.5) cuts.push_back(0.5);
-  std::sort(cuts.begin(), cuts.end());
-  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-  // A panel spanning more than 6 sd of arm a's density is too wide for one 31-point rule to
-  // resolve it (the adaptive step would halve it after 31 wasted evaluations): halve it first.
-  {
-    const size_t count = cuts.size();
-    for (size_t i = 0; i + 1 < count; ++i)
-      if (cuts[i + 1] - cuts[i] > 6 * arm_a.sd) cuts.push_back(0.5 * (cuts[i] + cuts[i + 1]));
-    std::sort(cuts.begin(), cuts.end());
-  }
-  const double panel_tol = kQuadratureTolerance / static_cast<double>(cuts.size() - 1);
-  double p = 0;
-  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
-    const double l = cuts[i], r = cuts[i + 1];
-    if (singular_low && r <= 0.5) {
-      const double al = arm_a.first;
-      auto in_y = [&](const double* ys, int count, double* out) {
-        double xs[kKronrodPoints];
-        for (int i = 0; i < count; ++i) xs[i] = std::pow(ys[i], 1 / al);
-        integrand(xs, count, out);
-        for (int i = 0; i < count; ++i) out[i] = ys[i] > 0 ? out[i] * xs[i] / (al * ys[i]) : 0.0;
-      };
-      p += GaussKronrod(in_y, std::pow(l, al), std::pow(r, al), panel_tol, kMaxDepth);
-    } else if (singular_high && l >= 0.5) {
-      const double be = arm_a.second;
-      auto in_z = [&](const double* zs, int count, double* out) {
-        double xs[kKronrodPoints], one_minus_x[kKronrodPoints];
-        for (int i = 0; i < count; ++i) {
-          one_minus_x[i] = std::pow(zs[i], 1 / be);
-          xs[i] = 1 - one_minus_x[i];
-        }
-        integrand(xs, count, out);
-        for (int i = 0; i < count; ++i)
-          out[i] = zs[i] > 0 ? out[i] * one_minus_x[i] / (be * zs[i]) : 0.0;
-      };
-      p += GaussKronrod(in_z, std::pow(1 - r, be), std::pow(1 - l, be), panel_tol, kMaxDepth);
-    } else {
-      p += GaussKronrod(integrand, l, r, panel_tol, kMaxDepth);
+  auto integrand = [&](const double* xs, int count, double* out) {
+    evaluations_ += count;
+    for (int i = 0; i < count; ++i) {
+      double log_product = 0;
+      for (const auto& [j, power] : factors) {
+        log_product += power * LogCdfExact(j, xs[i]);
+        if (!(log_product > -745)) break;  // exp underflows anyway
+      }
+      out[i] = log_product > -745 ? Pdf(a, xs[i]) * std::exp(log_product) : 0.0;
     }
-  }
-  return std::clamp(p, 0.0, 1.0);
+  };
+  return IntegratePanels(integrand, std::move(cuts), lo, hi, arm_a.sd,
+                         family_ == Family::kBeta, arm_a.first, arm_a.second);
 }
 
 Vector ArgmaxProbability::All() const {
@@ -727,10 +904,10 @@ Vector ArgmaxProbability::All() const {
     p[0] = 1.0;
     return p;
   }
-  Prepare();
+  if (!exact_) Sync();
   // Non-contenders cannot win with probability above skip + eps: they keep 0. Contenders with
   // the same posterior have the same probability and are computed once.
-  std::vector<int> order = contenders_;
+  std::vector<int> order = Contenders();
   std::sort(order.begin(), order.end(), [&](int x, int y) {
     return std::tie(arms_[x].first, arms_[x].second) < std::tie(arms_[y].first, arms_[y].second);
   });

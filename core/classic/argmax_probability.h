@@ -12,55 +12,63 @@
 //  * x below Q_j(eps) for some j != a: Π F_j(x) <= F_j(x) <= eps there;
 //  * arms j with 1 - F_j(lo) <= skip at the region's lower end lo: their factor lies in
 //    [F_j(lo), 1] over the whole region, so leaving them out changes the integral by at most
-//    Σ (1 - F_j(lo)), kept <= kSkipTotal; these are the arms "far below the leader";
+//    Σ (1 - F_j(lo)), kept <= kSkipTotal; these are the arms "far below the leader". All()
+//    gives 0 to arms that cannot win by more than that, and the exact evaluation (set_exact)
+//    leaves them out; the fast path needs no skipping (below);
 //  * the quadrature itself: the Gauss-Kronrod error estimate (QUADPACK's, from |K31 - G15|) summed
 //    over panels is kept <= kQuadratureTolerance.
-// Arms with identical posteriors (flat priors, small integer counts) share one factor F^n.
+// Arms with identical posteriors (flat priors, small integer counts) are computed once in All().
 //
 // Speed: each arm's posterior changes only when that arm is updated, so everything per arm is
-// kept between calls and rebuilt lazily for the arms Set() changed (the policy keeps one
-// ArgmaxProbability for its lifetime); the cache is a pure function of each arm's parameters,
-// so a rebuilt one gives bit-identical results:
-//  * its moments and log B (at Set);
-//  * its zone [lo_j, hi_j] outside which the factor is taken as 0 or 1, an error of at most
-//    kZoneTail per arm and side: Normal, mean -+ z sd; Beta, the tightest of three bounds (no
-//    inverse incomplete beta): the sub-Gaussian tail (Beta(alpha, beta) is
-//    1/(4(alpha+beta+1))-sub-Gaussian, Marchal & Arbel 2017), F(x) <= x^alpha / (alpha B) and
-//    its mirror, and the log-concave tail bound in v = logit x (see Zone());
-//  * inside the zone, log F_j as a piecewise Chebyshev series in v (Beta: v = logit x, where
-//    the density is smooth with exponential tails and log F nearly linear towards 0; Normal:
-//    the standardized z, one curve shared by all arms): equal pieces of about kCurvePieceSds
-//    standard deviations, degree kCurveDegree each, from the density integrated spectrally
-//    piece by piece and scaled to the exact F at the zone's ends (Boost's ibeta, twice per
-//    build) (Trefethen, Approximation Theory and Approximation Practice, ch. 3 and 19). A piece
-//    is accepted when the tail coefficients of the density's series are below kCurveTolerance
-//    (absolute on F) and those of log F's below kCurveTolerance / F (absolute on F again);
-//    else the pieces are halved, and after kCurveRefinements the arm is evaluated exactly
-//    (also a density unbounded at 0 or 1, shapes below 1). An evaluation is one Clenshaw sum of
-//    kCurveDegree + 1 terms, whatever alpha + beta is: the cost is flat in the counts;
-//  * its region ends Q(eps), Q(1 - eps) (Boost's inverse, needed for the chosen arm and the
-//    two arms bounding the region from below; no curve needed for them).
-// Per call (after a Set), over cached doubles: the two highest lower-tail proxies bound the
-// region from below, the contender scan uses the sub-Gaussian tail bound, and the curve only
-// near the threshold.
-// The competitors' factors are then split by width against the region [lo, hi]:
-//  * wide ones (sd >= (hi - lo) / kSmoothWidths, else / (kSmoothWidths / 3)) are smooth on the
-//    region: the sum of their log F_j is replaced by its Chebyshev interpolant on nested
-//    Chebyshev-Lobatto points (9, 17, 33), accepted when the last three coefficients sum to
-//    <= kSmoothTolerance;
-//  * narrow ones are summed in logs at each node, only those whose zone contains the node,
-//    factor by factor over a panel's 31 nodes (each arm's curve stays in cache).
-// Total absolute error <= 3 eps + kSkipTotal + kQuadratureTolerance + 2 K kZoneTail + the
-// interpolants', about 1e-5 by QUADPACK's (pessimistic) estimate; tested to 1e-6 against closed
-// forms, brute-force integrals and the exact evaluation without these shortcuts (set_exact).
+// kept between calls (the policy keeps one ArgmaxProbability for its lifetime) and so is the sum
+// of all arms' log F, which Set() updates by the one arm's difference:
+//  * per arm (rebuilt when Set() changes it): its moments and log B; its zone [lo_j, hi_j]
+//    outside which the factor is taken as 0 or 1, an error of at most kZoneTail per arm and
+//    side: Normal, mean -+ z sd; Beta, the tightest of three bounds (no inverse incomplete
+//    beta): the sub-Gaussian tail (Beta(alpha, beta) is 1/(4(alpha+beta+1))-sub-Gaussian,
+//    Marchal & Arbel 2017), F(x) <= x^alpha / (alpha B) and its mirror, and the log-concave
+//    tail bound in v = logit x (see Zone());
+//  * per arm, log F_j on the cells of a dyadic grid covering its zone, in a coordinate u (Beta:
+//    u = logit x, where the density is smooth with exponential tails and log F nearly linear
+//    towards 0; Normal: u = x): cells [i 2^-l, (i+1) 2^-l] of the level l whose width is the
+//    largest power of two <= kCurvePieceSds standard deviations (in u), one Chebyshev series
+//    of degree kCurveDegree per cell (Trefethen, Approximation Theory and Approximation
+//    Practice, ch. 3 and 19). Beta: from the density integrated spectrally cell by cell and
+//    scaled to the exact F at the cells' outer ends (Boost's ibeta, twice per build); Normal:
+//    from one shared curve of log Phi. A cell is accepted when the tail coefficients of the
+//    density's series are below kCurveTolerance (absolute on F) and those of log F's below
+//    kCurveTolerance / F (absolute on F again); else the next finer level is tried, and after
+//    kCurveRefinements the arm is evaluated exactly (also a density unbounded at 0 or 1,
+//    shapes below 1). The coefficients are rounded to multiples of 2^-grid_bits (about 1e-12);
+//  * the grid's sum: per level and cell, the sum of the coefficients of all arms with that
+//    cell, held as integers in units of 2^-grid_bits, so adding and removing an arm is exact
+//    (integer addition is associative): after any sequence of Set() calls the sums equal
+//    those of a fresh build bit for bit, with no drift and no recomputation. Below the lowest
+//    cell of arm j its factor is taken as 0; the largest such lower end among j != a (kept
+//    in an ordered set) is where the product over the others vanishes.
+// Per call, Σ_{j≠a} log F_j(u) at a node is one Clenshaw sum of kCurveDegree + 1 terms per
+// grid level with a cell there (a handful), arm a's own coefficients subtracted as integers
+// from its level's cell first: the cost does not depend on K, nor on the counts. Plus the
+// chosen arm's region ends Q(eps), Q(1 - eps) (Boost's inverse, cached per arm), a scan of the
+// arms' cached lower-tail proxies for the competitor floor, and one of their means and sds for
+// the panel cuts around competitors much narrower than the region (a few ns per arm).
+// Total absolute error <= 3 eps + kQuadratureTolerance + 2 K kZoneTail + K kCurveTolerance +
+// the rounding of the coefficients (<= (kCurveDegree + 1) 2^-grid_bits per arm in log), about
+// 1e-5 by QUADPACK's (pessimistic) estimate; tested to 1e-6 against closed forms, brute-force
+// integrals and the exact evaluation without these shortcuts (set_exact).
 //
 // The regularized incomplete beta function, its inverse and the Gauss-Kronrod nodes come from
 // Boost.Math (header-only, Debian's libboost-dev).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <map>
+#include <set>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/policy.h"
 
 namespace bandit {
@@ -74,28 +82,31 @@ class ArgmaxProbability {
   static constexpr double kSkipTotal = 1e-8;            // Σ over skipped arms
   static constexpr double kQuadratureTolerance = 1e-5;  // absolute, over the whole region
   static constexpr int kMaxDepth = 18;                  // panel halvings
-  static constexpr double kSmoothWidths = 8;            // wide: sd >= region width / this
-  static constexpr double kSmoothTolerance = 1e-9;      // on the interpolated Σ log F_j
   static constexpr double kZoneTail = 1e-11;            // per arm and side
-  static constexpr int kCurveDegree = 16;               // per piece of an arm's log F
-  static constexpr double kCurvePieceSds = 1.25;        // initial piece width, in sd
-  static constexpr double kCurveTolerance = 1e-12;      // on F, per piece (see above)
-  static constexpr int kCurveRefinements = 4;           // piece halvings before exact fallback
+  static constexpr int kCurveDegree = 16;               // per cell of an arm's log F
+  static constexpr double kCurvePieceSds = 1.25;        // largest cell width, in sd
+  static constexpr double kCurveTolerance = 1e-12;      // on F, per cell (see above)
+  static constexpr int kCurveRefinements = 4;           // finer levels before exact fallback
+  // Coefficients are multiples of 2^-kGridBits (fewer bits above 2^16 arms, so that the
+  // integer sums cannot overflow: |coefficient| <= kMaxCoefficient, else the arm is exact).
+  static constexpr int kGridBits = 40;
+  static constexpr double kMaxCoefficient = 64;
 
   // Beta: first = alpha_j, second = beta_j (both > 0). Normal: first = mean, second = standard
   // deviation (> 0). Both vectors have one entry per arm.
   ArgmaxProbability(Family family, const Vector& first, const Vector& second);
   explicit ArgmaxProbability(Family family) : family_(family) {}
 
-  // Exact evaluation only (no curves, no 0/1 zones, no smooth interpolant): the slow reference
-  // the tests compare the shortcuts with.
+  // Exact evaluation only (no curves, no grid, no 0/1 zones): the slow reference the tests
+  // compare the fast path with.
   void set_exact(bool exact) {
     exact_ = exact;
     prepared_ = false;
   }
 
-  // Arm j's posterior is now (first, second), 0 <= j < size(): its cached data is dropped
-  // (rebuilt when next needed). Unchanged parameters keep it.
+  // Arm j's posterior is now (first, second), 0 <= j < size(): its contribution leaves the
+  // grid's sum at once, its new one is built and added when next needed. Unchanged parameters
+  // keep it.
   void Set(int j, double first, double second);
 
   int size() const { return static_cast<int>(arms_.size()); }
@@ -105,17 +116,29 @@ class ArgmaxProbability {
   // with identical posteriors are computed once.
   Vector All() const;
 
+  // Σ_{j≠a} log F_j(x) as the fast path evaluates it from the grid (-inf below a competitor's
+  // lowest cell; for tests).
+  double LogProductOfOthers(int a, double x) const;
+  // The grid's sums, cell by cell: (level, cell, arms, integer coefficients), sorted (for
+  // tests: equal to a fresh build's after any sequence of Set() calls).
+  std::vector<std::pair<std::array<int64_t, 3>, std::vector<int64_t>>> GridSnapshot() const;
+  int grid_bits() const { return grid_bits_; }
+
   // Number of integrand evaluations of the last Of() (for tests and benchmarks).
   int64_t evaluations() const { return evaluations_; }
   // Curve builds since construction (for tests: a Set with new parameters causes one when the
   // arm is next needed, an unchanged arm none).
   int64_t curve_builds() const { return curve_builds_; }
 
-  // log F_j as a piecewise Chebyshev series on [lo, hi] (see above).
+  // log F_j as a piecewise Chebyshev series on [lo, hi] (see above): for an arm, the cells
+  // first_cell .. first_cell + pieces - 1 of grid level `level` (lo = first_cell 2^-level,
+  // scale = 2^level); for the shared Normal curve, equal pieces of any width.
   struct Curve {
     double lo = 0, hi = 0, scale = 0;  // scale = pieces / (hi - lo)
     int pieces = 0;
-    int degree = 0;            // kCurveDegree (Beta arms), lower for the shared Normal curve
+    int degree = 0;  // kCurveDegree (arms), lower for the shared Normal curve
+    int level = 0;
+    int64_t first_cell = 0;
     std::vector<double> coef;  // pieces x (degree + 1)
     double operator()(double x) const;
   };
@@ -125,40 +148,67 @@ class ArgmaxProbability {
     double first = 0, second = 0;
     double mean = 0, sd = 0;  // of the posterior
     double proxy = 0;         // lower-tail proxy for the region's lower end
+    double log_beta = 0;      // Beta: log B(alpha, beta)
     // Built on first need (Zone()):
     bool has_zone = false;
-    double log_beta = 0;  // Beta: log B(alpha, beta)
     double zone_lo = 0, zone_hi = 0;
-    bool has_curve = false;  // Beta; Normal arms use the shared curve
+    bool has_curve = false;  // else evaluated exactly
     Curve curve;
+    bool in_grid = false;  // its curve is in the grid's sums (or it is in exact_arms_)
     // Built on first need (RegionEnds()):
     bool has_region = false;
     double q_lo = 0, q_hi = 0;  // Q(eps), Q(1 - eps)
   };
+  // One cell of one level: the sums of its arms' coefficients, in units of 2^-grid_bits_.
+  struct GridCell {
+    std::array<int64_t, kCurveDegree + 1> coef{};
+    int arms = 0;
+  };
+  struct GridLevel {
+    absl::flat_hash_map<int64_t, GridCell> cells;
+    int arms = 0;
+    double scale = 1;  // 2^level: cells are [i, i + 1] / scale
+  };
   const Arm& Zone(int j) const;
   const Arm& RegionEnds(int j) const;
+  // Adds (sign +1) or removes (-1) arm j's contribution to the grid's sums.
+  void ApplyToGrid(int j, int sign) const;
+  // Builds and adds every arm not yet in the grid, except `except`.
+  void Sync(int except = -1) const;
   void Prepare() const;
+  const std::vector<int>& Contenders() const;
+  double OfExact(int a) const;
   double LogCdfExact(int j, double x) const;
-  // sums[i] += weight * log F_j(xs[i]) for the i < count with active(i) (logits[i] =
-  // logit xs[i] for Beta): LogCdf over many points, the arm's data looked up once.
-  template <class Active>
-  void AccumulateLogCdf(int j, double weight, const double* xs, const double* logits, int count,
-                        double* sums, const Active& active) const;
+  // The largest lower end of a competitor's cells (in u): below it the others' product is 0.
+  double LowerEndOfOthers(int a) const;
+  // sums[i] += Σ_{j≠a} log F_j at the points xs[i] (us[i] in the grid's coordinate) with
+  // live[i]: from the grid, level by level, arm a's own coefficients subtracted; count <= 31.
+  void GridLogProducts(int a, const double* xs, const double* us, const bool* live, int count,
+                       double* sums) const;
   // 1 - F_j(x) or an upper bound on it: decides "1 - F_j(x) > the per-arm skip threshold".
   double TailAbove(int j, double x) const;
   double Pdf(int j, double x) const;
 
   Family family_;
+  int grid_bits_ = kGridBits;
+  bool exact_ = false;
   mutable std::vector<Arm> arms_;
+  // The grid's sums by level, the arms' lowest cells' lower ends (u, arm), and the arms
+  // without a curve (evaluated exactly at each node).
+  mutable std::map<int, GridLevel> levels_;
+  mutable std::set<std::pair<double, int>> lower_ends_;
+  mutable std::set<int> exact_arms_;
+  mutable std::vector<int> pending_;  // arms to build and add at the next Sync()
   // The two arms with the highest lower quantile proxy and their exact Q(eps): for any a, at
   // least one of them is a competitor j != a, whose Q_j(eps) bounds the region from below.
   mutable bool prepared_ = false;
   mutable int top1_ = -1, top2_ = -1;
   mutable double q_top1_ = 0, q_top2_ = 0;
-  // Arms that can matter to anyone: 1 - F_j(min(q_top1_, q_top2_)) > per-arm skip threshold.
+  // Arms that can matter to anyone: 1 - F_j(min(q_top1_, q_top2_)) > per-arm skip threshold
+  // (for All() and the exact evaluation).
+  mutable bool has_contenders_ = false;
   mutable std::vector<int> contenders_;
   mutable double skip_per_arm_ = 0;
-  bool exact_ = false;
   mutable int64_t evaluations_ = 0;
   mutable int64_t curve_builds_ = 0;
 };

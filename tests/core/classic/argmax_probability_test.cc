@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include <boost/math/special_functions/beta.hpp>
 #include <gtest/gtest.h>
 
 #include "core/rng.h"
@@ -270,6 +273,73 @@ TEST(ArgmaxProbability, SetRebuildsOnlyTheChangedArm) {
     // Each Set with new parameters costs one build (the arm's cells on the grid; Normal arms'
     // from the shared log Phi curve).
     EXPECT_EQ(cached.curve_builds() - builds, 20);
+  }
+}
+
+// The grid's sum Σ_j log F_j is updated by one arm's difference per Set(). After thousands of
+// bandit-like updates (one arm's posterior moves per round, sometimes to the same parameters),
+// the sums equal a fresh build's bit for bit (integer sums: no drift), and Σ_{j≠a} log F_j read
+// from the grid matches the exact CDFs (Boost's ibeta, erfc) wherever the product matters.
+TEST(ArgmaxProbability, GridSumsEqualAFreshBuildAfterThousandsOfUpdates) {
+  Rng rng(7);
+  for (Family family : {Family::kBeta, Family::kNormal}) {
+    const bool beta = family == Family::kBeta;
+    const int k = 40;
+    Vector first(k), second(k), pulls = Vector::Zero(k), sums = Vector::Zero(k);
+    auto shape = [&](int i) {
+      if (beta) return std::pair<double, double>{1 + sums[i], 1 + pulls[i] - sums[i]};
+      const double v = 1 / (1 + pulls[i] / 0.25);
+      return std::pair<double, double>{v * sums[i] / 0.25, std::sqrt(v)};
+    };
+    for (int i = 0; i < k; ++i) std::tie(first[i], second[i]) = shape(i);
+    ArgmaxProbability cached(family, first, second);
+    for (int round = 0; round < 4000; ++round) {
+      // Mostly the better arms, as a bandit would; every 50th round a burst of 200 pulls, so
+      // some arms become narrow (sd ~ 1e-3) and their curves move to finer levels.
+      const int i = std::min(k - 1, static_cast<int>(k * std::sqrt(rng.Uniform())));
+      const double mu = 0.3 + 0.4 * i / k;
+      const int n = round % 50 == 0 ? 200 : 1;
+      for (int r = 0; r < n; ++r) {
+        pulls[i] += 1;
+        sums[i] += beta ? (rng.Uniform() < mu ? 1.0 : 0.0) : mu + 0.5 * rng.Normal();
+      }
+      std::tie(first[i], second[i]) = shape(i);
+      cached.Set(i, first[i], second[i]);
+      if (round % 7 == 0) cached.Set((i + 3) % k, first[(i + 3) % k], second[(i + 3) % k]);
+      if (round % 400 == 0) cached.Of(static_cast<int>(rng.Uniform() * k) % k);  // syncs
+    }
+    ArgmaxProbability fresh(family, first, second);
+    const auto got = cached.GridSnapshot(), want = fresh.GridSnapshot();
+    ASSERT_EQ(got.size(), want.size()) << (beta ? "beta" : "normal");
+    for (size_t c = 0; c < got.size(); ++c) {
+      EXPECT_EQ(got[c].first, want[c].first) << "cell " << c;
+      EXPECT_EQ(got[c].second, want[c].second) << "cell " << c;
+    }
+    // Σ_{j≠a} log F_j along each arm's central range, against the exact CDFs.
+    int compared = 0;
+    for (int a = 0; a < k; ++a) {
+      const double mean = beta ? first[a] / (first[a] + second[a]) : first[a];
+      const double sd = beta ? std::sqrt(first[a] * second[a] /
+                                         std::pow(first[a] + second[a], 2) /
+                                         (first[a] + second[a] + 1))
+                             : second[a];
+      for (double z = -4; z <= 4; z += 0.25) {
+        const double x = mean + z * sd;
+        if (beta && !(x > 0 && x < 1)) continue;
+        const double grid = cached.LogProductOfOthers(a, x);
+        EXPECT_EQ(grid, fresh.LogProductOfOthers(a, x));
+        double exact = 0;
+        for (int j = 0; j < k; ++j) {
+          if (j == a) continue;
+          exact += beta ? std::log(boost::math::ibeta(first[j], second[j], x))
+                        : std::log(Phi((x - first[j]) / second[j]));
+        }
+        EXPECT_NEAR(std::exp(grid), std::exp(exact), 1e-9)
+            << (beta ? "beta" : "normal") << " arm " << a << " x " << x;
+        if (exact > -20) ++compared;
+      }
+    }
+    EXPECT_GT(compared, 200);  // not a comparison of zeros
   }
 }
 

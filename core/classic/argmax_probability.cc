@@ -457,6 +457,7 @@ void ArgmaxProbability::Set(int j, double first, double second) {
   Arm& arm = arms_[j];
   if (arm.sd > 0 && arm.first == first && arm.second == second) return;  // still valid
   if (arm.in_grid) ApplyToGrid(j, -1);  // the old contribution leaves the sums at once
+  const bool listed = arm.pending;
   arm = Arm();
   arm.first = first, arm.second = second;
   if (family_ == Family::kNormal) {
@@ -469,7 +470,8 @@ void ArgmaxProbability::Set(int j, double first, double second) {
     arm.proxy = arm.mean - 4.0 * arm.sd;
     arm.log_beta = LogBeta(first, second);
   }
-  pending_.push_back(j);
+  arm.pending = true;
+  if (!listed) pending_.push_back(j);  // once, however often it changes before the next Sync
   prepared_ = false;
   has_contenders_ = false;
 }
@@ -518,11 +520,11 @@ void ArgmaxProbability::ApplyToGrid(int j, int sign) const {
 void ArgmaxProbability::Sync(int except) const {
   size_t kept = 0;
   for (int j : pending_) {
-    if (arms_[j].in_grid) continue;  // listed twice
     if (j == except) {
       pending_[kept++] = j;
       continue;
     }
+    arms_[j].pending = false;
     Zone(j);
     ApplyToGrid(j, +1);
   }

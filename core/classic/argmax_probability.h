@@ -129,6 +129,8 @@ class ArgmaxProbability {
   // Curve builds since construction (for tests: a Set with new parameters causes one when the
   // arm is next needed, an unchanged arm none).
   int64_t curve_builds() const { return curve_builds_; }
+  // Arms changed since their contribution was last added to the grid (for tests).
+  int64_t pending_arms() const { return static_cast<int64_t>(pending_.size()); }
 
   // log F_j as a piecewise Chebyshev series on [lo, hi] (see above): for an arm, the cells
   // first_cell .. first_cell + pieces - 1 of grid level `level` (lo = first_cell 2^-level,
@@ -155,6 +157,7 @@ class ArgmaxProbability {
     bool has_curve = false;  // else evaluated exactly
     Curve curve;
     bool in_grid = false;  // its curve is in the grid's sums (or it is in exact_arms_)
+    bool pending = false;  // listed in pending_
     // Built on first need (RegionEnds()):
     bool has_region = false;
     double q_lo = 0, q_hi = 0;  // Q(eps), Q(1 - eps)
@@ -198,7 +201,7 @@ class ArgmaxProbability {
   mutable std::map<int, GridLevel> levels_;
   mutable std::set<std::pair<double, int>> lower_ends_;
   mutable std::set<int> exact_arms_;
-  mutable std::vector<int> pending_;  // arms to build and add at the next Sync()
+  mutable std::vector<int> pending_;  // arms to build and add at the next Sync(), once each
   // The two arms with the highest lower quantile proxy and their exact Q(eps): for any a, at
   // least one of them is a competitor j != a, whose Q_j(eps) bounds the region from below.
   mutable bool prepared_ = false;

@@ -94,10 +94,11 @@ class Thompson final : public Policy {
   Vector a_, b_;        // Bernoulli: alpha_i, beta_i. Gaussian: unused (empty)
   Vector sums_;         // Gaussian: S_i. Bernoulli: unused (empty)
   // Derived state, never saved: the quadrature's per-arm data (log B, quantiles, CDF curves)
-  // persists between Selects; Update refreshes the one arm it changes, and anything that
+  // and the sum of all arms' log F on its grid persist between Selects; Update replaces the
+  // one arm it changes (its old contribution leaves the sum exactly), and anything that
   // changes the arm set or replaces the state (AddArm, RemoveArm, Restore) marks it stale, to
-  // be rebuilt on next use. Not thread-safe: the service calls a policy under its instance
-  // lock.
+  // be rebuilt on next use (equal to the incrementally updated one bit for bit). Not
+  // thread-safe: the service calls a policy under its instance lock.
   mutable ArgmaxProbability posteriors_{ArgmaxProbability::Family::kBeta};
   mutable bool posteriors_stale_ = true;
 };

@@ -343,6 +343,31 @@ TEST(ArgmaxProbability, GridSumsEqualAFreshBuildAfterThousandsOfUpdates) {
   }
 }
 
+// The arm updated every round (at large t the leader, also the chosen arm) is not needed by its
+// own integral: its cells are built once another arm's integral needs them, and it is listed
+// once however many rounds pass (no growth), with the result of a fresh build.
+TEST(ArgmaxProbability, TheChosenArmUpdatedEveryRoundIsBuiltOnlyWhenAnotherNeedsIt) {
+  for (Family family : {Family::kBeta, Family::kNormal}) {
+    const bool beta = family == Family::kBeta;
+    Vector first = beta ? Vec({200, 35, 28}) : Vec({0.7, 0.62, 0.58});
+    Vector second = beta ? Vec({100, 25, 30}) : Vec({0.01, 0.05, 0.06});
+    ArgmaxProbability cached(family, first, second);
+    cached.Of(0);
+    const int64_t builds = cached.curve_builds();
+    for (int round = 0; round < 1000; ++round) {
+      first[0] += beta ? 1 : 1e-5;
+      cached.Set(0, first[0], second[0]);
+      cached.Of(0);
+    }
+    EXPECT_EQ(cached.curve_builds(), builds);
+    EXPECT_EQ(cached.pending_arms(), 1);
+    ArgmaxProbability fresh(family, first, second);
+    EXPECT_EQ(cached.Of(1), fresh.Of(1));  // builds arm 0 once
+    EXPECT_EQ(cached.curve_builds(), builds + 1);
+    EXPECT_EQ(cached.pending_arms(), 0);
+  }
+}
+
 TEST(ArgmaxProbability, SingleArmAndHopelessArms) {
   ArgmaxProbability one(Family::kBeta, Vec({3}), Vec({4}));
   EXPECT_EQ(one.Of(0), 1.0);

@@ -519,12 +519,24 @@ void ArgmaxProbability::ApplyToGrid(int j, int sign) const {
 
 void ArgmaxProbability::Sync(int except) const {
   size_t kept = 0;
+  // Arms with identical posteriors (a new instance's arms at the prior) have identical cells:
+  // built once per Sync, copied for the others.
+  absl::flat_hash_map<std::pair<double, double>, int> built;
   for (int j : pending_) {
     if (j == except) {
       pending_[kept++] = j;
       continue;
     }
-    arms_[j].pending = false;
+    Arm& arm = arms_[j];
+    arm.pending = false;
+    const auto [at, first] = built.try_emplace(std::pair{arm.first, arm.second}, j);
+    if (!first && !arm.has_zone) {
+      const Arm& same = arms_[at->second];
+      arm.has_zone = true;
+      arm.zone_lo = same.zone_lo, arm.zone_hi = same.zone_hi;
+      arm.has_curve = same.has_curve;
+      arm.curve = same.curve;
+    }
     Zone(j);
     ApplyToGrid(j, +1);
   }

@@ -160,9 +160,11 @@ TEST(ArgmaxProbability, ThousandBetaArmsMatchABruteForceIntegral) {
   EXPECT_NEAR(all[700], ref[1], 1e-5);
   EXPECT_NEAR(all.sum(), 1.0, 1e-5);
 
-  // 1000 flat arms: 1/1000 each by symmetry.
+  // 1000 flat arms: 1/1000 each by symmetry; their identical cells are built once (a new
+  // instance's arms at the prior).
   ArgmaxProbability flat(Family::kBeta, Vector::Ones(1000), Vector::Ones(1000));
   EXPECT_NEAR(flat.Of(17), 1e-3, 1e-7);
+  EXPECT_EQ(flat.curve_builds(), 1);
   EXPECT_NEAR(flat.All().sum(), 1.0, 1e-6);
 }
 

@@ -457,18 +457,22 @@ void ArgmaxProbability::Set(int j, double first, double second) {
   Arm& arm = arms_[j];
   if (arm.sd > 0 && arm.first == first && arm.second == second) return;  // still valid
   if (arm.in_grid) ApplyToGrid(j, -1);  // the old contribution leaves the sums at once
+  if (arm.deferred) deferred_.erase({arm.top, j});
   const bool listed = arm.pending;
   arm = Arm();
   arm.first = first, arm.second = second;
   if (family_ == Family::kNormal) {
     arm.mean = first, arm.sd = second;
     arm.proxy = first - NormalTailZ() * second;
+    arm.top = first + NormalZoneZ() * second;
   } else {
     const double n = first + second;
     arm.mean = first / n;
     arm.sd = std::sqrt(first * second / (n * n * (n + 1)));
     arm.proxy = arm.mean - 4.0 * arm.sd;
     arm.log_beta = LogBeta(first, second);
+    // P(X - mu >= t) <= exp(-2 (alpha + beta + 1) t^2) (see the header) = kZoneTail.
+    arm.top = arm.mean + std::sqrt(std::log(1 / kZoneTail) / (2 * (n + 1)));
   }
   arm.pending = true;
   if (!listed) pending_.push_back(j);  // once, however often it changes before the next Sync
@@ -479,6 +483,11 @@ void ArgmaxProbability::Set(int j, double first, double second) {
 void ArgmaxProbability::ApplyToGrid(int j, int sign) const {
   Arm& arm = arms_[j];
   arm.in_grid = sign > 0;
+  if (sign > 0) {
+    grid_tops_.insert({arm.top, j});
+  } else {
+    grid_tops_.erase({arm.top, j});
+  }
   if (!arm.has_curve) {
     if (sign > 0) {
       exact_arms_.insert(j);
@@ -517,7 +526,15 @@ void ArgmaxProbability::ApplyToGrid(int j, int sign) const {
   }
 }
 
+double ArgmaxProbability::grid_floor() const {
+  Prepare();
+  return size() >= 2 ? std::min(q_top1_, q_top2_) : -INFINITY;
+}
+
 void ArgmaxProbability::Sync(int except) const {
+  // Every region lies above the floor (Of(): lo >= the other top arm's Q(eps)): an arm whose
+  // top is below it has its factor in [1 - kZoneTail, 1] on every region, and is left out.
+  const double floor = grid_floor();
   size_t kept = 0;
   // Arms with identical posteriors (a new instance's arms at the prior) have identical cells:
   // built once per Sync, copied for the others.
@@ -529,6 +546,11 @@ void ArgmaxProbability::Sync(int except) const {
     }
     Arm& arm = arms_[j];
     arm.pending = false;
+    if (arm.top < floor) {
+      arm.deferred = true;
+      deferred_.insert({arm.top, j});
+      continue;
+    }
     const auto [at, first] = built.try_emplace(std::pair{arm.first, arm.second}, j);
     if (!first && !arm.has_zone) {
       const Arm& same = arms_[at->second];
@@ -541,6 +563,22 @@ void ArgmaxProbability::Sync(int except) const {
     ApplyToGrid(j, +1);
   }
   pending_.resize(kept);
+  // The floor moved: the grid holds exactly the arms with top >= floor (so that its content is
+  // a function of the parameters alone, as a fresh build's). An arm moving in or out keeps its
+  // cells (no rebuild).
+  while (!grid_tops_.empty() && grid_tops_.begin()->first < floor) {
+    const int j = grid_tops_.begin()->second;
+    ApplyToGrid(j, -1);
+    arms_[j].deferred = true;
+    deferred_.insert({arms_[j].top, j});
+  }
+  while (!deferred_.empty() && std::prev(deferred_.end())->first >= floor) {
+    const int j = std::prev(deferred_.end())->second;
+    deferred_.erase(std::prev(deferred_.end()));
+    arms_[j].deferred = false;
+    Zone(j);
+    ApplyToGrid(j, +1);
+  }
 }
 
 void ArgmaxProbability::GridLogProducts(int a, const double* xs, const double* us,

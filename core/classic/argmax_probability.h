@@ -131,6 +131,12 @@ class ArgmaxProbability {
   int64_t curve_builds() const { return curve_builds_; }
   // Arms changed since their contribution was last added to the grid (for tests).
   int64_t pending_arms() const { return static_cast<int64_t>(pending_.size()); }
+  // The lowest lower end any region can have, min over the two arms bounding regions of their
+  // Q(eps); arms whose posterior lies wholly below it (1 - F_j(floor) <= kZoneTail) are left
+  // out of the grid until it falls to them: their factor is 1 on every region. For tests, with
+  // the number of arms left out.
+  double grid_floor() const;
+  int64_t deferred_arms() const { return static_cast<int64_t>(deferred_.size()); }
 
   // log F_j as a piecewise Chebyshev series on [lo, hi] (see above): for an arm, the cells
   // first_cell .. first_cell + pieces - 1 of grid level `level` (lo = first_cell 2^-level,
@@ -158,6 +164,10 @@ class ArgmaxProbability {
     Curve curve;
     bool in_grid = false;  // its curve is in the grid's sums (or it is in exact_arms_)
     bool pending = false;  // listed in pending_
+    // An upper end with 1 - F(top) <= kZoneTail (Normal: the zone's; Beta: the sub-Gaussian
+    // bound), and whether the arm is left out of the grid because top < the grid's floor.
+    double top = 0;
+    bool deferred = false;
     // Built on first need (RegionEnds()):
     bool has_region = false;
     double q_lo = 0, q_hi = 0;  // Q(eps), Q(1 - eps)
@@ -202,6 +212,8 @@ class ArgmaxProbability {
   mutable std::set<std::pair<double, int>> lower_ends_;
   mutable std::set<int> exact_arms_;
   mutable std::vector<int> pending_;  // arms to build and add at the next Sync(), once each
+  // (top, arm) of the arms in the grid and of those left out below its floor.
+  mutable std::set<std::pair<double, int>> grid_tops_, deferred_;
   // The two arms with the highest lower quantile proxy and their exact Q(eps): for any a, at
   // least one of them is a competitor j != a, whose Q_j(eps) bounds the region from below.
   mutable bool prepared_ = false;

@@ -17,13 +17,14 @@ start_banditd() {
 }
 
 # measure_pair LOADGEN_POLICY BASE OTHER REPS SECONDS: alternates the two instances, prints each
-# repetition and the medians (OTHER against BASE).
+# repetition and the medians (OTHER against BASE). The request shape comes from load_d (feature
+# dimension, default 20) and load_arms (candidates per Select, or arms of an arm set; default 50).
 measure_pair() {
   local policy=$1 base=$2 other=$3 reps=$4 dur=$5 r inst
   for r in $(seq 1 "$reps"); do
     for inst in "$base" "$other"; do
       "$build/bin/bandit-loadgen" --target="127.0.0.1:$port" --instance="$inst" --policy="$policy" \
-        --d=20 --arms=50 --server_pid="$pid" --channels=1 --inflight=64 --duration_s="$dur" \
+        --d="${load_d:-20}" --arms="${load_arms:-50}" --server_pid="$pid" --channels=1 --inflight=64 --duration_s="$dur" \
         --warmup_s=1 --out="$dir/$inst.$r.json" >/dev/null 2>&1
     done
   done

@@ -335,19 +335,23 @@ size_t DecisionLog::Frozen::size() const {
   return n;
 }
 
-void DecisionLog::Frozen::WriteTo(char* out) const {
-  // Each entry as an InstanceSnapshot.decision_log element: tag, length, fields 1-14 as held,
-  // then the outcome fields 15-17 (so the element is LoggedDecision's own serialization).
+void DecisionLog::Frozen::ForEachPiece(absl::FunctionRef<void(absl::string_view)> piece) const {
+  // Each entry as an InstanceSnapshot.decision_log element: tag, length, fields 1-14 as held
+  // (straight from the chunk), then the outcome fields 15-17 (so the element is LoggedDecision's
+  // own serialization). The outcome and the next element's tag and length go out as one piece.
   constexpr int kField = v1::InstanceSnapshot::kDecisionLogFieldNumber;
-  auto* p = reinterpret_cast<uint8_t*>(out);
+  uint8_t small[64];  // an outcome (3 fields, at most 33 bytes), a tag and a length (at most 11)
+  uint8_t* p = small;
   for (const Entry& e : entries_) {
     p = CodedOutputStream::WriteVarint32ToArray(Tag(kField, kDelimited), p);
     p = CodedOutputStream::WriteVarint64ToArray(EncodedSize(e), p);
-    std::memcpy(p, e.data, e.size);
-    WriteSink w{p + e.size};
+    piece(absl::string_view(reinterpret_cast<const char*>(small), p - small));
+    piece(absl::string_view(e.data, e.size));
+    WriteSink w{small};
     EncodeOutcome(e, w);
     p = w.p;
   }
+  if (p != small) piece(absl::string_view(reinterpret_cast<const char*>(small), p - small));
 }
 
 void DecisionLog::Frozen::AddTo(

@@ -11,7 +11,7 @@
 // never change once written. So the log's memory is its encoded size plus about
 // sizeof(Entry) per decision (max_bytes bounds what it holds, not 10x that as decoded protobuf
 // objects did), a snapshot shares the chunks instead of copying the log under the instance's
-// lock, and snapshot files take the bytes as they are (Frozen::WriteTo).
+// lock, and snapshot files take the bytes as they are (Frozen::ForEachPiece).
 #pragma once
 
 #include <cstdint>
@@ -88,7 +88,7 @@ class DecisionLog {
   class Frozen final : public EncodedSnapshotFields {
    public:
     size_t size() const override;
-    void WriteTo(char* out) const override;
+    void ForEachPiece(absl::FunctionRef<void(absl::string_view)> piece) const override;
     // The same decisions decoded (exports, tests).
     void AddTo(google::protobuf::RepeatedPtrField<bandit::v1::LoggedDecision>* out) const;
 

@@ -38,13 +38,16 @@ uint32_t Crc32Portable(absl::string_view data) {
   return crc;
 }
 
-uint32_t Crc32(absl::string_view data) {
+uint32_t Crc32(absl::string_view data) { return Crc32Extend(0, data); }
+
+uint32_t Crc32Extend(uint32_t crc, absl::string_view data) {
   // RFC 1952's CRC (reflected 0xEDB88320, initial and final inversion): zlib's value, computed
-  // by ISA-L's kernels (PCLMULQDQ folding, chosen for the CPU at run time).
-  const uint32_t crc =
-      crc32_gzip_refl(0, reinterpret_cast<const unsigned char*>(data.data()), data.size());
+  // by ISA-L's kernels (PCLMULQDQ folding, chosen for the CPU at run time). Like zlib's, it
+  // takes the previous result as its starting value (the inversions undo each other).
+  const uint32_t result =
+      crc32_gzip_refl(crc, reinterpret_cast<const unsigned char*>(data.data()), data.size());
   ClearUpperVectorState();
-  return crc;
+  return result;
 }
 
 }  // namespace bandit::server

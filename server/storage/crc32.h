@@ -15,6 +15,11 @@ namespace bandit::server {
 // Same value as zlib's crc32(0, data, size).
 uint32_t Crc32(absl::string_view data);
 
+// The CRC-32 of the bytes `crc` was computed over followed by `data` (zlib's crc32(crc, data,
+// size)): Crc32Extend(Crc32(a), b) == Crc32(a + b). Lets a file written in pieces be
+// checksummed without the pieces in one buffer.
+uint32_t Crc32Extend(uint32_t crc, absl::string_view data);
+
 // zlib's crc32() alone (the reference the fast path is tested against).
 uint32_t Crc32Portable(absl::string_view data);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -59,17 +60,41 @@ std::string Journal::EncodeFrame(const bandit::v1::JournalRecord& rec) {
   return frame;
 }
 
-void Journal::AppendFrame(const bandit::v1::JournalRecord& rec, std::string* out) {
-  // Encoded in place at the end of `out`: a Select record carrying a decision log context is
-  // ~8 KB, and serializing it into a string of its own, then into the frame, then into the
-  // buffer cost three copies and allocations per record (docs/results.md, "decision log cost").
-  const size_t payload_size = rec.ByteSizeLong();
+char* FrameBuffer::Extend(size_t n) {
+  if (size_ + n > capacity_) {
+    const size_t capacity = std::max({2 * capacity_, size_ + n, size_t{4096}});
+    auto data = std::make_unique_for_overwrite<char[]>(capacity);
+    if (size_ > 0) std::memcpy(data.get(), data_.get(), size_);
+    data_ = std::move(data);
+    capacity_ = capacity;
+  }
+  char* p = data_.get() + size_;
+  size_ += n;
+  return p;
+}
+
+void FrameBuffer::swap(FrameBuffer& other) noexcept {
+  std::swap(data_, other.data_);
+  std::swap(size_, other.size_);
+  std::swap(capacity_, other.capacity_);
+}
+
+namespace {
+
+// The size of `rec`'s frame. Computes (and caches in the record) the sizes WriteFrame uses.
+size_t FrameSize(const bandit::v1::JournalRecord& rec) {
+  return 4 + 2 + std::min<size_t>(rec.instance().size(), 0xffff) + 8 + rec.ByteSizeLong();
+}
+
+// `rec`'s frame at `p` (FrameSize(rec) bytes, FrameSize called first).
+void WriteFrame(const bandit::v1::JournalRecord& rec, char* p) {
+  // Encoded in place: a Select record carrying a decision log context is ~8 KB, and
+  // serializing it into a string of its own, then into the frame, then into the buffer cost
+  // three copies and allocations per record (docs/results.md, "decision log cost").
+  const size_t payload_size = rec.GetCachedSize();
   const std::string& name = rec.instance();
   const size_t name_size = std::min<size_t>(name.size(), 0xffff);
-  const size_t start = out->size();
   const size_t header_size = 4 + 2 + name_size;
-  out->resize(start + header_size + 8 + payload_size);
-  char* p = out->data() + start;
   PutU32(p, static_cast<uint32_t>(payload_size));
   PutU16(p + 4, static_cast<uint16_t>(name_size));
   std::memcpy(p + 6, name.data(), name_size);
@@ -77,6 +102,19 @@ void Journal::AppendFrame(const bandit::v1::JournalRecord& rec, std::string* out
   rec.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(payload));
   PutU32(p + header_size, Crc(absl::string_view(p, header_size)));
   PutU32(p + header_size + 4, Crc(absl::string_view(payload, payload_size)));
+}
+
+}  // namespace
+
+void Journal::AppendFrame(const bandit::v1::JournalRecord& rec, std::string* out) {
+  const size_t size = FrameSize(rec);
+  const size_t start = out->size();
+  out->resize(start + size);
+  WriteFrame(rec, out->data() + start);
+}
+
+void Journal::AppendFrame(const bandit::v1::JournalRecord& rec, FrameBuffer* out) {
+  WriteFrame(rec, out->Extend(FrameSize(rec)));
 }
 
 Journal::Journal(FileSystem* fs, std::string dir, Durability mode, uint64_t next_seq,
@@ -140,8 +178,18 @@ absl::Status Journal::OpenSegment(uint64_t first_seq) {
   if (!f.ok()) return f.status();
   if (auto s = fs_->SyncDir(dir_); !s.ok()) return s;
   file_ = *std::move(f);
+  segment_bytes_ = segment_reserved_ = 0;
   segments_[first_seq] = name;
   return absl::OkStatus();
+}
+
+absl::Status Journal::AppendToSegment(absl::string_view data) {
+  segment_bytes_ += data.size();
+  if (segment_bytes_ > segment_reserved_) {
+    segment_reserved_ = segment_bytes_ + kPreallocateBytes;
+    file_->Preallocate(segment_reserved_);
+  }
+  return file_->Append(data);
 }
 
 absl::StatusOr<uint64_t> Journal::Append(bandit::v1::JournalRecord* rec) {
@@ -228,7 +276,7 @@ void Journal::WriterLoop() {
     }
     // Double-buffered: appends continue into the spare's capacity while this batch is written
     // (a fresh string per batch grew by reallocation and faulted in new pages every pass).
-    std::string data;
+    FrameBuffer data;
     data.swap(spare_);
     data.clear();
     data.swap(buffer_);
@@ -237,16 +285,15 @@ void Journal::WriterLoop() {
     const bool sync = mode_ == Durability::kAlways || flush_requested_;
     const bool was_flush = flush_requested_;
     const bool healthy = health_.ok();
-    WritableFile* file = file_.get();
     io_in_progress_ = true;  // Rotate() waits for this before it touches file_
     lock.unlock();
 
     absl::Status s;
-    if (healthy && !data.empty()) s = file->Append(data);
+    if (healthy && !data.empty()) s = AppendToSegment(data.view());
     double fsync_seconds = -1;
     if (s.ok() && sync) {
       const auto t0 = std::chrono::steady_clock::now();
-      s = file->Sync();
+      s = file_->Sync();
       fsync_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     if (fsync_seconds >= 0 && observer_.on_fsync) observer_.on_fsync(fsync_seconds);
@@ -297,7 +344,7 @@ absl::StatusOr<uint64_t> Journal::SwitchSegmentLocked() {
   // appended since is still buffered and goes into the old segment now (the boundary below is
   // after it). Appends after this lock land in the new segment.
   if (!buffer_.empty()) {
-    if (auto s = file_->Append(buffer_); !s.ok()) {
+    if (auto s = AppendToSegment(buffer_.view()); !s.ok()) {
       Fail(s);
       return health_;
     }

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "bandit/v1/storage.pb.h"
 #include "server/clock.h"
@@ -34,6 +35,28 @@ namespace bandit::server {
 struct JournalObserver {
   std::function<void(double seconds)> on_fsync;
   std::function<void(const absl::Status&)> on_error;
+};
+
+// The journal's buffer of encoded frames: bytes appended without being zero-filled first
+// (std::string's resize writes zeros that an 8 KB frame then overwrites at once; C++20 has no
+// resize_and_overwrite).
+class FrameBuffer {
+ public:
+  // Room for `n` more bytes at the end (their contents undefined until written); the pointer is
+  // valid until the next Extend.
+  char* Extend(size_t n);
+  const char* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  size_t capacity() const { return capacity_; }
+  bool empty() const { return size_ == 0; }
+  void clear() { size_ = 0; }
+  void swap(FrameBuffer& other) noexcept;
+  absl::string_view view() const { return absl::string_view(data_.get(), size_); }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
 };
 
 class Journal {
@@ -82,6 +105,7 @@ class Journal {
   static std::string EncodeFrame(const bandit::v1::JournalRecord& rec);
   // The same frame, encoded at the end of `out`.
   static void AppendFrame(const bandit::v1::JournalRecord& rec, std::string* out);
+  static void AppendFrame(const bandit::v1::JournalRecord& rec, FrameBuffer* out);
 
   // everysec/none: the writer hands the buffer to write(2) at least this often (a process
   // crash loses at most this much of acknowledged work; `always` is unaffected). A batching
@@ -89,6 +113,11 @@ class Journal {
   static constexpr std::chrono::milliseconds kWriteLinger{2};
   // ... or as soon as this many bytes are buffered.
   static constexpr size_t kEagerWriteBytes = 1 << 20;
+  // A segment's file reserves its blocks this far ahead of what was written (fallocate, the
+  // file's size unchanged): ext4 then allocates once per step instead of per appended page
+  // (docs/results.md, "The decision log's cost at the sizes users send"). Given back when the
+  // segment is closed.
+  static constexpr uint64_t kPreallocateBytes = uint64_t{8} << 20;
 
  private:
   Journal(FileSystem* fs, std::string dir, Durability mode, uint64_t next_seq,
@@ -124,8 +153,8 @@ class Journal {
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_, durable_cv_;
-  std::string buffer_;          // encoded, not yet written
-  std::string spare_;           // the writer's: the last written batch's storage, reused as buffer_
+  FrameBuffer buffer_;          // encoded, not yet written
+  FrameBuffer spare_;           // the writer's: the last written batch's storage, reused as buffer_
   uint64_t next_seq_;           // next to assign
   uint64_t buffered_last_ = 0;  // last seq in buffer_
   uint64_t written_seq_ = 0;    // last seq handed to write()
@@ -136,6 +165,12 @@ class Journal {
   bool stop_ = false;
   bool flush_requested_ = false;
   std::unique_ptr<WritableFile> file_;
+  // The current segment's bytes handed to file_ and the end of its reserved blocks; like file_,
+  // touched by the writer during its I/O and otherwise under mu_.
+  uint64_t segment_bytes_ = 0;
+  uint64_t segment_reserved_ = 0;
+  // Writes `data` to the current segment, reserving blocks ahead first.
+  absl::Status AppendToSegment(absl::string_view data);
   std::map<uint64_t, std::string> segments_;  // first seq -> file name
   bool io_in_progress_ = false;  // the writer is writing/syncing a batch outside the lock
   std::thread writer_;

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "bandit/v1/storage.pb.h"
 #include "server/storage/file_system.h"
 
@@ -20,7 +22,12 @@ class EncodedSnapshotFields {
  public:
   virtual ~EncodedSnapshotFields() = default;
   virtual size_t size() const = 0;
-  virtual void WriteTo(char* out) const = 0;  // exactly size() bytes
+  // Hands the encoded bytes to `piece` in order, as pieces (exactly size() bytes in all; a
+  // piece is only valid during its call). A snapshot file is written and checksummed from the
+  // pieces where they lie, never gathered in one buffer.
+  virtual void ForEachPiece(absl::FunctionRef<void(absl::string_view)> piece) const = 0;
+  // The same bytes copied to `out` (exactly size() bytes).
+  void WriteTo(char* out) const;
 };
 
 class SnapshotStore {
@@ -38,7 +45,7 @@ class SnapshotStore {
   };
   absl::StatusOr<Loaded> LoadAll();
 
-  // The file format, also used for Export/Import payloads.
+  // The file format, also used for Export/Import payloads. Write produces these same bytes.
   static std::string Encode(const bandit::v1::InstanceSnapshot& snap,
                             const EncodedSnapshotFields* extra = nullptr);
   static absl::StatusOr<bandit::v1::InstanceSnapshot> Decode(absl::string_view data);

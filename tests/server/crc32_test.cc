@@ -102,5 +102,26 @@ TEST(Crc32, LeavesNoDirtyUpperVectorStateBehind) {
             << after_wrapper << "\n";
 }
 
+TEST(Crc32, ExtendingOverPiecesEqualsTheWholeAndZlibsChaining) {
+  // Snapshots are checksummed piece by piece (never held in one buffer): every split of a
+  // buffer into two or three pieces must give the one-shot value, and zlib's crc32(crc, ...).
+  std::mt19937 rng(3);
+  std::string buf(700, '\0');
+  for (char& c : buf) c = static_cast<char>(rng());
+  const uint32_t whole = Zlib(buf);
+  for (size_t a = 0; a <= buf.size(); a += 7)
+    for (size_t b = a; b <= buf.size(); b += 61) {
+      const absl::string_view d(buf);
+      const uint32_t pieces =
+          Crc32Extend(Crc32Extend(Crc32(d.substr(0, a)), d.substr(a, b - a)), d.substr(b));
+      ASSERT_EQ(pieces, whole) << "split at " << a << " and " << b;
+      const uint32_t zlib_chained = static_cast<uint32_t>(
+          crc32(Zlib(d.substr(0, a)), reinterpret_cast<const Bytef*>(d.data() + a),
+                static_cast<uInt>(d.size() - a)));
+      ASSERT_EQ(Crc32Extend(Crc32(d.substr(0, a)), d.substr(a)), zlib_chained);
+    }
+  EXPECT_EQ(Crc32Extend(whole, ""), whole);
+}
+
 }  // namespace
 }  // namespace bandit::server

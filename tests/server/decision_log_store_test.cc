@@ -9,14 +9,20 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <random>
 
 #include "server/decision_log/decision_log.h"
 #include "server/decision_service.h"
 #include "server/instance.h"
+#include "server/storage/crc32.h"
+#include "server/storage/file_system.h"
 #include "server/storage/snapshot_store.h"
+#include "tests/server/fault_injection_fs.h"
 #include "tests/server/server_test_util.h"
 
 namespace bandit::server {
@@ -167,6 +173,93 @@ TEST(DecisionLogStore, EachDecisionIsItsProtobufSerializationByteForByte) {
   std::string frames_again(again.Freeze()->size(), '\0');
   again.Freeze()->WriteTo(frames_again.data());
   EXPECT_EQ(frames_again, expected_frames);
+}
+
+// A snapshot file is written from the frozen log's pieces (never gathered in one buffer): the
+// file must hold exactly the snapshot format with protobuf's own serialization of every
+// decision and zlib's checksum, on the fault-injection and on the real file system, across
+// several of the writer's buffers and with one decision larger than a buffer.
+TEST(DecisionLogStore, ASnapshotFileWrittenFromThePiecesHoldsTheSnapshotFormatExactly) {
+  std::mt19937_64 rng(9);
+  DecisionLog log(Config(1'000'000, int64_t{1} << 40));
+  std::vector<std::unique_ptr<Case>> cases;
+  for (uint64_t seq = 1; seq <= 600; ++seq) {
+    auto c = std::make_unique<Case>();
+    MakeCase(rng, seq, c.get());
+    if (seq % 2 == 0 || seq == 301) {  // large contexts: ~2.8 MB in all, one of ~1.3 MB
+      const int n = seq == 301 ? 80 : 30, dim = seq == 301 ? 2000 : 20;
+      c->candidates.assign(n, Vector::Constant(dim, 0.25 + static_cast<double>(seq)));
+      c->context.candidates = c->candidates;
+      c->context.x = nullptr;
+      c->context.arm_ids = {};
+      c->context.num_candidates = n;
+      c->context.candidate_dim = dim;
+      c->context.num_actions = n;
+      c->context.chosen_index = static_cast<int>(seq % static_cast<uint64_t>(n));
+      c->context.probabilities = {};
+      c->context.one_hot_actions = 0;
+      v1::LoggedDecision& e = c->expected;
+      e.clear_x();
+      e.clear_arm_ids();
+      e.clear_candidates();
+      e.clear_probabilities();
+      e.set_num_candidates(n);
+      e.set_candidate_dim(dim);
+      for (const auto& v : c->candidates)
+        e.mutable_candidates()->Add(v.data(), v.data() + v.size());
+      e.set_num_actions(n);
+      e.set_chosen_index(c->context.chosen_index);
+    }
+    ASSERT_EQ(log.Append(c->context, 5), 0);
+    cases.push_back(std::move(c));
+  }
+  for (uint64_t seq = 2; seq <= 600; seq += 7) {
+    log.SetOutcome(seq, v1::OUTCOME_REWARDED, 0.5 * static_cast<double>(seq), 77);
+    cases[seq - 1]->expected.set_outcome(v1::OUTCOME_REWARDED);
+    cases[seq - 1]->expected.set_reward(0.5 * static_cast<double>(seq));
+    cases[seq - 1]->expected.set_outcome_at_ms(77);
+  }
+  v1::InstanceSnapshot snap;
+  snap.set_format_version(1);
+  snap.set_name("big");
+  snap.set_uid(42);
+  snap.mutable_stats()->set_rounds(600);
+  snap.set_last_journal_seq(1234);
+  std::string payload = snap.SerializeAsString();
+  for (const auto& c : cases) payload += Frame(c->expected);
+  ASSERT_GT(payload.size(), size_t{5} << 19);  // 2.5 MiB: several of the writer's 1 MiB buffers
+  std::string expected("BSNP");
+  for (uint32_t v : {uint32_t{1}, Crc32Portable(payload)})
+    for (int i = 0; i < 4; ++i) expected.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  expected += payload;
+
+  const auto frozen = log.Freeze();
+  EXPECT_TRUE(SnapshotStore::Encode(snap, frozen.get()) == expected);
+  FaultInjectionFs fake;
+  SnapshotStore in_memory(&fake, "/s");
+  ASSERT_TRUE(in_memory.Init().ok());
+  ASSERT_TRUE(in_memory.Write(snap, frozen.get()).ok());
+  const std::string* written = fake.Data("/s/big.snap");
+  ASSERT_NE(written, nullptr);
+  EXPECT_EQ(written->size(), expected.size());
+  EXPECT_TRUE(*written == expected);
+
+  std::string tmpl =
+      (std::filesystem::temp_directory_path() / "decision_log_store_test.XXXXXX").string();
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  SnapshotStore on_disk(PosixFileSystem(), tmpl);
+  ASSERT_TRUE(on_disk.Init().ok());
+  ASSERT_TRUE(on_disk.Write(snap, frozen.get()).ok());
+  auto read = PosixFileSystem()->ReadFile(tmpl + "/big.snap");
+  std::error_code ec;
+  std::filesystem::remove_all(tmpl, ec);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->size(), expected.size());
+  EXPECT_TRUE(*read == expected);
+  auto decoded = SnapshotStore::Decode(*read);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_EQ(decoded->decision_log_size(), 600);
+  EXPECT_TRUE(MessageDifferencer::Equals(decoded->decision_log(300), cases[300]->expected));
 }
 
 TEST(DecisionLogStore, AFrozenLogOutlivesRetentionAndChunkReuse) {

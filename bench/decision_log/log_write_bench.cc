@@ -12,7 +12,7 @@
 //    with and without its segments' blocks reserved ahead (Journal::kPreallocateBytes).
 //
 //   bandit-log-write-bench [--dir=/tmp/log_write_bench] [--reps=5] [--log_mib=64]
-//       [--records=20000] [--candidates=50] [--dim=20]
+//       [--records=20000] [--candidates=50] [--dim=20] [--pause_ms=0]
 #include <time.h>
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include <iostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -37,6 +38,9 @@ ABSL_FLAG(int, log_mib, 64, "decision log size in the snapshot, MiB");
 ABSL_FLAG(int, records, 20000, "journal records per repetition");
 ABSL_FLAG(int, candidates, 50, "candidates per decision");
 ABSL_FLAG(int, dim, 20, "feature dimension");
+ABSL_FLAG(int, pause_ms, 0,
+          "pause before each snapshot write (a server snapshots every few seconds, not back to "
+          "back)");
 
 namespace {
 
@@ -162,6 +166,7 @@ int Snapshots(const std::string& dir) {
   std::vector<double> cpu[3], wall[3];
   for (int r = 0; r < absl::GetFlag(FLAGS_reps); ++r) {
     for (int way = 0; way < 3; ++way) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(absl::GetFlag(FLAGS_pause_ms)));
       const double c0 = CpuSeconds();
       const auto w0 = std::chrono::steady_clock::now();
       if (way == 0) {

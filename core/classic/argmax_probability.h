@@ -45,7 +45,10 @@
 //    (integer addition is associative): after any sequence of Set() calls the sums equal
 //    those of a fresh build bit for bit, with no drift and no recomputation. Below the lowest
 //    cell of arm j its factor is taken as 0; the largest such lower end among j != a (kept
-//    in an ordered set) is where the product over the others vanishes.
+//    in an ordered set) is where the product over the others vanishes. Arms wholly below the
+//    grid's floor (grid_floor(): no region reaches below it) are left out until it falls to
+//    them; identical posteriors are built once per Sync(); an arm changed by Set() is built
+//    only when an integral other than its own needs it.
 // Per call, Σ_{j≠a} log F_j(u) at a node is one Clenshaw sum of kCurveDegree + 1 terms per
 // grid level with a cell there (a handful), arm a's own coefficients subtracted as integers
 // from its level's cell first: the cost does not depend on K, nor on the counts. Plus the

@@ -31,7 +31,7 @@ absl::StatusOr<std::unique_ptr<Policy>> LinUcb::Make(const bandit::v1::PolicyCon
   return std::unique_ptr<Policy>(new LinUcb(c.dimension(), lambda, alpha));
 }
 
-LinUcb::LinUcb(int dim, double lambda, double alpha) : lambda_(lambda), alpha_(alpha) {
+LinUcb::LinUcb(int dim, double lambda, double alpha) : alpha_(alpha) {
   a_inv_ = Matrix::Identity(dim, dim) / lambda;  // A_0 = lambda I
   b_ = Vector::Zero(dim);
   theta_ = Vector::Zero(dim);

@@ -40,7 +40,7 @@ class LinUcb final : public Policy {
  private:
   LinUcb(int dim, double lambda, double alpha);
 
-  double lambda_, alpha_;
+  double alpha_;
   Matrix a_inv_;  // A^{-1}, d x d
   Vector b_;      // sum r x
   Vector theta_;  // A^{-1} b

@@ -19,7 +19,7 @@ absl::StatusOr<std::unique_ptr<Policy>> Gloc::Make(const bandit::v1::PolicyConfi
   return std::unique_ptr<Policy>(new Gloc(*p, eps));
 }
 
-Gloc::Gloc(const GlbParams& p, double eps) : p_(p), eps_(eps) {
+Gloc::Gloc(const GlbParams& p, double eps) : p_(p) {
   const int d = p.d;
   kappa_ = p.link.CMu(p.S) / p.link.g();
   noise_ = p.link.NoiseScale(p.S);

@@ -47,7 +47,7 @@ class Gloc final : public Policy {
 
  private:
   GlbParams p_;
-  double eps_, kappa_, noise_;
+  double kappa_, noise_;
   Vector theta_;      // ONS iterate theta_t
   Matrix a_, a_inv_;  // A_t
   Matrix v_inv_;      // V_t^{-1}

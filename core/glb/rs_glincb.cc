@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<Policy>> RsGlincb::Make(const bandit::v1::PolicyC
 }
 
 RsGlincb::RsGlincb(const GlbParams& p, int64_t horizon, double reward_bound)
-    : p_(p), horizon_(horizon), reward_bound_(reward_bound), warm_(p.d, 0), main_(p.d, 0) {
+    : p_(p), warm_(p.d, 0), main_(p.d, 0) {
   const int d = p.d;
   const double logterm = std::sqrt(d * std::log(static_cast<double>(horizon) / p.delta));
   kappa_ = p.link.g() / p.link.CMu(p.S);

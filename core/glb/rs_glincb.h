@@ -49,8 +49,7 @@ class RsGlincb final : public Policy {
 
  private:
   GlbParams p_;
-  int64_t horizon_;
-  double reward_bound_, kappa_, gamma_, ucb_radius_;
+  double kappa_, gamma_, ucb_radius_;
   GlmHistory warm_, main_;  // warm-up rounds / the other rounds
   Matrix v_inv_;            // V^{-1}, V = lambda I + sum_{warm-up} x x'
   Matrix h_, h_tau_inv_;    // H and H_tau^{-1}

@@ -30,6 +30,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/decision_log/bench_common.h"
 #include "client/cpp/decision_log_format.h"
 #include "server/decision_service.h"
 #include "server/persistence.h"
@@ -54,26 +55,12 @@ ABSL_FLAG(bool, memory, false,
 
 namespace {
 
-// A benchmark that cannot run its rounds has nothing to report: say why and stop.
-void ExitUnlessOk(const absl::Status& s) {
-  if (s.ok()) return;
-  std::cerr << s << "\n";
-  std::exit(1);
-}
+using bandit::bench::ExitUnlessOk;
+using bandit::bench::CpuSeconds;
+using bandit::bench::Median;
 
 namespace v1 = bandit::v1;
 using bandit::server::DecisionService;
-
-double CpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 // Microseconds of process CPU per round.
 double RunOnce(bool log, const std::vector<v1::SelectRequest>& requests, bool write_log) {

@@ -27,6 +27,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
+#include "bench/decision_log/bench_common.h"
 #include "server/decision_log/decision_log.h"
 #include "server/storage/file_system.h"
 #include "server/storage/journal.h"
@@ -44,25 +45,12 @@ ABSL_FLAG(int, pause_ms, 0,
 
 namespace {
 
+using bandit::bench::ExitUnlessOk;
+using bandit::bench::CpuSeconds;
+using bandit::bench::Median;
+
 namespace v1 = bandit::v1;
 using namespace bandit::server;
-
-void ExitUnlessOk(const absl::Status& s) {
-  if (s.ok()) return;
-  std::cerr << s << "\n";
-  std::exit(1);
-}
-
-double CpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 // The real file system with Preallocate ignored: the other way of each comparison.
 class NoReserveFile final : public WritableFile {

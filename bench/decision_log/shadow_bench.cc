@@ -29,6 +29,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/decision_log/bench_common.h"
 #include "server/decision_service.h"
 #include "server/persistence.h"
 
@@ -42,19 +43,11 @@ ABSL_FLAG(std::string, data_dir, "/tmp/shadow_bench", "journal directory (wiped 
 
 namespace {
 
+using bandit::bench::CpuSeconds;
+using bandit::bench::Median;
+
 namespace v1 = bandit::v1;
 using bandit::server::DecisionService;
-
-double CpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 [[noreturn]] void Die(const absl::Status& s) {
   std::cerr << s << "\n";

@@ -39,6 +39,19 @@ struct SelectContext {
   std::span<const Vector> candidates;  // kCandidates
   const Vector* point = nullptr;       // kPoint
   bool want_scores = false;            // fill Decision::scores
+  // With want_scores, the caller also accepts the posteriors a probability vector is a function
+  // of in its place (Decision::argmax_posteriors, for a later ArgmaxProbabilities): a policy
+  // whose vector costs far more than its decision (Thompson sampling's quadrature per arm)
+  // then gives those and the chosen action's propensity. The decision log asks this way.
+  bool posteriors_suffice = false;
+};
+
+// Independent posteriors, one per action, whose probabilities of holding the largest draw are
+// a decision's probability vector: Beta(first_j, second_j), or Normal with mean first_j and
+// standard deviation second_j.
+struct ArgmaxPosteriors {
+  bool beta = true;
+  Vector first, second;
 };
 
 // Output of one Select call.
@@ -48,6 +61,8 @@ struct Decision {
   double propensity = 1.0;  // probability the policy gave `arm`
   Vector scores;            // per-arm score or probability (when want_scores)
   bandit::v1::ScoreKind score_kind = bandit::v1::SCORE_KIND_UNSPECIFIED;
+  // In place of a probability vector, when the context said posteriors_suffice.
+  std::optional<ArgmaxPosteriors> argmax_posteriors;
   std::optional<double> prediction;                         // kernel selection
   std::vector<std::pair<std::string, double>> diagnostics;  // e.g. {"ucb", 1.2}
   // Model's own estimated gap: best estimated mean minus the chosen arm's estimated mean, at

@@ -96,6 +96,19 @@ absl::Status DecisionService::ReadDecisionLog(const bandit::v1::ExportDecisionLo
         !s.ok())
       return s;
   }
+  // Thompson sampling entries: their probabilities from their posteriors, outside the lock.
+  for (bandit::v1::LoggedDecision& d : *out->mutable_decisions()) {
+    if (!d.has_posteriors() || d.probabilities_size() > 0) continue;
+    absl::StatusOr<ArgmaxPosteriors> posteriors = DecisionLog::PosteriorsOf(d);
+    absl::StatusOr<Vector> p =
+        posteriors.ok() ? cursor->probabilities.Of(*posteriors) : posteriors.status();
+    // Restore and import refuse invalid posteriors: this is a defect, not a user's error.
+    if (!p.ok())
+      return absl::InternalError(absl::StrCat("decision log of instance '", req.name(),
+                                              "', event '", d.event_id(),
+                                              "', posteriors: ", p.status().message()));
+    d.mutable_probabilities()->Assign(p->data(), p->data() + p->size());
+  }
   if (out->decisions_size() > 0) {
     cursor->after_seq = out->decisions(out->decisions_size() - 1).event_seq();
     cursor->sent += out->decisions_size();

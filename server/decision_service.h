@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "bandit/v1/service.pb.h"
+#include "core/classic/argmax_probability.h"
 #include "server/clock.h"
 #include "server/instance_registry.h"
 #include "server/storage/storage.h"
@@ -72,9 +73,13 @@ class DecisionService {
   // the decisions after it (at most kDecisionLogChunkEvents, about kDecisionLogChunkBytes) and
   // advances it; *done once nothing is left. The first call validates the request. The stream
   // holds one chunk at a time, so an export of any length runs in bounded memory.
+  // Thompson sampling entries hold their posteriors: their probabilities are computed here,
+  // outside the instance's lock, by one ArgmaxProbabilities per stream (consecutive decisions
+  // differ in an arm or two).
   struct DecisionLogCursor {
     uint64_t after_seq = 0;
     int64_t sent = 0;
+    ArgmaxProbabilities probabilities;
   };
   static constexpr int64_t kDecisionLogChunkEvents = 512;
   static constexpr int64_t kDecisionLogChunkBytes = int64_t{1} << 20;

@@ -274,6 +274,10 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   // Shadows score against the served policy's actions (a point policy's count is its
   // distribution's length).
   policy_ctx.want_scores = ctx.want_scores || log_.enabled() || !shadows_.empty();
+  // Unless the caller asked for the scores, the log takes a Thompson decision's posteriors
+  // (its vector is computed from them at export) and shadows of an arm-set policy need only
+  // the arm count.
+  policy_ctx.posteriors_suffice = !ctx.want_scores;
   auto d = policy_->Select(policy_ctx);
   if (!d.ok()) return d.status();
 
@@ -371,6 +375,9 @@ int64_t InstanceState::AppendToLog(const Decision& d, const SelectContext& ctx,
   if (d.score_kind == bandit::v1::PROBABILITY && d.scores.size() == num_actions &&
       num_actions > 0) {
     e.probabilities = std::span<const double>(d.scores.data(), d.scores.size());
+  } else if (d.argmax_posteriors.has_value() && d.argmax_posteriors->first.size() == num_actions &&
+             num_actions > 0) {
+    e.posteriors = &*d.argmax_posteriors;
   } else if (d.propensity == 1.0 && num_actions > 0 && d.arm >= 0 && d.arm < num_actions) {
     // A deterministic choice: every other action had probability 0.
     e.one_hot_actions = num_actions;

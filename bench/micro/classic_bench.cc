@@ -1,7 +1,8 @@
 // Select + Update per round for the classic policies.
 //   K-armed (epsilon-greedy, UCB1, Thompson Bernoulli/Gaussian) over K = 10, 100, 1000 arms;
 //   Thompson with propensity off (M = 0) and by Monte Carlo (M = 1000);
-//   Thompson's default quadrature propensity after t0 = 0, 10^4, 10^5 earlier rounds (flat in t);
+//   Thompson's default quadrature propensity after t0 = 0, 10^4, 10^5 earlier rounds (flat in t),
+//   for the served arm and for every arm (the full vector the decision log records);
 //   LinUCB over d = 5, 20, 100 and 10, 100, 1000 candidates per Select.
 // Run: build/bin/bandit-microbench --benchmark_filter=Classic
 #include <benchmark/benchmark.h>
@@ -71,7 +72,9 @@ void BM_Classic_ThompsonGaussian(benchmark::State& state) {
 // the first round after the Restore is reported apart (counter first_round_us, wall time), and
 // kWarmRounds more run untimed, so that the timed rounds measure the steady state (one arm's
 // data rebuilt per round).
-void RunThompsonQuadrature(benchmark::State& state, bandit::v1::PolicyConfig config) {
+// want_all: the Select asks for every arm's probability (what the decision log records).
+void RunThompsonQuadrature(benchmark::State& state, bandit::v1::PolicyConfig config,
+                           bool want_all = false) {
   const int k = static_cast<int>(state.range(0));
   const int64_t t0 = state.range(1);
   config.set_num_arms(k);
@@ -96,6 +99,7 @@ void RunThompsonQuadrature(benchmark::State& state, bandit::v1::PolicyConfig con
   warm->Save(&saved);
   auto p = MakeOrDie(config);
   if (!p->Restore(saved).ok()) std::abort();
+  ctx.want_scores = want_all;
   auto round = [&] {
     auto d = p->Select(ctx);
     obs.arm_id = d->arm_id;
@@ -128,6 +132,16 @@ void BM_Classic_ThompsonGaussianQuadrature(benchmark::State& state) {
   bandit::v1::PolicyConfig c;
   c.mutable_thompson()->set_likelihood(bandit::v1::ThompsonConfig::GAUSSIAN);
   RunThompsonQuadrature(state, c);
+}
+void BM_Classic_ThompsonBernoulliAllProbabilities(benchmark::State& state) {
+  bandit::v1::PolicyConfig c;
+  c.mutable_thompson();
+  RunThompsonQuadrature(state, c, /*want_all=*/true);
+}
+void BM_Classic_ThompsonGaussianAllProbabilities(benchmark::State& state) {
+  bandit::v1::PolicyConfig c;
+  c.mutable_thompson()->set_likelihood(bandit::v1::ThompsonConfig::GAUSSIAN);
+  RunThompsonQuadrature(state, c, /*want_all=*/true);
 }
 
 void BM_Classic_LinUcb(benchmark::State& state) {
@@ -165,6 +179,10 @@ BENCHMARK(BM_Classic_ThompsonGaussian)->ArgsProduct({{10, 100, 1000}, {0, 1000}}
 BENCHMARK(BM_Classic_ThompsonBernoulliQuadrature)
     ->ArgsProduct({{10, 100, 1000}, {0, 10000, 100000}});
 BENCHMARK(BM_Classic_ThompsonGaussianQuadrature)
+    ->ArgsProduct({{10, 100, 1000}, {0, 10000, 100000}});
+BENCHMARK(BM_Classic_ThompsonBernoulliAllProbabilities)
+    ->ArgsProduct({{10, 100, 1000}, {0, 10000, 100000}});
+BENCHMARK(BM_Classic_ThompsonGaussianAllProbabilities)
     ->ArgsProduct({{10, 100, 1000}, {0, 10000, 100000}});
 BENCHMARK(BM_Classic_LinUcb)->ArgsProduct({{5, 20, 100}, {10, 100, 1000}});
 

@@ -12,6 +12,8 @@
 #include <boost/math/special_functions/beta.hpp>
 #include <boost/math/special_functions/erf.hpp>
 
+#include "absl/strings/str_cat.h"
+
 namespace bandit {
 
 namespace {
@@ -986,6 +988,41 @@ Vector ArgmaxProbability::All() const {
   }
   evaluations_ = evaluations;
   return p;
+}
+
+absl::Status ArgmaxProbabilities::Validate(const ArgmaxPosteriors& posteriors) {
+  const Vector& first = posteriors.first;
+  const Vector& second = posteriors.second;
+  if (first.size() == 0)
+    return absl::InvalidArgumentError("posteriors have no action, expected at least one");
+  if (first.size() != second.size())
+    return absl::InvalidArgumentError(absl::StrCat("posteriors have ", first.size(),
+                                                   " first parameters and ", second.size(),
+                                                   " second ones, expected one of each per action"));
+  for (Eigen::Index j = 0; j < first.size(); ++j) {
+    const bool first_ok = std::isfinite(first[j]) && (!posteriors.beta || first[j] > 0);
+    const bool second_ok = std::isfinite(second[j]) && second[j] > 0;
+    if (!first_ok || !second_ok)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "posterior ", j, " is ", posteriors.beta ? "Beta(" : "Normal(", first[j], ", ",
+          second[j], "), expected ",
+          posteriors.beta ? "finite shapes above 0" : "a finite mean and a finite sd above 0"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Vector> ArgmaxProbabilities::Of(const ArgmaxPosteriors& posteriors) {
+  if (absl::Status s = Validate(posteriors); !s.ok()) return s;
+  if (!current_.has_value() || beta_ != posteriors.beta ||
+      current_->size() != posteriors.first.size()) {
+    beta_ = posteriors.beta;
+    current_.emplace(beta_ ? ArgmaxProbability::Family::kBeta : ArgmaxProbability::Family::kNormal,
+                     posteriors.first, posteriors.second);
+  } else {
+    for (int j = 0; j < current_->size(); ++j)
+      current_->Set(j, posteriors.first[j], posteriors.second[j]);  // unchanged ones keep
+  }
+  return current_->All();
 }
 
 }  // namespace bandit

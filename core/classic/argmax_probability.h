@@ -67,11 +67,14 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/policy.h"
 
 namespace bandit {
@@ -229,6 +232,24 @@ class ArgmaxProbability {
   mutable double skip_per_arm_ = 0;
   mutable int64_t evaluations_ = 0;
   mutable int64_t curve_builds_ = 0;
+};
+
+// Every action's probability for a run of posteriors in which consecutive ones differ in an
+// arm or two, such as a Thompson sampling instance's decision log read in order: one
+// ArgmaxProbability is kept across calls and only the arms that changed are Set(), so each call
+// costs All() without rebuilding every arm's curve. The result equals a fresh
+// ArgmaxProbability's All() (the grid equals a fresh build's after any sequence of Set()).
+class ArgmaxProbabilities {
+ public:
+  // INVALID_ARGUMENT naming what is wrong: no action, first and second of different lengths,
+  // no family, or a parameter out of its range (Beta: both finite and > 0; Normal: a finite
+  // mean and a finite sd > 0).
+  static absl::Status Validate(const ArgmaxPosteriors& posteriors);
+  absl::StatusOr<Vector> Of(const ArgmaxPosteriors& posteriors);
+
+ private:
+  std::optional<ArgmaxProbability> current_;
+  bool beta_ = true;
 };
 
 }  // namespace bandit

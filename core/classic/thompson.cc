@@ -175,7 +175,7 @@ absl::StatusOr<Decision> Thompson::Select(const SelectContext& ctx) {
       p = wins / static_cast<double>(samples_ + 1);
     } else {
       const ArgmaxProbability& posteriors = Posteriors();
-      if (ctx.want_scores) {
+      if (ctx.want_scores && !ctx.posteriors_suffice) {
         p = posteriors.All();
       } else {
         p = Vector::Zero(k);
@@ -184,7 +184,14 @@ absl::StatusOr<Decision> Thompson::Select(const SelectContext& ctx) {
       p[d.arm] = std::max(p[d.arm], kPropensityFloor);
     }
     d.propensity = p[d.arm];
-    if (ctx.want_scores) {
+    if (ctx.want_scores && ctx.posteriors_suffice && method_ != PropensityMethod::kMonteCarlo) {
+      // The vector is a quadrature per arm: the caller computes it from the posteriors when it
+      // needs it (ArgmaxProbabilities), the served decision needs only its own arm's.
+      ArgmaxPosteriors posteriors{likelihood_ == Likelihood::kBernoulli, Vector(k), Vector(k)};
+      for (int i = 0; i < k; ++i)
+        std::tie(posteriors.first[i], posteriors.second[i]) = PosteriorShape(i);
+      d.argmax_posteriors = std::move(posteriors);
+    } else if (ctx.want_scores) {
       d.scores = std::move(p);
       d.score_kind = bandit::v1::PROBABILITY;
     }

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "bandit/v1/storage.pb.h"
+#include "core/classic/argmax_probability.h"
 
 namespace bandit::server {
 namespace {
@@ -42,6 +43,11 @@ struct SizeSink {
          CodedOutputStream::VarintSize64(len) + len;
   }
   void Bytes(int field, absl::string_view s) { Delimited(field, s.size()); }
+  // A nested message's tag and length; its fields follow through the same sink.
+  void MessageBegin(int field, size_t len) {
+    n += CodedOutputStream::VarintSize32(Tag(field, kDelimited)) +
+         CodedOutputStream::VarintSize64(len);
+  }
   void PackedBegin(int field, size_t count) { Delimited(field, 8 * count); }
   void PackedValues(const double*, size_t) {}
 };
@@ -62,10 +68,11 @@ struct WriteSink {
     if (!s.empty()) std::memcpy(p, s.data(), s.size());
     p += s.size();
   }
-  void PackedBegin(int field, size_t count) {
+  void MessageBegin(int field, size_t len) {
     p = CodedOutputStream::WriteVarint32ToArray(Tag(field, kDelimited), p);
-    p = CodedOutputStream::WriteVarint64ToArray(8 * count, p);
+    p = CodedOutputStream::WriteVarint64ToArray(len, p);
   }
+  void PackedBegin(int field, size_t count) { MessageBegin(field, 8 * count); }
   void PackedValues(const double* v, size_t count) {
     if (count == 0) return;
     std::memcpy(p, v, 8 * count);
@@ -76,7 +83,25 @@ struct WriteSink {
 // int32/enum fields: negative values are sign-extended to 10 varint bytes, as protobuf does.
 uint64_t Int32Bits(int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
 
-// LoggedDecision fields 1-14 of `c`.
+// LoggedDecision field 18: ArgmaxPosteriors' family (1), first (2) and second (3), packed.
+template <typename Sink>
+void EncodePosteriors(const ArgmaxPosteriors& q, Sink& s) {
+  const size_t n = static_cast<size_t>(q.first.size());
+  const uint64_t family = q.beta ? v1::ArgmaxPosteriors::BETA : v1::ArgmaxPosteriors::NORMAL;
+  SizeSink inner;
+  inner.Varint(1, family);
+  if (n > 0) inner.PackedBegin(2, n), inner.PackedBegin(3, n);
+  s.MessageBegin(18, inner.n);
+  s.Varint(1, family);
+  if (n > 0) {
+    s.PackedBegin(2, n);
+    s.PackedValues(q.first.data(), n);
+    s.PackedBegin(3, n);
+    s.PackedValues(q.second.data(), n);
+  }
+}
+
+// LoggedDecision fields 1-14 and 18 of `c`.
 template <typename Sink>
 void EncodeContext(const DecisionLog::Context& c, Sink& s) {
   if (c.event_seq != 0) s.Varint(1, c.event_seq);
@@ -115,6 +140,7 @@ void EncodeContext(const DecisionLog::Context& c, Sink& s) {
     }
   }
   if (!c.policy.empty()) s.Bytes(14, c.policy);
+  if (c.posteriors != nullptr) EncodePosteriors(*c.posteriors, s);
 }
 
 // LoggedDecision fields 15-17 (the outcome) of `e`.
@@ -198,6 +224,11 @@ int64_t DecisionLog::Append(const Context& c, int64_t now) {
   e.event_seq = c.event_seq;
   e.decided_at_ms = c.decided_at_ms;
   e.size = static_cast<uint32_t>(size.n);
+  if (c.posteriors != nullptr) {
+    SizeSink tail;
+    EncodePosteriors(*c.posteriors, tail);
+    e.tail = static_cast<uint32_t>(tail.n);
+  }
   char* p = Reserve(size.n, &e.chunk);
   WriteSink w{reinterpret_cast<uint8_t*>(p)};
   EncodeContext(c, w);
@@ -224,6 +255,12 @@ void DecisionLog::Hold(const bandit::v1::LoggedDecision& d) {
   fields.clear_outcome_at_ms();
   const size_t size = fields.ByteSizeLong();
   e.size = static_cast<uint32_t>(size);
+  if (fields.has_posteriors()) {
+    // Field 18 is the last of the held fields (all the others are numbered below 15).
+    const size_t len = fields.posteriors().GetCachedSize();
+    e.tail = static_cast<uint32_t>(CodedOutputStream::VarintSize32(Tag(18, kDelimited)) +
+                                   CodedOutputStream::VarintSize64(len) + len);
+  }
   char* p = Reserve(size, &e.chunk);
   fields.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(p));
   e.data = p;
@@ -337,8 +374,9 @@ size_t DecisionLog::Frozen::size() const {
 
 void DecisionLog::Frozen::ForEachPiece(absl::FunctionRef<void(absl::string_view)> piece) const {
   // Each entry as an InstanceSnapshot.decision_log element: tag, length, fields 1-14 as held
-  // (straight from the chunk), then the outcome fields 15-17 (so the element is LoggedDecision's
-  // own serialization). The outcome and the next element's tag and length go out as one piece.
+  // (straight from the chunk), the outcome fields 15-17, then field 18 as held, if any (so the
+  // element is LoggedDecision's own serialization). The outcome and the next element's tag and
+  // length go out as one piece.
   constexpr int kField = v1::InstanceSnapshot::kDecisionLogFieldNumber;
   uint8_t small[64];  // an outcome (3 fields, at most 33 bytes), a tag and a length (at most 11)
   uint8_t* p = small;
@@ -346,10 +384,15 @@ void DecisionLog::Frozen::ForEachPiece(absl::FunctionRef<void(absl::string_view)
     p = CodedOutputStream::WriteVarint32ToArray(Tag(kField, kDelimited), p);
     p = CodedOutputStream::WriteVarint64ToArray(EncodedSize(e), p);
     piece(absl::string_view(reinterpret_cast<const char*>(small), p - small));
-    piece(absl::string_view(e.data, e.size));
+    piece(absl::string_view(e.data, e.size - e.tail));
     WriteSink w{small};
     EncodeOutcome(e, w);
     p = w.p;
+    if (e.tail > 0) {
+      if (p != small) piece(absl::string_view(reinterpret_cast<const char*>(small), p - small));
+      piece(absl::string_view(e.data + e.size - e.tail, e.tail));
+      p = small;
+    }
   }
   if (p != small) piece(absl::string_view(reinterpret_cast<const char*>(small), p - small));
 }
@@ -358,6 +401,22 @@ void DecisionLog::Frozen::AddTo(
     google::protobuf::RepeatedPtrField<bandit::v1::LoggedDecision>* out) const {
   out->Reserve(out->size() + static_cast<int>(entries_.size()));
   for (const Entry& e : entries_) Decode(e, out->Add());
+}
+
+absl::StatusOr<ArgmaxPosteriors> DecisionLog::PosteriorsOf(const v1::LoggedDecision& d) {
+  const v1::ArgmaxPosteriors& held = d.posteriors();
+  if (held.family() != v1::ArgmaxPosteriors::BETA && held.family() != v1::ArgmaxPosteriors::NORMAL)
+    return absl::InvalidArgumentError(absl::StrCat("family is ", held.family(),
+                                                   ", expected BETA (1) or NORMAL (2)"));
+  if (held.first_size() != d.num_actions())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "they cover ", held.first_size(), " actions, expected num_actions = ", d.num_actions()));
+  ArgmaxPosteriors posteriors;
+  posteriors.beta = held.family() == v1::ArgmaxPosteriors::BETA;
+  posteriors.first = Eigen::Map<const Vector>(held.first().data(), held.first_size());
+  posteriors.second = Eigen::Map<const Vector>(held.second().data(), held.second_size());
+  if (absl::Status s = ArgmaxProbabilities::Validate(posteriors); !s.ok()) return s;
+  return posteriors;
 }
 
 absl::Status DecisionLog::Restore(
@@ -369,6 +428,13 @@ absl::Status DecisionLog::Restore(
           absl::StrCat("decision_log[", i, "] has event_seq ", in[i].event_seq(),
                        ", expected more than the previous entry's ", last));
     last = in[i].event_seq();
+    if (in[i].has_posteriors()) {
+      // Export computes the probabilities from them: checked here, where a damaged snapshot
+      // is refused, rather than failing a later export.
+      if (absl::StatusOr<ArgmaxPosteriors> p = PosteriorsOf(in[i]); !p.ok())
+        return absl::InvalidArgumentError(
+            absl::StrCat("decision_log[", i, "].posteriors: ", p.status().message()));
+    }
   }
   // As the snapshot held them (retention applies at the next append); appended_bytes counts
   // what this log took in since it was built, not what it restored.

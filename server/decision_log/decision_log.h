@@ -4,11 +4,11 @@
 // saved whole in the instance's snapshot, so it is exactly as durable as the decisions
 // themselves and compaction never drops what retention keeps.
 //
-// Each decision is held as its encoded LoggedDecision (fields 1-14, written once when it is
-// appended), packed into append-only chunks, plus a small index entry with what joins and
+// Each decision is held as its encoded LoggedDecision (fields 1-14 and 18, written once when it
+// is appended), packed into append-only chunks, plus a small index entry with what joins and
 // retention need (event seq, decision time, outcome, reward, outcome time). The outcome fields
-// (15-17, the last field numbers) are encoded only when an entry is read, so an entry's bytes
-// never change once written. So the log's memory is its encoded size plus about
+// (15-17) are encoded only when an entry is read, between the held fields 1-14 and field 18
+// (a Thompson entry's posteriors), so an entry's bytes never change once written. So the log's memory is its encoded size plus about
 // sizeof(Entry) per decision (max_bytes bounds what it holds, not 10x that as decoded protobuf
 // objects did), a snapshot shares the chunks instead of copying the log under the instance's
 // lock, and snapshot files take the bytes as they are (Frozen::ForEachPiece).
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "bandit/v1/decision_log.pb.h"
 #include "core/policy.h"
@@ -63,9 +64,13 @@ class DecisionLog {
     std::span<const double> probabilities;
     int32_t one_hot_actions = 0;
     absl::string_view policy;
+    // Thompson sampling: the posteriors the probabilities are computed from at export, in
+    // their place (LoggedDecision.posteriors).
+    const ArgmaxPosteriors* posteriors = nullptr;
   };
 
-  // One held decision. `data`/`size`: its encoded fields 1-14 in a chunk.
+  // One held decision. `data`/`size`: its encoded fields 1-14 and 18 in a chunk, field 18 (if
+  // any) the last `tail` bytes.
   struct Entry {
     uint64_t event_seq = 0;
     int64_t decided_at_ms = 0;
@@ -73,6 +78,7 @@ class DecisionLog {
     double reward = 0;
     const char* data = nullptr;
     uint32_t size = 0;
+    uint32_t tail = 0;
     bandit::v1::DecisionOutcome outcome = bandit::v1::OUTCOME_PENDING;
     uint64_t chunk = 0;  // id of the chunk holding `data`
   };
@@ -135,6 +141,11 @@ class DecisionLog {
   void Save(google::protobuf::RepeatedPtrField<bandit::v1::LoggedDecision>* out) const;
   std::unique_ptr<Frozen> Freeze() const;
   absl::Status Restore(const google::protobuf::RepeatedPtrField<bandit::v1::LoggedDecision>& in);
+
+  // A Thompson sampling entry's posteriors, from which its probabilities are computed at
+  // export; INVALID_ARGUMENT naming what is out of range (only a damaged or hand-made snapshot
+  // holds such an entry).
+  static absl::StatusOr<ArgmaxPosteriors> PosteriorsOf(const bandit::v1::LoggedDecision& d);
 
   // The sequence number of an event id ("<uid hex>-<seq hex>"), 0 if it has none.
   static uint64_t EventSeqOf(const std::string& event_id);

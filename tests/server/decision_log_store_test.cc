@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -39,6 +40,7 @@ struct Case {
   Vector x;
   std::vector<std::string> arm_ids;
   std::vector<double> probabilities;
+  ArgmaxPosteriors posteriors;
   std::string event_id, chosen_arm_id, policy;
   DecisionLog::Context context;
   v1::LoggedDecision expected;
@@ -106,6 +108,18 @@ void MakeCase(std::mt19937_64& rng, uint64_t seq, Case* c) {
     ctx.one_hot_actions = actions;
     e.mutable_probabilities()->Resize(actions, 0.0);
     e.set_probabilities(ctx.chosen_index, 1.0);
+  } else if (!c->arm_ids.empty() || seq % 6 == 0) {
+    // Thompson sampling's posteriors in place of the vector (field 18, after the outcome).
+    c->posteriors.beta = seq % 2 == 0;
+    c->posteriors.first = Vector::NullaryExpr(actions, [&] { return 1 + std::abs(g(rng)); });
+    c->posteriors.second = Vector::NullaryExpr(actions, [&] { return 1 + std::abs(g(rng)); });
+    ctx.posteriors = &c->posteriors;
+    v1::ArgmaxPosteriors* q = e.mutable_posteriors();
+    q->set_family(c->posteriors.beta ? v1::ArgmaxPosteriors::BETA : v1::ArgmaxPosteriors::NORMAL);
+    q->mutable_first()->Add(c->posteriors.first.data(),
+                            c->posteriors.first.data() + c->posteriors.first.size());
+    q->mutable_second()->Add(c->posteriors.second.data(),
+                             c->posteriors.second.data() + c->posteriors.second.size());
   }
   ctx.policy = c->policy;
   e.set_policy(c->policy);
@@ -173,6 +187,49 @@ TEST(DecisionLogStore, EachDecisionIsItsProtobufSerializationByteForByte) {
   std::string frames_again(again.Freeze()->size(), '\0');
   again.Freeze()->WriteTo(frames_again.data());
   EXPECT_EQ(frames_again, expected_frames);
+}
+
+// A snapshot or import whose Thompson entry holds posteriors the export could not compute from
+// is refused, naming the entry and what was expected, and the log keeps what it held.
+TEST(DecisionLogStore, RestoreRefusesPosteriorsOutOfRangeAndKeepsTheLog) {
+  DecisionLog log(Config(100, int64_t{1} << 20));
+  google::protobuf::RepeatedPtrField<v1::LoggedDecision> in;
+  v1::LoggedDecision* good = in.Add();
+  good->set_event_seq(1);
+  good->set_num_actions(2);
+  good->mutable_posteriors()->set_family(v1::ArgmaxPosteriors::BETA);
+  good->mutable_posteriors()->mutable_first()->Add(2.0);
+  good->mutable_posteriors()->mutable_first()->Add(3.0);
+  good->mutable_posteriors()->mutable_second()->Add(4.0);
+  good->mutable_posteriors()->mutable_second()->Add(5.0);
+  ASSERT_TRUE(log.Restore(in).ok());
+  ASSERT_EQ(log.events(), 1);
+  auto refused = [&](const std::function<void(v1::LoggedDecision*)>& damage,
+                     const std::string& expected) {
+    google::protobuf::RepeatedPtrField<v1::LoggedDecision> two = in;
+    v1::LoggedDecision* bad = two.Add();
+    *bad = *good;
+    bad->set_event_seq(2);
+    damage(bad);
+    const absl::Status s = log.Restore(two);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_EQ(s.message(), expected);
+    EXPECT_EQ(log.events(), 1);
+  };
+  refused([](v1::LoggedDecision* d) { d->mutable_posteriors()->clear_family(); },
+          "decision_log[1].posteriors: family is 0, expected BETA (1) or NORMAL (2)");
+  refused([](v1::LoggedDecision* d) { d->set_num_actions(3); },
+          "decision_log[1].posteriors: they cover 2 actions, expected num_actions = 3");
+  refused(
+      [](v1::LoggedDecision* d) {
+        d->mutable_posteriors()->set_family(v1::ArgmaxPosteriors::NORMAL);
+        d->mutable_posteriors()->set_second(1, -1.0);
+      },
+      "decision_log[1].posteriors: posterior 1 is Normal(3, -1), expected a finite mean and a "
+      "finite sd above 0");
+  refused([](v1::LoggedDecision* d) { d->mutable_posteriors()->mutable_second()->RemoveLast(); },
+          "decision_log[1].posteriors: posteriors have 2 first parameters and 1 second ones, "
+          "expected one of each per action");
 }
 
 // A snapshot file is written from the frozen log's pieces (never gathered in one buffer): the

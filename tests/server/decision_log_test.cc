@@ -350,6 +350,86 @@ TEST(DecisionLog, DecisionsAreIdenticalWithTheLogOnOrOff) {
   }
 }
 
+// Thompson sampling's log keeps the posteriors each decision drew from (not the probability
+// vector, a quadrature per arm) and the export computes the vector from them: the posteriors
+// must be the conjugate ones counted here from the rewards sent, and the exported vector must
+// equal, bit for bit, what a twin instance without the log returned when asked for its scores
+// at each Select (the same decisions: same seed and rewards).
+TEST(DecisionLog, ThompsonKeepsItsPosteriorsAndTheExportComputesTheirProbabilities) {
+  for (const bool gaussian : {false, true}) {
+    SCOPED_TRACE(gaussian ? "gaussian" : "bernoulli");
+    const std::string config =
+        gaussian ? "policy { thompson { likelihood: GAUSSIAN prior_variance: 4 "
+                   "noise_variance: 0.25 } num_arms: 5 } seed: 9"
+                 : "policy { thompson { prior_alpha: 2 prior_beta: 3 } num_arms: 5 } seed: 9";
+    ManualClock clock;
+    DecisionService svc(&clock);
+    v1::Instance out;
+    ASSERT_TRUE(svc.CreateInstance(Create("twin", config), &out).ok());
+    ASSERT_TRUE(
+        svc.CreateInstance(Create("on", config + " decision_log { enabled: true }"), &out).ok());
+    std::vector<double> counts(5, 0.0), sums(5, 0.0);  // rewards per arm before each decision
+    std::vector<std::vector<double>> want_first, want_second, twin_scores;
+    std::vector<double> twin_propensity;
+    for (int i = 0; i < 80; ++i) {
+      v1::Decision d[2];
+      const char* names[2] = {"twin", "on"};
+      std::vector<double> first(5), second(5);
+      for (int a = 0; a < 5; ++a) {
+        if (gaussian) {
+          // Normal-Normal (prior N(0, 4), noise variance 0.25): precision 1/4 + n/0.25.
+          const double v = 1.0 / (1.0 / 4 + counts[a] / 0.25);
+          first[a] = v * (sums[a] / 0.25), second[a] = std::sqrt(v);
+        } else {
+          first[a] = 2 + sums[a], second[a] = 3 + counts[a] - sums[a];
+        }
+      }
+      want_first.push_back(first);
+      want_second.push_back(second);
+      const double reward =
+          gaussian ? 0.3 * ((i * 7) % 5) - 0.4 : static_cast<double>((i * 7) % 10 < 4);
+      for (int k = 0; k < 2; ++k) {
+        v1::SelectRequest sel;
+        sel.set_instance(names[k]);
+        sel.set_return_scores(k == 0);
+        ASSERT_TRUE(svc.Select(sel, &d[k]).ok());
+        v1::UpdateRequest up;
+        up.set_instance(names[k]);
+        up.set_event_id(d[k].event_id());
+        up.set_reward(reward);
+        v1::UpdateResponse r;
+        ASSERT_TRUE(svc.Update(up, &r).ok());
+      }
+      ASSERT_EQ(d[0].arm_index(), d[1].arm_index()) << "round " << i;
+      ASSERT_EQ(d[0].propensity(), d[1].propensity()) << "round " << i;
+      EXPECT_EQ(d[1].scores_size(), 0);  // the logged instance was not asked for scores
+      twin_scores.emplace_back(d[0].scores().begin(), d[0].scores().end());
+      twin_propensity.push_back(d[0].propensity());
+      counts[d[0].arm_index()] += 1;
+      sums[d[0].arm_index()] += reward;
+    }
+    const auto log = ExportAll(svc, "on");
+    ASSERT_EQ(log.size(), 80u);
+    for (size_t i = 0; i < log.size(); ++i) {
+      SCOPED_TRACE(i);
+      const v1::LoggedDecision& e = log[i];
+      ASSERT_TRUE(e.has_posteriors());
+      EXPECT_EQ(e.posteriors().family(),
+                gaussian ? v1::ArgmaxPosteriors::NORMAL : v1::ArgmaxPosteriors::BETA);
+      ASSERT_EQ(e.posteriors().first_size(), 5);
+      ASSERT_EQ(e.posteriors().second_size(), 5);
+      for (int a = 0; a < 5; ++a) {
+        EXPECT_NEAR(e.posteriors().first(a), want_first[i][a], 1e-12) << "arm " << a;
+        EXPECT_NEAR(e.posteriors().second(a), want_second[i][a], 1e-12) << "arm " << a;
+      }
+      ASSERT_EQ(e.probabilities_size(), 5);
+      ASSERT_EQ(twin_scores[i].size(), 5u);
+      for (int a = 0; a < 5; ++a) EXPECT_EQ(e.probabilities(a), twin_scores[i][a]) << "arm " << a;
+      EXPECT_EQ(e.propensity(), twin_propensity[i]);
+    }
+  }
+}
+
 // Runs `script` with /usr/bin/python3 on `input`; returns its standard output.
 std::string RunPython(const std::string& script, const std::string& input_path) {
   const std::string cmd = absl::StrCat("/usr/bin/python3 -c '", script, "' ", input_path);

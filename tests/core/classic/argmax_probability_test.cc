@@ -387,5 +387,63 @@ TEST(ArgmaxProbability, SingleArmAndHopelessArms) {
   EXPECT_NEAR(all[0], 1.0, 1e-8);
 }
 
+// A decision log read in order: each call equals a fresh ArgmaxProbability's All() exactly,
+// through single-arm changes (Thompson's rounds), several at once, a new arm count and the other
+// family (each a rebuild).
+TEST(ArgmaxProbabilities, ARunOfPosteriorsEqualsFreshEvaluationsExactly) {
+  Rng rng(17);
+  ArgmaxProbabilities run;
+  ArgmaxPosteriors q{true, Vec({1, 1, 1, 1, 1, 1}), Vec({1, 1, 1, 1, 1, 1})};
+  auto check = [&](int step) {
+    SCOPED_TRACE(step);
+    const absl::StatusOr<Vector> got = run.Of(q);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const Vector want =
+        ArgmaxProbability(q.beta ? Family::kBeta : Family::kNormal, q.first, q.second).All();
+    ASSERT_EQ(got->size(), want.size());
+    for (int j = 0; j < want.size(); ++j) EXPECT_EQ((*got)[j], want[j]) << "arm " << j;
+    EXPECT_NEAR(got->sum(), 1.0, 1e-5);
+  };
+  for (int step = 0; step < 120; ++step) {
+    // Bernoulli rewards on the arm Thompson would choose: one arm changes per step.
+    const int arm = static_cast<int>(rng.UniformInt(static_cast<uint64_t>(q.first.size())));
+    (rng.Uniform() < 0.3 + 0.08 * arm ? q.first : q.second)[arm] += 1;
+    if (step % 40 == 39) q.second[0] += 3, q.first[2] += 2;  // two at once
+    check(step);
+  }
+  q = ArgmaxPosteriors{true, Vec({30, 12, 9}), Vec({20, 14, 9})};  // fewer arms: rebuilt
+  check(200);
+  q = ArgmaxPosteriors{false, Vec({0.4, 0.45, 0.2}), Vec({0.1, 0.05, 0.3})};  // Normal
+  check(201);
+  for (int step = 0; step < 30; ++step) {
+    const int arm = step % 3;
+    q.first[arm] += 0.01 * rng.Normal();
+    q.second[arm] *= 0.97;
+    check(300 + step);
+  }
+}
+
+TEST(ArgmaxProbabilities, RefusesPosteriorsOutOfRangeNamingThem) {
+  ArgmaxProbabilities run;
+  auto refused = [&](const ArgmaxPosteriors& q, const std::string& expected) {
+    const absl::StatusOr<Vector> p = run.Of(q);
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(p.status().message(), expected);
+  };
+  refused(ArgmaxPosteriors{true, Vector(), Vector()},
+          "posteriors have no action, expected at least one");
+  refused(ArgmaxPosteriors{true, Vec({1, 2}), Vec({1})},
+          "posteriors have 2 first parameters and 1 second ones, expected one of each per action");
+  refused(ArgmaxPosteriors{true, Vec({1, 0}), Vec({1, 1})},
+          "posterior 1 is Beta(0, 1), expected finite shapes above 0");
+  refused(ArgmaxPosteriors{false, Vec({-3, NAN}), Vec({1, 1})},
+          "posterior 1 is Normal(nan, 1), expected a finite mean and a finite sd above 0");
+  refused(ArgmaxPosteriors{false, Vec({-3, 1}), Vec({1, INFINITY})},
+          "posterior 1 is Normal(1, inf), expected a finite mean and a finite sd above 0");
+  // A negative mean is a valid Normal posterior.
+  EXPECT_TRUE(run.Of(ArgmaxPosteriors{false, Vec({-3, 1}), Vec({1, 1})}).ok());
+}
+
 }  // namespace
 }  // namespace bandit

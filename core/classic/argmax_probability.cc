@@ -600,11 +600,46 @@ void ArgmaxProbability::GridLogProducts(int a, const double* xs, const double* u
   const bool own_cells = own.has_curve && own.in_grid;
   const double up = std::ldexp(1.0, grid_bits_), down = std::ldexp(1.0, -grid_bits_);
   constexpr int n = kCurveDegree + 1;
+  // Per level, the nodes are taken in runs that share a cell: the cell's integer sums are
+  // turned into doubles once per run, and the run's Clenshaw recurrences advance in lockstep,
+  // independent chains the compiler vectorizes (one recurrence per node is a chain of dependent
+  // multiply-adds, latency-bound). Each node's arithmetic is the same as alone, bit for bit.
+  int run_nodes[kKronrodPoints];
+  double run_t[kKronrodPoints], b1[kKronrodPoints], b2[kKronrodPoints];
+  double coef[n];
   for (const auto& [level, grid] : levels_) {
     const bool own_level = own_cells && own.curve.level == level;
-    int64_t cached = std::numeric_limits<int64_t>::min();
-    const int64_t* c = nullptr;
-    std::array<int64_t, n> others;
+    int run = 0;
+    int64_t run_key = 0;
+    auto flush = [&] {
+      if (run == 0) return;
+      const auto it = grid.cells.find(run_key);
+      const int size = run;
+      run = 0;
+      if (it == grid.cells.end()) return;
+      const int64_t* c = it->second.coef.data();
+      // Arm a's own coefficients leave its cell's sums as integers: the others' sum, exactly.
+      if (own_level && run_key >= own.curve.first_cell &&
+          run_key < own.curve.first_cell + own.curve.pieces) {
+        const double* mine =
+            own.curve.coef.data() + static_cast<size_t>(run_key - own.curve.first_cell) * n;
+        for (int k = 0; k < n; ++k)
+          coef[k] = static_cast<double>(c[k] - static_cast<int64_t>(mine[k] * up));
+      } else {
+        for (int k = 0; k < n; ++k) coef[k] = static_cast<double>(c[k]);
+      }
+      // Clenshaw's recurrence in units of 2^-bits (Trefethen ATAP ch. 3).
+      for (int r = 0; r < size; ++r) b1[r] = b2[r] = 0;
+      for (int k = n - 1; k >= 1; --k) {
+        const double ck = coef[k];
+        for (int r = 0; r < size; ++r) {
+          const double b0 = 2 * run_t[r] * b1[r] - b2[r] + ck;
+          b2[r] = b1[r], b1[r] = b0;
+        }
+      }
+      for (int r = 0; r < size; ++r)
+        sums[run_nodes[r]] += (run_t[r] * b1[r] - b2[r] + coef[0]) * down;
+    };
     for (int o = 0; o < count; ++o) {
       const int i = panel ? sorted[o] : o;
       if (!live[i]) continue;
@@ -612,29 +647,13 @@ void ArgmaxProbability::GridLogProducts(int a, const double* xs, const double* u
       if (!(std::abs(d) < 0x1p62)) continue;
       const double cell_start = std::floor(d);
       const int64_t key = static_cast<int64_t>(cell_start);
-      if (key != cached) {
-        cached = key;
-        const auto it = grid.cells.find(key);
-        c = it == grid.cells.end() ? nullptr : it->second.coef.data();
-        // Arm a's own coefficients leave its cell's sums as integers: the others' sum, exactly.
-        if (c != nullptr && own_level && key >= own.curve.first_cell &&
-            key < own.curve.first_cell + own.curve.pieces) {
-          const double* mine =
-              own.curve.coef.data() + static_cast<size_t>(key - own.curve.first_cell) * n;
-          for (int k = 0; k < n; ++k) others[k] = c[k] - static_cast<int64_t>(mine[k] * up);
-          c = others.data();
-        }
-      }
-      if (c == nullptr) continue;
-      // Clenshaw's recurrence in units of 2^-bits (Trefethen ATAP ch. 3).
-      const double t = 2 * (d - cell_start) - 1;
-      double b1 = 0, b2 = 0;
-      for (int k = n - 1; k >= 1; --k) {
-        const double b0 = 2 * t * b1 - b2 + static_cast<double>(c[k]);
-        b2 = b1, b1 = b0;
-      }
-      sums[i] += (t * b1 - b2 + static_cast<double>(c[0])) * down;
+      if (run > 0 && key != run_key) flush();
+      run_key = key;
+      run_nodes[run] = i;
+      run_t[run] = 2 * (d - cell_start) - 1;
+      ++run;
     }
+    flush();
   }
   for (int j : exact_arms_)
     if (j != a)

@@ -15,6 +15,7 @@
 // --write_log writes the last "on" run's decision log as DSJSON (input for bandit-ope's
 // throughput).
 #include <malloc.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -41,6 +42,8 @@ ABSL_FLAG(int, candidates, 50, "candidates per Select");
 ABSL_FLAG(int, dim, 20, "feature dimension");
 ABSL_FLAG(std::string, policy, "linucb",
           "linucb (read-only Select) or glm_eps (GLM epsilon-greedy)");
+ABSL_FLAG(int64_t, log_max_bytes, 0,
+          "decision_log.max_bytes of the logged runs (0 = the default, 64 MiB)");
 ABSL_FLAG(std::string, data_dir, "/tmp/decision_log_bench", "journal directory (wiped per run)");
 ABSL_FLAG(std::string, write_log, "", "write the last logged run as DSJSON here");
 ABSL_FLAG(bool, journal, true,
@@ -62,6 +65,19 @@ using bandit::bench::Median;
 namespace v1 = bandit::v1;
 using bandit::server::DecisionService;
 
+// Of the last RunOnce: its kernel CPU and page faults per round (the log's writes and
+// snapshots are kernel copies into page-cache pages).
+struct KernelShare {
+  double sys_us = 0;
+  double minor_faults = 0;
+} last_kernel_share;
+
+rusage Usage() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u;
+}
+
 // Microseconds of process CPU per round.
 double RunOnce(bool log, const std::vector<v1::SelectRequest>& requests, bool write_log) {
   const std::string dir = absl::GetFlag(FLAGS_data_dir);
@@ -81,7 +97,9 @@ double RunOnce(bool log, const std::vector<v1::SelectRequest>& requests, bool wr
                            ? absl::StrCat("policy { linucb { dimension: ", d, " } }")
                            : absl::StrCat("policy { glm_epsilon_greedy { dimension: ", d,
                                           " link: GAUSSIAN epsilon: 0.1 } }");
-  if (log) config += " decision_log { enabled: true }";
+  if (log)
+    config += absl::StrCat(" decision_log { enabled: true max_bytes: ",
+                           absl::GetFlag(FLAGS_log_max_bytes), " }");
   v1::CreateInstanceRequest create;
   create.set_name("bench");
   google::protobuf::TextFormat::ParseFromString(config, create.mutable_config());
@@ -89,6 +107,7 @@ double RunOnce(bool log, const std::vector<v1::SelectRequest>& requests, bool wr
   ExitUnlessOk(svc.CreateInstance(create, &out));
   std::mt19937_64 rng(1);
   std::normal_distribution<double> noise(0, 0.1);
+  const rusage usage_before = Usage();
   const double start = CpuSeconds();
   for (const auto& req : requests) {
     v1::Decision dec;
@@ -101,6 +120,12 @@ double RunOnce(bool log, const std::vector<v1::SelectRequest>& requests, bool wr
     ExitUnlessOk(svc.Update(up, &r));
   }
   const double us = (CpuSeconds() - start) * 1e6 / requests.size();
+  const rusage usage_after = Usage();
+  auto seconds = [](const timeval& t) { return t.tv_sec + 1e-6 * t.tv_usec; };
+  last_kernel_share.sys_us =
+      (seconds(usage_after.ru_stime) - seconds(usage_before.ru_stime)) * 1e6 / requests.size();
+  last_kernel_share.minor_faults =
+      static_cast<double>(usage_after.ru_minflt - usage_before.ru_minflt) / requests.size();
   if (write_log) {
     std::ofstream f(absl::GetFlag(FLAGS_write_log));
     v1::ExportDecisionLogRequest req;
@@ -257,9 +282,13 @@ int main(int argc, char** argv) {
   std::vector<double> off, on;
   for (int r = 0; r < reps; ++r) {
     off.push_back(RunOnce(false, requests, false));
+    const KernelShare off_kernel = last_kernel_share;
     on.push_back(RunOnce(true, requests, r == reps - 1 && !absl::GetFlag(FLAGS_write_log).empty()));
-    std::cout << absl::StrFormat("rep %d: off %.2f us/round, on %.2f us/round\n", r, off.back(),
-                                 on.back());
+    std::cout << absl::StrFormat(
+        "rep %d: off %.2f us/round (kernel %.2f, %.3f page faults), on %.2f us/round (kernel "
+        "%.2f, %.3f page faults)\n",
+        r, off.back(), off_kernel.sys_us, off_kernel.minor_faults, on.back(),
+        last_kernel_share.sys_us, last_kernel_share.minor_faults);
   }
   const double m_off = Median(off), m_on = Median(on);
   std::cout << absl::StrFormat(

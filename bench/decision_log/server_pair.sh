@@ -3,13 +3,14 @@
 # Select, Select + Update = one round, 64 in flight) on two instances in turn, REPS times;
 # banditd's CPU per round from /proc, as medians, their difference and ratio.
 
-# start_banditd BUILD_DIR: sets dir, pid, port and ctl (banditctl with its target).
+# start_banditd BUILD_DIR: sets dir, pid, port and ctl (banditctl with its target). Extra banditd
+# flags come from BANDITD_FLAGS (environment), e.g. a snapshot schedule.
 start_banditd() {
   build=$1
   dir=$(mktemp -d)
   trap 'kill "${pid:-}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
   "$build/bin/banditd" --listen=127.0.0.1:0 --port_file="$dir/port" --metrics_listen= \
-    --data_dir="$dir/data" --durability=none >"$dir/banditd.log" 2>&1 &
+    --data_dir="$dir/data" --durability=none ${BANDITD_FLAGS:-} >"$dir/banditd.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 600); do [[ -s "$dir/port" ]] && break; sleep 0.1; done
   port=$(awk '{print $1}' "$dir/port")
@@ -18,13 +19,14 @@ start_banditd() {
 
 # measure_pair LOADGEN_POLICY BASE OTHER REPS SECONDS: alternates the two instances, prints each
 # repetition and the medians (OTHER against BASE). The request shape comes from load_d (feature
-# dimension, default 20) and load_arms (candidates per Select, or arms of an arm set; default 50).
+# dimension, default 20) and load_arms (candidates per Select, or arms of an arm set; default 50);
+# the calls in flight from LOADGEN_INFLIGHT (environment, default 64).
 measure_pair() {
   local policy=$1 base=$2 other=$3 reps=$4 dur=$5 r inst
   for r in $(seq 1 "$reps"); do
     for inst in "$base" "$other"; do
       "$build/bin/bandit-loadgen" --target="127.0.0.1:$port" --instance="$inst" --policy="$policy" \
-        --d="${load_d:-20}" --arms="${load_arms:-50}" --server_pid="$pid" --channels=1 --inflight=64 --duration_s="$dur" \
+        --d="${load_d:-20}" --arms="${load_arms:-50}" --server_pid="$pid" --channels=1 --inflight="${LOADGEN_INFLIGHT:-64}" --duration_s="$dur" \
         --warmup_s=1 --out="$dir/$inst.$r.json" >/dev/null 2>&1
     done
   done

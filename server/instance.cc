@@ -135,6 +135,8 @@ namespace {
 // the record is destroyed.
 void ReturnBorrowed(bandit::v1::JournalRecord* rec) {
   if (rec->has_select()) (void)rec->unsafe_arena_release_select();
+  // InstanceState::Select's per-thread copy of the log entry (a record on an arena owns its own).
+  if (rec->has_logged_select() && rec->GetArena() == nullptr) (void)rec->release_logged_select();
   if (rec->has_update()) (void)rec->unsafe_arena_release_update();
 }
 }  // namespace
@@ -428,6 +430,19 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
       SelectInputs in;
       s = InstanceState::ParseSelectInputs(rec.select(), limits_, &in);
       if (s.ok()) s = SelectLocked(rec.select(), in, now, &out, nullptr, &rec.event_id());
+      break;
+    }
+    case bandit::v1::JournalRecord::kLoggedSelect: {
+      // The request rebuilt from its log entry; the entry the re-executed Select appends must be
+      // the journaled one, byte for byte (the log is the point of this record).
+      bandit::v1::Decision out;
+      SelectInputs in;
+      std::string event_id;
+      s = InstanceState::LoggedSelectInputs(rec.logged_select(), limits_, &in, &event_id);
+      if (s.ok()) s = SelectLocked(bandit::v1::SelectRequest(), in, now, &out, nullptr, &event_id);
+      if (s.ok() && state_->decision_log().last_entry() != rec.logged_select())
+        s = absl::DataLossError(absl::StrCat("replay of instance '", name_, "' logged event '",
+                                             event_id, "' differently than the journal has it"));
       break;
     }
     case bandit::v1::JournalRecord::kDecided:

@@ -224,6 +224,37 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
   return CopyChecked(req.x(), limits.max_vector_size, &in->x, [] { return "x"; });
 }
 
+absl::Status InstanceState::LoggedSelectInputs(absl::string_view entry,
+                                               const InstanceLimits& limits, SelectInputs* in,
+                                               std::string* event_id) {
+  bandit::v1::LoggedDecision d;
+  if (!d.ParseFromArray(entry.data(), static_cast<int>(entry.size())))
+    return absl::DataLossError("a logged_select record does not parse as a LoggedDecision");
+  const int64_t n = d.num_candidates(), dim = d.candidate_dim();
+  if (n < 1 || dim < 0 || n * dim != d.candidates_size() || d.x_size() > 0 ||
+      d.event_id().empty())
+    return absl::DataLossError(absl::StrCat(
+        "a logged_select record holds ", n, " candidates of dimension ", dim, " in ",
+        d.candidates_size(), " values, x of ", d.x_size(), " values and event id '", d.event_id(),
+        "', expected at least one candidate, num_candidates x candidate_dim values, no x and an "
+        "event id"));
+  if (n > limits.max_candidates)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "candidates has ", n, " entries, expected at most ", limits.max_candidates));
+  in->candidates->resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const absl::Span<const double> values(d.candidates().data() + i * dim,
+                                          static_cast<size_t>(dim));
+    if (auto s = CopyChecked(values, limits.max_vector_size, &(*in->candidates)[i],
+                             [i] { return absl::StrCat("candidates[", i, "].values"); });
+        !s.ok())
+      return s;
+  }
+  in->x.resize(0);
+  *event_id = std::move(*d.mutable_event_id());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SelectContext> InstanceState::SelectContextFor(const bandit::v1::SelectRequest& req,
                                                               const SelectInputs& in) const {
   const std::vector<Vector>& candidates = *in.candidates;
@@ -311,6 +342,20 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
     // Nothing in the policy changed: the decision alone lets replay rebuild this Select.
     ToRecord(p, rec->mutable_decided()->mutable_decision());
     rec->mutable_decided()->set_estimated_gap(d->estimated_gap);
+  } else if (log_.enabled() && LogEntryHoldsTheCandidates(ctx)) {
+    // The log entry just appended holds the candidates (flat, with their count and length) and
+    // the event id: journaled instead of the request, it is one copy of bytes already encoded,
+    // where the request's encoding walks a submessage per candidate (docs/results.md, "The
+    // decision log's cost at the sizes users send"). Replay rebuilds the request from it.
+    const absl::string_view entry = log_.last_entry();
+    if (rec->GetArena() != nullptr) {
+      rec->set_logged_select(entry.data(), entry.size());  // a batch's record: kept until encoded
+    } else {
+      // Borrowed like the request: Instance::Commit releases it after the record is encoded.
+      thread_local std::string borrowed;
+      borrowed.assign(entry.data(), entry.size());
+      rec->set_allocated_logged_select(&borrowed);
+    }
   } else {
     // Re-executed on replay. Borrowed, not copied: only read while the record is encoded;
     // Instance::Commit hands it back.
@@ -319,6 +364,14 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   }
   RecordDecision(std::move(p), d->estimated_gap);
   return absl::OkStatus();
+}
+
+bool InstanceState::LogEntryHoldsTheCandidates(const SelectContext& ctx) const {
+  if (policy_->context_kind() != ContextKind::kCandidates || ctx.candidates.empty()) return false;
+  const Eigen::Index dim = ctx.candidates[0].size();
+  for (const Vector& c : ctx.candidates)
+    if (c.size() != dim) return false;  // the entry's candidate_dim could not split them
+  return true;
 }
 
 absl::Status InstanceState::ReplayDecided(const bandit::v1::DecidedSelect& rec) {

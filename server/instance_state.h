@@ -85,11 +85,17 @@ class InstanceState {
   };
   static absl::Status ParseSelectInputs(const bandit::v1::SelectRequest& req,
                                         const InstanceLimits& limits, SelectInputs* in);
+  // The inputs of a Select journaled as its decision log entry (JournalRecord.logged_select:
+  // LoggedDecision fields 1-14), for replay: its candidates, checked like a request's; and the
+  // event id it produced. DATA_LOSS when the entry cannot be a Select's.
+  static absl::Status LoggedSelectInputs(absl::string_view entry, const InstanceLimits& limits,
+                                         SelectInputs* in, std::string* event_id);
   // Checks the inputs against the policy's context kind; changes nothing.
   absl::StatusOr<SelectContext> SelectContextFor(const bandit::v1::SelectRequest& req,
                                                  const SelectInputs& in) const;
   // Decides and records the pending decision. `replay_event_id` is set on replay: the decision
-  // must reproduce the journaled event id. The record borrows `req` (see Instance::Commit).
+  // must reproduce the journaled event id. The record borrows `req`, or with the decision log
+  // on a per-thread copy of the log entry (see Instance::Commit, which hands either back).
   absl::Status Select(const SelectContext& ctx, const bandit::v1::SelectRequest& req,
                       const SelectInputs& in, int64_t now, bandit::v1::Decision* out,
                       bandit::v1::JournalRecord* rec, const std::string* replay_event_id);
@@ -157,6 +163,9 @@ class InstanceState {
   // Logs a decision just made; returns how many old ones retention dropped.
   int64_t AppendToLog(const Decision& d, const SelectContext& ctx, const SelectInputs& in,
                       const std::string& event_id, int64_t now);
+  // Whether the log entry of a Select over `ctx` can stand in for its request in the journal: a
+  // policy over candidates, all of one length (the entry holds them flat).
+  bool LogEntryHoldsTheCandidates(const SelectContext& ctx) const;
   std::string NextEventId();
   // What the served policy learns for a pending decision's reward (or expiry default).
   Observation PendingObservation(const PendingDecision& p) const;

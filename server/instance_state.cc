@@ -342,11 +342,13 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
     // Nothing in the policy changed: the decision alone lets replay rebuild this Select.
     ToRecord(p, rec->mutable_decided()->mutable_decision());
     rec->mutable_decided()->set_estimated_gap(d->estimated_gap);
-  } else if (log_.enabled() && LogEntryHoldsTheCandidates(ctx)) {
+  } else if (log_.enabled() && !ctx.want_scores && LogEntryHoldsTheCandidates(ctx)) {
     // The log entry just appended holds the candidates (flat, with their count and length) and
     // the event id: journaled instead of the request, it is one copy of bytes already encoded,
     // where the request's encoding walks a submessage per candidate (docs/results.md, "The
-    // decision log's cost at the sizes users send"). Replay rebuilds the request from it.
+    // decision log's cost at the sizes users send"). Replay rebuilds the request from it, with
+    // return_scores unset (a request that set it is journaled itself: what a Select computes may
+    // depend on it).
     const absl::string_view entry = log_.last_entry();
     if (rec->GetArena() != nullptr) {
       rec->set_logged_select(entry.data(), entry.size());  // a batch's record: kept until encoded

@@ -164,7 +164,8 @@ class InstanceState {
   int64_t AppendToLog(const Decision& d, const SelectContext& ctx, const SelectInputs& in,
                       const std::string& event_id, int64_t now);
   // Whether the log entry of a Select over `ctx` can stand in for its request in the journal: a
-  // policy over candidates, all of one length (the entry holds them flat).
+  // policy over candidates, all of one length (the entry holds them flat). The caller checks
+  // that the request did not ask for scores (the entry does not say).
   bool LogEntryHoldsTheCandidates(const SelectContext& ctx) const;
   std::string NextEventId();
   // What the served policy learns for a pending decision's reward (or expiry default).

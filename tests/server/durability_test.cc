@@ -474,7 +474,9 @@ std::vector<v1::Decision> LoggedRounds(DecisionService& svc, const std::string& 
       for (const auto& d : sr.decisions()) out.push_back(d);
     } else {
       v1::Decision d;
-      const absl::Status s = svc.Select(FourCandidates(name, i), &d);
+      v1::SelectRequest sel = FourCandidates(name, i);
+      sel.set_return_scores(i % 7 == 3);  // journaled as the request (see below)
+      const absl::Status s = svc.Select(sel, &d);
       EXPECT_TRUE(s.ok()) << s;
       out.push_back(d);
     }
@@ -490,10 +492,11 @@ std::vector<v1::Decision> LoggedRounds(DecisionService& svc, const std::string& 
 }
 
 // With the decision log on, a Select over candidates is journaled as the log entry it appended
-// (JournalRecord.logged_select: the entry's bytes as the log holds them, not the request). After
-// a crash, replay rebuilds the requests from the entries: the log is the same, decision for
-// decision, and the next decisions equal an uninterrupted twin's. A journal written the old way
-// (the request and the event id) replays to the same log.
+// (JournalRecord.logged_select: the entry's bytes as the log holds them, not the request), unless
+// it asked for scores (then its request). After a crash, replay rebuilds the requests from the
+// entries: the log is the same, decision for decision, and the next decisions equal an
+// uninterrupted twin's. A journal written the old way (the request and the event id) replays to
+// the same log.
 TEST_P(DurabilityOn, LoggedSelectsAreJournaledAsTheirLogEntryAndReplayExactly) {
   Disk disk(GetParam());
   ManualClock clock;
@@ -526,13 +529,16 @@ TEST_P(DurabilityOn, LoggedSelectsAreJournaledAsTheirLogEntryAndReplayExactly) {
   // Every Select's record is its log entry, byte for byte: the exported decision without its
   // outcome (fields 15-17), serialized by protobuf.
   const std::vector<v1::JournalRecord> records = disk.Records();
-  std::map<std::string, size_t> logged;
+  std::map<std::string, size_t> logged, requests;
   for (const auto& r : records) {
-    EXPECT_FALSE(r.has_select()) << "a request was journaled for instance " << r.instance();
+    if (r.has_select()) {
+      EXPECT_TRUE(r.select().return_scores()) << "a request was journaled for " << r.instance();
+      ++requests[r.instance()];
+    }
     if (!r.has_logged_select()) continue;
     v1::LoggedDecision entry;
     ASSERT_TRUE(entry.ParseFromString(r.logged_select()));
-    const size_t k = logged[r.instance()]++;
+    const size_t k = logged[r.instance()]++ + requests[r.instance()];
     ASSERT_LT(k, before[r.instance()].size());
     v1::LoggedDecision want = before[r.instance()][k];
     EXPECT_EQ(entry.event_seq(), want.event_seq());
@@ -543,7 +549,10 @@ TEST_P(DurabilityOn, LoggedSelectsAreJournaledAsTheirLogEntryAndReplayExactly) {
     EXPECT_EQ(entry.num_candidates(), 4);
     EXPECT_EQ(entry.candidate_dim(), 3);
   }
-  for (const auto& [name, config] : instances) EXPECT_EQ(logged[name], before[name].size());
+  for (const auto& [name, config] : instances) {
+    EXPECT_EQ(requests[name], 5u);  // rounds 3, 10, 17, 31 and 38 asked for scores
+    EXPECT_EQ(logged[name] + requests[name], before[name].size());
+  }
 
   auto same_log = [&](DecisionService& svc, const std::string& name) {
     const auto after = ExportLog(svc, name);

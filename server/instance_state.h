@@ -86,7 +86,7 @@ class InstanceState {
   static absl::Status ParseSelectInputs(const bandit::v1::SelectRequest& req,
                                         const InstanceLimits& limits, SelectInputs* in);
   // The inputs of a Select journaled as its decision log entry (JournalRecord.logged_select:
-  // LoggedDecision fields 1-14), for replay: its candidates, checked like a request's; and the
+  // a LoggedDecision without its outcome), for replay: its candidates, checked like a request's; and the
   // event id it produced. DATA_LOSS when the entry cannot be a Select's.
   static absl::Status LoggedSelectInputs(absl::string_view entry, const InstanceLimits& limits,
                                          SelectInputs* in, std::string* event_id);

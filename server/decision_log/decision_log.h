@@ -128,8 +128,8 @@ class DecisionLog {
   static void Decode(const Entry& e, bandit::v1::LoggedDecision* out);
   static size_t EncodedSize(const Entry& e);
 
-  // The newest decision's fields 1-14 as held (empty when the log is empty): valid until the
-  // next Append or Restore. A Select journals these bytes instead of its request.
+  // The newest decision's bytes as held (fields 1-14 and 18; empty when the log is empty):
+  // valid until the next Append or Restore. A Select journals these bytes instead of its request.
   absl::string_view last_entry() const {
     return log_.empty() ? absl::string_view() : absl::string_view(log_.back().data, log_.back().size);
   }

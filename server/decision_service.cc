@@ -108,6 +108,10 @@ absl::Status DecisionService::ReadDecisionLog(const bandit::v1::ExportDecisionLo
                                               "', event '", d.event_id(),
                                               "', posteriors: ", p.status().message()));
     d.mutable_probabilities()->Assign(p->data(), p->data() + p->size());
+    // The chosen action's entry is the propensity the decision was served with (Thompson's
+    // Select with return_scores does the same).
+    if (d.has_propensity() && d.chosen_index() >= 0 && d.chosen_index() < d.probabilities_size())
+      d.set_probabilities(d.chosen_index(), d.propensity());
   }
   if (out->decisions_size() > 0) {
     cursor->after_seq = out->decisions(out->decisions_size() - 1).event_seq();

@@ -120,6 +120,58 @@ double GaussKronrod(const F& f, double lo, double hi, double tol, int depth) {
          GaussKronrod(f, mid, hi, tol / 2, depth - 1);
 }
 
+// The same rule for m integrands at once on shared nodes, f(xs, n, out) filling out[i m + c]:
+// a panel is halved while any component's QUADPACK estimate exceeds the panel's share of the
+// tolerance, so every component's accepted estimates sum to at most tol. Adds the integrals to
+// sums[0..m).
+template <class F>
+void GaussKronrodVector(const F& f, int m, double lo, double hi, double tol, int depth,
+                        double* sums) {
+  using GK = bm::quadrature::gauss_kronrod<double, kKronrodPoints>;
+  using G = bm::quadrature::gauss<double, kKronrodPoints / 2>;
+  const auto& x = GK::abscissa();
+  const auto& wk = GK::weights();
+  const auto& wg = G::weights();
+  const double mid = 0.5 * (lo + hi), half = 0.5 * (hi - lo);
+  double nodes[kKronrodPoints];
+  nodes[0] = mid;
+  for (size_t i = 1; i < x.size(); ++i) {
+    nodes[2 * i - 1] = mid + half * x[i];
+    nodes[2 * i] = mid - half * x[i];
+  }
+  std::vector<double> values(static_cast<size_t>(kKronrodPoints) * m), kronrod(m);
+  f(nodes, kKronrodPoints, values.data());
+  bool accept = true;
+  for (int c = 0; c < m; ++c) {
+    auto v = [&](int i) { return values[static_cast<size_t>(i) * m + c]; };
+    const double f0 = v(0);
+    double k = f0 * wk[0], g = f0 * wg[0];
+    for (size_t i = 1; i < x.size(); ++i) {
+      const double sum = v(2 * i - 1) + v(2 * i);
+      k += sum * wk[i];
+      if (i % 2 == 0) g += sum * wg[i / 2];
+    }
+    const double mean_value = k * 0.5;
+    double resasc = wk[0] * std::abs(f0 - mean_value);
+    for (size_t i = 1; i < x.size(); ++i)
+      resasc += wk[i] * (std::abs(v(2 * i - 1) - mean_value) + std::abs(v(2 * i) - mean_value));
+    resasc *= half;
+    k *= half;
+    g *= half;
+    double error = std::abs(k - g);
+    if (resasc != 0 && error != 0)
+      error = resasc * std::min(1.0, std::pow(200 * error / resasc, 1.5));
+    kronrod[c] = k;
+    if (error > tol) accept = false;
+  }
+  if (accept || depth == 0) {
+    for (int c = 0; c < m; ++c) sums[c] += kronrod[c];
+    return;
+  }
+  GaussKronrodVector(f, m, lo, mid, tol / 2, depth - 1, sums);
+  GaussKronrodVector(f, m, mid, hi, tol / 2, depth - 1, sums);
+}
+
 // Spectral integration on the N + 1 Chebyshev-Lobatto points t_k = cos(pi k / N) of [-1, 1]:
 // (Q f)_k = ∫_{-1}^{t_k} p(t) dt with p the interpolant of f, and the coefficient matrix
 // (T f)_j = c_j of p = Σ c_j T_j (the discrete cosine transform, Trefethen ATAP ch. 3). The
@@ -596,8 +648,9 @@ void ArgmaxProbability::GridLogProducts(int a, const double* xs, const double* u
     return order;
   }();
   const bool panel = count == kKronrodPoints;
-  const Arm& own = arms_[a];
-  const bool own_cells = own.has_curve && own.in_grid;
+  static const Arm kNoArm;
+  const Arm& own = a >= 0 ? arms_[a] : kNoArm;  // a = -1: every arm's log F, none subtracted
+  const bool own_cells = a >= 0 && own.has_curve && own.in_grid;
   const double up = std::ldexp(1.0, grid_bits_), down = std::ldexp(1.0, -grid_bits_);
   constexpr int n = kCurveDegree + 1;
   // Per level, the nodes are taken in runs that share a cell: the cell's integer sums are
@@ -994,18 +1047,210 @@ Vector ArgmaxProbability::All() const {
   std::sort(order.begin(), order.end(), [&](int x, int y) {
     return std::tie(arms_[x].first, arms_[x].second) < std::tie(arms_[y].first, arms_[y].second);
   });
-  int64_t evaluations = 0;
+  std::vector<int> distinct;
   for (size_t i = 0; i < order.size(); ++i) {
     const int a = order[i];
     if (i > 0 && arms_[a].first == arms_[order[i - 1]].first &&
-        arms_[a].second == arms_[order[i - 1]].second) {
-      p[a] = p[order[i - 1]];
+        arms_[a].second == arms_[order[i - 1]].second)
       continue;
-    }
+    distinct.push_back(a);
+  }
+  // On the grid, every distinct contender at once (SharedIntegrals); the others (the exact
+  // evaluation, arms without a curve, Beta densities unbounded at an end) one by one.
+  std::vector<int> shared, alone;
+  for (int a : distinct) {
+    const Arm& arm = arms_[a];
+    const bool singular = family_ == Family::kBeta && (arm.first < 1 || arm.second < 1);
+    (!exact_ && arm.has_curve && arm.in_grid && !singular ? shared : alone).push_back(a);
+  }
+  if (shared.size() < 2) alone.insert(alone.end(), shared.begin(), shared.end()), shared.clear();
+  int64_t evaluations = 0;
+  for (int a : alone) {
     p[a] = Of(a);
     evaluations += evaluations_;
   }
+  if (!shared.empty()) {
+    const Vector q = SharedIntegrals(shared);
+    evaluations += evaluations_;
+    for (size_t c = 0; c < shared.size(); ++c) p[shared[c]] = q[static_cast<Eigen::Index>(c)];
+  }
+  for (size_t i = 1; i < order.size(); ++i) {
+    const int a = order[i], b = order[i - 1];
+    if (arms_[a].first == arms_[b].first && arms_[a].second == arms_[b].second) p[a] = p[b];
+  }
   evaluations_ = evaluations;
+  return p;
+}
+
+Vector ArgmaxProbability::SharedIntegrals(const std::vector<int>& arms) const {
+  // P(a) for each arm a of `arms` (in the grid, with a curve, a density bounded on its
+  // region), as one vector-valued integral: at each node S(u) = Σ_j log F_j(u) over every arm
+  // once from the grid, then per arm exp(log f_a(x) + S(u) - log F_a(u)), log F_a from arm a's
+  // own cell (the integer coefficients the grid holds for it, as doubles). Each arm's integral
+  // is taken over the union of the arms' regions (see the header): outside its own region its
+  // integrand is at most its own density beyond Q(eps) or Q(1 - eps), or below a competitor's
+  // Q(eps) where the product is at most eps, so the wider range only adds true probability
+  // mass and every bound of Of() holds. Nodes where arm a's density lies outside its cells
+  // (below or above its zone: at most kZoneTail of its mass) add nothing for it.
+  evaluations_ = 0;
+  const int m = static_cast<int>(arms.size());
+  Prepare();
+  double lo = INFINITY, hi = -INFINITY;
+  for (int a : arms) {
+    const double competitor_floor = a == top1_ ? q_top2_ : q_top1_;
+    const Arm& arm = RegionEnds(a);
+    lo = std::min(lo, std::max(arm.q_lo, competitor_floor));
+    hi = std::max(hi, arm.q_hi);
+  }
+  Vector p = Vector::Zero(m);
+  if (!(lo < hi)) return p;
+  const bool beta = family_ == Family::kBeta;
+  // Panels: competitors much narrower than the range get their central range (mean -+ 6 sd) as
+  // panels of their own (as in Of()); then a panel is halved while it is wider than 6 sd of the
+  // narrowest arm whose density (mean -+ 8 sd) reaches it, so that every panel resolves every
+  // density it holds.
+  std::vector<double> cuts = {lo, hi};
+  const double narrow_sd = (hi - lo) / 48;
+  for (const Arm& arm : arms_) {
+    if (arm.sd >= narrow_sd || arm.sd <= 0) continue;
+    for (double c : {arm.mean - 6 * arm.sd, arm.mean + 6 * arm.sd})
+      if (c > lo && c < hi) cuts.push_back(c);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  std::vector<double> panels;
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    std::vector<std::pair<double, double>> pending = {{cuts[i], cuts[i + 1]}};
+    while (!pending.empty()) {
+      const auto [l, r] = pending.back();
+      pending.pop_back();
+      double sd = INFINITY;
+      for (int a : arms) {
+        const Arm& arm = arms_[a];
+        if (arm.mean + 6 * arm.sd > l && arm.mean - 6 * arm.sd < r) sd = std::min(sd, arm.sd);
+      }
+      if (r - l > 6 * sd && static_cast<int>(panels.size()) < 4096) {
+        pending.push_back({0.5 * (l + r), r});
+        pending.push_back({l, 0.5 * (l + r)});
+      } else {
+        panels.push_back(l);
+      }
+    }
+  }
+  panels.push_back(hi);
+  // The arms' lowest cells: below the highest one (E1, arm e1) the others' product is 0 for
+  // everyone but e1, for whom the bound is the second highest (E2).
+  double e1 = -INFINITY, e2 = -INFINITY;
+  int e1_arm = -1;
+  if (!lower_ends_.empty()) {
+    auto it = lower_ends_.rbegin();
+    e1 = it->first, e1_arm = it->second;
+    if (++it != lower_ends_.rend()) e2 = it->first;
+  }
+  struct Component {
+    const double* coef;  // the arm's cells
+    double first_cell, cells, scale;
+    double a1, b1, log_norm;  // Beta: alpha - 1, beta - 1, -log B; Normal: mean, 1/sd, log(1/(sqrt(2 pi) sd))
+    double floor_u;
+  };
+  std::vector<Component> components(m);
+  for (int c = 0; c < m; ++c) {
+    const Arm& arm = arms_[arms[c]];
+    Component& k = components[c];
+    k.coef = arm.curve.coef.data();
+    k.first_cell = static_cast<double>(arm.curve.first_cell);
+    k.cells = arm.curve.pieces;
+    k.scale = std::ldexp(1.0, arm.curve.level);
+    if (beta) {
+      k.a1 = arm.first - 1, k.b1 = arm.second - 1, k.log_norm = -arm.log_beta;
+    } else {
+      k.a1 = arm.mean, k.b1 = 1 / arm.sd, k.log_norm = std::log(kInvSqrt2Pi / arm.sd);
+    }
+    k.floor_u = arms[c] == e1_arm ? e2 : e1;
+  }
+  constexpr int n = kCurveDegree + 1;
+  auto integrand = [&](const double* xs, int count, double* out) {
+    evaluations_ += count;
+    double us[kKronrodPoints], log_x[kKronrodPoints], log_1mx[kKronrodPoints],
+        sums[kKronrodPoints];
+    bool live[kKronrodPoints];
+    for (int i = 0; i < count; ++i) {
+      const double x = xs[i];
+      sums[i] = 0;
+      live[i] = false;
+      if (beta) {
+        if (!(x > 0 && x < 1)) continue;
+        log_x[i] = std::log(x), log_1mx[i] = std::log1p(-x);
+        us[i] = log_x[i] - log_1mx[i];
+      } else {
+        us[i] = x;
+      }
+      live[i] = us[i] >= e2;
+    }
+    GridLogProducts(-1, xs, us, live, count, sums);
+    std::fill(out, out + static_cast<size_t>(count) * m, 0.0);
+    // Per node, the arms' own log F in lockstep: independent Clenshaw recurrences, in blocks.
+    constexpr int kBlock = 256;
+    int which[kBlock];
+    const double* coef[kBlock];
+    double t[kBlock], b1[kBlock], b2[kBlock];
+    for (int i = 0; i < count; ++i) {
+      if (!live[i]) continue;
+      const double u = us[i];
+      for (int c0 = 0; c0 < m; c0 += kBlock) {
+        const int c1 = std::min(m, c0 + kBlock);
+        int held = 0;
+        for (int c = c0; c < c1; ++c) {
+          const Component& k = components[c];
+          if (u < k.floor_u) continue;
+          const double d = u * k.scale;  // in cells of the arm's level, as the grid keys them
+          const double cell = std::floor(d);
+          if (!(cell >= k.first_cell && cell < k.first_cell + k.cells)) continue;
+          which[held] = c;
+          coef[held] = k.coef + static_cast<size_t>(cell - k.first_cell) * n;
+          t[held] = 2 * (d - cell) - 1;
+          ++held;
+        }
+        // Four recurrences at a time in registers (independent chains); the last group padded
+        // with copies of its first, whose results are dropped.
+        for (int h0 = 0; h0 < held; h0 += 4) {
+          const int h1 = std::min(held - 1, h0 + 1), h2 = std::min(held - 1, h0 + 2),
+                    h3 = std::min(held - 1, h0 + 3);
+          const double t0 = 2 * t[h0], t1 = 2 * t[h1], t2 = 2 * t[h2], t3 = 2 * t[h3];
+          const double *c0 = coef[h0], *c1 = coef[h1], *c2 = coef[h2], *c3 = coef[h3];
+          double p0 = 0, p1 = 0, p2 = 0, p3 = 0, q0 = 0, q1 = 0, q2 = 0, q3 = 0;
+          for (int j = n - 1; j >= 1; --j) {
+            const double r0 = t0 * p0 - q0 + c0[j], r1 = t1 * p1 - q1 + c1[j];
+            const double r2 = t2 * p2 - q2 + c2[j], r3 = t3 * p3 - q3 + c3[j];
+            q0 = p0, q1 = p1, q2 = p2, q3 = p3;
+            p0 = r0, p1 = r1, p2 = r2, p3 = r3;
+          }
+          b1[h0] = p0, b2[h0] = q0;
+          b1[h1] = p1, b2[h1] = q1;
+          b1[h2] = p2, b2[h2] = q2;
+          b1[h3] = p3, b2[h3] = q3;
+        }
+        for (int h = 0; h < held; ++h) {
+          const int c = which[h];
+          const Component& k = components[c];
+          const double own = t[h] * b1[h] - b2[h] + coef[h][0];
+          double log_density;
+          if (beta) {
+            log_density = k.a1 * log_x[i] + k.b1 * log_1mx[i] + k.log_norm;
+          } else {
+            const double z = (xs[i] - k.a1) * k.b1;
+            log_density = k.log_norm - 0.5 * z * z;
+          }
+          const double v = log_density + sums[i] - own;
+          out[static_cast<size_t>(i) * m + c] = v > -745 ? std::exp(v) : 0.0;
+        }
+      }
+    }
+  };
+  const double panel_tol = kQuadratureTolerance / static_cast<double>(panels.size() - 1);
+  for (size_t i = 0; i + 1 < panels.size(); ++i)
+    GaussKronrodVector(integrand, m, panels[i], panels[i + 1], panel_tol, kMaxDepth, p.data());
+  for (int c = 0; c < m; ++c) p[c] = std::clamp(p[c], 0.0, 1.0);
   return p;
 }
 

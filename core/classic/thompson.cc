@@ -176,7 +176,11 @@ absl::StatusOr<Decision> Thompson::Select(const SelectContext& ctx) {
     } else {
       const ArgmaxProbability& posteriors = Posteriors();
       if (ctx.want_scores && !ctx.posteriors_suffice) {
+        // All() integrates on nodes shared by every arm, Of() on the chosen arm's own: they
+        // agree within the quadrature's error, and the propensity is Of()'s whether or not the
+        // scores were asked for (so is the vector's entry for the chosen arm).
         p = posteriors.All();
+        p[d.arm] = posteriors.Of(d.arm);
       } else {
         p = Vector::Zero(k);
         p[d.arm] = posteriors.Of(d.arm);

@@ -116,7 +116,10 @@ TEST(ArgmaxProbability, MatchesTenMillionPosteriorDraws) {
       const double mc = wins[j] / draws;
       const double se = std::sqrt(std::max(mc * (1 - mc), 1.0 / draws) / draws);
       EXPECT_NEAR(p.Of(j), mc, 1e-4 + 4.5 * se) << "arm " << j << " of " << c.first.transpose();
-      EXPECT_NEAR(all[j], p.Of(j), 1e-12);
+      // All() integrates every arm on shared nodes, Of() one arm on its own: both within the
+      // quadrature's error of the truth.
+      EXPECT_NEAR(all[j], mc, 1e-4 + 4.5 * se) << "arm " << j;
+      EXPECT_NEAR(all[j], p.Of(j), 1e-7);
     }
     EXPECT_NEAR(all.sum(), 1.0, 1e-6);
   }

@@ -21,14 +21,16 @@ constexpr uint32_t kSnapshotFormatVersion = 2;
 // Reuses `out`'s storage when the size matches.
 template <typename Repeated, typename FieldName>
 absl::Status CopyChecked(const Repeated& values, int64_t max_size, Vector* out, FieldName field) {
-  if (values.size() > max_size)
+  // RepeatedField's size is an int, a Span's a size_t: compared as int64_t.
+  const int64_t size = static_cast<int64_t>(values.size());
+  if (size > max_size)
     return absl::InvalidArgumentError(
-        absl::StrCat(field(), " has ", values.size(), " values, expected at most ", max_size));
+        absl::StrCat(field(), " has ", size, " values, expected at most ", max_size));
   // All finite iff the sum of v * 0 is 0 (inf * 0 and NaN * 0 are NaN): one vectorised pass
   // instead of a test and branch per value; the offending index is searched for on error only.
   const Eigen::Map<const Eigen::ArrayXd> a(values.data(), values.size());
   if (!((a * 0.0).sum() == 0.0)) {
-    for (int i = 0; i < values.size(); ++i)
+    for (int64_t i = 0; i < size; ++i)
       if (!std::isfinite(values[i]))
         return absl::InvalidArgumentError(
             absl::StrCat(field(), "[", i, "] is ", values[i], ", expected a finite number"));

@@ -216,7 +216,8 @@ TEST(ArgmaxProbability, ThousandNormalArmsMatchABruteForceIntegral) {
 // The shortcuts (the interpolant of the wide factors, the 0/1 zones of the narrow ones) against
 // the exact evaluation of every factor at every node, on posteriors shaped like a running
 // bandit's: true means 0.3 + 0.4 i / K, pull counts from 0 to 10^5 (log-uniform), many arms
-// within reach of the leader. Each arm's probability, and the chosen arm's in the policy's path.
+// within reach of the leader. Each arm's probability, and the chosen arm's in the policy's path;
+// and every arm's from the fast All().
 TEST(ArgmaxProbability, ShortcutsMatchTheExactEvaluation) {
   Rng rng(42);
   for (Family family : {Family::kBeta, Family::kNormal}) {
@@ -249,6 +250,12 @@ TEST(ArgmaxProbability, ShortcutsMatchTheExactEvaluation) {
           EXPECT_NEAR(fast.Of(a), all[a], 1e-6)
               << (family == Family::kBeta ? "beta" : "normal") << " K=" << k << " arm " << a;
         EXPECT_NEAR(all.sum(), 1.0, 1e-5);
+        // Every arm at once on shared nodes (the fast All()) against the exact per-arm one.
+        const Vector fast_all = fast.All();
+        for (int a = 0; a < k; ++a)
+          EXPECT_NEAR(fast_all[a], all[a], 1e-6)
+              << (family == Family::kBeta ? "beta" : "normal") << " K=" << k << " arm " << a
+              << " (All)";
       }
     }
   }

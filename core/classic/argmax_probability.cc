@@ -660,7 +660,11 @@ void ArgmaxProbability::GridLogProducts(int a, const double* xs, const double* u
   int run_nodes[kKronrodPoints];
   double run_t[kKronrodPoints], b1[kKronrodPoints], b2[kKronrodPoints];
   double coef[n];
-  for (const auto& [level, grid] : levels_) {
+  for (const auto& level_cells : levels_) {
+    // Named, not a structured binding: the lambda below captures it (C++20 allows capturing
+    // structured bindings, clang 14 does not).
+    const int level = level_cells.first;
+    const GridLevel& grid = level_cells.second;
     const bool own_level = own_cells && own.curve.level == level;
     int run = 0;
     int64_t run_key = 0;

@@ -79,43 +79,61 @@ double NormalLogCdf(double m, double s, double x) {
 // evaluates the integrand at a panel's n nodes at once (factor by factor, for locality).
 constexpr int kKronrodPoints = 31;
 
-template <class F>
-double GaussKronrod(const F& f, double lo, double hi, double tol, int depth) {
-  using GK = bm::quadrature::gauss_kronrod<double, kKronrodPoints>;
-  using G = bm::quadrature::gauss<double, kKronrodPoints / 2>;
-  const auto& x = GK::abscissa();  // x[0] = 0, x[1..7] > 0; Gauss nodes at even indices
-  const auto& wk = GK::weights();
-  const auto& wg = G::weights();
+// A panel's nodes: the centre, then pairs at mid -+ half x_i (Boost's Kronrod abscissae, the
+// Gauss nodes at even i). Returns half the panel's width.
+double KronrodNodes(double lo, double hi, double* nodes) {
+  const auto& x = bm::quadrature::gauss_kronrod<double, kKronrodPoints>::abscissa();
   const double mid = 0.5 * (lo + hi), half = 0.5 * (hi - lo);
-  double nodes[kKronrodPoints], values[kKronrodPoints];
   nodes[0] = mid;
   for (size_t i = 1; i < x.size(); ++i) {
     nodes[2 * i - 1] = mid + half * x[i];
     nodes[2 * i] = mid - half * x[i];
   }
-  f(nodes, kKronrodPoints, values);
-  const double f0 = values[0];
+  return half;
+}
+
+// K31 on one panel from the integrand's values at its nodes (values[i * stride]), and QUADPACK's
+// error estimate (qk31): |K31 - G15| rescaled by the integrand's variation on the panel,
+// (200 |K - G| / resasc)^1.5, since K31 is far more accurate than the G15 it is compared with
+// (Piessens et al. 1983, QUADPACK, section 2.2.2).
+struct KronrodPanel {
+  double integral, error;
+};
+KronrodPanel KronrodEstimate(const double* values, size_t stride, double half) {
+  using GK = bm::quadrature::gauss_kronrod<double, kKronrodPoints>;
+  using G = bm::quadrature::gauss<double, kKronrodPoints / 2>;
+  const size_t points = GK::abscissa().size();
+  const auto& wk = GK::weights();
+  const auto& wg = G::weights();
+  auto v = [&](size_t i) { return values[i * stride]; };
+  const double f0 = v(0);
   double kronrod = f0 * wk[0], gauss = f0 * wg[0];
-  for (size_t i = 1; i < x.size(); ++i) {
-    const double sum = values[2 * i - 1] + values[2 * i];
+  for (size_t i = 1; i < points; ++i) {
+    const double sum = v(2 * i - 1) + v(2 * i);
     kronrod += sum * wk[i];
     if (i % 2 == 0) gauss += sum * wg[i / 2];
   }
-  // QUADPACK's error estimate (qk31): |K31 - G15| rescaled by the integrand's variation on the
-  // panel, (200 |K - G| / resasc)^1.5, since K31 is far more accurate than the G15 it is
-  // compared with (Piessens et al. 1983, QUADPACK, section 2.2.2).
   const double mean_value = kronrod * 0.5;
   double resasc = wk[0] * std::abs(f0 - mean_value);
-  for (size_t i = 1; i < x.size(); ++i)
-    resasc +=
-        wk[i] * (std::abs(values[2 * i - 1] - mean_value) + std::abs(values[2 * i] - mean_value));
+  for (size_t i = 1; i < points; ++i)
+    resasc += wk[i] * (std::abs(v(2 * i - 1) - mean_value) + std::abs(v(2 * i) - mean_value));
   resasc *= half;
   kronrod *= half;
   gauss *= half;
   double error = std::abs(kronrod - gauss);
   if (resasc != 0 && error != 0)
     error = resasc * std::min(1.0, std::pow(200 * error / resasc, 1.5));
-  if (error <= tol || depth == 0) return kronrod;
+  return {kronrod, error};
+}
+
+template <class F>
+double GaussKronrod(const F& f, double lo, double hi, double tol, int depth) {
+  double nodes[kKronrodPoints], values[kKronrodPoints];
+  const double half = KronrodNodes(lo, hi, nodes);
+  f(nodes, kKronrodPoints, values);
+  const KronrodPanel panel = KronrodEstimate(values, 1, half);
+  if (panel.error <= tol || depth == 0) return panel.integral;
+  const double mid = 0.5 * (lo + hi);
   return GaussKronrod(f, lo, mid, tol / 2, depth - 1) +
          GaussKronrod(f, mid, hi, tol / 2, depth - 1);
 }
@@ -127,47 +145,21 @@ double GaussKronrod(const F& f, double lo, double hi, double tol, int depth) {
 template <class F>
 void GaussKronrodVector(const F& f, int m, double lo, double hi, double tol, int depth,
                         double* sums) {
-  using GK = bm::quadrature::gauss_kronrod<double, kKronrodPoints>;
-  using G = bm::quadrature::gauss<double, kKronrodPoints / 2>;
-  const auto& x = GK::abscissa();
-  const auto& wk = GK::weights();
-  const auto& wg = G::weights();
-  const double mid = 0.5 * (lo + hi), half = 0.5 * (hi - lo);
   double nodes[kKronrodPoints];
-  nodes[0] = mid;
-  for (size_t i = 1; i < x.size(); ++i) {
-    nodes[2 * i - 1] = mid + half * x[i];
-    nodes[2 * i] = mid - half * x[i];
-  }
-  std::vector<double> values(static_cast<size_t>(kKronrodPoints) * m), kronrod(m);
+  const double half = KronrodNodes(lo, hi, nodes);
+  std::vector<double> values(static_cast<size_t>(kKronrodPoints) * m), integrals(m);
   f(nodes, kKronrodPoints, values.data());
   bool accept = true;
   for (int c = 0; c < m; ++c) {
-    auto v = [&](int i) { return values[static_cast<size_t>(i) * m + c]; };
-    const double f0 = v(0);
-    double k = f0 * wk[0], g = f0 * wg[0];
-    for (size_t i = 1; i < x.size(); ++i) {
-      const double sum = v(2 * i - 1) + v(2 * i);
-      k += sum * wk[i];
-      if (i % 2 == 0) g += sum * wg[i / 2];
-    }
-    const double mean_value = k * 0.5;
-    double resasc = wk[0] * std::abs(f0 - mean_value);
-    for (size_t i = 1; i < x.size(); ++i)
-      resasc += wk[i] * (std::abs(v(2 * i - 1) - mean_value) + std::abs(v(2 * i) - mean_value));
-    resasc *= half;
-    k *= half;
-    g *= half;
-    double error = std::abs(k - g);
-    if (resasc != 0 && error != 0)
-      error = resasc * std::min(1.0, std::pow(200 * error / resasc, 1.5));
-    kronrod[c] = k;
-    if (error > tol) accept = false;
+    const KronrodPanel panel = KronrodEstimate(values.data() + c, static_cast<size_t>(m), half);
+    integrals[c] = panel.integral;
+    if (panel.error > tol) accept = false;
   }
   if (accept || depth == 0) {
-    for (int c = 0; c < m; ++c) sums[c] += kronrod[c];
+    for (int c = 0; c < m; ++c) sums[c] += integrals[c];
     return;
   }
+  const double mid = 0.5 * (lo + hi);
   GaussKronrodVector(f, m, lo, mid, tol / 2, depth - 1, sums);
   GaussKronrodVector(f, m, mid, hi, tol / 2, depth - 1, sums);
 }

@@ -123,15 +123,19 @@ std::pair<double, double> Thompson::PosteriorShape(int i) const {
   return {PosteriorA(i), std::sqrt(PosteriorB(i))};
 }
 
+ArgmaxPosteriors Thompson::PosteriorShapes() const {
+  const int k = arms_.size();
+  ArgmaxPosteriors shapes{likelihood_ == Likelihood::kBernoulli, Vector(k), Vector(k)};
+  for (int i = 0; i < k; ++i) std::tie(shapes.first[i], shapes.second[i]) = PosteriorShape(i);
+  return shapes;
+}
+
 const ArgmaxProbability& Thompson::Posteriors() const {
   if (posteriors_stale_) {
-    const int k = arms_.size();
-    Vector first(k), second(k);
-    for (int i = 0; i < k; ++i) std::tie(first[i], second[i]) = PosteriorShape(i);
-    posteriors_ = ArgmaxProbability(likelihood_ == Likelihood::kBernoulli
-                                        ? ArgmaxProbability::Family::kBeta
-                                        : ArgmaxProbability::Family::kNormal,
-                                    first, second);
+    const ArgmaxPosteriors shapes = PosteriorShapes();
+    posteriors_ = ArgmaxProbability(
+        shapes.beta ? ArgmaxProbability::Family::kBeta : ArgmaxProbability::Family::kNormal,
+        shapes.first, shapes.second);
     posteriors_stale_ = false;
   }
   return posteriors_;
@@ -191,10 +195,7 @@ absl::StatusOr<Decision> Thompson::Select(const SelectContext& ctx) {
     if (ctx.want_scores && ctx.posteriors_suffice && method_ != PropensityMethod::kMonteCarlo) {
       // The vector is a quadrature per arm: the caller computes it from the posteriors when it
       // needs it (ArgmaxProbabilities), the served decision needs only its own arm's.
-      ArgmaxPosteriors posteriors{likelihood_ == Likelihood::kBernoulli, Vector(k), Vector(k)};
-      for (int i = 0; i < k; ++i)
-        std::tie(posteriors.first[i], posteriors.second[i]) = PosteriorShape(i);
-      d.argmax_posteriors = std::move(posteriors);
+      d.argmax_posteriors = PosteriorShapes();
     } else if (ctx.want_scores) {
       d.scores = std::move(p);
       d.score_kind = bandit::v1::PROBABILITY;

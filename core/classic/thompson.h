@@ -79,6 +79,8 @@ class Thompson final : public Policy {
   const ArgmaxProbability& Posteriors() const;
   // Arm i's parameters as ArgmaxProbability takes them (Beta shapes, or Normal mean and sd).
   std::pair<double, double> PosteriorShape(int i) const;
+  // Every arm's, with the family.
+  ArgmaxPosteriors PosteriorShapes() const;
 
   double Draw(Rng& rng, int arm) const;
   static int ArgMax(const Vector& v);

@@ -14,11 +14,9 @@ policy=${2:-thompson}
 arms=${3:-10}
 fill_s=${4:-10}
 reps=${5:-3}
-case "$policy" in
-  thompson) config="policy { num_arms: $arms thompson { } }" ;;
-  epsilon_greedy) config="policy { num_arms: $arms epsilon_greedy { epsilon: 0.1 } }" ;;
-  *) echo "export_cost.sh: policy '$policy' is not thompson or epsilon_greedy" >&2; exit 2 ;;
-esac
+[[ "$policy" == linucb ]] && { echo "export_cost.sh: policy must hold an arm set (thompson, epsilon_greedy)" >&2; exit 2; }
+load_arms=$arms
+policy_config export_cost.sh "$policy"
 start_banditd "$1"
 "${ctl[@]}" create logged --config="$config decision_log { enabled: true }" >/dev/null
 "$build/bin/bandit-loadgen" --target="127.0.0.1:$port" --instance=logged --policy="$policy" \

@@ -15,12 +15,7 @@ source "$(dirname "$0")/server_pair.sh"
 policy=${4:-linucb}
 load_d=${5:-20}
 load_arms=${6:-50}
-case "$policy" in
-  linucb) config="policy { linucb { dimension: $load_d } }" ;;
-  epsilon_greedy) config="policy { num_arms: $load_arms epsilon_greedy { epsilon: 0.1 } }" ;;
-  thompson) config="policy { num_arms: $load_arms thompson { } }" ;;
-  *) echo "server_cost.sh: policy '$policy' is not linucb, epsilon_greedy or thompson" >&2; exit 2 ;;
-esac
+policy_config server_cost.sh "$policy"
 start_banditd "$1"
 "${ctl[@]}" create off --config="$config" >/dev/null
 "${ctl[@]}" create on --config="$config decision_log { enabled: true ${LOG_OPTIONS:-} }" >/dev/null

@@ -3,6 +3,18 @@
 # Select, Select + Update = one round, 64 in flight) on two instances in turn, REPS times;
 # banditd's CPU per round from /proc, as medians, their difference and ratio.
 
+# policy_config SCRIPT POLICY: sets config, the InstanceConfig of the policy the load generator
+# drives (linucb over load_d-dimensional candidates; epsilon_greedy, epsilon 0.1, or thompson
+# over load_arms arms); exits naming SCRIPT for any other.
+policy_config() {
+  case "$2" in
+    linucb) config="policy { linucb { dimension: ${load_d:-20} } }" ;;
+    epsilon_greedy) config="policy { num_arms: ${load_arms:-50} epsilon_greedy { epsilon: 0.1 } }" ;;
+    thompson) config="policy { num_arms: ${load_arms:-50} thompson { } }" ;;
+    *) echo "$1: policy '$2' is not linucb, epsilon_greedy or thompson" >&2; exit 2 ;;
+  esac
+}
+
 # start_banditd BUILD_DIR: sets dir, pid, port and ctl (banditctl with its target). Extra banditd
 # flags come from BANDITD_FLAGS (environment), e.g. a snapshot schedule.
 start_banditd() {

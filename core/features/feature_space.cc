@@ -1,0 +1,653 @@
+#include "core/features/feature_space.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "core/features/vw_hash.h"
+
+namespace bandit::features {
+namespace {
+
+bool Interactable(unsigned char letter) {
+  // VW interacts the printable letters and the CCB slot namespace, never the constant's.
+  return (letter >= ' ' && letter <= '~') || letter == kCcbSlotNamespace;
+}
+
+// VW's must_be_left_sorted, applied to an interaction already sorted: true when it mixes a
+// repeated letter with another ("aab", "abb"), whose letters must then stay sorted (grouped).
+bool MustBeLeftSorted(const std::string& sorted) {
+  if (sorted.size() <= 1) return true;
+  bool diff_found = false, pair_found = false;
+  for (size_t i = 0; i + 1 < sorted.size(); ++i) {
+    if (sorted[i] == sorted[i + 1]) {
+      if (diff_found) return true;
+      pair_found = true;
+    } else {
+      if (pair_found) return true;
+      diff_found = true;
+    }
+  }
+  return false;
+}
+
+// VW's sort_and_filter_duplicate_interactions with filtering on (no
+// --leave_duplicate_interactions): interactions equal as multisets of letters are kept once
+// (the first), in their original order; those MustBeLeftSorted are sorted.
+void SortAndFilterDuplicates(std::vector<std::string>* interactions) {
+  std::vector<std::pair<std::string, size_t>> sorted;
+  for (size_t i = 0; i < interactions->size(); ++i) {
+    std::string s = (*interactions)[i];
+    std::stable_sort(s.begin(), s.end());
+    sorted.emplace_back(std::move(s), i);
+  }
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  sorted.erase(std::unique(sorted.begin(), sorted.end(),
+                           [](const auto& a, const auto& b) { return a.first == b.first; }),
+               sorted.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::vector<std::string> result;
+  for (auto& [s, i] : sorted)
+    result.push_back(MustBeLeftSorted(s) ? std::move(s) : (*interactions)[i]);
+  *interactions = std::move(result);
+}
+
+// VW's expand_quadratics_wildcard_interactions: every pair (a, b) of letters with a <= b.
+std::vector<std::string> ExpandQuadraticWildcard(const std::string& letters) {
+  std::set<std::string> pairs;
+  for (size_t i = 0; i < letters.size(); ++i)
+    for (size_t j = i; j < letters.size(); ++j) pairs.insert({letters[i], letters[j]});
+  return {pairs.begin(), pairs.end()};
+}
+
+// VW's generate_namespace_combinations_with_repetition, in its order (the first position
+// counts fastest, so a combination's letters come out in descending order).
+std::vector<std::string> CombinationsWithRepetition(const std::string& letters, size_t pick) {
+  std::vector<std::string> result;
+  if (letters.empty()) return result;
+  const size_t last = letters.size() - 1;
+  std::vector<size_t> idx(pick + 1, 0);
+  while (true) {
+    for (size_t i = 0; i < pick; ++i) {
+      if (idx[i] > last) {
+        idx[i + 1] += 1;
+        for (size_t k = 0; k <= i; ++k) idx[k] = idx[i + 1];
+      }
+    }
+    if (idx[pick] > 0) break;
+    std::string combination;
+    for (size_t i = 0; i < pick; ++i) combination.push_back(letters[idx[i]]);
+    result.push_back(std::move(combination));
+    idx[0] += 1;
+  }
+  return result;
+}
+
+// VW's compile_interaction: the wildcards of one interaction filled with every combination of
+// the letters present, the fixed letters kept at their positions.
+std::vector<std::string> CompileWildcard(const std::string& interaction,
+                                         const std::string& letters) {
+  std::vector<size_t> fixed_at;
+  size_t wildcards = 0;
+  for (size_t i = 0; i < interaction.size(); ++i) {
+    if (static_cast<unsigned char>(interaction[i]) == kWildcardNamespace) {
+      ++wildcards;
+    } else {
+      fixed_at.push_back(i);
+    }
+  }
+  std::vector<std::string> result = wildcards == 2 ? ExpandQuadraticWildcard(letters)
+                                                   : CombinationsWithRepetition(letters, wildcards);
+  for (size_t i : fixed_at)
+    for (auto& r : result) r.insert(r.begin() + static_cast<std::ptrdiff_t>(i), interaction[i]);
+  return result;
+}
+
+// One namespace on the parser's stack (VW's namespace_builder).
+struct OpenNamespace {
+  unsigned char letter;
+  uint32_t hash;
+  std::string name;
+};
+
+// A SAX reader that follows VW's json parser state by state (DefaultState for objects,
+// ArrayState for arrays, TextState for "_text"), with the limits checked on the way.
+class Reader : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  Reader(const FeatureSpaceOptions& options, const bool* ignored, uint64_t mask,
+         std::string_view path, const InputLimits& limits, bool audit, ParsedFeatures* out)
+      : options_(options),
+        ignored_(ignored),
+        mask_(mask),
+        path_(path),
+        limits_(limits),
+        audit_(audit),
+        out_(out) {}
+
+  absl::Status status() const { return status_; }
+
+  bool null() override {
+    if (Skipping()) return SkipScalar();
+    text_ = false;
+    return true;  // VW ignores null everywhere
+  }
+  bool boolean(bool b) override {
+    if (Skipping()) return SkipScalar();
+    if (InArray()) return Fail("a number, an object or null (VW's arrays hold numbers)");
+    if (text_) return Fail("a string (\"_text\" holds words)");
+    if (!InObject()) return Fail("an object");
+    if (b) return AddHashed(key_, 1.0f, key_);
+    return true;
+  }
+  bool number_integer(number_integer_t v) override { return Number(static_cast<float>(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return Number(static_cast<float>(v)); }
+  bool number_float(number_float_t v, const string_t&) override {
+    if (!std::isfinite(v)) return Fail("a finite number");
+    return Number(static_cast<float>(v));
+  }
+  bool binary(binary_t&) override { return Fail("JSON"); }
+  bool string(string_t& s) override {
+    if (Skipping()) return SkipScalar();
+    if (static_cast<int64_t>(s.size()) > limits_.max_string_bytes)
+      return Fail(absl::StrCat("a string of at most ", limits_.max_string_bytes, " bytes (got ",
+                               s.size(), ")"));
+    if (InArray()) return Fail("a number, an object or null (VW's arrays hold numbers)");
+    if (!InObject()) return Fail("an object");
+    if (text_) {
+      text_ = false;
+      return Text(s);
+    }
+    // VW escapes the value (not the key) and hashes key+value as one name.
+    for (char& c : s)
+      if (c == ' ' || c == '\t' || c == '|' || c == ':') c = '_';
+    std::string name = key_;
+    name += s;
+    return AddHashed(name, 1.0f, name);
+  }
+  bool start_object(std::size_t) override {
+    if (Skipping()) return SkipOpen();
+    if (text_) return Fail("a string (\"_text\" holds words)");
+    if (!Enter()) return false;
+    if (frames_.empty()) return Push(" ", /*array=*/false);  // the default namespace
+    Frame& parent = frames_.back();
+    if (parent.kind == Frame::kObject) return Push(key_, /*array=*/false);
+    // An object in an array is a namespace named like the array's (at the top level, the
+    // default namespace: Personalizer's list of objects meaning their union).
+    const int64_t element = parent.count++;
+    const std::string name = parent.kind == Frame::kTopArray ? " " : namespaces_.back().name;
+    if (!Push(name, /*array=*/false)) return false;
+    frames_.back().element = element;
+    return true;
+  }
+  bool end_object() override {
+    if (Skipping()) return SkipClose();
+    Pop();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (Skipping()) return SkipOpen();
+    if (text_) return Fail("a string (\"_text\" holds words)");
+    if (!Enter()) return false;
+    if (frames_.empty()) {
+      // A document that is an array of objects: their union (Personalizer's form).
+      frames_.push_back(Frame{.kind = Frame::kTopArray});
+      return true;
+    }
+    if (InArray()) return Fail("a number, an object or null (VW does not nest arrays)");
+    if (!Push(key_, /*array=*/true)) return false;
+    frames_.back().array_hash = namespaces_.back().hash;
+    return true;
+  }
+  bool end_array() override {
+    if (Skipping()) return SkipClose();
+    if (frames_.back().kind == Frame::kTopArray) {
+      frames_.pop_back();
+      --depth_;
+      return true;
+    }
+    Pop();
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (Skipping()) return true;
+    if (static_cast<int64_t>(k.size()) > limits_.max_string_bytes)
+      return Fail(absl::StrCat("a key of at most ", limits_.max_string_bytes, " bytes (got ",
+                               k.size(), ")"));
+    key_ = std::move(k);
+    frames_.back().key = key_;
+    text_ = false;
+    if (!key_.empty() && key_[0] == '_') {
+      if (key_ == "_text") {
+        text_ = true;
+      } else {
+        skip_ = true;  // VW ignores every other '_' key (labels, tags, ids) with its value
+        skip_depth_ = 0;
+      }
+    }
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception& e) override {
+    status_ = absl::InvalidArgumentError(
+        absl::StrCat(std::string(path_), ": malformed JSON at byte ", position, ": ", e.what()));
+    return false;
+  }
+
+  // What a completed parse must have seen: a top-level object or array of objects.
+  bool saw_document() const { return saw_document_; }
+
+ private:
+  struct Frame {
+    enum Kind { kObject, kArray, kTopArray } kind = kObject;
+    std::string key;            // kObject: the member being read (for error paths)
+    int64_t count = 0;          // kArray / kTopArray: elements read so far
+    int64_t element = -1;       // kObject inside an array: its position
+    uint64_t array_hash = 0;    // kArray: VW's array_hash (the next element's index)
+  };
+
+  bool InArray() const { return !frames_.empty() && frames_.back().kind == Frame::kArray; }
+  bool InTopArray() const { return !frames_.empty() && frames_.back().kind == Frame::kTopArray; }
+  bool InObject() const { return !frames_.empty() && frames_.back().kind == Frame::kObject; }
+  bool Skipping() const { return skip_; }
+  bool SkipScalar() {
+    if (skip_depth_ == 0) skip_ = false;
+    return true;
+  }
+  bool SkipOpen() {
+    ++skip_depth_;
+    return true;
+  }
+  bool SkipClose() {
+    if (--skip_depth_ == 0) skip_ = false;
+    return true;
+  }
+
+  bool Enter() {
+    if (++depth_ > limits_.max_depth)
+      return Fail(absl::StrCat("nesting at most ", limits_.max_depth, " deep"));
+    saw_document_ = true;
+    return true;
+  }
+
+  bool Push(const std::string& name, bool array) {
+    if (++namespace_count_ > limits_.max_namespaces)
+      return Fail(absl::StrCat("at most ", limits_.max_namespaces, " namespaces"));
+    namespaces_.push_back(OpenNamespace{static_cast<unsigned char>(name.empty() ? 0 : name[0]),
+                                        HashString(name, options_.hash_seed), name});
+    frames_.push_back(Frame{.kind = array ? Frame::kArray : Frame::kObject});
+    return true;
+  }
+  void Pop() {
+    namespaces_.pop_back();
+    frames_.pop_back();
+    --depth_;
+  }
+
+  bool Number(float v) {
+    if (Skipping()) return SkipScalar();
+    if (text_) return Fail("a string (\"_text\" holds words)");
+    if (!std::isfinite(v)) return Fail("a number within a float's range (VW's features are floats)");
+    if (InArray()) {
+      Frame& f = frames_.back();
+      const uint64_t index = f.array_hash++;
+      ++f.count;
+      if (v == 0) return true;  // VW drops zero values but counts their position
+      return Add(index, v, absl::StrCat("[", index - namespaces_.back().hash, "]"));
+    }
+    if (!InObject()) return Fail("an object");
+    if (v == 0) return true;
+    return AddHashed(key_, v, key_);
+  }
+
+  bool Text(const std::string& s) {
+    std::string word;
+    auto flush = [&]() -> bool {
+      if (word.empty()) return true;
+      bool ok = AddHashed(word, 1.0f, word);
+      word.clear();
+      return ok;
+    };
+    for (char c : s) {
+      if (c == ' ' || c == '\t') {
+        if (!flush()) return false;
+      } else {
+        word.push_back(c == ':' || c == '|' ? '_' : c);
+      }
+    }
+    return flush();
+  }
+
+  bool AddHashed(const std::string& name, float value, const std::string& audit_name) {
+    return Add(HashString(name, namespaces_.back().hash) & mask_, value, audit_name);
+  }
+
+  bool Add(uint64_t index, float value, const std::string& audit_name) {
+    if (!status_.ok()) return false;
+    const OpenNamespace& ns = namespaces_.back();
+    if (ignored_[ns.letter]) return true;
+    if (++feature_count_ > limits_.max_features)
+      return Fail(absl::StrCat("at most ", limits_.max_features, " features"));
+    FeatureGroup& g = out_->Get(ns.letter);
+    g.features.push_back(ParsedFeature{index, value});
+    if (audit_) {
+      g.names.push_back(ns.name == " " ? audit_name : absl::StrCat(ns.name, "^", audit_name));
+    }
+    return true;
+  }
+
+  std::string Path() const {
+    std::string p(path_);
+    for (size_t i = 0; i < frames_.size(); ++i) {
+      const Frame& f = frames_[i];
+      if (f.element >= 0) absl::StrAppend(&p, "[", f.element, "]");
+      if (f.kind == Frame::kObject) {
+        if (!f.key.empty()) absl::StrAppend(&p, ".", f.key);
+      } else if (f.kind == Frame::kTopArray && i + 1 == frames_.size()) {
+        absl::StrAppend(&p, "[", f.count, "]");
+      } else if (f.kind == Frame::kArray && i + 1 == frames_.size()) {
+        absl::StrAppend(&p, "[", f.count, "]");
+      }
+    }
+    return p;
+  }
+
+  bool Fail(const std::string& expected) {
+    if (status_.ok())
+      status_ = absl::InvalidArgumentError(absl::StrCat(Path(), ": expected ", expected));
+    return false;
+  }
+
+  const FeatureSpaceOptions& options_;
+  const bool* ignored_;
+  const uint64_t mask_;
+  const std::string_view path_;
+  const InputLimits& limits_;
+  const bool audit_;
+  ParsedFeatures* out_;
+  absl::Status status_;
+  std::vector<Frame> frames_;
+  std::vector<OpenNamespace> namespaces_;
+  std::string key_;
+  bool text_ = false;
+  bool skip_ = false;
+  int64_t skip_depth_ = 0;
+  int64_t depth_ = 0;
+  int64_t namespace_count_ = 0;
+  int64_t feature_count_ = 0;
+  bool saw_document_ = false;
+};
+
+}  // namespace
+
+FeatureGroup* ParsedFeatures::Find(unsigned char letter) {
+  for (auto& g : groups)
+    if (g.letter == letter) return &g;
+  return nullptr;
+}
+const FeatureGroup* ParsedFeatures::Find(unsigned char letter) const {
+  for (const auto& g : groups)
+    if (g.letter == letter) return &g;
+  return nullptr;
+}
+FeatureGroup& ParsedFeatures::Get(unsigned char letter) {
+  if (FeatureGroup* g = Find(letter)) return *g;
+  groups.push_back(FeatureGroup{.letter = letter});
+  return groups.back();
+}
+int64_t ParsedFeatures::size() const {
+  int64_t n = 0;
+  for (const auto& g : groups) n += static_cast<int64_t>(g.features.size());
+  return n;
+}
+
+FeatureSpace::FeatureSpace(FeatureSpaceOptions options) : options_(std::move(options)) {
+  for (unsigned char c : options_.ignore) ignored_[c] = true;
+  for (const auto& i : options_.interactions)
+    if (i.find(static_cast<char>(kWildcardNamespace)) != std::string::npos) has_wildcard_ = true;
+  fixed_interactions_ = options_.interactions;
+  SortAndFilterDuplicates(&fixed_interactions_);
+}
+
+absl::StatusOr<FeatureSpace> FeatureSpace::Create(const FeatureSpaceOptions& options) {
+  if (options.bits < 1 || options.bits > 30)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "feature_space.bits must be in [1, 30] (a weight space of 2^bits), got ", options.bits));
+  for (size_t i = 0; i < options.interactions.size(); ++i) {
+    const std::string& s = options.interactions[i];
+    if (s.size() < 2 || s.size() > 3)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "feature_space.interactions[", i, "] must be 2 or 3 namespace letters (VW's -q UA, "
+          "--interactions UAB, ':' for any), got '", s, "'"));
+    for (unsigned char c : s)
+      if (c < ' ' || c > '~')
+        return absl::InvalidArgumentError(absl::StrCat(
+            "feature_space.interactions[", i, "] must hold printable ASCII namespace letters"));
+  }
+  for (unsigned char c : options.ignore)
+    if (c < ' ' || c > '~')
+      return absl::InvalidArgumentError(
+          "feature_space.ignore must hold printable ASCII namespace letters");
+  return FeatureSpace(options);
+}
+
+absl::Status FeatureSpace::Parse(std::string_view json, std::string_view path,
+                                 const InputLimits& limits, bool audit,
+                                 ParsedFeatures* out) const {
+  if (static_cast<int64_t>(json.size()) > limits.max_json_bytes)
+    return absl::InvalidArgumentError(absl::StrCat(std::string(path), ": expected at most ",
+                                                   limits.max_json_bytes, " bytes of JSON, got ",
+                                                   json.size()));
+  Reader reader(options_, ignored_, mask(), path, limits, audit, out);
+  const bool ok = nlohmann::json::sax_parse(json.begin(), json.end(), &reader);
+  if (!reader.status().ok()) return reader.status();
+  if (!ok) return absl::InvalidArgumentError(absl::StrCat(std::string(path), ": malformed JSON"));
+  if (!reader.saw_document())
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(path), ": expected a JSON object or an array of objects"));
+  return absl::OkStatus();
+}
+
+absl::Status FeatureSpace::ParseText(std::string_view line, std::string_view path,
+                                     const InputLimits& limits, bool audit,
+                                     ParsedFeatures* out) const {
+  if (static_cast<int64_t>(line.size()) > limits.max_json_bytes)
+    return absl::InvalidArgumentError(absl::StrCat(std::string(path), ": expected at most ",
+                                                   limits.max_json_bytes, " bytes, got ",
+                                                   line.size()));
+  auto fail = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(path), ": ", what));
+  };
+  auto ends_token = [](char c) { return c == ' ' || c == '\t' || c == '|' || c == '\r'; };
+  size_t at = line.find('|');
+  int64_t features = 0, namespaces = 0;
+  while (at != std::string_view::npos && at < line.size()) {
+    ++at;  // past '|'
+    if (++namespaces > limits.max_namespaces)
+      return fail(absl::StrCat("expected at most ", limits.max_namespaces, " namespaces"));
+    unsigned char letter = ' ';
+    std::string ns_name = " ";
+    uint32_t ns_hash =
+        options_.hash_seed == 0 ? 0 : MurmurHash3(std::string_view(), options_.hash_seed);
+    float scale = 1.0f;
+    if (at < line.size() && !ends_token(line[at])) {
+      if (line[at] == ':') return fail("expected a namespace name after '|'");
+      size_t end = at;
+      while (end < line.size() && !ends_token(line[end]) && line[end] != ':') ++end;
+      ns_name = std::string(line.substr(at, end - at));
+      letter = static_cast<unsigned char>(ns_name[0]);
+      ns_hash = HashString(ns_name, options_.hash_seed);
+      at = end;
+      if (at < line.size() && line[at] == ':') {
+        size_t start = ++at;
+        while (at < line.size() && !ends_token(line[at])) ++at;
+        std::string v(line.substr(start, at - start));
+        char* stop = nullptr;
+        scale = std::strtof(v.c_str(), &stop);
+        if (v.empty() || *stop != '\0' || !std::isfinite(scale))
+          return fail(absl::StrCat("expected a finite namespace value after '", ns_name, ":'"));
+      }
+    }
+    uint64_t anonymous = 0;
+    while (at < line.size() && line[at] != '|') {
+      if (line[at] == ' ' || line[at] == '\t' || line[at] == '\r') {
+        ++at;
+        continue;
+      }
+      size_t end = at;
+      while (end < line.size() && !ends_token(line[end]) && line[end] != ':') ++end;
+      const std::string name(line.substr(at, end - at));
+      at = end;
+      float value = 1.0f;
+      std::string string_value;
+      if (at < line.size() && line[at] == ':') {
+        size_t start = ++at;
+        while (at < line.size() && !ends_token(line[at])) ++at;
+        std::string v(line.substr(start, at - start));
+        char* stop = nullptr;
+        const float f = std::strtof(v.c_str(), &stop);
+        if (!v.empty() && *stop == '\0') {
+          if (!std::isfinite(f))
+            return fail(absl::StrCat("expected a finite value for feature '", name, "'"));
+          value = f;
+        } else {
+          string_value = v;  // name:string, VW's chain hash
+        }
+      }
+      if (string_value.empty()) value *= scale;
+      uint64_t index;
+      if (!string_value.empty()) {
+        index = HashString(string_value, HashString(name, ns_hash)) & mask();
+      } else if (!name.empty()) {
+        index = HashString(name, ns_hash) & mask();
+      } else {
+        index = uint64_t{ns_hash} + anonymous++;
+      }
+      if (value == 0 || ignored_[letter]) continue;
+      if (++features > limits.max_features)
+        return fail(absl::StrCat("expected at most ", limits.max_features, " features"));
+      FeatureGroup& g = out->Get(letter);
+      g.features.push_back(ParsedFeature{index, value});
+      if (audit) {
+        std::string n = ns_name == " " ? name : absl::StrCat(ns_name, "^", name);
+        if (!string_value.empty()) absl::StrAppend(&n, "^", string_value);
+        g.names.push_back(std::move(n));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> FeatureSpace::CompileInteractions(const std::string& letters) const {
+  if (!has_wildcard_) return fixed_interactions_;
+  std::string interactable;
+  for (unsigned char c : letters)
+    if (Interactable(c)) interactable.push_back(static_cast<char>(c));
+  std::vector<std::string> compiled;
+  for (const auto& i : fixed_interactions_) {
+    if (i.find(static_cast<char>(kWildcardNamespace)) == std::string::npos) {
+      compiled.push_back(i);
+    } else {
+      for (auto& c : CompileWildcard(i, interactable)) compiled.push_back(std::move(c));
+    }
+  }
+  std::sort(compiled.begin(), compiled.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  });
+  SortAndFilterDuplicates(&compiled);
+  return compiled;
+}
+
+void FeatureSpace::Featurize(const ParsedFeatures& action, const ParsedFeatures* shared,
+                             bool audit, SparseFeatures* out) const {
+  out->clear();
+  // The merged example (VW's shared_feature_merger appends the shared namespaces to each
+  // action's): per letter, the action's features then the shared ones.
+  struct Merged {
+    unsigned char letter;
+    const FeatureGroup* first;
+    const FeatureGroup* second;
+    size_t size() const {
+      return (first ? first->features.size() : 0) + (second ? second->features.size() : 0);
+    }
+    const ParsedFeature& at(size_t i) const {
+      const size_t n = first ? first->features.size() : 0;
+      return i < n ? first->features[i] : second->features[i - n];
+    }
+    const std::string& name(size_t i) const {
+      const size_t n = first ? first->features.size() : 0;
+      return i < n ? first->names[i] : second->names[i - n];
+    }
+  };
+  std::vector<Merged> merged;
+  merged.reserve(action.groups.size() + (shared ? shared->groups.size() : 0));
+  for (const auto& g : action.groups)
+    merged.push_back(Merged{g.letter, &g, shared ? shared->Find(g.letter) : nullptr});
+  if (shared)
+    for (const auto& g : shared->groups)
+      if (!action.Find(g.letter)) merged.push_back(Merged{g.letter, nullptr, &g});
+
+  const uint64_t m = mask();
+  auto emit = [&](uint64_t index, double value, auto&& name) {
+    out->index.push_back(static_cast<uint32_t>(index & m));
+    out->value.push_back(value);
+    if (audit) out->names.push_back(name());
+  };
+  for (const auto& g : merged)
+    for (size_t i = 0; i < g.size(); ++i)
+      emit(g.at(i).index, g.at(i).value, [&] { return g.name(i); });
+  if (options_.constant) emit(kConstantFeature, 1.0, [] { return std::string("Constant"); });
+  if (options_.interactions.empty()) return;
+
+  auto find = [&](char letter) -> const Merged* {
+    for (const auto& g : merged)
+      if (g.letter == static_cast<unsigned char>(letter) && g.size() > 0) return &g;
+    return nullptr;
+  };
+  std::string letters;
+  for (const auto& g : merged)
+    if (g.size() > 0) letters.push_back(static_cast<char>(g.letter));
+  std::sort(letters.begin(), letters.end(),
+            [](char a, char b) { return static_cast<unsigned char>(a) < static_cast<unsigned char>(b); });
+  for (const std::string& inter : CompileInteractions(letters)) {
+    const Merged* a = find(inter[0]);
+    const Merged* b = find(inter[1]);
+    if (!a || !b) continue;
+    if (inter.size() == 2) {
+      // VW's process_quadratic_interaction without --permutations: a namespace with itself
+      // pairs each feature with itself and the ones after it.
+      const bool same = a == b;
+      for (size_t i = 0; i < a->size(); ++i) {
+        const uint64_t half = uint64_t{kFnvPrime} * a->at(i).index;
+        const float v1 = a->at(i).value;
+        for (size_t j = same ? i : 0; j < b->size(); ++j)
+          emit(b->at(j).index ^ half, static_cast<double>(v1 * b->at(j).value),
+               [&] { return absl::StrCat(a->name(i), "*", b->name(j)); });
+      }
+      continue;
+    }
+    const Merged* c = find(inter[2]);
+    if (!c) continue;
+    // VW's process_cubic_interaction: index f3 ^ FNV * (FNV * f1 ^ f2), value f1 * f2 * f3.
+    const bool same1 = a == b, same2 = b == c;
+    for (size_t i = 0; i < a->size(); ++i) {
+      const uint64_t half1 = uint64_t{kFnvPrime} * a->at(i).index;
+      for (size_t j = same1 ? i : 0; j < b->size(); ++j) {
+        const uint64_t half = uint64_t{kFnvPrime} * (half1 ^ b->at(j).index);
+        const float v12 = a->at(i).value * b->at(j).value;
+        for (size_t k = same2 ? j : 0; k < c->size(); ++k)
+          emit(c->at(k).index ^ half, static_cast<double>(v12 * c->at(k).value), [&] {
+            return absl::StrCat(a->name(i), "*", b->name(j), "*", c->name(k));
+          });
+      }
+    }
+  }
+}
+
+}  // namespace bandit::features

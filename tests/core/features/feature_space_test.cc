@@ -1,0 +1,259 @@
+// The featurizer against Vowpal Wabbit's own printed weight indices. Every expected index below
+// was printed by VW (9.x) for an equivalent input in its repository's reference outputs
+// (test/train-sets/ref and test/pred-sets/ref: `--invert_hash` files); the file each figure
+// comes from is named beside it. The inputs here are written for this test, not copied.
+#include "core/features/feature_space.h"
+
+#include <map>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/features/vw_hash.h"
+
+namespace bandit::features {
+namespace {
+
+using ::testing::HasSubstr;
+
+FeatureSpace Space(int bits, std::vector<std::string> interactions = {}, bool constant = true) {
+  FeatureSpaceOptions o;
+  o.bits = bits;
+  o.interactions = std::move(interactions);
+  o.constant = constant;
+  auto s = FeatureSpace::Create(o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *std::move(s);
+}
+
+// Audit name -> weight index of one action (with the shared context merged in).
+std::multimap<std::string, uint32_t> Indices(const FeatureSpace& space, const std::string& action,
+                                             const std::string& shared = "") {
+  ParsedFeatures a, s;
+  InputLimits limits;
+  EXPECT_TRUE(space.Parse(action, "action", limits, /*audit=*/true, &a).ok());
+  if (!shared.empty()) EXPECT_TRUE(space.Parse(shared, "context", limits, true, &s).ok());
+  SparseFeatures out;
+  space.Featurize(a, shared.empty() ? nullptr : &s, /*audit=*/true, &out);
+  EXPECT_EQ(out.names.size(), out.index.size());
+  std::multimap<std::string, uint32_t> m;
+  for (size_t i = 0; i < out.index.size(); ++i) m.emplace(out.names[i], out.index[i]);
+  return m;
+}
+
+TEST(VwHash, HashStringFollowsVwDigitAndTrimRules) {
+  // All digits: the number plus the seed; surrounding blanks trimmed first.
+  EXPECT_EQ(HashString("123", 0), 123u);
+  EXPECT_EQ(HashString(" 123\t", 7), 130u);
+  EXPECT_EQ(HashString("", 5), 5u);  // VW's default namespace " " hashes to the seed
+  EXPECT_EQ(HashString(" ", 0), 0u);
+  // Otherwise MurmurHash3 x86_32 of the trimmed bytes (reference values of the algorithm).
+  EXPECT_EQ(MurmurHash3("", 0), 0u);
+  EXPECT_EQ(MurmurHash3("", 1), 0x514E28B7u);
+  EXPECT_EQ(MurmurHash3("hello", 0), 0x248BFA47u);
+  EXPECT_EQ(HashString(" hello ", 0), 0x248BFA47u);
+  EXPECT_EQ(HashString("12a", 3), MurmurHash3("12a", 3));
+}
+
+// pred-sets/ref ... train-sets/ref/ignore_feature.interactions (--dsjson --cb_explore_adf,
+// 18 bits): a shared namespace with string features, action namespaces, the constant.
+TEST(FeatureSpace, StringFeaturesAndNamespacesMatchVw) {
+  auto space = Space(18);
+  auto m = Indices(space,
+                   R"({"i":{"constant":1,"id":"Cold brew"},"j":{"origin":"ethiopia","roast":"dark"}})",
+                   R"({"FromUrl":{"name":"Cathy","weather":"Sunny"}})");
+  EXPECT_EQ(m.find("i^constant")->second, 26051u);
+  EXPECT_EQ(m.find("i^idCold_brew")->second, 39661u);  // ' ' in a value becomes '_'
+  EXPECT_EQ(m.find("j^originethiopia")->second, 6311u);
+  EXPECT_EQ(m.find("j^roastdark")->second, 15410u);
+  EXPECT_EQ(m.find("FromUrl^nameCathy")->second, 42529u);
+  EXPECT_EQ(m.find("FromUrl^weatherSunny")->second, 159054u);
+  EXPECT_EQ(m.find("Constant")->second, 116060u);
+  EXPECT_EQ(m.size(), 7u);
+}
+
+// Personalizer's form (a list of objects, here inside a namespace as DSJSON has it) gives the
+// same features as the object.
+TEST(FeatureSpace, ListOfObjectsIsTheirUnion) {
+  auto space = Space(18);
+  auto object = Indices(space, R"({"j":{"type":"hot","origin":"kenya"}})",
+                        R"({"FromUrl":{"name":"Cathy","weather":"Sunny"}})");
+  auto list = Indices(space, R"({"j":[{"type":"hot"},{"origin":"kenya"}]})",
+                      R"([{"FromUrl":{"name":"Cathy"}},{"FromUrl":{"weather":"Sunny"}}])");
+  EXPECT_EQ(object, list);
+  EXPECT_EQ(object.find("j^typehot")->second, 188731u);       // ignore_feature.interactions
+  EXPECT_EQ(object.find("j^originkenya")->second, 231314u);
+}
+
+// train-sets/ref/ignore_feature_default_ns.interactions: top-level members are features of the
+// default namespace, printed without a namespace.
+TEST(FeatureSpace, DefaultNamespaceMatchesVw) {
+  auto space = Space(18);
+  auto m = Indices(space, R"({"i":{"id":"Cappucino"}})", R"({"name":"Bob"})");
+  EXPECT_EQ(m.find("nameBob")->second, 42131u);
+  EXPECT_EQ(m.find("i^idCappucino")->second, 153620u);
+  EXPECT_EQ(Indices(space, R"({"name":"Alice"})").find("nameAlice")->second, 93812u);
+}
+
+// pred-sets/ref/igl_spinoff.inv (--dsjson --cb_explore_adf -q UA -b 17 --noconstant): numeric
+// features and a quadratic interaction of a shared and an action namespace.
+TEST(FeatureSpace, QuadraticInteractionMatchesVw) {
+  auto space = Space(17, {"UA"}, /*constant=*/false);
+  auto m = Indices(space, R"({"Action":{"action=music":1}})",
+                   R"({"User":{"user=Anna":1,"time_of_day=afternoon":1}})");
+  EXPECT_EQ(m.find("User^user=Anna")->second, 10769u);
+  EXPECT_EQ(m.find("User^time_of_day=afternoon")->second, 65137u);
+  EXPECT_EQ(m.find("Action^action=music")->second, 113474u);
+  EXPECT_EQ(m.find("User^user=Anna*Action^action=music")->second, 99201u);
+  EXPECT_EQ(m.find("User^time_of_day=afternoon*Action^action=music")->second, 77985u);
+  EXPECT_EQ(m.size(), 5u);
+  // -q AU is a different interaction (VW keeps the order the user wrote).
+  auto reversed = Indices(Space(17, {"AU"}, false), R"({"Action":{"action=music":1}})",
+                          R"({"User":{"user=Anna":1}})");
+  EXPECT_NE(reversed.find("Action^action=music*User^user=Anna")->second, 99201u);
+}
+
+// train-sets/ref/dupeindex_self_quadratic.txt and dupeindex_self_cubic.txt (--interactions aa /
+// aaa --noconstant, 18 bits): two namespaces sharing the letter 'a' form one group; a group
+// with itself pairs each feature with itself and those after it.
+TEST(FeatureSpace, SelfInteractionsOfASharedLetterMatchVw) {
+  const std::string doc = R"({"ab":{"feat_1":1,"feat_2":1},"ac":{"feat_3":1,"feat_4":1}})";
+  const std::map<std::string, uint32_t> quadratic = {
+      {"ab^feat_2*ac^feat_3", 10184},  {"ac^feat_4*ac^feat_4", 18898},
+      {"ab^feat_1*ab^feat_2", 106798}, {"ab^feat_1*ab^feat_1", 115074},
+      {"ab^feat_2*ac^feat_4", 124206}, {"ac^feat_3*ac^feat_3", 139138},
+      {"ab^feat_1*ac^feat_3", 161532}, {"ab^feat_1*ac^feat_4", 242714},
+      {"ac^feat_3*ac^feat_4", 253284}, {"ab^feat_2*ab^feat_2", 258074}};
+  auto q = Indices(Space(18, {"aa"}, false), doc);
+  for (const auto& [name, index] : quadratic) {
+    ASSERT_EQ(q.count(name), 1u) << name;
+    EXPECT_EQ(q.find(name)->second, index) << name;
+  }
+  EXPECT_EQ(q.size(), 4u + quadratic.size());  // linear terms + the 10 pairs, nothing else
+  const std::map<std::string, uint32_t> cubic = {
+      {"ab^feat_1*ab^feat_1*ab^feat_2", 9267},   {"ac^feat_3*ac^feat_4*ac^feat_4", 10957},
+      {"ab^feat_1*ab^feat_1*ab^feat_1", 17567},  {"ab^feat_1*ab^feat_2*ac^feat_3", 55085},
+      {"ab^feat_1*ac^feat_3*ac^feat_4", 57365},  {"ab^feat_1*ab^feat_2*ac^feat_4", 71115},
+      {"ab^feat_1*ac^feat_3*ac^feat_3", 74483},  {"ab^feat_1*ac^feat_4*ac^feat_4", 76367},
+      {"ab^feat_2*ab^feat_2*ab^feat_2", 82811},  {"ac^feat_4*ac^feat_4*ac^feat_4", 105271},
+      {"ab^feat_1*ab^feat_1*ac^feat_4", 143623}, {"ac^feat_3*ac^feat_3*ac^feat_4", 145159},
+      {"ab^feat_2*ac^feat_4*ac^feat_4", 158155}, {"ab^feat_2*ab^feat_2*ac^feat_3", 169129},
+      {"ab^feat_2*ac^feat_3*ac^feat_3", 193439}, {"ab^feat_1*ab^feat_2*ab^feat_2", 196863},
+      {"ab^feat_2*ac^feat_3*ac^feat_4", 209273}, {"ab^feat_2*ab^feat_2*ac^feat_4", 218703},
+      {"ab^feat_1*ab^feat_1*ac^feat_3", 259041}, {"ac^feat_3*ac^feat_3*ac^feat_3", 259553}};
+  auto c = Indices(Space(18, {"aaa"}, false), doc);
+  for (const auto& [name, index] : cubic) {
+    ASSERT_EQ(c.count(name), 1u) << name;
+    EXPECT_EQ(c.find(name)->second, index) << name;
+  }
+  EXPECT_EQ(c.size(), 4u + cubic.size());
+}
+
+// train-sets/ref/coin_model_overflow.invert.txt (-q ::, 18 bits, `| f:10000000000`): the
+// wildcard pairs the default namespace with itself; values are VW's floats.
+TEST(FeatureSpace, WildcardAndValuesMatchVw) {
+  auto space = Space(18, {"::"});
+  ParsedFeatures a;
+  ASSERT_TRUE(space.Parse(R"({"f":10000000000})", "x", InputLimits(), true, &a).ok());
+  SparseFeatures out;
+  space.Featurize(a, nullptr, true, &out);
+  ASSERT_EQ(out.index.size(), 3u);
+  std::map<std::string, std::pair<uint32_t, double>> m;
+  for (size_t i = 0; i < out.index.size(); ++i) m[out.names[i]] = {out.index[i], out.value[i]};
+  EXPECT_EQ(m["f"].first, 34875u);
+  EXPECT_EQ(m["Constant"].first, 116060u);
+  EXPECT_EQ(m["f*f"].first, 195802u);
+  EXPECT_EQ(m["f"].second, static_cast<double>(1e10f));
+  EXPECT_EQ(m["f*f"].second, static_cast<double>(1e10f * 1e10f));
+}
+
+TEST(FeatureSpace, ArraysBooleansTextAndIgnoredKeys) {
+  auto space = Space(18, {}, /*constant=*/false);
+  ParsedFeatures p;
+  ASSERT_TRUE(space
+                  .Parse(R"({"v":[0.5,0,null,2],"flag":true,"off":false,"_tag":{"x":[1,{"y":2}]},
+                              "n":null,"T":{"_text":"a b:c  d"}})",
+                         "x", InputLimits(), true, &p)
+                  .ok());
+  SparseFeatures out;
+  space.Featurize(p, nullptr, true, &out);
+  std::map<std::string, std::pair<uint32_t, double>> m;
+  for (size_t i = 0; i < out.index.size(); ++i) m[out.names[i]] = {out.index[i], out.value[i]};
+  const uint32_t v = HashString("v", 0);
+  // Array elements: index hash(key) + position; zeros dropped but counted, nulls not counted.
+  EXPECT_EQ(m["v^[0]"], std::make_pair(static_cast<uint32_t>(v & space.mask()), 0.5));
+  EXPECT_EQ(m["v^[2]"], std::make_pair(static_cast<uint32_t>((v + 2) & space.mask()), 2.0));
+  EXPECT_EQ(m.count("v^[1]"), 0u);
+  EXPECT_EQ(m["flag"].first, HashString("flag", 0) & space.mask());
+  EXPECT_EQ(m.count("off"), 0u);
+  const uint32_t t = HashString("T", 0);
+  EXPECT_EQ(m["T^b_c"].first, HashString("b_c", t) & space.mask());
+  EXPECT_EQ(m.count("T^a"), 1u);
+  EXPECT_EQ(m.count("T^d"), 1u);
+  EXPECT_EQ(out.index.size(), 6u);  // v[0], v[2], flag, T^a, T^b_c, T^d
+}
+
+TEST(FeatureSpace, HashSeedAndIgnoreChangeWhatVwWould) {
+  FeatureSpaceOptions o;
+  o.bits = 18;
+  o.hash_seed = 42;
+  o.ignore = "j";
+  auto space = *FeatureSpace::Create(o);
+  auto m = Indices(space, R"({"i":{"id":"x"},"j":{"a":1}})");
+  EXPECT_EQ(m.find("i^idx")->second, HashString("idx", HashString("i", 42)) & space.mask());
+  EXPECT_EQ(m.count("j^a"), 0u);
+}
+
+TEST(FeatureSpace, CompileInteractionsFollowsVwOrdering) {
+  FeatureSpaceOptions o;
+  o.interactions = {":::"};
+  auto space = *FeatureSpace::Create(o);
+  auto compiled = space.CompileInteractions("ab");
+  // VW's combinations with repetition, then its sort: repeated letters grouped and sorted.
+  EXPECT_EQ(compiled, (std::vector<std::string>{"aaa", "aab", "abb", "bbb"}));
+  auto three = space.CompileInteractions("abc");
+  EXPECT_THAT(three, ::testing::Contains("cba"));  // distinct letters keep VW's order
+  EXPECT_EQ(three.size(), 10u);
+  o.interactions = {"::", "ba", "ab"};
+  auto quad = *FeatureSpace::Create(o);
+  EXPECT_EQ(quad.CompileInteractions("ab"), (std::vector<std::string>{"aa", "ab", "bb"}));
+}
+
+TEST(FeatureSpace, BadInputNamesThePath) {
+  auto space = Space(18);
+  InputLimits limits;
+  limits.max_features = 3;
+  limits.max_depth = 3;
+  limits.max_string_bytes = 8;
+  auto err = [&](const std::string& json) {
+    ParsedFeatures p;
+    absl::Status s = space.Parse(json, "context", limits, false, &p);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << json;
+    return std::string(s.message());
+  };
+  EXPECT_THAT(err(R"({"a":1,"b":2,"c":3,"d":4})"), HasSubstr("context.d: expected at most 3 features"));
+  EXPECT_THAT(err(R"({"a":{"b":{"c":{"d":1}}}})"), HasSubstr("context.a.b.c: expected nesting"));
+  EXPECT_THAT(err(R"({"a":"123456789"})"), HasSubstr("context.a: expected a string of at most 8"));
+  EXPECT_THAT(err(R"({"a":[1,"x"]})"), HasSubstr("context.a[1]: expected a number"));
+  EXPECT_THAT(err(R"({"a":[[1]]})"), HasSubstr("does not nest arrays"));
+  EXPECT_THAT(err(R"({"a":1e39})"), HasSubstr("context.a: expected a number within a float"));
+  EXPECT_THAT(err(R"([{"a":1},5])"), HasSubstr("context[1]: expected an object"));
+  EXPECT_THAT(err(R"("x")"), HasSubstr("expected an object"));
+  EXPECT_THAT(err(R"({"a":)"), HasSubstr("context: malformed JSON"));
+  EXPECT_THAT(err(""), HasSubstr("context: malformed JSON"));
+}
+
+TEST(FeatureSpace, OptionsAreValidated) {
+  FeatureSpaceOptions o;
+  o.bits = 31;
+  EXPECT_EQ(FeatureSpace::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.bits = 18;
+  o.interactions = {"abcd"};
+  EXPECT_THAT(FeatureSpace::Create(o).status().message(), HasSubstr("interactions[0]"));
+  o.interactions = {"a"};
+  EXPECT_FALSE(FeatureSpace::Create(o).ok());
+}
+
+}  // namespace
+}  // namespace bandit::features

@@ -18,7 +18,7 @@ if(TARGET test_soak)
   set_tests_properties(test_soak PROPERTIES TIMEOUT 300)
 endif()
 
-set(BANDIT_FUZZ_TARGETS request_fuzz snapshot_fuzz journal_fuzz)
+set(BANDIT_FUZZ_TARGETS request_fuzz snapshot_fuzz journal_fuzz features_fuzz)
 option(BANDIT_FUZZ "Build the libFuzzer targets in this (clang) build" OFF)
 set(BANDIT_FUZZ_SECONDS 8 CACHE STRING "Seconds per fuzz target in the ctest short run")
 

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "server/named_inputs.h"
 
 namespace bandit::server {
 
@@ -35,6 +36,7 @@ Instance::Instance(std::unique_ptr<InstanceState> state, const Clock* clock,
       policy_case_(state->config().policy().policy_case()),
       clock_(clock),
       limits_(limits),
+      feature_space_(state->feature_space()),
       state_(std::move(state)) {}
 
 void Instance::AttachStorage(Storage* storage) {
@@ -224,7 +226,7 @@ void Instance::SelectBatch(absl::Span<const bandit::v1::SelectRequest* const> re
   SelectInputs in;
   RunHeld(reqs.size(), statuses, written_seq, [&](size_t i, int64_t now) {
     mu_.AssertHeld();
-    absl::Status s = InstanceState::ParseSelectInputs(*reqs[i], limits_, &in);
+    absl::Status s = InstanceState::ParseSelectInputs(*reqs[i], limits_, feature_space_.get(), &in);
     if (s.ok()) s = SelectLocked(*reqs[i], in, now, outs[i], written_seq, nullptr);
     return s;
   });
@@ -261,7 +263,7 @@ absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::
   // Check and convert the request before taking the lock: the critical section is what every
   // concurrent caller of this instance waits for.
   SelectInputs in;
-  if (auto s = InstanceState::ParseSelectInputs(req, limits_, &in); !s.ok()) return s;
+  if (auto s = InstanceState::ParseSelectInputs(req, limits_, feature_space_.get(), &in); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   return SelectLocked(req, in, clock_->NowMs(), out, written_seq, nullptr);
 }
@@ -276,6 +278,11 @@ absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, const 
   bandit::v1::JournalRecord local;
   bandit::v1::JournalRecord* rec = RecordFor(&local);
   if (auto s = state_->Select(*ctx, req, in, now, out, rec, replay_event_id); !s.ok()) return s;
+  if (!in.action_of.empty()) {
+    WriteNamedDecision(req, in.action_of, out);
+    if (req.explain() && feature_space_ && !replay_event_id)
+      ExplainChoice(*feature_space_, limits_.named, req, state_->PolicyWeights(), out);
+  }
   return Commit(rec, now, written_seq);
 }
 
@@ -428,7 +435,7 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
     case bandit::v1::JournalRecord::kSelect: {
       bandit::v1::Decision out;
       SelectInputs in;
-      s = InstanceState::ParseSelectInputs(rec.select(), limits_, &in);
+      s = InstanceState::ParseSelectInputs(rec.select(), limits_, feature_space_.get(), &in);
       if (s.ok()) s = SelectLocked(rec.select(), in, now, &out, nullptr, &rec.event_id());
       break;
     }

@@ -186,6 +186,8 @@ class Instance {
   std::atomic<bandit::v1::PolicyConfig::PolicyCase> policy_case_;
   const Clock* const clock_;
   const InstanceLimits limits_;
+  // The state's feature space, read before the lock (it never changes).
+  const std::shared_ptr<const features::FeatureSpace> feature_space_;
 
   mutable absl::Mutex mu_;
   const std::unique_ptr<InstanceState> state_ ABSL_PT_GUARDED_BY(mu_);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/decision_log/decision_log.h"
 #include "server/instance_state.h"
+#include "server/named_inputs.h"
 
 namespace bandit::server {
 namespace {
@@ -183,6 +184,8 @@ std::vector<std::string> UnclassifiedPolicyConfigFields() {
 
 absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limits,
                              bandit::v1::InstanceConfig* c) {
+  // Before the size check: it may fill the policy's dimension (2^bits).
+  if (auto s = NormalizeFeatureSpace(limits.max_feature_dim, c); !s.ok()) return s;
   if (auto s = CheckConfigSizes(c->policy(), limits, "config.policy"); !s.ok()) return s;
   auto* p = c->mutable_pending();
   if (p->capacity() == 0)

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/arms.h"
 #include "core/registry.h"
+#include "server/named_inputs.h"
 
 namespace bandit::server {
 namespace {
@@ -90,10 +91,22 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::Create(
         "config is missing, expected an InstanceConfig with a policy");
   InstanceConfig config = req.config();
   if (auto s = NormalizeConfig(req.name(), limits, &config); !s.ok()) return s;
+  auto space = FeatureSpaceOf(config);
+  if (!space.ok()) return space.status();
   auto policy = CreatePolicy(config.policy(), config.seed());
+  if (!policy.ok() && *space)
+    return absl::Status(policy.status().code(),
+                        absl::StrCat(policy.status().message(), " (the dimension is ",
+                                     "2^feature_space.bits = ", (*space)->dimension(),
+                                     ": use fewer bits)"));
   if (!policy.ok()) return policy.status();
+  if (*space && (*policy)->context_kind() != ContextKind::kCandidates)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.feature_space is set, expected a policy over candidate vectors; '",
+        (*policy)->name(), "' is not (BKB and GP-UCB take candidates with a dimension and no arms)"));
   std::unique_ptr<InstanceState> state(
       new InstanceState(req.name(), std::move(config), *std::move(policy), limits, uid));
+  state->feature_space_ = *std::move(space);
   state->SyncConfigArms();
   return state;
 }
@@ -211,7 +224,24 @@ InstanceState::SelectInputs::~SelectInputs() {
 }
 
 absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& req,
-                                              const InstanceLimits& limits, SelectInputs* in) {
+                                              const InstanceLimits& limits,
+                                              const features::FeatureSpace* space,
+                                              SelectInputs* in) {
+  in->action_of.clear();
+  if (HasNamedInputs(req)) {
+    if (space == nullptr)
+      return absl::InvalidArgumentError(
+          "context, actions, excluded_actions or explain is set (named inputs), expected "
+          "candidates: the instance has no feature_space (create it with config.feature_space "
+          "to send named features)");
+    in->x.resize(0);
+    return FeaturizeSelect(*space, limits.named, limits.max_candidates, req, in->candidates,
+                           &in->action_of);
+  }
+  if (space != nullptr && req.candidates_size() > 0)
+    return absl::InvalidArgumentError(
+        "candidates is set, expected context and actions: the instance has a feature_space "
+        "(named features hashed into 2^bits)");
   if (req.candidates_size() > limits.max_candidates)
     return absl::InvalidArgumentError(absl::StrCat("candidates has ", req.candidates_size(),
                                                    " entries, expected at most ",
@@ -329,7 +359,7 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   if (!shadows_.empty()) ScoreShadows(*d, ctx, in, &p);
   WriteDecision(*d, p.event_id, p.expires_at_ms, ctx.want_scores, out);
   if (log_.enabled()) {
-    const int64_t dropped = AppendToLog(*d, ctx, in, p.event_id, now);
+    const int64_t dropped = AppendToLog(*d, ctx, req, in, p.event_id, now);
     stats_.set_decision_log_evicted(stats_.decision_log_evicted() + dropped);
   }
   // With the decision log on, the request is journaled even for a read-only policy: replay
@@ -344,7 +374,8 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
     // Nothing in the policy changed: the decision alone lets replay rebuild this Select.
     ToRecord(p, rec->mutable_decided()->mutable_decision());
     rec->mutable_decided()->set_estimated_gap(d->estimated_gap);
-  } else if (log_.enabled() && !ctx.want_scores && LogEntryHoldsTheCandidates(ctx)) {
+  } else if (log_.enabled() && !ctx.want_scores && !HasNamedInputs(req) &&
+             LogEntryHoldsTheCandidates(ctx)) {
     // The log entry just appended holds the candidates (flat, with their count and length) and
     // the event id: journaled instead of the request, it is one copy of bytes already encoded,
     // where the request's encoding walks a submessage per candidate (docs/results.md, "The
@@ -397,8 +428,8 @@ absl::Status InstanceState::ReplayDecided(const bandit::v1::DecidedSelect& rec) 
 }
 
 int64_t InstanceState::AppendToLog(const Decision& d, const SelectContext& ctx,
-                                   const SelectInputs& in, const std::string& event_id,
-                                   int64_t now) {
+                                   const bandit::v1::SelectRequest& req, const SelectInputs& in,
+                                   const std::string& event_id, int64_t now) {
   DecisionLog::Context e;
   e.event_seq = DecisionLog::EventSeqOf(event_id);
   e.event_id = event_id;
@@ -411,8 +442,14 @@ int64_t InstanceState::AppendToLog(const Decision& d, const SelectContext& ctx,
       const int n = static_cast<int>(ctx.candidates.size());
       e.num_candidates = n;
       e.candidate_dim = n > 0 ? static_cast<int>(ctx.candidates[0].size()) : 0;
-      e.candidates = ctx.candidates;
       num_actions = n;
+      if (!in.action_of.empty()) {
+        // Named: the context and actions as sent, not their 2^bits-long hashed vectors.
+        e.named = &req;
+        e.named_actions = in.action_of;
+        break;
+      }
+      e.candidates = ctx.candidates;
       break;
     }
     case ContextKind::kPoint:
@@ -428,6 +465,8 @@ int64_t InstanceState::AppendToLog(const Decision& d, const SelectContext& ctx,
   e.num_actions = num_actions;
   e.chosen_index = d.arm;
   e.chosen_arm_id = d.arm_id;
+  if (!in.action_of.empty() && d.arm >= 0 && d.arm < static_cast<int>(in.action_of.size()))
+    e.chosen_arm_id = req.actions(in.action_of[d.arm]).id();
   if (std::isfinite(d.propensity)) e.propensity = d.propensity;
   if (d.score_kind == bandit::v1::PROBABILITY && d.scores.size() == num_actions &&
       num_actions > 0) {
@@ -554,6 +593,16 @@ absl::StatusOr<Observation> InstanceState::ObservationFor(const bandit::v1::Upda
       break;
     }
     case ContextKind::kCandidates: {
+      if (HasNamedInputs(direct) || feature_space_) {
+        if (!feature_space_)
+          return absl::InvalidArgumentError(
+              "direct.context/action is set, expected direct.features: the instance has no "
+              "feature_space");
+        auto v = FeaturizeDirect(*feature_space_, limits_.named, direct);
+        if (!v.ok()) return v.status();
+        obs.features = *std::move(v);
+        break;
+      }
       if (direct.features_size() == 0)
         return absl::InvalidArgumentError(
             "direct.features is empty, expected the played arm's feature vector");

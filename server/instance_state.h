@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "bandit/v1/service.pb.h"
 #include "bandit/v1/storage.pb.h"
+#include "core/features/feature_space.h"
 #include "core/policy.h"
 #include "server/decision_log/decision_log.h"
 #include "server/pending_table.h"
@@ -47,6 +48,8 @@ struct InstanceLimits {
   // value (DecisionService passes it), never on replay: a restart with a lower limit keeps the
   // shadows the server once accepted and refuses new ones.
   int64_t max_shadows = 8;
+  // Named inputs (instances with a feature space): per JSON document.
+  features::InputLimits named;
 };
 
 // Fills the defaults of an instance config (pending capacity, reward wait, expiry action, seed
@@ -82,9 +85,14 @@ class InstanceState {
     SelectInputs& operator=(const SelectInputs&) = delete;
     std::vector<Vector>* candidates;  // per-thread scratch, reused across calls
     Vector x;
+    // Named actions: candidate k is req.actions(action_of[k]) (excluded actions have none).
+    std::vector<int> action_of;
   };
+  // With a feature space (`space`), a request's named context and actions become the
+  // candidates; without one, named inputs are refused (and with one, dense candidates are).
   static absl::Status ParseSelectInputs(const bandit::v1::SelectRequest& req,
-                                        const InstanceLimits& limits, SelectInputs* in);
+                                        const InstanceLimits& limits,
+                                        const features::FeatureSpace* space, SelectInputs* in);
   // The inputs of a Select journaled as its decision log entry (JournalRecord.logged_select:
   // a LoggedDecision without its outcome), for replay: its candidates, checked like a request's; and the
   // event id it produced. DATA_LOSS when the entry cannot be a Select's.
@@ -150,6 +158,12 @@ class InstanceState {
   // The decision log (empty and disabled unless config.decision_log.enabled).
   const DecisionLog& decision_log() const { return log_; }
   const bandit::v1::InstanceConfig& config() const { return config_; }
+  // The served policy's weights over its features (empty when it has none).
+  Vector PolicyWeights() const { return policy_->Weights(); }
+  // The instance's feature space (null without one); fixed for the instance's life.
+  const std::shared_ptr<const features::FeatureSpace>& feature_space() const {
+    return feature_space_;
+  }
 
   // Deterministic default seed of an instance: FNV-1a of its name.
   static uint64_t SeedFromName(const std::string& name);
@@ -161,7 +175,8 @@ class InstanceState {
   // What every Select leaves behind: the pending decision and the round counters.
   void RecordDecision(PendingDecision p, double estimated_gap);
   // Logs a decision just made; returns how many old ones retention dropped.
-  int64_t AppendToLog(const Decision& d, const SelectContext& ctx, const SelectInputs& in,
+  int64_t AppendToLog(const Decision& d, const SelectContext& ctx,
+                      const bandit::v1::SelectRequest& req, const SelectInputs& in,
                       const std::string& event_id, int64_t now);
   // Whether the log entry of a Select over `ctx` can stand in for its request in the journal: a
   // policy over candidates, all of one length (the entry holds them flat). The caller checks
@@ -183,6 +198,7 @@ class InstanceState {
   const uint64_t uid_;
   bandit::v1::InstanceConfig config_;  // arms kept current
   std::unique_ptr<Policy> policy_;
+  std::shared_ptr<const features::FeatureSpace> feature_space_;
   PendingTable pending_;
   DecisionLog log_;
   ShadowSet shadows_;

@@ -53,6 +53,13 @@ ABSL_FLAG(int64_t, max_shadows, 8,
           "costs about one more policy Select and Update per round. Checked at AddShadow only: "
           "a restart with a lower value keeps the shadows already added");
 ABSL_FLAG(int32_t, max_page_size, 1000, "Max ListInstances page size");
+ABSL_FLAG(int64_t, max_named_features, 10000,
+          "Max features parsed from one JSON document of a named Select or Update (the context, "
+          "or one action's features)");
+ABSL_FLAG(int64_t, max_named_namespaces, 256, "Max namespaces opened in one JSON document");
+ABSL_FLAG(int64_t, max_json_depth, 16, "Max nesting of objects and arrays in one JSON document");
+ABSL_FLAG(int64_t, max_json_string_bytes, 4096, "Max bytes of one JSON key or string value");
+ABSL_FLAG(int64_t, max_json_bytes, 1 << 20, "Max bytes of one JSON document");
 // Security.
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain (enables TLS)");
 ABSL_FLAG(std::string, tls_key, "", "PEM server private key");
@@ -128,6 +135,17 @@ int main(int argc, char** argv) {
   limits.instance.max_pending_capacity = absl::GetFlag(FLAGS_max_pending_capacity);
   limits.instance.max_name_length = absl::GetFlag(FLAGS_max_name_length);
   limits.instance.max_shadows = absl::GetFlag(FLAGS_max_shadows);
+  limits.instance.named.max_features = absl::GetFlag(FLAGS_max_named_features);
+  limits.instance.named.max_namespaces = absl::GetFlag(FLAGS_max_named_namespaces);
+  limits.instance.named.max_depth = absl::GetFlag(FLAGS_max_json_depth);
+  limits.instance.named.max_string_bytes = absl::GetFlag(FLAGS_max_json_string_bytes);
+  limits.instance.named.max_json_bytes = absl::GetFlag(FLAGS_max_json_bytes);
+  if (limits.instance.named.max_features < 1 || limits.instance.named.max_namespaces < 1 ||
+      limits.instance.named.max_depth < 1 || limits.instance.named.max_string_bytes < 1 ||
+      limits.instance.named.max_json_bytes < 1) {
+    BANDIT_LOG_ERROR("every --max_named_* and --max_json_* limit must be at least 1");
+    return 2;
+  }
   if (limits.max_instances < 1 || limits.max_batch_items < 1 || limits.max_page_size < 1 ||
       limits.instance.max_feature_dim < 1 || limits.instance.max_candidates < 1 ||
       limits.instance.max_arms < 1 || limits.instance.max_arms_per_request < 1 ||

@@ -92,8 +92,13 @@ absl::StatusOr<Shadow> ShadowSet::Prepare(
     bandit::v1::InstanceConfig as_instance;
     *as_instance.mutable_policy() = *policy;
     as_instance.set_seed(c.seed());
+    // A named instance's shadow decides over the same hashed vectors: its dimension, when left
+    // 0, is filled from the instance's feature space like the served policy's.
+    if (instance_config.has_feature_space())
+      *as_instance.mutable_feature_space() = instance_config.feature_space();
     if (auto s = normalize(&as_instance); !s.ok()) return s;
     c.set_seed(as_instance.seed());
+    *policy = as_instance.policy();
   }
   // Arm-set policies that name no arms get the instance's. A policy that takes no arm set
   // refuses them: it is then built as given, and refused below for its context kind.

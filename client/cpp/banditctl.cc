@@ -5,7 +5,9 @@
 //   create NAME --config='policy { ucb1 {} num_arms: 3 }'   (text-format bandit.v1.InstanceConfig)
 //   get NAME | list [--page_size=N --page_token=T] | delete NAME | reset NAME
 //   select NAME [--candidates='x1,x2;y1,y2'] [--x='x1,x2'] [--scores]
-//   update NAME --reward=R (--event=ID | --arm=ID | --features='f1,f2' | --x='x1,x2')
+//   select NAME --context='{"User":{"age":35}}' --actions=@actions.json [--exclude=ID,..]
+//   update NAME --reward=R (--event=ID | --arm=ID | --features='f1,f2' | --x='x1,x2' |
+//                          --context='{...}' --action='{"id":..,"features":{..}}')
 //   add-arms NAME --arms='id1,id2' | remove-arms NAME --arms='id1,id2'
 //   export NAME --file=F | import [NAME] --file=F   (move an instance between servers)
 //   set-reference NAME (--embeddings_file=F.csv [--append] | --mean='m1,m2' --covariance='c11,c12,c21,c22')
@@ -29,6 +31,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cpp/bandit_client.h"
+#include "client/cpp/named_request.h"
 #include "client/cpp/decision_log_format.h"
 #include "server/storage/file_system.h"
 
@@ -45,6 +48,15 @@ ABSL_FLAG(std::string, page_token, "", "list: token from a previous page");
 ABSL_FLAG(std::string, candidates, "", "select: candidate vectors, 'a,b;c,d'");
 ABSL_FLAG(std::string, x, "", "select/update: input vector 'a,b,c'");
 ABSL_FLAG(bool, scores, false, "select: return every arm's score or probability");
+ABSL_FLAG(std::string, context, "",
+          "select/update: named context as JSON ('{\"User\":{\"age\":35}}') or @file");
+ABSL_FLAG(std::string, actions, "",
+          "select: named actions, a JSON list of {\"id\":..., \"features\":{...}}, or @file");
+ABSL_FLAG(std::string, exclude, "", "select: comma-separated ids of actions not to choose");
+ABSL_FLAG(bool, explain, false,
+          "select (named): also list the chosen action's hashed features with their weights");
+ABSL_FLAG(std::string, action, "",
+          "update: the played named action, {\"id\":..., \"features\":{...}} or @file (direct)");
 ABSL_FLAG(std::string, event, "", "update: event id from select");
 ABSL_FLAG(std::string, arm, "", "update: arm id (direct update, logged data)");
 ABSL_FLAG(std::string, features, "", "update: played arm's features (direct update)");
@@ -153,7 +165,10 @@ int main(int argc, char** argv) {
       "  create NAME --config='policy { ucb1 {} num_arms: 3 }'\n"
       "  get NAME | list | delete NAME | reset NAME\n"
       "  select NAME [--candidates='a,b;c,d'] [--x='a,b'] [--scores]\n"
-      "  update NAME --reward=R (--event=ID | --arm=ID | --features='a,b' | --x='a,b')\n"
+      "  select NAME --context='{...}' --actions=@actions.json [--exclude=ID,...] [--scores]\n"
+      "         [--explain]\n"
+      "  update NAME --reward=R (--event=ID | --arm=ID | --features='a,b' | --x='a,b' |\n"
+      "                          --context='{...}' --action='{\"id\":...,\"features\":{...}}')\n"
       "  add-arms NAME --arms=id1,id2 | remove-arms NAME --arms=id1,id2\n"
       "  export NAME --file=F | import [NAME] --file=F\n"
       "  set-reference NAME (--embeddings_file=F.csv [--append] | --mean=.. --covariance=..)\n"
@@ -249,10 +264,30 @@ int main(int argc, char** argv) {
     std::cout << "deleted " << name << "\n";
     return 0;
   }
+  // A JSON flag's value, or the file it names with a leading '@'.
+  auto json_flag = [](const std::string& value, std::string* out) {
+    if (value.empty() || value[0] != '@') {
+      *out = value;
+      return true;
+    }
+    return ReadFile(value.substr(1), out);
+  };
   if (cmd == "select") {
     bandit::v1::SelectRequest req;
     req.set_instance(name);
     req.set_return_scores(absl::GetFlag(FLAGS_scores));
+    std::string context, actions;
+    if (!json_flag(absl::GetFlag(FLAGS_context), &context))
+      return Usage("--context=@FILE: cannot read the file");
+    if (!json_flag(absl::GetFlag(FLAGS_actions), &actions))
+      return Usage("--actions=@FILE: cannot read the file");
+    req.set_context(context);
+    req.set_explain(absl::GetFlag(FLAGS_explain));
+    if (!actions.empty())
+      if (auto s = bandit::client::AddActionsFromJson(actions, &req); !s.ok()) return Fail(s);
+    for (absl::string_view id :
+         absl::StrSplit(absl::GetFlag(FLAGS_exclude), ',', absl::SkipWhitespace()))
+      req.add_excluded_actions(std::string(id));
     for (absl::string_view c :
          absl::StrSplit(absl::GetFlag(FLAGS_candidates), ';', absl::SkipWhitespace()))
       if (!ParseVector(std::string(c), req.add_candidates()->mutable_values()))
@@ -270,6 +305,16 @@ int main(int argc, char** argv) {
     req.set_reward(reward);
     if (!absl::GetFlag(FLAGS_event).empty()) {
       req.set_event_id(absl::GetFlag(FLAGS_event));
+    } else if (!absl::GetFlag(FLAGS_action).empty()) {
+      std::string context, action;
+      if (!json_flag(absl::GetFlag(FLAGS_context), &context) ||
+          !json_flag(absl::GetFlag(FLAGS_action), &action))
+        return Usage("--context/--action=@FILE: cannot read the file");
+      bandit::v1::SelectRequest one;
+      if (auto s = bandit::client::AddActionsFromJson("[" + action + "]", &one); !s.ok())
+        return Fail(s);
+      req.mutable_direct()->set_context(context);
+      *req.mutable_direct()->mutable_action() = one.actions(0);
     } else if (!absl::GetFlag(FLAGS_arm).empty()) {
       req.mutable_direct()->set_arm_id(absl::GetFlag(FLAGS_arm));
     } else if (!absl::GetFlag(FLAGS_features).empty()) {
@@ -279,7 +324,7 @@ int main(int argc, char** argv) {
       if (!ParseVector(absl::GetFlag(FLAGS_x), req.mutable_direct()->mutable_x()))
         return Usage("--x must be numbers");
     } else {
-      return Usage("update needs --event, --arm, --features or --x");
+      return Usage("update needs --event, --arm, --features, --x or --action (with --context)");
     }
     return PrintOr(client.Update(req));
   }

@@ -32,6 +32,43 @@ std::vector<int> ActionOrder(const v1::LoggedDecision& d) {
   return order;
 }
 
+// The members of a named JSON document (an object, or a list of objects: their union) as
+// `"key":value` texts in order, which is how VW reads them inside "c" or a "_multi" entry.
+std::vector<std::string> MemberTexts(const std::string& json) {
+  std::vector<std::string> members;
+  if (json.empty()) return members;
+  const Json doc = Json::parse(json, nullptr, /*allow_exceptions=*/false);
+  auto add = [&](const Json& object) {
+    if (!object.is_object()) return;
+    for (auto it = object.begin(); it != object.end(); ++it)
+      members.push_back(Json(it.key()).dump() + ":" + it.value().dump());
+  };
+  if (doc.is_array()) {
+    for (const auto& element : doc) add(element);
+  } else {
+    add(doc);
+  }
+  return members;
+}
+
+// A named decision's "c": the context's members, then "_multi" with each offered action's
+// members and its id as "_tag" (VW's example tag; no feature). Written as text: a context given
+// as a list of objects may repeat a key, which VW's parser (and ours) read in order.
+std::string NamedDsjsonContext(const v1::LoggedDecision& d) {
+  std::vector<std::string> members = MemberTexts(d.named_context());
+  std::vector<std::string> actions;
+  for (const auto& a : d.named_actions()) {
+    std::vector<std::string> m = {"\"_tag\":" + Json(a.id()).dump()};
+    for (auto& t : MemberTexts(a.features())) m.push_back(std::move(t));
+    actions.push_back("{" + absl::StrJoin(m, ",") + "}");
+  }
+  members.push_back("\"_multi\":[" + absl::StrJoin(actions, ",") + "]");
+  return "{" + absl::StrJoin(members, ",") + "}";
+}
+
+// Stands in for "c" in the JSON object until the named context's text replaces it.
+constexpr char kNamedContextPlaceholder[] = "\x01named-context\x01";
+
 std::string Dsjson(const v1::LoggedDecision& d, const std::string& instance) {
   Json j;
   const bool labeled = HasReward(d) && d.has_propensity();
@@ -53,7 +90,10 @@ std::string Dsjson(const v1::LoggedDecision& d, const std::string& instance) {
   j["a"] = std::move(a);
   Json c = Json::object();
   Json multi = Json::array();
-  if (d.num_candidates() > 0) {
+  const bool named = d.named_actions_size() > 0;
+  if (named) {
+    // Replaced by NamedDsjsonContext below.
+  } else if (d.num_candidates() > 0) {
     for (int i = 0; i < d.num_candidates(); ++i) {
       Json x = Json::array();
       for (int k = 0; k < d.candidate_dim(); ++k)
@@ -68,7 +108,7 @@ std::string Dsjson(const v1::LoggedDecision& d, const std::string& instance) {
       multi.push_back(Json{{"hypothesis", std::to_string(i)}});
   }
   c["_multi"] = std::move(multi);
-  j["c"] = std::move(c);
+  j["c"] = named ? Json(kNamedContextPlaceholder) : std::move(c);
   if (d.probabilities_size() == d.num_actions() && d.num_actions() > 0) {
     Json p = Json::array();
     for (int i : order) p.push_back(d.probabilities(i));
@@ -83,8 +123,14 @@ std::string Dsjson(const v1::LoggedDecision& d, const std::string& instance) {
   if (HasReward(d)) ours["reward"] = d.reward();
   if (d.outcome_at_ms() != 0) ours["outcome_at_ms"] = d.outcome_at_ms();
   if (d.has_propensity() && !labeled) ours["propensity"] = d.propensity();
+  if (named) ours["candidate_dim"] = d.candidate_dim();  // 2^bits, the hashed vectors' length
   j["_bandit"] = std::move(ours);
-  return j.dump();
+  std::string line = j.dump();
+  if (named) {
+    const std::string placeholder = Json(kNamedContextPlaceholder).dump();
+    line.replace(line.find(placeholder), placeholder.size(), NamedDsjsonContext(d));
+  }
+  return line;
 }
 
 // 17 significant digits: reads back as the same double.
@@ -102,7 +148,12 @@ std::string Csv(const v1::LoggedDecision& d, const std::string& instance) {
     return q + "\"";
   };
   std::string context;
-  if (d.num_candidates() > 0) {
+  if (d.named_actions_size() > 0) {
+    // Named: the context and the offered actions' ids, as JSON.
+    Json ids = Json::array();
+    for (const auto& a : d.named_actions()) ids.push_back(a.id());
+    context = Json{{"context", d.named_context()}, {"actions", std::move(ids)}}.dump();
+  } else if (d.num_candidates() > 0) {
     std::vector<std::string> rows;
     for (int i = 0; i < d.num_candidates(); ++i)
       rows.push_back(Numbers(d.candidates().begin() + i * d.candidate_dim(),
@@ -258,7 +309,24 @@ absl::StatusOr<v1::LoggedDecision> ParseDsjson(const std::string& line) {
     return Bad("c._multi", absl::StrCat("expected ", n, " actions, one per entry of a"));
   const Json& multi = c["_multi"];
   const Json& first = multi[0];
-  if (first.is_object() && first.contains("x")) {
+  if (first.is_object() && first.contains("_tag")) {
+    // Named: the context's members and each action's (its id in "_tag"), back to JSON text.
+    Json context = Json::object();
+    for (auto it = c.begin(); it != c.end(); ++it)
+      if (it.key() != "_multi") context[it.key()] = it.value();
+    if (!context.empty()) d.set_named_context(context.dump());
+    for (int i = 0; i < n; ++i) {
+      if (!multi[i].is_object() || !multi[i].contains("_tag") || !multi[i]["_tag"].is_string())
+        return Bad(absl::StrCat("c._multi[", i, "]._tag"), "expected the action id as a string");
+      Json features = multi[i];
+      auto* a = d.add_named_actions();
+      a->set_id(features["_tag"].get<std::string>());
+      features.erase("_tag");
+      if (!features.empty()) a->set_features(features.dump());
+    }
+    d.set_num_candidates(n);
+    d.set_chosen_arm_id(d.named_actions(chosen).id());
+  } else if (first.is_object() && first.contains("x")) {
     int dim = -1;
     for (int i = 0; i < n; ++i) {
       if (!multi[i].is_object() || !multi[i].contains("x"))
@@ -312,6 +380,8 @@ absl::StatusOr<v1::LoggedDecision> ParseDsjson(const std::string& line) {
       d.set_reward(ours["reward"].get<double>());
     if (ours.contains("outcome_at_ms") && ours["outcome_at_ms"].is_number_integer())
       d.set_outcome_at_ms(ours["outcome_at_ms"].get<int64_t>());
+    if (ours.contains("candidate_dim") && ours["candidate_dim"].is_number_integer())
+      d.set_candidate_dim(static_cast<int32_t>(ours["candidate_dim"].get<int64_t>()));
     if (ours.contains("propensity")) {
       auto p = Probability(ours["propensity"], "_bandit.propensity");
       if (!p.ok()) return p.status();

@@ -6,7 +6,8 @@
 #include <set>
 #include <utility>
 
-#include <nlohmann/json.hpp>
+#include <rapidjson/error/en.h>
+#include <rapidjson/reader.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/features/vw_hash.h"
@@ -110,16 +111,19 @@ std::vector<std::string> CompileWildcard(const std::string& interaction,
   return result;
 }
 
-// One namespace on the parser's stack (VW's namespace_builder).
+// One namespace on the parser's stack (VW's namespace_builder). Names point into the parsed
+// buffer (or are the default namespace's " ").
 struct OpenNamespace {
   unsigned char letter;
   uint32_t hash;
-  std::string name;
+  std::string_view name;
 };
 
-// A SAX reader that follows VW's json parser state by state (DefaultState for objects,
-// ArrayState for arrays, TextState for "_text"), with the limits checked on the way.
-class Reader : public nlohmann::json_sax<nlohmann::json> {
+// A RapidJSON SAX handler that follows VW's json parser state by state (DefaultState for
+// objects, ArrayState for arrays, TextState for "_text"), with the limits checked on the way.
+// RapidJSON parses as in VW (in situ, its default number parsing), so a number becomes the same
+// float VW holds.
+class Reader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Reader> {
  public:
   Reader(const FeatureSpaceOptions& options, const bool* ignored, uint64_t mask,
          std::string_view path, const InputLimits& limits, bool audit, ParsedFeatures* out)
@@ -131,48 +135,53 @@ class Reader : public nlohmann::json_sax<nlohmann::json> {
         audit_(audit),
         out_(out) {}
 
-  absl::Status status() const { return status_; }
+  const absl::Status& status() const { return status_; }
+  // What a completed parse must have seen: a top-level object or array of objects.
+  bool saw_document() const { return saw_document_; }
 
-  bool null() override {
-    if (Skipping()) return SkipScalar();
+  bool Null() {
+    if (skip_) return SkipScalar();
     text_ = false;
     return true;  // VW ignores null everywhere
   }
-  bool boolean(bool b) override {
-    if (Skipping()) return SkipScalar();
+  bool Bool(bool b) {
+    if (skip_) return SkipScalar();
     if (InArray()) return Fail("a number, an object or null (VW's arrays hold numbers)");
     if (text_) return Fail("a string (\"_text\" holds words)");
     if (!InObject()) return Fail("an object");
     if (b) return AddHashed(key_, 1.0f, key_);
     return true;
   }
-  bool number_integer(number_integer_t v) override { return Number(static_cast<float>(v)); }
-  bool number_unsigned(number_unsigned_t v) override { return Number(static_cast<float>(v)); }
-  bool number_float(number_float_t v, const string_t&) override {
-    if (!std::isfinite(v)) return Fail("a finite number");
+  bool Int(int v) { return Number(static_cast<float>(v)); }
+  bool Uint(unsigned v) { return Number(static_cast<float>(v)); }
+  bool Int64(int64_t v) { return Number(static_cast<float>(v)); }
+  bool Uint64(uint64_t v) { return Number(static_cast<float>(v)); }
+  bool Double(double v) {
+    if (!skip_ && !std::isfinite(v)) return Fail("a finite number");
     return Number(static_cast<float>(v));
   }
-  bool binary(binary_t&) override { return Fail("JSON"); }
-  bool string(string_t& s) override {
-    if (Skipping()) return SkipScalar();
-    if (static_cast<int64_t>(s.size()) > limits_.max_string_bytes)
+  bool RawNumber(const char*, rapidjson::SizeType, bool) { return false; }  // not requested
+  bool String(const char* str, rapidjson::SizeType length, bool) {
+    if (skip_) return SkipScalar();
+    if (static_cast<int64_t>(length) > limits_.max_string_bytes)
       return Fail(absl::StrCat("a string of at most ", limits_.max_string_bytes, " bytes (got ",
-                               s.size(), ")"));
+                               length, ")"));
     if (InArray()) return Fail("a number, an object or null (VW's arrays hold numbers)");
     if (!InObject()) return Fail("an object");
+    char* value = const_cast<char*>(str);  // in situ: the buffer is ours
     if (text_) {
       text_ = false;
-      return Text(s);
+      return Text(value, length);
     }
     // VW escapes the value (not the key) and hashes key+value as one name.
-    for (char& c : s)
-      if (c == ' ' || c == '\t' || c == '|' || c == ':') c = '_';
-    std::string name = key_;
-    name += s;
-    return AddHashed(name, 1.0f, name);
+    for (char* p = value; p != value + length; ++p)
+      if (*p == ' ' || *p == '\t' || *p == '|' || *p == ':') *p = '_';
+    name_.assign(key_);
+    name_.append(value, length);
+    return AddHashed(name_, 1.0f, name_);
   }
-  bool start_object(std::size_t) override {
-    if (Skipping()) return SkipOpen();
+  bool StartObject() {
+    if (skip_) return SkipOpen();
     if (text_) return Fail("a string (\"_text\" holds words)");
     if (!Enter()) return false;
     if (frames_.empty()) return Push(" ", /*array=*/false);  // the default namespace
@@ -181,18 +190,19 @@ class Reader : public nlohmann::json_sax<nlohmann::json> {
     // An object in an array is a namespace named like the array's (at the top level, the
     // default namespace: Personalizer's list of objects meaning their union).
     const int64_t element = parent.count++;
-    const std::string name = parent.kind == Frame::kTopArray ? " " : namespaces_.back().name;
+    const std::string_view name =
+        parent.kind == Frame::kTopArray ? std::string_view(" ") : namespaces_.back().name;
     if (!Push(name, /*array=*/false)) return false;
     frames_.back().element = element;
     return true;
   }
-  bool end_object() override {
-    if (Skipping()) return SkipClose();
+  bool EndObject(rapidjson::SizeType) {
+    if (skip_) return SkipClose();
     Pop();
     return true;
   }
-  bool start_array(std::size_t) override {
-    if (Skipping()) return SkipOpen();
+  bool StartArray() {
+    if (skip_) return SkipOpen();
     if (text_) return Fail("a string (\"_text\" holds words)");
     if (!Enter()) return false;
     if (frames_.empty()) {
@@ -205,8 +215,8 @@ class Reader : public nlohmann::json_sax<nlohmann::json> {
     frames_.back().array_hash = namespaces_.back().hash;
     return true;
   }
-  bool end_array() override {
-    if (Skipping()) return SkipClose();
+  bool EndArray(rapidjson::SizeType) {
+    if (skip_) return SkipClose();
     if (frames_.back().kind == Frame::kTopArray) {
       frames_.pop_back();
       --depth_;
@@ -215,13 +225,12 @@ class Reader : public nlohmann::json_sax<nlohmann::json> {
     Pop();
     return true;
   }
-  bool key(string_t& k) override {
-    if (Skipping()) return true;
-    if (static_cast<int64_t>(k.size()) > limits_.max_string_bytes)
+  bool Key(const char* str, rapidjson::SizeType length, bool) {
+    if (skip_) return true;
+    if (static_cast<int64_t>(length) > limits_.max_string_bytes)
       return Fail(absl::StrCat("a key of at most ", limits_.max_string_bytes, " bytes (got ",
-                               k.size(), ")"));
-    key_ = std::move(k);
-    frames_.back().key = key_;
+                               length, ")"));
+    key_ = std::string_view(str, length);
     text_ = false;
     if (!key_.empty() && key_[0] == '_') {
       if (key_ == "_text") {
@@ -233,35 +242,42 @@ class Reader : public nlohmann::json_sax<nlohmann::json> {
     }
     return true;
   }
-  bool parse_error(std::size_t position, const std::string&,
-                   const nlohmann::detail::exception& e) override {
-    status_ = absl::InvalidArgumentError(
-        absl::StrCat(std::string(path_), ": malformed JSON at byte ", position, ": ", e.what()));
-    return false;
-  }
 
-  // What a completed parse must have seen: a top-level object or array of objects.
-  bool saw_document() const { return saw_document_; }
+  std::string Path() const {
+    std::string p(path_);
+    for (size_t i = 0; i < frames_.size(); ++i) {
+      const Frame& f = frames_[i];
+      if (f.element >= 0) absl::StrAppend(&p, "[", f.element, "]");
+      if (f.kind == Frame::kObject) {
+        const std::string_view key = i + 1 == frames_.size() ? key_ : f.key;
+        if (!key.empty()) absl::StrAppend(&p, ".", std::string(key));
+      } else if (i + 1 == frames_.size()) {
+        absl::StrAppend(&p, "[", f.count, "]");
+      }
+    }
+    return p;
+  }
 
  private:
   struct Frame {
     enum Kind { kObject, kArray, kTopArray } kind = kObject;
-    std::string key;            // kObject: the member being read (for error paths)
+    std::string_view key;       // kObject: the member holding the child being read
     int64_t count = 0;          // kArray / kTopArray: elements read so far
     int64_t element = -1;       // kObject inside an array: its position
     uint64_t array_hash = 0;    // kArray: VW's array_hash (the next element's index)
   };
 
   bool InArray() const { return !frames_.empty() && frames_.back().kind == Frame::kArray; }
-  bool InTopArray() const { return !frames_.empty() && frames_.back().kind == Frame::kTopArray; }
   bool InObject() const { return !frames_.empty() && frames_.back().kind == Frame::kObject; }
-  bool Skipping() const { return skip_; }
   bool SkipScalar() {
     if (skip_depth_ == 0) skip_ = false;
     return true;
   }
+  // Skipped values still count toward the depth limit (RapidJSON's iterative parser does not
+  // recurse, but a bound is a bound).
   bool SkipOpen() {
-    ++skip_depth_;
+    if (depth_ + ++skip_depth_ > limits_.max_depth)
+      return Fail(absl::StrCat("nesting at most ", limits_.max_depth, " deep"));
     return true;
   }
   bool SkipClose() {
@@ -276,7 +292,9 @@ class Reader : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
 
-  bool Push(const std::string& name, bool array) {
+  bool Push(std::string_view name, bool array) {
+    // The parent's member being opened, for error paths (the innermost one's is key_).
+    if (!frames_.empty() && frames_.back().kind == Frame::kObject) frames_.back().key = key_;
     if (++namespace_count_ > limits_.max_namespaces)
       return Fail(absl::StrCat("at most ", limits_.max_namespaces, " namespaces"));
     namespaces_.push_back(OpenNamespace{static_cast<unsigned char>(name.empty() ? 0 : name[0]),
@@ -291,14 +309,16 @@ class Reader : public nlohmann::json_sax<nlohmann::json> {
   }
 
   bool Number(float v) {
-    if (Skipping()) return SkipScalar();
+    if (skip_) return SkipScalar();
     if (text_) return Fail("a string (\"_text\" holds words)");
-    if (!std::isfinite(v)) return Fail("a number within a float's range (VW's features are floats)");
+    if (!std::isfinite(v))
+      return Fail("a number within a float's range (VW's features are floats)");
     if (InArray()) {
       Frame& f = frames_.back();
       const uint64_t index = f.array_hash++;
       ++f.count;
       if (v == 0) return true;  // VW drops zero values but counts their position
+      if (!audit_) return Add(index, v, {});
       return Add(index, v, absl::StrCat("[", index - namespaces_.back().hash, "]"));
     }
     if (!InObject()) return Fail("an object");
@@ -306,29 +326,28 @@ class Reader : public nlohmann::json_sax<nlohmann::json> {
     return AddHashed(key_, v, key_);
   }
 
-  bool Text(const std::string& s) {
-    std::string word;
-    auto flush = [&]() -> bool {
-      if (word.empty()) return true;
-      bool ok = AddHashed(word, 1.0f, word);
-      word.clear();
-      return ok;
-    };
-    for (char c : s) {
-      if (c == ' ' || c == '\t') {
-        if (!flush()) return false;
-      } else {
-        word.push_back(c == ':' || c == '|' ? '_' : c);
+  // VW's TextState: words split on blanks, ':' and '|' escaped, each a feature of value 1.
+  bool Text(char* text, size_t length) {
+    size_t start = 0;
+    for (size_t i = 0; i <= length; ++i) {
+      if (i == length || text[i] == ' ' || text[i] == '\t') {
+        if (i > start) {
+          const std::string_view word(text + start, i - start);
+          if (!AddHashed(word, 1.0f, word)) return false;
+        }
+        start = i + 1;
+      } else if (text[i] == ':' || text[i] == '|') {
+        text[i] = '_';
       }
     }
-    return flush();
+    return true;
   }
 
-  bool AddHashed(const std::string& name, float value, const std::string& audit_name) {
+  bool AddHashed(std::string_view name, float value, std::string_view audit_name) {
     return Add(HashString(name, namespaces_.back().hash) & mask_, value, audit_name);
   }
 
-  bool Add(uint64_t index, float value, const std::string& audit_name) {
+  bool Add(uint64_t index, float value, std::string_view audit_name) {
     if (!status_.ok()) return false;
     const OpenNamespace& ns = namespaces_.back();
     if (ignored_[ns.letter]) return true;
@@ -337,25 +356,11 @@ class Reader : public nlohmann::json_sax<nlohmann::json> {
     FeatureGroup& g = out_->Get(ns.letter);
     g.features.push_back(ParsedFeature{index, value});
     if (audit_) {
-      g.names.push_back(ns.name == " " ? audit_name : absl::StrCat(ns.name, "^", audit_name));
+      g.names.push_back(ns.name == " " ? std::string(audit_name)
+                                       : absl::StrCat(std::string(ns.name), "^",
+                                                      std::string(audit_name)));
     }
     return true;
-  }
-
-  std::string Path() const {
-    std::string p(path_);
-    for (size_t i = 0; i < frames_.size(); ++i) {
-      const Frame& f = frames_[i];
-      if (f.element >= 0) absl::StrAppend(&p, "[", f.element, "]");
-      if (f.kind == Frame::kObject) {
-        if (!f.key.empty()) absl::StrAppend(&p, ".", f.key);
-      } else if (f.kind == Frame::kTopArray && i + 1 == frames_.size()) {
-        absl::StrAppend(&p, "[", f.count, "]");
-      } else if (f.kind == Frame::kArray && i + 1 == frames_.size()) {
-        absl::StrAppend(&p, "[", f.count, "]");
-      }
-    }
-    return p;
   }
 
   bool Fail(const std::string& expected) {
@@ -374,7 +379,8 @@ class Reader : public nlohmann::json_sax<nlohmann::json> {
   absl::Status status_;
   std::vector<Frame> frames_;
   std::vector<OpenNamespace> namespaces_;
-  std::string key_;
+  std::string_view key_;
+  std::string name_;  // key+value of a string feature
   bool text_ = false;
   bool skip_ = false;
   int64_t skip_depth_ = 0;
@@ -444,10 +450,19 @@ absl::Status FeatureSpace::Parse(std::string_view json, std::string_view path,
     return absl::InvalidArgumentError(absl::StrCat(std::string(path), ": expected at most ",
                                                    limits.max_json_bytes, " bytes of JSON, got ",
                                                    json.size()));
+  // In situ, as VW parses: a NUL-terminated copy the reader may write into.
+  thread_local std::string buffer;
+  buffer.assign(json.data(), json.size());
   Reader reader(options_, ignored_, mask(), path, limits, audit, out);
-  const bool ok = nlohmann::json::sax_parse(json.begin(), json.end(), &reader);
+  rapidjson::InsituStringStream stream(buffer.data());
+  rapidjson::Reader parser;
+  const rapidjson::ParseResult result =
+      parser.Parse<rapidjson::kParseInsituFlag | rapidjson::kParseIterativeFlag>(stream, reader);
   if (!reader.status().ok()) return reader.status();
-  if (!ok) return absl::InvalidArgumentError(absl::StrCat(std::string(path), ": malformed JSON"));
+  if (result.IsError())
+    return absl::InvalidArgumentError(absl::StrCat(std::string(path), ": malformed JSON at byte ",
+                                                   result.Offset(), ": ",
+                                                   rapidjson::GetParseError_En(result.Code())));
   if (!reader.saw_document())
     return absl::InvalidArgumentError(
         absl::StrCat(std::string(path), ": expected a JSON object or an array of objects"));

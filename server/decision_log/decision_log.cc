@@ -140,6 +140,19 @@ void EncodeContext(const DecisionLog::Context& c, Sink& s) {
     }
   }
   if (!c.policy.empty()) s.Bytes(14, c.policy);
+  // Before 18, which stays last in the held bytes (Entry::tail).
+  if (c.named != nullptr) {
+    if (!c.named->context().empty()) s.Bytes(19, c.named->context());
+    for (int i : c.named_actions) {
+      const auto& a = c.named->actions(i);
+      SizeSink inner;
+      if (!a.id().empty()) inner.Bytes(1, a.id());
+      if (!a.features().empty()) inner.Bytes(2, a.features());
+      s.MessageBegin(20, inner.n);
+      if (!a.id().empty()) s.Bytes(1, a.id());
+      if (!a.features().empty()) s.Bytes(2, a.features());
+    }
+  }
   if (c.posteriors != nullptr) EncodePosteriors(*c.posteriors, s);
 }
 
@@ -256,7 +269,8 @@ void DecisionLog::Hold(const bandit::v1::LoggedDecision& d) {
   const size_t size = fields.ByteSizeLong();
   e.size = static_cast<uint32_t>(size);
   if (fields.has_posteriors()) {
-    // Field 18 is the last of the held fields (all the others are numbered below 15).
+    // Field 18 is the last of the held fields (the others are numbered below 15, or 19-20,
+    // which only candidate policies write, and those have no posteriors).
     const size_t len = fields.posteriors().GetCachedSize();
     e.tail = static_cast<uint32_t>(CodedOutputStream::VarintSize32(Tag(18, kDelimited)) +
                                    CodedOutputStream::VarintSize64(len) + len);

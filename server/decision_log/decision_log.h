@@ -67,6 +67,10 @@ class DecisionLog {
     // Thompson sampling: the posteriors the probabilities are computed from at export, in
     // their place (LoggedDecision.posteriors).
     const ArgmaxPosteriors* posteriors = nullptr;
+    // Named decisions: the request whose context and actions (those at `named_actions`, in
+    // candidate order) the entry holds in place of the hashed candidates (fields 19-20).
+    const bandit::v1::SelectRequest* named = nullptr;
+    std::span<const int> named_actions;
   };
 
   // One held decision. `data`/`size`: its encoded fields 1-14 and 18 in a chunk, field 18 (if

@@ -89,7 +89,16 @@ export interface PendingConfig {
   onExpiry?: 'EXPIRY_ACTION_UNSPECIFIED' | 'APPLY_DEFAULT' | 'DROP';
   defaultReward?: number;
 }
-export interface InstanceConfig { policy?: PolicyConfig; seed?: Int64Input; pending?: PendingConfig }
+export interface InstanceConfig {
+  policy?: PolicyConfig; seed?: Int64Input; pending?: PendingConfig;
+  decisionLog?: object;
+  featureSpace?: FeatureSpaceConfig;
+}
+/** Named features hashed as Vowpal Wabbit does: weight space 2^bits, interactions like 'UA', '::'. */
+export interface FeatureSpaceConfig {
+  bits: number; interactions?: string[]; hashSeed?: number; noConstant?: boolean; ignore?: string;
+  version?: number;
+}
 
 export interface InstanceStats {
   rounds: Int64; updates: Int64; pending: Int64; expired: Int64; rejectedRewards: Int64;
@@ -117,6 +126,12 @@ export interface Decision {
   prediction?: number;
   diagnostics: Record<string, number>;
   expiresAtMs: Int64;
+  /** Named actions: the chosen action's id (armIndex is its position in `actions`). */
+  actionId: string;
+  /** Named actions with returnScores: every action, the chosen first (Personalizer's ranking). */
+  ranking: Array<{ id: string; probability: number }>;
+  /** With explain: the chosen action's features as hashed (VW's audit names) and their weights. */
+  explanation: Array<{ name: string; index: number; value: number; weight: number }>;
 }
 export interface UpdateResponse { updates: Int64 }
 
@@ -126,8 +141,22 @@ export interface SelectParams {
   /** Point-input policies: the input x. */
   x?: number[];
   returnScores?: boolean;
+  /** Named features (an instance with a featureSpace): the context shared by every action,
+   *  as an object (or JSON text); nested objects are namespaces. */
+  context?: object | object[] | string;
+  /** Named actions, each with an id and its own features. */
+  actions?: NamedAction[];
+  /** Ids of actions not to choose now. */
+  excludedActions?: string[];
+  /** Also return the chosen action's hashed features with their weights (Decision.explanation). */
+  explain?: boolean;
 }
-export interface DirectObservation { armId?: string; features?: number[]; x?: number[] }
+export interface NamedAction { id: string; features?: object | object[] | string }
+export interface DirectObservation {
+  armId?: string; features?: number[]; x?: number[];
+  /** Named features: the context and the played action. */
+  context?: object | object[] | string; action?: NamedAction;
+}
 export interface UpdateParams {
   /** The Decision's eventId (or give `direct`). */
   eventId?: string;

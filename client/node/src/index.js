@@ -66,10 +66,19 @@ const DEFAULT_RETRY = Object.freeze({ maxAttempts: 4, initialBackoffMs: 50, maxB
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+// Named features travel as JSON text: objects keep their key order (Vowpal Wabbit's
+// self-interactions depend on it); a string is sent as it is.
+const jsonText = (v) => (v === undefined || v === null ? '' : typeof v === 'string' ? v : JSON.stringify(v));
+const toNamedAction = (a) => ({ id: String(a.id), features: jsonText(a.features) });
+
 function toSelectRequest(instance, req = {}) {
   const out = { instance, returnScores: !!req.returnScores };
   if (req.candidates) out.candidates = req.candidates.map((c) => (Array.isArray(c) ? { values: c } : c));
   if (req.x) out.x = req.x;
+  if (req.context !== undefined) out.context = jsonText(req.context);
+  if (req.actions) out.actions = req.actions.map(toNamedAction);
+  if (req.excludedActions) out.excludedActions = req.excludedActions;
+  if (req.explain) out.explain = true;
   return out;
 }
 
@@ -79,6 +88,10 @@ function toUpdateRequest(instance, req = {}) {
   const out = { instance, reward: req.reward ?? 0 };
   for (const k of ['eventId', 'direct', 'embedding', 'fidelity', 'bestExpectedReward', 'expectedReward'])
     if (req[k] !== undefined && req[k] !== null) out[k] = req[k];
+  if (out.direct && (out.direct.context !== undefined || out.direct.action !== undefined)) {
+    out.direct = { ...out.direct, context: jsonText(out.direct.context) };
+    if (req.direct.action) out.direct.action = toNamedAction(req.direct.action);
+  }
   return out;
 }
 
@@ -197,7 +210,8 @@ class BanditClient {
   promoteShadow(name, shadow, opts) { return this._call('PromoteShadow', { name, shadow }, opts); }
 
   // ---- decisions and rewards ----
-  /** A Decision. req: {candidates?: number[][], x?: number[], returnScores?: boolean} */
+  /** A Decision. req: {candidates?: number[][], x?: number[], returnScores?: boolean} or, named,
+   *  {context?: object, actions: [{id, features?: object}], excludedActions?: string[]} */
   select(instance, req, opts) { return this._call('Select', toSelectRequest(instance, req), opts); }
   /** req: {eventId | direct: {armId|features|x}, reward, embedding?, fidelity?, bestExpectedReward?, expectedReward?} */
   update(instance, req, opts) { return this._call('Update', toUpdateRequest(instance, req), opts); }

@@ -119,6 +119,28 @@ describe('BanditClient against a live banditd', () => {
     assert.equal(direct.updates, '122');
   });
 
+  it('decides over named features and action ids', async () => {
+    await client.createInstance('named', {
+      policy: { linucb: { alpha: 0.3 } }, featureSpace: { bits: 8, interactions: ['UA'] }, seed: 3 });
+    const actions = ['news', 'sports', 'music'].map((g) => ({ id: g, features: { Action: { genre: g } } }));
+    const best = { US: 'sports', DE: 'music', IN: 'news' };
+    const hits = [];
+    for (let t = 0; t < 240; t++) {
+      const country = ['US', 'DE', 'IN'][t % 3];
+      const d = await client.select('named', { context: { User: { country } }, actions, returnScores: t % 10 === 0 });
+      assert.equal(actions[d.armIndex].id, d.actionId);
+      if (t % 10 === 0) assert.deepEqual([d.ranking.length, d.ranking[0].id], [3, d.actionId]);
+      await client.update('named', { eventId: d.eventId, reward: d.actionId === best[country] ? 1 : 0 });
+      hits.push(d.actionId === best[country]);
+    }
+    assert.ok(hits.slice(-60).filter(Boolean).length >= 50, hits.join());
+    const d = await client.select('named', { context: { User: { country: 'US' } }, actions, excludedActions: ['sports'] });
+    assert.notEqual(d.actionId, 'sports');
+    const u = await client.update('named', { direct: { context: { User: { country: 'US' } }, action: actions[1] }, reward: 1 });
+    assert.equal(u.updates, '241');
+    await assert.rejects(client.select('named', { context: '{"User":', actions }), InvalidArgumentError);
+  });
+
   it('returns per-item statuses from batch calls', async () => {
     await client.createInstance('batch', LINUCB);
     const items = await client.selectBatch([

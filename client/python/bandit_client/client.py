@@ -11,6 +11,7 @@ A call whose deadline has already passed is not sent (DeadlineExceededError, att
 Calls that fail with UNAVAILABLE (server down, restarting or draining) are retried with
 exponential backoff; no other code is retried. Failures raise typed ``BanditError`` subclasses.
 """
+import json
 import random
 import time
 
@@ -88,12 +89,37 @@ def _config(config):
                     % type(config).__name__)
 
 
-def _select_request(instance, candidates=None, x=None, return_scores=False):
-    req = service_pb2.SelectRequest(instance=instance, return_scores=return_scores)
+def _json_text(value):
+    """Named features as the server takes them: JSON text (a str is sent as it is; dicts and
+    lists keep their key order, which VW's self-interactions depend on)."""
+    if value is None:
+        return ""
+    if isinstance(value, (str, bytes)):
+        return value.decode() if isinstance(value, bytes) else value
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+def _named_action(action):
+    """A NamedAction from a dict {"id": ..., "features": {...}} (or a NamedAction)."""
+    if isinstance(action, service_pb2.NamedAction):
+        return action
+    return service_pb2.NamedAction(id=str(action["id"]),
+                                   features=_json_text(action.get("features")))
+
+
+def _select_request(instance, candidates=None, x=None, return_scores=False, context=None,
+                    actions=None, excluded_actions=None, explain=False):
+    req = service_pb2.SelectRequest(instance=instance, return_scores=return_scores,
+                                    explain=explain)
     for c in candidates or ():
         req.candidates.add(values=list(c))
     if x is not None:
         req.x.extend(x)
+    if context is not None:
+        req.context = _json_text(context)
+    for a in actions or ():
+        req.actions.append(_named_action(a))
+    req.excluded_actions.extend(excluded_actions or ())
     return req
 
 
@@ -106,6 +132,11 @@ def _update_request(instance, event_id=None, reward=0.0, direct=None, embedding=
         req.event_id = event_id
     elif direct is not None:
         if isinstance(direct, dict):
+            direct = dict(direct)
+            if "context" in direct:
+                direct["context"] = _json_text(direct["context"])
+            if "action" in direct:
+                direct["action"] = _named_action(direct["action"])
             direct = service_pb2.DirectObservation(**direct)
         req.direct.CopyFrom(direct)
     if embedding is not None:
@@ -287,16 +318,26 @@ class BanditClient:
         return self._call(self._stub.PromoteShadow, req, timeout)
 
     # ---- decisions and rewards ----
-    def select(self, instance, candidates=None, *, x=None, return_scores=False, timeout=None):
+    def select(self, instance, candidates=None, *, x=None, return_scores=False, context=None,
+               actions=None, excluded_actions=None, explain=False, timeout=None):
         """A Decision. ``candidates``: one feature vector (sequence of floats) per candidate arm,
-        for contextual policies; ``x``: the input point for kernel-selection policies."""
-        return self._call(self._stub.Select, _select_request(instance, candidates, x, return_scores),
-                          timeout)
+        for contextual policies; ``x``: the input point for kernel-selection policies.
+
+        Named features (an instance created with a ``feature_space``): ``context`` a dict (or
+        JSON text) shared by every action, ``actions`` a list of {"id": ..., "features": {...}},
+        ``excluded_actions`` ids not to choose now. The decision's ``action_id`` names the
+        choice; with ``return_scores`` its ``ranking`` lists every action's probability; with
+        ``explain`` its ``explanation`` lists the chosen action's hashed features and weights."""
+        req = _select_request(instance, candidates, x, return_scores, context, actions,
+                              excluded_actions, explain)
+        return self._call(self._stub.Select, req, timeout)
 
     def update(self, instance, event_id=None, reward=0.0, *, direct=None, embedding=None,
                fidelity=None, best_expected_reward=None, expected_reward=None, timeout=None):
         """Reports ``reward`` for the decision ``event_id`` (or a ``direct`` observation:
-        DirectObservation or dict with arm_id / features / x). Returns the UpdateResponse."""
+        DirectObservation or dict with arm_id / features / x, or with named features
+        {"context": {...}, "action": {"id": ..., "features": {...}}}). Returns the
+        UpdateResponse."""
         req = _update_request(instance, event_id, reward, direct, embedding, fidelity,
                               best_expected_reward, expected_reward)
         return self._call(self._stub.Update, req, timeout)

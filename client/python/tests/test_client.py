@@ -158,6 +158,40 @@ class LiveServerTest(unittest.TestCase):
         self.assertGreaterEqual(picks[-60:].count(1), 55, picks)
         self.assertEqual(self.client.get_instance(n).stats.updates, 121)
 
+    def test_named_features_round_trip(self):
+        # Dicts in, action ids out: the best action depends on the user's country (a string
+        # feature) through the -q UA interaction.
+        n = self.name("named")
+        self.client.create_instance(
+            n, {"policy": {"linucb": {"alpha": 0.3}},
+                "feature_space": {"bits": 10, "interactions": ["UA"]}, "seed": 3})
+        self.assertEqual(self.client.get_instance(n).config.policy.linucb.dimension, 1024)
+        actions = [{"id": a, "features": {"Action": {"genre": a}}}
+                   for a in ("news", "sports", "music")]
+        best = {"US": "sports", "DE": "music", "IN": "news"}
+        hits = []
+        for i in range(240):
+            country = ("US", "DE", "IN")[i % 3]
+            d = self.client.select(n, context={"User": {"country": country, "age": 0.3 + i % 7 / 100}},
+                                   actions=actions, return_scores=i % 10 == 0)
+            self.assertIn(d.action_id, best.values())
+            self.assertEqual(actions[d.arm_index]["id"], d.action_id)
+            if i % 10 == 0:
+                self.assertEqual([r.id for r in d.ranking][0], d.action_id)
+                self.assertEqual(len(d.ranking), 3)
+            self.client.update(n, d.event_id, reward=1.0 if d.action_id == best[country] else 0.0)
+            hits.append(d.action_id == best[country])
+        self.assertGreaterEqual(sum(hits[-60:]), 50, hits)
+        d = self.client.select(n, context={"User": {"country": "US"}}, actions=actions,
+                               excluded_actions=["sports"])
+        self.assertNotEqual(d.action_id, "sports")
+        u = self.client.update(n, reward=1.0, direct={
+            "context": {"User": {"country": "US"}}, "action": actions[1]})
+        self.assertEqual(u.updates, 241)
+        with self.assertRaises(InvalidArgumentError) as err:
+            self.client.select(n, context={"User": {"age": [1, "x"]}}, actions=actions)
+        self.assertIn("context.User.age[1]", str(err.exception))
+
     def test_direct_update(self):
         n = self.name("lin")
         self.client.create_instance(n, LINUCB)

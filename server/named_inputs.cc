@@ -1,0 +1,199 @@
+#include "server/named_inputs.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "core/features/config.h"
+
+namespace bandit::server {
+namespace {
+
+constexpr size_t kMaxActionIdBytes = 256;  // Personalizer's limit on an action id
+
+Vector Densify(const features::SparseFeatures& f, int64_t dimension) {
+  Vector v = Vector::Zero(dimension);
+  for (size_t i = 0; i < f.index.size(); ++i) v[f.index[i]] += f.value[i];
+  return v;
+}
+
+}  // namespace
+
+absl::Status NormalizeFeatureSpace(int64_t max_feature_dim, bandit::v1::InstanceConfig* c) {
+  if (!c->has_feature_space()) return absl::OkStatus();
+  auto* fs = c->mutable_feature_space();
+  if (fs->version() == 0) fs->set_version(kFeaturizationVersion);
+  if (fs->version() > kFeaturizationVersion)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.feature_space.version is ", fs->version(), ", expected at most ",
+        kFeaturizationVersion, " (written by a newer server: its weights would be remapped)"));
+  if (fs->version() < 1)
+    return absl::InvalidArgumentError(absl::StrCat("config.feature_space.version is ",
+                                                   fs->version(), ", expected 1"));
+  if (auto space = FeatureSpaceOf(*c); !space.ok()) return space.status();
+  const int64_t dimension = int64_t{1} << fs->bits();
+  if (dimension > max_feature_dim)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.feature_space.bits is ", fs->bits(), ": a policy of dimension 2^", fs->bits(),
+        " = ", dimension, " exceeds --max_feature_dim=", max_feature_dim,
+        " (these policies keep d x d matrices); use bits <= ",
+        63 - __builtin_clzll(static_cast<uint64_t>(max_feature_dim))));
+  return features::SetPolicyDimension(dimension, c->mutable_policy());
+}
+
+absl::StatusOr<std::shared_ptr<const features::FeatureSpace>> FeatureSpaceOf(
+    const bandit::v1::InstanceConfig& c) {
+  if (!c.has_feature_space()) return std::shared_ptr<const features::FeatureSpace>();
+  const features::FeatureSpaceOptions o = features::OptionsOf(c.feature_space());
+  auto space = features::FeatureSpace::Create(o);
+  if (!space.ok())
+    return absl::InvalidArgumentError(absl::StrCat("config.", space.status().message()));
+  return std::make_shared<const features::FeatureSpace>(*std::move(space));
+}
+
+bool HasNamedInputs(const bandit::v1::SelectRequest& req) {
+  return req.actions_size() > 0 || !req.context().empty() || req.excluded_actions_size() > 0 ||
+         req.explain();
+}
+
+bool HasNamedInputs(const bandit::v1::DirectObservation& direct) {
+  return direct.has_action() || !direct.context().empty();
+}
+
+absl::Status FeaturizeSelect(const features::FeatureSpace& space,
+                             const features::InputLimits& limits, int64_t max_actions,
+                             const bandit::v1::SelectRequest& req, std::vector<Vector>* candidates,
+                             std::vector<int>* action_of) {
+  if (req.candidates_size() > 0 || req.x_size() > 0)
+    return absl::InvalidArgumentError(
+        "candidates or x is set with named actions, expected one or the other");
+  if (req.actions_size() == 0)
+    return absl::InvalidArgumentError("actions is empty, expected at least one named action");
+  if (req.actions_size() > max_actions)
+    return absl::InvalidArgumentError(absl::StrCat("actions has ", req.actions_size(),
+                                                   " entries, expected at most ", max_actions,
+                                                   " (--max_candidates)"));
+  absl::flat_hash_map<std::string, int> position;
+  position.reserve(req.actions_size());
+  for (int i = 0; i < req.actions_size(); ++i) {
+    const std::string& id = req.actions(i).id();
+    if (id.empty() || id.size() > kMaxActionIdBytes)
+      return absl::InvalidArgumentError(absl::StrCat("actions[", i, "].id has ", id.size(),
+                                                     " bytes, expected 1..", kMaxActionIdBytes));
+    if (!position.emplace(id, i).second)
+      return absl::InvalidArgumentError(absl::StrCat("actions[", i, "].id '", id,
+                                                     "' repeats actions[", position[id], "].id"));
+  }
+  std::vector<bool> excluded(req.actions_size(), false);
+  for (int i = 0; i < req.excluded_actions_size(); ++i) {
+    auto it = position.find(req.excluded_actions(i));
+    if (it == position.end())
+      return absl::InvalidArgumentError(absl::StrCat("excluded_actions[", i, "] '",
+                                                     req.excluded_actions(i),
+                                                     "' is not the id of one of the actions"));
+    excluded[it->second] = true;
+  }
+  thread_local features::ParsedFeatures shared;
+  thread_local features::ParsedFeatures action;
+  thread_local features::SparseFeatures sparse;
+  shared.groups.clear();
+  if (!req.context().empty())
+    if (auto s = space.Parse(req.context(), "context", limits, false, &shared); !s.ok()) return s;
+  candidates->clear();
+  action_of->clear();
+  for (int i = 0; i < req.actions_size(); ++i) {
+    action.groups.clear();
+    const std::string& json = req.actions(i).features();
+    if (!json.empty())
+      if (auto s = space.Parse(json, absl::StrCat("actions[", i, "].features"), limits, false,
+                               &action);
+          !s.ok())
+        return s;
+    if (excluded[i]) continue;
+    space.Featurize(action, &shared, false, &sparse);
+    candidates->push_back(Densify(sparse, space.dimension()));
+    action_of->push_back(i);
+  }
+  if (candidates->empty())
+    return absl::InvalidArgumentError(
+        "excluded_actions excludes every action, expected at least one action to choose from");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Vector> FeaturizeDirect(const features::FeatureSpace& space,
+                                       const features::InputLimits& limits,
+                                       const bandit::v1::DirectObservation& direct) {
+  if (direct.features_size() > 0 || direct.x_size() > 0 || !direct.arm_id().empty())
+    return absl::InvalidArgumentError(
+        "direct.features, x or arm_id is set with a named action, expected one or the other");
+  if (!direct.has_action())
+    return absl::InvalidArgumentError(
+        "direct.action is missing, expected the played action (id and features)");
+  features::ParsedFeatures shared, action;
+  if (!direct.context().empty())
+    if (auto s = space.Parse(direct.context(), "direct.context", limits, false, &shared); !s.ok())
+      return s;
+  if (!direct.action().features().empty())
+    if (auto s = space.Parse(direct.action().features(), "direct.action.features", limits, false,
+                             &action);
+        !s.ok())
+      return s;
+  features::SparseFeatures sparse;
+  space.Featurize(action, &shared, false, &sparse);
+  return Densify(sparse, space.dimension());
+}
+
+void WriteNamedDecision(const bandit::v1::SelectRequest& req, absl::Span<const int> action_of,
+                        bandit::v1::Decision* out) {
+  const int chosen_candidate = out->arm_index();
+  const int chosen = action_of[chosen_candidate];
+  out->set_arm_index(chosen);
+  out->set_action_id(req.actions(chosen).id());
+  if (!req.return_scores() || out->scores_size() != static_cast<int>(action_of.size())) return;
+  // Personalizer's ranking: the chosen action first, then the others by the policy's score;
+  // probabilities where the policy has them, otherwise 1 for the (deterministic) choice.
+  const bool probabilities = out->score_kind() == bandit::v1::PROBABILITY;
+  std::vector<int> order(action_of.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    if ((a == chosen_candidate) != (b == chosen_candidate)) return a == chosen_candidate;
+    return out->scores(a) > out->scores(b);
+  });
+  std::vector<bool> offered(req.actions_size(), false);
+  for (int k : order) {
+    auto* r = out->add_ranking();
+    r->set_id(req.actions(action_of[k]).id());
+    r->set_probability(probabilities ? out->scores(k) : (k == chosen_candidate ? 1.0 : 0.0));
+    offered[action_of[k]] = true;
+  }
+  for (int i = 0; i < req.actions_size(); ++i) {
+    if (offered[i]) continue;
+    auto* r = out->add_ranking();
+    r->set_id(req.actions(i).id());
+    r->set_probability(0.0);
+  }
+}
+
+void ExplainChoice(const features::FeatureSpace& space, const features::InputLimits& limits,
+                   const bandit::v1::SelectRequest& req, const Vector& weights,
+                   bandit::v1::Decision* out) {
+  // The request was parsed once already: these parses succeed.
+  features::ParsedFeatures shared, action;
+  if (!req.context().empty()) (void)space.Parse(req.context(), "context", limits, true, &shared);
+  const std::string& json = req.actions(out->arm_index()).features();
+  if (!json.empty()) (void)space.Parse(json, "action", limits, true, &action);
+  features::SparseFeatures f;
+  space.Featurize(action, &shared, /*audit=*/true, &f);
+  const bool has_weights = weights.size() == space.dimension();
+  for (size_t i = 0; i < f.index.size(); ++i) {
+    auto* w = out->add_explanation();
+    w->set_name(f.names[i]);
+    w->set_index(f.index[i]);
+    w->set_value(f.value[i]);
+    w->set_weight(has_weights ? weights[f.index[i]] : 0.0);
+  }
+}
+
+}  // namespace bandit::server

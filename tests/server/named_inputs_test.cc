@@ -1,0 +1,482 @@
+// Named features end to end through DecisionService: an instance with a feature space decides
+// exactly as a twin fed the hashed vectors through the dense API, refuses bad input with the
+// path and leaves its state alone, and replays named requests exactly after a crash.
+#include <google/protobuf/text_format.h>
+#include <gmock/gmock.h>
+#include <nlohmann/json.hpp>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/cpp/decision_log_format.h"
+#include "core/features/feature_space.h"
+#include "server/decision_service.h"
+#include "server/persistence.h"
+#include "server/storage/file_storage.h"
+#include "tests/server/fault_injection_fs.h"
+#include "tests/server/server_test_util.h"
+#include "tools/ope/evaluate.h"
+
+namespace bandit::server {
+namespace {
+
+using absl::StatusCode;
+using ::testing::HasSubstr;
+using testing::Create;
+namespace v1 = bandit::v1;
+
+constexpr char kNamed[] =
+    "policy { linucb { alpha: 0.5 } } feature_space { bits: 8 interactions: 'UA' } seed: 5";
+constexpr char kDense[] = "policy { linucb { alpha: 0.5 dimension: 256 } } seed: 5";
+
+const char* kColors[] = {"red", "green", "blue", "black"};
+const char* kCountries[] = {"US", "DE", "IN"};
+
+// One round's named request: a user with categorical and numeric features, five actions with
+// their own features, sometimes one excluded.
+v1::SelectRequest NamedRequest(const std::string& instance, int round) {
+  v1::SelectRequest req;
+  req.set_instance(instance);
+  const int country = round % 3, age = 20 + (round * 7) % 40;
+  req.set_context(absl::StrCat(R"({"User":{"country":")", kCountries[country], R"(","age":)", age,
+                               R"(},"device":"mobile"})"));
+  for (int a = 0; a < 5; ++a) {
+    auto* action = req.add_actions();
+    action->set_id(absl::StrCat("item-", a));
+    action->set_features(absl::StrCat(R"({"Action":{"color":")", kColors[a % 4], R"(","price":)",
+                                      1 + a, R"(}})"));
+  }
+  if (round % 4 == 3) req.add_excluded_actions(absl::StrCat("item-", round % 5));
+  return req;
+}
+
+// The same request as the dense API takes it: the hashed vector of each action not excluded.
+v1::SelectRequest DenseRequest(const std::string& instance, const v1::SelectRequest& named,
+                               std::vector<int>* action_of) {
+  features::FeatureSpaceOptions o;
+  o.bits = 8;
+  o.interactions = {"UA"};
+  auto space = *features::FeatureSpace::Create(o);
+  features::InputLimits limits;
+  features::ParsedFeatures shared;
+  EXPECT_TRUE(space.Parse(named.context(), "context", limits, false, &shared).ok());
+  v1::SelectRequest req;
+  req.set_instance(instance);
+  action_of->clear();
+  for (int i = 0; i < named.actions_size(); ++i) {
+    bool excluded = false;
+    for (const auto& e : named.excluded_actions()) excluded |= e == named.actions(i).id();
+    if (excluded) continue;
+    features::ParsedFeatures action;
+    EXPECT_TRUE(space.Parse(named.actions(i).features(), "a", limits, false, &action).ok());
+    features::SparseFeatures f;
+    space.Featurize(action, &shared, false, &f);
+    std::vector<double> dense(256, 0.0);
+    for (size_t k = 0; k < f.index.size(); ++k) dense[f.index[k]] += f.value[k];
+    auto* c = req.add_candidates();
+    for (double v : dense) c->add_values(v);
+    action_of->push_back(i);
+  }
+  return req;
+}
+
+double Reward(int round, int action) { return ((round % 3) + action) % 4 == 0 ? 1.0 : 0.0; }
+
+int PlayNamedOn(DecisionService& svc, const std::string& name, int round) {
+  v1::SelectRequest req = NamedRequest(name, round);
+  v1::Decision d;
+  EXPECT_TRUE(svc.Select(req, &d).ok());
+  v1::UpdateRequest up;
+  up.set_instance(name);
+  up.set_event_id(d.event_id());
+  up.set_reward(Reward(round, d.arm_index()));
+  v1::UpdateResponse r;
+  EXPECT_TRUE(svc.Update(up, &r).ok());
+  return d.arm_index();
+}
+
+int PlayNamed(DecisionService& svc, int round) { return PlayNamedOn(svc, "x", round); }
+
+TEST(NamedInputs, DecidesExactlyAsTheDenseTwinFedTheHashedVectors) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("named", kNamed), &out).ok());
+  EXPECT_EQ(out.config().policy().linucb().dimension(), 256);  // filled from bits
+  EXPECT_EQ(out.config().feature_space().version(), 1);
+  ASSERT_TRUE(svc.CreateInstance(Create("dense", kDense), &out).ok());
+  int differ_from_first = 0;
+  for (int round = 0; round < 300; ++round) {
+    v1::SelectRequest named = NamedRequest("named", round);
+    named.set_return_scores(round % 2 == 0);
+    std::vector<int> action_of;
+    v1::SelectRequest dense = DenseRequest("dense", named, &action_of);
+    v1::Decision dn, dd;
+    ASSERT_TRUE(svc.Select(named, &dn).ok()) << round;
+    ASSERT_TRUE(svc.Select(dense, &dd).ok()) << round;
+    ASSERT_EQ(dn.arm_index(), action_of[dd.arm_index()]) << round;
+    EXPECT_EQ(dn.action_id(), absl::StrCat("item-", dn.arm_index()));
+    differ_from_first += dn.arm_index() != action_of[0];
+    if (named.return_scores()) {
+      ASSERT_EQ(dn.ranking_size(), 5);
+      EXPECT_EQ(dn.ranking(0).id(), dn.action_id());
+      EXPECT_EQ(dn.ranking(0).probability(), 1.0);  // LinUCB is deterministic
+      if (named.excluded_actions_size() > 0) {
+        EXPECT_EQ(dn.ranking(4).id(), named.excluded_actions(0));
+        EXPECT_EQ(dn.ranking(4).probability(), 0.0);
+      }
+    }
+    const double r = Reward(round, dn.arm_index());
+    v1::UpdateRequest un, ud;
+    un.set_instance("named");
+    un.set_event_id(dn.event_id());
+    un.set_reward(r);
+    ud.set_instance("dense");
+    ud.set_event_id(dd.event_id());
+    ud.set_reward(r);
+    v1::UpdateResponse resp;
+    ASSERT_TRUE(svc.Update(un, &resp).ok());
+    ASSERT_TRUE(svc.Update(ud, &resp).ok());
+  }
+  EXPECT_GT(differ_from_first, 30);  // the decisions depend on what was learned
+}
+
+TEST(NamedInputs, DirectUpdateLearnsTheSameAsDenseFeatures) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("named", kNamed), &out).ok());
+  ASSERT_TRUE(svc.CreateInstance(Create("dense", kDense), &out).ok());
+  for (int round = 0; round < 50; ++round) {
+    v1::SelectRequest named = NamedRequest("named", round);
+    std::vector<int> action_of;
+    v1::SelectRequest dense = DenseRequest("dense", named, &action_of);
+    v1::UpdateRequest un, ud;
+    un.set_instance("named");
+    un.mutable_direct()->set_context(named.context());
+    *un.mutable_direct()->mutable_action() = named.actions(action_of[0]);
+    un.set_reward(Reward(round, action_of[0]));
+    ud.set_instance("dense");
+    for (double v : dense.candidates(0).values()) ud.mutable_direct()->add_features(v);
+    ud.set_reward(un.reward());
+    v1::UpdateResponse resp;
+    ASSERT_TRUE(svc.Update(un, &resp).ok()) << round;
+    ASSERT_TRUE(svc.Update(ud, &resp).ok());
+  }
+  for (int round = 50; round < 60; ++round) {
+    std::vector<int> action_of;
+    v1::SelectRequest named = NamedRequest("named", round);
+    v1::SelectRequest dense = DenseRequest("dense", named, &action_of);
+    v1::Decision dn, dd;
+    ASSERT_TRUE(svc.Select(named, &dn).ok());
+    ASSERT_TRUE(svc.Select(dense, &dd).ok());
+    EXPECT_EQ(dn.arm_index(), action_of[dd.arm_index()]);
+  }
+}
+
+TEST(NamedInputs, BadInputNamesWhatWasExpectedAndChangesNothing) {
+  ManualClock clock;
+  DecisionService svc(&clock), twin(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("n", kNamed), &out).ok());
+  ASSERT_TRUE(twin.CreateInstance(Create("n", kNamed), &out).ok());
+  ASSERT_TRUE(svc.CreateInstance(Create("d", kDense), &out).ok());
+  auto refused = [&](v1::SelectRequest req, const std::string& message) {
+    v1::Decision d;
+    absl::Status s = svc.Select(req, &d);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(message));
+  };
+  v1::SelectRequest good = NamedRequest("n", 0);
+  {
+    v1::SelectRequest r = good;
+    r.set_context(R"({"User":{"age":1e39}})");
+    refused(r, "context.User.age: expected a number within a float's range");
+  }
+  {
+    v1::SelectRequest r = good;
+    r.mutable_actions(2)->set_features(R"({"Action":{"color":)");
+    refused(r, "actions[2].features: malformed JSON");
+  }
+  {
+    v1::SelectRequest r = good;
+    r.mutable_actions(3)->set_id("item-1");
+    refused(r, "actions[3].id 'item-1' repeats actions[1].id");
+  }
+  {
+    v1::SelectRequest r = good;
+    r.add_excluded_actions("nope");
+    refused(r, "excluded_actions[0] 'nope' is not the id of one of the actions");
+  }
+  {
+    v1::SelectRequest r = good;
+    for (const auto& a : good.actions()) r.add_excluded_actions(a.id());
+    refused(r, "excludes every action");
+  }
+  {
+    v1::SelectRequest r = good;
+    r.mutable_actions(0)->set_id("");
+    refused(r, "actions[0].id has 0 bytes");
+  }
+  {
+    v1::SelectRequest r = good;
+    r.add_candidates()->add_values(1);
+    refused(r, "candidates or x is set with named actions");
+  }
+  {
+    std::vector<int> action_of;
+    refused(DenseRequest("n", good, &action_of), "the instance has a feature_space");
+  }
+  {
+    v1::SelectRequest r = good;
+    r.set_instance("d");
+    refused(r, "the instance has no feature_space");
+  }
+  // Nothing changed: the next decisions equal an untouched twin's.
+  for (int round = 0; round < 20; ++round) {
+    v1::SelectRequest a = NamedRequest("n", round);
+    v1::Decision da, db;
+    ASSERT_TRUE(svc.Select(a, &da).ok());
+    ASSERT_TRUE(twin.Select(a, &db).ok());
+    EXPECT_EQ(da.arm_index(), db.arm_index());
+    EXPECT_EQ(da.event_id().substr(da.event_id().find('-')),
+              db.event_id().substr(db.event_id().find('-')));
+  }
+}
+
+TEST(NamedInputs, ConfigsAreCheckedAtCreate) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  auto create = [&](const std::string& config) {
+    return svc.CreateInstance(Create(absl::StrCat("c", out.name().size(), config.size()), config),
+                              &out);
+  };
+  EXPECT_THAT(
+      std::string(create("policy { linucb { dimension: 8 } } feature_space { bits: 4 }").message()),
+      HasSubstr("expected 2^feature_space.bits = 16"));
+  EXPECT_THAT(std::string(create("policy { epsilon_greedy { epsilon: 0.1 } num_arms: 3 } "
+                                 "feature_space { bits: 4 }")
+                              .message()),
+              HasSubstr("expected a contextual policy"));
+  EXPECT_THAT(std::string(create("policy { linucb {} } feature_space { bits: 18 }").message()),
+              HasSubstr("2^feature_space.bits = 262144: use fewer bits"));
+  EXPECT_THAT(std::string(create("policy { linucb {} } feature_space { bits: 4 version: 2 }")
+                              .message()),
+              HasSubstr("written by a newer server"));
+  EXPECT_THAT(std::string(create("policy { linucb {} } feature_space { bits: 4 "
+                                 "interactions: 'ABCD' }")
+                              .message()),
+              HasSubstr("feature_space.interactions[0]"));
+  EXPECT_TRUE(create("policy { glm_epsilon_greedy { epsilon: 0.2 } } feature_space { bits: 6 }")
+                  .ok());
+}
+
+TEST(NamedInputs, RankingCarriesThePolicysProbabilities) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  // The GLB policies check ||x|| <= max_feature_norm (1 by default, the papers' assumption):
+  // named features with values 1..60 need a larger bound.
+  ASSERT_TRUE(svc.CreateInstance(Create("g", "policy { glm_epsilon_greedy { epsilon: 0.3 "
+                                             "max_feature_norm: 100 } } feature_space { bits: 6 } "
+                                             "seed: 9"),
+                                 &out)
+                  .ok());
+  v1::SelectRequest req = NamedRequest("g", 3);  // one action excluded
+  req.set_return_scores(true);
+  v1::Decision d;
+  absl::Status selected = svc.Select(req, &d);
+  ASSERT_TRUE(selected.ok()) << selected;
+  ASSERT_EQ(d.ranking_size(), 5);
+  double sum = 0;
+  for (const auto& r : d.ranking()) sum += r.probability();
+  EXPECT_NEAR(sum, 1.0, 1e-12);
+  EXPECT_EQ(d.ranking(0).id(), d.action_id());
+  EXPECT_EQ(d.ranking(0).probability(), d.propensity());
+  EXPECT_EQ(d.ranking(4).id(), req.excluded_actions(0));
+  EXPECT_EQ(d.ranking(4).probability(), 0.0);
+  // epsilon-greedy over 4 offered actions: the greedy one 0.7 + 0.3/4, the others 0.3/4.
+  EXPECT_NEAR(d.ranking(0).probability(), 0.7 + 0.075, 1e-12);
+  EXPECT_NEAR(d.ranking(1).probability(), 0.075, 1e-12);
+}
+
+// explain: the chosen action's hashed features with LinUCB's weights; their dot product is the
+// mean LinUCB reports for the choice (theta . x), and the names are VW's audit names.
+TEST(NamedInputs, ExplainListsTheChosenActionsFeaturesWithTheirWeights) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("e", kNamed), &out).ok());
+  for (int round = 0; round < 100; ++round) ASSERT_GE(PlayNamedOn(svc, "e", round), 0);
+  v1::SelectRequest req = NamedRequest("e", 0);
+  req.set_explain(true);
+  v1::Decision d;
+  ASSERT_TRUE(svc.Select(req, &d).ok());
+  ASSERT_GT(d.explanation_size(), 0);
+  double dot = 0;
+  bool constant = false, interaction = false;
+  for (const auto& f : d.explanation()) {
+    EXPECT_LT(f.index(), 256u);
+    dot += f.value() * f.weight();
+    constant |= f.name() == "Constant";
+    interaction |= f.name() == absl::StrCat("User^countryUS*Action^color", kColors[d.arm_index() % 4]);
+  }
+  EXPECT_TRUE(constant);
+  EXPECT_TRUE(interaction);
+  EXPECT_NEAR(dot, d.diagnostics().at("mean"), 1e-9);
+  // Without explain, no explanation; explain on a dense instance is refused.
+  req.set_explain(false);
+  v1::Decision plain;
+  ASSERT_TRUE(svc.Select(req, &plain).ok());
+  EXPECT_EQ(plain.explanation_size(), 0);
+  ASSERT_TRUE(svc.CreateInstance(Create("dense", kDense), &out).ok());
+  std::vector<int> action_of;
+  v1::SelectRequest dense = DenseRequest("dense", NamedRequest("dense", 0), &action_of);
+  dense.set_explain(true);
+  EXPECT_EQ(svc.Select(dense, &plain).code(), StatusCode::kInvalidArgument);
+}
+
+// The decision log keeps the context and actions as sent; its DSJSON export writes them as
+// Vowpal Wabbit reads them ("c" holds the context's namespaces and "_multi" each action's,
+// with its id as "_tag"), and bandit-ope hashes them again: a candidate equal to the served
+// policy replays its every decision, so IPS equals the logged mean reward exactly.
+TEST(NamedInputs, LogExportsVwsFormAndOpeReplaysTheServedPolicyExactly) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(
+      svc.CreateInstance(Create("x", absl::StrCat(kNamed, " decision_log { enabled: true }")), &out)
+          .ok());
+  double reward_sum = 0;
+  for (int round = 0; round < 150; ++round) {
+    v1::SelectRequest req = NamedRequest("x", round);
+    v1::Decision d;
+    ASSERT_TRUE(svc.Select(req, &d).ok());
+    v1::UpdateRequest up;
+    up.set_instance("x");
+    up.set_event_id(d.event_id());
+    up.set_reward(Reward(round, d.arm_index()));
+    reward_sum += up.reward();
+    v1::UpdateResponse r;
+    ASSERT_TRUE(svc.Update(up, &r).ok());
+  }
+  v1::ExportDecisionLogRequest req;
+  req.set_name("x");
+  DecisionService::DecisionLogCursor cursor;
+  std::vector<std::string> lines;
+  for (bool done = false; !done;) {
+    v1::DecisionLogChunk chunk;
+    ASSERT_TRUE(svc.ReadDecisionLog(req, &cursor, &chunk, &done).ok());
+    for (const auto& d : chunk.decisions()) {
+      EXPECT_TRUE(d.candidates().empty());  // the hashed vectors are not held
+      EXPECT_EQ(d.candidate_dim(), 256);
+      lines.push_back(client::FormatDecision(client::LogFormat::kDsjson, d, "x"));
+    }
+  }
+  ASSERT_EQ(lines.size(), 150u);
+  // Round 3 excluded one of five actions: four offered, the chosen one named by its id.
+  auto line3 = nlohmann::json::parse(lines[3]);
+  ASSERT_EQ(line3["c"]["_multi"].size(), 4u);
+  EXPECT_EQ(line3["c"]["User"]["country"], "US");
+  EXPECT_EQ(line3["c"]["_multi"][0]["Action"]["color"], "red");
+  EXPECT_TRUE(line3["c"]["_multi"][0].contains("_tag"));
+
+  ope::Candidate same{.name = "same", .config = {}};
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(kNamed, &same.config));
+  auto evaluator = ope::Evaluator::Create({same}, ope::EvaluateOptions());
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    auto d = client::ParseDsjson(lines[i]);
+    ASSERT_TRUE(d.ok()) << d.status();
+    ASSERT_TRUE((*evaluator)->Add(*d, absl::StrCat("line ", i)).ok());
+  }
+  const auto& est = (*evaluator)->results()[0].estimators;
+  EXPECT_EQ(est.events(), 150);
+  EXPECT_DOUBLE_EQ(est.Ips().value, reward_sum / 150);
+  EXPECT_DOUBLE_EQ(est.Logged().value, reward_sum / 150);
+
+  // Without the feature space the tool cannot hash a named log, and says so.
+  ope::Candidate bare{.name = "bare", .config = {}};
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(kDense, &bare.config));
+  auto plain = ope::Evaluator::Create({bare}, ope::EvaluateOptions());
+  ASSERT_TRUE(plain.ok());
+  auto d0 = client::ParseDsjson(lines[0]);
+  ASSERT_TRUE(d0.ok());
+  EXPECT_THAT(std::string((*plain)->Add(*d0, "line 0").message()),
+              HasSubstr("expected candidate configs with the instance's feature_space"));
+}
+
+// A shadow of a named instance evaluates on the same hashed vectors; its dimension comes from
+// the feature space like the served policy's. A shadow equal to the served policy agrees with
+// it on every decision, so its IPS estimate is the served value exactly.
+TEST(NamedInputs, ShadowsScoreTheSameHashedVectors) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("s", kNamed), &out).ok());
+  v1::AddShadowRequest add;
+  add.set_name("s");
+  add.set_shadow("twin");
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "policy { linucb { alpha: 0.5 } } seed: 5", add.mutable_config()));
+  ASSERT_TRUE(svc.AddShadow(add, &out).ok());
+  ASSERT_EQ(out.shadows_size(), 1);
+  EXPECT_EQ(out.shadows(0).config().policy().linucb().dimension(), 256);
+  for (int round = 0; round < 120; ++round) ASSERT_GE(PlayNamedOn(svc, "s", round), 0);
+  v1::GetInstanceRequest get;
+  get.set_name("s");
+  ASSERT_TRUE(svc.GetInstance(get, &out).ok());
+  ASSERT_EQ(out.shadows_size(), 1);
+  EXPECT_EQ(out.shadows(0).events(), 120);
+  EXPECT_DOUBLE_EQ(out.shadows(0).ips().value(), out.shadows(0).served().value());
+}
+
+// A server "process" on a file system that can lose what was not fsynced.
+struct Node {
+  Node(FaultInjectionFs* fs, const Clock* clock) : svc(clock) {
+    PersistenceOptions o;
+    o.snapshot_every_changes = 1'000'000;
+    o.snapshot_interval_ms = 1'000'000'000;
+    FileStorageOptions fo;
+    fo.dir = "/data";
+    fo.durability = Durability::kAlways;
+    fo.fs = fs;
+    fo.clock = clock;
+    auto p = Persistence::Open(std::make_unique<FileStorage>(std::move(fo)), o, &svc, &report);
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (p.ok()) persistence = *std::move(p);
+  }
+  DecisionService svc;
+  RecoveryReport report;
+  std::unique_ptr<Persistence> persistence;
+};
+
+
+TEST(NamedInputs, NamedSelectsReplayExactlyAfterACrash) {
+  ManualClock clock;
+  FaultInjectionFs fs;
+  DecisionService twin(&clock);
+  v1::Instance out;
+  const std::string config = absl::StrCat(kNamed, " decision_log { enabled: true }");
+  ASSERT_TRUE(twin.CreateInstance(Create("x", config), &out).ok());
+  {
+    Node a(&fs, &clock);
+    ASSERT_TRUE(a.svc.CreateInstance(Create("x", config), &out).ok());
+    for (int round = 0; round < 200; ++round) {
+      ASSERT_EQ(PlayNamed(a.svc, round), PlayNamed(twin, round));
+      if (round == 100) ASSERT_TRUE(a.persistence->SnapshotAll().ok());  // then journal replay
+    }
+    ASSERT_TRUE(a.persistence->storage()->Flush().ok());
+    fs.Crash();
+  }
+  Node b(&fs, &clock);
+  for (int round = 200; round < 400; ++round)
+    ASSERT_EQ(PlayNamed(b.svc, round), PlayNamed(twin, round)) << round;
+}
+
+}  // namespace
+}  // namespace bandit::server

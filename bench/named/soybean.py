@@ -29,9 +29,12 @@ from bandit_client import BanditClient  # noqa: E402
 BITS = 10
 POLICIES = {
     "LinUCB": {"linucb": {"alpha": 0.25}},
-    "GLB-OMD": {"glb_omd": {"link": "LOGISTIC", "max_feature_norm": 10.0, "radius_multiplier": 0.05}},
+    # lambda = 1 instead of the papers' d (= 1024 here, which would regularize 35-feature
+    # contexts into near-uniform play for the whole pass).
+    "GLB-OMD": {"glb_omd": {"link": "LOGISTIC", "max_feature_norm": 10.0, "lambda": 1.0,
+                            "radius_multiplier": 0.05}},
     "GLM-eps-greedy": {"glm_epsilon_greedy": {"epsilon": 0.05, "link": "LOGISTIC",
-                                              "max_feature_norm": 10.0}},
+                                              "max_feature_norm": 10.0, "lambda": 1.0}},
 }
 
 

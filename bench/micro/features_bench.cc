@@ -66,9 +66,8 @@ void Featurize(benchmark::State& state, std::vector<std::string> interactions) {
     }
   }
   state.counters["terms_per_action"] = static_cast<double>(terms);
-  state.counters["us_per_action"] = benchmark::Counter(
-      static_cast<double>(kActions) * 1e-6, benchmark::Counter::kIsIterationInvariantRate |
-                                                benchmark::Counter::kInvert);
+  state.counters["actions"] =
+      benchmark::Counter(kActions, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK_CAPTURE(Featurize, Features_Featurize_qUA, std::vector<std::string>{"UA"})
     ->Unit(benchmark::kMicrosecond);

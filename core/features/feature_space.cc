@@ -133,7 +133,11 @@ class Reader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Reader> {
         path_(path),
         limits_(limits),
         audit_(audit),
-        out_(out) {}
+        out_(out) {
+    // Per-thread stacks, reused: a request parses one document per action.
+    frames_.clear();
+    namespaces_.clear();
+  }
 
   const absl::Status& status() const { return status_; }
   // What a completed parse must have seen: a top-level object or array of objects.
@@ -377,10 +381,10 @@ class Reader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Reader> {
   const bool audit_;
   ParsedFeatures* out_;
   absl::Status status_;
-  std::vector<Frame> frames_;
-  std::vector<OpenNamespace> namespaces_;
+  static thread_local std::vector<Frame> frames_;
+  static thread_local std::vector<OpenNamespace> namespaces_;
+  static thread_local std::string name_;  // key+value of a string feature
   std::string_view key_;
-  std::string name_;  // key+value of a string feature
   bool text_ = false;
   bool skip_ = false;
   int64_t skip_depth_ = 0;
@@ -389,6 +393,10 @@ class Reader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Reader> {
   int64_t feature_count_ = 0;
   bool saw_document_ = false;
 };
+
+thread_local std::vector<Reader::Frame> Reader::frames_;
+thread_local std::vector<OpenNamespace> Reader::namespaces_;
+thread_local std::string Reader::name_;
 
 }  // namespace
 
@@ -405,6 +413,7 @@ const FeatureGroup* ParsedFeatures::Find(unsigned char letter) const {
 FeatureGroup& ParsedFeatures::Get(unsigned char letter) {
   if (FeatureGroup* g = Find(letter)) return *g;
   groups.push_back(FeatureGroup{.letter = letter});
+  groups.back().features.reserve(32);
   return groups.back();
 }
 int64_t ParsedFeatures::size() const {
@@ -600,8 +609,8 @@ void FeatureSpace::Featurize(const ParsedFeatures& action, const ParsedFeatures*
       return i < n ? first->names[i] : second->names[i - n];
     }
   };
-  std::vector<Merged> merged;
-  merged.reserve(action.groups.size() + (shared ? shared->groups.size() : 0));
+  thread_local std::vector<Merged> merged;
+  merged.clear();
   for (const auto& g : action.groups)
     merged.push_back(Merged{g.letter, &g, shared ? shared->Find(g.letter) : nullptr});
   if (shared)

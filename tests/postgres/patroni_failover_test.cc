@@ -30,6 +30,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/cpp/bandit_client.h"
+#include "tests/integration/postgres_process.h"
 #include "tests/integration/server_process.h"
 
 namespace bandit {
@@ -37,6 +38,7 @@ namespace {
 
 using bandit::client::BanditClient;
 using bandit::testing::HttpGet;
+using bandit::testing::PostgresProcess;
 using bandit::testing::ServerProcess;
 namespace v1 = bandit::v1;
 using Clock = std::chrono::steady_clock;
@@ -70,7 +72,8 @@ double Since(Clock::time_point t0, Clock::time_point t) {
 // etcd and two Patroni members, each in its own process group, as `postgres`.
 class PatroniCluster {
  public:
-  PatroniCluster() {
+  // synchronous: Patroni's synchronous_mode (else asynchronous streaming replication).
+  explicit PatroniCluster(bool synchronous = true) : synchronous_(synchronous) {
     char tmpl[] = "/tmp/bandit-patroni-XXXXXX";
     dir_ = mkdtemp(tmpl);
     const passwd* pw = getpwnam("postgres");
@@ -131,6 +134,10 @@ class PatroniCluster {
                         " target_session_attrs=read-write user=postgres dbname=postgres "
                         "connect_timeout=2");
   }
+  // A superuser connection string to member i alone.
+  std::string MemberDsn(int i) const {
+    return absl::StrCat("host=127.0.0.1 port=", pg_[i], " user=postgres dbname=postgres");
+  }
   std::string Log(int i) const {
     std::ifstream f(absl::StrCat(dir_, "/pg-", i + 1, ".log"));
     return std::string(std::istreambuf_iterator<char>(f), {});
@@ -145,7 +152,8 @@ class PatroniCluster {
       << rest_[i] << "\n"
       << "etcd3:\n  hosts: 127.0.0.1:" << etcd_client_ << "\n"
       << "bootstrap:\n  dcs:\n    ttl: 10\n    loop_wait: 2\n    retry_timeout: 4\n"
-      << "    synchronous_mode: true\n    synchronous_mode_strict: false\n"
+      << "    synchronous_mode: " << (synchronous_ ? "true" : "false")
+      << "\n    synchronous_mode_strict: false\n"
       << "    postgresql:\n      use_pg_rewind: true\n      use_slots: true\n"
       << "      parameters:\n        wal_log_hints: 'on'\n        synchronous_commit: 'on'\n"
       << "        max_connections: 60\n        shared_buffers: 16MB\n"
@@ -189,6 +197,7 @@ class PatroniCluster {
     return pid;
   }
 
+  const bool synchronous_;
   std::string dir_;
   uid_t uid_ = 0;
   gid_t gid_ = 0;
@@ -255,10 +264,36 @@ struct Load {
   std::vector<std::thread> workers;
 };
 
-std::unique_ptr<ServerProcess> Node(const std::string& dsn, const std::string& id) {
+std::unique_ptr<ServerProcess> Node(const std::string& dsn, const std::string& id,
+                                    int lease_ms = 5000) {
   return std::make_unique<ServerProcess>(std::vector<std::string>{
       "--storage=postgres", "--postgres_dsn=" + dsn, "--durability=always", "--cluster",
-      "--node_id=" + id, "--lease_ms=5000", "--grace_period_ms=2000"});
+      "--node_id=" + id, "--lease_ms=" + std::to_string(lease_ms), "--grace_period_ms=2000"});
+}
+
+void Create(BanditClient& client, const std::string& name) {
+  v1::CreateInstanceRequest create;
+  create.set_name(name);
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "policy { epsilon_greedy { epsilon: 0.2 } num_arms: 4 }", create.mutable_config()));
+  auto s = client.CreateInstance(create);
+  ASSERT_TRUE(s.ok()) << s.status();
+}
+
+// `rounds` acknowledged Select + Update pairs on `name`.
+void Rounds(BanditClient& client, const std::string& name, int rounds) {
+  for (int i = 0; i < rounds; ++i) {
+    v1::SelectRequest sel;
+    sel.set_instance(name);
+    auto d = client.Select(sel);
+    ASSERT_TRUE(d.ok()) << d.status();
+    v1::UpdateRequest up;
+    up.set_instance(name);
+    up.set_event_id(d->event_id());
+    up.set_reward(i % 2);
+    auto u = client.Update(up);
+    ASSERT_TRUE(u.ok()) << u.status();
+  }
 }
 
 TEST(PatroniFailover, KillingThePrimaryTwiceUnderLoadLosesNothingAcknowledged) {
@@ -332,6 +367,103 @@ TEST(PatroniFailover, KillingThePrimaryTwiceUnderLoadLosesNothingAcknowledged) {
               static_cast<long long>(got->stats().updates()));
   EXPECT_GE(got->stats().updates(), acknowledged) << "acknowledged updates lost";
   EXPECT_LE(got->stats().updates(), attempted);
+}
+
+// The divergence case for real: asynchronous replication, the standby held back (the primary's
+// WAL sender stopped), updates acknowledged on the primary alone, then the primary killed and
+// the standby promoted without them. The nodes notice at their reconnect and refuse the instance
+// that lost acknowledged updates (DATA_LOSS), keep serving the one that lost nothing, and a node
+// started afterwards refuses it too. --lease_ms above the failover time, so that the owner, not
+// another node, is the one that reconnects to the shortened database holding the instance.
+TEST(PatroniFailover, AStandbyBehindIsNoticedAfterTheFailoverAndItsInstanceRefused) {
+  if (geteuid() != 0 || !std::filesystem::exists("/usr/bin/patroni") ||
+      !std::filesystem::exists("/usr/bin/etcd"))
+    GTEST_SKIP() << "needs root (to run PostgreSQL as `postgres`), patroni and etcd "
+                    "(scripts/deps.sh)";
+  PatroniCluster pg(/*synchronous=*/false);
+  pg.Start(0);
+  ASSERT_TRUE(WaitFor([&] { return pg.Is(0, "primary"); }, 60)) << pg.Log(0);
+  pg.Start(1);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return pg.Is(1, "replica") &&
+               PostgresProcess::ExecOn(pg.MemberDsn(0),
+                                       "SELECT count(*) FROM pg_stat_replication WHERE state = "
+                                       "'streaming'") == "1";
+      },
+      60))
+      << pg.Log(1);
+  auto n1 = Node(pg.Dsn(), "n1", 30000);
+  auto n2 = Node(pg.Dsn(), "n2", 30000);
+  ASSERT_TRUE(n1->running() && n2->running()) << n1->Log() << n2->Log();
+  BanditClient c1(n1->target()), c2(n2->target());
+  Create(c1, "behind");
+  Create(c1, "intact");
+  Rounds(c1, "behind", 5);
+  Rounds(c2, "intact", 5);
+  // The standby has everything so far ...
+  const std::string rows =
+      PostgresProcess::ExecOn(pg.MemberDsn(0), "SELECT count(*) FROM bandit_journal");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return PostgresProcess::ExecOn(pg.MemberDsn(1), "SELECT count(*) FROM bandit_journal") ==
+               rows;
+      },
+      30));
+  // ... and nothing after: the primary's WAL sender stops; these are acknowledged by the
+  // primary alone (no synchronous standby: banditd warned at start).
+  const pid_t sender = std::stoi(
+      PostgresProcess::ExecOn(pg.MemberDsn(0), "SELECT pid FROM pg_stat_replication"));
+  ASSERT_EQ(kill(sender, SIGSTOP), 0);
+  Rounds(c2, "behind", 3);
+  auto acked = c1.GetInstance("behind");
+  ASSERT_TRUE(acked.ok()) << acked.status();
+  ASSERT_EQ(acked->stats().updates(), 8);
+  pg.Kill(0);
+  kill(sender, SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return pg.Is(1, "primary"); }, 60)) << pg.Log(1);
+
+  // Never served from memory again, through either node; the intact instance goes on.
+  for (BanditClient* c : {&c1, &c2}) {
+    absl::Status got;
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          got = c->GetInstance("behind").status();
+          return got.code() == absl::StatusCode::kDataLoss;
+        },
+        60))
+        << "still served: " << got << "\n"
+        << n1->Log() << n2->Log();
+    EXPECT_TRUE(absl::StrContains(got.message(), "PostgreSQL no longer holds every change"))
+        << got;
+  }
+  v1::SelectRequest sel;
+  sel.set_instance("behind");
+  EXPECT_EQ(c2.Select(sel).status().code(), absl::StatusCode::kDataLoss);
+  absl::StatusOr<v1::Instance> intact;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        intact = c2.GetInstance("intact");
+        return intact.ok();
+      },
+      30))
+      << intact.status();
+  EXPECT_EQ(intact->stats().updates(), 5);
+  Rounds(c1, "intact", 1);
+  const std::string m1 = HttpGet(n1->metrics_port(), "/metrics"),
+                    m2 = HttpGet(n2->metrics_port(), "/metrics");
+  EXPECT_TRUE(absl::StrContains(m1 + m2, "\nbandit_storage_diverged_instances_total 1"))
+      << m1 << m2;
+  // A node started afterwards refuses it too (bandit_diverged), and serves the intact one.
+  n1.reset();
+  n2.reset();
+  auto reader = Node(pg.Dsn(), "reader", 30000);
+  ASSERT_TRUE(reader->running()) << reader->Log();
+  BanditClient c3(reader->target());
+  EXPECT_EQ(c3.GetInstance("behind").status().code(), absl::StatusCode::kDataLoss);
+  auto again = c3.GetInstance("intact");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->stats().updates(), 6);
 }
 
 }  // namespace

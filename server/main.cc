@@ -27,8 +27,9 @@ ABSL_FLAG(
 ABSL_FLAG(std::string, postgres_password_file, "",
           "File whose first line is the PostgreSQL password (--storage=postgres)");
 ABSL_FLAG(bool, postgres_require_sync_standby, false,
-          "With --storage=postgres --durability=always: refuse to start (and to accept writes "
-          "after a reconnect) while PostgreSQL has no synchronous standby "
+          "With --storage=postgres --durability=always: refuse to start, and refuse writes "
+          "(checked at every reconnect and every 10 s), while PostgreSQL has no synchronous "
+          "standby "
           "(synchronous_standby_names empty), instead of warning that a failover can lose "
           "acknowledged writes");
 ABSL_FLAG(std::string, config, "",

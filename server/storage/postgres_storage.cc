@@ -904,12 +904,22 @@ std::string PostgresStorage::DivergedMessage(const PostgresStorageOptions::Diver
       "' and a restart (event ids issued after the lost records may then be issued again)");
 }
 
-absl::Status PostgresStorage::CheckSynchronousStandby(Connection& conn) const {
+absl::Status PostgresStorage::CheckSynchronousStandby(Connection& conn, bool quiet) {
   std::string names;
   if (auto s = conn.Exec("SELECT current_setting('synchronous_standby_names')", {}, &names);
       !s.ok())
     return s;
   if (options_.durability != Durability::kAlways) return absl::OkStatus();
+  const int state = names.empty() ? 0 : 1;
+  const bool changed = state != standby_state_;
+  standby_state_ = state;
+  if (quiet && !changed) {
+    if (state == 0 && options_.require_synchronous_standby)
+      return absl::FailedPreconditionError(
+          "durability=always, but PostgreSQL has no synchronous standby; "
+          "--postgres_require_sync_standby refuses writes until it has one");
+    return absl::OkStatus();
+  }
   if (!names.empty()) {
     BANDIT_LOG_INFO("PostgreSQL synchronous_standby_names = '", names,
                     "': with durability=always a change is acknowledged once a synchronous "
@@ -1223,8 +1233,31 @@ void PostgresStorage::Fail(const absl::Status& why) {
                    why.message()));
 }
 
+void PostgresStorage::GoDownLocked(std::unique_lock<std::mutex>& lock, const absl::Status& why,
+                                   std::chrono::steady_clock::time_point* down_since) {
+  // Nothing is in flight (the committer is between commits): the buffered rows stay for the
+  // reconnect, every waiter hears UNAVAILABLE now.
+  Fail(why);
+  std::unique_ptr<Connection> dead = std::move(commit_conn_);
+  *down_since = std::chrono::steady_clock::now();
+  std::vector<std::function<void(absl::Status)>> ready;
+  while (!waiters_.empty()) {
+    ready.push_back(std::move(waiters_.begin()->second));
+    waiters_.erase(waiters_.begin());
+  }
+  const absl::Status status = health_;
+  done_cv_.notify_all();
+  lock.unlock();
+  BANDIT_LOG_ERROR("PostgreSQL: refusing writes and reconnecting: ", why.message());
+  if (options_.on_error) options_.on_error(why);
+  dead.reset();
+  for (auto& done : ready) done(status);
+  lock.lock();
+}
+
 void PostgresStorage::CommitterLoop() {
   auto backoff = options_.reconnect_initial;
+  auto next_standby_check = std::chrono::steady_clock::now() + options_.standby_recheck;
   int failed_attempts = 0;
   auto down_since = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
@@ -1360,6 +1393,20 @@ void PostgresStorage::CommitterLoop() {
 
     work_cv_.wait_for(lock, std::chrono::seconds(1),
                       [&] { return stop_ || !buffer_.empty() || flush_requested_; });
+    // What `always` promises can change under a live connection (Patroni empties
+    // synchronous_standby_names when the standby is lost): re-read it now and then.
+    if (options_.durability == Durability::kAlways && !stop_ &&
+        std::chrono::steady_clock::now() >= next_standby_check) {
+      next_standby_check = std::chrono::steady_clock::now() + options_.standby_recheck;
+      Connection* c = commit_conn_.get();
+      lock.unlock();
+      absl::Status st = CheckSynchronousStandby(*c, /*quiet=*/true);
+      lock.lock();
+      if (!st.ok()) {
+        GoDownLocked(lock, st, &down_since);
+        continue;
+      }
+    }
     if (options_.durability != Durability::kAlways) {
       // Linger: let records accumulate for one transaction (the mode acknowledged them already).
       work_cv_.wait_for(lock, kLinger, [&] { return stop_ || flush_requested_; });
@@ -1372,26 +1419,8 @@ void PostgresStorage::CommitterLoop() {
       lock.unlock();
       absl::Status alive = idle->Probe();
       lock.lock();
-      if (!alive.ok() && !down_ && !stop_ && buffer_.empty()) {
-        Fail(alive);
-        std::unique_ptr<Connection> dead = std::move(commit_conn_);
-        down_since = std::chrono::steady_clock::now();
-        std::vector<std::function<void(absl::Status)>> ready;
-        while (!waiters_.empty()) {
-          ready.push_back(std::move(waiters_.begin()->second));
-          waiters_.erase(waiters_.begin());
-        }
-        const absl::Status status = health_;
-        done_cv_.notify_all();
-        lock.unlock();
-        BANDIT_LOG_ERROR("PostgreSQL connection lost while idle, refusing writes and "
-                         "reconnecting: ",
-                         alive.message());
-        if (options_.on_error) options_.on_error(alive);
-        dead.reset();
-        for (auto& done : ready) done(status);
-        lock.lock();
-      }
+      if (!alive.ok() && !down_ && !stop_ && buffer_.empty())
+        GoDownLocked(lock, alive, &down_since);
       continue;
     }
     batch.swap(buffer_);

@@ -44,7 +44,8 @@
 //
 // What `always` promises depends on the database: after the COMMIT returned, the WAL is flushed
 // on the server, and on a synchronous standby only if synchronous_standby_names names one. At
-// start and after every reconnect the committer reads synchronous_standby_names; with
+// start, after every reconnect and every standby_recheck (10 s) the committer reads
+// synchronous_standby_names; with
 // durability=always and none it warns (a failover can lose acknowledged writes), or refuses to
 // accept writes when require_synchronous_standby is set.
 //
@@ -121,6 +122,9 @@ struct PostgresStorageOptions {
   // durability=always without a synchronous standby (synchronous_standby_names empty): refuse
   // to start and to accept writes after a reconnect, instead of warning.
   bool require_synchronous_standby = false;
+  // How often the committer re-reads synchronous_standby_names on its connection (Patroni
+  // empties it when the standby is lost while the primary stays up).
+  std::chrono::milliseconds standby_recheck{10'000};
 };
 
 class PostgresStorage final : public Storage {
@@ -216,9 +220,15 @@ class PostgresStorage final : public Storage {
   absl::Status FencedAdminTransaction(const std::string& instance,
                                       const std::function<absl::Status(Connection&)>& body);
   void Fail(const absl::Status& why);  // requires mu_
+  // Fail, drop the committer's connection and answer every waiter (committer, holding `lock`
+  // on mu_, between commits; unlocks it for the callbacks).
+  void GoDownLocked(std::unique_lock<std::mutex>& lock, const absl::Status& why,
+                    std::chrono::steady_clock::time_point* down_since);
   // Reads synchronous_standby_names: with durability=always and no synchronous standby, warns
-  // (or, with require_synchronous_standby, returns FAILED_PRECONDITION).
-  absl::Status CheckSynchronousStandby(Connection& conn) const;
+  // (or, with require_synchronous_standby, returns FAILED_PRECONDITION). `quiet`: log only if
+  // the answer changed since the last check (the committer's periodic re-check).
+  absl::Status CheckSynchronousStandby(Connection& conn, bool quiet = false);
+  int standby_state_ = -1;  // last check: -1 none yet, 0 no synchronous standby, 1 one (committer)
   // The loaded instances whose newest committed record the database no longer holds; records
   // them in bandit_diverged. Runs on the committer's fresh connection before anything is written.
   absl::StatusOr<std::vector<PostgresStorageOptions::Divergence>> FindDivergence(Connection& conn);

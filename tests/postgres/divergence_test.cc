@@ -3,7 +3,7 @@
 // less of are refused (DATA_LOSS, with the gap), never served from memory; a restart keeps
 // refusing them (bandit_diverged) until an operator accepts what the database holds. And the
 // `always` promise check: --postgres_require_sync_standby refuses a PostgreSQL without a
-// synchronous standby, at start and after a reconnect.
+// synchronous standby, at start, after a reconnect, and when it is lost under a live connection.
 //
 // The journal is cut back deterministically: one transaction locks the journal and snapshot
 // tables, deletes the newest rows of one instance and terminates banditd's sessions, then
@@ -305,8 +305,9 @@ TEST(PostgresStorageDivergence, TheCheckRefusesTheInstanceAndWritesNothingAfterT
 }
 
 // --postgres_require_sync_standby: a PostgreSQL without a synchronous standby is refused at
-// start; one with synchronous_standby_names set is accepted; and when a reconnect finds the
-// setting gone, writes stay refused (the reason in health) until it is back. Its own PostgreSQL:
+// start; one with synchronous_standby_names set is accepted; and when the setting goes away
+// (read again every standby_recheck, and at every reconnect), writes are refused (the reason in
+// health) until it is back. Its own PostgreSQL:
 // synchronous_standby_names is a server-wide setting.
 TEST(SynchronousStandby, RequiredIsCheckedAtStartAndAfterEveryReconnect) {
   PostgresProcess pg;
@@ -319,6 +320,7 @@ TEST(SynchronousStandby, RequiredIsCheckedAtStartAndAfterEveryReconnect) {
     o.reconnect_initial = std::chrono::milliseconds(20);
     o.reconnect_max = std::chrono::milliseconds(200);
     o.writer_lock_wait = std::chrono::milliseconds(300);
+    o.standby_recheck = std::chrono::milliseconds(100);
     return o;
   };
   server::RecoverySink sink;
@@ -349,6 +351,14 @@ TEST(SynchronousStandby, RequiredIsCheckedAtStartAndAfterEveryReconnect) {
   server::PostgresStorage storage(options(true));
   ASSERT_TRUE(storage.Recover(sink).ok());
   EXPECT_TRUE(storage.health().ok()) << storage.health();
+  // The standby is lost while the primary stays up (Patroni empties the setting): the
+  // committer's periodic re-read notices on the same connection.
+  set_standby("");
+  ASSERT_TRUE(WaitFor([&] {
+    return absl::StrContains(storage.health().message(), "synchronous_standby_names is empty");
+  })) << storage.health();
+  set_standby("standby1");
+  ASSERT_TRUE(WaitFor([&] { return storage.health().ok(); })) << storage.health();
   // The standby goes away (settings changed, as after a failover) and the session is cut.
   set_standby("");
   PostgresProcess::ExecOn(dsn,

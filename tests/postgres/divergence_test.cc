@@ -121,6 +121,10 @@ TEST_P(Divergence, AJournalThatWentBackwardsIsRefusedNeverServed) {
   const std::string dsn = SharedPostgres().CreateDatabase();
   char tmpl[] = "/tmp/banditd-diverge-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
+  struct RemoveDir {  // also when an assertion ends the test early
+    std::string dir;
+    ~RemoveDir() { std::filesystem::remove_all(dir); }
+  } remove_dir{dir};
   std::string acked_seq, held_seq;
   {
     ServerProcess server(Args(dsn, "n1"), dir);
@@ -194,7 +198,6 @@ TEST_P(Divergence, AJournalThatWentBackwardsIsRefusedNeverServed) {
     EXPECT_EQ(lost->stats().updates(), 8);
     Rounds(client, "lost", 1);
   }
-  std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(SingleAndCluster, Divergence, ::testing::Bool(),

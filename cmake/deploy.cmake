@@ -54,6 +54,9 @@ if(NOT BANDIT_HAPROXY)
 endif()
 add_test(NAME deploy_cluster_compose_config
   COMMAND ${BANDIT_DOCKER_COMPOSE} -f ${DEPLOY_DIR}/cluster/docker-compose.yml config -q)
+# The same cluster on a replicated PostgreSQL: Patroni (pg-1, pg-2) over etcd.
+add_test(NAME deploy_cluster_patroni_compose_config
+  COMMAND ${BANDIT_DOCKER_COMPOSE} -f ${DEPLOY_DIR}/cluster/docker-compose.patroni.yml config -q)
 add_test(NAME deploy_haproxy_check
   COMMAND ${BANDIT_HAPROXY} -c -f ${DEPLOY_DIR}/cluster/haproxy.cfg)
 # Dashboard JSON and alert expressions name only metrics a live banditd exports.

@@ -13,6 +13,7 @@ PKGS=(
   openssl clang libclang-rt-14-dev
   postgresql libpq-dev
   haproxy
+  patroni etcd-server
 )
 # client/node (tests: node --test, deps: npm ci): Debian's nodejs (18) + npm, unless a Node.js
 # with npm is already there (NodeSource's nodejs bundles npm and conflicts with Debian's npm).

@@ -18,6 +18,22 @@
 #include "server/status_util.h"
 
 namespace bandit::server {
+namespace {
+
+// The answer of a call forwarded to `owner`, for the caller. CANCELLED from the owner is never
+// the caller's own doing (a caller that cancelled reads no answer): the owner cut the call (it
+// is leaving: its server shutting down cancels the calls it has not finished or not yet
+// started). CANCELLED is not retryable, so the caller would give up on a call the cluster can
+// serve: it hears UNAVAILABLE, which clients retry (reaching the instance's next owner).
+absl::Status FromForwarded(const grpc::Status& s, const std::string& owner) {
+  if (s.error_code() == grpc::StatusCode::CANCELLED)
+    return absl::UnavailableError(absl::StrCat(
+        "node '", owner, "', the instance's owner, cut the forwarded call (", s.error_message(),
+        "): it is leaving or restarting; the change may or may not have been applied; retry"));
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+}  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
@@ -151,7 +167,7 @@ class GrpcBanditService::DecisionLogWriter final
       forward_ = nullptr;
     }
     ctx_->AddTrailingMetadata("x-bandit-node", node);
-    End(absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message()));
+    End(FromForwarded(status, node));
   }
 
  private:
@@ -532,15 +548,12 @@ bool GrpcBanditService::RouteElsewhere(Ctx* ctx, Reactor* reactor, Rpc rpc,
               [this, f, ctx, reactor, rpc, start, owner](grpc::Status s) {
                 const auto& trailers = f->client.GetServerTrailingMetadata();
                 auto it = trailers.find("x-bandit-node");
-                ctx->AddTrailingMetadata("x-bandit-node",
-                                         it == trailers.end()
-                                             ? owner
-                                             : std::string(it->second.data(), it->second.size()));
+                const std::string served_by =
+                    it == trailers.end() ? owner
+                                         : std::string(it->second.data(), it->second.size());
+                ctx->AddTrailingMetadata("x-bandit-node", served_by);
                 delete f;
-                Finish(reactor, rpc, start,
-                       s.ok() ? absl::OkStatus()
-                              : absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                                             s.error_message()));
+                Finish(reactor, rpc, start, FromForwarded(s, served_by));
               });
       return true;
     }

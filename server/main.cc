@@ -26,6 +26,12 @@ ABSL_FLAG(
     "(password: PGPASSWORD, ~/.pgpass or --postgres_password_file; never logged)");
 ABSL_FLAG(std::string, postgres_password_file, "",
           "File whose first line is the PostgreSQL password (--storage=postgres)");
+ABSL_FLAG(bool, postgres_require_sync_standby, false,
+          "With --storage=postgres --durability=always: refuse to start, and refuse writes "
+          "(checked at every reconnect and every 10 s), while PostgreSQL has no synchronous "
+          "standby "
+          "(synchronous_standby_names empty), instead of warning that a failover can lose "
+          "acknowledged writes");
 ABSL_FLAG(std::string, config, "",
           "Optional text-format bandit.v1.ServerConfig of instances to create at start");
 ABSL_FLAG(int64_t, grace_period_ms, 5000, "How long in-flight calls may run after SIGTERM/SIGINT");
@@ -105,6 +111,7 @@ int main(int argc, char** argv) {
   options.storage = absl::GetFlag(FLAGS_storage);
   options.postgres_dsn = absl::GetFlag(FLAGS_postgres_dsn);
   options.postgres_password_file = absl::GetFlag(FLAGS_postgres_password_file);
+  options.postgres_require_sync_standby = absl::GetFlag(FLAGS_postgres_require_sync_standby);
   if (options.storage != "file" && options.storage != "postgres") {
     BANDIT_LOG_ERROR("--storage=", options.storage, " is not one of file, postgres");
     return 2;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 
 #include <google/protobuf/text_format.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -121,6 +122,23 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
           if (auto* node = self->cluster_ptr_.load()) node->OnFenced(names);
         };
       }
+      pg.require_synchronous_standby = options.postgres_require_sync_standby;
+      pg.loaded_instances = [self] {
+        std::vector<std::string> names;
+        for (const auto& inst : self->service_->registry().All()) names.push_back(inst->name());
+        return names;
+      };
+      pg.on_diverged = [self](const std::vector<PostgresStorageOptions::Divergence>& diverged) {
+        // Never served from memory again: the database does not hold what this copy holds.
+        // Calls still holding the copy are answered UNAVAILABLE (released), later ones DATA_LOSS.
+        self->storage_metrics_->CountDiverged(static_cast<int64_t>(diverged.size()));
+        std::map<std::string, std::shared_ptr<Instance>> loaded;
+        for (auto& inst : self->service_->registry().All()) loaded[inst->name()] = inst;
+        for (const auto& d : diverged) {
+          self->service_->registry().Refuse(d.instance, absl::DataLossError(d.why));
+          if (auto it = loaded.find(d.instance); it != loaded.end()) it->second->MarkReleased();
+        }
+      };
       pg.on_recovered = [self] {
         BANDIT_LOG_INFO("storage healthy again: reporting SERVING");
         if (self->server_ && !self->shut_down_)

@@ -50,6 +50,8 @@ struct ServerOptions {
   std::string storage = "file";
   std::string postgres_dsn;
   std::string postgres_password_file;
+  // durability=always without a synchronous standby: refuse writes instead of warning.
+  bool postgres_require_sync_standby = false;
   ServiceLimits limits;
   // Time and timers (expiry, decision times, the snapshot interval, everysec's fsync).
   const Clock* clock = SystemClock::Get();

@@ -72,6 +72,14 @@ StorageMetrics::StorageMetrics(prometheus::Registry& registry) {
                  .Help("Failed storage writes or fsyncs; after the first, writes are refused.")
                  .Register(registry)
                  .Add({});
+  diverged_ = &prometheus::BuildCounter()
+                   .Name("bandit_storage_diverged_instances_total")
+                   .Help("Instances PostgreSQL was found to hold fewer records of than banditd "
+                         "had committed (checked at every reconnect: a failover to a standby "
+                         "without the last commits, an older backup restored); each is refused "
+                         "(DATA_LOSS) until an operator decides.")
+                   .Register(registry)
+                   .Add({});
 }
 
 std::shared_ptr<prometheus::Collectable> StorageMetrics::AgeCollector(const Persistence* p,

@@ -20,6 +20,8 @@ class StorageMetrics {
   void ObserveSnapshot(double seconds) { snapshot_->Observe(seconds); }
   void ObserveFsync(double seconds) { fsync_->Observe(seconds); }
   void CountError() { errors_->Increment(); }
+  // Instances found behind in PostgreSQL at a reconnect (refused, DATA_LOSS).
+  void CountDiverged(int64_t instances) { diverged_->Increment(static_cast<double>(instances)); }
   // Scrape-time gauge bandit_last_snapshot_age_seconds{instance}.
   static std::shared_ptr<prometheus::Collectable> AgeCollector(const Persistence* persistence,
                                                                const Clock* clock);
@@ -32,6 +34,7 @@ class StorageMetrics {
   prometheus::Histogram* snapshot_;
   prometheus::Histogram* fsync_;
   prometheus::Counter* errors_;
+  prometheus::Counter* diverged_;
 };
 
 }  // namespace bandit::server

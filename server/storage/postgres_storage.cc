@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <unistd.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -91,6 +92,16 @@ constexpr Migration kMigrations[] = {
      "  END IF;"
      "  RETURN held;"
      " END $fence$;"},
+    {3,
+     // Instances found behind: the database holds fewer of their records than a banditd had
+     // committed (a failover to a standby without the last commits, an older backup). Every
+     // load of a listed instance is refused until an operator deletes the instance or the row.
+     "CREATE TABLE bandit_diverged ("
+     "  instance text PRIMARY KEY,"
+     "  database_seq bigint NOT NULL,"
+     "  acknowledged_seq bigint NOT NULL,"
+     "  detected_by text NOT NULL,"
+     "  detected_at timestamptz NOT NULL DEFAULT clock_timestamp());"},
 };
 
 constexpr const char* kFencedSqlState = "BF001";
@@ -149,6 +160,14 @@ class PostgresStorage::Connection {
   ~Connection() { PQfinish(conn_); }
   PGconn* get() const { return conn_; }
   bool ok() const { return PQstatus(conn_) == CONNECTION_OK; }
+  // Whether the server is still there, without a round trip: reads whatever it sent (a closed
+  // socket, a termination notice). libpq's socket is non-blocking, so this never waits.
+  absl::Status Probe() const {
+    if (PQconsumeInput(conn_) != 1 || !ok())
+      return absl::UnavailableError(absl::StrCat("PostgreSQL: the connection was lost: ",
+                                                 Trimmed(PQerrorMessage(conn_))));
+    return absl::OkStatus();
+  }
 
   // UNAVAILABLE, or ABORTED when the fencing check refused the transaction (the lease moved on:
   // the connection is fine, the rows must not be written).
@@ -356,6 +375,7 @@ absl::StatusOr<RecoveryStats> PostgresStorage::Recover(const RecoverySink& sink)
           "fenced COMMIT returned; durability=",
           DurabilityName(options_.durability),
           " would acknowledge writes that fencing may still refuse)"));
+    if (auto s = CheckSynchronousStandby(**commit); !s.ok()) return s;
     std::lock_guard<std::mutex> lock(mu_);
     admin_conn_ = *std::move(admin);
     commit_conn_ = *std::move(commit);
@@ -371,8 +391,29 @@ absl::StatusOr<RecoveryStats> PostgresStorage::Recover(const RecoverySink& sink)
   // not write while we read.
   if (auto s = TakeWriterLock(**commit, options_.writer_lock_wait); !s.ok()) return s;
 
+  if (auto s = CheckSynchronousStandby(**commit); !s.ok()) return s;
+
   Connection& conn = **admin;
   uint64_t max_seq = 0;
+  std::unordered_map<std::string, uint64_t> high;  // newest sequence number per instance
+  std::map<std::string, std::string> diverged;
+  {
+    // Instances an earlier check found behind: refused before anything of theirs is read.
+    Result res(PQexec(conn.get(),
+                      "SELECT instance, database_seq, acknowledged_seq, detected_by FROM "
+                      "bandit_diverged ORDER BY instance"));
+    if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
+      return conn.Error("reading bandit_diverged", res.get());
+    for (int i = 0; i < PQntuples(res.get()); ++i) {
+      PostgresStorageOptions::Divergence d;
+      d.instance = PQgetvalue(res.get(), i, 0);
+      (void)absl::SimpleAtoi(PQgetvalue(res.get(), i, 1), &d.database_seq);
+      (void)absl::SimpleAtoi(PQgetvalue(res.get(), i, 2), &d.acknowledged_seq);
+      const std::string why = DivergedMessage(d, PQgetvalue(res.get(), i, 3));
+      diverged[d.instance] = why;
+      sink.corrupt(d.instance, why);
+    }
+  }
   {
     Result res(PQexecParams(conn.get(),
                             "SELECT instance, snapshot FROM bandit_snapshots ORDER BY instance", 0,
@@ -393,6 +434,8 @@ absl::StatusOr<RecoveryStats> PostgresStorage::Recover(const RecoverySink& sink)
         continue;
       }
       max_seq = std::max<uint64_t>(max_seq, snap->last_journal_seq());
+      uint64_t& h = high[name];
+      h = std::max<uint64_t>(h, snap->last_journal_seq());
       sink.snapshot(*snap);
     }
   }
@@ -431,11 +474,18 @@ absl::StatusOr<RecoveryStats> PostgresStorage::Recover(const RecoverySink& sink)
       continue;
     }
     ++stats.records;
+    uint64_t& h = high[name];
+    h = std::max(h, seq);
     sink.record(rec);
   }
   if (!read_status.ok()) return read_status;
 
+  {
+    std::lock_guard<std::mutex> lock(high_mu_);
+    committed_high_ = std::move(high);
+  }
   std::lock_guard<std::mutex> lock(mu_);
+  diverged_ = std::move(diverged);
   admin_conn_ = *std::move(admin);
   commit_conn_ = *std::move(commit);
   next_seq_ = max_seq + 1;
@@ -460,6 +510,11 @@ absl::StatusOr<uint64_t> PostgresStorage::AppendAll(
   std::lock_guard<std::mutex> lock(mu_);
   if (!recovered_ || stop_)
     return health_.ok() ? absl::UnavailableError("storage closed") : health_;
+  if (!diverged_.empty()) {
+    for (auto* rec : recs)
+      if (auto it = diverged_.find(rec->instance()); it != diverged_.end())
+        return absl::DataLossError(it->second);
+  }
   // Fencing: every record's instance must still be owned here (all or none is appended).
   std::vector<uint64_t> epochs(recs.size(), 0);
   if (cluster()) {
@@ -514,6 +569,9 @@ void PostgresStorage::WhenDurable(uint64_t seq, std::function<void(absl::Status)
       return;
     }
     if (status.ok() && Refused(seq)) status = FencedStatus();
+    if (status.ok() && !dropped_diverged_.empty())
+      if (auto it = dropped_diverged_.find(seq); it != dropped_diverged_.end())
+        status = absl::DataLossError(it->second);
   }
   done(status);
 }
@@ -638,16 +696,28 @@ absl::Status PostgresStorage::RemoveSnapshot(const std::string& instance) {
     absl::Status s = FencedAdminTransaction(instance, [&](Connection& conn) -> absl::Status {
       for (const char* sql : {"DELETE FROM bandit_snapshots WHERE instance = $1",
                               "DELETE FROM bandit_journal WHERE instance = $1",
+                              "DELETE FROM bandit_diverged WHERE instance = $1",
                               "DELETE FROM bandit_leases WHERE instance = $1"})
         if (auto s = conn.Exec(sql, {instance}); !s.ok()) return s;
       return absl::OkStatus();
     });
-    if (s.ok()) Disown(instance);
+    if (s.ok()) {
+      Disown(instance);
+      std::lock_guard<std::mutex> lock(mu_);
+      diverged_.erase(instance);
+    }
     return s;
   }
-  return OnAdmin([&](Connection& conn) {
-    return conn.Exec("DELETE FROM bandit_snapshots WHERE instance = $1", {instance});
+  absl::Status s = OnAdmin([&](Connection& conn) {
+    absl::Status st = conn.Exec("DELETE FROM bandit_snapshots WHERE instance = $1", {instance});
+    if (st.ok()) st = conn.Exec("DELETE FROM bandit_diverged WHERE instance = $1", {instance});
+    return st;
   });
+  if (s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    diverged_.erase(instance);
+  }
+  return s;
 }
 
 absl::Status PostgresStorage::Compact(uint64_t boundary) {
@@ -664,7 +734,10 @@ absl::Status PostgresStorage::Compact(uint64_t boundary) {
                              "bandit_leases l WHERE j.instance = s.instance AND "
                              "j.seq <= s.last_seq AND l.instance = j.instance AND l.owner = '",
                              options_.cluster_node_id, "'")
-              : absl::StrCat("DELETE FROM bandit_journal WHERE seq < ", boundary)}) {
+              // A diverged instance keeps its rows: what the database holds of it is what an
+              // operator may choose to accept.
+              : absl::StrCat("DELETE FROM bandit_journal WHERE seq < ", boundary,
+                             " AND instance NOT IN (SELECT instance FROM bandit_diverged)")}) {
       if (auto s = conn.Exec(sql); !s.ok()) {
         (void)conn.Exec("ROLLBACK");
         return s;
@@ -679,6 +752,10 @@ absl::Status PostgresStorage::Compact(uint64_t boundary) {
 }
 
 void PostgresStorage::Own(const std::string& instance, uint64_t epoch, uint64_t last_seq) {
+  {
+    std::lock_guard<std::mutex> lock(high_mu_);
+    committed_high_[instance] = last_seq;  // what the database held when it was loaded
+  }
   std::lock_guard<std::mutex> lock(mu_);
   epochs_[instance] = epoch;
   next_seq_ = std::max(next_seq_, last_seq + 1);
@@ -745,6 +822,22 @@ absl::StatusOr<uint64_t> PostgresStorage::RecoverInstance(const std::string& ins
     uint64_t snap_seq = 0;
     {
       Result res(PQexecParams(conn.get(),
+                              "SELECT database_seq, acknowledged_seq, detected_by FROM "
+                              "bandit_diverged WHERE instance = $1",
+                              1, nullptr, &name, nullptr, nullptr, 0));
+      if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
+        return conn.Error("reading bandit_diverged", res.get());
+      if (PQntuples(res.get()) > 0) {
+        PostgresStorageOptions::Divergence d;
+        d.instance = instance;
+        (void)absl::SimpleAtoi(PQgetvalue(res.get(), 0, 0), &d.database_seq);
+        (void)absl::SimpleAtoi(PQgetvalue(res.get(), 0, 1), &d.acknowledged_seq);
+        sink.corrupt(instance, DivergedMessage(d, PQgetvalue(res.get(), 0, 2)));
+        return absl::OkStatus();
+      }
+    }
+    {
+      Result res(PQexecParams(conn.get(),
                               "SELECT snapshot FROM bandit_snapshots WHERE instance = $1", 1,
                               nullptr, &name, nullptr, nullptr, 1));
       if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
@@ -796,6 +889,164 @@ absl::StatusOr<uint64_t> PostgresStorage::RecoverInstance(const std::string& ins
   });
   if (!s.ok()) return s;
   return max_seq;
+}
+
+std::string PostgresStorage::DivergedMessage(const PostgresStorageOptions::Divergence& d,
+                                             const std::string& detected_by) {
+  return absl::StrCat(
+      "instance '", d.instance, "': PostgreSQL no longer holds every change that was "
+      "acknowledged (the database has its records up to sequence number ", d.database_seq, ", ",
+      detected_by, " had committed up to ", d.acknowledged_seq,
+      "): the database went backwards (a failover to a standby that lacked the last commits, or "
+      "an older backup restored). Refused rather than served from a state the database does not "
+      "hold; an operator decides: delete the instance, or accept what the database holds with "
+      "DELETE FROM bandit_diverged WHERE instance = '", d.instance,
+      "' and a restart (event ids issued after the lost records may then be issued again)");
+}
+
+absl::Status PostgresStorage::CheckSynchronousStandby(Connection& conn, bool quiet) {
+  std::string names;
+  if (auto s = conn.Exec("SELECT current_setting('synchronous_standby_names')", {}, &names);
+      !s.ok())
+    return s;
+  if (options_.durability != Durability::kAlways) return absl::OkStatus();
+  const int state = names.empty() ? 0 : 1;
+  const bool changed = state != standby_state_;
+  standby_state_ = state;
+  if (quiet && !changed) {
+    if (state == 0 && options_.require_synchronous_standby)
+      return absl::FailedPreconditionError(
+          "durability=always, but PostgreSQL has no synchronous standby; "
+          "--postgres_require_sync_standby refuses writes until it has one");
+    return absl::OkStatus();
+  }
+  if (!names.empty()) {
+    BANDIT_LOG_INFO("PostgreSQL synchronous_standby_names = '", names,
+                    "': with durability=always a change is acknowledged once a synchronous "
+                    "standby has it too");
+    return absl::OkStatus();
+  }
+  const std::string why =
+      "durability=always, but PostgreSQL has no synchronous standby (synchronous_standby_names "
+      "is empty): an acknowledged change is flushed on that one server only, and a failover to a "
+      "standby can lose it. Configure one (synchronous_standby_names; with Patroni "
+      "synchronous_mode: true)";
+  if (options_.require_synchronous_standby)
+    return absl::FailedPreconditionError(absl::StrCat(
+        why, "; --postgres_require_sync_standby refuses writes until PostgreSQL has one"));
+  BANDIT_LOG_WARN("WARNING: ", why,
+                  ", or pass --postgres_require_sync_standby to refuse writes instead");
+  return absl::OkStatus();
+}
+
+void PostgresStorage::NoteCommitted(const std::vector<Row>& rows) {
+  if (rows.empty()) return;
+  std::lock_guard<std::mutex> lock(high_mu_);
+  const std::string* last = nullptr;
+  uint64_t* high = nullptr;
+  for (const Row& r : rows) {  // rows of one instance tend to come in runs
+    if (last == nullptr || *last != r.instance) {
+      high = &committed_high_[r.instance];
+      last = &r.instance;
+    }
+    *high = std::max(*high, r.seq);
+  }
+}
+
+void PostgresStorage::DropDivergedLocked(std::vector<Row>* rows) {
+  if (diverged_.empty() || rows->empty()) return;
+  std::vector<Row> keep;
+  keep.reserve(rows->size());
+  for (Row& r : *rows) {
+    auto it = diverged_.find(r.instance);
+    if (it == diverged_.end()) {
+      keep.push_back(std::move(r));
+      continue;
+    }
+    dropped_diverged_[r.seq] = it->second;
+    while (dropped_diverged_.size() > kRefusedRangesKept)
+      dropped_diverged_.erase(dropped_diverged_.begin());
+  }
+  rows->swap(keep);
+}
+
+absl::StatusOr<std::vector<PostgresStorageOptions::Divergence>> PostgresStorage::FindDivergence(
+    Connection& conn) {
+  std::vector<std::string> loaded;
+  if (options_.loaded_instances) loaded = options_.loaded_instances();
+  std::set<std::string> skip;  // found before: refused already
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [n, why] : diverged_) skip.insert(n);
+    // Cluster mode: only what this node owns (it committed nothing else since it loaded it).
+    if (cluster())
+      loaded.erase(std::remove_if(loaded.begin(), loaded.end(),
+                                  [&](const std::string& n) { return epochs_.count(n) == 0; }),
+                   loaded.end());
+  }
+  std::vector<std::string> names;
+  std::vector<uint64_t> acked;
+  {
+    std::lock_guard<std::mutex> lock(high_mu_);
+    auto take = [&](const std::string& name, uint64_t seq) {
+      if (seq == 0 || skip.count(name)) return;
+      names.push_back(name);
+      acked.push_back(seq);
+    };
+    if (options_.loaded_instances) {
+      for (const auto& n : loaded)
+        if (auto it = committed_high_.find(n); it != committed_high_.end()) take(n, it->second);
+    } else {
+      for (const auto& [n, seq] : committed_high_) take(n, seq);
+    }
+  }
+  std::vector<PostgresStorageOptions::Divergence> out;
+  if (names.empty()) return out;
+  const std::string a = TextArray(names), b = IntArray(acked);
+  const char* params[2] = {a.c_str(), b.c_str()};
+  // The newest record the database holds per instance: its newest journal row, or its
+  // snapshot's (compaction removes rows a snapshot covers).
+  Result res(PQexecParams(
+      conn.get(),
+      "SELECT instance, held, acked FROM (SELECT f.instance, f.acked, greatest(coalesce((SELECT "
+      "max(j.seq) FROM bandit_journal j WHERE j.instance = f.instance), 0), coalesce((SELECT "
+      "s.last_seq FROM bandit_snapshots s WHERE s.instance = f.instance), 0)) AS held FROM "
+      "unnest($1::text[], $2::bigint[]) AS f(instance, acked)) c WHERE held < acked ORDER BY "
+      "instance",
+      2, nullptr, params, nullptr, nullptr, 0));
+  if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
+    return conn.Error("comparing what the database holds with what was committed", res.get());
+  for (int i = 0; i < PQntuples(res.get()); ++i) {
+    PostgresStorageOptions::Divergence d;
+    d.instance = PQgetvalue(res.get(), i, 0);
+    (void)absl::SimpleAtoi(PQgetvalue(res.get(), i, 1), &d.database_seq);
+    (void)absl::SimpleAtoi(PQgetvalue(res.get(), i, 2), &d.acknowledged_seq);
+    out.push_back(std::move(d));
+  }
+  if (out.empty()) return out;
+  // Recorded, so that no later load (a restart, another node) serves them either.
+  std::vector<std::string> d_names;
+  std::vector<uint64_t> d_db, d_acked;
+  for (const auto& d : out) {
+    d_names.push_back(d.instance);
+    d_db.push_back(d.database_seq);
+    d_acked.push_back(d.acknowledged_seq);
+  }
+  if (auto s = conn.Exec(
+          "INSERT INTO bandit_diverged (instance, database_seq, acknowledged_seq, detected_by) "
+          "SELECT instance, db, acked, $4 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS "
+          "f(instance, db, acked) ON CONFLICT (instance) DO NOTHING",
+          {TextArray(d_names), IntArray(d_db), IntArray(d_acked), DetectedBy()});
+      !s.ok())
+    return s;
+  return out;
+}
+
+std::string PostgresStorage::DetectedBy() const {
+  if (cluster()) return absl::StrCat("node '", options_.cluster_node_id, "'");
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return absl::StrCat("the banditd on ", host);
 }
 
 absl::Status PostgresStorage::CommitFenced(Connection& conn, std::vector<Row>* rows, bool sync,
@@ -982,8 +1233,31 @@ void PostgresStorage::Fail(const absl::Status& why) {
                    why.message()));
 }
 
+void PostgresStorage::GoDownLocked(std::unique_lock<std::mutex>& lock, const absl::Status& why,
+                                   std::chrono::steady_clock::time_point* down_since) {
+  // Nothing is in flight (the committer is between commits): the buffered rows stay for the
+  // reconnect, every waiter hears UNAVAILABLE now.
+  Fail(why);
+  std::unique_ptr<Connection> dead = std::move(commit_conn_);
+  *down_since = std::chrono::steady_clock::now();
+  std::vector<std::function<void(absl::Status)>> ready;
+  while (!waiters_.empty()) {
+    ready.push_back(std::move(waiters_.begin()->second));
+    waiters_.erase(waiters_.begin());
+  }
+  const absl::Status status = health_;
+  done_cv_.notify_all();
+  lock.unlock();
+  BANDIT_LOG_ERROR("PostgreSQL: refusing writes and reconnecting: ", why.message());
+  if (options_.on_error) options_.on_error(why);
+  dead.reset();
+  for (auto& done : ready) done(status);
+  lock.lock();
+}
+
 void PostgresStorage::CommitterLoop() {
   auto backoff = options_.reconnect_initial;
+  auto next_standby_check = std::chrono::steady_clock::now() + options_.standby_recheck;
   int failed_attempts = 0;
   auto down_since = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
@@ -1013,6 +1287,8 @@ void PostgresStorage::CommitterLoop() {
         if (s.ok() && absl::SimpleAtoi(version, &v) && v > LatestSchemaVersion())
           s = absl::FailedPreconditionError(absl::StrCat(
               "the database was migrated to schema version ", v, " by a newer banditd"));
+        // A failover may have changed what `always` means (another server, other settings).
+        if (s.ok()) s = CheckSynchronousStandby(*conn);
         // The COMMIT that failed may have been stored (the connection can drop after the
         // server committed): a transaction is all or nothing, so drop the rows found.
         if (s.ok() && !batch.empty()) {
@@ -1044,11 +1320,36 @@ void PostgresStorage::CommitterLoop() {
                               " records after all (not acknowledged; kept)");
           }
         }
+        // Does the database still hold everything committed before the connection was lost?
+        // (A failover to a standby that lacked the last commits, an older backup.) Checked
+        // before anything is written: an instance it does not hold is never served from
+        // memory again, and its unwritten rows are dropped, so its journal gets no hole.
+        if (s.ok()) {
+          auto diverged = FindDivergence(*conn);
+          if (!diverged.ok()) {
+            s = diverged.status();
+          } else if (!diverged->empty()) {
+            const std::string by = DetectedBy();
+            {
+              std::lock_guard<std::mutex> relock(mu_);
+              for (auto& d : *diverged) diverged_[d.instance] = d.why = DivergedMessage(d, by);
+              DropDivergedLocked(&batch);
+            }
+            for (const auto& d : *diverged)
+              BANDIT_LOG_ERROR("PostgreSQL went backwards: the database holds the records of '",
+                               d.instance, "' up to sequence number ", d.database_seq,
+                               ", this server had committed up to ", d.acknowledged_seq,
+                               "; refusing the instance (DATA_LOSS) until an operator decides "
+                               "(bandit_diverged)");
+            if (options_.on_diverged) options_.on_diverged(*diverged);
+          }
+        }
         // Write what the database is missing before accepting anything new (fenced: rows of
         // leases lost meanwhile are dropped; their callers already heard UNAVAILABLE).
         std::vector<Lease> lost;
         if (s.ok()) s = CommitFenced(*conn, &batch, true, &fenced_on_reconnect, &lost);
         if (!lost.empty()) ReportFenced(lost);
+        if (s.ok()) NoteCommitted(batch);
       }
       lock.lock();
       for (const Row& r : fenced_on_reconnect) RememberRefused(r.seq, r.seq);
@@ -1092,18 +1393,43 @@ void PostgresStorage::CommitterLoop() {
 
     work_cv_.wait_for(lock, std::chrono::seconds(1),
                       [&] { return stop_ || !buffer_.empty() || flush_requested_; });
+    // What `always` promises can change under a live connection (Patroni empties
+    // synchronous_standby_names when the standby is lost): re-read it now and then.
+    if (options_.durability == Durability::kAlways && !stop_ &&
+        std::chrono::steady_clock::now() >= next_standby_check) {
+      next_standby_check = std::chrono::steady_clock::now() + options_.standby_recheck;
+      Connection* c = commit_conn_.get();
+      lock.unlock();
+      absl::Status st = CheckSynchronousStandby(*c, /*quiet=*/true);
+      lock.lock();
+      if (!st.ok()) {
+        GoDownLocked(lock, st, &down_since);
+        continue;
+      }
+    }
     if (options_.durability != Durability::kAlways) {
       // Linger: let records accumulate for one transaction (the mode acknowledged them already).
       work_cv_.wait_for(lock, kLinger, [&] { return stop_ || flush_requested_; });
     }
     if (buffer_.empty() && !flush_requested_) {
       if (stop_) break;
+      // Idle: notice a lost connection now (a failover, a restarted server) rather than at the
+      // next write, so the reconnect and its checks run before the next change is accepted.
+      Connection* idle = commit_conn_.get();
+      lock.unlock();
+      absl::Status alive = idle->Probe();
+      lock.lock();
+      if (!alive.ok() && !down_ && !stop_ && buffer_.empty())
+        GoDownLocked(lock, alive, &down_since);
       continue;
     }
     batch.swap(buffer_);
     const bool sync = options_.durability == Durability::kAlways || flush_requested_;
     flush_requested_ = false;  // this commit covers everything appended before the request
     const uint64_t last = batch.empty() ? committed_seq_ : batch.back().seq;
+    // Rows that raced with a divergence check are dropped (their waiters hear DATA_LOSS);
+    // `last` still covers them, so no waiter is left behind.
+    DropDivergedLocked(&batch);
     Connection* conn = commit_conn_.get();
     lock.unlock();
 
@@ -1147,14 +1473,19 @@ void PostgresStorage::CommitterLoop() {
     while (!waiters_.empty() && (!status.ok() || waiters_.begin()->first <= committed_seq_)) {
       const uint64_t seq = waiters_.begin()->first;
       ready.push_back(std::move(waiters_.begin()->second));
-      ready_status.push_back(status.ok() && seq >= first_fenced && seq <= last ? fenced_status
-                                                                               : status);
+      absl::Status st =
+          status.ok() && seq >= first_fenced && seq <= last ? fenced_status : status;
+      if (st.ok() && !dropped_diverged_.empty())
+        if (auto it = dropped_diverged_.find(seq); it != dropped_diverged_.end())
+          st = absl::DataLossError(it->second);
+      ready_status.push_back(std::move(st));
       waiters_.erase(waiters_.begin());
     }
     done_cv_.notify_all();
     lock.unlock();
     if (!lost.empty()) ReportFenced(lost);
     if (s.ok()) {
+      NoteCommitted(batch);
       if (options_.on_commit) options_.on_commit(seconds);
     } else {
       BANDIT_LOG_ERROR("PostgreSQL commit failed, refusing writes and reconnecting: ", s.message());

@@ -31,6 +31,24 @@
 // so the database never falls behind what the server has applied; their callers were answered
 // UNAVAILABLE (not acknowledged: the outcome of such a write is unknown, as with a deadline).
 //
+// A database that went backwards (a failover to a standby that lacked the last commits, an
+// older backup restored): on every reconnect, before anything new is written or acknowledged,
+// the committer compares each loaded instance's newest committed sequence number (what this
+// server applied in memory and the database confirmed) with the newest the database holds for
+// it (journal rows and snapshot). An instance the database holds less of has *diverged*: it is
+// recorded in bandit_diverged, its buffered rows are dropped (never acknowledged), appends of it
+// are refused (DATA_LOSS), and on_diverged tells the server to stop serving it from memory. A
+// later Recover / RecoverInstance refuses an instance listed in bandit_diverged (DATA_LOSS), so
+// no node and no restart serves it until an operator decides: delete the instance, or accept
+// what the database holds by deleting its bandit_diverged row (then restart / reload it).
+//
+// What `always` promises depends on the database: after the COMMIT returned, the WAL is flushed
+// on the server, and on a synchronous standby only if synchronous_standby_names names one. At
+// start, after every reconnect and every standby_recheck (10 s) the committer reads
+// synchronous_standby_names; with
+// durability=always and none it warns (a failover can lose acknowledged writes), or refuses to
+// accept writes when require_synchronous_standby is set.
+//
 // One writer per database: the committer's session holds an advisory lock; a second banditd
 // on the same database waits for it at start (up to writer_lock_wait) and then refuses to start.
 //
@@ -57,6 +75,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -88,6 +107,24 @@ struct PostgresStorageOptions {
   std::string cluster_node_id;
   // Instances whose commit was refused by fencing (the lease moved on): drop them from memory.
   std::function<void(const std::vector<std::string>& instances)> on_fenced;
+  // The instances the server holds in memory (checked for divergence at every reconnect).
+  // Unset: every instance this storage loaded or committed.
+  std::function<std::vector<std::string>()> loaded_instances;
+  // Instances the database holds less of than this server committed (see above): stop serving
+  // them. Called on the committer thread before writes are accepted again.
+  struct Divergence {
+    std::string instance;
+    uint64_t database_seq = 0;      // the newest sequence number the database holds for it
+    uint64_t acknowledged_seq = 0;  // the newest this server committed (or loaded) for it
+    std::string why;                // the message calls on it are refused with (DATA_LOSS)
+  };
+  std::function<void(const std::vector<Divergence>&)> on_diverged;
+  // durability=always without a synchronous standby (synchronous_standby_names empty): refuse
+  // to start and to accept writes after a reconnect, instead of warning.
+  bool require_synchronous_standby = false;
+  // How often the committer re-reads synchronous_standby_names on its connection (Patroni
+  // empties it when the standby is lost while the primary stays up).
+  std::chrono::milliseconds standby_recheck{10'000};
 };
 
 class PostgresStorage final : public Storage {
@@ -137,6 +174,10 @@ class PostgresStorage final : public Storage {
                                            const RecoverySink& sink) override;
   bool cluster() const { return !options_.cluster_node_id.empty(); }
 
+  // The message an instance that diverged is refused with (live and at recovery).
+  static std::string DivergedMessage(const PostgresStorageOptions::Divergence& d,
+                                     const std::string& detected_by);
+
   // The connection string with any password removed, for logs and messages.
   static std::string RedactedDsn(const std::string& dsn);
   // Schema versions this binary knows (the newest migration's number).
@@ -179,6 +220,23 @@ class PostgresStorage final : public Storage {
   absl::Status FencedAdminTransaction(const std::string& instance,
                                       const std::function<absl::Status(Connection&)>& body);
   void Fail(const absl::Status& why);  // requires mu_
+  // Fail, drop the committer's connection and answer every waiter (committer, holding `lock`
+  // on mu_, between commits; unlocks it for the callbacks).
+  void GoDownLocked(std::unique_lock<std::mutex>& lock, const absl::Status& why,
+                    std::chrono::steady_clock::time_point* down_since);
+  // Reads synchronous_standby_names: with durability=always and no synchronous standby, warns
+  // (or, with require_synchronous_standby, returns FAILED_PRECONDITION). `quiet`: log only if
+  // the answer changed since the last check (the committer's periodic re-check).
+  absl::Status CheckSynchronousStandby(Connection& conn, bool quiet = false);
+  int standby_state_ = -1;  // last check: -1 none yet, 0 no synchronous standby, 1 one (committer)
+  // The loaded instances whose newest committed record the database no longer holds; records
+  // them in bandit_diverged. Runs on the committer's fresh connection before anything is written.
+  absl::StatusOr<std::vector<PostgresStorageOptions::Divergence>> FindDivergence(Connection& conn);
+  std::string DetectedBy() const;  // who found a divergence: this node / host
+  // Drops the rows of diverged instances from `rows` (remembered as refused). Requires mu_.
+  void DropDivergedLocked(std::vector<Row>* rows);
+  // The newest committed (or loaded) sequence number per instance.
+  void NoteCommitted(const std::vector<Row>& rows);
 
   const PostgresStorageOptions options_;
   std::string password_;
@@ -198,6 +256,8 @@ class PostgresStorage final : public Storage {
   static constexpr size_t kRefusedRangesKept = 4096;
   void RememberRefused(uint64_t first, uint64_t last);  // requires mu_
   bool Refused(uint64_t seq) const;                     // requires mu_
+  // Rows dropped because their instance diverged (rare), for their waiters: seq -> why.
+  std::map<uint64_t, std::string> dropped_diverged_;
   std::multimap<uint64_t, std::function<void(absl::Status)>> waiters_;
   absl::Status health_ = absl::FailedPreconditionError(
       "PostgreSQL storage is not recovered yet; Recover() comes first");
@@ -207,6 +267,13 @@ class PostgresStorage final : public Storage {
   bool flush_requested_ = false;
   CommitStats stats_;
   std::map<std::string, uint64_t> epochs_;  // cluster mode: instance -> lease epoch held
+  // Instances found behind in the database (bandit_diverged): appends refused, rows dropped.
+  std::map<std::string, std::string> diverged_;  // instance -> why
+  // Newest sequence number per instance known to be in the database (committed by this server,
+  // or read at load); compared with the database at every reconnect. Only the committer, Recover
+  // and Own write it.
+  mutable std::mutex high_mu_;
+  std::unordered_map<std::string, uint64_t> committed_high_;
   std::chrono::steady_clock::time_point lease_deadline_{};
   std::unique_ptr<Connection> commit_conn_;  // the committer's (holds the writer lock)
   std::thread committer_;

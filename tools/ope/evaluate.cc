@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/features/config.h"
 #include "core/ope/target.h"
 #include "core/registry.h"
 
@@ -21,18 +22,44 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(std::vector<Candida
     return absl::InvalidArgumentError(
         absl::StrCat("ridge_lambda is ", options.ridge_lambda, ", expected a positive number"));
   std::vector<std::unique_ptr<Policy>> policies;
-  for (const auto& c : candidates) {
+  std::shared_ptr<const features::FeatureSpace> space;
+  const v1::FeatureSpaceConfig* space_config = nullptr;
+  for (auto& c : candidates) {
     if (!c.config.has_policy())
       return absl::InvalidArgumentError(
           absl::StrCat("candidate '", c.name, "': config has no policy"));
+    if (c.config.has_feature_space()) {
+      v1::FeatureSpaceConfig fs = c.config.feature_space();
+      fs.clear_version();
+      if (space_config == nullptr) {
+        auto created = features::FeatureSpace::Create(features::OptionsOf(fs));
+        if (!created.ok())
+          return absl::InvalidArgumentError(
+              absl::StrCat("candidate '", c.name, "': ", created.status().message()));
+        space = std::make_shared<const features::FeatureSpace>(*std::move(created));
+        space_config = &c.config.feature_space();
+      } else {
+        v1::FeatureSpaceConfig first = *space_config;
+        first.clear_version();
+        if (first.SerializeAsString() != fs.SerializeAsString())
+          return absl::InvalidArgumentError(absl::StrCat(
+              "candidate '", c.name, "': feature_space differs from the first candidate's, "
+              "expected the one feature space the log was hashed with"));
+      }
+      if (auto s = features::SetPolicyDimension(space->dimension(), c.config.mutable_policy());
+          !s.ok())
+        return absl::InvalidArgumentError(absl::StrCat("candidate '", c.name, "': ", s.message()));
+    }
     auto p = CreatePolicy(c.config.policy(), c.config.seed() == 0 ? 1 : c.config.seed());
     if (!p.ok())
       return absl::Status(p.status().code(),
                           absl::StrCat("candidate '", c.name, "': ", p.status().message()));
     policies.push_back(*std::move(p));
   }
-  return std::unique_ptr<Evaluator>(
+  auto evaluator = std::unique_ptr<Evaluator>(
       new Evaluator(std::move(candidates), std::move(policies), options));
+  evaluator->space_ = std::move(space);
+  return evaluator;
 }
 
 Evaluator::Evaluator(std::vector<Candidate> candidates,
@@ -96,7 +123,31 @@ absl::Status Evaluator::Add(const v1::LoggedDecision& d, const std::string& wher
     return fail(
         absl::StrCat("chosen action ", d.chosen_index(), " is outside the ", n, " actions"));
   std::vector<Vector> actions;
-  if (d.num_candidates() > 0) {
+  if (d.named_actions_size() > 0) {
+    if (!space_)
+      return fail("the log holds named decisions, expected candidate configs with the "
+                  "instance's feature_space to hash them");
+    if (d.named_actions_size() != n) return fail("field c._multi: not one action per entry of a");
+    features::InputLimits limits;
+    limits.max_features = limits.max_json_bytes;  // the server accepted what was logged
+    features::ParsedFeatures shared;
+    if (!d.named_context().empty())
+      if (auto s = space_->Parse(d.named_context(), "c", limits, false, &shared); !s.ok())
+        return fail(std::string(s.message()));
+    features::SparseFeatures sparse;
+    for (int i = 0; i < n; ++i) {
+      features::ParsedFeatures action;
+      const std::string& json = d.named_actions(i).features();
+      if (!json.empty())
+        if (auto s = space_->Parse(json, absl::StrCat("c._multi[", i, "]"), limits, false, &action);
+            !s.ok())
+          return fail(std::string(s.message()));
+      space_->Featurize(action, &shared, false, &sparse);
+      Vector v = Vector::Zero(space_->dimension());
+      for (size_t k = 0; k < sparse.index.size(); ++k) v[sparse.index[k]] += sparse.value[k];
+      actions.push_back(std::move(v));
+    }
+  } else if (d.num_candidates() > 0) {
     if (d.num_candidates() != n ||
         d.candidates_size() != int64_t{d.num_candidates()} * d.candidate_dim())
       return fail("field c._multi: candidate vectors do not match the action count");

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "bandit/v1/decision_log.pb.h"
 #include "bandit/v1/service.pb.h"
+#include "core/features/feature_space.h"
 #include "core/ope/estimators.h"
 #include "core/policy.h"
 
@@ -47,7 +48,10 @@ struct CandidateResult {
 
 class Evaluator {
  public:
-  // Builds every candidate's policy (INVALID_ARGUMENT naming the candidate).
+  // Builds every candidate's policy (INVALID_ARGUMENT naming the candidate). A log of named
+  // decisions needs the instance's feature space in the candidates' configs (`feature_space`,
+  // the same in each; a policy dimension left 0 is 2^bits): each event's context and actions
+  // are hashed again into the vectors the served policy saw.
   static absl::StatusOr<std::unique_ptr<Evaluator>> Create(std::vector<Candidate> candidates,
                                                            EvaluateOptions options);
 
@@ -69,6 +73,8 @@ class Evaluator {
 
   std::vector<Candidate> candidates_;
   std::vector<std::unique_ptr<Policy>> policies_;
+  // The candidates' feature space (their configs' feature_space, all alike), for named logs.
+  std::shared_ptr<const features::FeatureSpace> space_;
   EvaluateOptions options_;
   DirectModel model_;
   std::vector<CandidateResult> results_;

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cpp/decision_log_format.h"
+#include "client/cpp/named_request.h"
 #include "core/features/feature_space.h"
 #include "server/decision_service.h"
 #include "server/persistence.h"
@@ -433,6 +434,55 @@ TEST(NamedInputs, ShadowsScoreTheSameHashedVectors) {
   ASSERT_EQ(out.shadows_size(), 1);
   EXPECT_EQ(out.shadows(0).events(), 120);
   EXPECT_DOUBLE_EQ(out.shadows(0).ips().value(), out.shadows(0).served().value());
+}
+
+// The C++ client's builder sends what the JSON text would: the same decision as a request
+// written by hand, keys in the order given (nlohmann::ordered_json).
+TEST(NamedInputs, CppBuilderBuildsTheSameRequest) {
+  ManualClock clock;
+  DecisionService a(&clock), b(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(a.CreateInstance(Create("n", kNamed), &out).ok());
+  ASSERT_TRUE(b.CreateInstance(Create("n", kNamed), &out).ok());
+  for (int round = 0; round < 40; ++round) {
+    v1::SelectRequest by_hand = NamedRequest("n", round);
+    client::NamedSelect builder("n");
+    const int age = 20 + (round * 7) % 40;
+    builder.Context({{"User", {{"country", kCountries[round % 3]}, {"age", age}}},
+                     {"device", "mobile"}});
+    for (int k = 0; k < 5; ++k)
+      builder.Action(absl::StrCat("item-", k),
+                     {{"Action", {{"color", kColors[k % 4]}, {"price", 1 + k}}}});
+    if (round % 4 == 3) builder.Exclude(absl::StrCat("item-", round % 5));
+    const v1::SelectRequest built = builder.Build();
+    EXPECT_EQ(built.context(), by_hand.context());
+    v1::Decision da, db;
+    ASSERT_TRUE(a.Select(by_hand, &da).ok());
+    ASSERT_TRUE(b.Select(built, &db).ok());
+    ASSERT_EQ(da.action_id(), db.action_id());
+    v1::UpdateRequest ua, ub;
+    ua.set_instance("n");
+    ua.set_event_id(da.event_id());
+    ua.set_reward(Reward(round, da.arm_index()));
+    ub.set_instance("n");
+    ub.set_event_id(db.event_id());
+    ub.set_reward(ua.reward());
+    v1::UpdateResponse r;
+    ASSERT_TRUE(a.Update(ua, &r).ok());
+    ASSERT_TRUE(b.Update(ub, &r).ok());
+  }
+  v1::SelectRequest req;
+  EXPECT_THAT(std::string(client::AddActionsFromJson(R"([{"id":1}])", &req).message()),
+              HasSubstr("actions[0]: expected an object with a string \"id\""));
+  EXPECT_FALSE(client::AddActionsFromJson("{", &req).ok());
+  ASSERT_TRUE(client::AddActionsFromJson(R"([{"id":"a","features":{"A":{"x":1}}}])", &req).ok());
+  EXPECT_EQ(req.actions(0).features(), R"({"A":{"x":1}})");
+  const v1::UpdateRequest direct = client::NamedDirectUpdate(
+      "n", {{"User", {{"country", "US"}}}}, "item-1", {{"Action", {{"color", "green"}}}}, 1.0);
+  EXPECT_EQ(direct.direct().context(), R"({"User":{"country":"US"}})");
+  EXPECT_EQ(direct.direct().action().id(), "item-1");
+  v1::UpdateResponse r;
+  ASSERT_TRUE(b.Update(direct, &r).ok());
 }
 
 // A server "process" on a file system that can lose what was not fsynced.

@@ -79,14 +79,14 @@ soak: build
 	SOAK_SECONDS=$(SOAK_SECONDS) BANDITD=$(BUILD_DIR)/bin/banditd ./$(BUILD_DIR)/bin/test_soak
 
 # GLB papers' comparisons at their settings (figures in docs/img/, tables in docs/); each paper's
-# part is its own script. Long: see docs/results.md for the wall time.
+# part is its own script. Long: see docs/reproductions/glb-omd.md and domd-glb.md for the wall time.
 repro-glb: build
 	./bench/repro/glb_omd.sh $(BUILD_DIR)
 	./bench/repro/glb_domd.sh $(BUILD_DIR)
 
 # The kernel and mixture papers' own comparisons (OKS equal-time tables, BKB Fig. 2, Mixture-Greedy
 # Figs. 2/6/9/10, fidelity term, exact vs random-feature Vendi): JSON in build/runs/km/, plots in
-# docs/img/km_*.png, tables in build/runs/km/tables.md (docs/results.md quotes them).
+# docs/img/km_*.png, tables in build/runs/km/tables.md (docs/reproductions/ quotes them).
 repro-kernel-mixture: $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target bandit-sim
 	BANDIT_SIM=$(BUILD_DIR)/bin/bandit-sim ./bench/repro/kernel_mixture.sh

@@ -42,11 +42,16 @@ endif()
 
 # ---- default build: the fuzz targets through a standalone driver (fuzz_replay_*) ----
 # Each fuzz/<target>.cc is linked with fuzz/replay_main.cc and the normal build's libraries, and
-# ctest's fuzz_replay_<target> replays fuzz/corpus/<target> plus BANDIT_FUZZ_MUTATIONS
+# ctest's fuzz_replay_<target> replays fuzz/corpus/<target> plus BANDIT_FUZZ_MUTATIONS_<target>
 # deterministic mutations of every input through the target's oracles. No clang, no second
 # build of core and server. Coverage-guided fuzzing with ASan/UBSan stays in the clang build:
 # `make fuzz` (long, merges new coverage into the corpus) and `make fuzz-check` (short, CI).
-set(BANDIT_FUZZ_MUTATIONS 8 CACHE STRING "Deterministic mutations per corpus input in fuzz_replay_*")
+# Mutations per corpus input, per target, sized so each test takes a few seconds on 2 cores
+# (request_fuzz builds a service and snapshots after every operation; snapshot_fuzz rejects most
+# mutants at the CRC or the protobuf parse).
+set(BANDIT_FUZZ_MUTATIONS_request_fuzz 8 CACHE STRING "Mutations per input, fuzz_replay_request_fuzz")
+set(BANDIT_FUZZ_MUTATIONS_journal_fuzz 32 CACHE STRING "Mutations per input, fuzz_replay_journal_fuzz")
+set(BANDIT_FUZZ_MUTATIONS_snapshot_fuzz 256 CACHE STRING "Mutations per input, fuzz_replay_snapshot_fuzz")
 set(BANDIT_FUZZ_REPLAY_DIR ${CMAKE_BINARY_DIR}/fuzz-replay)
 file(MAKE_DIRECTORY ${BANDIT_FUZZ_REPLAY_DIR})
 add_library(bandit_fuzz_replay_main OBJECT ${CMAKE_SOURCE_DIR}/fuzz/replay_main.cc)
@@ -57,7 +62,7 @@ foreach(t ${BANDIT_FUZZ_TARGETS})
   target_include_directories(fuzz_replay_${t} PRIVATE ${CMAKE_SOURCE_DIR}/fuzz/include)
   target_link_libraries(fuzz_replay_${t} PRIVATE bandit_server)
   add_test(NAME fuzz_replay_${t}
-    COMMAND fuzz_replay_${t} --mutations=${BANDIT_FUZZ_MUTATIONS} --seed=1
+    COMMAND fuzz_replay_${t} --mutations=${BANDIT_FUZZ_MUTATIONS_${t}} --seed=1
             --artifact_prefix=${BANDIT_FUZZ_REPLAY_DIR}/${t}-
             ${CMAKE_SOURCE_DIR}/fuzz/corpus/${t}
     WORKING_DIRECTORY ${BANDIT_FUZZ_REPLAY_DIR})

@@ -15,7 +15,11 @@
 // <artifact_prefix>crash-input and says which corpus file and mutation produced it, so
 // `fuzz_replay_<t> <that file>` (or the libFuzzer binary) reproduces it.
 //
-//   fuzz_replay_<target> [--mutations=N] [--seed=S] [--max_len=B] [--artifact_prefix=P] PATH...
+// Protobuf's own log lines (e.g. "invalid UTF-8" for every mutated string field) are silenced
+// unless --verbose: they are expected on mutated input and would bury an oracle's message.
+//
+//   fuzz_replay_<target> [--mutations=N] [--seed=S] [--max_len=B] [--artifact_prefix=P]
+//                        [--verbose] PATH...
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -32,6 +36,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <google/protobuf/stubs/logging.h>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 extern "C" __attribute__((weak)) int LLVMFuzzerInitialize(int* argc, char*** argv);
@@ -222,10 +228,13 @@ int main(int argc, char** argv) {
   uint64_t mutations = 0;
   uint64_t seed = 1;
   size_t max_len = 0;  // 0: the largest corpus input, at least 4096 (libFuzzer's rule)
+  bool verbose = false;
   std::vector<std::filesystem::path> paths;
   for (int i = 1; i < argc; ++i) {
     std::string v;
-    if (Flag(argv[i], "--mutations", &v)) {
+    if (std::strcmp(argv[i], "--verbose") == 0) {
+      verbose = true;
+    } else if (Flag(argv[i], "--mutations", &v)) {
       mutations = std::strtoull(v.c_str(), nullptr, 10);
     } else if (Flag(argv[i], "--seed", &v)) {
       seed = std::strtoull(v.c_str(), nullptr, 10);
@@ -236,7 +245,7 @@ int main(int argc, char** argv) {
     } else if (argv[i][0] == '-') {
       std::fprintf(stderr,
                    "unknown flag %s\nusage: %s [--mutations=N] [--seed=S] [--max_len=B] "
-                   "[--artifact_prefix=P] DIR_OR_FILE...\n",
+                   "[--artifact_prefix=P] [--verbose] DIR_OR_FILE...\n",
                    argv[i], argv[0]);
       return 2;
     } else {
@@ -274,6 +283,7 @@ int main(int argc, char** argv) {
   }
   if (max_len == 0) max_len = std::max<size_t>(largest, 4096);
 
+  if (!verbose) google::protobuf::SetLogHandler(nullptr);
   for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::signal(sig, OnFatalSignal);
 
   const auto start = std::chrono::steady_clock::now();

@@ -20,25 +20,34 @@ out = subprocess.run([banditd, "--helpfull"], capture_output=True, text=True, ti
 text = out.stdout + out.stderr  # absl prints usage to stdout; --helpfull exits 1 on some versions
 flags = {}  # name -> default as printed
 current_file = None
+block = None  # [name, text] of the flag being read; its description may wrap over lines
+
+
+def close(block):
+    if block:
+        # The entry ends with "; default: VALUE;" (absl puts "default:" on a new line when long).
+        d = re.search(r"(?:;|^)\s*default: (.*);\s*$", block[1])
+        flags[block[0]] = d.group(1) if d else None
+
+
 for line in text.splitlines():
     m = re.match(r"\s*Flags from (.+):\s*$", line)
     if m:
+        close(block)
+        block = None
         path = m.group(1)
         rel = path[len(source_dir):].lstrip("/") if path.startswith(source_dir) else path
-        while rel.startswith("../"):
-            rel = rel[3:]
+        while rel.startswith("../") or rel.startswith("./"):
+            rel = rel[3:] if rel.startswith("../") else rel[2:]
         current_file = rel if os.path.isfile(os.path.join(source_dir, rel)) else None
         continue
     m = re.match(r"\s*--([A-Za-z0-9_]+) \(", line)
-    if m and current_file:
-        name = m.group(1)
-        flags[name] = None
-        last = name
-    if current_file and flags and "; default: " in line:
-        # The description may span lines; the default closes it: `; default: VALUE;`
-        d = re.search(r"; default: (.*);\s*$", line)
-        if d:
-            flags[last] = d.group(1)
+    if m:
+        close(block)
+        block = [m.group(1), line.strip()] if current_file else None
+    elif block:
+        block[1] += " " + line.strip()
+close(block)
 if not flags:
     sys.exit(f"no project flags found in `{banditd} --helpfull` output:\n{text[:2000]}")
 

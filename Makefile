@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 DEPS_STAMP := $(BUILD_DIR)/.deps-ok
 
-.PHONY: all build build-fuzz-short build-serve run test bench deps clean sanitize fuzz soak repro-glb repro-kernel-mixture
+.PHONY: all build build-serve run test bench deps clean sanitize fuzz fuzz-check build-fuzz-clang soak repro-glb repro-kernel-mixture
 
 all: build
 
@@ -21,11 +21,6 @@ $(BUILD_DIR)/CMakeCache.txt: $(DEPS_STAMP)
 build: $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# The nested clang build of the fuzzers that the fuzz_short_* tests run (not part of `all`).
-build-fuzz-short: $(BUILD_DIR)/CMakeCache.txt
-	@if cmake --build $(BUILD_DIR) --target help | grep bandit_fuzz_build >/dev/null; then \
-	  cmake --build $(BUILD_DIR) -j $(JOBS) --target bandit_fuzz_build; fi
-
 # Only what `make run` runs: the server and its CLI (a fraction of the full build).
 build-serve: $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target banditd banditctl
@@ -33,7 +28,7 @@ build-serve: $(BUILD_DIR)/CMakeCache.txt
 run: build-serve
 	./$(BUILD_DIR)/bin/banditd
 
-test: build build-fuzz-short
+test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 bench: build
@@ -61,12 +56,22 @@ sanitize: deps
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/security/tsan.supp" \
 	  ctest --output-on-failure -j $(JOBS) -R '$(SAN_TESTS)'
 
-# libFuzzer (clang): each target for FUZZ_SECONDS; new coverage is merged into fuzz/corpus/.
+# libFuzzer (clang, ASan/UBSan, coverage on core and server) in build-fuzz. `make test` runs the
+# fuzz targets only through the g++ replay driver (fuzz_replay_*: corpus + deterministic mutations).
+# fuzz: each target for FUZZ_SECONDS; new coverage is merged into fuzz/corpus/.
 FUZZ_SECONDS ?= 120
-fuzz: deps
+fuzz: build-fuzz-clang
+	./fuzz/run.sh build-fuzz/bin $(FUZZ_SECONDS)
+
+# fuzz-check: each target for FUZZ_CHECK_SECONDS, corpus left as committed (CI runs it after
+# `make test`; run it before merging a change to request handling, snapshots or the journal).
+FUZZ_CHECK_SECONDS ?= 60
+fuzz-check: build-fuzz-clang
+	FUZZ_MERGE=0 ./fuzz/run.sh build-fuzz/bin $(FUZZ_CHECK_SECONDS)
+
+build-fuzz-clang: deps
 	cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DBANDIT_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_all
-	./fuzz/run.sh build-fuzz/bin $(FUZZ_SECONDS)
 
 # Bounded soak (mixed load + malformed requests against a real banditd), SOAK_SECONDS long.
 SOAK_SECONDS ?= 60
@@ -74,14 +79,14 @@ soak: build
 	SOAK_SECONDS=$(SOAK_SECONDS) BANDITD=$(BUILD_DIR)/bin/banditd ./$(BUILD_DIR)/bin/test_soak
 
 # GLB papers' comparisons at their settings (figures in docs/img/, tables in docs/); each paper's
-# part is its own script. Long: see docs/results.md for the wall time.
+# part is its own script. Long: see docs/reproductions/glb-omd.md and domd-glb.md for the wall time.
 repro-glb: build
 	./bench/repro/glb_omd.sh $(BUILD_DIR)
 	./bench/repro/glb_domd.sh $(BUILD_DIR)
 
 # The kernel and mixture papers' own comparisons (OKS equal-time tables, BKB Fig. 2, Mixture-Greedy
 # Figs. 2/6/9/10, fidelity term, exact vs random-feature Vendi): JSON in build/runs/km/, plots in
-# docs/img/km_*.png, tables in build/runs/km/tables.md (docs/results.md quotes them).
+# docs/img/km_*.png, tables in build/runs/km/tables.md (docs/reproductions/ quotes them).
 repro-kernel-mixture: $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target bandit-sim
 	BANDIT_SIM=$(BUILD_DIR)/bin/bandit-sim ./bench/repro/kernel_mixture.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: every performance figure of docs/results.md in one run (about 8 minutes on 2 cores).
+# make bench: every figure of docs/performance.md in one run (about 8 minutes on 2 cores).
 # Nothing here asserts a speed; the figures go to summary.md and docs/parts/results_perf.md.
 #
 #   ./bench/run_all.sh BUILD_DIR

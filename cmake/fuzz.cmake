@@ -1,12 +1,11 @@
 # Hardening part: test wiring for tests/security and tests/soak, and libFuzzer targets.
 # Included (OPTIONAL) by the top-level CMakeLists.txt after the test wiring.
 #
-# Fuzzing needs clang (Debian: clang + libclang-rt-14-dev, see scripts/deps.sh). The default
-# (g++) build defines `bandit_fuzz_build`, a nested clang build of the fuzz targets under
-# <build>/fuzz, and registers a short run of each target in ctest (fuzz_short_*). The nested build
-# is not part of `all` (it doubles a full build); `make test` builds it before ctest, and a
-# fuzz_short_* test whose binary was not built reports itself skipped rather than passing.
-# `make fuzz` configures build-fuzz with clang directly (-DBANDIT_FUZZ=ON) and runs longer.
+# libFuzzer needs clang (Debian: clang + libclang-rt-14-dev, see scripts/deps.sh): `make fuzz` and
+# `make fuzz-check` configure build-fuzz with clang (-DBANDIT_FUZZ=ON), coverage and ASan/UBSan.
+# The default (g++) build instead links each fuzz target with a standalone driver
+# (fuzz/replay_main.cc) and registers fuzz_replay_* in ctest: the corpus and a bounded number of
+# deterministic mutations of it, through the same LLVMFuzzerTestOneInput and its oracles.
 
 # ---- tests/security and tests/soak talk to the server: link it like test_server ----
 foreach(t test_security test_soak)
@@ -20,7 +19,6 @@ endif()
 
 set(BANDIT_FUZZ_TARGETS request_fuzz snapshot_fuzz journal_fuzz features_fuzz)
 option(BANDIT_FUZZ "Build the libFuzzer targets in this (clang) build" OFF)
-set(BANDIT_FUZZ_SECONDS 8 CACHE STRING "Seconds per fuzz target in the ctest short run")
 
 if(BANDIT_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
@@ -42,48 +40,31 @@ if(BANDIT_FUZZ)
   return()
 endif()
 
-# ---- default build: nested clang build of the fuzz targets + short ctest runs ----
-find_program(BANDIT_CLANGXX NAMES clang++ clang++-14)
-set(_fuzz_rt_ok FALSE)
-if(BANDIT_CLANGXX)
-  execute_process(COMMAND ${BANDIT_CLANGXX} -print-file-name=libclang_rt.fuzzer-x86_64.a
-                  OUTPUT_VARIABLE _fuzz_rt OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-  if(_fuzz_rt AND EXISTS "${_fuzz_rt}")
-    set(_fuzz_rt_ok TRUE)
-  else()
-    # Debian keeps the runtime under the resource dir; ask for it there.
-    execute_process(COMMAND ${BANDIT_CLANGXX} -print-resource-dir
-                    OUTPUT_VARIABLE _rdir OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-    file(GLOB _fuzz_rt_glob "${_rdir}/lib/linux/libclang_rt.fuzzer-*.a")
-    if(_fuzz_rt_glob)
-      set(_fuzz_rt_ok TRUE)
-    endif()
-  endif()
-endif()
-if(NOT _fuzz_rt_ok)
-  message(STATUS "fuzz: clang++ with libFuzzer not found (scripts/deps.sh installs clang and "
-                 "libclang-rt-14-dev); fuzz targets and fuzz_short_* tests are skipped")
-  return()
-endif()
-
-include(ExternalProject)
-set(BANDIT_FUZZ_DIR ${CMAKE_BINARY_DIR}/fuzz)
-cmake_host_system_information(RESULT _fuzz_jobs QUERY NUMBER_OF_LOGICAL_CORES)
-ExternalProject_Add(bandit_fuzz_build
-  SOURCE_DIR ${CMAKE_SOURCE_DIR}
-  BINARY_DIR ${BANDIT_FUZZ_DIR}
-  CMAKE_ARGS -DCMAKE_CXX_COMPILER=${BANDIT_CLANGXX} -DBANDIT_FUZZ=ON
-             -DCMAKE_BUILD_TYPE=RelWithDebInfo
-  BUILD_COMMAND ${CMAKE_COMMAND} --build ${BANDIT_FUZZ_DIR} --target fuzz_all -j ${_fuzz_jobs}
-  INSTALL_COMMAND ""
-  BUILD_ALWAYS ON
-  USES_TERMINAL_BUILD ON)
-set_target_properties(bandit_fuzz_build PROPERTIES EXCLUDE_FROM_ALL TRUE)
-
+# ---- default build: the fuzz targets through a standalone driver (fuzz_replay_*) ----
+# Each fuzz/<target>.cc is linked with fuzz/replay_main.cc and the normal build's libraries, and
+# ctest's fuzz_replay_<target> replays fuzz/corpus/<target> plus BANDIT_FUZZ_MUTATIONS_<target>
+# deterministic mutations of every input through the target's oracles. No clang, no second
+# build of core and server. Coverage-guided fuzzing with ASan/UBSan stays in the clang build:
+# `make fuzz` (long, merges new coverage into the corpus) and `make fuzz-check` (short, CI).
+# Mutations per corpus input, per target, sized so each test takes a few seconds on 2 cores
+# (request_fuzz builds a service and snapshots after every operation; snapshot_fuzz rejects most
+# mutants at the CRC or the protobuf parse).
+set(BANDIT_FUZZ_MUTATIONS_request_fuzz 8 CACHE STRING "Mutations per input, fuzz_replay_request_fuzz")
+set(BANDIT_FUZZ_MUTATIONS_journal_fuzz 32 CACHE STRING "Mutations per input, fuzz_replay_journal_fuzz")
+set(BANDIT_FUZZ_MUTATIONS_snapshot_fuzz 256 CACHE STRING "Mutations per input, fuzz_replay_snapshot_fuzz")
+set(BANDIT_FUZZ_REPLAY_DIR ${CMAKE_BINARY_DIR}/fuzz-replay)
+file(MAKE_DIRECTORY ${BANDIT_FUZZ_REPLAY_DIR})
+add_library(bandit_fuzz_replay_main OBJECT ${CMAKE_SOURCE_DIR}/fuzz/replay_main.cc)
 foreach(t ${BANDIT_FUZZ_TARGETS})
-  # A fresh scratch corpus first (new inputs land there), the committed corpus read-only second.
-  add_test(NAME fuzz_short_${t}
-    COMMAND /bin/sh -c "test -x ${BANDIT_FUZZ_DIR}/bin/${t} || { echo 'not built: cmake --build . --target bandit_fuzz_build (make test does)'; exit 77; }; rm -rf scratch-${t} && mkdir -p scratch-${t} artifacts && exec ${BANDIT_FUZZ_DIR}/bin/${t} scratch-${t} ${CMAKE_SOURCE_DIR}/fuzz/corpus/${t} -max_total_time=${BANDIT_FUZZ_SECONDS} -rss_limit_mb=2048 -timeout=10 -close_fd_mask=2 -print_final_stats=1 -artifact_prefix=artifacts/${t}-"
-    WORKING_DIRECTORY ${BANDIT_FUZZ_DIR})
-  set_tests_properties(fuzz_short_${t} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+  add_executable(fuzz_replay_${t} ${CMAKE_SOURCE_DIR}/fuzz/${t}.cc
+                 $<TARGET_OBJECTS:bandit_fuzz_replay_main>)
+  # LLVM's FuzzedDataProvider.h (header only), which g++ does not ship.
+  target_include_directories(fuzz_replay_${t} PRIVATE ${CMAKE_SOURCE_DIR}/fuzz/include)
+  target_link_libraries(fuzz_replay_${t} PRIVATE bandit_server)
+  add_test(NAME fuzz_replay_${t}
+    COMMAND fuzz_replay_${t} --mutations=${BANDIT_FUZZ_MUTATIONS_${t}} --seed=1
+            --artifact_prefix=${BANDIT_FUZZ_REPLAY_DIR}/${t}-
+            ${CMAKE_SOURCE_DIR}/fuzz/corpus/${t}
+    WORKING_DIRECTORY ${BANDIT_FUZZ_REPLAY_DIR})
+  set_tests_properties(fuzz_replay_${t} PROPERTIES TIMEOUT 600)
 endforeach()

@@ -2,7 +2,8 @@
 # Runs every libFuzzer target for SECONDS each (default 120), starting from the committed corpus,
 # then merges new coverage back into fuzz/corpus/<target> (minimized). Prints executions and
 # findings per target; exits non-zero if any target found a crash (reproducer in BIN_DIR/../artifacts/).
-#   fuzz/run.sh BIN_DIR [SECONDS] [TARGET...]
+# FUZZ_MERGE=0 leaves fuzz/corpus/ untouched (CI: `make fuzz-check`).
+#   [FUZZ_MERGE=0] fuzz/run.sh BIN_DIR [SECONDS] [TARGET...]
 set -uo pipefail
 bin=${1:?usage: fuzz/run.sh BIN_DIR [SECONDS] [TARGET...]}
 secs=${2:-120}
@@ -28,6 +29,7 @@ for t in "${targets[@]}"; do
     status=1
     continue
   fi
+  [ "${FUZZ_MERGE:-1}" = 0 ] && continue
   before=$(ls "$corpus" | wc -l)
   "$bin/$t" -merge=1 "$corpus" "$work/$t" -close_fd_mask=2 > "$work/$t.merge.log" 2>&1
   echo "   corpus: $before -> $(ls "$corpus" | wc -l) files"

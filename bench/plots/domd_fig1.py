@@ -80,7 +80,7 @@ def main(run_dir, img_dir, tables):
             png = f"{img_dir}/domd_fig1_{tag}.png"
             fig.savefig(png, dpi=110)
             plt.close(fig)
-            out.append(f"\n#### {env}, S = {S} ([`{png}`]({os.path.relpath(png, 'docs')}))\n")
+            out.append(f"\n#### {env}, S = {S} ([`{png}`]({os.path.relpath(png, os.path.dirname(tables))}))\n")
             out.append("| run | algorithm | seeds | regret at T (mean ± std) | ms/round (mean) | ms/round (last 10 %) | state bytes at T | tuned γ / H / λ (seed 1) |")
             out.append("|---|---|---|---|---|---|---|---|")
             for run, params, r, p in sorted(rows, key=lambda x: (x[0], x[2]["regret_mean"])):

@@ -102,8 +102,8 @@ def main(runs, img, tables_path):
         regret_figure(docs, f"{env}, S = {S}, d = {docs[0][1]['params']['d']}, "
                             f"{docs[0][1]['params']['arms']} arms", os.path.join(img, name + ".png"))
         rows = []
-        out.append(f"#### {env.capitalize()}, S = {S} ([regret](img/glb_omd/{name}.png), "
-                   f"[time per round](img/glb_omd/{name}_time.png))\n")
+        out.append(f"#### {env.capitalize()}, S = {S} ([regret](../img/glb_omd/{name}.png), "
+                   f"[time per round](../img/glb_omd/{name}_time.png))\n")
         out.append("| run | algo | T | seeds | λ | regret at T (mean ± std) | regret at t = 500 "
                    "| s/round, mean | s/round, last 10 % | state bytes at T |")
         out.append("|---|---|---|---|---|---|---|---|---|---|")
@@ -129,7 +129,7 @@ def main(runs, img, tables_path):
         fig, axes = plt.subplots(1, len(regions), figsize=(4.2 * len(regions), 4.2))
         if len(regions) == 1:
             axes = [axes]
-        out.append("#### Confidence regions, d = 2, T = 300 (Fig. 3; [plot](img/glb_omd/glb_omd_regions.png))\n")
+        out.append("#### Confidence regions, d = 2, T = 300 (Fig. 3; [plot](../img/glb_omd/glb_omd_regions.png))\n")
         out.append("| S | algo | area of the region ∩ Θ (fraction of the [−S−½, S+½]² box) | θ* inside |")
         out.append("|---|---|---|---|")
         for ax, path in zip(axes, regions):
@@ -179,7 +179,7 @@ def main(runs, img, tables_path):
                 series.setdefault(r["algo"], []).append((doc["params"]["S"], r["seconds_per_round"] * T,
                                                          r["regret_mean"]))
         fig, ax = plt.subplots(figsize=(6, 4))
-        out.append(f"#### Run time against S, Poisson (Fig. 4(c); [plot](img/glb_omd/glb_omd_time_vs_S.png))\n")
+        out.append(f"#### Run time against S, Poisson (Fig. 4(c); [plot](../img/glb_omd/glb_omd_time_vs_S.png))\n")
         out.append("| algo | " + " | ".join(f"S = {s:g}: total s for T = {T} (regret)" for s, _, _ in
                                                next(iter(series.values()))) + " |")
         out.append("|---|" + "---|" * len(next(iter(series.values()))))

@@ -6,7 +6,7 @@
 Merges every run of every file by (d, algo) -- seeds may come from separate processes -- and
 writes OUT_DIR/kernel_cand_time.png (seconds per round against t), kernel_cand_regret.png
 (cumulative pseudo-regret, mean +- sd over seeds), kernel_cand_dict.png (BKB dictionary size
-against d_eff), and prints a markdown table of the figures quoted in docs/results.md.
+against d_eff), and prints a markdown table of the figures quoted in docs/reproductions/bkb.md.
 """
 import json
 import statistics

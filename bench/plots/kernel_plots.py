@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Plots for the BKB reproduction (docs/results.md, BKB section).
+"""Plots for the BKB reproduction (docs/reproductions/bkb.md).
 
   kernel_plots.py dict   MAIN.json OUT.png      dictionary size vs d_eff vs pulled arms over t
   kernel_plots.py ratio  MAIN.json OUT.png      min/max over arms of sigma~^2/sigma^2 vs [1/alpha, alpha]

@@ -1,7 +1,7 @@
 #!/bin/bash
 # DOMD-GLB paper (Lee & Oh), Section 5 / Fig. 1 with the paper's own baselines, then our practical
 # defaults. Run from the repo root after building bandit-sim:  bench/repro/glb_domd.sh [build-dir]
-# Writes build/runs/domd_fig1/*.json, docs/img/domd_fig1_*.png and docs/domd_fig1_tables.md, and
+# Writes build/runs/domd_fig1/*.json, docs/img/domd_fig1_*.png and docs/reproductions/domd-glb-tables.md, and
 # prints its wall time. SEEDS (default 20) and BASELINE_SEEDS (default SEEDS) set the seed counts.
 #
 # Paper setting: T = 5000, d = 5, N = 30, S in {1, 3}, drift (one turn of the S-circle) and
@@ -35,5 +35,5 @@ for S in 1 3; do
   run piecewise "$S" domd_glb,glb_omd,sw_glm_ucb "$SEEDS" d "piecewise_S${S}_practical" &
 done
 wait
-/usr/bin/python3 bench/plots/domd_fig1.py "$O" docs/img docs/domd_fig1_tables.md
+/usr/bin/python3 bench/plots/domd_fig1.py "$O" docs/img docs/reproductions/domd-glb-tables.md
 echo "bench/repro/glb_domd.sh: wall time $(( $(date +%s) - start )) s (SEEDS=$SEEDS, BASELINE_SEEDS=$BASELINE_SEEDS)"

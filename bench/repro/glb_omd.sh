@@ -3,7 +3,7 @@
 # paper's baselines, at its settings. Run from the repo root after building bandit-sim:
 #   bench/repro/glb_omd.sh [BUILD_DIR]       (or: make repro-glb)
 # Writes JSON to BUILD_DIR/runs/glb_omd/, figures to docs/img/glb_omd/, tables to
-# docs/glb_omd_tables.md, and the wall time of the whole script to the end of that file.
+# docs/reproductions/glb-omd-tables.md, and the wall time of the whole script to the end of that file.
 # CPU budget (2 shared cores): the one-pass methods (GLB-OMD, GLOC, ECOLog) and RS-GLinCB at
 # T = 3000 with the paper's 10 seeds; the methods that touch every past round each round
 # (OFUGLB, OFULog-r: one constrained problem per arm; Filippi's GLM-UCB: an MLE refit) at
@@ -61,5 +61,5 @@ logistic & p1=$!
 poisson & p2=$!
 regions_and_time & p3=$!
 wait $p1 && wait $p2 && wait $p3
-/usr/bin/python3 bench/plots/glb_omd_report.py "$O" "$IMG" docs/glb_omd_tables.md
-echo "Wall time of bench/repro/glb_omd.sh (T=$T, SEEDS=$SEEDS, EXACT_T=$EXACT_T, EXACT_SEEDS=$EXACT_SEEDS): $(( $(date +%s) - start )) s on $(nproc) cores" | tee -a docs/glb_omd_tables.md
+/usr/bin/python3 bench/plots/glb_omd_report.py "$O" "$IMG" docs/reproductions/glb-omd-tables.md
+echo "Wall time of bench/repro/glb_omd.sh (T=$T, SEEDS=$SEEDS, EXACT_T=$EXACT_T, EXACT_SEEDS=$EXACT_SEEDS): $(( $(date +%s) - start )) s on $(nproc) cores" | tee -a docs/reproductions/glb-omd-tables.md

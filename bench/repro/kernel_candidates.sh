@@ -1,7 +1,7 @@
 #!/bin/bash
 # BKB against exact GP-UCB on fresh candidates every round (bandit-sim --env=gp_candidates);
 # run from the repo root after a build. Writes build/runs/kcand_*.json, docs/img/kernel_cand_*.png
-# and prints the table of docs/results.md.
+# and prints the table of docs/reproductions/bkb.md.
 #   bench/repro/kernel_candidates.sh               # the full run: T = 5000, d = 3 and 8, 5 seeds
 #   T=2000 SEEDS=1 bench/repro/kernel_candidates.sh  # a shorter run
 #   ALGOS=bkb_lazy DIMS=3 TAG=lazy bench/repro/kernel_candidates.sh  # one algo, one d (files are

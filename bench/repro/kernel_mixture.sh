@@ -8,7 +8,7 @@
 #     random-feature log-Vendi (eq. 9-11).
 # JSON -> build/runs/km/, plots -> docs/img/km_*.png, markdown tables -> build/runs/km/tables.md.
 # Sizes are reduced from the papers' to keep the CPU modest on a shared 2-core machine; see
-# docs/results.md. PERMS / SEEDS / T can be overridden from the environment.
+# docs/reproductions/ (oks.md, bkb.md, mixture-greedy.md). PERMS / SEEDS / T can be overridden from the environment.
 set -euo pipefail
 B=${BANDIT_SIM:-build/bin/bandit-sim}
 O=build/runs/km

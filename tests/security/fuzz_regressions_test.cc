@@ -1,4 +1,4 @@
-// Regression tests for what fuzzing found (fuzz/, docs/results.md "Hardening").
+// Regression tests for what fuzzing found (fuzz/, docs/security.md "Hardening").
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 

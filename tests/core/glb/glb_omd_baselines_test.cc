@@ -409,7 +409,7 @@ TEST(GlbOmdBaselines, RejectBadConfigsAndInputsWithoutChange) {
 }
 
 // Each learns: regret well below the uniform policy's. OFULog-r's theory radius keeps its set the
-// whole ball at this horizon (docs/results.md), so it runs with a shrunk radius; RS-GLinCB's
+// whole ball at this horizon (docs/reproductions/glb-omd.md), so it runs with a shrunk radius; RS-GLinCB's
 // warm-up outlasts this horizon at S = 3 (its own test above covers its phases).
 TEST(GlbOmdBaselines, EachLearnsOnALogisticBandit) {
   for (const char* text :

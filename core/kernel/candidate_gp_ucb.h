@@ -21,7 +21,7 @@ class CandidateGpUcb final : public CandidateKernelUcb {
  public:
   // Served caps on the pulls kept. The factor is held at most at max_pulls x max_pulls doubles:
   // 32 MB at the default 2000, 200 MB at the largest cap 5000 (the horizon of the reproduction in
-  // docs/results.md), where one Select over 50 candidates also costs ~0.1 s of CPU (O(n t^2)).
+  // docs/reproductions/bkb.md), where one Select over 50 candidates also costs ~0.1 s of CPU (O(n t^2)).
   // A production user with more pulls than that wants bkb.
   static constexpr int64_t kDefaultMaxPulls = 2000;
   static constexpr int64_t kMaxMaxPulls = 5000;

@@ -3,7 +3,7 @@
 // computed by Intel's ISA-L (carry-less multiplication folding where the CPU has it). Every
 // journal record is checksummed once on append; a Select record carrying its decision log
 // context is ~8 KB, and zlib's table-driven loop took about a third of such a round
-// (docs/results.md).
+// (docs/performance.md).
 #pragma once
 
 #include <cstdint>

@@ -76,7 +76,7 @@ absl::Status SnapshotStore::Write(const bandit::v1::InstanceSnapshot& snap,
   // serialized, the already-encoded fields (a decision log of up to its max_bytes, 64 MiB by
   // default) go from where they lie through one small reused buffer into the file. Gathering
   // them in one string first cost an allocation of the whole file, its page faults, its
-  // zero-fill and a copy out of cache, at every snapshot (docs/results.md, "The decision
+  // zero-fill and a copy out of cache, at every snapshot (docs/performance.md, "The decision
   // log's cost at the sizes users send"). The checksum in the header comes first: one pass of
   // the CRC over the pieces (cheap next to writing them), then one pass writing them.
   const std::string fields = snap.SerializeAsString();

@@ -13,7 +13,8 @@
 // proto3's JSON mapping, so 64-bit seeds survive; numbers are accepted on input), enums are
 // strings. Every call has a deadline (timeoutMs, per call or the client default) covering all
 // its attempts; a call whose deadline has already passed is not sent. Calls failing with
-// UNAVAILABLE are retried with exponential backoff; no other code is retried.
+// UNAVAILABLE (or a server's CANCELLED) are retried with exponential backoff; no other code is
+// retried.
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -154,15 +155,17 @@ class BanditClient {
       } catch (err) {
         const code = typeof err.code === 'number' ? err.code : Status.UNKNOWN;
         const details = err.details || err.message || String(err);
-        if (code !== Status.UNAVAILABLE || attempt >= policy.maxAttempts)
+        // CANCELLED too: this client never cancels its own calls, so a CANCELLED is the
+        // server's, which cancels the calls it had not started when it begins shutting down.
+        if ((code !== Status.UNAVAILABLE && code !== Status.CANCELLED) || attempt >= policy.maxAttempts)
           throw errors.errorForCode(code, code === Status.DEADLINE_EXCEEDED ? details + last : details, attempt);
         const base = Math.min(policy.maxBackoffMs, policy.initialBackoffMs * policy.multiplier ** (attempt - 1));
         const pause = base * (0.8 + 0.4 * Math.random());
         if (deadline !== null && Date.now() + pause >= deadline)
           throw new errors.DeadlineExceededError(
-            `deadline reached while retrying; last attempt: UNAVAILABLE: ${details}`,
+            `deadline reached while retrying; last attempt: ${code === Status.CANCELLED ? 'CANCELLED' : 'UNAVAILABLE'}: ${details}`,
             Status.DEADLINE_EXCEEDED, attempt);
-        last = `; last attempt: UNAVAILABLE: ${details}`;
+        last = `; last attempt: ${code === Status.CANCELLED ? 'CANCELLED' : 'UNAVAILABLE'}: ${details}`;
         await sleep(pause);
       }
     }

@@ -11,6 +11,7 @@ const { startServer, unusedPort } = require('./server_process');
 const {
   BanditClient, BanditError, NotFoundError, InvalidArgumentError, AlreadyExistsError,
   FailedPreconditionError, DeadlineExceededError, UnavailableError, Status, errorForCode,
+  loadProtos,
 } = require('../src');
 
 const LINUCB = { policy: { linucb: { dimension: 3 } } };
@@ -279,6 +280,32 @@ describe('BanditClient against a server that is not running', () => {
     assert.equal(e1.attempts, 1);
     single.close();
     cl.close();
+  });
+
+  it("retries a server's CANCELLED (a node shutting down cancels calls it had not started)", async () => {
+    const { BanditService } = loadProtos();
+    let calls = 0;
+    const stand = new grpc.Server();
+    stand.addService(BanditService.service, {
+      GetInstance: (call, cb) => {
+        calls += 1;
+        if (calls === 1) cb({ code: Status.CANCELLED, details: 'server shutting down' });
+        else cb(null, { name: call.request.name });
+      },
+    });
+    const port = await new Promise((resolve, reject) => stand.bindAsync('127.0.0.1:0',
+      grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+    stand.start();
+    const cl = new BanditClient(`127.0.0.1:${port}`, { retry: { maxAttempts: 3, initialBackoffMs: 10 } });
+    assert.equal((await cl.getInstance('x')).name, 'x');
+    assert.equal(calls, 2);
+    calls = 0;
+    const single = new BanditClient(`127.0.0.1:${port}`, { retry: null });
+    const err = await single.getInstance('x').then(() => null, (e) => e);
+    assert.equal(err.code, Status.CANCELLED);
+    cl.close();
+    single.close();
+    stand.forceShutdown();
   });
 
   it('stops retrying when the deadline is reached', async () => {

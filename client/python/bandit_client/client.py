@@ -34,8 +34,15 @@ def _routing_metadata(request):
         key = request.name
     return (("x-bandit-instance", key),) if key else None
 
+# Codes a call is retried on. CANCELLED too: this client never cancels its own calls, so a
+# CANCELLED is the server's, and a server that began shutting down cancels the calls it had not
+# started (gRPC does so before any handler runs): like UNAVAILABLE, another node or the
+# restarted server can take the call.
+_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+
+
 class RetryPolicy:
-    """Retries for UNAVAILABLE only: up to ``max_attempts`` attempts in all, waiting
+    """Retries for UNAVAILABLE (and a server's CANCELLED) only: up to ``max_attempts`` attempts in all, waiting
     ``initial_backoff * multiplier**(n-1)`` seconds (capped at ``max_backoff``, with +-20 % jitter)
     before attempt n+1. ``max_attempts=1`` disables retries."""
 
@@ -209,7 +216,7 @@ class BanditClient:
         policy = self.retry if retry is None else retry
         deadline = None if timeout is None else time.monotonic() + timeout
         attempt = 0
-        last = ""  # the previous attempt's UNAVAILABLE, if any
+        last = ""  # the previous attempt's UNAVAILABLE or CANCELLED, if any
         while True:
             attempt += 1
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -222,7 +229,7 @@ class BanditClient:
             except grpc.RpcError as e:
                 code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
                 details = (e.details() if hasattr(e, "details") else None) or str(e)
-                if code != grpc.StatusCode.UNAVAILABLE or attempt >= policy.max_attempts:
+                if code not in _RETRYABLE or attempt >= policy.max_attempts:
                     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
                         details += last
                     raise errors.error_for_code(code, details, attempt) from None

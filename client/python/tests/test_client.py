@@ -332,6 +332,40 @@ class UnavailableRetryTest(unittest.TestCase):
         self.assertEqual(cm.exception.attempts, 1)
         channel.close()
 
+    def test_retries_a_servers_cancelled(self):
+        # A server that began shutting down cancels calls it has not started: the client tries
+        # again (here the same stand-in server, which answers the second attempt).
+        from concurrent import futures
+        from bandit_client._pb import service_pb2_grpc
+
+        class Cancelling(service_pb2_grpc.BanditServiceServicer):
+            calls = 0
+
+            def GetInstance(self, request, context):
+                Cancelling.calls += 1
+                if Cancelling.calls == 1:
+                    context.abort(grpc.StatusCode.CANCELLED, "server shutting down")
+                return bandit_client.pb.Instance(name=request.name)
+
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        service_pb2_grpc.add_BanditServiceServicer_to_server(Cancelling(), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        try:
+            client = BanditClient("127.0.0.1:%d" % port, timeout=5.0,
+                                  retry=RetryPolicy(max_attempts=3, initial_backoff=0.01))
+            self.assertEqual(client.get_instance("x").name, "x")
+            self.assertEqual(Cancelling.calls, 2)
+            Cancelling.calls = 0
+            single = BanditClient("127.0.0.1:%d" % port, retry=RetryPolicy(max_attempts=1))
+            with self.assertRaises(BanditError) as cm:
+                single.get_instance("x")
+            self.assertEqual(cm.exception.code, grpc.StatusCode.CANCELLED)
+            client.close()
+            single.close()
+        finally:
+            server.stop(None)
+
     def test_deadline_covers_all_retries(self):
         counter = CountingInterceptor()
         channel = grpc.intercept_channel(grpc.insecure_channel("127.0.0.1:%d" % unused_port()), counter)

@@ -36,7 +36,11 @@ for line in text.splitlines():
         close(block)
         block = None
         path = m.group(1)
-        rel = path[len(source_dir):].lstrip("/") if path.startswith(source_dir) else path
+        # absl prints the compile-time path: relative ("../server/main.cc", with ccache's
+        # base_dir) or absolute without its leading '/' ("tmp/clone/server/main.cc").
+        absolute = path if path.startswith(".") else "/" + path.lstrip("/")
+        root = os.path.abspath(source_dir).rstrip("/") + "/"
+        rel = absolute[len(root):] if absolute.startswith(root) else path
         while rel.startswith("../") or rel.startswith("./"):
             rel = rel[3:] if rel.startswith("../") else rel[2:]
         current_file = rel if os.path.isfile(os.path.join(source_dir, rel)) else None

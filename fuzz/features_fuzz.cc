@@ -43,12 +43,18 @@ FeatureSpace SpaceFor(uint8_t pick) {
 
 void CheckFeatures(const FeatureSpace& space, const ParsedFeatures& action,
                    const ParsedFeatures* shared) {
+  // As the server does: a request whose interactions would make too many terms is refused.
+  if (!space.CheckTerms(action, shared, 20'000, "doc").ok()) return;
   SparseFeatures plain, audited;
   space.Featurize(action, shared, false, &plain);
   space.Featurize(action, shared, true, &audited);
   Check(plain.index == audited.index, "audit changed the indices");
   Check(plain.value.size() == audited.value.size(), "audit changed the values");
   Check(audited.names.size() == audited.index.size(), "one audit name per term");
+  Check(space.CheckTerms(action, shared, static_cast<int64_t>(plain.index.size()), "doc").ok() &&
+            !space.CheckTerms(action, shared, static_cast<int64_t>(plain.index.size()) - 1, "doc")
+                 .ok(),
+        "CheckTerms counts a different number of terms than Featurize makes");
   for (size_t i = 0; i < plain.index.size(); ++i) {
     Check(plain.index[i] < space.dimension(), "index outside the weight space");
     Check(std::isfinite(plain.value[i]) || std::isinf(plain.value[i]),

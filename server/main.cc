@@ -66,6 +66,9 @@ ABSL_FLAG(int64_t, max_named_namespaces, 256, "Max namespaces opened in one JSON
 ABSL_FLAG(int64_t, max_json_depth, 16, "Max nesting of objects and arrays in one JSON document");
 ABSL_FLAG(int64_t, max_json_string_bytes, 4096, "Max bytes of one JSON key or string value");
 ABSL_FLAG(int64_t, max_json_bytes, 1 << 20, "Max bytes of one JSON document");
+ABSL_FLAG(int64_t, max_named_terms, 100000,
+          "Max terms of one named action's vector (its features, the context's and their "
+          "interactions)");
 // Security.
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain (enables TLS)");
 ABSL_FLAG(std::string, tls_key, "", "PEM server private key");
@@ -147,9 +150,10 @@ int main(int argc, char** argv) {
   limits.instance.named.max_depth = absl::GetFlag(FLAGS_max_json_depth);
   limits.instance.named.max_string_bytes = absl::GetFlag(FLAGS_max_json_string_bytes);
   limits.instance.named.max_json_bytes = absl::GetFlag(FLAGS_max_json_bytes);
+  limits.instance.named.max_terms = absl::GetFlag(FLAGS_max_named_terms);
   if (limits.instance.named.max_features < 1 || limits.instance.named.max_namespaces < 1 ||
       limits.instance.named.max_depth < 1 || limits.instance.named.max_string_bytes < 1 ||
-      limits.instance.named.max_json_bytes < 1) {
+      limits.instance.named.max_json_bytes < 1 || limits.instance.named.max_terms < 1) {
     BANDIT_LOG_ERROR("every --max_named_* and --max_json_* limit must be at least 1");
     return 2;
   }

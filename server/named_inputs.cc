@@ -112,6 +112,10 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
           !s.ok())
         return s;
     if (excluded[i]) continue;
+    if (auto s = space.CheckTerms(action, &shared, limits.max_terms,
+                                  absl::StrCat("actions[", i, "]"));
+        !s.ok())
+      return s;
     space.Featurize(action, &shared, false, &sparse);
     candidates->push_back(Densify(sparse, space.dimension()));
     action_of->push_back(i);
@@ -140,6 +144,8 @@ absl::StatusOr<Vector> FeaturizeDirect(const features::FeatureSpace& space,
                              &action);
         !s.ok())
       return s;
+  if (auto s = space.CheckTerms(action, &shared, limits.max_terms, "direct.action"); !s.ok())
+    return s;
   features::SparseFeatures sparse;
   space.Featurize(action, &shared, false, &sparse);
   return Densify(sparse, space.dimension());

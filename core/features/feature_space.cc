@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <set>
 #include <utility>
 
@@ -161,7 +162,11 @@ class Reader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Reader> {
   bool Int64(int64_t v) { return Number(static_cast<float>(v)); }
   bool Uint64(uint64_t v) { return Number(static_cast<float>(v)); }
   bool Double(double v) {
-    if (!skip_ && !std::isfinite(v)) return Fail("a finite number");
+    if (skip_) return SkipScalar();
+    if (!std::isfinite(v)) return Fail("a finite number");
+    // VW casts to float; a double beyond float's range would make that cast undefined.
+    if (std::fabs(v) > static_cast<double>(std::numeric_limits<float>::max()))
+      return Fail("a number within a float's range (VW's features are floats)");
     return Number(static_cast<float>(v));
   }
   bool RawNumber(const char*, rapidjson::SizeType, bool) { return false; }  // not requested
@@ -211,10 +216,12 @@ class Reader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Reader> {
     if (!Enter()) return false;
     if (frames_.empty()) {
       // A document that is an array of objects: their union (Personalizer's form).
-      frames_.push_back(Frame{.kind = Frame::kTopArray});
+      frames_.emplace_back().kind = Frame::kTopArray;
       return true;
     }
     if (InArray()) return Fail("a number, an object or null (VW does not nest arrays)");
+    if (frames_.back().kind == Frame::kTopArray)
+      return Fail("an object (a list at the top level holds objects)");
     if (!Push(key_, /*array=*/true)) return false;
     frames_.back().array_hash = namespaces_.back().hash;
     return true;
@@ -277,8 +284,7 @@ class Reader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Reader> {
     if (skip_depth_ == 0) skip_ = false;
     return true;
   }
-  // Skipped values still count toward the depth limit (RapidJSON's iterative parser does not
-  // recurse, but a bound is a bound).
+  // Skipped values count toward the depth limit too: RapidJSON recurses into them.
   bool SkipOpen() {
     if (depth_ + ++skip_depth_ > limits_.max_depth)
       return Fail(absl::StrCat("nesting at most ", limits_.max_depth, " deep"));
@@ -303,7 +309,7 @@ class Reader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Reader> {
       return Fail(absl::StrCat("at most ", limits_.max_namespaces, " namespaces"));
     namespaces_.push_back(OpenNamespace{static_cast<unsigned char>(name.empty() ? 0 : name[0]),
                                         HashString(name, options_.hash_seed), name});
-    frames_.push_back(Frame{.kind = array ? Frame::kArray : Frame::kObject});
+    frames_.emplace_back().kind = array ? Frame::kArray : Frame::kObject;
     return true;
   }
   void Pop() {
@@ -412,7 +418,7 @@ const FeatureGroup* ParsedFeatures::Find(unsigned char letter) const {
 }
 FeatureGroup& ParsedFeatures::Get(unsigned char letter) {
   if (FeatureGroup* g = Find(letter)) return *g;
-  groups.push_back(FeatureGroup{.letter = letter});
+  groups.emplace_back().letter = letter;
   groups.back().features.reserve(32);
   return groups.back();
 }
@@ -465,8 +471,11 @@ absl::Status FeatureSpace::Parse(std::string_view json, std::string_view path,
   Reader reader(options_, ignored_, mask(), path, limits, audit, out);
   rapidjson::InsituStringStream stream(buffer.data());
   rapidjson::Reader parser;
+  // VW's flags exactly (in situ, nothing else). The parser recurses per nesting level, which
+  // the reader bounds: it refuses an object or array deeper than max_depth before RapidJSON
+  // descends into it (skipped values included).
   const rapidjson::ParseResult result =
-      parser.Parse<rapidjson::kParseInsituFlag | rapidjson::kParseIterativeFlag>(stream, reader);
+      parser.Parse<rapidjson::kParseInsituFlag>(stream, reader);
   if (!reader.status().ok()) return reader.status();
   if (result.IsError())
     return absl::InvalidArgumentError(absl::StrCat(std::string(path), ": malformed JSON at byte ",
@@ -586,6 +595,54 @@ std::vector<std::string> FeatureSpace::CompileInteractions(const std::string& le
   });
   SortAndFilterDuplicates(&compiled);
   return compiled;
+}
+
+absl::Status FeatureSpace::CheckTerms(const ParsedFeatures& action, const ParsedFeatures* shared,
+                                      int64_t max_terms, std::string_view path) const {
+  // Group sizes after the merge, by letter.
+  int64_t size[256] = {};
+  std::string letters;
+  auto count = [&](const ParsedFeatures& p) {
+    for (const auto& g : p.groups) {
+      if (g.features.empty()) continue;
+      if (size[g.letter] == 0) letters.push_back(static_cast<char>(g.letter));
+      size[g.letter] += static_cast<int64_t>(g.features.size());
+    }
+  };
+  count(action);
+  if (shared) count(*shared);
+  double terms = options_.constant ? 1 : 0;
+  for (unsigned char c : letters) terms += static_cast<double>(size[c]);
+  std::sort(letters.begin(), letters.end(),
+            [](char a, char b) { return static_cast<unsigned char>(a) < static_cast<unsigned char>(b); });
+  if (!options_.interactions.empty()) {
+    for (const std::string& inter : CompileInteractions(letters)) {
+      // As Featurize enumerates: a namespace next to itself pairs each feature with itself and
+      // the later ones (n(n+1)/2 pairs, n(n+1)(n+2)/6 triples).
+      auto n = [&](size_t i) { return static_cast<double>(size[static_cast<unsigned char>(inter[i])]); };
+      const bool same1 = inter[0] == inter[1];
+      if (inter.size() == 2) {
+        terms += same1 ? n(0) * (n(0) + 1) / 2 : n(0) * n(1);
+        continue;
+      }
+      const bool same2 = inter[1] == inter[2];
+      if (same1 && same2) {
+        terms += n(0) * (n(0) + 1) * (n(0) + 2) / 6;
+      } else if (same1) {
+        terms += n(0) * (n(0) + 1) / 2 * n(2);
+      } else if (same2) {
+        terms += n(0) * n(1) * (n(1) + 1) / 2;
+      } else {
+        terms += n(0) * n(1) * n(2);
+      }
+    }
+  }
+  if (terms > static_cast<double>(max_terms))
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(path), ": expected at most ", max_terms,
+        " terms per action (features plus their interactions), got ",
+        static_cast<int64_t>(std::min(terms, 9e18))));
+  return absl::OkStatus();
 }
 
 void FeatureSpace::Featurize(const ParsedFeatures& action, const ParsedFeatures* shared,

@@ -44,6 +44,9 @@ struct InputLimits {
   int64_t max_depth = 16;            // nesting of objects and arrays
   int64_t max_string_bytes = 4'096;  // one key or string value
   int64_t max_json_bytes = 1 << 20;  // one document
+  // Terms of one action's vector (linear + interactions): a cubic interaction of n features
+  // makes about n^3 / 6, so this bounds what a request can make the server compute.
+  int64_t max_terms = 100'000;
 };
 
 // One feature as VW's parser leaves it: the index before the hash-space mask (array elements
@@ -110,6 +113,10 @@ class FeatureSpace {
   // interactions (wildcards expanded over the letters present). `shared` may be null.
   void Featurize(const ParsedFeatures& action, const ParsedFeatures* shared, bool audit,
                  SparseFeatures* out) const;
+  // How many terms Featurize would produce, without producing them; INVALID_ARGUMENT naming
+  // `path` when more than `max_terms` (check it before Featurize on untrusted input).
+  absl::Status CheckTerms(const ParsedFeatures& action, const ParsedFeatures* shared,
+                          int64_t max_terms, std::string_view path) const;
 
   const FeatureSpaceOptions& options() const { return options_; }
   int64_t dimension() const { return int64_t{1} << options_.bits; }

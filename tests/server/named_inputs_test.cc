@@ -223,6 +223,17 @@ TEST(NamedInputs, BadInputNamesWhatWasExpectedAndChangesNothing) {
     refused(r, "actions[0].id has 0 bytes");
   }
   {
+    // 400 user features x 300 action features through -q UA: 120 000 terms, over the 100 000
+    // a named action may make (--max_named_terms).
+    v1::SelectRequest r = good;
+    std::string user = R"({"User":{)", action = R"({"Action":{)";
+    for (int i = 0; i < 400; ++i) absl::StrAppend(&user, i ? "," : "", "\"u", i, "\":1");
+    for (int i = 0; i < 300; ++i) absl::StrAppend(&action, i ? "," : "", "\"a", i, "\":1");
+    r.set_context(user + "}}");
+    r.mutable_actions(1)->set_features(action + "}}");
+    refused(r, "actions[1]: expected at most 100000 terms per action");
+  }
+  {
     v1::SelectRequest r = good;
     r.add_candidates()->add_values(1);
     refused(r, "candidates or x is set with named actions");

@@ -10,6 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "core/features/vw_hash.h"
 
 namespace bandit::features {
@@ -239,9 +240,33 @@ TEST(FeatureSpace, BadInputNamesThePath) {
   EXPECT_THAT(err(R"({"a":[[1]]})"), HasSubstr("does not nest arrays"));
   EXPECT_THAT(err(R"({"a":1e39})"), HasSubstr("context.a: expected a number within a float"));
   EXPECT_THAT(err(R"([{"a":1},5])"), HasSubstr("context[1]: expected an object"));
+  EXPECT_THAT(err(R"([{"a":1},[2]])"), HasSubstr("context[1]: expected an object"));
+  EXPECT_THAT(err(R"({"_tag":[[[[[[1]]]]]]})"), HasSubstr("expected nesting at most 3 deep"));
   EXPECT_THAT(err(R"("x")"), HasSubstr("expected an object"));
   EXPECT_THAT(err(R"({"a":)"), HasSubstr("context: malformed JSON"));
   EXPECT_THAT(err(""), HasSubstr("context: malformed JSON"));
+}
+
+// CheckTerms counts exactly what Featurize makes, and refuses past the limit (a cubic
+// interaction of n features makes about n^3 / 6 terms).
+TEST(FeatureSpace, CheckTermsCountsWhatFeaturizeMakes) {
+  const std::string doc = R"({"ab":{"f1":1,"f2":1,"f3":1},"ac":{"g1":1,"g2":1},"b":{"h":1}})";
+  for (const auto& interactions : std::vector<std::vector<std::string>>{
+           {}, {"aa"}, {"ab"}, {"aaa"}, {"aab"}, {"abb"}, {"::"}, {":::"}, {"aba"}}) {
+    FeatureSpace space = Space(18, interactions);
+    ParsedFeatures p;
+    ASSERT_TRUE(space.Parse(doc, "x", InputLimits(), false, &p).ok());
+    SparseFeatures out;
+    space.Featurize(p, nullptr, false, &out);
+    const int64_t n = static_cast<int64_t>(out.index.size());
+    EXPECT_TRUE(space.CheckTerms(p, nullptr, n, "x").ok()) << interactions.size();
+    const absl::Status over = space.CheckTerms(p, nullptr, n - 1, "actions[3]");
+    EXPECT_EQ(over.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(over.message()),
+                HasSubstr(absl::StrCat("actions[3]: expected at most ", n - 1,
+                                       " terms per action (features plus their interactions), got ",
+                                       n)));
+  }
 }
 
 TEST(FeatureSpace, OptionsAreValidated) {

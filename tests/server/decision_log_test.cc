@@ -19,6 +19,7 @@
 #include "server/persistence.h"
 #include "server/storage/file_storage.h"
 #include "tests/server/fault_injection_fs.h"
+#include "tests/server/file_node.h"
 #include "tests/server/server_test_util.h"
 
 namespace bandit::server {
@@ -627,25 +628,7 @@ TEST(DecisionLog, RefusedRequestsNameTheProblemAndChangeNothing) {
     EXPECT_TRUE(MessageDifferencer::Equals(after[i], before[i]));
 }
 
-// A server process on the fault-injection disk (a crash drops whatever was not fsynced).
-struct Node {
-  Node(FaultInjectionFs* fs, const Clock* clock) : svc(clock) {
-    PersistenceOptions o;
-    o.snapshot_every_changes = 1'000'000;
-    o.snapshot_interval_ms = 1'000'000'000;
-    FileStorageOptions fo;
-    fo.dir = "/data";
-    fo.durability = Durability::kAlways;
-    fo.fs = fs;
-    auto p = Persistence::Open(std::make_unique<FileStorage>(std::move(fo)), o, &svc, &report);
-    EXPECT_TRUE(p.ok()) << p.status();
-    if (!p.ok()) std::abort();
-    persistence = *std::move(p);
-  }
-  DecisionService svc;
-  RecoveryReport report;
-  std::unique_ptr<Persistence> persistence;
-};
+using Node = testing::FileNode;
 
 // In `always`, a Select or Update is acknowledged once its journal record is fsynced, and the
 // log entry is rebuilt from that same record: after a crash the log holds every acknowledged

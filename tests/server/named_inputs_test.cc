@@ -18,6 +18,7 @@
 #include "server/persistence.h"
 #include "server/storage/file_storage.h"
 #include "tests/server/fault_injection_fs.h"
+#include "tests/server/file_node.h"
 #include "tests/server/server_test_util.h"
 #include "tools/ope/evaluate.h"
 
@@ -496,25 +497,7 @@ TEST(NamedInputs, CppBuilderBuildsTheSameRequest) {
   ASSERT_TRUE(b.Update(direct, &r).ok());
 }
 
-// A server "process" on a file system that can lose what was not fsynced.
-struct Node {
-  Node(FaultInjectionFs* fs, const Clock* clock) : svc(clock) {
-    PersistenceOptions o;
-    o.snapshot_every_changes = 1'000'000;
-    o.snapshot_interval_ms = 1'000'000'000;
-    FileStorageOptions fo;
-    fo.dir = "/data";
-    fo.durability = Durability::kAlways;
-    fo.fs = fs;
-    fo.clock = clock;
-    auto p = Persistence::Open(std::make_unique<FileStorage>(std::move(fo)), o, &svc, &report);
-    EXPECT_TRUE(p.ok()) << p.status();
-    if (p.ok()) persistence = *std::move(p);
-  }
-  DecisionService svc;
-  RecoveryReport report;
-  std::unique_ptr<Persistence> persistence;
-};
+using Node = testing::FileNode;
 
 
 TEST(NamedInputs, NamedSelectsReplayExactlyAfterACrash) {
@@ -529,7 +512,9 @@ TEST(NamedInputs, NamedSelectsReplayExactlyAfterACrash) {
     ASSERT_TRUE(a.svc.CreateInstance(Create("x", config), &out).ok());
     for (int round = 0; round < 200; ++round) {
       ASSERT_EQ(PlayNamed(a.svc, round), PlayNamed(twin, round));
-      if (round == 100) ASSERT_TRUE(a.persistence->SnapshotAll().ok());  // then journal replay
+      if (round == 100) {
+        ASSERT_TRUE(a.persistence->SnapshotAll().ok());  // then journal replay
+      }
     }
     ASSERT_TRUE(a.persistence->storage()->Flush().ok());
     fs.Crash();

@@ -7,17 +7,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/features/config.h"
+#include "core/features/dense.h"
 
 namespace bandit::server {
 namespace {
 
 constexpr size_t kMaxActionIdBytes = 256;  // Personalizer's limit on an action id
-
-Vector Densify(const features::SparseFeatures& f, int64_t dimension) {
-  Vector v = Vector::Zero(dimension);
-  for (size_t i = 0; i < f.index.size(); ++i) v[f.index[i]] += f.value[i];
-  return v;
-}
 
 }  // namespace
 
@@ -117,7 +112,7 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
         !s.ok())
       return s;
     space.Featurize(action, &shared, false, &sparse);
-    candidates->push_back(Densify(sparse, space.dimension()));
+    candidates->push_back(features::ToDense(sparse, space.dimension()));
     action_of->push_back(i);
   }
   if (candidates->empty())
@@ -148,7 +143,7 @@ absl::StatusOr<Vector> FeaturizeDirect(const features::FeatureSpace& space,
     return s;
   features::SparseFeatures sparse;
   space.Featurize(action, &shared, false, &sparse);
-  return Densify(sparse, space.dimension());
+  return features::ToDense(sparse, space.dimension());
 }
 
 void WriteNamedDecision(const bandit::v1::SelectRequest& req, absl::Span<const int> action_of,

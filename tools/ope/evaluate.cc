@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/features/config.h"
+#include "core/features/dense.h"
 #include "core/ope/target.h"
 #include "core/registry.h"
 
@@ -143,9 +144,7 @@ absl::Status Evaluator::Add(const v1::LoggedDecision& d, const std::string& wher
             !s.ok())
           return fail(std::string(s.message()));
       space_->Featurize(action, &shared, false, &sparse);
-      Vector v = Vector::Zero(space_->dimension());
-      for (size_t k = 0; k < sparse.index.size(); ++k) v[sparse.index[k]] += sparse.value[k];
-      actions.push_back(std::move(v));
+      actions.push_back(features::ToDense(sparse, space_->dimension()));
     }
   } else if (d.num_candidates() > 0) {
     if (d.num_candidates() != n ||

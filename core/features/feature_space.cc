@@ -45,7 +45,10 @@ void SortAndFilterDuplicates(std::vector<std::string>* interactions) {
   std::vector<std::pair<std::string, size_t>> sorted;
   for (size_t i = 0; i < interactions->size(); ++i) {
     std::string s = (*interactions)[i];
-    std::stable_sort(s.begin(), s.end());
+    // As VW's namespace_index, unsigned: the CCB namespaces (139, 140) sort after the letters.
+    std::stable_sort(s.begin(), s.end(), [](char a, char b) {
+      return static_cast<unsigned char>(a) < static_cast<unsigned char>(b);
+    });
     sorted.emplace_back(std::move(s), i);
   }
   std::stable_sort(sorted.begin(), sorted.end(),
@@ -456,6 +459,38 @@ absl::StatusOr<FeatureSpace> FeatureSpace::Create(const FeatureSpaceOptions& opt
       return absl::InvalidArgumentError(
           "feature_space.ignore must hold printable ASCII namespace letters");
   return FeatureSpace(options);
+}
+
+absl::StatusOr<FeatureSpace> FeatureSpace::ForSlots() const {
+  FeatureSpaceOptions o = options_;
+  o.interactions.clear();
+  for (const std::string& inter : options_.interactions) {
+    if (inter.size() > 2)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "feature_space.interactions has '", inter, "', expected pairs only with slots (a "
+          "multi-slot decision interacts every term with the slot index: a triple would make "
+          "four-way terms, which are not built)"));
+    o.interactions.push_back(inter + static_cast<char>(kCcbIdNamespace));
+    o.interactions.push_back(inter);
+  }
+  o.interactions.push_back(
+      std::string{static_cast<char>(kWildcardNamespace), static_cast<char>(kCcbIdNamespace)});
+  return FeatureSpace(std::move(o));
+}
+
+void FeatureSpace::AddSlotFeatures(const ParsedFeatures& slot, int index, bool audit,
+                                   ParsedFeatures* shared) const {
+  for (const FeatureGroup& g : slot.groups) {
+    if (g.letter == kConstantNamespace || g.features.empty()) continue;
+    FeatureGroup& to = shared->Get(g.letter == kDefaultNamespace ? kCcbSlotNamespace : g.letter);
+    to.features.insert(to.features.end(), g.features.begin(), g.features.end());
+    if (audit) to.names.insert(to.names.end(), g.names.begin(), g.names.end());
+  }
+  const std::string name = absl::StrCat("index", index);
+  FeatureGroup& id = shared->Get(kCcbIdNamespace);
+  id.features.push_back(
+      ParsedFeature{HashString(name, HashString("_id", options_.hash_seed)) & mask(), 1.0f});
+  if (audit) id.names.push_back(absl::StrCat("_ccb_slot_index^", name));
 }
 
 absl::Status FeatureSpace::Parse(std::string_view json, std::string_view path,

@@ -122,6 +122,19 @@ class FeatureSpace {
   int64_t dimension() const { return int64_t{1} << options_.bits; }
   uint64_t mask() const { return (uint64_t{1} << options_.bits) - 1; }
 
+  // Multi-slot decisions as VW's conditional contextual bandits (ccb_explore_adf) featurize
+  // them. The space a slot's actions are featurized in: this one's interactions, each also with
+  // the slot-index namespace appended, and every namespace with the slot-index namespace (VW's
+  // insert_ccb_interactions). INVALID_ARGUMENT when an interaction has three letters (with the
+  // slot index it would make four-way terms, which this featurization does not build).
+  absl::StatusOr<FeatureSpace> ForSlots() const;
+  // Adds slot `index`'s features (parsed like any document) to a copy of the shared context as
+  // VW's CCB does for that slot: the slot's default-namespace features into the slot namespace
+  // (139), its other namespaces into the shared namespaces of the same letter, then the feature
+  // "index<k>" of the slot-index namespace (140).
+  void AddSlotFeatures(const ParsedFeatures& slot, int index, bool audit,
+                       ParsedFeatures* shared) const;
+
   // The interactions VW evaluates for an example holding `letters` (sorted, unique): explicit
   // ones with wildcards expanded over the interactable letters, sorted and deduplicated by VW's
   // rules (VW's compile_interactions without --leave_duplicate_interactions).

@@ -16,6 +16,9 @@ inline constexpr uint64_t kConstantFeature = 11650396;
 // VW's reserved namespace of the constant feature and the slot namespace of CCB.
 inline constexpr unsigned char kConstantNamespace = 128;
 inline constexpr unsigned char kCcbSlotNamespace = 139;
+// CCB's slot-index namespace: the feature "index<k>" of slot k (VW's CCB_ID_NAMESPACE, hashed
+// as the namespace "_id", printed as "_ccb_slot_index").
+inline constexpr unsigned char kCcbIdNamespace = 140;
 inline constexpr unsigned char kDefaultNamespace = ' ';
 inline constexpr unsigned char kWildcardNamespace = ':';
 

@@ -5,6 +5,8 @@
 #include "core/features/feature_space.h"
 
 #include <map>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -278,6 +280,92 @@ TEST(FeatureSpace, OptionsAreValidated) {
   EXPECT_THAT(FeatureSpace::Create(o).status().message(), HasSubstr("interactions[0]"));
   o.interactions = {"a"};
   EXPECT_FALSE(FeatureSpace::Create(o).ok());
+}
+
+namespace ccb {
+
+// One action's terms in a slot, as VW's ccb_explore_adf featurizes it: the shared context with
+// the slot's features and index added (FeatureSpace::AddSlotFeatures), in the slot space.
+std::multiset<std::pair<std::string, uint32_t>> SlotTerms(const FeatureSpace& slots,
+                                                          const std::string& shared,
+                                                          const std::string& action,
+                                                          const std::string& slot, int index) {
+  InputLimits limits;
+  ParsedFeatures s, a, f;
+  EXPECT_TRUE(slots.ParseText(shared, "shared", limits, true, &s).ok());
+  EXPECT_TRUE(slots.ParseText(action, "action", limits, true, &a).ok());
+  EXPECT_TRUE(slots.ParseText(slot, "slot", limits, true, &f).ok());
+  slots.AddSlotFeatures(f, index, /*audit=*/true, &s);
+  SparseFeatures out;
+  slots.Featurize(a, &s, /*audit=*/true, &out);
+  std::multiset<std::pair<std::string, uint32_t>> terms;
+  for (size_t i = 0; i < out.index.size(); ++i) terms.emplace(out.names[i], out.index[i]);
+  return terms;
+}
+
+// A line of VW's --audit output: tab-separated name:index:value:weight@offset terms.
+std::multiset<std::pair<std::string, uint32_t>> Printed(const std::string& line) {
+  std::multiset<std::pair<std::string, uint32_t>> terms;
+  std::stringstream ss(line);
+  std::string term;
+  while (std::getline(ss, term, '\t')) {
+    if (term.empty()) continue;
+    const size_t colon = term.find(':');
+    const size_t next = term.find(':', colon + 1);
+    terms.emplace(term.substr(0, colon),
+                  static_cast<uint32_t>(std::stoul(term.substr(colon + 1, next - colon - 1))));
+  }
+  return terms;
+}
+
+}  // namespace ccb
+
+// test/train-sets/ccb_audit_multi.dat with `--ccb_explore_adf --noconstant -q :: --audit`
+// (train-sets/ref/ccb_audit_multi.stdout): slot namespaces merge into the shared context, the
+// slot index is a feature of its own, and every term is also interacted with it.
+TEST(FeatureSpace, SlotFeaturesAndIndexMatchVwsConditionalContextualBandits) {
+  auto slots = Space(18, {"::"}, /*constant=*/false).ForSlots();
+  ASSERT_TRUE(slots.ok()) << slots.status();
+  const std::string shared = "ccb shared | a";
+  EXPECT_EQ(
+      ccb::SlotTerms(*slots, shared, "ccb action | b", "ccb slot |s a", 0),
+      ccb::Printed("b:163331:1:0@0\ta:92594:1:0@0\ts^a:220006:1:0@0\t_ccb_slot_index^index0:68306:1:"
+                   "0@0\tb*b:139450:1:0@0\tb*a:79627:1:0@0\ta*a:2692:1:0@0\tb*s^a:198111:1:0@0\ta*"
+                   "s^a:145488:1:0@0\tb*_ccb_slot_index^index0:87147:1:0@0\ta*_ccb_slot_index^"
+                   "index0:27108:1:0@0\ts^a*s^a:244468:1:0@0\ts^a*_ccb_slot_index^index0:125760:1:"
+                   "0@0\tb*b*_ccb_slot_index^index0:36380:1:0@0\tb*a*_ccb_slot_index^index0:44163:"
+                   "1:0@0\ta*a*_ccb_slot_index^index0:100126:1:0@0\tb*s^a*_ccb_slot_index^index0:"
+                   "210143:1:0@0\ta*s^a*_ccb_slot_index^index0:241442:1:0@0\ts^a*s^a*_ccb_slot_"
+                   "index^index0:148686:1:0@0"));
+  EXPECT_EQ(ccb::SlotTerms(*slots, shared, "ccb action |", "ccb slot |v b", 1),
+            ccb::Printed("a:92594:1:0@0\tv^b:119331:1:0@0\t_ccb_slot_index^index1:25433:1:0@0\ta*a:"
+                         "2692:1:0@0\ta*v^b:45333:1:0@0\ta*_ccb_slot_index^index1:65647:1:0@0\tv^b*"
+                         "v^b:7994:1:0@0\tv^b*_ccb_slot_index^index1:110144:1:0@0\ta*a*_ccb_slot_"
+                         "index^index1:61077:1:0@0\ta*v^b*_ccb_slot_index^index1:173910:1:0@0\tv^"
+                         "b*v^b*_ccb_slot_index^index1:84759:1:0@0"));
+}
+
+// test/train-sets/ccb_audit_multi_default_ns.dat with `--ccb_explore_adf -q :: --audit`
+// (train-sets/ref/ccb_audit_multi_default_ns.stdout): a slot's default-namespace features go to
+// the slot namespace (they keep their names and hashes but interact as a namespace of their own).
+TEST(FeatureSpace, SlotDefaultNamespaceMatchesVw) {
+  auto slots = Space(18, {"::"}).ForSlots();
+  ASSERT_TRUE(slots.ok()) << slots.status();
+  const std::string shared = "ccb shared | a";
+  EXPECT_EQ(ccb::SlotTerms(*slots, shared, "ccb action |", "ccb slot | a", 0),
+            ccb::Printed("Constant:116060:1:0@0\ta:92594:1:0@0\ta:92594:1:0@0\t_ccb_slot_index^"
+                         "index0:68306:1:0@0\ta*a:2692:1:0@0\ta*a:2692:1:0@0\ta*_ccb_slot_index^"
+                         "index0:27108:1:0@0\ta*a:2692:1:0@0\ta*_ccb_slot_index^index0:27108:1:0@"
+                         "0\ta*a*_ccb_slot_index^index0:100126:1:0@0\ta*a*_ccb_slot_index^index0:"
+                         "100126:1:0@0\ta*a*_ccb_slot_index^index0:100126:1:0@0"));
+  EXPECT_EQ(ccb::SlotTerms(*slots, shared, "ccb action |", "ccb slot | b", 1),
+            ccb::Printed("Constant:116060:1:0@0\ta:92594:1:0@0\tb:163331:1:0@0\t_ccb_slot_index^"
+                         "index1:25433:1:0@0\ta*a:2692:1:0@0\ta*b:204085:1:0@0\ta*_ccb_slot_index^"
+                         "index1:65647:1:0@0\tb*b:139450:1:0@0\tb*_ccb_slot_index^index1:15840:1:0@"
+                         "0\ta*a*_ccb_slot_index^index1:61077:1:0@0\ta*b*_ccb_slot_index^index1:"
+                         "170294:1:0@0\tb*b*_ccb_slot_index^index1:124823:1:0@0"));
+  // A triple would make four-way terms with the slot index: refused, naming it.
+  EXPECT_THAT(std::string(Space(18, {"abc"}).ForSlots().status().message()), HasSubstr("'abc'"));
 }
 
 }  // namespace

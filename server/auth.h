@@ -5,7 +5,7 @@
 //   writer 8a71...0c  checkout-service
 //   reader 55d2...9b  dashboards
 // Clients send `authorization: Bearer TOKEN` metadata. Roles are ordered, each includes the ones
-// below it: reader (GetInstance, ListInstances) < writer (+ Select, Update, SelectBatch,
+// below it: reader (GetInstance, ListInstances) < writer (+ Select, Update, Activate, SelectBatch,
 // UpdateBatch) < admin (everything else); the list with each RPC's role is server/rpcs.h.
 // No or an unknown token -> UNAUTHENTICATED; a known token whose role is too low ->
 // PERMISSION_DENIED. grpc.health.v1 and server reflection stay open (load balancers, tooling).

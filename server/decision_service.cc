@@ -208,59 +208,78 @@ absl::Status DecisionService::DeleteInstance(const bandit::v1::DeleteInstanceReq
   return absl::OkStatus();
 }
 
-absl::Status DecisionService::ChangeAndDescribe(
-    const std::string& name, bandit::v1::Instance* out,
-    const std::function<absl::Status(Instance&)>& change) {
+absl::Status DecisionService::ChangeAndDescribe(const std::string& name,
+                                                bandit::v1::JournalRecord change,
+                                                bandit::v1::Instance* out, uint64_t* written_seq) {
   auto inst = registry_.Get(name);
   if (!inst.ok()) return inst.status();
-  if (auto s = change(**inst); !s.ok()) return s;
+  Admission admission;
+  admission.max_shadows = limits_.instance.max_shadows;
+  if (auto s = (*inst)->Change(std::move(change), admission, written_seq); !s.ok()) return s;
   (*inst)->Describe(out);
   return absl::OkStatus();
 }
 
+// Each request becomes its change's record (server/instance_operations.h), once, here.
+
 absl::Status DecisionService::ResetInstance(const bandit::v1::ResetInstanceRequest& req,
                                             bandit::v1::Instance* out, uint64_t* written_seq) {
-  return ChangeAndDescribe(req.name(), out,
-                           [&](Instance& inst) { return inst.Reset(written_seq); });
+  bandit::v1::JournalRecord change;
+  change.set_reset(true);
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
 }
 
 absl::Status DecisionService::AddArms(const bandit::v1::AddArmsRequest& req,
                                       bandit::v1::Instance* out, uint64_t* written_seq) {
-  return ChangeAndDescribe(req.name(), out,
-                           [&](Instance& inst) { return inst.AddArms(req, written_seq); });
+  bandit::v1::JournalRecord change;
+  *change.mutable_add_arms() = req;
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
 }
 
 absl::Status DecisionService::RemoveArms(const bandit::v1::RemoveArmsRequest& req,
                                          bandit::v1::Instance* out, uint64_t* written_seq) {
-  return ChangeAndDescribe(req.name(), out,
-                           [&](Instance& inst) { return inst.RemoveArms(req, written_seq); });
+  bandit::v1::JournalRecord change;
+  *change.mutable_remove_arms() = req;
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
 }
 
 absl::Status DecisionService::SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
                                                   bandit::v1::Instance* out,
                                                   uint64_t* written_seq) {
-  return ChangeAndDescribe(
-      req.name(), out, [&](Instance& inst) { return inst.SetMixtureReference(req, written_seq); });
+  bandit::v1::JournalRecord change;
+  *change.mutable_set_mixture_reference() = req;
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
 }
 
 absl::Status DecisionService::AddShadow(const bandit::v1::AddShadowRequest& req,
                                         bandit::v1::Instance* out, uint64_t* written_seq) {
-  return ChangeAndDescribe(req.name(), out,
-                           [&](Instance& inst) {
-                             return inst.AddShadow(req, limits_.instance.max_shadows, written_seq);
-                           });
+  bandit::v1::JournalRecord change;
+  *change.mutable_add_shadow() = req;
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
 }
 
 absl::Status DecisionService::RemoveShadow(const bandit::v1::RemoveShadowRequest& req,
                                            bandit::v1::Instance* out, uint64_t* written_seq) {
-  return ChangeAndDescribe(req.name(), out,
-                           [&](Instance& inst) { return inst.RemoveShadow(req, written_seq); });
+  bandit::v1::JournalRecord change;
+  *change.mutable_remove_shadow() = req;
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
 }
 
 absl::Status DecisionService::PromoteShadow(const bandit::v1::PromoteShadowRequest& req,
                                             bandit::v1::Instance* out, uint64_t* written_seq) {
-  return ChangeAndDescribe(req.name(), out,
-                           [&](Instance& inst) { return inst.PromoteShadow(req, written_seq); });
+  bandit::v1::JournalRecord change;
+  *change.mutable_promote_shadow() = req;
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
+}
+
+absl::Status DecisionService::Activate(const bandit::v1::ActivateRequest& req,
+                                       bandit::v1::ActivateResponse* out, uint64_t* written_seq) {
+  (void)out;  // nothing to report beyond the status
+  auto inst = registry_.Get(req.instance());
+  if (!inst.ok()) return inst.status();
+  bandit::v1::JournalRecord change;
+  *change.mutable_activate() = req;
+  return (*inst)->Change(std::move(change), Admission(), written_seq);
 }
 
 absl::Status DecisionService::Select(const bandit::v1::SelectRequest& req,

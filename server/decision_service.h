@@ -59,6 +59,9 @@ class DecisionService {
                              uint64_t* written_seq = nullptr);
   absl::Status Select(const bandit::v1::SelectRequest& req, bandit::v1::Decision* out,
                       uint64_t* written_seq = nullptr);
+  // Activates a decision made with defer_activation (InstanceState::Activate).
+  absl::Status Activate(const bandit::v1::ActivateRequest& req, bandit::v1::ActivateResponse* out,
+                        uint64_t* written_seq = nullptr);
   absl::Status Update(const bandit::v1::UpdateRequest& req, bandit::v1::UpdateResponse* out,
                       uint64_t* written_seq = nullptr);
   absl::Status SelectBatch(const bandit::v1::SelectBatchRequest& req,
@@ -124,9 +127,10 @@ class DecisionService {
   absl::Status Register(std::shared_ptr<Instance> inst, bandit::v1::JournalRecord rec,
                         bandit::v1::Instance* out, uint64_t* written_seq)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
-  // Looks the instance up, applies `change`, describes the result.
-  absl::Status ChangeAndDescribe(const std::string& name, bandit::v1::Instance* out,
-                                 const std::function<absl::Status(Instance&)>& change);
+  // Looks the instance up, applies and journals `change` (a change's record,
+  // server/instance_operations.h), describes the result.
+  absl::Status ChangeAndDescribe(const std::string& name, bandit::v1::JournalRecord change,
+                                 bandit::v1::Instance* out, uint64_t* written_seq);
 
   const Clock* clock_;
   UidSource* const uids_;

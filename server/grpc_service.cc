@@ -311,7 +311,8 @@ std::pair<std::string, bool> RoutingKey(const Req& req) {
   } else if constexpr (std::is_same_v<Req, bandit::v1::ImportInstanceRequest>) {
     return {req.name(), true};
   } else if constexpr (std::is_same_v<Req, bandit::v1::SelectRequest> ||
-                       std::is_same_v<Req, bandit::v1::UpdateRequest>) {
+                       std::is_same_v<Req, bandit::v1::UpdateRequest> ||
+                       std::is_same_v<Req, bandit::v1::ActivateRequest>) {
     return {req.instance(), false};
   } else if constexpr (std::is_same_v<Req, bandit::v1::SelectBatchRequest> ||
                        std::is_same_v<Req, bandit::v1::UpdateBatchRequest>) {

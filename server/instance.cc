@@ -241,8 +241,8 @@ void Instance::UpdateBatch(absl::Span<const bandit::v1::UpdateRequest* const> re
   });
 }
 
-template <typename Change>
-absl::Status Instance::ChangeLocked(int64_t now, uint64_t* written_seq, Change&& change) {
+template <typename Mutation>
+absl::Status Instance::ChangeLocked(int64_t now, uint64_t* written_seq, Mutation&& change) {
   if (auto s = CheckWritable(); !s.ok()) return s;
   bandit::v1::JournalRecord rec;
   if (auto s = change(&rec); !s.ok()) return s;
@@ -272,6 +272,7 @@ absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, const 
                                     int64_t now, bandit::v1::Decision* out, uint64_t* written_seq,
                                     const std::string* replay_event_id) {
   if (auto s = CheckWritable(); !s.ok()) return s;
+  out->Clear();  // a caller may reuse its Decision: nothing of the last one stays
   auto ctx = state_->SelectContextFor(req, in);
   if (!ctx.ok()) return ctx.status();
   if (!replay_event_id) ExpireDueLocked(now, written_seq);
@@ -344,67 +345,20 @@ absl::Status Instance::ReadDecisionLog(uint64_t after_seq, int64_t since_ms, int
   return absl::OkStatus();
 }
 
-absl::Status Instance::Reset(uint64_t* written_seq) {
+absl::Status Instance::Change(bandit::v1::JournalRecord rec, const Admission& admission,
+                              uint64_t* written_seq) {
+  if (!IsChange(rec.op_case()))
+    return absl::InternalError(absl::StrCat("Instance::Change was given a record with op ",
+                                            rec.op_case(), ", which is not an instance change"));
   absl::MutexLock lock(&mu_);
-  return ChangeLocked(clock_->NowMs(), written_seq,
-                      [&](bandit::v1::JournalRecord* rec) { return state_->Reset(rec); });
-}
-
-absl::Status Instance::SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
-                                           uint64_t* written_seq) {
-  absl::MutexLock lock(&mu_);
-  return ChangeLocked(clock_->NowMs(), written_seq, [&](bandit::v1::JournalRecord* rec) {
-    return state_->SetMixtureReference(req, rec);
-  });
-}
-
-absl::Status Instance::AddArms(const bandit::v1::AddArmsRequest& req, uint64_t* written_seq) {
-  if (req.arms_size() == 0)
-    return absl::InvalidArgumentError("arms is empty, expected at least one arm");
-  if (req.arms_size() > limits_.max_arms_per_request)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "arms has ", req.arms_size(), " entries, expected at most ", limits_.max_arms_per_request));
-  absl::MutexLock lock(&mu_);
-  return ChangeLocked(clock_->NowMs(), written_seq, [&](bandit::v1::JournalRecord* rec) {
-    if (auto s = state_->CheckArmCapacity(req); !s.ok()) return s;
-    return state_->AddArms(req, rec);
-  });
-}
-
-absl::Status Instance::RemoveArms(const bandit::v1::RemoveArmsRequest& req, uint64_t* written_seq) {
-  if (req.arm_ids_size() == 0)
-    return absl::InvalidArgumentError("arm_ids is empty, expected at least one arm id");
-  if (req.arm_ids_size() > limits_.max_arms_per_request)
-    return absl::InvalidArgumentError(absl::StrCat("arm_ids has ", req.arm_ids_size(),
-                                                   " entries, expected at most ",
-                                                   limits_.max_arms_per_request));
-  absl::MutexLock lock(&mu_);
-  return ChangeLocked(clock_->NowMs(), written_seq,
-                      [&](bandit::v1::JournalRecord* rec) { return state_->RemoveArms(req, rec); });
-}
-
-absl::Status Instance::AddShadow(const bandit::v1::AddShadowRequest& req, int64_t max_shadows,
-                                 uint64_t* written_seq) {
-  absl::MutexLock lock(&mu_);
-  return ChangeLocked(clock_->NowMs(), written_seq, [&](bandit::v1::JournalRecord* rec) {
-    return state_->AddShadow(req, max_shadows, rec);
-  });
-}
-
-absl::Status Instance::RemoveShadow(const bandit::v1::RemoveShadowRequest& req,
-                                    uint64_t* written_seq) {
-  absl::MutexLock lock(&mu_);
-  return ChangeLocked(clock_->NowMs(), written_seq, [&](bandit::v1::JournalRecord* rec) {
-    return state_->RemoveShadow(req, rec);
-  });
-}
-
-absl::Status Instance::PromoteShadow(const bandit::v1::PromoteShadowRequest& req,
-                                     uint64_t* written_seq) {
-  absl::MutexLock lock(&mu_);
-  return ChangeLocked(clock_->NowMs(), written_seq, [&](bandit::v1::JournalRecord* rec) {
-    auto s = state_->PromoteShadow(req, rec);
-    if (s.ok()) policy_case_.store(state_->config().policy().policy_case());
+  const int64_t now = clock_->NowMs();
+  // An activation after the wait must find the decision expired, as a reward would.
+  if (rec.has_activate() && CheckWritable().ok()) ExpireDueLocked(now, written_seq);
+  return ChangeLocked(now, written_seq, [&](bandit::v1::JournalRecord* r) {
+    auto s = ApplyChange(*state_, &admission, now, &rec);
+    if (!s.ok()) return s;
+    policy_case_.store(state_->config().policy().policy_case());  // PromoteShadow changes it
+    *r = std::move(rec);
     return s;
   });
 }
@@ -446,7 +400,12 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
       SelectInputs in;
       std::string event_id;
       s = InstanceState::LoggedSelectInputs(rec.logged_select(), limits_, &in, &event_id);
-      if (s.ok()) s = SelectLocked(bandit::v1::SelectRequest(), in, now, &out, nullptr, &event_id);
+      // A caller-chosen id (never of the server's form) was the request's; a server-made one is
+      // made again by the replayed Select.
+      bandit::v1::SelectRequest req;
+      uint64_t uid = 0, seq = 0;
+      if (!ParseEventId(event_id, &uid, &seq)) req.set_event_id(event_id);
+      if (s.ok()) s = SelectLocked(req, in, now, &out, nullptr, &event_id);
       if (s.ok() && state_->decision_log().last_entry() != rec.logged_select())
         s = absl::DataLossError(absl::StrCat("replay of instance '", name_, "' logged event '",
                                              event_id, "' differently than the journal has it"));
@@ -465,46 +424,20 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
     case bandit::v1::JournalRecord::kExpire:
       ExpireDueLocked(now, nullptr);
       break;
-    case bandit::v1::JournalRecord::kReset:
-      s = ChangeLocked(now, nullptr,
-                       [&](bandit::v1::JournalRecord* r) { return state_->Reset(r); });
-      break;
-    case bandit::v1::JournalRecord::kAddArms:
-      s = ChangeLocked(now, nullptr, [&](bandit::v1::JournalRecord* r) {
-        return state_->AddArms(rec.add_arms(), r);
-      });
-      break;
-    case bandit::v1::JournalRecord::kSetMixtureReference:
-      s = ChangeLocked(now, nullptr, [&](bandit::v1::JournalRecord* r) {
-        return state_->SetMixtureReference(rec.set_mixture_reference(), r);
-      });
-      break;
-    case bandit::v1::JournalRecord::kAddShadow:
-      s = ChangeLocked(now, nullptr, [&](bandit::v1::JournalRecord* r) {
-        // The server accepted it once: no limit on replay.
-        return state_->AddShadow(rec.add_shadow(), std::numeric_limits<int64_t>::max(), r);
-      });
-      break;
-    case bandit::v1::JournalRecord::kRemoveShadow:
-      s = ChangeLocked(now, nullptr, [&](bandit::v1::JournalRecord* r) {
-        return state_->RemoveShadow(rec.remove_shadow(), r);
-      });
-      break;
-    case bandit::v1::JournalRecord::kPromoteShadow:
-      s = ChangeLocked(now, nullptr, [&](bandit::v1::JournalRecord* r) {
-        auto st = state_->PromoteShadow(rec.promote_shadow(), r);
+    default: {
+      if (!IsChange(rec.op_case())) {
+        s = absl::InternalError(absl::StrCat("journal record ", rec.seq(), " has op ",
+                                             rec.op_case(), " that an instance cannot replay"));
+        break;
+      }
+      // The same apply as the live path's (Instance::Change), without its admission limits.
+      bandit::v1::JournalRecord change = rec;
+      s = ChangeLocked(now, nullptr, [&](bandit::v1::JournalRecord*) {
+        auto st = ApplyChange(*state_, /*admission=*/nullptr, now, &change);
         if (st.ok()) policy_case_.store(state_->config().policy().policy_case());
         return st;
       });
-      break;
-    case bandit::v1::JournalRecord::kRemoveArms:
-      s = ChangeLocked(now, nullptr, [&](bandit::v1::JournalRecord* r) {
-        return state_->RemoveArms(rec.remove_arms(), r);
-      });
-      break;
-    default:
-      s = absl::InternalError(absl::StrCat("journal record ", rec.seq(), " has op ", rec.op_case(),
-                                           " that an instance cannot replay"));
+    }
   }
   replaying_ = false;
   if (s.ok()) last_journal_seq_ = rec.seq();

@@ -22,6 +22,7 @@
 #include "bandit/v1/service.pb.h"
 #include "bandit/v1/storage.pb.h"
 #include "server/clock.h"
+#include "server/instance_operations.h"
 #include "server/instance_state.h"
 #include "server/storage/storage.h"
 
@@ -109,23 +110,11 @@ class Instance {
                    absl::Span<bandit::v1::UpdateResponse* const> outs,
                    absl::Span<absl::Status> statuses, uint64_t* written_seq = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status Reset(uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
-  // All-or-nothing: either every arm is added/removed or none is.
-  absl::Status AddArms(const bandit::v1::AddArmsRequest& req, uint64_t* written_seq = nullptr)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req, uint64_t* written_seq = nullptr)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // Mixture instances (FD, KD): replaces the reference distribution; learned state is kept.
-  absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
-                                   uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
-  // Shadow policies (InstanceState::AddShadow and the rest). `max_shadows`: the server's
-  // current limit (replay checks none).
-  absl::Status AddShadow(const bandit::v1::AddShadowRequest& req, int64_t max_shadows,
-                         uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status RemoveShadow(const bandit::v1::RemoveShadowRequest& req,
-                            uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status PromoteShadow(const bandit::v1::PromoteShadowRequest& req,
-                             uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // A change other than a decision or a reward (server/instance_operations.h): `rec` holds
+  // the change's record, made from the request by the service layer; it is applied under the
+  // lock, admitted against `admission` (the server's current limits), then journaled.
+  absl::Status Change(bandit::v1::JournalRecord rec, const Admission& admission,
+                      uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
   // The shadows and their running estimates only: reads, changes nothing (metrics scrapes).
   void DescribeShadows(bandit::v1::Instance* out) const ABSL_LOCKS_EXCLUDED(mu_);
   // Expires what is due first (journaled, not waited for), then describes.
@@ -158,8 +147,8 @@ class Instance {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t ExpireDueLocked(int64_t now, uint64_t* written_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `change` (which fills the change's record) and commits its record.
-  template <typename Change>
-  absl::Status ChangeLocked(int64_t now, uint64_t* written_seq, Change&& change)
+  template <typename Mutation>
+  absl::Status ChangeLocked(int64_t now, uint64_t* written_seq, Mutation&& change)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks the instance can take a change now (not deleted, storage healthy).
   absl::Status CheckWritable() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -202,6 +202,12 @@ absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limi
     p->set_on_expiry(bandit::v1::APPLY_DEFAULT);
   if (!bandit::v1::ExpiryAction_IsValid(p->on_expiry()))
     return absl::InvalidArgumentError("config.pending.on_expiry is not a known ExpiryAction");
+  if (p->reward_aggregation() == bandit::v1::REWARD_AGGREGATION_UNSPECIFIED)
+    p->set_reward_aggregation(bandit::v1::EARLIEST);
+  if (!bandit::v1::RewardAggregation_IsValid(p->reward_aggregation()))
+    return absl::InvalidArgumentError(
+        "config.pending.reward_aggregation is not a known RewardAggregation, expected EARLIEST "
+        "or SUM");
   if (!std::isfinite(p->default_reward()))
     return absl::InvalidArgumentError(absl::StrCat(
         "config.pending.default_reward is ", p->default_reward(), ", expected a finite number"));

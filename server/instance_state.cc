@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "core/arms.h"
 #include "core/registry.h"
@@ -45,6 +46,31 @@ absl::StatusOr<Vector> ToVector(absl::string_view field, const Repeated& values,
   Vector v;
   if (auto s = CopyChecked(values, max_size, &v, [field] { return field; }); !s.ok()) return s;
   return v;
+}
+
+// A caller-chosen event id (SelectRequest.event_id): safe in a URL path (Personalizer's reward
+// route carries it), at most Personalizer's 256 characters, and never of the form the server
+// makes ids in, so a server-made id can never collide with it and replay can tell them apart.
+absl::Status CheckCallerEventId(const std::string& id) {
+  constexpr size_t kMaxLength = 256;
+  if (id.size() > kMaxLength)
+    return absl::InvalidArgumentError(absl::StrCat("event_id has ", id.size(),
+                                                   " characters, expected at most ", kMaxLength));
+  for (size_t i = 0; i < id.size(); ++i) {
+    const char c = id[i];
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == ':' || c == '~' || c == '-';
+    if (!ok)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "event_id has character ", absl::CEscape(id.substr(i, 1)), " at position ", i,
+          ", expected letters, digits and . _ : ~ -"));
+  }
+  uint64_t uid = 0, seq = 0;
+  if (ParseEventId(id, &uid, &seq))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "event_id '", id, "' has the form of a server-made id (16 hex digits, '-', hex digits), ",
+        "expected an id of the caller's own (e.g. a UUID) or none"));
+  return absl::OkStatus();
 }
 
 absl::Status CheckOptionalFinite(absl::string_view field, bool has, double value) {
@@ -188,7 +214,6 @@ InstanceState::InstanceState(std::string name, InstanceConfig config,
       pending_(config_.pending().capacity()),
       log_(config_.decision_log()) {}
 
-std::string InstanceState::NextEventId() { return FormatEventId(uid_, next_seq_++); }
 
 void InstanceState::SyncConfigArms() {
   // The config always lists the current arm set (so Reset and snapshots keep runtime changes).
@@ -223,11 +248,156 @@ InstanceState::SelectInputs::~SelectInputs() {
   if (total > kKeepDoubles) std::vector<Vector>().swap(*candidates);
 }
 
+namespace {
+
+// A multi-slot Select's slots over `ids` (the actions' ids: named ids, or a dense candidate's
+// position in decimal): each slot's allowed actions and baseline, checked so that every slot
+// can be filled whatever the slots before it choose. `excluded` marks actions excluded for the
+// whole request.
+absl::Status CheckSlots(const bandit::v1::SelectRequest& req, const std::vector<std::string>& ids,
+                        const std::vector<bool>& excluded, int64_t max_candidates,
+                        std::vector<InstanceState::SelectInputs::Slot>* slots) {
+  const int n = static_cast<int>(ids.size());
+  if (req.slots_size() > n)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "slots has ", req.slots_size(), " entries, expected at most ", n,
+        " (one action per slot, and the request has ", n, " actions)"));
+  if (int64_t{req.slots_size()} * n > max_candidates)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "slots x actions is ", req.slots_size(), " x ", n, ", expected at most ", max_candidates,
+        " (--max_candidates: each slot sees every action)"));
+  absl::flat_hash_map<std::string_view, int> position;
+  for (int i = 0; i < n; ++i) position.emplace(ids[i], i);
+  absl::flat_hash_map<std::string_view, int> slot_of;
+  std::vector<int> baseline_of(n, -1);
+  slots->resize(req.slots_size());
+  for (int k = 0; k < req.slots_size(); ++k) {
+    const bandit::v1::Slot& slot = req.slots(k);
+    const std::string field = absl::StrCat("slots[", k, "]");
+    if (auto s = CheckId(field + ".id", slot.id()); !s.ok()) return s;
+    if (auto [it, fresh] = slot_of.emplace(slot.id(), k); !fresh)
+      return absl::InvalidArgumentError(absl::StrCat(field, ".id '", slot.id(), "' repeats slots[",
+                                                     it->second, "].id"));
+    auto& out = (*slots)[k];
+    out.allowed.assign(n, 1);
+    for (int i = 0; i < n; ++i)
+      if (excluded[i]) out.allowed[i] = 0;
+    for (int j = 0; j < slot.excluded_actions_size(); ++j) {
+      auto it = position.find(slot.excluded_actions(j));
+      if (it == position.end())
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ".excluded_actions[", j, "] '", slot.excluded_actions(j),
+            "' is not the id of one of the actions (a dense candidate's id is its position)"));
+      out.allowed[it->second] = 0;
+    }
+    out.baseline = -1;
+    if (!slot.baseline_action().empty()) {
+      auto it = position.find(slot.baseline_action());
+      if (it == position.end())
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ".baseline_action '", slot.baseline_action(),
+            "' is not the id of one of the actions (a dense candidate's id is its position)"));
+      if (!out.allowed[it->second])
+        return absl::InvalidArgumentError(absl::StrCat(field, ".baseline_action '",
+                                                       slot.baseline_action(),
+                                                       "' is excluded for that slot"));
+      if (baseline_of[it->second] >= 0)
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ".baseline_action '", slot.baseline_action(), "' is also slots[",
+            baseline_of[it->second], "]'s baseline, expected a different one per slot"));
+      baseline_of[it->second] = k;
+      out.baseline = it->second;
+    }
+    int allowed = 0;
+    for (char a : out.allowed) allowed += a;
+    if (allowed <= k)
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, " may choose among ", allowed, " actions, expected more than ", k,
+          " (the ", k, " slots before it each take one, and exclusions leave it ", allowed, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& req,
                                               const InstanceLimits& limits,
                                               const features::FeatureSpace* space,
                                               SelectInputs* in) {
   in->action_of.clear();
+  in->slots.clear();
+  if (req.slots_size() > 0) {
+    if (req.x_size() > 0)
+      return absl::InvalidArgumentError(
+          "x is set with slots, expected named actions or candidates to fill the slots with");
+    if (req.explain())
+      return absl::InvalidArgumentError("explain is set with slots, expected one or the other");
+    std::vector<std::string> ids;
+    std::vector<bool> excluded;
+    if (HasNamedInputs(req)) {
+      if (space == nullptr)
+        return absl::InvalidArgumentError(
+            "context, actions or excluded_actions is set (named inputs), expected candidates: "
+            "the instance has no feature_space");
+      if (auto s = CheckNamedActions(req, limits.max_candidates, &ids, &excluded); !s.ok())
+        return s;
+      if (auto s = CheckSlots(req, ids, excluded, limits.max_candidates, &in->slots); !s.ok())
+        return s;
+      in->x.resize(0);
+      in->candidates->clear();
+      return FeaturizeSlots(*space, limits.named, req, &in->slots);
+    }
+    if (space != nullptr && req.candidates_size() > 0)
+      return absl::InvalidArgumentError(
+          "candidates is set, expected context and actions: the instance has a feature_space");
+    if (req.candidates_size() == 0)
+      return absl::InvalidArgumentError(
+          "slots is set without actions, expected named actions or candidates to fill them with "
+          "(an instance over its own arm set does not take slots)");
+    if (req.candidates_size() > limits.max_candidates)
+      return absl::InvalidArgumentError(absl::StrCat("candidates has ", req.candidates_size(),
+                                                     " entries, expected at most ",
+                                                     limits.max_candidates));
+    for (int i = 0; i < req.candidates_size(); ++i) ids.push_back(absl::StrCat(i));
+    excluded.assign(ids.size(), false);
+    if (auto s = CheckSlots(req, ids, excluded, limits.max_candidates, &in->slots); !s.ok())
+      return s;
+    // Each slot's vectors: the candidate's, then the slot's own features.
+    const int extra = req.slots(0).dense_features_size();
+    Vector base, slot_features;
+    for (int k = 0; k < req.slots_size(); ++k) {
+      const auto& slot = req.slots(k);
+      if (slot.dense_features_size() != extra)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "slots[", k, "].dense_features has ", slot.dense_features_size(),
+            " values, expected ", extra, " as slots[0] has (each slot's are appended to every "
+            "candidate)"));
+      if (auto s = CopyChecked(slot.dense_features(), limits.max_vector_size, &slot_features,
+                               [k] { return absl::StrCat("slots[", k, "].dense_features"); });
+          !s.ok())
+        return s;
+      auto& out = in->slots[k];
+      out.candidates.resize(req.candidates_size());
+      for (int i = 0; i < req.candidates_size(); ++i) {
+        if (auto s = CopyChecked(req.candidates(i).values(), limits.max_vector_size, &base,
+                                 [i] { return absl::StrCat("candidates[", i, "].values"); });
+            !s.ok())
+          return s;
+        if (!out.allowed[i]) continue;
+        if (base.size() + extra > limits.max_vector_size)
+          return absl::InvalidArgumentError(absl::StrCat(
+              "candidates[", i, "] with slots[", k, "].dense_features has ", base.size() + extra,
+              " values, expected at most ", limits.max_vector_size));
+        Vector& v = out.candidates[i];
+        v.resize(base.size() + extra);
+        v.head(base.size()) = base;
+        v.tail(extra) = slot_features;
+      }
+    }
+    in->x.resize(0);
+    in->candidates->clear();
+    return absl::OkStatus();
+  }
   if (HasNamedInputs(req)) {
     if (space == nullptr)
       return absl::InvalidArgumentError(
@@ -293,6 +463,14 @@ absl::StatusOr<SelectContext> InstanceState::SelectContextFor(const bandit::v1::
   const Vector* x = &in.x;
   SelectContext ctx;
   ctx.want_scores = req.return_scores();
+  if (!in.slots.empty()) {
+    // The slots' vectors are chosen per slot (SelectSlots).
+    if (policy_->context_kind() != ContextKind::kCandidates)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "slots is set, expected a policy over candidates: instance '", name_, "' runs '",
+          policy_->name(), "', which does not decide over the request's actions"));
+    return ctx;
+  }
   switch (policy_->context_kind()) {
     case ContextKind::kNone:
       if (!candidates.empty() || x->size() > 0)
@@ -325,12 +503,10 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
                                    const SelectInputs& in, int64_t now, bandit::v1::Decision* out,
                                    bandit::v1::JournalRecord* rec,
                                    const std::string* replay_event_id) {
+  if (auto s = CheckNewDecision(req); !s.ok()) return s;
+  if (!in.slots.empty()) return SelectSlots(ctx, req, in, now, out, rec, replay_event_id);
   const std::vector<Vector>& candidates = *in.candidates;
   const Vector* x = &in.x;
-  if (pending_.full())
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "instance '", name_, "' has ", pending_.size(),
-        " decisions awaiting rewards, the configured capacity; send rewards or wait for expiry"));
   // The log keeps the probability vector where the policy has one; asking for it changes no
   // decision (the scores are computed from the same draws), only what Select reports.
   SelectContext policy_ctx = ctx;
@@ -345,7 +521,8 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   if (!d.ok()) return d.status();
 
   PendingDecision p;
-  p.event_id = NextEventId();
+  p.seq = next_seq_++;
+  p.event_id = req.event_id().empty() ? FormatEventId(uid_, p.seq) : req.event_id();
   if (replay_event_id && p.event_id != *replay_event_id)
     return absl::DataLossError(absl::StrCat("replay of instance '", name_, "' produced event '",
                                             p.event_id, "' where the journal has '",
@@ -356,10 +533,11 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   if (policy_->context_kind() == ContextKind::kPoint) p.features = *x;
   p.memo = std::move(d->memo);
   p.expires_at_ms = now + config_.pending().reward_wait_ms();
+  p.awaiting_activation = req.defer_activation();
   if (!shadows_.empty()) ScoreShadows(*d, ctx, in, &p);
   WriteDecision(*d, p.event_id, p.expires_at_ms, ctx.want_scores, out);
   if (log_.enabled()) {
-    const int64_t dropped = AppendToLog(*d, ctx, req, in, p.event_id, now);
+    const int64_t dropped = AppendToLog(*d, ctx, req, in, p.event_id, p.seq, now);
     stats_.set_decision_log_evicted(stats_.decision_log_evicted() + dropped);
   }
   // With the decision log on, the request is journaled even for a read-only policy: replay
@@ -375,7 +553,7 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
     ToRecord(p, rec->mutable_decided()->mutable_decision());
     rec->mutable_decided()->set_estimated_gap(d->estimated_gap);
   } else if (log_.enabled() && !ctx.want_scores && !HasNamedInputs(req) &&
-             LogEntryHoldsTheCandidates(ctx)) {
+             !req.defer_activation() && LogEntryHoldsTheCandidates(ctx)) {
     // The log entry just appended holds the candidates (flat, with their count and length) and
     // the event id: journaled instead of the request, it is one copy of bytes already encoded,
     // where the request's encoding walks a submessage per candidate (docs/performance.md, "The
@@ -401,6 +579,149 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   return absl::OkStatus();
 }
 
+absl::Status InstanceState::CheckNewDecision(const bandit::v1::SelectRequest& req) const {
+  if (pending_.full())
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "instance '", name_, "' has ", pending_.size(),
+        " decisions awaiting rewards, the configured capacity; send rewards or wait for expiry"));
+  if (!req.event_id().empty()) {
+    if (auto s = CheckCallerEventId(req.event_id()); !s.ok()) return s;
+    if (pending_.Find(req.event_id()) != nullptr)
+      return absl::AlreadyExistsError(absl::StrCat(
+          "event_id '", req.event_id(), "' is taken by a decision of instance '", name_,
+          "' still waiting for its reward, expected a new id for each decision"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
+                                        const bandit::v1::SelectRequest& req,
+                                        const SelectInputs& in, int64_t now,
+                                        bandit::v1::Decision* out, bandit::v1::JournalRecord* rec,
+                                        const std::string* replay_event_id) {
+  const bool named = req.actions_size() > 0;
+  const int n = static_cast<int>(in.slots[0].allowed.size());
+  auto id_of = [&](int i) { return named ? req.actions(i).id() : absl::StrCat(i); };
+  PendingDecision event;
+  event.seq = next_seq_;
+  event.event_id = req.event_id().empty() ? FormatEventId(uid_, event.seq) : req.event_id();
+  if (replay_event_id && event.event_id != *replay_event_id)
+    return absl::DataLossError(absl::StrCat("replay of instance '", name_, "' produced event '",
+                                            event.event_id, "' where the journal has '",
+                                            *replay_event_id, "'"));
+  event.expires_at_ms = now + config_.pending().reward_wait_ms();
+  event.awaiting_activation = req.defer_activation();
+  event.slots.reserve(in.slots.size());
+  // The log keeps each slot's probability vector where the policy has one.
+  SelectContext policy_ctx = ctx;
+  policy_ctx.want_scores = ctx.want_scores || log_.enabled();
+  std::vector<char> taken(n, 0);
+  std::vector<Vector> offered;
+  std::vector<int> position;  // offered[j] is action position[j]
+  double gap_sum = 0;
+  bool any_gap = false;
+  for (size_t k = 0; k < in.slots.size(); ++k) {
+    const SelectInputs::Slot& slot = in.slots[k];
+    offered.clear();
+    position.clear();
+    for (int i = 0; i < n; ++i) {
+      if (!slot.allowed[i] || taken[i]) continue;
+      offered.push_back(slot.candidates[i]);
+      position.push_back(i);
+    }
+    // CheckSlots left every slot more actions than the slots before it can take.
+    policy_ctx.candidates = offered;
+    auto d = policy_->Select(policy_ctx);
+    if (!d.ok()) {
+      // The first slot fails before anything changed; a later one sees vectors of the same
+      // shapes, so its failure is a defect, reported as such (the earlier slots' draws stand).
+      if (k == 0) return d.status();
+      return absl::InternalError(absl::StrCat("slot ", k, " of a multi-slot Select failed after ",
+                                              "the slots before it succeeded: ",
+                                              d.status().message()));
+    }
+    const int chosen = position[d->arm];
+    taken[chosen] = 1;
+    PendingDecision p;
+    p.slot_id = req.slots(k).id();
+    p.seq = next_seq_++;
+    p.arm = chosen;
+    p.arm_id = id_of(chosen);
+    p.features = offered[d->arm];
+    p.memo = std::move(d->memo);
+    if (std::isfinite(d->estimated_gap)) {
+      gap_sum += d->estimated_gap;
+      any_gap = true;
+    }
+    auto* s = out->add_slots();
+    s->set_slot_id(p.slot_id);
+    s->set_arm_index(chosen);
+    s->set_action_id(p.arm_id);
+    s->set_propensity(d->propensity);
+    if (req.return_scores()) {
+      const bool probabilities = d->score_kind == bandit::v1::PROBABILITY &&
+                                 d->scores.size() == static_cast<Eigen::Index>(offered.size());
+      for (size_t j = 0; j < offered.size(); ++j) {
+        auto* r = s->add_ranking();
+        r->set_id(id_of(position[j]));
+        r->set_probability(probabilities ? d->scores[static_cast<Eigen::Index>(j)]
+                                         : (static_cast<int>(j) == d->arm ? 1.0 : 0.0));
+      }
+      // The chosen action first, then by probability (Personalizer's ranking).
+      std::stable_sort(s->mutable_ranking()->begin(), s->mutable_ranking()->end(),
+                       [&](const bandit::v1::RankedAction& a, const bandit::v1::RankedAction& b) {
+                         if ((a.id() == p.arm_id) != (b.id() == p.arm_id))
+                           return a.id() == p.arm_id;
+                         return a.probability() > b.probability();
+                       });
+    }
+    if (log_.enabled()) {
+      DecisionLog::Context e;
+      e.event_seq = p.seq;
+      e.event_id = event.event_id;
+      e.decided_at_ms = now;
+      e.policy = policy_->name();
+      e.num_candidates = static_cast<int>(offered.size());
+      e.candidate_dim = offered.empty() ? 0 : static_cast<int>(offered[0].size());
+      e.num_actions = static_cast<int>(offered.size());
+      e.chosen_index = d->arm;
+      e.chosen_arm_id = p.arm_id;
+      if (std::isfinite(d->propensity)) e.propensity = d->propensity;
+      if (d->score_kind == bandit::v1::PROBABILITY &&
+          d->scores.size() == static_cast<Eigen::Index>(offered.size()))
+        e.probabilities = std::span<const double>(d->scores.data(), d->scores.size());
+      else if (d->propensity == 1.0)
+        e.one_hot_actions = static_cast<int>(offered.size());
+      if (named) {
+        e.named = &req;
+        e.named_actions = position;
+      } else {
+        e.candidates = offered;
+      }
+      e.slot = &req.slots(static_cast<int>(k));
+      e.slot_index = static_cast<int>(k);
+      e.slot_actions = position;
+      e.baseline_index = slot.baseline;
+      const int64_t dropped = log_.Append(e, now);
+      stats_.set_decision_log_evicted(stats_.decision_log_evicted() + dropped);
+    }
+    event.slots.push_back(std::move(p));
+  }
+  // The decision's own fields describe its first slot.
+  const bandit::v1::SlotDecision& first = out->slots(0);
+  out->set_event_id(event.event_id);
+  out->set_arm_index(first.arm_index());
+  out->set_action_id(first.action_id());
+  if (!named) out->set_arm_id(first.action_id());
+  out->set_propensity(first.propensity());
+  out->set_expires_at_ms(event.expires_at_ms);
+  // Replayed from the request (borrowed, as a single Select's; Instance::Commit hands it back).
+  rec->unsafe_arena_set_allocated_select(const_cast<bandit::v1::SelectRequest*>(&req));
+  rec->set_event_id(event.event_id);
+  RecordDecision(std::move(event), any_gap ? gap_sum : std::numeric_limits<double>::quiet_NaN());
+  return absl::OkStatus();
+}
+
 bool InstanceState::LogEntryHoldsTheCandidates(const SelectContext& ctx) const {
   if (policy_->context_kind() != ContextKind::kCandidates || ctx.candidates.empty()) return false;
   const Eigen::Index dim = ctx.candidates[0].size();
@@ -418,20 +739,26 @@ absl::Status InstanceState::ReplayDecided(const bandit::v1::DecidedSelect& rec) 
     return absl::DataLossError(
         absl::StrCat("replay of instance '", name_, "' found the pending table full at a select"));
   PendingDecision p = FromRecord(rec.decision());
-  const std::string expected = NextEventId();
-  if (p.event_id != expected)
+  const uint64_t seq = next_seq_++;
+  // A caller-chosen id never has the server's form (CheckCallerEventId): any other id must be
+  // the one this decision's number makes.
+  uint64_t uid = 0, id_seq = 0;
+  const bool server_made = ParseEventId(p.event_id, &uid, &id_seq);
+  const std::string expected = server_made ? FormatEventId(uid_, seq) : p.event_id;
+  if (p.event_id != expected || p.seq != seq || pending_.Find(p.event_id) != nullptr)
     return absl::DataLossError(absl::StrCat("replay of instance '", name_, "' expected event '",
-                                            expected, "' where the journal has '", p.event_id,
-                                            "'"));
+                                            expected, "' number ", seq, " where the journal has '",
+                                            p.event_id, "' number ", p.seq,
+                                            " (or that id was still pending)"));
   RecordDecision(std::move(p), rec.estimated_gap());
   return absl::OkStatus();
 }
 
 int64_t InstanceState::AppendToLog(const Decision& d, const SelectContext& ctx,
                                    const bandit::v1::SelectRequest& req, const SelectInputs& in,
-                                   const std::string& event_id, int64_t now) {
+                                   const std::string& event_id, uint64_t seq, int64_t now) {
   DecisionLog::Context e;
-  e.event_seq = DecisionLog::EventSeqOf(event_id);
+  e.event_seq = seq;
   e.event_id = event_id;
   e.decided_at_ms = now;
   e.policy = policy_->name();
@@ -533,6 +860,53 @@ Observation InstanceState::PendingObservation(const PendingDecision& p) const {
   return obs;
 }
 
+absl::Status InstanceState::NotPendingError(const std::string& event_id) const {
+  switch (pending_.FateOf(event_id)) {
+    case EventFate::kRewarded:
+      return absl::FailedPreconditionError(
+          absl::StrCat("event '", event_id, "' was already rewarded; a reward is applied once"));
+    case EventFate::kExpired:
+    case EventFate::kDropped:
+      return absl::FailedPreconditionError(
+          absl::StrCat("event '", event_id, "' expired after ", config_.pending().reward_wait_ms(),
+                       " ms; late rewards are not learned"));
+    case EventFate::kUnknown:
+      break;
+  }
+  // The fate memory is bounded and not part of a snapshot, but every id this instance issued
+  // (its uid, a number below next_seq_) that is not pending has finished: a copy loaded from a
+  // snapshot taken after the reward (a retry whose first answer was lost in a hand-off or a
+  // crash) must not call it unknown.
+  uint64_t uid = 0, seq = 0;
+  if (ParseEventId(event_id, &uid, &seq) && uid == uid_ && seq >= 1 && seq < next_seq_)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "event '", event_id,
+        "' is no longer pending: it was already rewarded or it expired (a reward is applied "
+        "once; late rewards are not learned)"));
+  return absl::NotFoundError(absl::StrCat("event '", event_id, "' is unknown to instance '", name_,
+                                          "', expected an event_id returned by Select"));
+}
+
+namespace {
+std::string SlotList(const PendingDecision& event) {
+  std::string out;
+  for (const PendingDecision& s : event.slots) absl::StrAppend(&out, out.empty() ? "" : ", ", s.slot_id);
+  return out;
+}
+}  // namespace
+
+PendingDecision* InstanceState::TargetOf(PendingDecision* event, const std::string& slot_id) {
+  if (event->slots.empty()) return event;
+  for (PendingDecision& s : event->slots)
+    if (s.slot_id == slot_id) return &s;
+  return nullptr;
+}
+
+bool InstanceState::KeepsRewards(const PendingDecision& event) const {
+  return event.awaiting_activation ||
+         config_.pending().reward_aggregation() == bandit::v1::SUM;
+}
+
 absl::StatusOr<Observation> InstanceState::ObservationFor(const bandit::v1::UpdateRequest& req,
                                                           const PendingDecision** pending) const {
   Observation obs;
@@ -540,36 +914,40 @@ absl::StatusOr<Observation> InstanceState::ObservationFor(const bandit::v1::Upda
   *pending = nullptr;
   if (req.target_case() == bandit::v1::UpdateRequest::kEventId) {
     const PendingDecision* p = pending_.Find(req.event_id());
-    if (p == nullptr) {
-      switch (pending_.FateOf(req.event_id())) {
-        case EventFate::kRewarded:
-          return absl::FailedPreconditionError(absl::StrCat(
-              "event '", req.event_id(), "' was already rewarded; a reward is applied once"));
-        case EventFate::kExpired:
-        case EventFate::kDropped:
-          return absl::FailedPreconditionError(absl::StrCat(
-              "event '", req.event_id(), "' expired after ", config_.pending().reward_wait_ms(),
-              " ms; late rewards are not learned"));
-        case EventFate::kUnknown: {
-          // The fate memory is bounded and not part of a snapshot, but every id this instance
-          // issued (its uid, a number below next_seq_) that is not pending has finished: a copy
-          // loaded from a snapshot taken after the reward (a retry whose first answer was lost in
-          // a hand-off or a crash) must not call it unknown.
-          uint64_t uid = 0, seq = 0;
-          if (ParseEventId(req.event_id(), &uid, &seq) && uid == uid_ && seq >= 1 &&
-              seq < next_seq_)
-            return absl::FailedPreconditionError(absl::StrCat(
-                "event '", req.event_id(),
-                "' is no longer pending: it was already rewarded or it expired (a reward is "
-                "applied once; late rewards are not learned)"));
-          return absl::NotFoundError(absl::StrCat("event '", req.event_id(),
-                                                  "' is unknown to instance '", name_,
-                                                  "', expected an event_id returned by Select"));
-        }
-      }
+    if (p == nullptr) return NotPendingError(req.event_id());
+    const PendingDecision* target = p;
+    if (!p->slots.empty()) {
+      if (req.slot_id().empty())
+        return absl::InvalidArgumentError(absl::StrCat(
+            "slot_id is empty, expected one of the slots of multi-slot event '", req.event_id(),
+            "': ", SlotList(*p)));
+      target = TargetOf(const_cast<PendingDecision*>(p), req.slot_id());
+      if (target == nullptr)
+        return absl::InvalidArgumentError(absl::StrCat("slot_id '", req.slot_id(),
+                                                       "' is not a slot of event '", req.event_id(),
+                                                       "', expected one of: ", SlotList(*p)));
+      if (target->done)
+        return absl::FailedPreconditionError(
+            absl::StrCat("slot '", req.slot_id(), "' of event '", req.event_id(),
+                         "' was already rewarded; a reward is applied once"));
+    } else if (!req.slot_id().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("slot_id is '", req.slot_id(), "', but event '",
+                                                     req.event_id(),
+                                                     "' is a single decision (it has no slots)"));
     }
-    *pending = p;
-    Observation joined = PendingObservation(*p);
+    if (KeepsRewards(*p)) {
+      if (config_.pending().reward_aggregation() != bandit::v1::SUM && target->rewards > 0)
+        return absl::FailedPreconditionError(absl::StrCat(
+            "event '", req.event_id(), "' already has a reward, kept until it is activated; a "
+            "reward is applied once"));
+      if (req.embedding_size() > 0 || req.has_fidelity())
+        return absl::InvalidArgumentError(absl::StrCat(
+            "embedding or fidelity is set for event '", req.event_id(),
+            "', whose reward is kept (deferred activation or SUM aggregation), expected a reward "
+            "alone"));
+    }
+    *pending = target;
+    Observation joined = PendingObservation(*target);
     joined.reward = req.reward();
     return joined;
   }
@@ -650,62 +1028,150 @@ absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector 
       stats_.set_rejected_rewards(stats_.rejected_rewards() + 1);
     return obs.status();
   }
+  // Borrowed, not copied: only read while the record is encoded; Instance::Commit hands it back.
+  auto journal = [&] {
+    out->set_updates(stats_.updates());
+    rec->unsafe_arena_set_allocated_update(const_cast<bandit::v1::UpdateRequest*>(&req));
+    return absl::OkStatus();
+  };
+  PendingDecision* event = nullptr;
+  PendingDecision* target = nullptr;
+  if (pending != nullptr) {
+    event = pending_.FindMutable(req.event_id());
+    target = TargetOf(event, req.slot_id());
+    if (KeepsRewards(*event)) {
+      // Learned when activated (EARLIEST) or when the wait ends (SUM).
+      target->reward_sum += req.reward();
+      ++target->rewards;
+      return journal();
+    }
+  }
   obs->embedding = std::move(embedding);
   if (req.has_fidelity()) obs->fidelity = req.fidelity();
   if (auto s = policy_->Update(*obs); !s.ok()) return s;  // pending kept: a fixed reward may follow
-  if (pending != nullptr && !shadows_.empty())
-    shadows_.Learn(*pending, req.reward(), obs->embedding, obs->fidelity);
-  if (pending != nullptr) {
-    pending_.Take(req.event_id(), EventFate::kRewarded);
-    if (log_.enabled())
-      log_.SetOutcome(DecisionLog::EventSeqOf(req.event_id()), bandit::v1::OUTCOME_REWARDED,
-                      req.reward(), now);
-  }
+  if (target != nullptr && !shadows_.empty())
+    shadows_.Learn(*target, req.reward(), obs->embedding, obs->fidelity);
+  if (target != nullptr) FinishTarget(event, target, bandit::v1::OUTCOME_REWARDED, req.reward(), now);
   stats_.set_updates(stats_.updates() + 1);
   stats_.set_reward_sum(stats_.reward_sum() + req.reward());
   if (req.has_best_expected_reward()) {
     const double chosen = req.has_expected_reward() ? req.expected_reward() : req.reward();
     stats_.set_pseudo_regret(stats_.pseudo_regret() + req.best_expected_reward() - chosen);
   }
-  out->set_updates(stats_.updates());
-  // Borrowed, not copied: only read while the record is encoded; Instance::Commit hands it back.
-  rec->unsafe_arena_set_allocated_update(const_cast<bandit::v1::UpdateRequest*>(&req));
+  return journal();
+}
+
+void InstanceState::FinishTarget(PendingDecision* event, PendingDecision* target,
+                                 bandit::v1::DecisionOutcome outcome, double reward, int64_t now) {
+  target->done = true;
+  target->rewards = 0;
+  target->reward_sum = 0;
+  if (log_.enabled()) log_.SetOutcome(target->seq, outcome, reward, now);
+  for (const PendingDecision& s : event->slots)
+    if (!s.done) return;  // the event waits for its other slots
+  const std::string id = event->event_id;  // Take moves the entry (and its id) out
+  pending_.Take(id, EventFate::kRewarded);  // `event` and `target` are gone
+}
+
+absl::Status InstanceState::LearnPending(const PendingDecision& target, double reward) {
+  Observation obs = PendingObservation(target);
+  obs.reward = reward;
+  if (auto s = policy_->Update(obs); !s.ok()) return s;
+  // The shadows learn what the served policy learned (as bandit-ope does with the expiry
+  // defaults of a log).
+  if (!shadows_.empty()) shadows_.Learn(target, reward, Vector(), std::nullopt);
+  stats_.set_updates(stats_.updates() + 1);
+  stats_.set_reward_sum(stats_.reward_sum() + reward);
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::Activate(const bandit::v1::ActivateRequest& req, int64_t now) {
+  if (req.event_id().empty())
+    return absl::InvalidArgumentError("event_id is empty, expected the event id of a decision");
+  PendingDecision* event = pending_.FindMutable(req.event_id());
+  if (event == nullptr) return NotPendingError(req.event_id());
+  if (!event->awaiting_activation)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "event '", req.event_id(), "' is already active: it was activated before, or made "
+        "without defer_activation"));
+  event->awaiting_activation = false;
+  stats_.set_activated(stats_.activated() + 1);
+  if (config_.pending().reward_aggregation() == bandit::v1::SUM) return absl::OkStatus();
+  // EARLIEST: the reward each slot kept is its first, learned now. One the policy cannot learn
+  // is dropped (as Update would have refused it), and the slot waits for another.
+  std::vector<PendingDecision*> kept;
+  if (event->slots.empty()) {
+    if (event->rewards > 0) kept.push_back(event);
+  } else {
+    for (PendingDecision& s : event->slots)
+      if (!s.done && s.rewards > 0) kept.push_back(&s);
+  }
+  for (size_t i = 0; i < kept.size(); ++i) {
+    PendingDecision* target = kept[i];
+    const double reward = target->reward_sum;
+    if (!LearnPending(*target, reward).ok()) {
+      target->rewards = 0;
+      target->reward_sum = 0;
+      continue;
+    }
+    // The last target may finish the event (and free it): nothing is read after.
+    FinishTarget(event, target, bandit::v1::OUTCOME_REWARDED, reward, now);
+    if (pending_.Find(req.event_id()) == nullptr) break;
+  }
   return absl::OkStatus();
 }
 
 int64_t InstanceState::ExpireDue(int64_t now, bandit::v1::JournalRecord* rec) {
   auto due = pending_.TakeExpired(now);
   if (due.empty()) return 0;
-  for (auto& p : due) {
-    EventFate fate = EventFate::kDropped;
-    if (config_.pending().on_expiry() == bandit::v1::APPLY_DEFAULT) {
-      Observation obs = PendingObservation(p);
-      obs.reward = config_.pending().default_reward();
-      // A default the policy cannot learn (e.g. outside the link's support) drops the event.
-      if (policy_->Update(obs).ok()) {
-        fate = EventFate::kExpired;
-        // The shadows learn what the served policy learned (as bandit-ope does with the
-        // expiry defaults of a log).
-        if (!shadows_.empty()) shadows_.Learn(p, obs.reward, Vector(), std::nullopt);
-        stats_.set_updates(stats_.updates() + 1);
-        stats_.set_reward_sum(stats_.reward_sum() + obs.reward);
+  for (auto& e : due) {
+    if (e.awaiting_activation) {
+      // Never activated: nothing is learned, not even the rewards it kept.
+      stats_.set_not_activated(stats_.not_activated() + 1);
+      pending_.RecordFate(e.event_id, EventFate::kDropped);
+      if (log_.enabled()) {
+        if (e.slots.empty()) log_.SetOutcome(e.seq, bandit::v1::OUTCOME_NOT_ACTIVATED, 0.0, now);
+        for (const PendingDecision& s : e.slots)
+          log_.SetOutcome(s.seq, bandit::v1::OUTCOME_NOT_ACTIVATED, 0.0, now);
       }
+      continue;
     }
-    pending_.RecordFate(p.event_id, fate);
-    if (log_.enabled()) {
-      const bool learned = fate == EventFate::kExpired;
-      log_.SetOutcome(
-          DecisionLog::EventSeqOf(p.event_id),
-          learned ? bandit::v1::OUTCOME_EXPIRED_DEFAULT : bandit::v1::OUTCOME_EXPIRED_DROPPED,
-          learned ? config_.pending().default_reward() : 0.0, now);
+    // Each slot (or the decision) not yet learned: the sum of its rewards (SUM), else the
+    // default reward, else nothing.
+    EventFate fate = EventFate::kDropped;
+    auto finish = [&](const PendingDecision& t) {
+      if (t.done) return;
+      bandit::v1::DecisionOutcome outcome = bandit::v1::OUTCOME_EXPIRED_DROPPED;
+      double reward = 0.0;
+      if (t.rewards > 0) {
+        if (LearnPending(t, t.reward_sum).ok()) {
+          outcome = bandit::v1::OUTCOME_REWARDED;
+          reward = t.reward_sum;
+          if (fate == EventFate::kDropped) fate = EventFate::kRewarded;
+        }
+      } else if (config_.pending().on_expiry() == bandit::v1::APPLY_DEFAULT) {
+        // A default the policy cannot learn (e.g. outside the link's support) drops the event.
+        if (LearnPending(t, config_.pending().default_reward()).ok()) {
+          outcome = bandit::v1::OUTCOME_EXPIRED_DEFAULT;
+          reward = config_.pending().default_reward();
+          fate = EventFate::kExpired;
+        }
+      }
+      if (log_.enabled()) log_.SetOutcome(t.seq, outcome, reward, now);
+    };
+    if (e.slots.empty()) {
+      finish(e);
+    } else {
+      for (const PendingDecision& s : e.slots) finish(s);
     }
+    pending_.RecordFate(e.event_id, fate);
   }
   stats_.set_expired(stats_.expired() + static_cast<int64_t>(due.size()));
   rec->set_expire(true);
   return static_cast<int64_t>(due.size());
 }
 
-absl::Status InstanceState::Reset(bandit::v1::JournalRecord* rec) {
+absl::Status InstanceState::Reset() {
   auto fresh = CreatePolicy(config_.policy(), config_.seed());
   if (!fresh.ok()) return fresh.status();
   // Shadows restart with the instance (their estimates were about the policy just forgotten).
@@ -718,12 +1184,10 @@ absl::Status InstanceState::Reset(bandit::v1::JournalRecord* rec) {
   const int64_t evicted = stats_.decision_log_evicted();
   stats_.Clear();
   stats_.set_decision_log_evicted(evicted);
-  rec->set_reset(true);
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
-                                                bandit::v1::JournalRecord* rec) {
+absl::Status InstanceState::SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req) {
   using bandit::v1::MixtureObjective;
   if (!config_.policy().has_mixture())
     return absl::FailedPreconditionError(absl::StrCat(
@@ -778,7 +1242,6 @@ absl::Status InstanceState::SetMixtureReference(const bandit::v1::SetMixtureRefe
   }
   if (auto s = ApplyConfig(std::move(next)); !s.ok())
     return absl::Status(s.code(), absl::StrCat("reference: ", s.message()));
-  *rec->mutable_set_mixture_reference() = req;
   return absl::OkStatus();
 }
 
@@ -789,7 +1252,12 @@ absl::Status InstanceState::ApplyConfig(InstanceConfig next) {
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::CheckArmCapacity(const bandit::v1::AddArmsRequest& req) const {
+absl::Status InstanceState::AdmitArms(const bandit::v1::AddArmsRequest& req) const {
+  if (req.arms_size() == 0)
+    return absl::InvalidArgumentError("arms is empty, expected at least one arm");
+  if (req.arms_size() > limits_.max_arms_per_request)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "arms has ", req.arms_size(), " entries, expected at most ", limits_.max_arms_per_request));
   if (const int64_t have = static_cast<int64_t>(policy_->ArmIds().size());
       have + req.arms_size() > limits_.max_arms)
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -798,8 +1266,17 @@ absl::Status InstanceState::CheckArmCapacity(const bandit::v1::AddArmsRequest& r
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::AddArms(const bandit::v1::AddArmsRequest& req,
-                                    bandit::v1::JournalRecord* rec) {
+absl::Status InstanceState::AdmitArmRemoval(const bandit::v1::RemoveArmsRequest& req) const {
+  if (req.arm_ids_size() == 0)
+    return absl::InvalidArgumentError("arm_ids is empty, expected at least one arm id");
+  if (req.arm_ids_size() > limits_.max_arms_per_request)
+    return absl::InvalidArgumentError(absl::StrCat("arm_ids has ", req.arm_ids_size(),
+                                                   " entries, expected at most ",
+                                                   limits_.max_arms_per_request));
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::AddArms(const bandit::v1::AddArmsRequest& req) {
   bandit::v1::PolicyState before;
   policy_->Save(&before);
   const bandit::v1::PolicyConfig config_before = config_.policy();
@@ -815,12 +1292,10 @@ absl::Status InstanceState::AddArms(const bandit::v1::AddArmsRequest& req,
     return s;
   }
   SyncConfigArms();
-  *rec->mutable_add_arms() = req;
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::RemoveArms(const bandit::v1::RemoveArmsRequest& req,
-                                       bandit::v1::JournalRecord* rec) {
+absl::Status InstanceState::RemoveArms(const bandit::v1::RemoveArmsRequest& req) {
   bandit::v1::PolicyState before;
   policy_->Save(&before);
   const bandit::v1::PolicyConfig config_before = config_.policy();
@@ -835,7 +1310,6 @@ absl::Status InstanceState::RemoveArms(const bandit::v1::RemoveArmsRequest& req,
     return s;
   }
   SyncConfigArms();
-  *rec->mutable_remove_arms() = req;
   return absl::OkStatus();
 }
 
@@ -874,32 +1348,25 @@ void InstanceState::Describe(bandit::v1::Instance* out) const {
   shadows_.Describe(out);
 }
 
-absl::Status InstanceState::AddShadow(const bandit::v1::AddShadowRequest& req,
-                                      int64_t max_shadows, bandit::v1::JournalRecord* rec) {
+absl::Status InstanceState::AddShadow(bandit::v1::AddShadowRequest* req, int64_t max_shadows) {
   auto shadow = shadows_.Prepare(
-      name_, *policy_, config_, req,
-      [&](InstanceConfig* c) { return NormalizeConfig(name_ + ":" + req.shadow(), limits_, c); },
+      name_, *policy_, config_, *req,
+      [&](InstanceConfig* c) { return NormalizeConfig(name_ + ":" + req->shadow(), limits_, c); },
       max_shadows);
   if (!shadow.ok()) return shadow.status();
   // Journaled normalized (seed and arms filled in), so replay builds the same shadow.
-  auto* journaled = rec->mutable_add_shadow();
-  journaled->set_name(req.name());
-  journaled->set_shadow(req.shadow());
-  *journaled->mutable_config() = shadow->config;
+  *req->mutable_config() = shadow->config;
   shadows_.Insert(*std::move(shadow));
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::RemoveShadow(const bandit::v1::RemoveShadowRequest& req,
-                                         bandit::v1::JournalRecord* rec) {
+absl::Status InstanceState::RemoveShadow(const bandit::v1::RemoveShadowRequest& req) {
   auto taken = shadows_.Take(name_, req.shadow());
   if (!taken.ok()) return taken.status();
-  *rec->mutable_remove_shadow() = req;
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::PromoteShadow(const bandit::v1::PromoteShadowRequest& req,
-                                          bandit::v1::JournalRecord* rec) {
+absl::Status InstanceState::PromoteShadow(const bandit::v1::PromoteShadowRequest& req) {
   auto taken = shadows_.Take(name_, req.shadow());
   if (!taken.ok()) return taken.status();
   // The shadow's policy object, with everything it learned and its random engine, becomes the
@@ -914,7 +1381,6 @@ absl::Status InstanceState::PromoteShadow(const bandit::v1::PromoteShadowRequest
     p.memo.resize(0);
   });
   SyncConfigArms();
-  *rec->mutable_promote_shadow() = req;
   return absl::OkStatus();
 }
 

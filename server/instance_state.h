@@ -87,6 +87,14 @@ class InstanceState {
     Vector x;
     // Named actions: candidate k is req.actions(action_of[k]) (excluded actions have none).
     std::vector<int> action_of;
+    // A multi-slot Select (req.slots), per slot in the request's order: what each action (named
+    // action or dense candidate, by position) looks like to the policy in that slot.
+    struct Slot {
+      std::vector<Vector> candidates;  // per action; empty where the slot may not choose it
+      std::vector<char> allowed;       // per action: not excluded for the request or the slot
+      int baseline = -1;               // position of the slot's baseline action
+    };
+    std::vector<Slot> slots;
   };
   // With a feature space (`space`), a request's named context and actions become the
   // candidates; without one, named inputs are refused (and with one, dense candidates are).
@@ -107,6 +115,11 @@ class InstanceState {
   absl::Status Select(const SelectContext& ctx, const bandit::v1::SelectRequest& req,
                       const SelectInputs& in, int64_t now, bandit::v1::Decision* out,
                       bandit::v1::JournalRecord* rec, const std::string* replay_event_id);
+  // Activates a decision made with defer_activation (ApplyChange, live and on replay): from now
+  // on it is learned from; rewards it received before are learned now (EARLIEST) or with the
+  // others when its wait ends (SUM). NOT_FOUND for an unknown event, FAILED_PRECONDITION for
+  // one no longer pending, INVALID_ARGUMENT for one already active.
+  absl::Status Activate(const bandit::v1::ActivateRequest& req, int64_t now);
   // Replay of a DecidedSelect record (a Select of a read-only policy, journaled by outcome).
   absl::Status ReplayDecided(const bandit::v1::DecidedSelect& rec);
 
@@ -121,29 +134,31 @@ class InstanceState {
   // (and, when any, sets `rec` to the expiry record).
   int64_t ExpireDue(int64_t now, bandit::v1::JournalRecord* rec);
 
-  absl::Status Reset(bandit::v1::JournalRecord* rec);
-  // AddArms' limit on the arms an instance holds (RESOURCE_EXHAUSTED); changes nothing.
-  absl::Status CheckArmCapacity(const bandit::v1::AddArmsRequest& req) const;
+  // The changes other than decisions and rewards, each applied by its one definition
+  // (server/instance_operations.h: ApplyChange, for the live path and replay alike).
+  absl::Status Reset();
+  // The server's limits on an AddArms or RemoveArms it is asked for (arms per request,
+  // INVALID_ARGUMENT; arms an instance holds, RESOURCE_EXHAUSTED); changes nothing. Not checked
+  // on replay: what the server once accepted is applied whatever its limits are now.
+  absl::Status AdmitArms(const bandit::v1::AddArmsRequest& req) const;
+  absl::Status AdmitArmRemoval(const bandit::v1::RemoveArmsRequest& req) const;
   // All-or-nothing: either every arm is added/removed or none is.
-  absl::Status AddArms(const bandit::v1::AddArmsRequest& req, bandit::v1::JournalRecord* rec);
-  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req, bandit::v1::JournalRecord* rec);
+  absl::Status AddArms(const bandit::v1::AddArmsRequest& req);
+  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req);
   // A new configuration, keeping what was learned (Policy::Reconfigure): validated once, by
   // the policy's factory; on error nothing changed. The config changes below go through it.
   absl::Status ApplyConfig(bandit::v1::InstanceConfig next);
   // Mixture instances (FD, KD): replaces the reference distribution; learned state is kept.
-  absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
-                                   bandit::v1::JournalRecord* rec);
+  absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req);
   // Shadow policies (server/shadows.h). AddShadow validates against the served policy and
   // config; PromoteShadow makes the shadow the served policy with what it learned (the policy
   // served until then is dropped) and the decisions still pending are then learned by it as
   // logged data. On error nothing changed. RESOURCE_EXHAUSTED when the instance already has
-  // `max_shadows` shadows.
-  absl::Status AddShadow(const bandit::v1::AddShadowRequest& req, int64_t max_shadows,
-                         bandit::v1::JournalRecord* rec);
-  absl::Status RemoveShadow(const bandit::v1::RemoveShadowRequest& req,
-                            bandit::v1::JournalRecord* rec);
-  absl::Status PromoteShadow(const bandit::v1::PromoteShadowRequest& req,
-                             bandit::v1::JournalRecord* rec);
+  // `max_shadows` shadows. AddShadow completes `req`'s config (seed, arms) so that the record
+  // journaled replays into the same shadow.
+  absl::Status AddShadow(bandit::v1::AddShadowRequest* req, int64_t max_shadows);
+  absl::Status RemoveShadow(const bandit::v1::RemoveShadowRequest& req);
+  absl::Status PromoteShadow(const bandit::v1::PromoteShadowRequest& req);
   // The shadows with their running estimates (for metrics scrapes: reads only).
   void DescribeShadows(bandit::v1::Instance* out) const { shadows_.Describe(out); }
   // Most reference values (embeddings x dimension, or mean + covariance) an instance keeps.
@@ -172,22 +187,45 @@ class InstanceState {
   InstanceState(std::string name, bandit::v1::InstanceConfig config, std::unique_ptr<Policy> policy,
                 const InstanceLimits& limits, uint64_t uid);
 
+  // A multi-slot Select (Select with in.slots): the slots filled in order, each by the policy
+  // over the actions still available to it.
+  absl::Status SelectSlots(const SelectContext& ctx, const bandit::v1::SelectRequest& req,
+                           const SelectInputs& in, int64_t now, bandit::v1::Decision* out,
+                           bandit::v1::JournalRecord* rec, const std::string* replay_event_id);
+  // The checks every new decision passes before the policy is asked: room in the pending table
+  // and a free, well-formed caller-chosen event id.
+  absl::Status CheckNewDecision(const bandit::v1::SelectRequest& req) const;
+  // Learns `reward` for `target` (a pending decision or one of its slots) as the served policy
+  // and the shadows do for a joined reward, and counts it; on error nothing changed.
+  absl::Status LearnPending(const PendingDecision& target, double reward);
   // What every Select leaves behind: the pending decision and the round counters.
   void RecordDecision(PendingDecision p, double estimated_gap);
   // Logs a decision just made; returns how many old ones retention dropped.
   int64_t AppendToLog(const Decision& d, const SelectContext& ctx,
                       const bandit::v1::SelectRequest& req, const SelectInputs& in,
-                      const std::string& event_id, int64_t now);
+                      const std::string& event_id, uint64_t seq, int64_t now);
   // Whether the log entry of a Select over `ctx` can stand in for its request in the journal: a
   // policy over candidates, all of one length (the entry holds them flat). The caller checks
   // that the request did not ask for scores (the entry does not say).
   bool LogEntryHoldsTheCandidates(const SelectContext& ctx) const;
-  std::string NextEventId();
   // What the served policy learns for a pending decision's reward (or expiry default).
   Observation PendingObservation(const PendingDecision& p) const;
   // After the served decision `d`: each shadow's view of the context (ShadowSet::Score).
   void ScoreShadows(const Decision& d, const SelectContext& ctx, const SelectInputs& in,
                     PendingDecision* p);
+  // The answer to a reward or activation for an event that is not pending: FAILED_PRECONDITION
+  // when it finished (rewarded, expired), NOT_FOUND when it was never this instance's.
+  absl::Status NotPendingError(const std::string& event_id) const;
+  // The part of `event` a reward with `slot_id` is for: a slot (null if it has none of that id)
+  // or, for a single decision, the event itself.
+  static PendingDecision* TargetOf(PendingDecision* event, const std::string& slot_id);
+  // Whether rewards for `event` are kept rather than learned at once (awaiting activation, or
+  // SUM aggregation).
+  bool KeepsRewards(const PendingDecision& event) const;
+  // `target` (of `event`) was learned: marks it done and logs its outcome; takes the event from
+  // the pending table once every slot is done (after which both pointers are invalid).
+  void FinishTarget(PendingDecision* event, PendingDecision* target,
+                    bandit::v1::DecisionOutcome outcome, double reward, int64_t now);
   absl::StatusOr<Observation> ObservationFor(const bandit::v1::UpdateRequest& req,
                                              const PendingDecision** pending) const;
   void SyncConfigArms();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -57,10 +58,8 @@ bool HasNamedInputs(const bandit::v1::DirectObservation& direct) {
   return direct.has_action() || !direct.context().empty();
 }
 
-absl::Status FeaturizeSelect(const features::FeatureSpace& space,
-                             const features::InputLimits& limits, int64_t max_actions,
-                             const bandit::v1::SelectRequest& req, std::vector<Vector>* candidates,
-                             std::vector<int>* action_of) {
+absl::Status CheckNamedActions(const bandit::v1::SelectRequest& req, int64_t max_actions,
+                               std::vector<std::string>* ids, std::vector<bool>* excluded) {
   if (req.candidates_size() > 0 || req.x_size() > 0)
     return absl::InvalidArgumentError(
         "candidates or x is set with named actions, expected one or the other");
@@ -81,15 +80,28 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
       return absl::InvalidArgumentError(absl::StrCat("actions[", i, "].id '", id,
                                                      "' repeats actions[", position[id], "].id"));
   }
-  std::vector<bool> excluded(req.actions_size(), false);
+  excluded->assign(req.actions_size(), false);
   for (int i = 0; i < req.excluded_actions_size(); ++i) {
     auto it = position.find(req.excluded_actions(i));
     if (it == position.end())
       return absl::InvalidArgumentError(absl::StrCat("excluded_actions[", i, "] '",
                                                      req.excluded_actions(i),
                                                      "' is not the id of one of the actions"));
-    excluded[it->second] = true;
+    (*excluded)[it->second] = true;
   }
+  if (ids != nullptr) {
+    ids->clear();
+    for (const auto& a : req.actions()) ids->push_back(a.id());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FeaturizeSelect(const features::FeatureSpace& space,
+                             const features::InputLimits& limits, int64_t max_actions,
+                             const bandit::v1::SelectRequest& req, std::vector<Vector>* candidates,
+                             std::vector<int>* action_of) {
+  std::vector<bool> excluded;
+  if (auto s = CheckNamedActions(req, max_actions, nullptr, &excluded); !s.ok()) return s;
   thread_local features::ParsedFeatures shared;
   thread_local features::ParsedFeatures action;
   thread_local features::SparseFeatures sparse;
@@ -118,6 +130,61 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
   if (candidates->empty())
     return absl::InvalidArgumentError(
         "excluded_actions excludes every action, expected at least one action to choose from");
+  return absl::OkStatus();
+}
+
+absl::Status FeaturizeSlots(const features::FeatureSpace& space,
+                            const features::InputLimits& limits,
+                            const bandit::v1::SelectRequest& req,
+                            std::vector<InstanceState::SelectInputs::Slot>* slots) {
+  features::ParsedFeatures shared;
+  if (!req.context().empty())
+    if (auto s = space.Parse(req.context(), "context", limits, false, &shared); !s.ok()) return s;
+  std::vector<features::ParsedFeatures> actions(req.actions_size());
+  for (int i = 0; i < req.actions_size(); ++i) {
+    const std::string& json = req.actions(i).features();
+    if (!json.empty())
+      if (auto s = space.Parse(json, absl::StrCat("actions[", i, "].features"), limits, false,
+                               &actions[i]);
+          !s.ok())
+        return s;
+  }
+  std::vector<features::ParsedFeatures> slot_features(req.slots_size());
+  for (int k = 0; k < req.slots_size(); ++k) {
+    const std::string& json = req.slots(k).features();
+    if (!json.empty())
+      if (auto s = space.Parse(json, absl::StrCat("slots[", k, "].features"), limits, false,
+                               &slot_features[k]);
+          !s.ok())
+        return s;
+  }
+  // VW's CCB adds the slot's features and index (and the interactions with the index) once a
+  // decision has several slots or its first slot has features of its own; a single plain slot is
+  // featurized as a single decision.
+  const bool augment = req.slots_size() > 1 || slot_features[0].size() > 0;
+  std::optional<features::FeatureSpace> slot_space;
+  if (augment) {
+    auto s = space.ForSlots();
+    if (!s.ok()) return s.status();
+    slot_space = *std::move(s);
+  }
+  const features::FeatureSpace& used = augment ? *slot_space : space;
+  features::SparseFeatures sparse;
+  for (int k = 0; k < req.slots_size(); ++k) {
+    features::ParsedFeatures context = shared;
+    if (augment) used.AddSlotFeatures(slot_features[k], k, false, &context);
+    auto& out = (*slots)[k];
+    out.candidates.assign(req.actions_size(), Vector());
+    for (int i = 0; i < req.actions_size(); ++i) {
+      if (!out.allowed[i]) continue;
+      if (auto s = used.CheckTerms(actions[i], &context, limits.max_terms,
+                                   absl::StrCat("slots[", k, "] with actions[", i, "]"));
+          !s.ok())
+        return s;
+      used.Featurize(actions[i], &context, false, &sparse);
+      out.candidates[i] = features::ToDense(sparse, used.dimension());
+    }
+  }
   return absl::OkStatus();
 }
 

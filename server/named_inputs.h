@@ -13,6 +13,7 @@
 #include "bandit/v1/service.pb.h"
 #include "core/features/feature_space.h"
 #include "core/policy.h"
+#include "server/instance_state.h"
 
 namespace bandit::server {
 
@@ -40,6 +41,21 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
                              const features::InputLimits& limits, int64_t max_actions,
                              const bandit::v1::SelectRequest& req, std::vector<Vector>* candidates,
                              std::vector<int>* action_of);
+
+// Checks a named Select's actions (ids present and unique, excluded ids known); `ids` (optional)
+// receives each action's id, `excluded` whether the request excludes it.
+absl::Status CheckNamedActions(const bandit::v1::SelectRequest& req, int64_t max_actions,
+                               std::vector<std::string>* ids, std::vector<bool>* excluded);
+
+// A multi-slot named Select's vectors (`slots` checked, with each slot's allowed actions): for
+// each slot and each action it may choose, the action with the context merged in, the slot's
+// features and index added as Vowpal Wabbit's conditional contextual bandits do
+// (FeatureSpace::ForSlots, AddSlotFeatures), so an exported log trains the same in VW's
+// ccb_explore_adf.
+absl::Status FeaturizeSlots(const features::FeatureSpace& space,
+                            const features::InputLimits& limits,
+                            const bandit::v1::SelectRequest& req,
+                            std::vector<InstanceState::SelectInputs::Slot>* slots);
 
 // A direct Update's vector: the context merged into the action, as at Select.
 absl::StatusOr<Vector> FeaturizeDirect(const features::FeatureSpace& space,

@@ -61,12 +61,18 @@ const PendingDecision* PendingTable::Find(const std::string& event_id) const {
   return it == by_id_.end() ? nullptr : &it->second;
 }
 
+PendingDecision* PendingTable::FindMutable(const std::string& event_id) {
+  auto it = by_id_.find(EventKey::Of(event_id));
+  return it == by_id_.end() ? nullptr : &it->second;
+}
+
 std::optional<PendingDecision> PendingTable::Take(const std::string& event_id, EventFate fate) {
   auto it = by_id_.find(EventKey::Of(event_id));
   if (it == by_id_.end()) return std::nullopt;
+  // Before the entry moves out: `event_id` may be the entry's own.
+  RecordFate(event_id, fate);
   PendingDecision d = std::move(it->second);
   by_id_.erase(it);
-  RecordFate(event_id, fate);
   return d;
 }
 
@@ -144,9 +150,15 @@ void PendingTable::CompactOrder() {
 
 int64_t PendingTable::Bytes() const {
   int64_t b = 0;
-  for (const auto& [key, d] : by_id_)
-    b += d.event_id.size() + d.arm_id.size() + (d.features.size() + d.memo.size()) * sizeof(double) +
-         sizeof(PendingDecision);
+  auto bytes = [](const PendingDecision& d) {
+    return static_cast<int64_t>(d.event_id.size() + d.arm_id.size() + d.slot_id.size() +
+                                (d.features.size() + d.memo.size()) * sizeof(double) +
+                                sizeof(PendingDecision));
+  };
+  for (const auto& [key, d] : by_id_) {
+    b += bytes(d);
+    for (const PendingDecision& slot : d.slots) b += bytes(slot);
+  }
   return b;
 }
 
@@ -167,6 +179,15 @@ void ToRecord(const PendingDecision& p, bandit::v1::PendingDecisionRecord* r) {
     out->set_logged_propensity(s.logged_propensity);
   }
   if (p.learn_direct) r->set_learn_direct(true);
+  r->set_seq(p.seq);
+  for (const PendingDecision& slot : p.slots) ToRecord(slot, r->add_slots());
+  if (!p.slot_id.empty()) r->set_slot_id(p.slot_id);
+  if (p.awaiting_activation) r->set_awaiting_activation(true);
+  if (p.rewards > 0) {
+    r->set_reward_sum(p.reward_sum);
+    r->set_rewards(p.rewards);
+  }
+  if (p.done) r->set_done(true);
 }
 
 PendingDecision FromRecord(const bandit::v1::PendingDecisionRecord& r) {
@@ -182,6 +203,17 @@ PendingDecision FromRecord(const bandit::v1::PendingDecisionRecord& r) {
     d.shadow_scores.push_back(
         {s.shadow_id(), s.target(), s.dm(), s.q_logged(), s.logged_propensity(), s.exact()});
   d.learn_direct = r.learn_direct();
+  d.seq = r.seq();
+  uint64_t uid = 0;
+  // Written before event ids could be chosen by callers: every id was the server's.
+  if (d.seq == 0) (void)ParseEventId(d.event_id, &uid, &d.seq);
+  d.slots.reserve(r.slots_size());
+  for (const auto& slot : r.slots()) d.slots.push_back(FromRecord(slot));
+  d.slot_id = r.slot_id();
+  d.awaiting_activation = r.awaiting_activation();
+  d.reward_sum = r.reward_sum();
+  d.rewards = r.rewards();
+  d.done = r.done();
   return d;
 }
 

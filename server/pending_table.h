@@ -40,6 +40,22 @@ struct PendingDecision {
   // Made by a served policy since replaced (PromoteShadow): its reward is learned as logged
   // data (Observation::direct, no memo, the arm resolved by id).
   bool learn_direct = false;
+  // The decision's number in its instance: the decision log's key, and the number in the event
+  // id when the server made the id.
+  uint64_t seq = 0;
+
+  // A multi-slot decision holds no choice of its own (arm, features, memo unused) but one
+  // PendingDecision per slot, in slot order, each with its slot_id, choice, seq and reward
+  // state; it stays pending until every slot is done or the wait passes.
+  std::vector<PendingDecision> slots;
+  std::string slot_id;
+  // Deferred activation: not learned from, and given no default, until activated.
+  bool awaiting_activation = false;
+  // Rewards received and not learned yet (before activation, or under SUM aggregation).
+  double reward_sum = 0;
+  int rewards = 0;
+  // A slot whose reward was learned.
+  bool done = false;
 };
 
 // PendingDecision <-> its durable form (snapshots, decided-select journal records).
@@ -66,6 +82,9 @@ class PendingTable {
   // Caller checks full() first. expires_at_ms must not decrease between inserts.
   void Insert(PendingDecision d);
   const PendingDecision* Find(const std::string& event_id) const;
+  // For changes that keep the decision pending (its reward state, activation); must not change
+  // the event id or the expiry time.
+  PendingDecision* FindMutable(const std::string& event_id);
   std::optional<PendingDecision> Take(const std::string& event_id, EventFate fate);
   // Removes and returns every decision with expires_at_ms <= now, oldest first.
   std::vector<PendingDecision> TakeExpired(int64_t now_ms);

@@ -20,6 +20,7 @@ enum class Role : int { kReader = 1, kWriter = 2, kAdmin = 3 };
   X(RemoveArms, RemoveArmsRequest, Instance, kAdmin)                                \
   X(Select, SelectRequest, Decision, kWriter)                                       \
   X(Update, UpdateRequest, UpdateResponse, kWriter)                                 \
+  X(Activate, ActivateRequest, ActivateResponse, kWriter)                           \
   X(SelectBatch, SelectBatchRequest, SelectBatchResponse, kWriter)                  \
   X(UpdateBatch, UpdateBatchRequest, UpdateBatchResponse, kWriter)                  \
   X(SnapshotInstances, SnapshotInstancesRequest, SnapshotInstancesResponse, kAdmin) \

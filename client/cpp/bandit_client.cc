@@ -53,7 +53,8 @@ namespace {
 template <typename Req>
 std::string RoutingKey(const Req& req) {
   if constexpr (std::is_same_v<Req, bandit::v1::SelectRequest> ||
-                std::is_same_v<Req, bandit::v1::UpdateRequest>) {
+                std::is_same_v<Req, bandit::v1::UpdateRequest> ||
+                std::is_same_v<Req, bandit::v1::ActivateRequest>) {
     return req.instance();
   } else if constexpr (std::is_same_v<Req, bandit::v1::SelectBatchRequest> ||
                        std::is_same_v<Req, bandit::v1::UpdateBatchRequest>) {
@@ -183,6 +184,10 @@ absl::StatusOr<v1::Decision> BanditClient::Select(const v1::SelectRequest& req) 
 
 absl::StatusOr<v1::UpdateResponse> BanditClient::Update(const v1::UpdateRequest& req) {
   return Call<v1::UpdateRequest, v1::UpdateResponse>(&BanditService::Stub::Update, req);
+}
+
+absl::StatusOr<v1::ActivateResponse> BanditClient::Activate(const v1::ActivateRequest& req) {
+  return Call<v1::ActivateRequest, v1::ActivateResponse>(&BanditService::Stub::Activate, req);
 }
 
 absl::StatusOr<v1::SelectBatchResponse> BanditClient::SelectBatch(

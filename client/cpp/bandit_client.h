@@ -58,6 +58,8 @@ class BanditClient {
                                                       const std::string& snapshot);
   absl::StatusOr<bandit::v1::Decision> Select(const bandit::v1::SelectRequest& req);
   absl::StatusOr<bandit::v1::UpdateResponse> Update(const bandit::v1::UpdateRequest& req);
+  // Activates a decision made with defer_activation.
+  absl::StatusOr<bandit::v1::ActivateResponse> Activate(const bandit::v1::ActivateRequest& req);
   absl::StatusOr<bandit::v1::SelectBatchResponse> SelectBatch(
       const bandit::v1::SelectBatchRequest& req);
   absl::StatusOr<bandit::v1::UpdateBatchResponse> UpdateBatch(

@@ -57,8 +57,15 @@ ABSL_FLAG(bool, explain, false,
           "select (named): also list the chosen action's hashed features with their weights");
 ABSL_FLAG(std::string, action, "",
           "update: the played named action, {\"id\":..., \"features\":{...}} or @file (direct)");
-ABSL_FLAG(std::string, event, "", "update: event id from select");
+ABSL_FLAG(std::string, event, "",
+          "update: event id from select; select: the decision's event id, chosen by the caller");
 ABSL_FLAG(std::string, arm, "", "update: arm id (direct update, logged data)");
+ABSL_FLAG(std::string, slots, "",
+          "select: a multi-slot decision, a JSON list of {\"id\":..., \"features\":{...}, "
+          "\"excluded_actions\":[...], \"baseline_action\":...} (or @file), or comma-separated "
+          "slot ids");
+ABSL_FLAG(bool, defer, false, "select: defer activation (learned from only once activated)");
+ABSL_FLAG(std::string, slot, "", "update: the slot of a multi-slot decision the reward is for");
 ABSL_FLAG(std::string, features, "", "update: played arm's features (direct update)");
 ABSL_FLAG(std::string, reward, "", "update: the reward (or label)");
 ABSL_FLAG(std::string, arms, "", "add-arms/remove-arms: comma-separated arm ids");
@@ -166,7 +173,9 @@ int main(int argc, char** argv) {
       "  get NAME | list | delete NAME | reset NAME\n"
       "  select NAME [--candidates='a,b;c,d'] [--x='a,b'] [--scores]\n"
       "  select NAME --context='{...}' --actions=@actions.json [--exclude=ID,...] [--scores]\n"
-      "         [--explain]\n"
+      "         [--explain] [--event=ID] [--slots='[{\"id\":\"hero\"},...]' | --slots=a,b]"
+      " [--defer]\n"
+      "  activate NAME --event=ID\n"
       "  update NAME --reward=R (--event=ID | --arm=ID | --features='a,b' | --x='a,b' |\n"
       "                          --context='{...}' --action='{\"id\":...,\"features\":{...}}')\n"
       "  add-arms NAME --arms=id1,id2 | remove-arms NAME --arms=id1,id2\n"
@@ -283,6 +292,13 @@ int main(int argc, char** argv) {
       return Usage("--actions=@FILE: cannot read the file");
     req.set_context(context);
     req.set_explain(absl::GetFlag(FLAGS_explain));
+    req.set_event_id(absl::GetFlag(FLAGS_event));
+    req.set_defer_activation(absl::GetFlag(FLAGS_defer));
+    std::string slots;
+    if (!json_flag(absl::GetFlag(FLAGS_slots), &slots))
+      return Usage("--slots=@FILE: cannot read the file");
+    if (!slots.empty())
+      if (auto s = bandit::client::AddSlotsFromJson(slots, &req); !s.ok()) return Fail(s);
     if (!actions.empty())
       if (auto s = bandit::client::AddActionsFromJson(actions, &req); !s.ok()) return Fail(s);
     for (absl::string_view id :
@@ -303,6 +319,7 @@ int main(int argc, char** argv) {
     if (!absl::SimpleAtod(absl::GetFlag(FLAGS_reward), &reward))
       return Usage("--reward is required and must be a number");
     req.set_reward(reward);
+    req.set_slot_id(absl::GetFlag(FLAGS_slot));
     if (!absl::GetFlag(FLAGS_event).empty()) {
       req.set_event_id(absl::GetFlag(FLAGS_event));
     } else if (!absl::GetFlag(FLAGS_action).empty()) {
@@ -327,6 +344,13 @@ int main(int argc, char** argv) {
       return Usage("update needs --event, --arm, --features, --x or --action (with --context)");
     }
     return PrintOr(client.Update(req));
+  }
+  if (cmd == "activate") {
+    if (absl::GetFlag(FLAGS_event).empty()) return Usage("activate needs --event=ID");
+    bandit::v1::ActivateRequest req;
+    req.set_instance(name);
+    req.set_event_id(absl::GetFlag(FLAGS_event));
+    return PrintOr(client.Activate(req));
   }
   if (cmd == "add-arms" || cmd == "remove-arms") {
     std::vector<std::string> ids =
@@ -360,12 +384,18 @@ int main(int argc, char** argv) {
     if (const std::string header = bandit::client::LogHeader(*format); !header.empty())
       std::cout << header << "\n";
     int64_t written = 0;
+    // A multi-slot decision's entries are written together (one CCB line in DSJSON).
+    bandit::client::DecisionGrouper grouper(
+        [&](std::span<const bandit::v1::LoggedDecision> decision) {
+          std::cout << bandit::client::FormatSlots(*format, decision, name) << "\n";
+          written += static_cast<int64_t>(decision.size());
+        });
     absl::Status s = client.ExportDecisionLog(req, [&](const bandit::v1::LoggedDecision& d) {
-      std::cout << bandit::client::FormatDecision(*format, d, name) << "\n";
+      grouper.Add(d);
       if (!std::cout.good()) return absl::UnavailableError("cannot write to standard output");
-      ++written;
       return absl::OkStatus();
     });
+    grouper.Flush();
     std::cout.flush();
     if (!s.ok()) return Fail(s);
     std::cerr << written << " decisions\n";

@@ -1,6 +1,7 @@
 #include "client/cpp/decision_log_format.h"
 
 #include <cmath>
+#include <map>
 
 #include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
@@ -217,6 +218,94 @@ std::string LogHeader(LogFormat format) {
 
 std::string DsjsonTimestamp(int64_t ms) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(ms), absl::UTCTimeZone());
+}
+
+std::string FormatSlots(LogFormat format, std::span<const v1::LoggedDecision> slots,
+                        const std::string& instance) {
+  const bool ccb = format == LogFormat::kDsjson && !slots.empty() &&
+                   !slots[0].slot_id().empty() && slots[0].named_actions_size() > 0;
+  if (!ccb) {
+    std::vector<std::string> lines;
+    for (const auto& d : slots) lines.push_back(FormatDecision(format, d, instance));
+    return absl::StrJoin(lines, "\n");
+  }
+  // The actions any slot was offered, by their position in the request: "_multi" in that order.
+  std::map<int, const v1::LoggedAction*> offered;
+  for (const auto& d : slots)
+    for (int j = 0; j < d.slot_actions_size() && j < d.named_actions_size(); ++j)
+      offered.emplace(d.slot_actions(j), &d.named_actions(j));
+  std::map<int, int> multi_index;
+  std::vector<std::string> actions;
+  for (const auto& [position, action] : offered) {
+    multi_index[position] = static_cast<int>(actions.size());
+    std::vector<std::string> m = {"\"_tag\":" + Json(action->id()).dump()};
+    for (auto& t : MemberTexts(action->features())) m.push_back(std::move(t));
+    actions.push_back("{" + absl::StrJoin(m, ",") + "}");
+  }
+  std::vector<std::string> slot_texts, outcomes;
+  Json baselines = Json::array();
+  Json ours = Json::array();
+  for (const auto& d : slots) {
+    Json inc = Json::array();
+    for (int position : d.slot_actions()) inc.push_back(multi_index[position]);
+    std::vector<std::string> m = {"\"_id\":" + Json(d.slot_id()).dump(), "\"_inc\":" + inc.dump()};
+    for (auto& t : MemberTexts(d.slot_features())) m.push_back(std::move(t));
+    slot_texts.push_back("{" + absl::StrJoin(m, ",") + "}");
+    Json outcome;
+    outcome["_id"] = d.slot_id();
+    if (HasReward(d)) outcome["_label_cost"] = -d.reward();
+    Json a = Json::array(), p = Json::array();
+    const bool probabilities = d.probabilities_size() == d.slot_actions_size();
+    for (int i : ActionOrder(d)) {
+      if (i >= d.slot_actions_size()) continue;
+      a.push_back(multi_index[d.slot_actions(i)]);
+      if (probabilities) p.push_back(d.probabilities(i));
+    }
+    outcome["_a"] = std::move(a);
+    if (probabilities) outcome["_p"] = std::move(p);
+    outcome["_o"] = Json::array();
+    outcomes.push_back(outcome.dump());
+    if (d.baseline_index() >= 0 && multi_index.count(d.baseline_index()))
+      baselines.push_back(multi_index[d.baseline_index()]);
+    Json mine{{"slot_id", d.slot_id()},
+              {"event_seq", d.event_seq()},
+              {"outcome", v1::DecisionOutcome_Name(d.outcome())}};
+    if (HasReward(d)) mine["reward"] = d.reward();
+    if (d.has_propensity()) mine["propensity"] = d.propensity();
+    ours.push_back(std::move(mine));
+  }
+  std::vector<std::string> c = MemberTexts(slots[0].named_context());
+  c.push_back("\"_multi\":[" + absl::StrJoin(actions, ",") + "]");
+  c.push_back("\"_slots\":[" + absl::StrJoin(slot_texts, ",") + "]");
+  std::string line = absl::StrCat(
+      "{\"Timestamp\":", Json(DsjsonTimestamp(slots[0].decided_at_ms())).dump(),
+      ",\"Version\":\"1\",\"EventId\":", Json(slots[0].event_id()).dump(), ",\"c\":{",
+      absl::StrJoin(c, ","), "},\"_outcomes\":[", absl::StrJoin(outcomes, ","), "]");
+  if (static_cast<size_t>(baselines.size()) == slots.size())
+    absl::StrAppend(&line, ",\"_ba\":", baselines.dump());
+  absl::StrAppend(&line, ",\"VWState\":",
+                  Json{{"m", absl::StrCat(instance, "/", slots[0].policy())}}.dump(),
+                  ",\"_bandit\":",
+                  Json{{"slots", std::move(ours)}, {"candidate_dim", slots[0].candidate_dim()}}.dump(),
+                  "}");
+  return line;
+}
+
+void DecisionGrouper::Add(const v1::LoggedDecision& d) {
+  if (!held_.empty() && (d.slot_id().empty() || d.event_id() != held_[0].event_id() ||
+                         d.slot_index() != static_cast<int>(held_.size())))
+    Flush();
+  if (d.slot_id().empty()) {
+    each_(std::span<const v1::LoggedDecision>(&d, 1));
+    return;
+  }
+  held_.push_back(d);
+}
+
+void DecisionGrouper::Flush() {
+  if (held_.empty()) return;
+  each_(held_);
+  held_.clear();
 }
 
 std::string FormatDecision(LogFormat format, const v1::LoggedDecision& d,

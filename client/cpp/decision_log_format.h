@@ -7,6 +7,10 @@
 //           candidates separated by '|'.
 #pragma once
 
+#include <functional>
+#include <span>
+#include <vector>
+
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -22,6 +26,30 @@ std::string LogHeader(LogFormat format);
 // One decision as one line (no trailing newline). `instance` names the logging instance.
 std::string FormatDecision(LogFormat format, const bandit::v1::LoggedDecision& d,
                            const std::string& instance);
+
+// A multi-slot decision (its log entries, one per slot, in slot order: consecutive entries with
+// the event id and slot_index 0, 1, ...) as one line. DSJSON with named actions: Vowpal Wabbit's
+// conditional contextual bandit form (`vw --ccb_explore_adf --dsjson`): the actions offered to
+// any slot in "_multi", "_slots" with each slot's "_id", "_inc" (the actions it was offered) and
+// features, "_outcomes" with each slot's "_id", "_a" (its choice first, then the others it was
+// offered), "_p" (aligned with "_a") and, for a slot whose reward was learned, "_label_cost"
+// (-reward); "_ba" the slots' baselines when every slot has one. Otherwise (another format, or
+// dense candidates): one line per slot as FormatDecision writes it.
+std::string FormatSlots(LogFormat format, std::span<const bandit::v1::LoggedDecision> slots,
+                        const std::string& instance);
+// Groups a log's entries into decisions: calls `each` with every single decision alone and with
+// the entries of each multi-slot decision together (entries arrive in log order).
+class DecisionGrouper {
+ public:
+  explicit DecisionGrouper(std::function<void(std::span<const bandit::v1::LoggedDecision>)> each)
+      : each_(std::move(each)) {}
+  void Add(const bandit::v1::LoggedDecision& d);
+  void Flush();
+
+ private:
+  std::function<void(std::span<const bandit::v1::LoggedDecision>)> each_;
+  std::vector<bandit::v1::LoggedDecision> held_;
+};
 
 // One DSJSON line back into a decision. Refuses (INVALID_ARGUMENT naming the field) what
 // cannot be a decision of this service's log: missing EventId or actions, a chosen action

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace bandit::client {
 namespace {
@@ -62,6 +63,51 @@ absl::Status AddActionsFromJson(const std::string& json, bandit::v1::SelectReque
     auto* out = req->add_actions();
     out->set_id(a["id"].get<std::string>());
     if (a.contains("features")) out->set_features(Dump(a["features"]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AddSlotsFromJson(const std::string& json, bandit::v1::SelectRequest* req) {
+  if (!json.empty() && json.front() != '[') {
+    for (absl::string_view id : absl::StrSplit(json, ',', absl::SkipWhitespace()))
+      req->add_slots()->set_id(std::string(id));
+    return absl::OkStatus();
+  }
+  auto slots = nlohmann::ordered_json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (slots.is_discarded() || !slots.is_array())
+    return absl::InvalidArgumentError(
+        "slots: expected a JSON list of {\"id\": ..., \"features\": {...}, ...} or ids "
+        "separated by commas");
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const auto& s = slots[i];
+    if (!s.is_object() || !s.contains("id") || !s["id"].is_string())
+      return absl::InvalidArgumentError(
+          absl::StrCat("slots[", i, "]: expected an object with a string \"id\""));
+    auto* out = req->add_slots();
+    out->set_id(s["id"].get<std::string>());
+    if (s.contains("features")) out->set_features(Dump(s["features"]));
+    if (s.contains("dense_features")) {
+      if (!s["dense_features"].is_array())
+        return absl::InvalidArgumentError(
+            absl::StrCat("slots[", i, "].dense_features: expected a list of numbers"));
+      for (const auto& v : s["dense_features"]) {
+        if (!v.is_number())
+          return absl::InvalidArgumentError(
+              absl::StrCat("slots[", i, "].dense_features: expected a list of numbers"));
+        out->add_dense_features(v.get<double>());
+      }
+    }
+    if (s.contains("excluded_actions")) {
+      if (!s["excluded_actions"].is_array())
+        return absl::InvalidArgumentError(
+            absl::StrCat("slots[", i, "].excluded_actions: expected a list of ids"));
+      for (const auto& id : s["excluded_actions"])
+        out->add_excluded_actions(id.is_string() ? id.get<std::string>() : id.dump());
+    }
+    if (s.contains("baseline_action"))
+      out->set_baseline_action(s["baseline_action"].is_string()
+                                   ? s["baseline_action"].get<std::string>()
+                                   : s["baseline_action"].dump());
   }
   return absl::OkStatus();
 }

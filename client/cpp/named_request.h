@@ -43,4 +43,9 @@ bandit::v1::UpdateRequest NamedDirectUpdate(std::string instance,
 // `req`; INVALID_ARGUMENT naming what is wrong.
 absl::Status AddActionsFromJson(const std::string& json, bandit::v1::SelectRequest* req);
 
+// Slots of a multi-slot decision (banditctl's --slots): a JSON list of {"id": ...,
+// "features": {...}, "dense_features": [...], "excluded_actions": [...], "baseline_action": ...}
+// or, for slots without options, their ids separated by commas ("hero,tile1,tile2").
+absl::Status AddSlotsFromJson(const std::string& json, bandit::v1::SelectRequest* req);
+
 }  // namespace bandit::client

@@ -50,6 +50,9 @@ struct SizeSink {
   }
   void PackedBegin(int field, size_t count) { Delimited(field, 8 * count); }
   void PackedValues(const double*, size_t) {}
+  // Packed varints: the field's tag and byte length, then each value without a tag.
+  void PackedVarintsBegin(int field, size_t len) { MessageBegin(field, len); }
+  void VarintValue(uint64_t v) { n += CodedOutputStream::VarintSize64(v); }
 };
 
 struct WriteSink {
@@ -78,6 +81,8 @@ struct WriteSink {
     std::memcpy(p, v, 8 * count);
     p += 8 * count;
   }
+  void PackedVarintsBegin(int field, size_t len) { MessageBegin(field, len); }
+  void VarintValue(uint64_t v) { p = CodedOutputStream::WriteVarint64ToArray(v, p); }
 };
 
 // int32/enum fields: negative values are sign-extended to 10 varint bytes, as protobuf does.
@@ -152,6 +157,18 @@ void EncodeContext(const DecisionLog::Context& c, Sink& s) {
       if (!a.id().empty()) s.Bytes(1, a.id());
       if (!a.features().empty()) s.Bytes(2, a.features());
     }
+  }
+  if (c.slot != nullptr) {
+    if (!c.slot->id().empty()) s.Bytes(21, c.slot->id());
+    if (c.slot_index != 0) s.Varint(22, Int32Bits(c.slot_index));
+    if (!c.slot_actions.empty()) {
+      SizeSink inner;
+      for (int a : c.slot_actions) inner.VarintValue(Int32Bits(a));
+      s.PackedVarintsBegin(23, inner.n);
+      for (int a : c.slot_actions) s.VarintValue(Int32Bits(a));
+    }
+    if (c.baseline_index != 0) s.Varint(24, Int32Bits(c.baseline_index));
+    if (!c.slot->features().empty()) s.Bytes(25, c.slot->features());
   }
   if (c.posteriors != nullptr) EncodePosteriors(*c.posteriors, s);
 }

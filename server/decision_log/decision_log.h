@@ -71,6 +71,12 @@ class DecisionLog {
     // candidate order) the entry holds in place of the hashed candidates (fields 19-20).
     const bandit::v1::SelectRequest* named = nullptr;
     std::span<const int> named_actions;
+    // Multi-slot decisions: this entry's slot (fields 21-25). `slot` null for a single decision;
+    // slot_actions the positions of the actions the slot could choose, in candidate order.
+    const bandit::v1::Slot* slot = nullptr;
+    int32_t slot_index = 0;
+    std::span<const int> slot_actions;
+    int32_t baseline_index = -1;
   };
 
   // One held decision. `data`/`size`: its encoded fields 1-14 and 18 in a chunk, field 18 (if

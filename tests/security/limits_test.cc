@@ -231,13 +231,14 @@ TEST_F(LimitsTest, PendingCapacity) {
   req.set_instance("p");
   v1::Decision d;
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(svc_.Select(req, &d).ok());
+  const std::string last = d.event_id();
   const absl::Status s = svc_.Select(req, &d);
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s;
   EXPECT_EQ(Rounds("p"), 3);
   // A reward frees a slot.
   v1::UpdateRequest up;
   up.set_instance("p");
-  up.set_event_id(d.event_id());
+  up.set_event_id(last);
   up.set_reward(1);
   v1::UpdateResponse ur;
   ASSERT_TRUE(svc_.Update(up, &ur).ok());

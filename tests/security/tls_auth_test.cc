@@ -145,6 +145,12 @@ std::map<std::string, std::function<StatusCode(BanditClient&)>> EveryRpc() {
     r.set_instance("main");
     return c.Select(r).status().code();
   };
+  rpcs["Activate"] = [](BanditClient& c) {
+    v1::ActivateRequest r;
+    r.set_instance("main");
+    r.set_event_id("nosuch");
+    return c.Activate(r).status().code();
+  };
   rpcs["Update"] = [](BanditClient& c) {
     v1::UpdateRequest r;
     r.set_instance("main");
@@ -193,7 +199,8 @@ std::map<std::string, std::function<StatusCode(BanditClient&)>> EveryRpc() {
 
 server::Role Needs(const std::string& rpc) {
   if (rpc == "GetInstance" || rpc == "ListInstances") return server::Role::kReader;
-  if (rpc == "Select" || rpc == "Update" || rpc == "SelectBatch" || rpc == "UpdateBatch")
+  if (rpc == "Select" || rpc == "Update" || rpc == "Activate" || rpc == "SelectBatch" ||
+      rpc == "UpdateBatch")
     return server::Role::kWriter;
   return server::Role::kAdmin;
 }

@@ -132,6 +132,25 @@ export interface Decision {
   ranking: Array<{ id: string; probability: number }>;
   /** With explain: the chosen action's features as hashed (VW's audit names) and their weights. */
   explanation: Array<{ name: string; index: number; value: number; weight: number }>;
+  /** Multi-slot decisions: each slot's choice, in the request's order. */
+  slots: SlotDecision[];
+}
+export interface SlotDecision {
+  slotId: string;
+  armIndex: number;
+  actionId: string;
+  /** Probability of this choice given the earlier slots' choices. */
+  propensity: number;
+  ranking: Array<{ id: string; probability: number }>;
+}
+export interface Slot {
+  id: string;
+  /** Named inputs: the slot's own features. */
+  features?: object | object[] | string;
+  /** Dense candidates: appended to every candidate for this slot. */
+  denseFeatures?: number[];
+  excludedActions?: string[];
+  baselineAction?: string;
 }
 export interface UpdateResponse { updates: Int64 }
 
@@ -150,6 +169,13 @@ export interface SelectParams {
   excludedActions?: string[];
   /** Also return the chosen action's hashed features with their weights (Decision.explanation). */
   explain?: boolean;
+  /** The decision's event id, chosen by the caller (at most 256 letters, digits and . _ : ~ -);
+   *  refused (ALREADY_EXISTS) while a decision with that id awaits its reward. */
+  eventId?: string;
+  /** A multi-slot decision: the slots, filled in order. */
+  slots?: Slot[];
+  /** Not learned from until activate(instance, eventId). */
+  deferActivation?: boolean;
 }
 export interface NamedAction { id: string; features?: object | object[] | string }
 export interface DirectObservation {
@@ -160,6 +186,8 @@ export interface DirectObservation {
 export interface UpdateParams {
   /** The Decision's eventId (or give `direct`). */
   eventId?: string;
+  /** Multi-slot decisions: the slot the reward is for. */
+  slotId?: string;
   direct?: DirectObservation;
   reward: number;
   embedding?: number[];
@@ -189,6 +217,7 @@ export declare class BanditClient {
 
   select(instance: string, req?: SelectParams, opts?: CallOptions): Promise<Decision>;
   update(instance: string, req: UpdateParams, opts?: CallOptions): Promise<UpdateResponse>;
+  activate(instance: string, eventId: string, opts?: CallOptions): Promise<{}>;
   selectBatch(items: Array<SelectParams & { instance: string }>, opts?: CallOptions): Promise<Array<BatchItem<Decision>>>;
   updateBatch(items: Array<UpdateParams & { instance: string }>, opts?: CallOptions): Promise<Array<BatchItem<UpdateResponse>>>;
 

@@ -72,6 +72,14 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const jsonText = (v) => (v === undefined || v === null ? '' : typeof v === 'string' ? v : JSON.stringify(v));
 const toNamedAction = (a) => ({ id: String(a.id), features: jsonText(a.features) });
 
+const toSlot = (s) => ({
+  id: String(s.id),
+  features: jsonText(s.features),
+  denseFeatures: s.denseFeatures || [],
+  excludedActions: (s.excludedActions || []).map(String),
+  baselineAction: s.baselineAction === undefined || s.baselineAction === null ? '' : String(s.baselineAction),
+});
+
 function toSelectRequest(instance, req = {}) {
   const out = { instance, returnScores: !!req.returnScores };
   if (req.candidates) out.candidates = req.candidates.map((c) => (Array.isArray(c) ? { values: c } : c));
@@ -80,6 +88,9 @@ function toSelectRequest(instance, req = {}) {
   if (req.actions) out.actions = req.actions.map(toNamedAction);
   if (req.excludedActions) out.excludedActions = req.excludedActions;
   if (req.explain) out.explain = true;
+  if (req.eventId) out.eventId = String(req.eventId);
+  if (req.slots) out.slots = req.slots.map(toSlot);
+  if (req.deferActivation) out.deferActivation = true;
   return out;
 }
 
@@ -87,7 +98,7 @@ function toUpdateRequest(instance, req = {}) {
   if (req.eventId !== undefined && req.direct !== undefined)
     throw new TypeError('give either eventId or direct, not both');
   const out = { instance, reward: req.reward ?? 0 };
-  for (const k of ['eventId', 'direct', 'embedding', 'fidelity', 'bestExpectedReward', 'expectedReward'])
+  for (const k of ['eventId', 'slotId', 'direct', 'embedding', 'fidelity', 'bestExpectedReward', 'expectedReward'])
     if (req[k] !== undefined && req[k] !== null) out[k] = req[k];
   if (out.direct && (out.direct.context !== undefined || out.direct.action !== undefined)) {
     out.direct = { ...out.direct, context: jsonText(out.direct.context) };
@@ -218,6 +229,8 @@ class BanditClient {
   select(instance, req, opts) { return this._call('Select', toSelectRequest(instance, req), opts); }
   /** req: {eventId | direct: {armId|features|x}, reward, embedding?, fidelity?, bestExpectedReward?, expectedReward?} */
   update(instance, req, opts) { return this._call('Update', toUpdateRequest(instance, req), opts); }
+  /** Activates a decision made with deferActivation: from now on it is learned from. */
+  activate(instance, eventId, opts) { return this._call('Activate', { instance, eventId: String(eventId) }, opts); }
 
   /** items: [{instance, candidates?, x?, returnScores?}] -> [{ok: true, value} | {ok: false, error}] */
   async selectBatch(items, opts) {

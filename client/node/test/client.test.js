@@ -142,6 +142,26 @@ describe('BanditClient against a live banditd', () => {
     await assert.rejects(client.select('named', { context: '{"User":', actions }), InvalidArgumentError);
   });
 
+  it('fills several slots, rewards each, and activates a deferred decision', async () => {
+    await client.createInstance('slots', {
+      policy: { linucb: { alpha: 0.3 } }, featureSpace: { bits: 8, interactions: ['UA'] }, seed: 3 });
+    const actions = ['news', 'sports', 'music'].map((g) => ({ id: g, features: { Action: { genre: g } } }));
+    const d = await client.select('slots', {
+      context: { User: { country: 'DE' } }, actions, eventId: 'page-1', deferActivation: true,
+      slots: [{ id: 'hero', features: { Slot: { size: 'large' } } }, { id: 'tile', excludedActions: ['news'] }],
+    });
+    assert.equal(d.eventId, 'page-1');
+    assert.deepEqual(d.slots.map((s) => s.slotId), ['hero', 'tile']);
+    assert.notEqual(d.slots[0].actionId, d.slots[1].actionId);
+    assert.notEqual(d.slots[1].actionId, 'news');
+    await client.update('slots', { eventId: 'page-1', slotId: 'hero', reward: 1 });
+    assert.equal((await client.getInstance('slots')).stats.updates, '0'); // kept until activated
+    await client.activate('slots', 'page-1');
+    assert.equal((await client.getInstance('slots')).stats.updates, '1');
+    await assert.rejects(client.update('slots', { eventId: 'page-1', slotId: 'footer', reward: 1 }),
+      InvalidArgumentError);
+  });
+
   it('returns per-item statuses from batch calls', async () => {
     await client.createInstance('batch', LINUCB);
     const items = await client.selectBatch([

@@ -114,10 +114,25 @@ def _named_action(action):
                                    features=_json_text(action.get("features")))
 
 
+def _slot(slot):
+    """A Slot from a dict {"id": ..., "features": {...} | "dense_features": [...],
+    "excluded_actions": [...], "baseline_action": ...} (or a Slot)."""
+    if isinstance(slot, service_pb2.Slot):
+        return slot
+    return service_pb2.Slot(id=str(slot["id"]), features=_json_text(slot.get("features")),
+                            dense_features=list(slot.get("dense_features", ())),
+                            excluded_actions=[str(a) for a in slot.get("excluded_actions", ())],
+                            baseline_action=str(slot.get("baseline_action") or ""))
+
+
 def _select_request(instance, candidates=None, x=None, return_scores=False, context=None,
-                    actions=None, excluded_actions=None, explain=False):
+                    actions=None, excluded_actions=None, explain=False, event_id=None,
+                    slots=None, defer_activation=False):
     req = service_pb2.SelectRequest(instance=instance, return_scores=return_scores,
-                                    explain=explain)
+                                    explain=explain, event_id=event_id or "",
+                                    defer_activation=defer_activation)
+    for s in slots or ():
+        req.slots.append(_slot(s))
     for c in candidates or ():
         req.candidates.add(values=list(c))
     if x is not None:
@@ -131,8 +146,8 @@ def _select_request(instance, candidates=None, x=None, return_scores=False, cont
 
 
 def _update_request(instance, event_id=None, reward=0.0, direct=None, embedding=None,
-                    fidelity=None, best_expected_reward=None, expected_reward=None):
-    req = service_pb2.UpdateRequest(instance=instance, reward=reward)
+                    fidelity=None, best_expected_reward=None, expected_reward=None, slot_id=None):
+    req = service_pb2.UpdateRequest(instance=instance, reward=reward, slot_id=slot_id or "")
     if event_id is not None and direct is not None:
         raise ValueError("give either event_id or direct, not both")
     if event_id is not None:
@@ -326,7 +341,8 @@ class BanditClient:
 
     # ---- decisions and rewards ----
     def select(self, instance, candidates=None, *, x=None, return_scores=False, context=None,
-               actions=None, excluded_actions=None, explain=False, timeout=None):
+               actions=None, excluded_actions=None, explain=False, event_id=None, slots=None,
+               defer_activation=False, timeout=None):
         """A Decision. ``candidates``: one feature vector (sequence of floats) per candidate arm,
         for contextual policies; ``x``: the input point for kernel-selection policies.
 
@@ -334,20 +350,33 @@ class BanditClient:
         JSON text) shared by every action, ``actions`` a list of {"id": ..., "features": {...}},
         ``excluded_actions`` ids not to choose now. The decision's ``action_id`` names the
         choice; with ``return_scores`` its ``ranking`` lists every action's probability; with
-        ``explain`` its ``explanation`` lists the chosen action's hashed features and weights."""
+        ``explain`` its ``explanation`` lists the chosen action's hashed features and weights.
+        ``event_id``: the decision's id, chosen by the caller (at most 256 letters, digits and
+        . _ : ~ -); refused with ALREADY_EXISTS while a decision with that id awaits its reward.
+        ``slots``: a multi-slot decision, a list of {"id": ..., "features": {...} (named) or
+        "dense_features": [...], "excluded_actions": [...], "baseline_action": ...}; the
+        decision's ``slots`` give each slot's choice and conditional propensity, and rewards
+        come per slot (``update(..., slot_id=...)``). ``defer_activation``: not learned from
+        until ``activate(instance, event_id)``."""
         req = _select_request(instance, candidates, x, return_scores, context, actions,
-                              excluded_actions, explain)
+                              excluded_actions, explain, event_id, slots, defer_activation)
         return self._call(self._stub.Select, req, timeout)
 
     def update(self, instance, event_id=None, reward=0.0, *, direct=None, embedding=None,
-               fidelity=None, best_expected_reward=None, expected_reward=None, timeout=None):
-        """Reports ``reward`` for the decision ``event_id`` (or a ``direct`` observation:
-        DirectObservation or dict with arm_id / features / x, or with named features
-        {"context": {...}, "action": {"id": ..., "features": {...}}}). Returns the
-        UpdateResponse."""
+               fidelity=None, best_expected_reward=None, expected_reward=None, slot_id=None,
+               timeout=None):
+        """Reports ``reward`` for the decision ``event_id`` (for a multi-slot decision, for its
+        slot ``slot_id``), or a ``direct`` observation: DirectObservation or dict with arm_id /
+        features / x, or with named features {"context": {...}, "action": {"id": ...,
+        "features": {...}}}. Returns the UpdateResponse."""
         req = _update_request(instance, event_id, reward, direct, embedding, fidelity,
-                              best_expected_reward, expected_reward)
+                              best_expected_reward, expected_reward, slot_id)
         return self._call(self._stub.Update, req, timeout)
+
+    def activate(self, instance, event_id, *, timeout=None):
+        """Activates a decision made with ``defer_activation``: from now on it is learned from."""
+        req = service_pb2.ActivateRequest(instance=instance, event_id=event_id)
+        return self._call(self._stub.Activate, req, timeout)
 
     def select_batch(self, requests, *, timeout=None):
         """``requests``: SelectRequest messages or dicts of select() keywords (with "instance").

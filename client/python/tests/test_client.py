@@ -192,6 +192,36 @@ class LiveServerTest(unittest.TestCase):
             self.client.select(n, context={"User": {"age": [1, "x"]}}, actions=actions)
         self.assertIn("context.User.age[1]", str(err.exception))
 
+    def test_slots_caller_event_ids_and_activation(self):
+        # Two slots over named actions: distinct choices, a reward per slot; a deferred decision
+        # learns only once activated; a caller-chosen event id is the decision's.
+        n = self.name("slots")
+        self.client.create_instance(
+            n, {"policy": {"linucb": {"alpha": 0.3}},
+                "feature_space": {"bits": 8, "interactions": ["UA"]}, "seed": 3})
+        actions = [{"id": a, "features": {"Action": {"genre": a}}}
+                   for a in ("news", "sports", "music")]
+        d = self.client.select(n, context={"User": {"country": "DE"}}, actions=actions,
+                               slots=[{"id": "hero", "features": {"Slot": {"size": "large"}}},
+                                      {"id": "tile", "excluded_actions": ["news"]}],
+                               event_id="page-view-1", defer_activation=True,
+                               return_scores=True)
+        self.assertEqual(d.event_id, "page-view-1")
+        self.assertEqual([s.slot_id for s in d.slots], ["hero", "tile"])
+        self.assertNotEqual(d.slots[0].action_id, d.slots[1].action_id)
+        self.assertNotEqual(d.slots[1].action_id, "news")
+        self.client.update(n, "page-view-1", reward=1.0, slot_id="hero")
+        self.assertEqual(self.client.get_instance(n).stats.updates, 0)  # not activated yet
+        self.client.activate(n, "page-view-1")
+        self.assertEqual(self.client.get_instance(n).stats.updates, 1)
+        self.client.update(n, "page-view-1", reward=0.0, slot_id="tile")
+        self.assertEqual(self.client.get_instance(n).stats.updates, 2)
+        with self.assertRaises(FailedPreconditionError):  # finished: both slots rewarded
+            self.client.activate(n, "page-view-1")
+        with self.assertRaises(InvalidArgumentError) as err:
+            self.client.select(n, context={}, actions=actions, slots=[{"id": "a"}, {"id": "a"}])
+        self.assertIn("slots[1].id 'a' repeats", str(err.exception))
+
     def test_direct_update(self):
         n = self.name("lin")
         self.client.create_instance(n, LINUCB)

@@ -1,0 +1,539 @@
+// Multi-slot decisions, rewards per slot, reward aggregation and deferred activation, through
+// DecisionService: conditional propensities against their closed form and a frequency count,
+// exact counts of what is learned and when, bad input refused with nothing changed, and exact
+// replay after a crash.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include <nlohmann/json.hpp>
+
+#include "bandit/v1/storage.pb.h"
+#include "client/cpp/decision_log_format.h"
+#include "server/decision_service.h"
+#include "server/storage/snapshot_store.h"
+#include "tests/server/fault_injection_fs.h"
+#include "tests/server/file_node.h"
+#include "tests/server/server_test_util.h"
+
+namespace bandit::server {
+namespace {
+
+using absl::StatusCode;
+using ::testing::HasSubstr;
+using testing::Create;
+namespace v1 = bandit::v1;
+
+// `n` dense candidates of dimension 2 (candidate i = (0.6, 0.6 i / n): norms at most 1, as the
+// GLM policies require) and the given slots.
+v1::SelectRequest SlotRequest(const std::string& instance, int n, std::vector<std::string> slots) {
+  v1::SelectRequest req;
+  req.set_instance(instance);
+  for (int i = 0; i < n; ++i) {
+    auto* c = req.add_candidates();
+    c->add_values(0.6);
+    c->add_values(0.6 * i / n);
+  }
+  for (const auto& id : slots) req.add_slots()->set_id(id);
+  return req;
+}
+
+std::string Exported(DecisionService& svc, const std::string& name) {
+  v1::ExportInstanceRequest req;
+  req.set_name(name);
+  v1::ExportInstanceResponse resp;
+  EXPECT_TRUE(svc.ExportInstance(req, &resp).ok());
+  return resp.snapshot();
+}
+
+// The learned state (and random engine) of an instance's policy.
+std::string PolicyState(DecisionService& svc, const std::string& name) {
+  v1::ExportInstanceRequest req;
+  req.set_name(name);
+  v1::ExportInstanceResponse resp;
+  EXPECT_TRUE(svc.ExportInstance(req, &resp).ok());
+  auto snap = SnapshotStore::Decode(resp.snapshot());
+  EXPECT_TRUE(snap.ok()) << snap.status();
+  return snap.ok() ? snap->policy().SerializeAsString() : "";
+}
+
+v1::InstanceStats Stats(DecisionService& svc, const std::string& name) {
+  v1::GetInstanceRequest req;
+  req.set_name(name);
+  v1::Instance out;
+  EXPECT_TRUE(svc.GetInstance(req, &out).ok());
+  return out.stats();
+}
+
+absl::Status Reward(DecisionService& svc, const std::string& name, const std::string& event,
+                    const std::string& slot, double reward) {
+  v1::UpdateRequest up;
+  up.set_instance(name);
+  up.set_event_id(event);
+  up.set_slot_id(slot);
+  up.set_reward(reward);
+  v1::UpdateResponse r;
+  return svc.Update(up, &r);
+}
+
+absl::Status Activate(DecisionService& svc, const std::string& name, const std::string& event) {
+  v1::ActivateRequest req;
+  req.set_instance(name);
+  req.set_event_id(event);
+  v1::ActivateResponse out;
+  return svc.Activate(req, &out);
+}
+
+std::vector<v1::LoggedDecision> Log(DecisionService& svc, const std::string& name) {
+  v1::ExportDecisionLogRequest req;
+  req.set_name(name);
+  std::vector<v1::LoggedDecision> out;
+  DecisionService::DecisionLogCursor cursor;
+  for (bool done = false; !done;) {
+    v1::DecisionLogChunk chunk;
+    EXPECT_TRUE(svc.ReadDecisionLog(req, &cursor, &chunk, &done).ok());
+    for (const auto& d : chunk.decisions()) out.push_back(d);
+  }
+  return out;
+}
+
+constexpr char kEpsGreedy[] =
+    "policy { glm_epsilon_greedy { dimension: 2 link: GAUSSIAN epsilon: 0.3 } } seed: 7";
+
+// epsilon-greedy before any reward: the greedy action is the first one offered (all scores are
+// 0), so slot k's probability of its j-th offered action is eps / m + (j == 0) (1 - eps).
+double EpsGreedyProbability(int offered_position, int offered) {
+  return 0.3 / offered + (offered_position == 0 ? 0.7 : 0.0);
+}
+
+TEST(Slots, ConditionalPropensitiesAreTheClosedFormAndTheFrequencies) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  // Expired decisions are dropped: the policy learns nothing, so every draw is from the same
+  // distribution.
+  ASSERT_TRUE(svc.CreateInstance(Create("x", absl::StrCat(kEpsGreedy, " pending { reward_wait_ms: "
+                                                                      "1 on_expiry: DROP }")),
+                                 &out)
+                  .ok());
+  constexpr int kActions = 4, kDraws = 200'000;
+  std::map<std::pair<int, int>, int> count;
+  for (int t = 0; t < kDraws; ++t) {
+    v1::SelectRequest req = SlotRequest("x", kActions, {"hero", "tile"});
+    req.set_return_scores(t == 0);
+    v1::Decision d;
+    { const absl::Status st = svc.Select(req, &d); ASSERT_TRUE(st.ok()) << st; }
+    ASSERT_EQ(d.slots_size(), 2);
+    const int a = d.slots(0).arm_index(), b = d.slots(1).arm_index();
+    ASSERT_NE(a, b);
+    // Slot 0 is offered every action, slot 1 the three others, in request order.
+    EXPECT_DOUBLE_EQ(d.slots(0).propensity(), EpsGreedyProbability(a, kActions));
+    const int b_position = b - (b > a ? 1 : 0);
+    EXPECT_DOUBLE_EQ(d.slots(1).propensity(), EpsGreedyProbability(b_position, kActions - 1));
+    EXPECT_EQ(d.arm_index(), a);  // the decision's own fields are its first slot's
+    if (t == 0) {
+      // The ranking: every action offered to the slot with its conditional probability.
+      double sum = 0;
+      for (const auto& r : d.slots(1).ranking()) sum += r.probability();
+      EXPECT_NEAR(sum, 1.0, 1e-12);
+      EXPECT_EQ(d.slots(1).ranking_size(), kActions - 1);
+      EXPECT_EQ(d.slots(1).ranking(0).id(), d.slots(1).action_id());
+      for (const auto& r : d.slots(1).ranking()) EXPECT_NE(r.id(), d.slots(0).action_id());
+    }
+    ++count[{a, b}];
+    if (t % 1000 == 999) clock.Advance(2);
+  }
+  for (int a = 0; a < kActions; ++a)
+    for (int b = 0; b < kActions; ++b) {
+      if (a == b) continue;
+      const int b_position = b - (b > a ? 1 : 0);
+      const double p = EpsGreedyProbability(a, kActions) *
+                       EpsGreedyProbability(b_position, kActions - 1);
+      const double sigma = std::sqrt(p * (1 - p) / kDraws);
+      EXPECT_NEAR(static_cast<double>(count[{a, b}]) / kDraws, p, 5 * sigma) << a << "," << b;
+    }
+}
+
+TEST(Slots, ExclusionsAndBaselinesShapeEachSlotsChoice) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("x", absl::StrCat(kEpsGreedy,
+                                                           " decision_log { enabled: true }")),
+                                 &out)
+                  .ok());
+  for (int t = 0; t < 200; ++t) {
+    v1::SelectRequest req = SlotRequest("x", 5, {"a", "b", "c"});
+    req.mutable_slots(0)->add_excluded_actions("0");
+    req.mutable_slots(0)->add_excluded_actions("1");
+    req.mutable_slots(1)->add_excluded_actions("4");
+    req.mutable_slots(2)->set_baseline_action("3");
+    v1::Decision d;
+    { const absl::Status st = svc.Select(req, &d); ASSERT_TRUE(st.ok()) << st; }
+    EXPECT_GE(d.slots(0).arm_index(), 2);
+    EXPECT_NE(d.slots(1).arm_index(), 4);
+    std::set<int> chosen;
+    for (const auto& s : d.slots()) {
+      chosen.insert(s.arm_index());
+      EXPECT_EQ(s.action_id(), absl::StrCat(s.arm_index()));  // a dense candidate's id
+    }
+    EXPECT_EQ(chosen.size(), 3u);
+  }
+  // The log has one entry per slot, with the slot's offered actions and its baseline.
+  const auto log = Log(svc, "x");
+  ASSERT_EQ(log.size(), 600u);
+  EXPECT_EQ(log[0].slot_id(), "a");
+  EXPECT_EQ(log[0].slot_index(), 0);
+  EXPECT_THAT(std::vector<int>(log[0].slot_actions().begin(), log[0].slot_actions().end()),
+              ::testing::ElementsAre(2, 3, 4));
+  EXPECT_EQ(log[0].baseline_index(), -1);
+  EXPECT_EQ(log[2].slot_id(), "c");
+  EXPECT_EQ(log[2].baseline_index(), 3);
+  EXPECT_EQ(log[1].event_id(), log[0].event_id());
+  EXPECT_EQ(log[2].num_candidates(), log[2].slot_actions_size());
+}
+
+TEST(Slots, EachSlotIsRewardedOnceAndTheRestGetTheDefault) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("x", "policy { linucb { dimension: 2 } } "
+                                             "pending { reward_wait_ms: 1000 default_reward: 0.25 } "
+                                             "decision_log { enabled: true }"),
+                                 &out)
+                  .ok());
+  v1::Decision d;
+  { const absl::Status st = svc.Select(SlotRequest("x", 4, {"hero", "tile1", "tile2"}), &d); ASSERT_TRUE(st.ok()) << st; }
+  const std::string e = d.event_id();
+  ASSERT_TRUE(Reward(svc, "x", e, "hero", 1.0).ok());
+  ASSERT_TRUE(Reward(svc, "x", e, "tile2", 0.5).ok());
+  EXPECT_EQ(Reward(svc, "x", e, "hero", 1.0).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Reward(svc, "x", e, "", 1.0).code(), StatusCode::kInvalidArgument);
+  const absl::Status unknown = Reward(svc, "x", e, "footer", 1.0);
+  EXPECT_EQ(unknown.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(unknown.message()), HasSubstr("hero, tile1, tile2"));
+  EXPECT_EQ(Stats(svc, "x").updates(), 2);
+  EXPECT_EQ(Stats(svc, "x").pending(), 1);
+  clock.Advance(1001);
+  EXPECT_EQ(Stats(svc, "x").updates(), 3);  // tile1 learned the default
+  EXPECT_EQ(Stats(svc, "x").pending(), 0);
+  EXPECT_DOUBLE_EQ(Stats(svc, "x").reward_sum(), 1.75);
+  EXPECT_EQ(Reward(svc, "x", e, "tile1", 1.0).code(), StatusCode::kFailedPrecondition);
+  const auto log = Log(svc, "x");
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(log[0].outcome(), v1::OUTCOME_REWARDED);
+  EXPECT_EQ(log[1].outcome(), v1::OUTCOME_EXPIRED_DEFAULT);
+  EXPECT_DOUBLE_EQ(log[1].reward(), 0.25);
+  EXPECT_EQ(log[2].outcome(), v1::OUTCOME_REWARDED);
+  EXPECT_DOUBLE_EQ(log[2].reward(), 0.5);
+
+  // A single decision takes no slot id.
+  v1::SelectRequest single = SlotRequest("x", 2, {});
+  { const absl::Status st = svc.Select(single, &d); ASSERT_TRUE(st.ok()) << st; }
+  EXPECT_EQ(Reward(svc, "x", d.event_id(), "hero", 1.0).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Reward(svc, "x", d.event_id(), "", 1.0).ok());
+}
+
+TEST(Slots, BadSlotsAreRefusedAndChangeNothing) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("x", kEpsGreedy), &out).ok());
+  ASSERT_TRUE(svc.CreateInstance(Create("arms", "policy { ucb1 {} num_arms: 3 }"), &out).ok());
+  const std::string before = Exported(svc, "x");
+  struct Case {
+    std::string what;
+    v1::SelectRequest req;
+    std::string says;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"more slots than actions", SlotRequest("x", 2, {"a", "b", "c"}),
+                   "slots has 3 entries, expected at most 2"});
+  cases.push_back({"duplicate slot ids", SlotRequest("x", 3, {"a", "a"}), "slots[1].id 'a' repeats"});
+  cases.push_back({"bad slot id", SlotRequest("x", 3, {"a b"}), "slots[0].id"});
+  {
+    auto r = SlotRequest("x", 3, {"a", "b"});
+    r.mutable_slots(1)->set_baseline_action("2");
+    r.mutable_slots(1)->add_excluded_actions("2");
+    cases.push_back({"baseline excluded in its slot", r, "is excluded for that slot"});
+  }
+  {
+    auto r = SlotRequest("x", 3, {"a", "b"});
+    r.mutable_slots(0)->set_baseline_action("1");
+    r.mutable_slots(1)->set_baseline_action("1");
+    cases.push_back({"baseline shared", r, "is also slots[0]'s baseline"});
+  }
+  {
+    auto r = SlotRequest("x", 3, {"a", "b"});
+    r.mutable_slots(1)->add_excluded_actions("0");
+    r.mutable_slots(1)->add_excluded_actions("1");
+    cases.push_back({"slot left one action after one slot", r,
+                     "slots[1] may choose among 1 actions, expected more than 1"});
+  }
+  {
+    auto r = SlotRequest("x", 3, {"a"});
+    r.mutable_slots(0)->add_excluded_actions("7");
+    cases.push_back({"unknown excluded id", r, "slots[0].excluded_actions[0] '7'"});
+  }
+  {
+    auto r = SlotRequest("x", 3, {"a", "b"});
+    r.mutable_slots(0)->add_dense_features(1.0);
+    cases.push_back({"slot features of different lengths", r, "slots[1].dense_features has 0"});
+  }
+  {
+    auto r = SlotRequest("x", 3, {"a"});
+    r.mutable_slots(0)->add_dense_features(NAN);
+    cases.push_back({"non-finite slot feature", r, "slots[0].dense_features[0] is nan"});
+  }
+  {
+    v1::SelectRequest r;
+    r.set_instance("arms");
+    r.add_slots()->set_id("a");
+    cases.push_back({"an arm-set instance", r, "slots is set without actions"});
+  }
+  for (const Case& c : cases) {
+    v1::Decision d;
+    const absl::Status s = svc.Select(c.req, &d);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.what << ": " << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.says)) << c.what;
+  }
+  EXPECT_EQ(Exported(svc, "x"), before);
+  // The limit case is accepted: as many slots as actions.
+  v1::Decision d;
+  { const absl::Status st = svc.Select(SlotRequest("x", 3, {"a", "b", "c"}), &d); EXPECT_TRUE(st.ok()) << st; }
+}
+
+// LinUCB is deterministic and its state a function of what it learned: equal exports mean equal
+// learning.
+constexpr char kLinUcb[] = "policy { linucb { dimension: 2 } } seed: 3 pending { reward_wait_ms: 1000 }";
+
+TEST(Slots, SumAggregationLearnsTheSumOnceWhenTheWaitEnds) {
+  ManualClock clock;
+  DecisionService svc(&clock), twin(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("x", "policy { linucb { dimension: 2 } } seed: 3 pending { "
+                                             "reward_wait_ms: 1000 reward_aggregation: SUM }"),
+                                 &out)
+                  .ok());
+  ASSERT_TRUE(twin.CreateInstance(Create("x", kLinUcb), &out).ok());
+  v1::Decision d, dt;
+  { const absl::Status st = svc.Select(SlotRequest("x", 3, {"p", "q"}), &d); ASSERT_TRUE(st.ok()) << st; }
+  { const absl::Status st = twin.Select(SlotRequest("x", 3, {"p", "q"}), &dt); ASSERT_TRUE(st.ok()) << st; }
+  ASSERT_TRUE(Reward(svc, "x", d.event_id(), "p", 0.5).ok());
+  ASSERT_TRUE(Reward(svc, "x", d.event_id(), "p", 0.25).ok());
+  ASSERT_TRUE(Reward(svc, "x", d.event_id(), "q", 1.0).ok());
+  EXPECT_EQ(Stats(svc, "x").updates(), 0);  // nothing learned within the wait
+  // The twin learns the same sums at once (EARLIEST): the same learned state in the end.
+  ASSERT_TRUE(Reward(twin, "x", dt.event_id(), "p", 0.75).ok());
+  ASSERT_TRUE(Reward(twin, "x", dt.event_id(), "q", 1.0).ok());
+  EXPECT_NE(PolicyState(svc, "x"), PolicyState(twin, "x"));
+  clock.Advance(1001);
+  EXPECT_EQ(Stats(svc, "x").updates(), 2);
+  EXPECT_DOUBLE_EQ(Stats(svc, "x").reward_sum(), 1.75);
+  EXPECT_EQ(PolicyState(svc, "x"), PolicyState(twin, "x"));
+}
+
+TEST(Slots, DeferredDecisionsLearnOnlyOnceActivated) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("x", absl::StrCat(kLinUcb, " decision_log { enabled: true }")),
+                                 &out)
+                  .ok());
+  auto deferred = [&](std::vector<std::string> slots) {
+    v1::SelectRequest req = SlotRequest("x", 3, std::move(slots));
+    req.set_defer_activation(true);
+    v1::Decision d;
+    { const absl::Status st = svc.Select(req, &d); EXPECT_TRUE(st.ok()) << st; }
+    return d.event_id();
+  };
+  // Reward before activation: kept, learned when activated.
+  const std::string early = deferred({});
+  ASSERT_TRUE(Reward(svc, "x", early, "", 1.0).ok());
+  EXPECT_EQ(Reward(svc, "x", early, "", 1.0).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Stats(svc, "x").updates(), 0);
+  ASSERT_TRUE(Activate(svc, "x", early).ok());
+  EXPECT_EQ(Stats(svc, "x").updates(), 1);
+  EXPECT_EQ(Stats(svc, "x").activated(), 1);
+  EXPECT_EQ(Activate(svc, "x", early).code(), StatusCode::kFailedPrecondition);  // finished
+  // Activation, then the reward: learned at once. A second activation is refused.
+  const std::string late = deferred({"top", "side"});
+  ASSERT_TRUE(Activate(svc, "x", late).ok());
+  EXPECT_EQ(Activate(svc, "x", late).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(Reward(svc, "x", late, "side", 0.5).ok());
+  EXPECT_EQ(Stats(svc, "x").updates(), 2);
+  // Never activated: dropped when the wait ends, rewards and all.
+  const std::string never = deferred({"top"});
+  ASSERT_TRUE(Reward(svc, "x", never, "top", 1.0).ok());
+  EXPECT_EQ(Activate(svc, "x", "no-such-event").code(), StatusCode::kNotFound);
+  clock.Advance(1001);
+  const v1::InstanceStats stats = Stats(svc, "x");
+  EXPECT_EQ(stats.not_activated(), 1);
+  EXPECT_EQ(stats.updates(), 3);  // late's "top" slot got the default; never got nothing
+  EXPECT_EQ(Activate(svc, "x", never).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Reward(svc, "x", never, "top", 1.0).code(), StatusCode::kFailedPrecondition);
+  const auto log = Log(svc, "x");
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_EQ(log[0].outcome(), v1::OUTCOME_REWARDED);
+  EXPECT_EQ(log[3].outcome(), v1::OUTCOME_NOT_ACTIVATED);
+}
+
+TEST(Slots, PendingSlotsActivationsAndKeptRewardsReplayExactlyAfterACrash) {
+  using Node = testing::FileNode;
+  ManualClock clock, twin_clock;  // advanced alike
+  FaultInjectionFs fs;
+  DecisionService twin(&twin_clock);
+  v1::Instance out;
+  const std::string config =
+      absl::StrCat(kEpsGreedy, " pending { reward_wait_ms: 50 } decision_log { enabled: true }");
+  ASSERT_TRUE(twin.CreateInstance(Create("x", config), &out).ok());
+  // Round t: a 2-slot decision over 4 candidates, deferred every third round, activated a round
+  // later; each slot's reward comes a round later (the first slot's only on even rounds).
+  struct Open {
+    std::string event;
+    bool deferred;
+  };
+  // Returns what the round saw: the status codes of the activation and rewards (a decision
+  // whose wait passed refuses them) and the arms chosen.
+  auto play = [&](DecisionService& svc, ManualClock& at, int t, std::vector<Open>* open) {
+    std::vector<int> arms;
+    for (const Open& o : *open) {
+      if (o.deferred) arms.push_back(static_cast<int>(Activate(svc, "x", o.event).code()));
+      if (t % 2 == 0)
+        arms.push_back(static_cast<int>(Reward(svc, "x", o.event, "s0", 0.1 * (t % 7)).code()));
+      arms.push_back(static_cast<int>(Reward(svc, "x", o.event, "s1", 0.2).code()));
+    }
+    open->clear();
+    v1::SelectRequest req = SlotRequest("x", 4, {"s0", "s1"});
+    req.set_defer_activation(t % 3 == 0);
+    v1::Decision d;
+    { const absl::Status st = svc.Select(req, &d); EXPECT_TRUE(st.ok()) << st; }
+    for (const auto& s : d.slots()) arms.push_back(s.arm_index());
+    open->push_back({d.event_id(), req.defer_activation()});
+    at.Advance(t % 5 == 0 ? 60 : 1);  // now and then a wait passes
+    return arms;
+  };
+  std::vector<Open> open_a, open_twin;
+  {
+    Node a(&fs, &clock);
+    ASSERT_TRUE(a.svc.CreateInstance(Create("x", config), &out).ok());
+    for (int t = 0; t < 80; ++t) {
+      ASSERT_EQ(play(a.svc, clock, t, &open_a), play(twin, twin_clock, t, &open_twin)) << t;
+      if (t == 40) ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+    }
+    ASSERT_TRUE(a.persistence->storage()->Flush().ok());
+    fs.Crash();
+  }
+  Node b(&fs, &clock);
+  // The last decision is still pending (with its kept state) and is activated and rewarded by
+  // the next round, on the restarted node as on the twin (each with its own event ids: each
+  // instance has its own uid).
+  for (int t = 80; t < 160; ++t)
+    ASSERT_EQ(play(b.svc, clock, t, &open_a), play(twin, twin_clock, t, &open_twin)) << t;
+  EXPECT_EQ(Stats(b.svc, "x").updates(), Stats(twin, "x").updates());
+  EXPECT_GT(Stats(twin, "x").not_activated(), 0);  // the schedule lets some waits pass
+  EXPECT_GT(Stats(twin, "x").activated(), 0);
+  EXPECT_EQ(Stats(b.svc, "x").not_activated(), Stats(twin, "x").not_activated());
+  EXPECT_DOUBLE_EQ(Stats(b.svc, "x").reward_sum(), Stats(twin, "x").reward_sum());
+}
+
+// Named multi-slot decisions: each slot's vectors carry the slot's features and index as VW's
+// CCB builds them, and the log exports as VW's CCB DSJSON whose rules hold on every line.
+TEST(Slots, NamedSlotsExportAsVwsConditionalContextualBanditLines) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("page", "policy { glm_epsilon_greedy { link: GAUSSIAN "
+                                                "epsilon: 0.2 max_feature_norm: 10 } } feature_space { bits: 6 "
+                                                "interactions: 'UA' } decision_log { enabled: true }"),
+                                 &out)
+                  .ok());
+  std::map<std::string, std::vector<double>> rewards;  // event -> reward per slot (NaN: none)
+  for (int t = 0; t < 50; ++t) {
+    v1::SelectRequest req;
+    req.set_instance("page");
+    req.set_context(absl::StrCat(R"({"User":{"country":")", t % 2 ? "DE" : "US", R"("}})"));
+    for (int a = 0; a < 5; ++a) {
+      auto* action = req.add_actions();
+      action->set_id(absl::StrCat("article-", a));
+      action->set_features(absl::StrCat(R"({"Action":{"topic":"t)", a % 3, R"("}})"));
+    }
+    req.add_excluded_actions("article-4");
+    auto* hero = req.add_slots();
+    hero->set_id("hero");
+    hero->set_features(R"({"Slot":{"size":"large"}})");
+    hero->set_baseline_action("article-0");
+    auto* tile = req.add_slots();
+    tile->set_id("tile");
+    tile->add_excluded_actions("article-1");
+    tile->set_baseline_action("article-2");
+    v1::Decision d;
+    { const absl::Status st = svc.Select(req, &d); ASSERT_TRUE(st.ok()) << st; }
+    ASSERT_EQ(d.slots_size(), 2);
+    EXPECT_NE(d.slots(0).action_id(), "article-4");
+    EXPECT_NE(d.slots(1).action_id(), "article-1");
+    std::vector<double> r = {NAN, NAN};
+    if (t % 3 != 0) {
+      r[0] = t % 2;
+      ASSERT_TRUE(Reward(svc, "page", d.event_id(), "hero", r[0]).ok());
+    }
+    rewards[d.event_id()] = r;
+  }
+  std::vector<std::string> lines;
+  client::DecisionGrouper grouper([&](std::span<const v1::LoggedDecision> decision) {
+    lines.push_back(client::FormatSlots(client::LogFormat::kDsjson, decision, "page"));
+  });
+  for (const auto& d : Log(svc, "page")) grouper.Add(d);
+  grouper.Flush();
+  ASSERT_EQ(lines.size(), 50u);
+  for (const std::string& line : lines) {
+    const auto j = nlohmann::json::parse(line);
+    const auto& multi = j["c"]["_multi"];
+    const auto& slots = j["c"]["_slots"];
+    const auto& outcomes = j["_outcomes"];
+    // The excluded article was offered to no slot; the others were.
+    EXPECT_EQ(multi.size(), 4u) << line;
+    ASSERT_EQ(slots.size(), 2u);
+    ASSERT_EQ(outcomes.size(), 2u);
+    EXPECT_EQ(slots[0]["_id"], "hero");
+    EXPECT_EQ(slots[0]["Slot"]["size"], "large");
+    EXPECT_EQ(j["_ba"], nlohmann::json::array({0, 2}));
+    std::set<int> taken;
+    for (size_t k = 0; k < 2; ++k) {
+      const auto& inc = slots[k]["_inc"];
+      const auto& a = outcomes[k]["_a"];
+      const auto& p = outcomes[k]["_p"];
+      EXPECT_EQ(outcomes[k]["_id"], slots[k]["_id"]);
+      // VW's rules: the outcome's actions are the slot's included ones, chosen first, each
+      // once, none taken by an earlier slot; the probabilities follow them and sum to 1.
+      ASSERT_EQ(a.size(), inc.size());
+      ASSERT_EQ(p.size(), a.size());
+      std::set<int> inc_set(inc.begin(), inc.end()), a_set(a.begin(), a.end());
+      EXPECT_EQ(inc_set, a_set);
+      EXPECT_EQ(a_set.size(), a.size());
+      EXPECT_EQ(taken.count(a[0].get<int>()), 0u);
+      double sum = 0;
+      for (const auto& v : p) sum += v.get<double>();
+      EXPECT_NEAR(sum, 1.0, 1e-12);
+      taken.insert(a[0].get<int>());
+    }
+    // Slot "tile" excludes article-1 (multi index 1).
+    for (const auto& i : slots[1]["_inc"]) EXPECT_NE(i.get<int>(), 1);
+    const auto& r = rewards.at(j["EventId"].get<std::string>());
+    if (std::isnan(r[0])) {
+      EXPECT_FALSE(outcomes[0].contains("_label_cost"));
+    } else {
+      EXPECT_EQ(outcomes[0]["_label_cost"].get<double>(), -r[0]);
+    }
+    EXPECT_FALSE(outcomes[1].contains("_label_cost"));  // never rewarded, still pending
+  }
+}
+
+}  // namespace
+}  // namespace bandit::server

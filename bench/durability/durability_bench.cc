@@ -23,7 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "server/decision_service.h"
 #include "server/persistence.h"
-#include "server/storage/postgres_storage.h"
+#include "server/storage/postgres/postgres_storage.h"
 
 #include <libpq-fe.h>
 

@@ -19,7 +19,7 @@
 #include "server/cluster/cluster_metrics.h"
 #include "server/cluster/cluster_node.h"
 #include "server/log.h"
-#include "server/storage/postgres_storage.h"
+#include "server/storage/postgres/postgres_storage.h"
 
 namespace bandit::server {
 namespace {

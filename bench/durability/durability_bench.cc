@@ -23,7 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "server/decision_service.h"
 #include "server/persistence.h"
-#include "server/storage/postgres_storage.h"
+#include "server/storage/postgres/postgres_storage.h"
 
 #include <libpq-fe.h>
 
@@ -70,8 +70,8 @@ static v1::SelectRequest Select(const std::string& name, int i) {
 
 // Updates acknowledged per second with `threads` writers, each doing select+update and waiting
 // for durability as the gRPC layer does before acknowledging.
-// Where a run keeps its state: files under --dir, or PostgreSQL (--postgres_dsn; the tables are
-// dropped first so every run starts empty).
+// Where a run keeps its state: files under --dir, or PostgreSQL (--postgres_dsn; every table of
+// the schema and its function are dropped first so every run starts empty and migrates again).
 struct Backend {
   std::string name;  // file, postgres, postgres-no-pipeline
   std::string dir, dsn;
@@ -81,7 +81,8 @@ static void DropTables(const std::string& dsn) {
   PGconn* c = PQconnectdb(dsn.c_str());
   PGresult* r = PQexec(c,
                        "SET client_min_messages TO warning; DROP TABLE IF EXISTS "
-                       "bandit_journal, bandit_snapshots, bandit_schema_version");
+                       "bandit_journal, bandit_snapshots, bandit_schema_version, bandit_nodes, "
+                       "bandit_leases, bandit_diverged; DROP FUNCTION IF EXISTS bandit_fence");
   if (PQresultStatus(r) != PGRES_COMMAND_OK) {
     std::cerr << "dropping the tables: " << PQerrorMessage(c) << "\n";
     std::exit(1);

@@ -62,6 +62,11 @@
 //
 // The regularized incomplete beta function, its inverse and the Gauss-Kronrod nodes come from
 // Boost.Math (header-only, Debian's libboost-dev).
+//
+// Two files hold the two ideas: argmax_grid.{h,cc} the grid (the arms' zones and curves, the
+// integer sums per cell, their evaluation at a node, the distribution functions),
+// argmax_probability.cc the quadratures (the regions, the panels, Gauss-Kronrod, Of(), All(),
+// the exact evaluation).
 #pragma once
 
 #include <array>
@@ -75,6 +80,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/classic/argmax_grid.h"
 #include "core/policy.h"
 
 namespace bandit {
@@ -103,13 +109,6 @@ class ArgmaxProbability {
   ArgmaxProbability(Family family, const Vector& first, const Vector& second);
   explicit ArgmaxProbability(Family family) : family_(family) {}
 
-  // Exact evaluation only (no curves, no grid, no 0/1 zones): the slow reference the tests
-  // compare the fast path with.
-  void set_exact(bool exact) {
-    exact_ = exact;
-    prepared_ = false;
-  }
-
   // Arm j's posterior is now (first, second), 0 <= j < size(): its contribution leaves the
   // grid's sum at once, its new one is built and added when next needed. Unchanged parameters
   // keep it.
@@ -127,42 +126,39 @@ class ArgmaxProbability {
   // end) take Of(a).
   Vector All() const;
 
+  // ---- For tests only: hooks into the method's internals, not part of the API. ----
+
+  // Exact evaluation only (no curves, no grid, no 0/1 zones): the slow reference the tests
+  // compare the fast path with.
+  void SetExactForTesting(bool exact) {
+    exact_ = exact;
+    prepared_ = false;
+  }
   // Σ_{j≠a} log F_j(x) as the fast path evaluates it from the grid (-inf below a competitor's
-  // lowest cell; for tests).
-  double LogProductOfOthers(int a, double x) const;
-  // The grid's sums, cell by cell: (level, cell, arms, integer coefficients), sorted (for
-  // tests: equal to a fresh build's after any sequence of Set() calls).
-  std::vector<std::pair<std::array<int64_t, 3>, std::vector<int64_t>>> GridSnapshot() const;
-  int grid_bits() const { return grid_bits_; }
-
-  // Number of integrand evaluations of the last Of() (for tests and benchmarks).
-  int64_t evaluations() const { return evaluations_; }
-  // Curve builds since construction (for tests: a Set with new parameters causes one when the
-  // arm is next needed, an unchanged arm none).
-  int64_t curve_builds() const { return curve_builds_; }
-  // Arms changed since their contribution was last added to the grid (for tests).
-  int64_t pending_arms() const { return static_cast<int64_t>(pending_.size()); }
-  // The lowest lower end any region can have, min over the two arms bounding regions of their
-  // Q(eps); arms whose posterior lies wholly below it (1 - F_j(floor) <= kZoneTail) are left
-  // out of the grid until it falls to them: their factor is 1 on every region. For tests, with
-  // the number of arms left out.
-  double grid_floor() const;
-  int64_t deferred_arms() const { return static_cast<int64_t>(deferred_.size()); }
-
-  // log F_j as a piecewise Chebyshev series on [lo, hi] (see above): for an arm, the cells
-  // first_cell .. first_cell + pieces - 1 of grid level `level` (lo = first_cell 2^-level,
-  // scale = 2^level); for the shared Normal curve, equal pieces of any width.
-  struct Curve {
-    double lo = 0, hi = 0, scale = 0;  // scale = pieces / (hi - lo)
-    int pieces = 0;
-    int degree = 0;  // kCurveDegree (arms), lower for the shared Normal curve
-    int level = 0;
-    int64_t first_cell = 0;
-    std::vector<double> coef;  // pieces x (degree + 1)
-    double operator()(double x) const;
-  };
+  // lowest cell).
+  double LogProductOfOthersForTesting(int a, double x) const;
+  // The grid's sums, cell by cell: (level, cell, arms, integer coefficients), sorted (equal to
+  // a fresh build's after any sequence of Set() calls).
+  std::vector<std::pair<std::array<int64_t, 3>, std::vector<int64_t>>> GridSnapshotForTesting()
+      const;
+  // Number of integrand evaluations of the last Of() or All().
+  int64_t EvaluationsForTesting() const { return evaluations_; }
+  // Curve builds since construction (a Set with new parameters causes one when the arm is next
+  // needed, an unchanged arm none).
+  int64_t CurveBuildsForTesting() const { return curve_builds_; }
+  // Arms changed since their contribution was last added to the grid.
+  int64_t PendingArmsForTesting() const { return static_cast<int64_t>(pending_.size()); }
+  // Arms left out of the grid because their posterior lies wholly below its floor (see
+  // grid_floor()).
+  int64_t DeferredArmsForTesting() const { return static_cast<int64_t>(deferred_.size()); }
 
  private:
+  using Curve = argmax::Curve;
+  // The lowest lower end any region can have, min over the two arms bounding regions of their
+  // Q(eps); arms whose posterior lies wholly below it (1 - F_j(floor) <= kZoneTail) are left
+  // out of the grid until it falls to them: their factor is 1 on every region.
+  double grid_floor() const;
+
   struct Arm {
     double first = 0, second = 0;
     double mean = 0, sd = 0;  // of the posterior

@@ -1,81 +1,35 @@
 #include "server/cluster/cluster_node.h"
 
-#include <libpq-fe.h>
-
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "server/cluster/rendezvous.h"
 #include "server/log.h"
+#include "server/storage/postgres/connection.h"
 
 namespace bandit::server::cluster {
 
-// The node's own connection (membership, leases); text protocol, a few statements.
+// The node's own session (membership, leases): a few text-protocol statements, the session
+// reopened at the next statement after it was lost.
 class ClusterNode::Db {
  public:
-  using Rows = std::vector<std::vector<std::string>>;
-  Db(std::string dsn, std::string password)
-      : dsn_(std::move(dsn)), password_(std::move(password)) {}
-  ~Db() {
-    if (conn_) PQfinish(conn_);
-  }
+  explicit Db(pg::ConnectOptions options) : options_(std::move(options)) {}
 
-  absl::StatusOr<Rows> Query(const std::string& sql, const std::vector<std::string>& params = {}) {
-    if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) {
-      if (auto s = Connect(); !s.ok()) return s;
+  absl::StatusOr<pg::Result> Query(const std::string& sql, const pg::Params& params = {}) {
+    if (conn_ == nullptr || !conn_->ok()) {
+      conn_.reset();
+      auto c = pg::Connection::Open(options_);
+      if (!c.ok()) return c.status();
+      conn_ = *std::move(c);
     }
-    std::vector<const char*> p;
-    for (const auto& s : params) p.push_back(s.c_str());
-    PGresult* res = PQexecParams(conn_, sql.c_str(), static_cast<int>(p.size()), nullptr, p.data(),
-                                 nullptr, nullptr, 0);
-    const auto st = PQresultStatus(res);
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-      std::string why(absl::StripAsciiWhitespace(PQresultErrorMessage(res)));
-      if (why.empty()) why = std::string(absl::StripAsciiWhitespace(PQerrorMessage(conn_)));
-      PQclear(res);
-      if (PQstatus(conn_) != CONNECTION_OK) {
-        PQfinish(conn_);
-        conn_ = nullptr;
-      }
-      return absl::UnavailableError(absl::StrCat("PostgreSQL (cluster membership): ", why));
-    }
-    Rows rows;
-    for (int i = 0; i < PQntuples(res); ++i) {
-      auto& row = rows.emplace_back();
-      for (int j = 0; j < PQnfields(res); ++j)
-        row.push_back(PQgetisnull(res, i, j) ? "" : PQgetvalue(res, i, j));
-    }
-    PQclear(res);
-    return rows;
+    auto res = conn_->Query(sql, params);
+    if (!res.ok() && !conn_->ok()) conn_.reset();
+    return res;
   }
 
  private:
-  absl::Status Connect() {
-    if (conn_) PQfinish(conn_);
-    std::vector<const char*> keys = {
-        "connect_timeout",  "application_name", "keepalives_idle", "keepalives_interval",
-        "keepalives_count", "tcp_user_timeout", "dbname"};
-    std::vector<const char*> values = {"5", "banditd-cluster", "10",        "5",
-                                       "3", "15000",           dsn_.c_str()};
-    if (!password_.empty()) {
-      keys.push_back("password");
-      values.push_back(password_.c_str());
-    }
-    keys.push_back(nullptr);
-    values.push_back(nullptr);
-    conn_ = PQconnectdbParams(keys.data(), values.data(), 1);
-    if (PQstatus(conn_) != CONNECTION_OK) {
-      std::string why(absl::StripAsciiWhitespace(PQerrorMessage(conn_)));
-      PQfinish(conn_);
-      conn_ = nullptr;
-      return absl::UnavailableError(absl::StrCat("cannot connect to PostgreSQL (",
-                                                 PostgresStorage::RedactedDsn(dsn_), "): ", why));
-    }
-    return absl::OkStatus();
-  }
-
-  const std::string dsn_, password_;
-  PGconn* conn_ = nullptr;
+  const pg::ConnectOptions options_;
+  std::unique_ptr<pg::Connection> conn_;
 };
 
 namespace {
@@ -111,7 +65,15 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(ClusterOptions o
     return absl::InvalidArgumentError(
         absl::StrCat("--lease_ms=", options.lease.count(), ", expected at least 300"));
   std::unique_ptr<ClusterNode> node(new ClusterNode(std::move(options), storage, std::move(hooks)));
-  node->db_ = std::make_unique<Db>(node->options_.dsn, node->options_.password);
+  {
+    pg::ConnectOptions co;
+    co.dsn = node->options_.dsn;
+    co.password = node->options_.password;
+    co.application_name = "banditd-cluster";
+    co.role = "cluster membership";
+    absl::MutexLock lock(&node->db_mu_);
+    node->db_ = std::make_unique<Db>(std::move(co));
+  }
   // 62 bits: stored in a signed bigint column, and never 0 (UidSource's promise).
   node->incarnation_ = node->options_.uids->NewUid() & ((1ull << 62) - 1);
   if (node->incarnation_ == 0) node->incarnation_ = 1;
@@ -120,14 +82,18 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(ClusterOptions o
   node->heartbeat_ = std::thread([n = node.get()] {
     const auto every = n->options_.lease / 3;
     int failures = 0;
-    std::unique_lock<std::mutex> lock(n->stop_mu_);
-    while (!n->stop_cv_.wait_for(lock, every, [n] { return n->stop_; })) {
-      lock.unlock();
+    absl::MutexLock lock(&n->stop_mu_);
+    while (true) {
+      const absl::Time deadline = absl::Now() + absl::FromChrono(every);
+      while (!n->stop_ && !n->stop_cv_.WaitWithDeadline(&n->stop_mu_, deadline)) {
+      }
+      if (n->stop_) break;
+      n->stop_mu_.Unlock();
       absl::Status s = n->Heartbeat();
       if (!s.ok() && (++failures <= 3 || failures % 20 == 0))
         BANDIT_LOG_WARN("cluster heartbeat failed (", failures, "): ", s.message());
       if (s.ok()) failures = 0;
-      lock.lock();
+      n->stop_mu_.Lock();
     }
   });
   BANDIT_LOG_INFO("cluster node '", node->options_.node_id, "' (incarnation ", node->incarnation_,
@@ -139,17 +105,17 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(ClusterOptions o
 
 ClusterNode::~ClusterNode() {
   {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    absl::MutexLock lock(&stop_mu_);
     stop_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.SignalAll();
   if (heartbeat_.joinable()) heartbeat_.join();
 }
 
 absl::Status ClusterNode::Register() {
   const auto deadline =
       std::chrono::steady_clock::now() + 2 * options_.lease + std::chrono::seconds(2);
-  std::lock_guard<std::mutex> lock(db_mu_);
+  absl::MutexLock lock(&db_mu_);
   while (true) {
     const auto t0 = std::chrono::steady_clock::now();
     // Takes the row over only once a previous process with this node id has expired or left.
@@ -162,7 +128,7 @@ absl::Status ClusterNode::Register() {
         "WHERE bandit_nodes.expires_at <= clock_timestamp() RETURNING 1",
         {options_.node_id, options_.advertise, absl::StrCat(incarnation_), Ms(options_.lease)});
     if (!rows.ok()) return rows.status();
-    if (!rows->empty()) {
+    if (rows->rows() > 0) {
       storage_->SetLeaseDeadline(t0 + options_.lease * 9 / 10);
       return absl::OkStatus();
     }
@@ -176,12 +142,12 @@ absl::Status ClusterNode::Register() {
 }
 
 int64_t ClusterNode::owned() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(held_.size());
 }
 
 std::vector<std::pair<std::string, std::string>> ClusterNode::LiveMembers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<std::pair<std::string, std::string>> out = {{options_.node_id, options_.advertise}};
   for (const auto& [id, address] : addresses_)
     if (id != options_.node_id) out.emplace_back(id, address);
@@ -190,7 +156,7 @@ std::vector<std::pair<std::string, std::string>> ClusterNode::LiveMembers() cons
 
 void ClusterNode::Forget(const std::string& name, bool lost) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (held_.erase(name) == 0 && !lost) return;
   }
   storage_->Disown(name);
@@ -216,7 +182,7 @@ absl::Status ClusterNode::LoadLocked(const std::string& name, uint64_t epoch) {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     held_[name] = epoch;
     lease_owner_.erase(name);
   }
@@ -228,8 +194,8 @@ absl::Status ClusterNode::LoadLocked(const std::string& name, uint64_t epoch) {
 }
 
 absl::StatusOr<bool> ClusterNode::ClaimLocked(const std::string& name, bool create) {
-  const std::vector<std::string> params = {name, options_.node_id, absl::StrCat(incarnation_)};
-  absl::StatusOr<Db::Rows> rows;
+  const pg::Params params = {name, options_.node_id, absl::StrCat(incarnation_)};
+  absl::StatusOr<pg::Result> rows;
   if (create) {
     rows = db_->Query(
         absl::StrCat("INSERT INTO bandit_leases (instance, owner, owner_incarnation, epoch) "
@@ -249,9 +215,8 @@ absl::StatusOr<bool> ClusterNode::ClaimLocked(const std::string& name, bool crea
         params);
   }
   if (!rows.ok()) return rows.status();
-  if (rows->empty()) return false;
-  uint64_t epoch = 0;
-  (void)absl::SimpleAtoi((*rows)[0][0], &epoch);
+  if (rows->rows() == 0) return false;
+  const uint64_t epoch = rows->uint(0, 0);
   if (auto s = LoadLocked(name, epoch); !s.ok()) return s;
   BANDIT_LOG_INFO("cluster: node '", options_.node_id, "' took instance '", name, "' (lease epoch ",
                   epoch, ")");
@@ -264,7 +229,7 @@ absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create
   auto remote = [&](const std::string& owner) -> absl::StatusOr<Route> {
     std::string address;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       auto it = addresses_.find(owner);
       if (it != addresses_.end()) address = it->second;
     }
@@ -277,7 +242,7 @@ absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create
   // Held here: served here, unless this node's membership may have lapsed (paused, cut off):
   // then another node may own it by now, and not even a read is answered from this copy.
   auto held_here = [&]() -> absl::StatusOr<bool> {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = held_.find(name);
     if (it == held_.end()) return false;
     if (storage_->OwnedEpoch(name) != it->second) {  // deleted and its lease removed
@@ -295,7 +260,7 @@ absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create
     auto held = held_here();
     if (!held.ok()) return held.status();
     if (*held) return local;
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (leaving_)
       return absl::UnavailableError(
           absl::StrCat("node '", options_.node_id, "' is leaving the cluster; retry"));
@@ -307,7 +272,7 @@ absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create
       if (address != addresses_.end()) return Route{false, it->second, address->second};
     }
   }
-  std::lock_guard<std::mutex> db_lock(db_mu_);
+  absl::MutexLock db_lock(&db_mu_);
   {
     auto held = held_here();  // claimed while we waited
     if (!held.ok()) return held.status();
@@ -318,16 +283,15 @@ absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create
                                       " FROM bandit_leases WHERE instance = $1"),
                          {name});
   if (!rows.ok()) return rows.status();
-  if (!rows->empty() && (*rows)[0][3] == "t") {
-    const auto& row = (*rows)[0];
-    if (row[0] == options_.node_id && row[1] == absl::StrCat(incarnation_)) {
+  const bool exists = rows->rows() > 0;
+  if (exists && rows->text(0, 3) == "t") {
+    const std::string owner = rows->text(0, 0);
+    if (owner == options_.node_id && rows->text(0, 1) == absl::StrCat(incarnation_)) {
       // Ours but not loaded (a load failed, or it was claimed for a create): load it now.
-      uint64_t epoch = 0;
-      (void)absl::SimpleAtoi(row[2], &epoch);
-      if (auto s = LoadLocked(name, epoch); !s.ok()) return s;
+      if (auto s = LoadLocked(name, rows->uint(0, 2)); !s.ok()) return s;
       return local;
     }
-    return remote(row[0]);
+    return remote(owner);
   }
   // Placement over the members as they are now (the heartbeat's view may be lease/3 old: a
   // node that just joined must not be missed when a name is first placed).
@@ -336,15 +300,15 @@ absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create
   if (!nodes.ok()) return nodes.status();
   std::string placed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     std::vector<std::string> members;
-    for (const auto& row : *nodes) {
-      addresses_[row[0]] = row[1];
-      if (row[2] != "t") members.push_back(row[0]);
+    for (int i = 0; i < nodes->rows(); ++i) {
+      addresses_[nodes->text(i, 0)] = nodes->text(i, 1);
+      if (nodes->text(i, 2) != "t") members.push_back(nodes->text(i, 0));
     }
     placed = RendezvousOwner(members, name);
   }
-  if (rows->empty() && !create) return local;  // no such instance: answered NOT_FOUND here
+  if (!exists && !create) return local;  // no such instance: answered NOT_FOUND here
   if (placed != options_.node_id && !placed.empty() && !forwarded) return remote(placed);
   auto claimed = ClaimLocked(name, create);
   if (!claimed.ok()) return claimed.status();
@@ -352,8 +316,8 @@ absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create
   // Another node claimed it between our read and our claim.
   auto again = db_->Query("SELECT owner FROM bandit_leases WHERE instance = $1", {name});
   if (!again.ok()) return again.status();
-  if (again->empty()) return local;
-  return remote((*again)[0][0]);
+  if (again->rows() == 0) return local;
+  return remote(again->text(0, 0));
 }
 
 absl::Status ClusterNode::HandOffLocked(const std::string& name, uint64_t epoch) {
@@ -371,7 +335,7 @@ absl::Status ClusterNode::HandOffLocked(const std::string& name, uint64_t epoch)
 }
 
 absl::Status ClusterNode::Heartbeat() {
-  std::lock_guard<std::mutex> db_lock(db_mu_);
+  absl::MutexLock db_lock(&db_mu_);
   const auto t0 = std::chrono::steady_clock::now();
   auto renewed = db_->Query(
       "UPDATE bandit_nodes SET heartbeat_at = clock_timestamp(), expires_at = clock_timestamp() "
@@ -379,11 +343,11 @@ absl::Status ClusterNode::Heartbeat() {
       "RETURNING 1",
       {options_.node_id, absl::StrCat(incarnation_), Ms(options_.lease)});
   if (!renewed.ok()) return renewed.status();
-  if (renewed->empty()) {
+  if (renewed->rows() == 0) {
     // Our row was taken by a new process with our id after it expired: we are not a member.
     std::vector<std::string> all;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       for (const auto& [n, e] : held_) all.push_back(n);
     }
     for (const auto& n : all) Forget(n, /*lost=*/true);
@@ -400,14 +364,10 @@ absl::Status ClusterNode::Heartbeat() {
       {options_.node_id, absl::StrCat(incarnation_)});
   if (!mine.ok()) return mine.status();
   std::map<std::string, uint64_t> table;
-  for (const auto& row : *mine) {
-    uint64_t e = 0;
-    (void)absl::SimpleAtoi(row[1], &e);
-    table[row[0]] = e;
-  }
+  for (int i = 0; i < mine->rows(); ++i) table[mine->text(i, 0)] = mine->uint(i, 1);
   std::vector<std::string> lost;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (auto h = held_.begin(); h != held_.end();) {
       if (storage_->OwnedEpoch(h->first) != h->second) {  // deleted: its lease row is gone
         h = held_.erase(h);
@@ -429,9 +389,9 @@ absl::Status ClusterNode::Heartbeat() {
       "SELECT node_id, address, leaving FROM bandit_nodes WHERE expires_at > clock_timestamp()");
   if (!nodes.ok()) return nodes.status();
   std::map<std::string, std::string> live, addresses;
-  for (const auto& row : *nodes) {
-    addresses[row[0]] = row[1];
-    if (row[2] != "t") live[row[0]] = row[1];
+  for (int i = 0; i < nodes->rows(); ++i) {
+    addresses[nodes->text(i, 0)] = nodes->text(i, 1);
+    if (nodes->text(i, 2) != "t") live[nodes->text(i, 0)] = nodes->text(i, 1);
   }
   auto leases = db_->Query(
       absl::StrCat("SELECT instance, owner, NOT ", kLeaseIsFree, ", epoch FROM bandit_leases"));
@@ -443,15 +403,16 @@ absl::Status ClusterNode::Heartbeat() {
   std::map<std::string, std::string> owners;
   bool leaving;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     live_ = live;
     addresses_ = addresses;
     leaving = leaving_;
-    for (const auto& row : *leases) {
-      const std::string& name = row[0];
-      const bool is_live = row[2] == "t";
+    for (int i = 0; i < leases->rows(); ++i) {
+      const std::string name = leases->text(i, 0);
+      const std::string owner = leases->text(i, 1);
+      const bool is_live = leases->text(i, 2) == "t";
       const std::string placed = RendezvousOwner(members, name);
-      if (is_live && row[1] != options_.node_id) owners[name] = row[1];
+      if (is_live && owner != options_.node_id) owners[name] = owner;
       if (!is_live && placed == options_.node_id && !leaving) to_claim.push_back(name);
       auto held = held_.find(name);
       if (held != held_.end() && !placed.empty() && placed != options_.node_id &&
@@ -475,10 +436,10 @@ absl::Status ClusterNode::Heartbeat() {
 
 void ClusterNode::BeginLeave() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     leaving_ = true;
   }
-  std::lock_guard<std::mutex> db_lock(db_mu_);
+  absl::MutexLock db_lock(&db_mu_);
   auto marked = db_->Query(
       "UPDATE bandit_nodes SET leaving = true WHERE node_id = $1 AND incarnation = $2::bigint",
       {options_.node_id, absl::StrCat(incarnation_)});
@@ -489,20 +450,20 @@ void ClusterNode::BeginLeave() {
 
 absl::Status ClusterNode::Leave() {
   {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    absl::MutexLock lock(&stop_mu_);
     stop_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.SignalAll();
   if (heartbeat_.joinable()) heartbeat_.join();
-  std::lock_guard<std::mutex> db_lock(db_mu_);
+  absl::MutexLock db_lock(&db_mu_);
   std::vector<std::string> all;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     leaving_ = true;
     for (const auto& [n, e] : held_) all.push_back(n);
   }
   for (const auto& n : all) Forget(n, /*lost=*/false);
-  const std::vector<std::string> me = {options_.node_id, absl::StrCat(incarnation_)};
+  const pg::Params me = {options_.node_id, absl::StrCat(incarnation_)};
   auto released = db_->Query(
       "UPDATE bandit_leases SET owner = NULL, owner_incarnation = NULL WHERE owner = $1 AND "
       "owner_incarnation = $2::bigint RETURNING instance",
@@ -511,7 +472,7 @@ absl::Status ClusterNode::Leave() {
   auto gone =
       db_->Query("DELETE FROM bandit_nodes WHERE node_id = $1 AND incarnation = $2::bigint", me);
   if (!gone.ok()) return gone.status();
-  BANDIT_LOG_INFO("cluster: node '", options_.node_id, "' left, released ", released->size(),
+  BANDIT_LOG_INFO("cluster: node '", options_.node_id, "' left, released ", released->rows(),
                   " leases");
   return absl::OkStatus();
 }

@@ -7,7 +7,7 @@
 //   bandit_leases  ownership: one row per instance (owner, owner's incarnation, epoch). A lease
 //                  is live while its owner's membership row (same incarnation) is live: one
 //                  heartbeat renews all of a node's leases. The epoch grows on every change of
-//                  owner and fences every write (server/storage/postgres_storage.h).
+//                  owner and fences every write (server/storage/postgres/postgres_storage.h).
 //
 // Placement: rendezvous hashing of the instance name over the live members that are not
 // leaving (server/cluster/rendezvous.h). A node claims a free instance placed on it (no live
@@ -21,22 +21,22 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/clock.h"
 #include "server/instance.h"
-#include "server/storage/postgres_storage.h"
+#include "server/storage/postgres/postgres_storage.h"
 
 namespace bandit::server::cluster {
 
@@ -106,15 +106,18 @@ class ClusterNode {
   ClusterNode(ClusterOptions options, PostgresStorage* storage, Hooks hooks);
   class Db;
 
-  absl::Status Register();
+  absl::Status Register() ABSL_LOCKS_EXCLUDED(db_mu_);
   // One heartbeat: renew, reconcile leases with the table, claim, hand off, refresh caches.
-  absl::Status Heartbeat();
+  absl::Status Heartbeat() ABSL_LOCKS_EXCLUDED(db_mu_, mu_);
   // Claims `name` (create: inserting its lease if it has none) and loads it; false if another
-  // node holds a live lease. Requires db_mu_.
-  absl::StatusOr<bool> ClaimLocked(const std::string& name, bool create);
-  absl::Status LoadLocked(const std::string& name, uint64_t epoch);
-  void Forget(const std::string& name, bool lost);
-  absl::Status HandOffLocked(const std::string& name, uint64_t epoch);
+  // node holds a live lease.
+  absl::StatusOr<bool> ClaimLocked(const std::string& name, bool create)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  absl::Status LoadLocked(const std::string& name, uint64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  void Forget(const std::string& name, bool lost) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status HandOffLocked(const std::string& name, uint64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
 
   const ClusterOptions options_;
   PostgresStorage* const storage_;
@@ -122,19 +125,24 @@ class ClusterNode {
   uint64_t incarnation_ = 0;
   Counters counters_;
 
-  std::mutex db_mu_;  // the connection, claims and loads
-  std::unique_ptr<Db> db_;
+  // The session, claims and loads; taken before mu_ where both are held.
+  absl::Mutex db_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::unique_ptr<Db> db_ ABSL_GUARDED_BY(db_mu_);
 
-  mutable std::mutex mu_;                    // the caches below
-  std::map<std::string, uint64_t> held_;     // instance -> epoch this node holds and has loaded
-  std::map<std::string, std::string> live_;  // node id -> address, live members not leaving
-  std::map<std::string, std::string> addresses_;    // every member with a live row (routing)
-  std::map<std::string, std::string> lease_owner_;  // instance -> live owner (other nodes)
-  bool leaving_ = false;
+  mutable absl::Mutex mu_;  // the caches below
+  // Instance -> epoch this node holds and has loaded.
+  std::map<std::string, uint64_t> held_ ABSL_GUARDED_BY(mu_);
+  // Node id -> address, live members not leaving.
+  std::map<std::string, std::string> live_ ABSL_GUARDED_BY(mu_);
+  // Every member with a live row (routing).
+  std::map<std::string, std::string> addresses_ ABSL_GUARDED_BY(mu_);
+  // Instance -> live owner (other nodes).
+  std::map<std::string, std::string> lease_owner_ ABSL_GUARDED_BY(mu_);
+  bool leaving_ ABSL_GUARDED_BY(mu_) = false;
 
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stop_ = false;
+  absl::Mutex stop_mu_;
+  absl::CondVar stop_cv_;
+  bool stop_ ABSL_GUARDED_BY(stop_mu_) = false;
   std::thread heartbeat_;
 };
 

@@ -88,53 +88,64 @@ struct WriteSink {
 // int32/enum fields: negative values are sign-extended to 10 varint bytes, as protobuf does.
 uint64_t Int32Bits(int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
 
-// LoggedDecision field 18: ArgmaxPosteriors' family (1), first (2) and second (3), packed.
+// The field numbers, from the generated code: the encoder cannot drift from the .proto.
+using Logged = v1::LoggedDecision;
+using Posteriors = v1::ArgmaxPosteriors;
+using Action = v1::LoggedAction;
+
+// LoggedDecision.posteriors: ArgmaxPosteriors' family, first and second (packed).
 template <typename Sink>
 void EncodePosteriors(const ArgmaxPosteriors& q, Sink& s) {
   const size_t n = static_cast<size_t>(q.first.size());
-  const uint64_t family = q.beta ? v1::ArgmaxPosteriors::BETA : v1::ArgmaxPosteriors::NORMAL;
+  const uint64_t family = q.beta ? Posteriors::BETA : Posteriors::NORMAL;
   SizeSink inner;
-  inner.Varint(1, family);
-  if (n > 0) inner.PackedBegin(2, n), inner.PackedBegin(3, n);
-  s.MessageBegin(18, inner.n);
-  s.Varint(1, family);
+  inner.Varint(Posteriors::kFamilyFieldNumber, family);
   if (n > 0) {
-    s.PackedBegin(2, n);
+    inner.PackedBegin(Posteriors::kFirstFieldNumber, n);
+    inner.PackedBegin(Posteriors::kSecondFieldNumber, n);
+  }
+  s.MessageBegin(Logged::kPosteriorsFieldNumber, inner.n);
+  s.Varint(Posteriors::kFamilyFieldNumber, family);
+  if (n > 0) {
+    s.PackedBegin(Posteriors::kFirstFieldNumber, n);
     s.PackedValues(q.first.data(), n);
-    s.PackedBegin(3, n);
+    s.PackedBegin(Posteriors::kSecondFieldNumber, n);
     s.PackedValues(q.second.data(), n);
   }
 }
 
-// LoggedDecision fields 1-14 and 18 of `c`.
+// Every LoggedDecision field of `c` but the outcome (EncodeOutcome), posteriors last.
 template <typename Sink>
 void EncodeContext(const DecisionLog::Context& c, Sink& s) {
-  if (c.event_seq != 0) s.Varint(1, c.event_seq);
-  if (!c.event_id.empty()) s.Bytes(2, c.event_id);
-  if (c.decided_at_ms != 0) s.Varint(3, static_cast<uint64_t>(c.decided_at_ms));
-  if (c.num_candidates != 0) s.Varint(4, Int32Bits(c.num_candidates));
-  if (c.candidate_dim != 0) s.Varint(5, Int32Bits(c.candidate_dim));
+  if (c.event_seq != 0) s.Varint(Logged::kEventSeqFieldNumber, c.event_seq);
+  if (!c.event_id.empty()) s.Bytes(Logged::kEventIdFieldNumber, c.event_id);
+  if (c.decided_at_ms != 0)
+    s.Varint(Logged::kDecidedAtMsFieldNumber, static_cast<uint64_t>(c.decided_at_ms));
+  if (c.num_candidates != 0)
+    s.Varint(Logged::kNumCandidatesFieldNumber, Int32Bits(c.num_candidates));
+  if (c.candidate_dim != 0) s.Varint(Logged::kCandidateDimFieldNumber, Int32Bits(c.candidate_dim));
   size_t values = 0;
   for (const Vector& v : c.candidates) values += static_cast<size_t>(v.size());
   if (values > 0) {
-    s.PackedBegin(6, values);
+    s.PackedBegin(Logged::kCandidatesFieldNumber, values);
     for (const Vector& v : c.candidates) s.PackedValues(v.data(), static_cast<size_t>(v.size()));
   }
   if (c.x != nullptr && c.x->size() > 0) {
-    s.PackedBegin(7, static_cast<size_t>(c.x->size()));
+    s.PackedBegin(Logged::kXFieldNumber, static_cast<size_t>(c.x->size()));
     s.PackedValues(c.x->data(), static_cast<size_t>(c.x->size()));
   }
-  for (const std::string& id : c.arm_ids) s.Bytes(8, id);
-  if (c.num_actions != 0) s.Varint(9, Int32Bits(c.num_actions));
-  if (c.chosen_index != 0) s.Varint(10, Int32Bits(c.chosen_index));
-  if (!c.chosen_arm_id.empty()) s.Bytes(11, c.chosen_arm_id);
-  if (c.propensity.has_value()) s.Fixed64(12, std::bit_cast<uint64_t>(*c.propensity));
+  for (const std::string& id : c.arm_ids) s.Bytes(Logged::kArmIdsFieldNumber, id);
+  if (c.num_actions != 0) s.Varint(Logged::kNumActionsFieldNumber, Int32Bits(c.num_actions));
+  if (c.chosen_index != 0) s.Varint(Logged::kChosenIndexFieldNumber, Int32Bits(c.chosen_index));
+  if (!c.chosen_arm_id.empty()) s.Bytes(Logged::kChosenArmIdFieldNumber, c.chosen_arm_id);
+  if (c.propensity.has_value())
+    s.Fixed64(Logged::kPropensityFieldNumber, std::bit_cast<uint64_t>(*c.propensity));
   if (!c.probabilities.empty()) {
-    s.PackedBegin(13, c.probabilities.size());
+    s.PackedBegin(Logged::kProbabilitiesFieldNumber, c.probabilities.size());
     s.PackedValues(c.probabilities.data(), c.probabilities.size());
   } else if (c.one_hot_actions > 0) {
     const size_t n = static_cast<size_t>(c.one_hot_actions);
-    s.PackedBegin(13, n);
+    s.PackedBegin(Logged::kProbabilitiesFieldNumber, n);
     if constexpr (std::is_same_v<Sink, WriteSink>) {
       std::memset(s.p, 0, 8 * n);
       if (c.chosen_index >= 0 && static_cast<size_t>(c.chosen_index) < n) {
@@ -144,18 +155,18 @@ void EncodeContext(const DecisionLog::Context& c, Sink& s) {
       s.p += 8 * n;
     }
   }
-  if (!c.policy.empty()) s.Bytes(14, c.policy);
-  // Before 18, which stays last in the held bytes (Entry::tail).
+  if (!c.policy.empty()) s.Bytes(Logged::kPolicyFieldNumber, c.policy);
+  // Before posteriors, which stay last in the held bytes (Entry::tail).
   if (c.named != nullptr) {
-    if (!c.named->context().empty()) s.Bytes(19, c.named->context());
+    if (!c.named->context().empty()) s.Bytes(Logged::kNamedContextFieldNumber, c.named->context());
     for (int i : c.named_actions) {
       const auto& a = c.named->actions(i);
       SizeSink inner;
-      if (!a.id().empty()) inner.Bytes(1, a.id());
-      if (!a.features().empty()) inner.Bytes(2, a.features());
-      s.MessageBegin(20, inner.n);
-      if (!a.id().empty()) s.Bytes(1, a.id());
-      if (!a.features().empty()) s.Bytes(2, a.features());
+      if (!a.id().empty()) inner.Bytes(Action::kIdFieldNumber, a.id());
+      if (!a.features().empty()) inner.Bytes(Action::kFeaturesFieldNumber, a.features());
+      s.MessageBegin(Logged::kNamedActionsFieldNumber, inner.n);
+      if (!a.id().empty()) s.Bytes(Action::kIdFieldNumber, a.id());
+      if (!a.features().empty()) s.Bytes(Action::kFeaturesFieldNumber, a.features());
     }
   }
   if (c.slot != nullptr) {
@@ -173,13 +184,15 @@ void EncodeContext(const DecisionLog::Context& c, Sink& s) {
   if (c.posteriors != nullptr) EncodePosteriors(*c.posteriors, s);
 }
 
-// LoggedDecision fields 15-17 (the outcome) of `e`.
+// LoggedDecision's outcome fields (outcome, reward, outcome_at_ms) of `e`.
 template <typename Sink>
 void EncodeOutcome(const DecisionLog::Entry& e, Sink& s) {
-  if (e.outcome != v1::OUTCOME_PENDING) s.Varint(15, Int32Bits(e.outcome));
+  if (e.outcome != v1::OUTCOME_PENDING) s.Varint(Logged::kOutcomeFieldNumber, Int32Bits(e.outcome));
   // proto3 omits a double only when its bits are zero (-0.0 is written).
-  if (std::bit_cast<uint64_t>(e.reward) != 0) s.Fixed64(16, std::bit_cast<uint64_t>(e.reward));
-  if (e.outcome_at_ms != 0) s.Varint(17, static_cast<uint64_t>(e.outcome_at_ms));
+  if (std::bit_cast<uint64_t>(e.reward) != 0)
+    s.Fixed64(Logged::kRewardFieldNumber, std::bit_cast<uint64_t>(e.reward));
+  if (e.outcome_at_ms != 0)
+    s.Varint(Logged::kOutcomeAtMsFieldNumber, static_cast<uint64_t>(e.outcome_at_ms));
 }
 
 size_t OutcomeSize(const DecisionLog::Entry& e) {
@@ -286,11 +299,13 @@ void DecisionLog::Hold(const bandit::v1::LoggedDecision& d) {
   const size_t size = fields.ByteSizeLong();
   e.size = static_cast<uint32_t>(size);
   if (fields.has_posteriors()) {
-    // Field 18 is the last of the held fields (the others are numbered below 15, or 19-20,
-    // which only candidate policies write, and those have no posteriors).
+    // posteriors is the last of the held fields (the others are numbered below the outcome's,
+    // or are the named fields, which only candidate policies write, and those have no
+    // posteriors).
     const size_t len = fields.posteriors().GetCachedSize();
-    e.tail = static_cast<uint32_t>(CodedOutputStream::VarintSize32(Tag(18, kDelimited)) +
-                                   CodedOutputStream::VarintSize64(len) + len);
+    e.tail = static_cast<uint32_t>(
+        CodedOutputStream::VarintSize32(Tag(Logged::kPosteriorsFieldNumber, kDelimited)) +
+        CodedOutputStream::VarintSize64(len) + len);
   }
   char* p = Reserve(size, &e.chunk);
   fields.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(p));
@@ -437,8 +452,8 @@ void DecisionLog::Frozen::AddTo(
 absl::StatusOr<ArgmaxPosteriors> DecisionLog::PosteriorsOf(const v1::LoggedDecision& d) {
   const v1::ArgmaxPosteriors& held = d.posteriors();
   if (held.family() != v1::ArgmaxPosteriors::BETA && held.family() != v1::ArgmaxPosteriors::NORMAL)
-    return absl::InvalidArgumentError(absl::StrCat("family is ", held.family(),
-                                                   ", expected BETA (1) or NORMAL (2)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("family is ", held.family(), ", expected BETA (1) or NORMAL (2)"));
   if (held.first_size() != d.num_actions())
     return absl::InvalidArgumentError(absl::StrCat(
         "they cover ", held.first_size(), " actions, expected num_actions = ", d.num_actions()));

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
-#include "server/storage/postgres_storage.h"
+#include "server/storage/postgres/postgres_storage.h"
 #include "tests/integration/postgres_process.h"
 
 namespace bandit::server {

@@ -24,7 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/cpp/bandit_client.h"
-#include "server/storage/postgres_storage.h"
+#include "server/storage/postgres/postgres_storage.h"
 #include "tests/integration/postgres_process.h"
 #include "tests/integration/server_process.h"
 

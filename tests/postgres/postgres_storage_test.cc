@@ -1,7 +1,7 @@
 // PostgresStorage against a real PostgreSQL started by the test (tests/integration/
 // postgres_process.h): migrations, the commit path, recovery order, snapshots and compaction,
 // corruption, the writer lock, and losing the database under a waiting write.
-#include "server/storage/postgres_storage.h"
+#include "server/storage/postgres/postgres_storage.h"
 
 #include <gtest/gtest.h>
 

@@ -16,7 +16,7 @@
 
 #include "server/decision_service.h"
 #include "server/persistence.h"
-#include "server/storage/postgres_storage.h"
+#include "server/storage/postgres/postgres_storage.h"
 #include "tests/integration/postgres_process.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/server_test_util.h"

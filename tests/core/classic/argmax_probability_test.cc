@@ -167,7 +167,7 @@ TEST(ArgmaxProbability, ThousandBetaArmsMatchABruteForceIntegral) {
   // instance's arms at the prior).
   ArgmaxProbability flat(Family::kBeta, Vector::Ones(1000), Vector::Ones(1000));
   EXPECT_NEAR(flat.Of(17), 1e-3, 1e-7);
-  EXPECT_EQ(flat.curve_builds(), 1);
+  EXPECT_EQ(flat.CurveBuildsForTesting(), 1);
   EXPECT_NEAR(flat.All().sum(), 1.0, 1e-6);
 }
 
@@ -240,7 +240,7 @@ TEST(ArgmaxProbability, ShortcutsMatchTheExactEvaluation) {
         }
         ArgmaxProbability fast(family, first, second);
         ArgmaxProbability exact(family, first, second);
-        exact.set_exact(true);
+        exact.SetExactForTesting(true);
         const Vector all = exact.All();
         int leader = 0;
         all.maxCoeff(&leader);
@@ -271,7 +271,7 @@ TEST(ArgmaxProbability, SetRebuildsOnlyTheChangedArm) {
     Vector second = beta ? Vec({30, 25, 30, 9}) : Vec({0.07, 0.05, 0.06, 0.2});
     ArgmaxProbability cached(family, first, second);
     cached.All();
-    const int64_t builds = cached.curve_builds();
+    const int64_t builds = cached.CurveBuildsForTesting();
     for (int step = 0; step < 20; ++step) {
       const int j = step % 4;
       first[j] += beta ? 1 : 0.01;
@@ -284,7 +284,7 @@ TEST(ArgmaxProbability, SetRebuildsOnlyTheChangedArm) {
     }
     // Each Set with new parameters costs one build (the arm's cells on the grid; Normal arms'
     // from the shared log Phi curve).
-    EXPECT_EQ(cached.curve_builds() - builds, 20);
+    EXPECT_EQ(cached.CurveBuildsForTesting() - builds, 20);
   }
 }
 
@@ -321,12 +321,12 @@ TEST(ArgmaxProbability, GridSumsEqualAFreshBuildAfterThousandsOfUpdates) {
       if (round % 400 == 0) cached.Of(static_cast<int>(rng.Uniform() * k) % k);  // syncs
     }
     ArgmaxProbability fresh(family, first, second);
-    const auto got = cached.GridSnapshot(), want = fresh.GridSnapshot();
+    const auto got = cached.GridSnapshotForTesting(), want = fresh.GridSnapshotForTesting();
     // Arms wholly below every region are left out of the grid (some are, here), the same ones
     // as in a fresh build. Below the floor the product of the others is <= eps anyway, so the
     // comparison with the exact CDFs below holds there too.
-    EXPECT_GT(cached.deferred_arms(), 0);
-    EXPECT_EQ(cached.deferred_arms(), fresh.deferred_arms());
+    EXPECT_GT(cached.DeferredArmsForTesting(), 0);
+    EXPECT_EQ(cached.DeferredArmsForTesting(), fresh.DeferredArmsForTesting());
     ASSERT_EQ(got.size(), want.size()) << (beta ? "beta" : "normal");
     for (size_t c = 0; c < got.size(); ++c) {
       EXPECT_EQ(got[c].first, want[c].first) << "cell " << c;
@@ -343,8 +343,8 @@ TEST(ArgmaxProbability, GridSumsEqualAFreshBuildAfterThousandsOfUpdates) {
       for (double z = -4; z <= 4; z += 0.25) {
         const double x = mean + z * sd;
         if (beta && !(x > 0 && x < 1)) continue;
-        const double grid = cached.LogProductOfOthers(a, x);
-        EXPECT_EQ(grid, fresh.LogProductOfOthers(a, x));
+        const double grid = cached.LogProductOfOthersForTesting(a, x);
+        EXPECT_EQ(grid, fresh.LogProductOfOthersForTesting(a, x));
         double exact = 0;
         for (int j = 0; j < k; ++j) {
           if (j == a) continue;
@@ -370,18 +370,18 @@ TEST(ArgmaxProbability, TheChosenArmUpdatedEveryRoundIsBuiltOnlyWhenAnotherNeeds
     Vector second = beta ? Vec({100, 25, 30}) : Vec({0.01, 0.05, 0.06});
     ArgmaxProbability cached(family, first, second);
     cached.Of(0);
-    const int64_t builds = cached.curve_builds();
+    const int64_t builds = cached.CurveBuildsForTesting();
     for (int round = 0; round < 1000; ++round) {
       first[0] += beta ? 1 : 1e-5;
       cached.Set(0, first[0], second[0]);
       cached.Of(0);
     }
-    EXPECT_EQ(cached.curve_builds(), builds);
-    EXPECT_EQ(cached.pending_arms(), 1);
+    EXPECT_EQ(cached.CurveBuildsForTesting(), builds);
+    EXPECT_EQ(cached.PendingArmsForTesting(), 1);
     ArgmaxProbability fresh(family, first, second);
     EXPECT_EQ(cached.Of(1), fresh.Of(1));  // builds arm 0 once
-    EXPECT_EQ(cached.curve_builds(), builds + 1);
-    EXPECT_EQ(cached.pending_arms(), 0);
+    EXPECT_EQ(cached.CurveBuildsForTesting(), builds + 1);
+    EXPECT_EQ(cached.PendingArmsForTesting(), 0);
   }
 }
 

@@ -373,7 +373,7 @@ TEST(Thompson, CachedPropensityMatchesTheExactEvaluationThroughStateChanges) {
       ArgmaxProbability reference(
           gaussian ? ArgmaxProbability::Family::kNormal : ArgmaxProbability::Family::kBeta,
           first, second);
-      reference.set_exact(true);
+      reference.SetExactForTesting(true);
       return reference;
     };
     auto check = [&](const std::string& when) {

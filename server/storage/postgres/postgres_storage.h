@@ -64,32 +64,35 @@
 // and on_fenced tells the server to drop it from memory. Journal rows are keyed by (instance,
 // seq): each node numbers its own records, and Own raises the node's counter above the
 // instance's last row, so an instance's records stay in order across owners.
+//
+// The code: postgres_storage.cc the Storage calls and cluster ownership, committer.cc the commit
+// path, recovery.cc what is read back (at start, at a takeover, at every reconnect), over the
+// shared access layer (connection.h) and the schema (migrations.h).
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/storage/postgres/connection.h"
 #include "server/storage/storage.h"
-
-typedef struct pg_conn PGconn;
 
 namespace bandit::server {
 
 struct PostgresStorageOptions {
   // libpq connection string ("host=... dbname=..." or a postgresql:// URI). A password comes
   // from PGPASSWORD, ~/.pgpass (libpq reads both) or `password` (the server reads
-  // --postgres_password_file through its FileSystem seam).
+  // --postgres_password_file through its FileSystem seam). Connection options: connection.h.
   std::string dsn;
   std::string password;  // overrides the others when set; never logged
   Durability durability = Durability::kAlways;
@@ -179,7 +182,7 @@ class PostgresStorage final : public Storage {
                                      const std::string& detected_by);
 
   // The connection string with any password removed, for logs and messages.
-  static std::string RedactedDsn(const std::string& dsn);
+  static std::string RedactedDsn(const std::string& dsn) { return pg::RedactedDsn(dsn); }
   // Schema versions this binary knows (the newest migration's number).
   static int LatestSchemaVersion();
 
@@ -197,89 +200,162 @@ class PostgresStorage final : public Storage {
     std::string record;  // serialized JournalRecord
     uint64_t epoch = 0;  // cluster mode: the lease epoch it was appended under
   };
-  class Connection;
+  using Lease = std::pair<std::string, uint64_t>;  // instance, epoch
+  using Waiter = std::function<void(absl::Status)>;
 
-  absl::StatusOr<std::unique_ptr<Connection>> Connect(bool commit_session) const;
-  absl::Status Migrate(Connection& conn) const;
-  absl::Status TakeWriterLock(Connection& conn, std::chrono::milliseconds wait) const;
+  // ---- sessions and the calls outside the commit path (postgres_storage.cc) ----
+  // A session with the storage's settings; the commit session's synchronous_commit follows the
+  // durability mode, the others' is off (see the .cc).
+  absl::StatusOr<std::unique_ptr<pg::Connection>> Connect(bool commit_session) const;
+  absl::Status TakeWriterLock(const pg::Connection& conn, std::chrono::milliseconds wait) const;
   // Runs `op` on the admin connection (snapshots, compaction), reconnecting once if it is gone.
-  absl::Status OnAdmin(const std::function<absl::Status(Connection&)>& op);
+  absl::Status OnAdmin(const std::function<absl::Status(const pg::Connection&)>& op)
+      ABSL_LOCKS_EXCLUDED(admin_mu_);
+  // BEGIN, the fencing check for `instance`, `body`, COMMIT on the admin connection.
+  absl::Status FencedAdminTransaction(
+      const std::string& instance, const std::function<absl::Status(const pg::Connection&)>& body)
+      ABSL_LOCKS_EXCLUDED(mu_, admin_mu_);
+  // Called after a commit refused the rows of `lost`: disowns those epochs and tells the server
+  // (on_fenced).
+  void ReportFenced(const std::vector<Lease>& lost) ABSL_LOCKS_EXCLUDED(mu_);
+  // What the caller of a write fencing refused hears.
+  static absl::Status RefusedByFencing();
+  void RememberRefused(uint64_t first, uint64_t last) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Refused(uint64_t seq) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  void CommitterLoop();
+  // ---- recovery (recovery.cc) ----
+  // Recover in cluster mode: the checks only, nothing is read (RecoverInstance loads).
+  absl::StatusOr<RecoveryStats> RecoverCluster(std::unique_ptr<pg::Connection> admin,
+                                               std::unique_ptr<pg::Connection> commit)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes over the two sessions and starts the committer.
+  void StartCommitter(std::unique_ptr<pg::Connection> admin, std::unique_ptr<pg::Connection> commit)
+      ABSL_LOCKS_EXCLUDED(mu_, admin_mu_);
+  // The loaded instances whose newest committed record the database no longer holds; records
+  // them in bandit_diverged. Runs on the committer's fresh connection before anything is written.
+  absl::StatusOr<std::vector<PostgresStorageOptions::Divergence>> FindDivergence(
+      const pg::Connection& conn) ABSL_LOCKS_EXCLUDED(mu_, high_mu_);
+  std::string DetectedBy() const;  // who found a divergence: this node / host
+  // The newest committed (or loaded) sequence number per instance.
+  void NoteCommitted(const std::vector<Row>& rows) ABSL_LOCKS_EXCLUDED(high_mu_);
+
+  // ---- the committer (committer.cc) ----
+  // What the committer thread carries from one step to the next.
+  struct CommitterState {
+    std::chrono::milliseconds backoff;  // before the next reconnect attempt
+    std::chrono::steady_clock::time_point next_standby_check;
+    int failed_attempts = 0;  // reconnect attempts since the connection was lost
+    std::chrono::steady_clock::time_point down_since;
+  };
+  void CommitterLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Down: after the backoff, one attempt to reconnect and catch the database up (below); on
+  // success writes are accepted again. False when the storage is stopping.
+  bool ReconnectStep(CommitterState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a fresh commit session does before writes are accepted again: the writer lock, the
+  // schema and standby checks, the divergence check, then the unconfirmed rows of `batch` the
+  // database does not hold yet are written (rows of leases lost meanwhile go to `fenced`).
+  absl::Status RestoreSession(const pg::Connection& conn, std::vector<Row>* batch,
+                              std::vector<Row>* fenced) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops from `batch` the rows a COMMIT whose answer was lost did store after all.
+  absl::Status DropRowsAlreadyStored(const pg::Connection& conn, std::vector<Row>* batch) const;
+  // FindDivergence, then the diverged instances are refused and their rows in `batch` dropped.
+  absl::Status RefuseDiverged(const pg::Connection& conn, std::vector<Row>* batch)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The attempt failed: `batch` goes back in front of the buffer, the backoff doubles.
+  void ReconnectFailed(CommitterState& state, const absl::Status& why, std::vector<Row> batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The attempt succeeded (`written` rows, up to `batch_last`): `conn` becomes the commit
+  // session and writes are accepted again.
+  void Reconnected(CommitterState& state, std::unique_ptr<pg::Connection> conn, size_t written,
+                   uint64_t batch_last) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Up: waits for records (or a flush, or a second), re-checks the standby when due, probes an
+  // idle connection, else commits whatever accumulated as one transaction and answers the
+  // waiters it decides. False when the storage is stopping.
+  bool CommitStep(CommitterState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits up to a second for records, a flush request or stop.
+  void WaitForRecords() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // everysec/none: waits kLinger for more records to share the transaction.
+  void Linger() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Nothing to commit: checks that the session is still there (going down if not).
+  void ProbeIdleSession(CommitterState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the buffer, commits it as one transaction (fenced in cluster mode) and answers every
+  // waiter that COMMIT decides; a failure takes the storage down with the rows kept.
+  void CommitBuffered(CommitterState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The periodic synchronous_standby_names check; false if it took the storage down.
+  bool RecheckStandbyIfDue(CommitterState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One transaction carrying `rows`; `sync` forces a synchronous commit in everysec/none.
-  absl::Status CommitBatch(Connection& conn, const std::vector<Row>& rows, bool sync);
+  absl::Status CommitBatch(const pg::Connection& conn, const std::vector<Row>& rows, bool sync);
   // CommitBatch, in cluster mode until the rows of instances whose lease this node lost are
   // out of `rows` (moved to `fenced`, with their instances in `lost`).
-  using Lease = std::pair<std::string, uint64_t>;  // instance, epoch
-  absl::Status CommitFenced(Connection& conn, std::vector<Row>* rows, bool sync,
+  absl::Status CommitFenced(const pg::Connection& conn, std::vector<Row>* rows, bool sync,
                             std::vector<Row>* fenced, std::vector<Lease>* lost);
-  // Called without mu_ after a commit refused the rows of `lost`: disowns those epochs and
-  // tells the server (on_fenced).
-  void ReportFenced(const std::vector<Lease>& lost);
-  // BEGIN, the fencing check for `instance`, `body`, COMMIT on the admin connection.
-  absl::Status FencedAdminTransaction(const std::string& instance,
-                                      const std::function<absl::Status(Connection&)>& body);
-  void Fail(const absl::Status& why);  // requires mu_
-  // Fail, drop the committer's connection and answer every waiter (committer, holding `lock`
-  // on mu_, between commits; unlocks it for the callbacks).
-  void GoDownLocked(std::unique_lock<std::mutex>& lock, const absl::Status& why,
-                    std::chrono::steady_clock::time_point* down_since);
+  // After a commit of the rows up to `last` (or its failure, then health_ is not OK): takes the
+  // waiters it decides, each with its answer (the fenced ones from `first_fenced` on refused).
+  std::vector<std::pair<Waiter, absl::Status>> TakeDecidedWaiters(uint64_t first_fenced,
+                                                                  uint64_t last)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Fail(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fail, drop the committer's connection and answer every waiter (committer, between commits;
+  // releases mu_ for the callbacks).
+  void GoDownLocked(const absl::Status& why, CommitterState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads synchronous_standby_names: with durability=always and no synchronous standby, warns
   // (or, with require_synchronous_standby, returns FAILED_PRECONDITION). `quiet`: log only if
   // the answer changed since the last check (the committer's periodic re-check).
-  absl::Status CheckSynchronousStandby(Connection& conn, bool quiet = false);
-  int standby_state_ = -1;  // last check: -1 none yet, 0 no synchronous standby, 1 one (committer)
-  // The loaded instances whose newest committed record the database no longer holds; records
-  // them in bandit_diverged. Runs on the committer's fresh connection before anything is written.
-  absl::StatusOr<std::vector<PostgresStorageOptions::Divergence>> FindDivergence(Connection& conn);
-  std::string DetectedBy() const;  // who found a divergence: this node / host
-  // Drops the rows of diverged instances from `rows` (remembered as refused). Requires mu_.
-  void DropDivergedLocked(std::vector<Row>* rows);
-  // The newest committed (or loaded) sequence number per instance.
-  void NoteCommitted(const std::vector<Row>& rows);
+  absl::Status CheckSynchronousStandby(const pg::Connection& conn, bool quiet = false);
+  // Drops the rows of diverged instances from `rows` (remembered as refused).
+  void DropDivergedLocked(std::vector<Row>* rows) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const PostgresStorageOptions options_;
-  std::string password_;
+  // Last standby check: -1 none yet, 0 no synchronous standby, 1 one. Recover, then only the
+  // committer thread.
+  int standby_state_ = -1;
 
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_, done_cv_;
-  std::vector<Row> buffer_;  // appended, not yet handed to a COMMIT (in seq order)
-  uint64_t next_seq_ = 1;
-  uint64_t last_appended_ = 0;  // Flush's target (Own may skip numbers: none appended)
-  uint64_t committed_seq_ = 0;  // every seq <= this is committed, or refused (below)
-  uint64_t synced_seq_ = 0;     // ... and covered by a synchronous commit
+  mutable absl::Mutex mu_;
+  absl::CondVar work_cv_;  // records, a flush request or stop for the committer
+  absl::CondVar done_cv_;  // a commit (or a failure) for Flush
+  // Appended, not yet handed to a COMMIT (in seq order).
+  std::vector<Row> buffer_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  // Flush's target (Own may skip numbers: none appended).
+  uint64_t last_appended_ ABSL_GUARDED_BY(mu_) = 0;
+  // Every seq <= this is committed, or refused (below) ...
+  uint64_t committed_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t synced_seq_ ABSL_GUARDED_BY(mu_) = 0;  // ... and covered by a synchronous commit
   // Sequence ranges [first, last] that lease fencing refused. A caller may ask WhenDurable
   // after the COMMIT that decided its record is over (Append and the wait are two calls): it
   // must hear the refusal, never OK. Fencing is rare (a lost lease), so the newest
   // kRefusedRangesKept ranges cover any caller still between its Append and its wait.
-  std::map<uint64_t, uint64_t> refused_;
+  std::map<uint64_t, uint64_t> refused_ ABSL_GUARDED_BY(mu_);
   static constexpr size_t kRefusedRangesKept = 4096;
-  void RememberRefused(uint64_t first, uint64_t last);  // requires mu_
-  bool Refused(uint64_t seq) const;                     // requires mu_
   // Rows dropped because their instance diverged (rare), for their waiters: seq -> why.
-  std::map<uint64_t, std::string> dropped_diverged_;
-  std::multimap<uint64_t, std::function<void(absl::Status)>> waiters_;
-  absl::Status health_ = absl::FailedPreconditionError(
+  std::map<uint64_t, std::string> dropped_diverged_ ABSL_GUARDED_BY(mu_);
+  std::multimap<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  absl::Status health_ ABSL_GUARDED_BY(mu_) = absl::FailedPreconditionError(
       "PostgreSQL storage is not recovered yet; Recover() comes first");
-  bool recovered_ = false;
-  bool down_ = false;  // connection lost or COMMIT failed: reconnecting
-  bool stop_ = false;
-  bool flush_requested_ = false;
-  CommitStats stats_;
-  std::map<std::string, uint64_t> epochs_;  // cluster mode: instance -> lease epoch held
+  bool recovered_ ABSL_GUARDED_BY(mu_) = false;
+  bool down_ ABSL_GUARDED_BY(mu_) = false;  // connection lost or COMMIT failed: reconnecting
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool flush_requested_ ABSL_GUARDED_BY(mu_) = false;
+  CommitStats stats_ ABSL_GUARDED_BY(mu_);
+  // Cluster mode: instance -> lease epoch held.
+  std::map<std::string, uint64_t> epochs_ ABSL_GUARDED_BY(mu_);
   // Instances found behind in the database (bandit_diverged): appends refused, rows dropped.
-  std::map<std::string, std::string> diverged_;  // instance -> why
+  std::map<std::string, std::string> diverged_ ABSL_GUARDED_BY(mu_);  // instance -> why
+  std::chrono::steady_clock::time_point lease_deadline_ ABSL_GUARDED_BY(mu_){};
+  // The committer's session (holds the writer lock). The pointer is guarded; the session itself
+  // is used by the committer thread alone, without mu_.
+  std::unique_ptr<pg::Connection> commit_conn_ ABSL_GUARDED_BY(mu_);
+  std::thread committer_;
+
   // Newest sequence number per instance known to be in the database (committed by this server,
   // or read at load); compared with the database at every reconnect. Only the committer, Recover
   // and Own write it.
-  mutable std::mutex high_mu_;
-  std::unordered_map<std::string, uint64_t> committed_high_;
-  std::chrono::steady_clock::time_point lease_deadline_{};
-  std::unique_ptr<Connection> commit_conn_;  // the committer's (holds the writer lock)
-  std::thread committer_;
+  mutable absl::Mutex high_mu_;
+  std::unordered_map<std::string, uint64_t> committed_high_ ABSL_GUARDED_BY(high_mu_);
 
-  std::mutex admin_mu_;
-  std::unique_ptr<Connection> admin_conn_;
+  absl::Mutex admin_mu_;
+  std::unique_ptr<pg::Connection> admin_conn_ ABSL_GUARDED_BY(admin_mu_);
 };
 
 }  // namespace bandit::server

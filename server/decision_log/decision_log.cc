@@ -170,16 +170,16 @@ void EncodeContext(const DecisionLog::Context& c, Sink& s) {
     }
   }
   if (c.slot != nullptr) {
-    if (!c.slot->id().empty()) s.Bytes(21, c.slot->id());
-    if (c.slot_index != 0) s.Varint(22, Int32Bits(c.slot_index));
+    if (!c.slot->id().empty()) s.Bytes(Logged::kSlotIdFieldNumber, c.slot->id());
+    if (c.slot_index != 0) s.Varint(Logged::kSlotIndexFieldNumber, Int32Bits(c.slot_index));
     if (!c.slot_actions.empty()) {
       SizeSink inner;
       for (int a : c.slot_actions) inner.VarintValue(Int32Bits(a));
-      s.PackedVarintsBegin(23, inner.n);
+      s.PackedVarintsBegin(Logged::kSlotActionsFieldNumber, inner.n);
       for (int a : c.slot_actions) s.VarintValue(Int32Bits(a));
     }
-    if (c.baseline_index != 0) s.Varint(24, Int32Bits(c.baseline_index));
-    if (!c.slot->features().empty()) s.Bytes(25, c.slot->features());
+    if (c.baseline_index != 0) s.Varint(Logged::kBaselineIndexFieldNumber, Int32Bits(c.baseline_index));
+    if (!c.slot->features().empty()) s.Bytes(Logged::kSlotFeaturesFieldNumber, c.slot->features());
   }
   if (c.posteriors != nullptr) EncodePosteriors(*c.posteriors, s);
 }

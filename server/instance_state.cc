@@ -362,9 +362,17 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
     excluded.assign(ids.size(), false);
     if (auto s = CheckSlots(req, ids, excluded, limits.max_candidates, &in->slots); !s.ok())
       return s;
-    // Each slot's vectors: the candidate's, then the slot's own features.
+    // The candidates once; a slot with features of its own sees each candidate's vector with
+    // them appended.
+    in->candidates->resize(req.candidates_size());
+    for (int i = 0; i < req.candidates_size(); ++i)
+      if (auto s = CopyChecked(req.candidates(i).values(), limits.max_vector_size,
+                               &(*in->candidates)[i],
+                               [i] { return absl::StrCat("candidates[", i, "].values"); });
+          !s.ok())
+        return s;
     const int extra = req.slots(0).dense_features_size();
-    Vector base, slot_features;
+    Vector slot_features;
     for (int k = 0; k < req.slots_size(); ++k) {
       const auto& slot = req.slots(k);
       if (slot.dense_features_size() != extra)
@@ -376,13 +384,11 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
                                [k] { return absl::StrCat("slots[", k, "].dense_features"); });
           !s.ok())
         return s;
+      if (extra == 0) continue;
       auto& out = in->slots[k];
       out.candidates.resize(req.candidates_size());
       for (int i = 0; i < req.candidates_size(); ++i) {
-        if (auto s = CopyChecked(req.candidates(i).values(), limits.max_vector_size, &base,
-                                 [i] { return absl::StrCat("candidates[", i, "].values"); });
-            !s.ok())
-          return s;
+        const Vector& base = (*in->candidates)[i];
         if (!out.allowed[i]) continue;
         if (base.size() + extra > limits.max_vector_size)
           return absl::InvalidArgumentError(absl::StrCat(
@@ -395,7 +401,6 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
       }
     }
     in->x.resize(0);
-    in->candidates->clear();
     return absl::OkStatus();
   }
   if (HasNamedInputs(req)) {
@@ -616,21 +621,29 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
   SelectContext policy_ctx = ctx;
   policy_ctx.want_scores = ctx.want_scores || log_.enabled();
   std::vector<char> taken(n, 0);
-  std::vector<Vector> offered;
+  // Reused per thread: assigning a vector of the same length keeps its storage.
+  thread_local std::vector<Vector> offered;
+  struct GiveBackLarge {  // as SelectInputs' scratch: beyond 2^20 doubles, freed after the call
+    ~GiveBackLarge() {
+      int64_t total = 0;
+      for (const Vector& v : offered) total += v.size();
+      if (total > (int64_t{1} << 20)) std::vector<Vector>().swap(offered);
+    }
+  } give_back_large;
   std::vector<int> position;  // offered[j] is action position[j]
   double gap_sum = 0;
   bool any_gap = false;
   for (size_t k = 0; k < in.slots.size(); ++k) {
     const SelectInputs::Slot& slot = in.slots[k];
-    offered.clear();
+    const std::vector<Vector>& source = slot.candidates.empty() ? *in.candidates : slot.candidates;
     position.clear();
-    for (int i = 0; i < n; ++i) {
-      if (!slot.allowed[i] || taken[i]) continue;
-      offered.push_back(slot.candidates[i]);
-      position.push_back(i);
-    }
+    for (int i = 0; i < n; ++i)
+      if (slot.allowed[i] && !taken[i]) position.push_back(i);
+    if (offered.size() < position.size()) offered.resize(position.size());
+    for (size_t j = 0; j < position.size(); ++j) offered[j] = source[position[j]];
+    const std::span<const Vector> offered_now(offered.data(), position.size());
     // CheckSlots left every slot more actions than the slots before it can take.
-    policy_ctx.candidates = offered;
+    policy_ctx.candidates = offered_now;
     auto d = policy_->Select(policy_ctx);
     if (!d.ok()) {
       // The first slot fails before anything changed; a later one sees vectors of the same
@@ -660,8 +673,8 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
     s->set_propensity(d->propensity);
     if (req.return_scores()) {
       const bool probabilities = d->score_kind == bandit::v1::PROBABILITY &&
-                                 d->scores.size() == static_cast<Eigen::Index>(offered.size());
-      for (size_t j = 0; j < offered.size(); ++j) {
+                                 d->scores.size() == static_cast<Eigen::Index>(offered_now.size());
+      for (size_t j = 0; j < offered_now.size(); ++j) {
         auto* r = s->add_ranking();
         r->set_id(id_of(position[j]));
         r->set_probability(probabilities ? d->scores[static_cast<Eigen::Index>(j)]
@@ -681,22 +694,22 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
       e.event_id = event.event_id;
       e.decided_at_ms = now;
       e.policy = policy_->name();
-      e.num_candidates = static_cast<int>(offered.size());
-      e.candidate_dim = offered.empty() ? 0 : static_cast<int>(offered[0].size());
-      e.num_actions = static_cast<int>(offered.size());
+      e.num_candidates = static_cast<int>(offered_now.size());
+      e.candidate_dim = offered_now.empty() ? 0 : static_cast<int>(offered_now[0].size());
+      e.num_actions = static_cast<int>(offered_now.size());
       e.chosen_index = d->arm;
       e.chosen_arm_id = p.arm_id;
       if (std::isfinite(d->propensity)) e.propensity = d->propensity;
       if (d->score_kind == bandit::v1::PROBABILITY &&
-          d->scores.size() == static_cast<Eigen::Index>(offered.size()))
+          d->scores.size() == static_cast<Eigen::Index>(offered_now.size()))
         e.probabilities = std::span<const double>(d->scores.data(), d->scores.size());
       else if (d->propensity == 1.0)
-        e.one_hot_actions = static_cast<int>(offered.size());
+        e.one_hot_actions = static_cast<int>(offered_now.size());
       if (named) {
         e.named = &req;
         e.named_actions = position;
       } else {
-        e.candidates = offered;
+        e.candidates = offered_now;
       }
       e.slot = &req.slots(static_cast<int>(k));
       e.slot_index = static_cast<int>(k);

@@ -90,7 +90,9 @@ class InstanceState {
     // A multi-slot Select (req.slots), per slot in the request's order: what each action (named
     // action or dense candidate, by position) looks like to the policy in that slot.
     struct Slot {
-      std::vector<Vector> candidates;  // per action; empty where the slot may not choose it
+      // Per action (empty where the slot may not choose it); none at all when the slot sees
+      // the request's own vectors (*SelectInputs::candidates: dense, no slot features).
+      std::vector<Vector> candidates;
       std::vector<char> allowed;       // per action: not excluded for the request or the slot
       int baseline = -1;               // position of the slot's baseline action
     };

@@ -22,14 +22,14 @@ ABSL_FLAG(std::string, env, "", "The environment to run (required; --help lists 
 ABSL_FLAG(std::string, out, "", "Write the JSON here (default: stdout)");
 ABSL_FLAG(std::string, plot, "", "Also plot the JSON into this PNG (needs --out)");
 ABSL_FLAG(std::string, algos, "", "generators, gp, gp_candidates, stream, stream_budget");
-ABSL_FLAG(std::string, arms, "", "bkb_fig2, generators, gp, the GLB envs, vendi_exact");
+ABSL_FLAG(std::string, arms, "", "bkb_fig2, generators, gp, the GLB envs, vendi_exact, position_bias");
 ABSL_FLAG(std::string, bandwidth, "", "bkb_fig2, generators, gp, gp_candidates, vendi_exact");
 ABSL_FLAG(std::string, baseline, "", "stream_budget");
 ABSL_FLAG(std::string, calib_iters, "", "stream_budget");
 ABSL_FLAG(std::string, candidates, "", "gp_candidates");
 ABSL_FLAG(std::string, centers, "", "gp_candidates");
 ABSL_FLAG(std::string, D, "", "generators, stream, stream_budget");
-ABSL_FLAG(std::string, d, "", "generators, gp, gp_candidates, the GLB envs, vendi_exact");
+ABSL_FLAG(std::string, d, "", "generators, gp, gp_candidates, the GLB envs, vendi_exact, position_bias");
 ABSL_FLAG(std::string, data, "", "stream, stream_budget");
 ABSL_FLAG(std::string, deff, "", "gp_candidates");
 ABSL_FLAG(std::string, delta, "", "gp, gp_candidates, the GLB envs");
@@ -83,10 +83,11 @@ ABSL_FLAG(std::string, rows, "", "stream, stream_budget");
 ABSL_FLAG(std::string, Rs, "", "vendi_exact");
 ABSL_FLAG(std::string, S, "", "generators, the GLB envs");
 ABSL_FLAG(std::string, seed, "", "bkb_fig2, stream, stream_budget");
-ABSL_FLAG(std::string, seeds, "", "generators, gp, gp_candidates, the GLB envs");
+ABSL_FLAG(std::string, seeds, "", "generators, gp, gp_candidates, the GLB envs, position_bias");
+ABSL_FLAG(std::string, slots, "", "position_bias");
 ABSL_FLAG(std::string, sigmas, "", "stream");
 ABSL_FLAG(std::string, sizes, "", "stream_budget");
-ABSL_FLAG(std::string, T, "", "generators, gp, gp_candidates, the GLB envs");
+ABSL_FLAG(std::string, T, "", "generators, gp, gp_candidates, the GLB envs, position_bias");
 ABSL_FLAG(std::string, u, "", "stream, stream_budget");
 ABSL_FLAG(std::string, ucb_beta, "", "generators");
 ABSL_FLAG(std::string, ucb_delta, "", "generators");
@@ -170,6 +171,7 @@ const EnvFlag kEnvFlags[] = {
     {"S", &FLAGS_S},
     {"seed", &FLAGS_seed},
     {"seeds", &FLAGS_seeds},
+    {"slots", &FLAGS_slots},
     {"sigmas", &FLAGS_sigmas},
     {"sizes", &FLAGS_sizes},
     {"T", &FLAGS_T},

@@ -17,6 +17,8 @@ absl::StatusOr<nlohmann::json> RunBkbFig2(absl::string_view env,
                                           const SimArgs& args);  // starvation_sim.cc
 absl::StatusOr<nlohmann::json> RunVendiExact(absl::string_view env,
                                              const SimArgs& args);  // vendi_sim.cc
+absl::StatusOr<nlohmann::json> RunPositionBias(absl::string_view env,
+                                               const SimArgs& args);  // position_bias_sim.cc
 
 const std::vector<EnvRegistration>& RegisteredEnvs() {
   static const auto* envs = new std::vector<EnvRegistration>{
@@ -53,6 +55,10 @@ const std::vector<EnvRegistration>& RegisteredEnvs() {
       {"gaussian", "Gaussian linear bandit with dispersion (glb_sim.cc)", &RunGlb},
       {"drift", "DOMD-GLB paper: logistic, theta rotates once around the S-circle (glb_sim.cc)",
        &RunGlb},
+      {"position_bias",
+       "Ranked slots with position bias: click = relevance x examination(slot), served by the "
+       "multi-slot Select; per-slot regret against the oracle ranking (position_bias_sim.cc)",
+       &RunPositionBias},
       {"piecewise", "DOMD-GLB paper: logistic, theta flips sign at T/2 (glb_sim.cc)", &RunGlb},
   };
   return *envs;

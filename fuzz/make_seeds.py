@@ -74,6 +74,24 @@ for i in range(len(CONFIGS)):
             front += esc(u.SerializeToString())
             back += [2, r]  # Update, then which event
         write("request_fuzz", f"cfg{i:02d}_v{variant}", front + bytes(reversed(back)))
+# Multi-slot, deferred decisions with caller-chosen ids, per-slot rewards and an activation
+# (configs 3 and 7: candidate policies of dimension 3).
+for i in (3, 7):
+    s = select_for(i, 1)
+    s.event_id = "page-1"
+    s.defer_activation = True
+    for k, slot_id in enumerate(("hero", "tile")):
+        slot = s.slots.add(id=slot_id)
+        if k == 1:
+            slot.excluded_actions.append("0")
+            slot.baseline_action = "2"
+    front, back = esc(s.SerializeToString()), [i, 1]
+    for slot_id in ("hero", "tile"):
+        front += esc(pb.UpdateRequest(instance="f", reward=1.0, slot_id=slot_id).SerializeToString())
+        back += [2, 0]
+    front += esc(pb.ActivateRequest(instance="f").SerializeToString())
+    back += [74, 0]  # 74 % 12 == 2 (Update's case) with bit 0x40: Activate
+    write("request_fuzz", f"cfg{i:02d}_slots", front + bytes(reversed(back)))
 cr = pb.CreateInstanceRequest(name="g")
 text_format.Parse(CONFIGS[3], cr.config)
 write("request_fuzz", "create", esc(cr.SerializeToString()) + bytes([0, 0]))

@@ -2,7 +2,8 @@
 //
 // The input picks one of a set of valid instance configs (every policy family), then is a
 // sequence of operations, each a protobuf message decoded from fuzzer bytes: CreateInstance,
-// Select, Update, SelectBatch, UpdateBatch, AddArms, RemoveArms, Import, Reset, List, Get.
+// Select, Update (or, with bit 0x40 of its op byte, Activate), SelectBatch, UpdateBatch, AddArms,
+// RemoveArms, Import, Reset, List, Get.
 // Oracles besides "no crash, no sanitizer report":
 //   * a refused call leaves the instance's policy state and pending decisions unchanged
 //     (the policy contract: validate first, then mutate);
@@ -153,6 +154,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       }
       case 2: {
+        if (op & 0x40) {
+          v1::ActivateRequest req;
+          if (!Decode(in, &req)) continue;
+          if (aim) req.set_instance("f");
+          if (aim && !events.empty())
+            req.set_event_id(events[in.ConsumeIntegralInRange<size_t>(0, events.size() - 1)]);
+          v1::ActivateResponse resp;
+          s = svc.Activate(req, &resp);
+          break;
+        }
         v1::UpdateRequest req;
         if (!Decode(in, &req)) continue;
         if (aim) req.set_instance("f");

@@ -15,7 +15,6 @@
 #include "client/cpp/bandit_client.h"
 #include "server/auth.h"
 #include "tests/integration/server_process.h"
-#include "tests/security/test_certs.h"
 
 namespace bandit {
 namespace {
@@ -430,43 +429,6 @@ TEST_F(PersonalizerHttp, ABoundKeyOverGrpcReachesItsInstanceOnly) {
   EXPECT_EQ(shop.ListInstances(10, "").status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(shop.GetInstance("shop").ok());
   EXPECT_EQ(shop.GetInstance("other").status().code(), absl::StatusCode::kPermissionDenied);
-}
-
-}  // namespace
-}  // namespace bandit
-
-namespace bandit {
-namespace {
-
-// The HTTP port uses the gRPC port's TLS files: the server certificate, and client
-// certificates checked against --tls_client_ca.
-TEST(PersonalizerHttpTls, SameCertificatesAsGrpcWithClientCertificates) {
-  const bandit::testing::TestCerts certs = bandit::testing::TestCerts::Make();
-  ASSERT_TRUE(certs.ok) << certs.error;
-  ServerProcess server({"--http_listen=127.0.0.1:0", "--personalizer_default_instance=home",
-                        "--personalizer_auto_create", "--tls_cert=" + certs.server_pem,
-                        "--tls_key=" + certs.server_key, "--tls_client_ca=" + certs.ca_pem});
-  ASSERT_TRUE(server.running()) << server.Log();
-  const int port = HttpPort(server);
-  std::string context;
-  std::vector<std::string> excluded;
-  const std::string body = RankBody(1, &context, &excluded);
-  auto rank = [&](const std::string& cert, const std::string& key) {
-    httplib::SSLClient https("127.0.0.1", port, cert, key);
-    https.set_ca_cert_path(certs.ca_pem.c_str());
-    https.enable_server_certificate_verification(true);
-    https.set_read_timeout(10, 0);
-    auto r = https.Post("/personalizer/v1.0/rank", body, "application/json");
-    return r ? r->status : -1;
-  };
-  EXPECT_EQ(rank(certs.client_pem, certs.client_key), 201);
-  EXPECT_EQ(rank(certs.rogue_client_pem, certs.rogue_client_key), -1);  // another CA's
-  EXPECT_EQ(rank("", ""), -1);                                          // no certificate
-  httplib::Client plain("127.0.0.1", port);
-  plain.set_read_timeout(5, 0);
-  auto r = plain.Post("/personalizer/v1.0/rank", body, "application/json");
-  EXPECT_TRUE(!r || r->status != 201);
-  std::filesystem::remove_all(certs.dir);
 }
 
 }  // namespace

@@ -47,3 +47,11 @@ add_test(NAME bench_loadgen_smoke
           ${CMAKE_BINARY_DIR}/bin/banditd ${CMAKE_BINARY_DIR}/bin/bandit-loadgen
           ${CMAKE_BINARY_DIR}/bin/bandit-echo)
 set_tests_properties(bench_loadgen_smoke PROPERTIES TIMEOUT 60)
+
+# ---- the Personalizer HTTP API against gRPC (bench/http/personalizer_bench.cc) ----
+add_executable(bandit-personalizer-bench ${CMAKE_SOURCE_DIR}/bench/http/personalizer_bench.cc)
+target_include_directories(bandit-personalizer-bench PRIVATE ${CMAKE_SOURCE_DIR})
+set_source_files_properties(${CMAKE_SOURCE_DIR}/bench/http/personalizer_bench.cc PROPERTIES
+  COMPILE_OPTIONS "${HTTPLIB_CFLAGS}")
+target_link_libraries(bandit-personalizer-bench PRIVATE bandit_client ${HTTPLIB_LINK_LIBRARIES}
+  absl::flags absl::flags_parse Threads::Threads)

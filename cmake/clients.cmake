@@ -53,6 +53,14 @@ if(BANDIT_NODE AND BANDIT_NPM)
   set_tests_properties(client_node PROPERTIES
     ENVIRONMENT "BANDITD=${CMAKE_BINARY_DIR}/bin/banditd;BANDIT_PROTO_DIR=${CMAKE_SOURCE_DIR}/proto"
     TIMEOUT 120)
+
+  # Azure Personalizer's official Node SDKs (pinned versions, installed by the test into a temp
+  # dir outside the repository) against banditd's Personalizer HTTP API.
+  add_test(NAME personalizer_sdk COMMAND ${BANDIT_NODE} --test ${CMAKE_SOURCE_DIR}/tests/personalizer_sdk/sdk.test.js
+           WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+  set_tests_properties(personalizer_sdk PROPERTIES
+    ENVIRONMENT "BANDITD=${CMAKE_BINARY_DIR}/bin/banditd"
+    TIMEOUT 600)
 else()
   message(WARNING "clients: node or npm missing; the client_node test is skipped (run scripts/deps.sh)")
 endif()

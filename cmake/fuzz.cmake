@@ -17,7 +17,7 @@ if(TARGET test_soak)
   set_tests_properties(test_soak PROPERTIES TIMEOUT 300)
 endif()
 
-set(BANDIT_FUZZ_TARGETS request_fuzz snapshot_fuzz journal_fuzz features_fuzz)
+set(BANDIT_FUZZ_TARGETS request_fuzz snapshot_fuzz journal_fuzz features_fuzz personalizer_fuzz)
 option(BANDIT_FUZZ "Build the libFuzzer targets in this (clang) build" OFF)
 
 if(BANDIT_FUZZ)
@@ -53,6 +53,7 @@ set(BANDIT_FUZZ_MUTATIONS_request_fuzz 8 CACHE STRING "Mutations per input, fuzz
 set(BANDIT_FUZZ_MUTATIONS_journal_fuzz 32 CACHE STRING "Mutations per input, fuzz_replay_journal_fuzz")
 set(BANDIT_FUZZ_MUTATIONS_snapshot_fuzz 256 CACHE STRING "Mutations per input, fuzz_replay_snapshot_fuzz")
 set(BANDIT_FUZZ_MUTATIONS_features_fuzz 20000 CACHE STRING "Mutations per input, fuzz_replay_features_fuzz")
+set(BANDIT_FUZZ_MUTATIONS_personalizer_fuzz 2000 CACHE STRING "Mutations per input, fuzz_replay_personalizer_fuzz")
 set(BANDIT_FUZZ_REPLAY_DIR ${CMAKE_BINARY_DIR}/fuzz-replay)
 file(MAKE_DIRECTORY ${BANDIT_FUZZ_REPLAY_DIR})
 add_library(bandit_fuzz_replay_main OBJECT ${CMAKE_SOURCE_DIR}/fuzz/replay_main.cc)

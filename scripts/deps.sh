@@ -5,7 +5,7 @@ set -euo pipefail
 PKGS=(
   cmake make g++ pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libeigen3-dev libboost-dev prometheus-cpp-dev nlohmann-json3-dev libmurmurhash-dev rapidjson-dev zlib1g-dev libisal-dev
+  libabsl-dev libeigen3-dev libboost-dev prometheus-cpp-dev nlohmann-json3-dev libmurmurhash-dev rapidjson-dev libcpp-httplib-dev zlib1g-dev libisal-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-grpcio python3-protobuf python3-numpy python3-matplotlib
   python3-venv python3-pip python3-setuptools python3-wheel

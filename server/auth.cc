@@ -55,9 +55,10 @@ absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::Parse(absl::string_view 
     std::vector<absl::string_view> parts =
         absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     const std::string where = absl::StrCat(origin, " line ", line_no);
-    if (parts.size() < 2 || parts.size() > 3)
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": expected 'ROLE TOKEN [LABEL]' (ROLE = admin, writer or reader)"));
+    if (parts.size() < 2 || parts.size() > 4)
+      return absl::InvalidArgumentError(absl::StrCat(
+          where,
+          ": expected 'ROLE TOKEN [LABEL] [instance=NAME]' (ROLE = admin, writer or reader)"));
     Entry e;
     if (parts[0] == "admin") {
       e.role = Role::kAdmin;
@@ -75,7 +76,21 @@ absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::Parse(absl::string_view 
                        kMinTokenLength,
                        " printable ASCII characters without spaces (e.g. openssl rand -hex 32)"));
     e.token = std::string(parts[1]);
-    e.label = parts.size() == 3 ? std::string(parts[2]) : absl::StrCat("line ", line_no);
+    for (size_t i = 2; i < parts.size(); ++i) {
+      constexpr absl::string_view kInstance = "instance=";
+      if (absl::StartsWith(parts[i], kInstance)) {
+        if (!e.instance.empty() || parts[i].size() == kInstance.size())
+          return absl::InvalidArgumentError(absl::StrCat(
+              where, ": expected one 'instance=NAME' with a non-empty NAME after the token"));
+        e.instance = std::string(parts[i].substr(kInstance.size()));
+      } else if (e.label.empty()) {
+        e.label = std::string(parts[i]);
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": expected 'ROLE TOKEN [LABEL] [instance=NAME]', found two labels"));
+      }
+    }
+    if (e.label.empty()) e.label = absl::StrCat("line ", line_no);
     if (auth->Find(e.token) != nullptr)
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": the token duplicates an earlier line's, expected unique tokens"));
@@ -113,8 +128,40 @@ int Authorizer::count(Role role) const {
   return n;
 }
 
-absl::Status Authorizer::Authorize(Rpc rpc, const std::string* authorization) const {
+absl::Status Authorizer::Permit(Rpc rpc, const Entry* e, const std::string& instance) const {
   const Role need = RequiredRole(rpc);
+  if (static_cast<int>(e->role) < static_cast<int>(need))
+    return absl::PermissionDeniedError(absl::StrCat(RpcName(rpc), " needs role ", RoleName(need),
+                                                    "; token '", e->label, "' has role ",
+                                                    RoleName(e->role)));
+  if (!e->instance.empty() && instance != e->instance)
+    return absl::PermissionDeniedError(
+        instance.empty()
+            ? absl::StrCat(RpcName(rpc), ": token '", e->label, "' is bound to instance '",
+                           e->instance, "' and may only make calls about it")
+            : absl::StrCat(RpcName(rpc), ": token '", e->label, "' is bound to instance '",
+                           e->instance, "', not '", instance, "'"));
+  return absl::OkStatus();
+}
+
+std::string Authorizer::BoundInstance(absl::string_view token) const {
+  const Entry* e = Find(token);
+  return e == nullptr ? "" : e->instance;
+}
+
+absl::Status Authorizer::AuthorizeToken(Rpc rpc, const std::string* token,
+                                        const std::string& instance, absl::string_view kind) const {
+  if (token == nullptr || token->empty())
+    return absl::UnauthenticatedError(absl::StrCat(RpcName(rpc), " needs a token: send ", kind));
+  const Entry* e = Find(absl::StripAsciiWhitespace(*token));
+  if (e == nullptr)
+    return absl::UnauthenticatedError(
+        absl::StrCat(RpcName(rpc), ": the token is not known to this server"));
+  return Permit(rpc, e, instance);
+}
+
+absl::Status Authorizer::Authorize(Rpc rpc, const std::string* authorization,
+                                   const std::string& instance) const {
   if (authorization == nullptr || authorization->empty())
     return absl::UnauthenticatedError(absl::StrCat(
         RpcName(rpc), " needs a token: send metadata 'authorization: Bearer <token>'"));
@@ -127,19 +174,16 @@ absl::Status Authorizer::Authorize(Rpc rpc, const std::string* authorization) co
   if (e == nullptr)
     return absl::UnauthenticatedError(
         absl::StrCat(RpcName(rpc), ": the bearer token is not known to this server"));
-  if (static_cast<int>(e->role) < static_cast<int>(need))
-    return absl::PermissionDeniedError(absl::StrCat(RpcName(rpc), " needs role ", RoleName(need),
-                                                    "; token '", e->label, "' has role ",
-                                                    RoleName(e->role)));
-  return absl::OkStatus();
+  return Permit(rpc, e, instance);
 }
 
-absl::Status Authorizer::Check(Rpc rpc, const grpc::ServerContextBase& ctx) const {
+absl::Status Authorizer::Check(Rpc rpc, const grpc::ServerContextBase& ctx,
+                               const std::string& instance) const {
   const auto& md = ctx.client_metadata();
   auto it = md.find("authorization");
-  if (it == md.end()) return Authorize(rpc, nullptr);
+  if (it == md.end()) return Authorize(rpc, nullptr, instance);
   const std::string value(it->second.data(), it->second.size());
-  return Authorize(rpc, &value);
+  return Authorize(rpc, &value, instance);
 }
 
 }  // namespace bandit::server

@@ -1,9 +1,15 @@
 // Token authentication with roles, checked by every BanditService handler before it runs.
 //
-// Tokens file (--tokens_file): one token per line, `ROLE TOKEN [LABEL]`, '#' starts a comment.
+// Tokens file (--tokens_file): one token per line, `ROLE TOKEN [LABEL] [instance=NAME]`, '#'
+// starts a comment.
 //   admin  3f9c...e1  ops-console
 //   writer 8a71...0c  checkout-service
 //   reader 55d2...9b  dashboards
+//   writer 0b4e...77  shop-frontend instance=shop
+// A token with `instance=NAME` is bound to that one instance (a per-instance key, as a
+// Personalizer resource's key): every call it makes must name that instance, and calls that name
+// none or list them all (ListInstances, SnapshotInstances of every instance) are refused. The
+// Personalizer HTTP API also reads the instance from such a key at its root path.
 // Clients send `authorization: Bearer TOKEN` metadata. Roles are ordered, each includes the ones
 // below it: reader (GetInstance, ListInstances) < writer (+ Select, Update, Activate, SelectBatch,
 // UpdateBatch) < admin (everything else); the list with each RPC's role is server/rpcs.h.
@@ -42,9 +48,18 @@ class Authorizer {
                                                               FileSystem* fs = PosixFileSystem());
 
   // `authorization` is the value of the `authorization` metadata (nullptr if absent).
-  absl::Status Authorize(Rpc rpc, const std::string* authorization) const;
+  // `instance` is the instance the call is about ("" = none or every one).
+  absl::Status Authorize(Rpc rpc, const std::string* authorization,
+                         const std::string& instance = "") const;
   // Reads the metadata from the call.
-  absl::Status Check(Rpc rpc, const grpc::ServerContextBase& ctx) const;
+  absl::Status Check(Rpc rpc, const grpc::ServerContextBase& ctx,
+                     const std::string& instance = "") const;
+  // The same checks for a bare token (the Personalizer API's Ocp-Apim-Subscription-Key header;
+  // nullptr if absent). `kind` names where the token is expected, for the messages.
+  absl::Status AuthorizeToken(Rpc rpc, const std::string* token, const std::string& instance,
+                              absl::string_view kind) const;
+  // The instance `token` is bound to; "" when it is unknown or bound to none.
+  std::string BoundInstance(absl::string_view token) const;
 
   size_t size() const { return entries_.size(); }
   int count(Role role) const;
@@ -54,7 +69,9 @@ class Authorizer {
     std::string token;
     Role role;
     std::string label;
+    std::string instance;  // "" = any instance
   };
+  absl::Status Permit(Rpc rpc, const Entry* e, const std::string& instance) const;
   Authorizer() = default;
   // Constant-time in the token's content: compares against every entry.
   const Entry* Find(absl::string_view token) const;

@@ -129,7 +129,8 @@ class GrpcBanditService::DecisionLogWriter final
       return;
     }
     if (owner_->auth_ != nullptr) {
-      if (absl::Status denied = owner_->auth_->Check(Rpc::kExportDecisionLog, *ctx); !denied.ok()) {
+      if (absl::Status denied = owner_->auth_->Check(Rpc::kExportDecisionLog, *ctx, req_.name());
+          !denied.ok()) {
         End(denied);
         return;
       }
@@ -570,7 +571,8 @@ GrpcBanditService::Reactor* GrpcBanditService::Handle(Ctx* ctx, Rpc rpc, Method 
   const auto start = std::chrono::steady_clock::now();
   Reactor* reactor = ctx->DefaultReactor();
   if (auth_ != nullptr) {
-    if (absl::Status denied = auth_->Check(rpc, *ctx); !denied.ok()) {
+    if (absl::Status denied = auth_->Check(rpc, *ctx, RoutingKey(*call->request()).first);
+        !denied.ok()) {
       call->Release();
       Finish(reactor, rpc, start, denied);
       return reactor;

@@ -87,8 +87,20 @@ ABSL_FLAG(std::string, advertise, "",
 ABSL_FLAG(int64_t, lease_ms, 5000,
           "Cluster membership lease: a node that has not renewed it for this long loses its "
           "instances to the other nodes (heartbeat every lease_ms/3)");
+ABSL_FLAG(std::string, http_listen, "",
+          "Azure Personalizer's REST API over HTTP/JSON on this address (host:port, port 0 = any; "
+          "empty = off); same TLS files, tokens and --max_message_bytes body limit as gRPC");
+ABSL_FLAG(int32_t, http_threads, 64,
+          "HTTP connections served at once (each open keep-alive connection holds one thread)");
+ABSL_FLAG(std::string, personalizer_default_instance, "",
+          "Instance of Personalizer API requests at the root path (/personalizer/...) whose key "
+          "is bound to none (or without --tokens_file)");
+ABSL_FLAG(bool, personalizer_auto_create, false,
+          "Create an unknown instance with Personalizer's default learning settings at its "
+          "first Personalizer API request (as `banditctl create NAME --personalizer`)");
 ABSL_FLAG(std::string, port_file, "",
-          "If set, write the bound gRPC and metrics ports to this file (\"GRPC METRICS\\n\")");
+          "If set, write the bound gRPC and metrics ports to this file (\"GRPC METRICS\\n\"; "
+          "\"GRPC METRICS HTTP\\n\" with --http_listen)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("banditd: the Bandit Decision Service");
@@ -178,6 +190,15 @@ int main(int argc, char** argv) {
   options.node_id = absl::GetFlag(FLAGS_node_id);
   options.advertise = absl::GetFlag(FLAGS_advertise);
   options.lease_ms = absl::GetFlag(FLAGS_lease_ms);
+  options.http_listen = absl::GetFlag(FLAGS_http_listen);
+  options.http_threads = absl::GetFlag(FLAGS_http_threads);
+  if (options.http_threads < 1 || options.http_threads > 10000) {
+    BANDIT_LOG_ERROR("--http_threads=", options.http_threads,
+                     " is out of range, expected 1..10000");
+    return 2;
+  }
+  options.personalizer.default_instance = absl::GetFlag(FLAGS_personalizer_default_instance);
+  options.personalizer.auto_create = absl::GetFlag(FLAGS_personalizer_auto_create);
   auto server = bandit::server::BanditServer::Start(options);
   if (!server.ok()) {
     BANDIT_LOG_ERROR("banditd failed to start: ", server.status().ToString());
@@ -186,7 +207,12 @@ int main(int argc, char** argv) {
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     const std::string tmp = port_file + ".tmp";
     if (FILE* f = std::fopen(tmp.c_str(), "w")) {
-      std::fprintf(f, "%d %d\n", (*server)->port(), (*server)->metrics_port());
+      // The HTTP port only when it is on: readers of the two-number form keep working.
+      if ((*server)->http_port() != 0)
+        std::fprintf(f, "%d %d %d\n", (*server)->port(), (*server)->metrics_port(),
+                     (*server)->http_port());
+      else
+        std::fprintf(f, "%d %d\n", (*server)->port(), (*server)->metrics_port());
       std::fclose(f);
       std::rename(tmp.c_str(), port_file.c_str());
     }

@@ -239,6 +239,35 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
     s->metrics_port_ = ports.empty() ? 0 : ports[0];
   }
 
+  if (!options.http_listen.empty()) {
+    if (options.cluster) {
+      s->server_->Shutdown();
+      return absl::InvalidArgumentError(
+          "--http_listen is not offered with --cluster yet: the HTTP API serves the instances "
+          "of its own node and does not forward to their owners");
+    }
+    if (!IsLoopbackListen(options.http_listen) && !options.tls.enabled())
+      BANDIT_LOG_WARN("HTTP API on non-loopback address ", options.http_listen,
+                      " WITHOUT TLS: keys travel in plaintext; set --tls_cert and --tls_key");
+    s->http_metrics_ = std::make_unique<http::HttpMetrics>(*s->metrics_->registry());
+    http::PersonalizerOptions personalizer = options.personalizer;
+    personalizer.max_json_depth = static_cast<int>(options.limits.instance.named.max_depth);
+    s->personalizer_ =
+        std::make_unique<http::PersonalizerApi>(s->service_.get(), s->auth_.get(), personalizer);
+    http::HttpServerOptions http_options;
+    http_options.listen = options.http_listen;
+    http_options.tls = options.tls;
+    http_options.max_body_bytes = options.max_message_bytes;
+    http_options.threads = options.http_threads;
+    auto http =
+        http::HttpServer::Start(http_options, s->personalizer_.get(), s->http_metrics_.get());
+    if (!http.ok()) {
+      s->server_->Shutdown();
+      return http.status();
+    }
+    s->http_ = *std::move(http);
+  }
+
   if (options.cluster) {
     if (auto st = s->StartCluster(); !st.ok()) {
       s->server_->Shutdown();
@@ -400,6 +429,7 @@ void BanditServer::Shutdown() {
                   options_.grace_period_ms, " ms");
   if (cluster_ != nullptr) cluster_->BeginLeave();
   server_->GetHealthCheckService()->SetServingStatus(false);
+  if (http_ != nullptr) http_->StopAccepting();
   const auto deadline =
       std::chrono::system_clock::now() + std::chrono::milliseconds(options_.grace_period_ms);
   // grpc::Server::Shutdown(deadline) cancels what still runs at the deadline, but then waits
@@ -431,6 +461,8 @@ void BanditServer::Shutdown() {
     drain.detach();
     (void)server_.release();  // the detached shutdown still uses it; the process is ending
   }
+  // The HTTP requests in flight had the same grace period; those still waiting are cut now.
+  if (http_ != nullptr) http_->Drain(absl::FromChrono(deadline));
   stop_.Notify();
   if (sweeper_.joinable()) sweeper_.join();
   if (persistence_) {

@@ -15,6 +15,8 @@
 #include "server/auth.h"
 #include "server/decision_service.h"
 #include "server/grpc_service.h"
+#include "server/http/http_server.h"
+#include "server/http/personalizer_api.h"
 #include "server/metrics.h"
 #include "server/persistence.h"
 #include "server/storage_metrics.h"
@@ -68,6 +70,11 @@ struct ServerOptions {
   std::string node_id;
   std::string advertise;
   int64_t lease_ms = 5'000;
+  // Azure Personalizer's REST API over HTTP/JSON (server/http/): empty = off. Same TLS files,
+  // tokens and body limit (max_message_bytes) as gRPC.
+  std::string http_listen;
+  int http_threads = 64;
+  http::PersonalizerOptions personalizer;
 };
 
 class BanditServer {
@@ -77,6 +84,7 @@ class BanditServer {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  int http_port() const { return http_ != nullptr ? http_->port() : 0; }
   DecisionService& service() { return *service_; }
   Persistence* persistence() { return persistence_.get(); }
   cluster::ClusterNode* cluster() { return cluster_.get(); }
@@ -109,6 +117,9 @@ class BanditServer {
   std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<GrpcBanditService> grpc_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<http::HttpMetrics> http_metrics_;
+  std::unique_ptr<http::PersonalizerApi> personalizer_;
+  std::unique_ptr<http::HttpServer> http_;  // after personalizer_: destroyed first
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;
   int metrics_port_ = 0;

@@ -31,8 +31,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cpp/bandit_client.h"
-#include "client/cpp/named_request.h"
 #include "client/cpp/decision_log_format.h"
+#include "client/cpp/named_request.h"
+#include "core/features/personalizer_defaults.h"
 #include "server/storage/file_system.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "banditd address");
@@ -43,6 +44,9 @@ ABSL_FLAG(int32_t, max_message_bytes, 16 << 20,
           "decision log; the server has its own --max_message_bytes)");
 ABSL_FLAG(std::string, config, "",
           "create: text-format bandit.v1.InstanceConfig; shadow add: bandit.v1.ShadowConfig");
+ABSL_FLAG(bool, personalizer, false,
+          "create: Azure Personalizer's default learning settings (docs/personalizer.md); "
+          "--config, if given, is merged over them");
 ABSL_FLAG(int32_t, page_size, 0, "list: page size (0 = server default)");
 ABSL_FLAG(std::string, page_token, "", "list: token from a previous page");
 ABSL_FLAG(std::string, candidates, "", "select: candidate vectors, 'a,b;c,d'");
@@ -170,6 +174,7 @@ int main(int argc, char** argv) {
       "banditctl [--target=HOST:PORT] [--json] [--tls_ca=CA.pem] [--token=T | $BANDIT_TOKEN] "
       "COMMAND ARGS\n"
       "  create NAME --config='policy { ucb1 {} num_arms: 3 }'\n"
+      "  create NAME --personalizer        (Azure Personalizer's default learning settings)\n"
       "  get NAME | list | delete NAME | reset NAME\n"
       "  select NAME [--candidates='a,b;c,d'] [--x='a,b'] [--scores]\n"
       "  select NAME --context='{...}' --actions=@actions.json [--exclude=ID,...] [--scores]\n"
@@ -260,7 +265,9 @@ int main(int argc, char** argv) {
   if (cmd == "create") {
     bandit::v1::CreateInstanceRequest req;
     req.set_name(name);
-    if (!google::protobuf::TextFormat::ParseFromString(absl::GetFlag(FLAGS_config),
+    if (absl::GetFlag(FLAGS_personalizer))
+      *req.mutable_config() = bandit::features::PersonalizerDefaultConfig();
+    if (!google::protobuf::TextFormat::MergeFromString(absl::GetFlag(FLAGS_config),
                                                        req.mutable_config()))
       return Usage("--config is not a text-format bandit.v1.InstanceConfig");
     return PrintOr(client.CreateInstance(req));

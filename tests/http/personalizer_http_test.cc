@@ -1,0 +1,435 @@
+// Personalizer's REST API on the real banditd binary (--http_listen on port 0): the same Rank
+// over HTTP and over gRPC decides the same; bad input gets Personalizer's status and code and
+// changes nothing; keys, instance binding, the root path, metrics, and model export/import.
+#include <sys/stat.h>
+
+#include <fstream>
+#include <string>
+
+#include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <rapidjson/document.h>
+
+#include "absl/strings/str_cat.h"
+#include "client/cpp/bandit_client.h"
+#include "server/auth.h"
+#include "tests/integration/server_process.h"
+
+namespace bandit {
+namespace {
+
+using bandit::client::BanditClient;
+using bandit::client::ClientOptions;
+using bandit::testing::ServerProcess;
+namespace v1 = bandit::v1;
+
+constexpr char kAdmin[] = "admin-token-0123456789";
+constexpr char kWriter[] = "writer-token-0123456789";
+constexpr char kReader[] = "reader-token-0123456789";
+constexpr char kShopKey[] = "shop-key-0123456789abc";  // writer bound to instance "shop"
+
+// A named-feature instance with a fixed seed, so two of them decide alike.
+constexpr char kConfig[] =
+    "policy { linucb { alpha: 0.5 } } feature_space { bits: 5 interactions: \"UA\" } seed: 42";
+
+std::string TokensFile(const std::string& dir) {
+  const std::string path = dir + "/tokens";
+  std::ofstream f(path);
+  f << "admin " << kAdmin << " ops\n"
+    << "writer " << kWriter << " app\n"
+    << "reader " << kReader << " dashboards\n"
+    << "writer " << kShopKey << " shop-frontend instance=shop\n";
+  f.close();
+  chmod(path.c_str(), 0600);
+  return path;
+}
+
+int HttpPort(const ServerProcess& server) {
+  std::ifstream f(server.dir() + "/ports");
+  int grpc = 0, metrics = 0, http = 0;
+  f >> grpc >> metrics >> http;
+  return http;
+}
+
+struct Answer {
+  int status = 0;
+  std::string body;
+  std::string code;    // error.code, when the body is Personalizer's error
+  std::string target;  // error.target
+  httplib::Headers headers;
+};
+
+Answer Send(int port, const std::string& method, const std::string& path,
+            const std::string& body = "", const char* key = kWriter) {
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(10, 0);
+  httplib::Headers headers;
+  if (key != nullptr) headers.emplace("Ocp-Apim-Subscription-Key", key);
+  auto send = [&]() -> httplib::Result {
+    if (method == "GET") return http.Get(path.c_str(), headers);
+    if (method == "POST") return http.Post(path.c_str(), headers, body, "application/json");
+    if (method == "PUT") return http.Put(path.c_str(), headers, body, "application/json");
+    if (method == "DELETE") return http.Delete(path.c_str(), headers);
+    return http.Patch(path.c_str(), headers, body, "application/json");
+  };
+  httplib::Result r = send();
+  Answer a;
+  if (!r) return a;
+  a.status = r->status;
+  a.body = r->body;
+  a.headers = r->headers;
+  rapidjson::Document doc;
+  if (!doc.Parse(a.body.c_str()).HasParseError() && doc.IsObject() && doc.HasMember("error")) {
+    const auto& e = doc["error"];
+    if (e.HasMember("code") && e["code"].IsString()) a.code = e["code"].GetString();
+    if (e.HasMember("target") && e["target"].IsString()) a.target = e["target"].GetString();
+  }
+  return a;
+}
+
+v1::CreateInstanceRequest Create(const std::string& name, const std::string& text = kConfig) {
+  v1::CreateInstanceRequest req;
+  req.set_name(name);
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, req.mutable_config()));
+  return req;
+}
+
+// A rank request of round `t`: the user type and the actions (one excluded every fifth round).
+std::string RankBody(int t, std::string* context, std::vector<std::string>* excluded) {
+  const char* users[] = {"student", "parent", "retiree"};
+  *context =
+      absl::StrCat("[{\"User\":{\"kind\":\"", users[t % 3], "\",\"age\":", 20 + t % 7, "}}]");
+  excluded->clear();
+  if (t % 5 == 0) excluded->push_back("c");
+  std::string body = absl::StrCat("{\"contextFeatures\":", *context, ",\"actions\":[");
+  const char* ids[] = {"a", "b", "c", "d"};
+  for (int i = 0; i < 4; ++i)
+    absl::StrAppend(&body, i ? "," : "", "{\"id\":\"", ids[i],
+                    "\",\"features\":[{\"Action\":{\"topic\":\"", ids[i], "\"}}]}");
+  absl::StrAppend(&body, "]");
+  if (!excluded->empty()) absl::StrAppend(&body, ",\"excludedActions\":[\"c\"]");
+  absl::StrAppend(&body, "}");
+  return body;
+}
+
+v1::SelectRequest SelectOf(const std::string& instance, const std::string& context,
+                           const std::vector<std::string>& excluded) {
+  v1::SelectRequest req;
+  req.set_instance(instance);
+  req.set_return_scores(true);
+  req.set_context(context);
+  for (const char* id : {"a", "b", "c", "d"}) {
+    v1::NamedAction* a = req.add_actions();
+    a->set_id(id);
+    a->set_features(absl::StrCat("[{\"Action\":{\"topic\":\"", id, "\"}}]"));
+  }
+  for (const auto& e : excluded) req.add_excluded_actions(e);
+  return req;
+}
+
+class PersonalizerHttp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/personalizer-http-XXXXXX";
+    tokens_dir_ = mkdtemp(tmpl);
+    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{
+        "--http_listen=127.0.0.1:0", "--tokens_file=" + TokensFile(tokens_dir_),
+        "--max_message_bytes=65536", "--durability=always"});
+    ASSERT_TRUE(server_->running()) << server_->Log();
+    port_ = HttpPort(*server_);
+    ASSERT_GT(port_, 0) << server_->Log();
+    ClientOptions options;
+    options.token = kAdmin;
+    grpc_ = std::make_unique<BanditClient>(server_->target(), options);
+  }
+  void TearDown() override {
+    grpc_.reset();
+    server_.reset();
+    std::filesystem::remove_all(tokens_dir_);
+  }
+  v1::InstanceStats Stats(const std::string& name) {
+    auto got = grpc_->GetInstance(name);
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? got->stats() : v1::InstanceStats();
+  }
+
+  std::string tokens_dir_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<BanditClient> grpc_;
+  int port_ = 0;
+};
+
+TEST_F(PersonalizerHttp, RankOverHttpDecidesAsSelectOverGrpc) {
+  ASSERT_TRUE(grpc_->CreateInstance(Create("over-http")).ok());
+  ASSERT_TRUE(grpc_->CreateInstance(Create("over-grpc")).ok());
+  for (int t = 0; t < 60; ++t) {
+    std::string context;
+    std::vector<std::string> excluded;
+    const std::string body = RankBody(t, &context, &excluded);
+    Answer a = Send(port_, "POST", "/instances/over-http/personalizer/v1.0/rank", body);
+    ASSERT_EQ(a.status, 201) << a.body;
+    rapidjson::Document doc;
+    ASSERT_FALSE(doc.Parse(a.body.c_str()).HasParseError()) << a.body;
+    auto d = grpc_->Select(SelectOf("over-grpc", context, excluded));
+    ASSERT_TRUE(d.ok()) << d.status();
+    // Identical decision: the chosen action, and the whole ranking with its probabilities.
+    EXPECT_EQ(doc["rewardActionId"].GetString(), d->action_id()) << "round " << t;
+    ASSERT_EQ(doc["ranking"].Size(), static_cast<unsigned>(d->ranking_size()));
+    for (int i = 0; i < d->ranking_size(); ++i) {
+      EXPECT_EQ(doc["ranking"][i]["id"].GetString(), d->ranking(i).id());
+      EXPECT_DOUBLE_EQ(doc["ranking"][i]["probability"].GetDouble(), d->ranking(i).probability());
+    }
+    // The same reward on both: the user "student" likes "a", the others "b".
+    const std::string chosen = d->action_id();
+    const double reward = (t % 3 == 0) == (chosen == "a") && (chosen == "a" || chosen == "b");
+    Answer r = Send(port_, "POST",
+                    absl::StrCat("/instances/over-http/personalizer/v1.0/events/",
+                                 doc["eventId"].GetString(), "/reward"),
+                    absl::StrCat("{\"value\":", reward, "}"));
+    EXPECT_EQ(r.status, 204) << r.body;
+    v1::UpdateRequest up;
+    up.set_instance("over-grpc");
+    up.set_event_id(d->event_id());
+    up.set_reward(reward);
+    ASSERT_TRUE(grpc_->Update(up).ok());
+  }
+  EXPECT_EQ(Stats("over-http").updates(), 60);
+  EXPECT_DOUBLE_EQ(Stats("over-http").reward_sum(), Stats("over-grpc").reward_sum());
+}
+
+TEST_F(PersonalizerHttp, BadInputGetsPersonalizersStatusAndCodeAndChangesNothing) {
+  ASSERT_TRUE(grpc_->CreateInstance(Create("shop")).ok());
+  auto before = grpc_->ExportInstance("shop");
+  ASSERT_TRUE(before.ok());
+  const std::string rank = "/instances/shop/personalizer/v1.0/rank";
+  std::string context;
+  std::vector<std::string> excluded;
+  const std::string good = RankBody(1, &context, &excluded);
+  struct Case {
+    std::string method, path, body;
+    const char* key;
+    int status;
+    std::string code, target;
+  };
+  const Case cases[] = {
+      {"POST", rank, "{\"actions\": [", kWriter, 400, "InvalidRankRequest", ""},
+      {"POST", rank, "[1,2]", kWriter, 400, "InvalidRankRequest", ""},
+      {"POST", rank, "{\"actions\": {\"id\": \"a\"}}", kWriter, 400, "InvalidRankRequest",
+       "actions"},
+      {"POST", rank, "{\"actions\": [{\"id\": 7}]}", kWriter, 400, "InvalidRankRequest",
+       "actions[0].id"},
+      {"POST", rank, "{\"actions\": [{\"id\": \"a\"}], \"eventId\": 5}", kWriter, 400,
+       "InvalidRankRequest", "eventId"},
+      {"POST", rank, std::string(2000, '[') + std::string(2000, ']'), kWriter, 400,
+       "InvalidRankRequest", ""},
+      {"POST", rank, "{\"actions\": [{\"id\": \"a\", \"features\": [{\"x\": [\"s\"]}]}]}", kWriter,
+       400, "InvalidRankRequest", ""},
+      {"POST", rank, good.substr(0, good.size() - 1) + ",\"deferActivation\":true}", kWriter, 400,
+       "InvalidRankRequest", "deferActivation"},
+      {"POST", rank, "{\"actions\":[{\"id\":\"" + std::string(70000, 'x') + "\"}]}", kWriter, 400,
+       "PayloadSizeExceeded", ""},
+      {"POST", "/instances/shop/personalizer/v1.0/events/e1/reward", "{\"value\": \"1\"}", kWriter,
+       400, "InvalidRewardRequest", "value"},
+      {"POST", "/instances/shop/personalizer/v1.0/events/bad%20id/activate", "", kWriter, 400,
+       "InvalidEventIdToActivate", "eventId"},
+      {"POST", "/instances/shop/personalizer/v1.0/nothing", good, kWriter, 404, "ResourceNotFound",
+       ""},
+      {"POST", "/personalizer/v9/rank", good, kWriter, 404, "ResourceNotFound", ""},
+      {"GET", rank, "", kWriter, 405, "BadRequest", ""},
+      {"PATCH", rank, good, kWriter, 405, "BadRequest", ""},
+      {"POST", rank, good, nullptr, 401, "401", ""},
+      {"POST", rank, good, "not-a-known-token-at-all", 401, "401", ""},
+      {"POST", rank, good, kReader, 403, "InvalidApiAccess", ""},
+      {"POST", "/instances/other/personalizer/v1.0/rank", good, kShopKey, 403, "InvalidApiAccess",
+       ""},
+      {"PUT", "/instances/shop/personalizer/v1.1-preview.3/configurations/service",
+       "{\"rewardWaitTime\":\"PT1H\"}", kAdmin, 400, "InvalidServiceConfiguration",
+       "rewardWaitTime"},
+      {"POST", "/instances/shop/personalizer/v1.1-preview.3/multislot/rank", "{}", kWriter, 400,
+       "InvalidMultiSlotApiAccess", ""},
+      {"POST", "/instances/nobody/personalizer/v1.0/rank", good, kWriter, 404, "ResourceNotFound",
+       ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.method + " " + c.path.substr(0, 80) + " " + c.body.substr(0, 80));
+    Answer a = Send(port_, c.method, c.path, c.body, c.key);
+    EXPECT_EQ(a.status, c.status) << a.body;
+    EXPECT_EQ(a.code, c.code) << a.body;
+    if (!c.target.empty()) EXPECT_EQ(a.target, c.target) << a.body;
+    EXPECT_NE(a.body.find("\"message\""), std::string::npos) << a.body;
+  }
+  auto after = grpc_->ExportInstance("shop");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*before, *after) << "a refused request changed the instance";
+  EXPECT_EQ(Stats("shop").rounds(), 0);
+}
+
+TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
+  ASSERT_TRUE(grpc_->CreateInstance(Create("shop")).ok());
+  std::string context;
+  std::vector<std::string> excluded;
+  // The root path: the key names the instance.
+  Answer a =
+      Send(port_, "POST", "/personalizer/v1.0/rank", RankBody(2, &context, &excluded), kShopKey);
+  ASSERT_EQ(a.status, 201) << a.body;
+  rapidjson::Document doc;
+  doc.Parse(a.body.c_str());
+  const std::string event = doc["eventId"].GetString();
+  EXPECT_EQ(Stats("shop").rounds(), 1);
+  // An unbound key at the root without --personalizer_default_instance: no instance.
+  EXPECT_EQ(Send(port_, "POST", "/personalizer/v1.0/rank", RankBody(2, &context, &excluded)).status,
+            404);
+  const std::string events = "/personalizer/v1.0/events/" + event;
+  EXPECT_EQ(Send(port_, "POST", events + "/activate", "", kShopKey).status, 204);
+  Answer r = Send(port_, "POST", events + "/reward", "{\"value\": 1}", kShopKey);
+  EXPECT_EQ(r.status, 204) << r.body;
+  EXPECT_EQ(Stats("shop").updates(), 1);
+  EXPECT_DOUBLE_EQ(Stats("shop").reward_sum(), 1);
+  // A second reward is accepted as Personalizer accepts it, and not learned (earliest wins).
+  r = Send(port_, "POST", events + "/reward", "{\"value\": 0.5}", kShopKey);
+  EXPECT_EQ(r.status, 204);
+  EXPECT_TRUE(r.headers.count("x-bandit-reward-not-learned")) << r.body;
+  EXPECT_EQ(Stats("shop").updates(), 1);
+  EXPECT_EQ(Stats("shop").rejected_rewards(), 1);
+  // Configuration as Personalizer reports it; restating it is accepted.
+  Answer config =
+      Send(port_, "GET", "/instances/shop/personalizer/v1.1-preview.3/configurations/service", "",
+           kReader);
+  ASSERT_EQ(config.status, 200) << config.body;
+  EXPECT_NE(config.body.find("\"rewardWaitTime\":\"PT10M\""), std::string::npos) << config.body;
+  Answer put =
+      Send(port_, "PUT", "/instances/shop/personalizer/v1.1-preview.3/configurations/service",
+           config.body, kAdmin);
+  EXPECT_EQ(put.status, 200) << put.body;
+  // Per-route, per-status metrics.
+  const std::string metrics = bandit::testing::HttpGet(server_->metrics_port(), "/metrics");
+  EXPECT_NE(
+      metrics.find("bandit_http_request_duration_seconds_count{code=\"201\",route=\"rank\"} 1"),
+      std::string::npos);
+  EXPECT_NE(
+      metrics.find("bandit_http_request_duration_seconds_count{code=\"404\",route=\"rank\"} 1"),
+      std::string::npos);
+}
+
+TEST_F(PersonalizerHttp, ModelExportedFromOneInstanceContinuesExactlyOnAnother) {
+  ASSERT_TRUE(grpc_->CreateInstance(Create("source")).ok());
+  ASSERT_TRUE(
+      grpc_->CreateInstance(Create("target", "policy { linucb {} } feature_space { bits: 4 }"))
+          .ok());
+  std::string context;
+  std::vector<std::string> excluded;
+  for (int t = 0; t < 20; ++t) {
+    Answer a = Send(port_, "POST", "/instances/source/personalizer/v1.0/rank",
+                    RankBody(t, &context, &excluded));
+    ASSERT_EQ(a.status, 201);
+    rapidjson::Document doc;
+    doc.Parse(a.body.c_str());
+    ASSERT_EQ(Send(port_, "POST",
+                   absl::StrCat("/instances/source/personalizer/v1.0/events/",
+                                doc["eventId"].GetString(), "/reward"),
+                   absl::StrCat("{\"value\":", t % 2, "}"))
+                  .status,
+              204);
+  }
+  Answer model =
+      Send(port_, "GET", "/instances/source/personalizer/v1.1-preview.3/model", "", kAdmin);
+  ASSERT_EQ(model.status, 200);
+  // A file that is not a model leaves the target as it was.
+  EXPECT_EQ(Send(port_, "PUT", "/instances/target/personalizer/v1.1-preview.3/model", "not a model",
+                 kAdmin)
+                .code,
+            "InvalidModelImportFormat");
+  EXPECT_TRUE(grpc_->GetInstance("target").ok());
+  Answer put =
+      Send(port_, "PUT", "/instances/target/personalizer/v1.1-preview.3/model", model.body, kAdmin);
+  ASSERT_EQ(put.status, 204) << put.body;
+  for (int t = 20; t < 40; ++t) {
+    const std::string body = RankBody(t, &context, &excluded);
+    Answer s = Send(port_, "POST", "/instances/source/personalizer/v1.0/rank", body);
+    Answer d = Send(port_, "POST", "/instances/target/personalizer/v1.0/rank", body);
+    ASSERT_EQ(s.status, 201);
+    ASSERT_EQ(d.status, 201);
+    rapidjson::Document sd, dd;
+    sd.Parse(s.body.c_str());
+    dd.Parse(d.body.c_str());
+    EXPECT_EQ(std::string(sd["rewardActionId"].GetString()), dd["rewardActionId"].GetString());
+    EXPECT_EQ(std::string(sd["ranking"][0]["id"].GetString()), dd["ranking"][0]["id"].GetString());
+  }
+  // Reset through the model route: the learned state is gone.
+  EXPECT_EQ(Send(port_, "DELETE", "/instances/target/personalizer/v1.1-preview.3/model", "", kAdmin)
+                .status,
+            204);
+  EXPECT_EQ(Stats("target").updates(), 0);
+}
+
+TEST(PersonalizerHttpRoot, DefaultInstanceAndAutoCreateWithoutAuth) {
+  ServerProcess server({"--http_listen=127.0.0.1:0", "--personalizer_default_instance=home",
+                        "--personalizer_auto_create"});
+  ASSERT_TRUE(server.running()) << server.Log();
+  const int port = HttpPort(server);
+  std::string context;
+  std::vector<std::string> excluded;
+  Answer a =
+      Send(port, "POST", "/personalizer/v1.0/rank", RankBody(3, &context, &excluded), nullptr);
+  ASSERT_EQ(a.status, 201) << a.body;
+  BanditClient grpc(server.target());
+  auto home = grpc.GetInstance("home");
+  ASSERT_TRUE(home.ok()) << home.status();
+  EXPECT_TRUE(home->config().policy().has_linucb());
+  EXPECT_EQ(home->config().feature_space().bits(), 10);
+  EXPECT_EQ(home->stats().rounds(), 1);
+}
+
+}  // namespace
+}  // namespace bandit
+
+namespace bandit {
+namespace {
+
+TEST(InstanceBoundTokens, ParseAndCheck) {
+  auto auth = server::Authorizer::Parse(
+      "writer bound-token-0123456789 shop-app instance=shop\n"
+      "writer free-token-01234567890 instance=\n",
+      "t");
+  EXPECT_EQ(auth.status().code(), absl::StatusCode::kInvalidArgument);  // empty NAME
+  auth = server::Authorizer::Parse("writer bound-token-0123456789 instance=a instance=b\n", "t");
+  EXPECT_EQ(auth.status().code(), absl::StatusCode::kInvalidArgument);  // two instances
+  auth = server::Authorizer::Parse(
+      "writer bound-token-0123456789 instance=shop shop-app\n"
+      "admin admin-token-0123456789\n",
+      "t");
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  const std::string bound = "Bearer bound-token-0123456789";
+  EXPECT_EQ((*auth)->BoundInstance("bound-token-0123456789"), "shop");
+  EXPECT_EQ((*auth)->BoundInstance("admin-token-0123456789"), "");
+  EXPECT_TRUE((*auth)->Authorize(server::Rpc::kSelect, &bound, "shop").ok());
+  EXPECT_EQ((*auth)->Authorize(server::Rpc::kSelect, &bound, "other").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ((*auth)->Authorize(server::Rpc::kListInstances, &bound, "").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ((*auth)->Authorize(server::Rpc::kCreateInstance, &bound, "shop").code(),
+            absl::StatusCode::kPermissionDenied);  // the role still applies
+  const std::string admin = "Bearer admin-token-0123456789";
+  EXPECT_TRUE((*auth)->Authorize(server::Rpc::kListInstances, &admin, "").ok());
+}
+
+TEST_F(PersonalizerHttp, ABoundKeyOverGrpcReachesItsInstanceOnly) {
+  ASSERT_TRUE(grpc_->CreateInstance(Create("shop")).ok());
+  ASSERT_TRUE(grpc_->CreateInstance(Create("other")).ok());
+  ClientOptions options;
+  options.token = kShopKey;
+  BanditClient shop(server_->target(), options);
+  std::string context;
+  std::vector<std::string> excluded;
+  RankBody(0, &context, &excluded);
+  EXPECT_TRUE(shop.Select(SelectOf("shop", context, excluded)).ok());
+  EXPECT_EQ(shop.Select(SelectOf("other", context, excluded)).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(shop.ListInstances(10, "").status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(shop.GetInstance("shop").ok());
+  EXPECT_EQ(shop.GetInstance("other").status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+}  // namespace
+}  // namespace bandit

@@ -1,0 +1,203 @@
+// ctest personalizer_sdk: Azure Personalizer's official Node SDKs, unmodified, against banditd's
+// Personalizer API. The SDKs are installed from npm at pinned versions into a temp dir outside
+// the repository; banditd is started on port 0 with --http_listen.
+//   @azure/cognitiveservices-personalizer 2.0.1 (v1.0): a known click model, rank -> reward for
+//     a few thousand rounds; the learned reward rate beats uniform choice by a stated margin;
+//     errors come back as the SDK's RestError with Personalizer's codes.
+//   @azure-rest/ai-personalizer 1.0.0-beta.1 (v1.1-preview.3): rank, reward, configuration
+//     get/put, model export from one instance and import into another, which then decides
+//     exactly as the first.
+'use strict';
+const { test, before, after } = require('node:test');
+const assert = require('node:assert');
+const { execFileSync, spawn } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+const SDK_V10 = '@azure/cognitiveservices-personalizer@2.0.1';
+const SDK_REST = '@azure-rest/ai-personalizer@1.0.0-beta.1';
+const KEYS = {
+  v10: 'v10-writer-key-0123456789',  // writer bound to instance "news"
+  restA: 'rest-admin-key-a-0123456789',  // admin bound to "rest-a"
+  restB: 'rest-admin-key-b-0123456789',  // admin bound to "rest-b"
+  reader: 'news-reader-key-0123456789',  // reader bound to "news"
+};
+
+let sdkDir, dataDir, banditd, httpPort, requireSdk;
+
+before(async () => {
+  sdkDir = fs.mkdtempSync(path.join(os.tmpdir(), 'personalizer-sdks-'));
+  fs.writeFileSync(path.join(sdkDir, 'package.json'), '{"name":"sdk-probe","private":true}');
+  execFileSync('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', SDK_V10,
+    '@azure/ms-rest-js@2', SDK_REST, '@azure/core-auth@1'], { cwd: sdkDir, stdio: 'inherit' });
+  requireSdk = (name) => require(require.resolve(name, { paths: [sdkDir] }));
+
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'personalizer-banditd-'));
+  const tokens = path.join(dataDir, 'tokens');
+  fs.writeFileSync(tokens, [
+    `writer ${KEYS.v10} v10-app instance=news`,
+    `admin ${KEYS.restA} rest-a instance=rest-a`,
+    `admin ${KEYS.restB} rest-b instance=rest-b`,
+    `reader ${KEYS.reader} dashboards instance=news`, ''].join('\n'), { mode: 0o600 });
+  const portFile = path.join(dataDir, 'ports');
+  banditd = spawn(process.env.BANDITD || 'build/bin/banditd', [
+    '--listen=127.0.0.1:0', '--metrics_listen=', '--http_listen=127.0.0.1:0',
+    `--data_dir=${path.join(dataDir, 'data')}`, `--port_file=${portFile}`,
+    `--tokens_file=${tokens}`, '--personalizer_auto_create', '--durability=none'],
+  { stdio: ['ignore', 'ignore', fs.openSync(path.join(dataDir, 'banditd.log'), 'a')] });
+  for (let i = 0; i < 1000 && !httpPort; i++) {
+    try {
+      const parts = fs.readFileSync(portFile, 'utf8').trim().split(/\s+/);
+      if (parts.length === 3) httpPort = Number(parts[2]);
+    } catch (e) { /* not yet written */ }
+    if (!httpPort) await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.ok(httpPort > 0, 'banditd did not report its HTTP port');
+});
+
+after(() => {
+  if (banditd) banditd.kill('SIGTERM');
+  if (sdkDir) fs.rmSync(sdkDir, { recursive: true, force: true });
+  if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+// A seeded generator (mulberry32): the click model's draws are the same on every run.
+function rng(seed) {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// The click model: each kind of user clicks its own topic with probability 0.8 and any other
+// with 0.1, whatever the device. Uniform choice over the 4 articles earns 0.275 a round.
+const KINDS = ['student', 'parent', 'retiree'];
+const TOPICS = ['games', 'school', 'garden', 'finance'];
+const BEST = { student: 'games', parent: 'school', retiree: 'garden' };
+const P_BEST = 0.8, P_OTHER = 0.1;
+const UNIFORM = (P_BEST + 3 * P_OTHER) / TOPICS.length;
+const ACTIONS = TOPICS.map((t, i) => ({
+  id: `article-${t}`, features: [{ Article: { topic: t, words: 300 + 100 * i } }] }));
+
+test('v1.0 SDK: rank -> reward learns the click model', async () => {
+  const { PersonalizerClient } = requireSdk('@azure/cognitiveservices-personalizer');
+  const { ApiKeyCredentials } = requireSdk('@azure/ms-rest-js');
+  const credentials = new ApiKeyCredentials({ inHeader: { 'Ocp-Apim-Subscription-Key': KEYS.v10 } });
+  // The v1.0 SDK keeps only the endpoint's origin: the key names the instance.
+  const client = new PersonalizerClient(credentials, `http://127.0.0.1:${httpPort}`);
+  const draw = rng(20261127);
+  const ROUNDS = 2500, LAST = 500;
+  let lastRewards = 0;
+  for (let t = 0; t < ROUNDS; t++) {
+    const kind = KINDS[Math.floor(draw() * KINDS.length)];
+    const device = draw() < 0.5 ? 'mobile' : 'desktop';
+    const response = await client.rank({
+      contextFeatures: [{ User: { kind } }, { Device: { type: device } }],
+      actions: ACTIONS,
+    });
+    assert.strictEqual(response.ranking.length, ACTIONS.length);
+    assert.ok(Math.abs(response.ranking.reduce((s, r) => s + r.probability, 0) - 1) < 1e-9);
+    const chosen = response.rewardActionId;
+    const clicked = draw() < (chosen === `article-${BEST[kind]}` ? P_BEST : P_OTHER) ? 1 : 0;
+    await client.events.reward(response.eventId, { value: clicked });
+    if (t >= ROUNDS - LAST) lastRewards += clicked;
+  }
+  const rate = lastRewards / LAST;
+  console.log(`v1.0 SDK: reward rate over the last ${LAST} of ${ROUNDS} rounds ${rate.toFixed(3)}, ` +
+              `uniform ${UNIFORM}, best possible ${P_BEST}`);
+  // The margin: at least 0.25 above uniform (0.525; the best policy earns 0.8).
+  assert.ok(rate >= UNIFORM + 0.25, `learned rate ${rate} is not 0.25 above uniform ${UNIFORM}`);
+});
+
+test('v1.0 SDK: errors are RestErrors with Personalizer codes', async () => {
+  const { PersonalizerClient } = requireSdk('@azure/cognitiveservices-personalizer');
+  const { ApiKeyCredentials } = requireSdk('@azure/ms-rest-js');
+  const endpoint = `http://127.0.0.1:${httpPort}`;
+  const withKey = (key) => new PersonalizerClient(
+    new ApiKeyCredentials({ inHeader: { 'Ocp-Apim-Subscription-Key': key } }), endpoint);
+  const expectError = async (call, status, code) => {
+    await assert.rejects(call, (e) => {
+      assert.strictEqual(e.statusCode, status, e.message);
+      assert.strictEqual(e.code, code, e.message);
+      return true;
+    });
+  };
+  const client = withKey(KEYS.v10);
+  await expectError(client.rank({ actions: ACTIONS, deferActivation: true }), 400,
+    'InvalidRankRequest');
+  await expectError(client.rank({ actions: [] }), 400, 'InvalidRankRequest');
+  await expectError(client.rank({ actions: [ACTIONS[0], ACTIONS[0]] }), 400, 'InvalidRankRequest');
+  await expectError(withKey('no-such-key-0123456789').rank({ actions: ACTIONS }), 401, '401');
+  await expectError(withKey(KEYS.reader).rank({ actions: ACTIONS }), 403, 'InvalidApiAccess');
+  // Activate: every event here is active from the start, so there is nothing to do (204).
+  const ranked = await client.rank({ actions: ACTIONS });
+  await client.events.activate(ranked.eventId);
+  await client.events.reward(ranked.eventId, { value: 1 });
+});
+
+test('v1.1-preview.3 REST SDK: rank, reward, configuration, model export and import', async () => {
+  const createClient = requireSdk('@azure-rest/ai-personalizer').default;
+  const { AzureKeyCredential } = requireSdk('@azure/core-auth');
+  const endpoint = `http://127.0.0.1:${httpPort}`;
+  // A key over plain HTTP needs allowInsecureConnection (loopback only, as here).
+  const a = createClient(endpoint, new AzureKeyCredential(KEYS.restA), { allowInsecureConnection: true });
+  const b = createClient(endpoint, new AzureKeyCredential(KEYS.restB), { allowInsecureConnection: true });
+  const draw = rng(7);
+  const request = (t) => ({
+    contextFeatures: [{ User: { kind: KINDS[t % 3] } }],
+    actions: ACTIONS,
+    excludedActions: t % 4 === 0 ? [ACTIONS[3].id] : [],
+  });
+  for (let t = 0; t < 200; t++) {
+    const ranked = await a.path('/rank').post({ body: request(t) });
+    assert.strictEqual(ranked.status, '201', JSON.stringify(ranked.body));
+    const kind = KINDS[t % 3];
+    const clicked = draw() < (ranked.body.rewardActionId === `article-${BEST[kind]}` ? P_BEST : P_OTHER);
+    const rewarded = await a.path('/events/{eventId}/reward', ranked.body.eventId)
+      .post({ body: { value: clicked ? 1 : 0 } });
+    assert.strictEqual(rewarded.status, '204');
+  }
+  // Configuration: read it, write it back unchanged (200), a change is refused with
+  // Personalizer's code.
+  const config = await a.path('/configurations/service').get();
+  assert.strictEqual(config.status, '200');
+  assert.strictEqual(config.body.rewardWaitTime, 'PT10M');
+  assert.strictEqual(config.body.defaultReward, 0);
+  const same = await a.path('/configurations/service').put({ body: config.body });
+  assert.strictEqual(same.status, '200');
+  assert.deepStrictEqual(same.body, config.body);
+  const changed = await a.path('/configurations/service')
+    .put({ body: { ...config.body, rewardWaitTime: 'PT1H' } });
+  assert.strictEqual(changed.status, '400');
+  assert.strictEqual(changed.body.error.code, 'InvalidServiceConfiguration');
+  assert.strictEqual(changed.body.error.target, 'rewardWaitTime');
+  const multislot = await a.path('/multislot/rank').post({ body: { actions: ACTIONS, slots: [] } });
+  assert.strictEqual(multislot.status, '400');
+  assert.strictEqual(multislot.body.error.code, 'InvalidMultiSlotApiAccess');
+
+  // Model: export from rest-a, import into rest-b; from then on both decide the same.
+  const exported = await a.path('/model').get().asNodeStream();
+  assert.strictEqual(exported.status, '200');
+  const chunks = [];
+  for await (const chunk of exported.body) chunks.push(chunk);
+  const model = Buffer.concat(chunks);
+  assert.ok(model.length > 0);
+  const imported = await b.path('/model').put({ body: model, contentType: 'application/octet-stream' });
+  assert.strictEqual(imported.status, '204', JSON.stringify(imported.body));
+  for (let t = 200; t < 260; t++) {
+    const ra = await a.path('/rank').post({ body: request(t) });
+    const rb = await b.path('/rank').post({ body: request(t) });
+    assert.strictEqual(ra.status, '201');
+    assert.strictEqual(rb.status, '201');
+    assert.strictEqual(rb.body.rewardActionId, ra.body.rewardActionId, `round ${t}`);
+    assert.deepStrictEqual(rb.body.ranking, ra.body.ranking, `round ${t}`);
+    for (const [client, ranked] of [[a, ra], [b, rb]]) {
+      const r = await client.path('/events/{eventId}/reward', ranked.body.eventId)
+        .post({ body: { value: t % 2 } });
+      assert.strictEqual(r.status, '204');
+    }
+  }
+});

@@ -487,10 +487,7 @@ ApiResponse PersonalizerApi::Rank(const Target& target, absl::string_view body) 
   if (const Json* defer = Member(doc, "deferActivation")) {
     if (!defer->IsBool())
       return Invalid(kRoute, "deferActivation", "deferActivation: expected true or false");
-    if (defer->GetBool())
-      return Invalid(kRoute, "deferActivation",
-                     "deferActivation: deferred activation is not offered by this server yet; "
-                     "send false (or leave it out) and reward every ranked event");
+    req.set_defer_activation(defer->GetBool());
   }
   if (absl::Status s = FindOrCreate(target.instance); !s.ok()) return Error(s, kRoute);
   bandit::v1::Decision decision;
@@ -567,8 +564,27 @@ ApiResponse PersonalizerApi::Activate(const Target& target) {
     return Invalid(kRoute, "eventId", "eventId: expected 1 to 256 characters from [A-Za-z0-9._:-]");
   if (absl::Status s = service_->registry().Get(target.instance).status(); !s.ok())
     return Error(s, kRoute);
-  // Every event ranked here is active from the start (deferActivation is refused), so there
-  // is nothing to activate: Personalizer answers 204 for an event that needs no activation.
+  bandit::v1::ActivateRequest req;
+  req.set_instance(target.instance);
+  req.set_event_id(target.event_id);
+  bandit::v1::ActivateResponse resp;
+  uint64_t written_seq = 0;
+  absl::Status s = service_->Activate(req, &resp, &written_seq);
+  if (s.ok()) s = AwaitDurable(written_seq);
+  if (s.code() == absl::StatusCode::kInvalidArgument ||
+      s.code() == absl::StatusCode::kNotFound ||
+      s.code() == absl::StatusCode::kFailedPrecondition) {
+    // As for rewards, Personalizer answers 204: an event already active (ranked without
+    // deferActivation, or activated before), unknown or past its wait changes nothing here; the
+    // reason travels in a header.
+    ApiResponse r = NoContent(kRoute);
+    std::string reason(s.message().substr(0, 256));
+    for (char& c : reason)
+      if (c == '\r' || c == '\n') c = ' ';
+    r.headers.emplace_back("x-bandit-activation-not-applied", reason);
+    return r;
+  }
+  if (!s.ok()) return Error(s, kRoute);
   return NoContent(kRoute);
 }
 
@@ -598,7 +614,8 @@ ApiResponse PersonalizerApi::ServiceConfiguration(const Target& target, absl::st
   const std::string wait = IsoDuration(wait_ms);
   current.AddMember("rewardWaitTime", Json(wait.c_str(), alloc), alloc);
   current.AddMember("defaultReward", pending.default_reward(), alloc);
-  current.AddMember("rewardAggregation", "earliest", alloc);
+  current.AddMember("rewardAggregation",
+                    pending.reward_aggregation() == bandit::v1::SUM ? "sum" : "earliest", alloc);
   current.AddMember("explorationPercentage", exploration, alloc);
   current.AddMember("modelExportFrequency", "PT0S", alloc);  // every change is journaled
   current.AddMember("logRetentionDays", -1, alloc);
@@ -632,7 +649,9 @@ ApiResponse PersonalizerApi::ServiceConfiguration(const Target& target, absl::st
                          "rewardWaitTime: expected an ISO 8601 duration such as PT10M");
         same = ms == wait_ms;
       } else if (key == "rewardAggregation") {
-        same = v.IsString() && (AsString(v) == "earliest");
+        same = v.IsString() && AsString(v) == (pending.reward_aggregation() == bandit::v1::SUM
+                                                      ? "sum"
+                                                      : "earliest");
       } else if ((*have).IsNumber()) {
         same = v.IsNumber() && std::abs(v.GetDouble() - (*have).GetDouble()) < 1e-9;
       } else {

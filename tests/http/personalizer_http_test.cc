@@ -225,7 +225,7 @@ TEST_F(PersonalizerHttp, BadInputGetsPersonalizersStatusAndCodeAndChangesNothing
        "InvalidRankRequest", ""},
       {"POST", rank, "{\"actions\": [{\"id\": \"a\", \"features\": [{\"x\": [\"s\"]}]}]}", kWriter,
        400, "InvalidRankRequest", ""},
-      {"POST", rank, good.substr(0, good.size() - 1) + ",\"deferActivation\":true}", kWriter, 400,
+      {"POST", rank, good.substr(0, good.size() - 1) + ",\"deferActivation\":1}", kWriter, 400,
        "InvalidRankRequest", "deferActivation"},
       {"POST", rank, "{\"actions\":[{\"id\":\"" + std::string(70000, 'x') + "\"}]}", kWriter, 400,
        "PayloadSizeExceeded", ""},
@@ -292,6 +292,22 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
   EXPECT_TRUE(r.headers.count("x-bandit-reward-not-learned")) << r.body;
   EXPECT_EQ(Stats("shop").updates(), 1);
   EXPECT_EQ(Stats("shop").rejected_rewards(), 1);
+  // Deferred activation with a caller's event id: the reward is kept until the activation.
+  std::string deferred_body = RankBody(2, &context, &excluded);
+  deferred_body.pop_back();
+  deferred_body += ",\"deferActivation\":true,\"eventId\":\"view-7\"}";
+  a = Send(port_, "POST", "/personalizer/v1.0/rank", deferred_body, kShopKey);
+  ASSERT_EQ(a.status, 201) << a.body;
+  EXPECT_NE(a.body.find("\"eventId\":\"view-7\""), std::string::npos) << a.body;
+  EXPECT_EQ(Send(port_, "POST", "/personalizer/v1.0/events/view-7/reward", "{\"value\": 1}",
+                 kShopKey)
+                .status,
+            204);
+  EXPECT_EQ(Stats("shop").updates(), 1);  // kept, not learned yet
+  EXPECT_EQ(Send(port_, "POST", "/personalizer/v1.0/events/view-7/activate", "", kShopKey).status,
+            204);
+  EXPECT_EQ(Stats("shop").updates(), 2);
+  EXPECT_EQ(Stats("shop").activated(), 1);
   // Configuration as Personalizer reports it; restating it is accepted.
   Answer config =
       Send(port_, "GET", "/instances/shop/personalizer/v1.1-preview.3/configurations/service", "",

@@ -126,16 +126,15 @@ test('v1.0 SDK: errors are RestErrors with Personalizer codes', async () => {
     });
   };
   const client = withKey(KEYS.v10);
-  await expectError(client.rank({ actions: ACTIONS, deferActivation: true }), 400,
-    'InvalidRankRequest');
   await expectError(client.rank({ actions: [] }), 400, 'InvalidRankRequest');
   await expectError(client.rank({ actions: [ACTIONS[0], ACTIONS[0]] }), 400, 'InvalidRankRequest');
   await expectError(withKey('no-such-key-0123456789').rank({ actions: ACTIONS }), 401, '401');
   await expectError(withKey(KEYS.reader).rank({ actions: ACTIONS }), 403, 'InvalidApiAccess');
-  // Activate: every event here is active from the start, so there is nothing to do (204).
-  const ranked = await client.rank({ actions: ACTIONS });
-  await client.events.activate(ranked.eventId);
+  // Deferred activation with the caller's event id: the reward counts once activated.
+  const ranked = await client.rank({ actions: ACTIONS, deferActivation: true, eventId: 'sdk-view-1' });
+  assert.strictEqual(ranked.eventId, 'sdk-view-1');
   await client.events.reward(ranked.eventId, { value: 1 });
+  await client.events.activate(ranked.eventId);
 });
 
 test('v1.1-preview.3 REST SDK: rank, reward, configuration, model export and import', async () => {

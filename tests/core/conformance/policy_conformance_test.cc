@@ -56,7 +56,7 @@ std::vector<Case> AllCases() {
 }
 
 // Failures name the example's config rather than dump the struct's bytes.
-void PrintTo(const Case& c, std::ostream* os) { *os << c.policy << " { " << c.text << " }"; }
+void PrintTo(const Case& c, std::ostream* os) { *os << c.text; }
 
 // Save() encoded deterministically, so equal states give equal bytes.
 std::string Snapshot(const Policy& p) {
@@ -183,8 +183,8 @@ class Conformance : public ::testing::TestWithParam<Case> {
     }
   }
 
-  std::unique_ptr<Policy> Make() {
-    auto p = CreatePolicy(config_, kSeed);
+  std::unique_ptr<Policy> Make(uint64_t seed = kSeed) {
+    auto p = CreatePolicy(config_, seed);
     EXPECT_TRUE(p.ok()) << p.status() << " for " << GetParam().text;
     return p.ok() ? *std::move(p) : nullptr;
   }
@@ -433,7 +433,7 @@ TEST_P(Conformance, RefusedCallsLeaveTheStateUnchanged) {
 
   // Whatever Save() does not show must be untouched too: the policy goes on exactly as a copy
   // restored from the state before the refused calls.
-  auto twin = Make();
+  auto twin = Make(kSeed + 1);
   ASSERT_NE(twin, nullptr);
   v1::PolicyState state;
   ASSERT_TRUE(state.ParseFromString(before));
@@ -471,7 +471,8 @@ TEST_P(Conformance, RestoredPolicyMakesTheSameDecisions) {
   ASSERT_FALSE(HasFailure());
   v1::PolicyState state;
   policy_->Save(&state);
-  auto restored = Make();
+  // Seeded differently: whatever randomness the decisions need must come from the snapshot.
+  auto restored = Make(kSeed + 1);
   ASSERT_NE(restored, nullptr);
   ASSERT_TRUE(restored->Restore(state).ok());
   EXPECT_TRUE(SameState(Snapshot(*restored), Snapshot(*policy_)));

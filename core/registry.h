@@ -35,7 +35,7 @@ struct PolicyRegistration {
   absl::string_view name;
   PolicyFactory make;
   // One example per form the factory builds (e.g. BKB over a fixed arm set and over per-request
-  // candidates); at least one for every served policy.
+  // candidates); at least one for every policy, served or simulation-only.
   std::vector<PolicyExample> examples = {};
 };
 

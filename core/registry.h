@@ -15,10 +15,28 @@ namespace bandit {
 using PolicyFactory = absl::StatusOr<std::unique_ptr<Policy>> (*)(
     const bandit::v1::PolicyConfig& config, uint64_t seed);
 
+// How a policy's state (StateBytes) evolves with the rounds, as its paper promises.
+enum class StateGrowth {
+  kConstant,  // the same after every round (the server's promise for a served policy)
+  kBounded,  // grows to a budget (support vectors, a window, a restart period), then stays within it
+  kGrows,    // keeps every past round (the MLE baselines) or every distinct point pulled
+};
+
+// A small valid config for one form of a policy: what the conformance suite
+// (tests/core/conformance) builds and drives every registered policy from, so a new policy is
+// checked (validate before mutate, exact resume, state growth) without anyone listing it there.
+struct PolicyExample {
+  absl::string_view config;  // a PolicyConfig in protobuf text format
+  StateGrowth growth;
+};
+
 struct PolicyRegistration {
   bandit::v1::PolicyConfig::PolicyCase config_case;
   absl::string_view name;
   PolicyFactory make;
+  // One example per form the factory builds (e.g. BKB over a fixed arm set and over per-request
+  // candidates); at least one for every policy, served or simulation-only.
+  std::vector<PolicyExample> examples = {};
 };
 
 const std::vector<PolicyRegistration>& RegisteredPolicies();

@@ -211,8 +211,9 @@ bool ParseIsoDuration(absl::string_view text, int64_t* ms) {
 
 struct PersonalizerApi::Target {
   std::string instance;
-  std::string event_id;  // events/{eventId}/...
-  bool v11 = false;      // v1.1-preview.3
+  std::string event_id;    // events/{eventId}/...
+  bool v11 = false;        // v1.1-preview.3
+  bool multislot = false;  // multislot/rank, multislot/events/{eventId}/...
 };
 
 PersonalizerApi::PersonalizerApi(DecisionService* service, const Authorizer* auth,
@@ -226,6 +227,8 @@ struct Match {
   std::string instance;  // from /instances/NAME
   std::string event_id;
   bool v11 = false;
+  // multislot/...: the single-slot route it mirrors (rank, reward, activate).
+  Route multislot = Route::kUnmatched;
   std::vector<absl::string_view> methods;  // allowed on the route
 };
 
@@ -290,7 +293,16 @@ Match MatchPath(absl::string_view path) {
     m.methods = {"GET"};
   } else if (m.v11 && !rest.empty() && rest[0] == "multislot") {
     m.route = Route::kMultiSlot;
-    m.methods = {"GET", "POST", "PUT", "DELETE"};
+    m.methods = {"POST"};
+    if (rest.size() == 2 && rest[1] == "rank") {
+      m.multislot = Route::kRank;
+    } else if (rest.size() == 4 && rest[1] == "events" &&
+               (rest[3] == "reward" || rest[3] == "activate")) {
+      m.multislot = rest[3] == "reward" ? Route::kReward : Route::kActivate;
+      m.event_id = std::string(rest[2]);
+    } else {
+      m.route = Route::kUnmatched;
+    }
   } else if (!rest.empty() && rest[0] == "evaluations") {
     m.route = Route::kEvaluations;
     m.methods = {"GET", "POST", "PUT", "DELETE"};
@@ -352,6 +364,7 @@ ApiResponse PersonalizerApi::Handle(const ApiRequest& request) {
   target.instance = m.instance;
   target.event_id = m.event_id;
   target.v11 = m.v11;
+  target.multislot = m.route == Route::kMultiSlot;
   if (target.instance.empty() && auth_ != nullptr && request.key != nullptr)
     target.instance = auth_->BoundInstance(*request.key);
   if (target.instance.empty()) target.instance = options_.default_instance;
@@ -385,12 +398,10 @@ ApiResponse PersonalizerApi::Handle(const ApiRequest& request) {
     case Route::kLogsProperties:
       return Logs(target, method);
     case Route::kMultiSlot:
-      // Personalizer's answer for a resource without multi-slot.
-      return Error(ApiError{400, "InvalidMultiSlotApiAccess",
-                            "multi-slot rank, reward and activate are not offered by this "
-                            "server yet; use single-slot rank",
-                            ""},
-                   m.route);
+      // The service's multi-slot Select, per-slot rewards and activation.
+      if (m.multislot == Route::kRank) return Rank(target, request.body);
+      if (m.multislot == Route::kReward) return Reward(target, request.body);
+      return Activate(target);
     default:
       return Error(absl::NotFoundError(absl::StrCat(
                        RouteName(m.route),
@@ -438,7 +449,7 @@ absl::Status PersonalizerApi::FindOrCreate(const std::string& name) {
 }
 
 ApiResponse PersonalizerApi::Rank(const Target& target, absl::string_view body) {
-  constexpr Route kRoute = Route::kRank;
+  const Route kRoute = target.multislot ? Route::kMultiSlot : Route::kRank;
   rapidjson::Document doc;
   if (absl::Status s = ParseBody(body, options_.max_json_depth, &doc); !s.ok())
     return Error(s, kRoute);
@@ -489,6 +500,47 @@ ApiResponse PersonalizerApi::Rank(const Target& target, absl::string_view body) 
       return Invalid(kRoute, "deferActivation", "deferActivation: expected true or false");
     req.set_defer_activation(defer->GetBool());
   }
+  if (target.multislot) {
+    // MultiSlotRankRequest.slots: [{id, features, excludedActions, baselineAction}].
+    const Json* slots = Member(doc, "slots");
+    if (slots == nullptr || !slots->IsArray() || slots->Empty())
+      return Invalid(kRoute, "slots",
+                     "slots: expected a list of {\"id\", \"features\", \"excludedActions\", "
+                     "\"baselineAction\"}");
+    for (rapidjson::SizeType i = 0; i < slots->Size(); ++i) {
+      const Json& s = (*slots)[i];
+      const std::string where = absl::StrCat("slots[", i, "]");
+      if (!s.IsObject()) return Invalid(kRoute, where, absl::StrCat(where, ": expected an object"));
+      const Json* id = Member(s, "id");
+      if (id == nullptr || !id->IsString())
+        return Invalid(kRoute, where + ".id", absl::StrCat(where, ".id: expected a string"));
+      bandit::v1::Slot* slot = req.add_slots();
+      slot->set_id(AsString(*id));
+      if (const Json* features = Member(s, "features")) {
+        if (!features->IsArray() && !features->IsObject())
+          return Invalid(kRoute, where + ".features",
+                         absl::StrCat(where, ".features: expected a list of objects"));
+        slot->set_features(ToJson(*features));
+      }
+      if (const Json* excluded = Member(s, "excludedActions")) {
+        if (!excluded->IsArray())
+          return Invalid(kRoute, where + ".excludedActions",
+                         absl::StrCat(where, ".excludedActions: expected a list of action ids"));
+        for (rapidjson::SizeType j = 0; j < excluded->Size(); ++j) {
+          if (!(*excluded)[j].IsString())
+            return Invalid(kRoute, where + ".excludedActions",
+                           absl::StrCat(where, ".excludedActions[", j, "]: expected a string"));
+          slot->add_excluded_actions(AsString((*excluded)[j]));
+        }
+      }
+      if (const Json* baseline = Member(s, "baselineAction")) {
+        if (!baseline->IsString())
+          return Invalid(kRoute, where + ".baselineAction",
+                         absl::StrCat(where, ".baselineAction: expected an action id"));
+        slot->set_baseline_action(AsString(*baseline));
+      }
+    }
+  }
   if (absl::Status s = FindOrCreate(target.instance); !s.ok()) return Error(s, kRoute);
   bandit::v1::Decision decision;
   uint64_t written_seq = 0;
@@ -497,6 +549,29 @@ ApiResponse PersonalizerApi::Rank(const Target& target, absl::string_view body) 
   if (!s.ok()) return Error(s, kRoute);
   rapidjson::StringBuffer buffer;
   Writer w(buffer);
+  if (target.multislot) {
+    // MultiSlotRankResponse: {slots: [{id, rewardActionId}], eventId}.
+    w.StartObject();
+    w.Key("slots");
+    w.StartArray();
+    for (const auto& slot : decision.slots()) {
+      w.StartObject();
+      w.Key("id");
+      WriteString(w, slot.slot_id());
+      w.Key("rewardActionId");
+      WriteString(w, slot.action_id());
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("eventId");
+    WriteString(w, decision.event_id());
+    w.EndObject();
+    ApiResponse r;
+    r.status = 201;
+    r.body.assign(buffer.GetString(), buffer.GetSize());
+    r.route = kRoute;
+    return r;
+  }
   w.StartObject();
   w.Key("ranking");
   w.StartArray();
@@ -522,25 +597,49 @@ ApiResponse PersonalizerApi::Rank(const Target& target, absl::string_view body) 
 }
 
 ApiResponse PersonalizerApi::Reward(const Target& target, absl::string_view body) {
-  constexpr Route kRoute = Route::kReward;
+  const Route kRoute = target.multislot ? Route::kMultiSlot : Route::kReward;
   if (!ValidEventId(target.event_id))
     return Invalid(kRoute, "eventId", "eventId: expected 1 to 256 characters from [A-Za-z0-9._:-]");
   rapidjson::Document doc;
   if (absl::Status s = ParseBody(body, options_.max_json_depth, &doc); !s.ok())
     return Error(s, kRoute);
-  const Json* value = doc.IsObject() ? Member(doc, "value") : nullptr;
-  if (value == nullptr || !value->IsNumber())
-    return Invalid(kRoute, "value", "expected {\"value\": a number}");
+  // One reward ({"value"}), or one per slot ({"reward": [{"slotId", "value"}]}, multi-slot).
+  std::vector<std::pair<std::string, double>> rewards;
+  if (target.multislot) {
+    const Json* list = doc.IsObject() ? Member(doc, "reward") : nullptr;
+    if (list == nullptr || !list->IsArray() || list->Empty())
+      return Invalid(kRoute, "reward", "expected {\"reward\": [{\"slotId\", \"value\"}, ...]}");
+    for (rapidjson::SizeType i = 0; i < list->Size(); ++i) {
+      const Json& r = (*list)[i];
+      const Json* slot = r.IsObject() ? Member(r, "slotId") : nullptr;
+      const Json* v = r.IsObject() ? Member(r, "value") : nullptr;
+      if (slot == nullptr || !slot->IsString() || v == nullptr || !v->IsNumber())
+        return Invalid(kRoute, absl::StrCat("reward[", i, "]"),
+                       absl::StrCat("reward[", i, "]: expected {\"slotId\": a string, "
+                                    "\"value\": a number}"));
+      rewards.emplace_back(AsString(*slot), v->GetDouble());
+    }
+  } else {
+    const Json* value = doc.IsObject() ? Member(doc, "value") : nullptr;
+    if (value == nullptr || !value->IsNumber())
+      return Invalid(kRoute, "value", "expected {\"value\": a number}");
+    rewards.emplace_back("", value->GetDouble());
+  }
   if (absl::Status s = service_->registry().Get(target.instance).status(); !s.ok())
     return Error(s, kRoute);
-  bandit::v1::UpdateRequest req;
-  req.set_instance(target.instance);
-  req.set_event_id(target.event_id);
-  req.set_reward(value->GetDouble());
-  bandit::v1::UpdateResponse resp;
+  absl::Status s;
   uint64_t written_seq = 0;
-  absl::Status s = service_->Update(req, &resp, &written_seq);
-  if (s.ok()) s = AwaitDurable(written_seq);
+  for (const auto& [slot_id, reward] : rewards) {
+    bandit::v1::UpdateRequest req;
+    req.set_instance(target.instance);
+    req.set_event_id(target.event_id);
+    req.set_slot_id(slot_id);
+    req.set_reward(reward);
+    bandit::v1::UpdateResponse resp;
+    const absl::Status one = service_->Update(req, &resp, &written_seq);
+    if (!one.ok() && s.ok()) s = one;  // the first refusal is reported; the others still count
+  }
+  if (absl::Status durable = AwaitDurable(written_seq); s.ok()) s = durable;
   if (s.code() == absl::StatusCode::kNotFound ||
       s.code() == absl::StatusCode::kFailedPrecondition) {
     // Personalizer accepts every reward and joins later: one for an event that is unknown,
@@ -559,7 +658,7 @@ ApiResponse PersonalizerApi::Reward(const Target& target, absl::string_view body
 }
 
 ApiResponse PersonalizerApi::Activate(const Target& target) {
-  constexpr Route kRoute = Route::kActivate;
+  const Route kRoute = target.multislot ? Route::kMultiSlot : Route::kActivate;
   if (!ValidEventId(target.event_id))
     return Invalid(kRoute, "eventId", "eventId: expected 1 to 256 characters from [A-Za-z0-9._:-]");
   if (absl::Status s = service_->registry().Get(target.instance).status(); !s.ok())
@@ -615,7 +714,10 @@ ApiResponse PersonalizerApi::ServiceConfiguration(const Target& target, absl::st
   current.AddMember("rewardWaitTime", Json(wait.c_str(), alloc), alloc);
   current.AddMember("defaultReward", pending.default_reward(), alloc);
   current.AddMember("rewardAggregation",
-                    pending.reward_aggregation() == bandit::v1::SUM ? "sum" : "earliest", alloc);
+                    rapidjson::StringRef(pending.reward_aggregation() == bandit::v1::SUM
+                                             ? "sum"
+                                             : "earliest"),
+                    alloc);
   current.AddMember("explorationPercentage", exploration, alloc);
   current.AddMember("modelExportFrequency", "PT0S", alloc);  // every change is journaled
   current.AddMember("logRetentionDays", -1, alloc);

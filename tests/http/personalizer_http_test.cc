@@ -246,8 +246,12 @@ TEST_F(PersonalizerHttp, BadInputGetsPersonalizersStatusAndCodeAndChangesNothing
       {"PUT", "/instances/shop/personalizer/v1.1-preview.3/configurations/service",
        "{\"rewardWaitTime\":\"PT1H\"}", kAdmin, 400, "InvalidServiceConfiguration",
        "rewardWaitTime"},
-      {"POST", "/instances/shop/personalizer/v1.1-preview.3/multislot/rank", "{}", kWriter, 400,
-       "InvalidMultiSlotApiAccess", ""},
+      {"POST", "/instances/shop/personalizer/v1.1-preview.3/multislot/rank", good, kWriter, 400,
+       "BadRequest", "slots"},
+      {"POST", "/instances/shop/personalizer/v1.1-preview.3/multislot/events/e1/reward",
+       "{\"value\": 1}", kWriter, 400, "BadRequest", "reward"},
+      {"GET", "/instances/shop/personalizer/v1.1-preview.3/multislot/rank", "", kWriter, 405,
+       "BadRequest", ""},
       {"POST", "/instances/nobody/personalizer/v1.0/rank", good, kWriter, 404, "ResourceNotFound",
        ""},
   };
@@ -308,6 +312,42 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
             204);
   EXPECT_EQ(Stats("shop").updates(), 2);
   EXPECT_EQ(Stats("shop").activated(), 1);
+  // Multi-slot (v1.1-preview.3): two slots, distinct actions, a reward per slot.
+  std::string multi = RankBody(3, &context, &excluded);
+  multi.pop_back();
+  multi += ",\"eventId\":\"page-9\",\"slots\":[{\"id\":\"hero\",\"baselineAction\":\"a\"},"
+           "{\"id\":\"side\",\"baselineAction\":\"b\",\"excludedActions\":[\"d\"]}]}";
+  const std::string ms = "/personalizer/v1.1-preview.3/multislot";
+  a = Send(port_, "POST", ms + "/rank", multi, kShopKey);
+  ASSERT_EQ(a.status, 201) << a.body;
+  rapidjson::Document slots;
+  slots.Parse(a.body.c_str());
+  ASSERT_TRUE(slots.HasMember("slots") && slots["slots"].Size() == 2) << a.body;
+  EXPECT_EQ(std::string(slots["eventId"].GetString()), "page-9");
+  EXPECT_EQ(std::string(slots["slots"][0]["id"].GetString()), "hero");
+  const std::string hero = slots["slots"][0]["rewardActionId"].GetString();
+  const std::string side = slots["slots"][1]["rewardActionId"].GetString();
+  EXPECT_NE(hero, side);
+  EXPECT_NE(side, "d");
+  const int64_t before = Stats("shop").updates();
+  EXPECT_EQ(Send(port_, "POST", ms + "/events/page-9/reward",
+                 "{\"reward\":[{\"slotId\":\"hero\",\"value\":1},{\"slotId\":\"side\",\"value\":0}]}",
+                 kShopKey)
+                .status,
+            204);
+  EXPECT_EQ(Stats("shop").updates(), before + 2);
+  // A slot the decision does not have: Personalizer's 400, nothing learned.
+  a = Send(port_, "POST", ms + "/rank", multi.substr(0, multi.find(",\"eventId\"")) +
+                                             ",\"slots\":[{\"id\":\"hero\"}]}",
+           kShopKey);
+  ASSERT_EQ(a.status, 201) << a.body;
+  slots.Parse(a.body.c_str());
+  const std::string ev = slots["eventId"].GetString();
+  EXPECT_EQ(Send(port_, "POST", ms + "/events/" + ev + "/reward",
+                 "{\"reward\":[{\"slotId\":\"footer\",\"value\":1}]}", kShopKey)
+                .status,
+            400);
+  EXPECT_EQ(Stats("shop").updates(), before + 2);
   // Configuration as Personalizer reports it; restating it is accepted.
   Answer config =
       Send(port_, "GET", "/instances/shop/personalizer/v1.1-preview.3/configurations/service", "",
@@ -321,7 +361,11 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
   // Per-route, per-status metrics.
   const std::string metrics = bandit::testing::HttpGet(server_->metrics_port(), "/metrics");
   EXPECT_NE(
-      metrics.find("bandit_http_request_duration_seconds_count{code=\"201\",route=\"rank\"} 1"),
+      metrics.find("bandit_http_request_duration_seconds_count{code=\"201\",route=\"rank\"} 2"),
+      std::string::npos);  // the first rank and the deferred one
+  EXPECT_NE(
+      metrics.find(
+          "bandit_http_request_duration_seconds_count{code=\"201\",route=\"multislot\"} 2"),
       std::string::npos);
   EXPECT_NE(
       metrics.find("bandit_http_request_duration_seconds_count{code=\"404\",route=\"rank\"} 1"),

@@ -173,9 +173,22 @@ test('v1.1-preview.3 REST SDK: rank, reward, configuration, model export and imp
   assert.strictEqual(changed.status, '400');
   assert.strictEqual(changed.body.error.code, 'InvalidServiceConfiguration');
   assert.strictEqual(changed.body.error.target, 'rewardWaitTime');
-  const multislot = await a.path('/multislot/rank').post({ body: { actions: ACTIONS, slots: [] } });
-  assert.strictEqual(multislot.status, '400');
-  assert.strictEqual(multislot.body.error.code, 'InvalidMultiSlotApiAccess');
+  // Multi-slot: rank two slots (deferred), reward each slot, activate.
+  const multislot = await a.path('/multislot/rank').post({ body: {
+    actions: ACTIONS, contextFeatures: [{ User: { kind: 'student' } }], eventId: 'ms-1',
+    deferActivation: true,
+    slots: [{ id: 'hero', baselineAction: ACTIONS[0].id },
+      { id: 'side', baselineAction: ACTIONS[1].id, excludedActions: [ACTIONS[2].id] }] } });
+  assert.strictEqual(multislot.status, '201', JSON.stringify(multislot.body));
+  assert.strictEqual(multislot.body.eventId, 'ms-1');
+  assert.deepStrictEqual(multislot.body.slots.map((s) => s.id), ['hero', 'side']);
+  assert.notStrictEqual(multislot.body.slots[0].rewardActionId, multislot.body.slots[1].rewardActionId);
+  assert.notStrictEqual(multislot.body.slots[1].rewardActionId, ACTIONS[2].id);
+  const slotRewards = await a.path('/multislot/events/{eventId}/reward', 'ms-1').post({ body: {
+    reward: [{ slotId: 'hero', value: 1 }, { slotId: 'side', value: 0 }] } });
+  assert.strictEqual(slotRewards.status, '204');
+  const activated = await a.path('/multislot/events/{eventId}/activate', 'ms-1').post();
+  assert.strictEqual(activated.status, '204');
 
   // Model: export from rest-a, import into rest-b; from then on both decide the same.
   const exported = await a.path('/model').get().asNodeStream();

@@ -36,6 +36,13 @@ if(BANDIT_FUZZ)
     target_link_options(${t} PRIVATE -fsanitize=fuzzer ${_fuzz_flags})
     target_link_libraries(${t} PRIVATE bandit_server)
   endforeach()
+  # Debian's RapidJSON 1.1.0 computes `stackTop_ + n` on its still-null document stack before the
+  # first allocation (internal/stack.h, Reserve; fixed upstream after 1.1.0): UBSan's
+  # pointer-overflow check stops on it at every DOM parse. Off for the two files that parse into
+  # a rapidjson::Document only; every other check stays on there, and everywhere else.
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/server/http/personalizer_api.cc
+    ${CMAKE_SOURCE_DIR}/fuzz/personalizer_fuzz.cc PROPERTIES COMPILE_OPTIONS
+    -fno-sanitize=pointer-overflow)
   add_custom_target(fuzz_all DEPENDS ${BANDIT_FUZZ_TARGETS})
   return()
 endif()

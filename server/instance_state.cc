@@ -73,6 +73,13 @@ absl::Status CheckCallerEventId(const std::string& id) {
   return absl::OkStatus();
 }
 
+// Counters restored from a snapshot may hold any value (a fuzzed one held INT64_MAX): they stop
+// at the top instead of overflowing.
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  return b > 0 && a > kMax - b ? kMax : a + b;
+}
+
 absl::Status CheckOptionalFinite(absl::string_view field, bool has, double value) {
   if (has && !std::isfinite(value))
     return absl::InvalidArgumentError(
@@ -543,7 +550,7 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   WriteDecision(*d, p.event_id, p.expires_at_ms, ctx.want_scores, out);
   if (log_.enabled()) {
     const int64_t dropped = AppendToLog(*d, ctx, req, in, p.event_id, p.seq, now);
-    stats_.set_decision_log_evicted(stats_.decision_log_evicted() + dropped);
+    stats_.set_decision_log_evicted(SaturatingAdd(stats_.decision_log_evicted(), dropped));
   }
   // With the decision log on, the request is journaled even for a read-only policy: replay
   // re-executes it (a read-only policy decides deterministically) and so rebuilds the log
@@ -716,7 +723,7 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
       e.slot_actions = position;
       e.baseline_index = slot.baseline;
       const int64_t dropped = log_.Append(e, now);
-      stats_.set_decision_log_evicted(stats_.decision_log_evicted() + dropped);
+      stats_.set_decision_log_evicted(SaturatingAdd(stats_.decision_log_evicted(), dropped));
     }
     event.slots.push_back(std::move(p));
   }
@@ -849,7 +856,7 @@ void InstanceState::ScoreShadows(const Decision& d, const SelectContext& ctx,
 
 void InstanceState::RecordDecision(PendingDecision p, double estimated_gap) {
   pending_.Insert(std::move(p));
-  stats_.set_rounds(stats_.rounds() + 1);
+  stats_.set_rounds(SaturatingAdd(stats_.rounds(), 1));
   if (std::isfinite(estimated_gap))
     stats_.set_estimated_regret(stats_.estimated_regret() + estimated_gap);
 }
@@ -1038,7 +1045,7 @@ absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector 
   if (!obs.ok()) {
     if (obs.status().code() == absl::StatusCode::kNotFound ||
         obs.status().code() == absl::StatusCode::kFailedPrecondition)
-      stats_.set_rejected_rewards(stats_.rejected_rewards() + 1);
+      stats_.set_rejected_rewards(SaturatingAdd(stats_.rejected_rewards(), 1));
     return obs.status();
   }
   // Borrowed, not copied: only read while the record is encoded; Instance::Commit hands it back.
@@ -1065,7 +1072,7 @@ absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector 
   if (target != nullptr && !shadows_.empty())
     shadows_.Learn(*target, req.reward(), obs->embedding, obs->fidelity);
   if (target != nullptr) FinishTarget(event, target, bandit::v1::OUTCOME_REWARDED, req.reward(), now);
-  stats_.set_updates(stats_.updates() + 1);
+  stats_.set_updates(SaturatingAdd(stats_.updates(), 1));
   stats_.set_reward_sum(stats_.reward_sum() + req.reward());
   if (req.has_best_expected_reward()) {
     const double chosen = req.has_expected_reward() ? req.expected_reward() : req.reward();
@@ -1093,7 +1100,7 @@ absl::Status InstanceState::LearnPending(const PendingDecision& target, double r
   // The shadows learn what the served policy learned (as bandit-ope does with the expiry
   // defaults of a log).
   if (!shadows_.empty()) shadows_.Learn(target, reward, Vector(), std::nullopt);
-  stats_.set_updates(stats_.updates() + 1);
+  stats_.set_updates(SaturatingAdd(stats_.updates(), 1));
   stats_.set_reward_sum(stats_.reward_sum() + reward);
   return absl::OkStatus();
 }
@@ -1108,7 +1115,7 @@ absl::Status InstanceState::Activate(const bandit::v1::ActivateRequest& req, int
         "event '", req.event_id(), "' is already active: it was activated before, or made "
         "without defer_activation"));
   event->awaiting_activation = false;
-  stats_.set_activated(stats_.activated() + 1);
+  stats_.set_activated(SaturatingAdd(stats_.activated(), 1));
   if (config_.pending().reward_aggregation() == bandit::v1::SUM) return absl::OkStatus();
   // EARLIEST: the reward each slot kept is its first, learned now. One the policy cannot learn
   // is dropped (as Update would have refused it), and the slot waits for another.
@@ -1140,7 +1147,7 @@ int64_t InstanceState::ExpireDue(int64_t now, bandit::v1::JournalRecord* rec) {
   for (auto& e : due) {
     if (e.awaiting_activation) {
       // Never activated: nothing is learned, not even the rewards it kept.
-      stats_.set_not_activated(stats_.not_activated() + 1);
+      stats_.set_not_activated(SaturatingAdd(stats_.not_activated(), 1));
       pending_.RecordFate(e.event_id, EventFate::kDropped);
       if (log_.enabled()) {
         if (e.slots.empty()) log_.SetOutcome(e.seq, bandit::v1::OUTCOME_NOT_ACTIVATED, 0.0, now);
@@ -1179,7 +1186,7 @@ int64_t InstanceState::ExpireDue(int64_t now, bandit::v1::JournalRecord* rec) {
     }
     pending_.RecordFate(e.event_id, fate);
   }
-  stats_.set_expired(stats_.expired() + static_cast<int64_t>(due.size()));
+  stats_.set_expired(SaturatingAdd(stats_.expired(), static_cast<int64_t>(due.size())));
   rec->set_expire(true);
   return static_cast<int64_t>(due.size());
 }

@@ -73,6 +73,23 @@ absl::Status CheckCallerEventId(const std::string& id) {
   return absl::OkStatus();
 }
 
+// What the decision log keeps of decision `d` over `num_actions` actions: its propensity, and
+// its probability vector, the posteriors that vector is a function of, or (a deterministic
+// choice) the one-hot vector.
+void LogDistribution(const Decision& d, int num_actions, DecisionLog::Context* e) {
+  if (std::isfinite(d.propensity)) e->propensity = d.propensity;
+  if (d.score_kind == bandit::v1::PROBABILITY && d.scores.size() == num_actions &&
+      num_actions > 0) {
+    e->probabilities = std::span<const double>(d.scores.data(), d.scores.size());
+  } else if (d.argmax_posteriors.has_value() && d.argmax_posteriors->first.size() == num_actions &&
+             num_actions > 0) {
+    e->posteriors = &*d.argmax_posteriors;
+  } else if (d.propensity == 1.0 && num_actions > 0 && d.arm >= 0 && d.arm < num_actions) {
+    // A deterministic choice: every other action had probability 0.
+    e->one_hot_actions = num_actions;
+  }
+}
+
 // Counters restored from a snapshot may hold any value (a fuzzed one held INT64_MAX): they stop
 // at the top instead of overflowing.
 int64_t SaturatingAdd(int64_t a, int64_t b) {
@@ -706,12 +723,7 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
       e.num_actions = static_cast<int>(offered_now.size());
       e.chosen_index = d->arm;
       e.chosen_arm_id = p.arm_id;
-      if (std::isfinite(d->propensity)) e.propensity = d->propensity;
-      if (d->score_kind == bandit::v1::PROBABILITY &&
-          d->scores.size() == static_cast<Eigen::Index>(offered_now.size()))
-        e.probabilities = std::span<const double>(d->scores.data(), d->scores.size());
-      else if (d->propensity == 1.0)
-        e.one_hot_actions = static_cast<int>(offered_now.size());
+      LogDistribution(*d, static_cast<int>(offered_now.size()), &e);
       if (named) {
         e.named = &req;
         e.named_actions = position;
@@ -814,17 +826,7 @@ int64_t InstanceState::AppendToLog(const Decision& d, const SelectContext& ctx,
   e.chosen_arm_id = d.arm_id;
   if (!in.action_of.empty() && d.arm >= 0 && d.arm < static_cast<int>(in.action_of.size()))
     e.chosen_arm_id = req.actions(in.action_of[d.arm]).id();
-  if (std::isfinite(d.propensity)) e.propensity = d.propensity;
-  if (d.score_kind == bandit::v1::PROBABILITY && d.scores.size() == num_actions &&
-      num_actions > 0) {
-    e.probabilities = std::span<const double>(d.scores.data(), d.scores.size());
-  } else if (d.argmax_posteriors.has_value() && d.argmax_posteriors->first.size() == num_actions &&
-             num_actions > 0) {
-    e.posteriors = &*d.argmax_posteriors;
-  } else if (d.propensity == 1.0 && num_actions > 0 && d.arm >= 0 && d.arm < num_actions) {
-    // A deterministic choice: every other action had probability 0.
-    e.one_hot_actions = num_actions;
-  }
+  LogDistribution(d, num_actions, &e);
   return log_.Append(e, now);
 }
 

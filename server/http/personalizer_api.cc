@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include <google/protobuf/text_format.h>
 #include <rapidjson/document.h>
@@ -50,6 +51,19 @@ ApiResponse NoContent(Route route) {
   r.route = route;
   return r;
 }
+
+// Personalizer's 204 for a call it accepts but that changes nothing here (a reward or
+// activation for an event that is unknown, finished or already active): the service's reason in
+// `header`, on one line.
+ApiResponse NoContentBecause(Route route, absl::string_view header, const absl::Status& why) {
+  ApiResponse r = NoContent(route);
+  std::string reason(why.message().substr(0, 256));
+  for (char& c : reason)
+    if (c == '\r' || c == '\n') c = ' ';
+  r.headers.emplace_back(std::string(header), reason);
+  return r;
+}
+
 
 // Forwards RapidJSON's SAX events to a Document, refusing nesting deeper than `max_depth`
 // before the parser recurses into it (a body of a million '[' must not exhaust the stack).
@@ -142,6 +156,31 @@ void WriteString(Writer& w, absl::string_view s) {
 const Json* Member(const Json& object, const char* name) {
   auto it = object.FindMember(name);
   return it == object.MemberEnd() || it->value.IsNull() ? nullptr : &it->value;
+}
+
+// `field` of a rank request holding features (Personalizer's list of objects, or one object),
+// as JSON text into `out`; the 400 naming the field otherwise.
+std::optional<ApiResponse> ReadFeatures(Route route, const Json& value, const std::string& field,
+                                        std::string* out) {
+  if (!value.IsArray() && !value.IsObject())
+    return Invalid(route, field, absl::StrCat(field, ": expected a list of objects"));
+  *out = ToJson(value);
+  return std::nullopt;
+}
+
+// `field` of a rank request holding action ids, each added by `add`; the 400 naming the field
+// (or the element) otherwise.
+template <typename Add>
+std::optional<ApiResponse> ReadIds(Route route, const Json& value, const std::string& field,
+                                   Add&& add) {
+  if (!value.IsArray())
+    return Invalid(route, field, absl::StrCat(field, ": expected a list of action ids"));
+  for (rapidjson::SizeType i = 0; i < value.Size(); ++i) {
+    if (!value[i].IsString())
+      return Invalid(route, field, absl::StrCat(field, "[", i, "]: expected a string"));
+    add(AsString(value[i]));
+  }
+  return std::nullopt;
 }
 
 // Personalizer's event ids: at most 256 characters (its API), and those the service takes
@@ -457,11 +496,9 @@ ApiResponse PersonalizerApi::Rank(const Target& target, absl::string_view body) 
   bandit::v1::SelectRequest req;
   req.set_instance(target.instance);
   req.set_return_scores(true);
-  if (const Json* context = Member(doc, "contextFeatures")) {
-    if (!context->IsArray() && !context->IsObject())
-      return Invalid(kRoute, "contextFeatures", "contextFeatures: expected a list of objects");
-    req.set_context(ToJson(*context));
-  }
+  if (const Json* context = Member(doc, "contextFeatures"))
+    if (auto bad = ReadFeatures(kRoute, *context, "contextFeatures", req.mutable_context()))
+      return *bad;
   const Json* actions = Member(doc, "actions");
   if (actions == nullptr || !actions->IsArray())
     return Invalid(kRoute, "actions", "actions: expected a list of {\"id\", \"features\"}");
@@ -474,23 +511,15 @@ ApiResponse PersonalizerApi::Rank(const Target& target, absl::string_view body) 
       return Invalid(kRoute, where + ".id", absl::StrCat(where, ".id: expected a string"));
     bandit::v1::NamedAction* action = req.add_actions();
     action->set_id(AsString(*id));
-    if (const Json* features = Member(a, "features")) {
-      if (!features->IsArray() && !features->IsObject())
-        return Invalid(kRoute, where + ".features",
-                       absl::StrCat(where, ".features: expected a list of objects"));
-      action->set_features(ToJson(*features));
-    }
+    if (const Json* features = Member(a, "features"))
+      if (auto bad = ReadFeatures(kRoute, *features, where + ".features",
+                                  action->mutable_features()))
+        return *bad;
   }
-  if (const Json* excluded = Member(doc, "excludedActions")) {
-    if (!excluded->IsArray())
-      return Invalid(kRoute, "excludedActions", "excludedActions: expected a list of action ids");
-    for (rapidjson::SizeType i = 0; i < excluded->Size(); ++i) {
-      if (!(*excluded)[i].IsString())
-        return Invalid(kRoute, "excludedActions",
-                       absl::StrCat("excludedActions[", i, "]: expected a string"));
-      req.add_excluded_actions(AsString((*excluded)[i]));
-    }
-  }
+  if (const Json* excluded = Member(doc, "excludedActions"))
+    if (auto bad = ReadIds(kRoute, *excluded, "excludedActions",
+                           [&](std::string id) { req.add_excluded_actions(std::move(id)); }))
+      return *bad;
   if (const Json* event_id = Member(doc, "eventId")) {
     if (!event_id->IsString()) return Invalid(kRoute, "eventId", "eventId: expected a string");
     req.set_event_id(AsString(*event_id));
@@ -516,23 +545,14 @@ ApiResponse PersonalizerApi::Rank(const Target& target, absl::string_view body) 
         return Invalid(kRoute, where + ".id", absl::StrCat(where, ".id: expected a string"));
       bandit::v1::Slot* slot = req.add_slots();
       slot->set_id(AsString(*id));
-      if (const Json* features = Member(s, "features")) {
-        if (!features->IsArray() && !features->IsObject())
-          return Invalid(kRoute, where + ".features",
-                         absl::StrCat(where, ".features: expected a list of objects"));
-        slot->set_features(ToJson(*features));
-      }
-      if (const Json* excluded = Member(s, "excludedActions")) {
-        if (!excluded->IsArray())
-          return Invalid(kRoute, where + ".excludedActions",
-                         absl::StrCat(where, ".excludedActions: expected a list of action ids"));
-        for (rapidjson::SizeType j = 0; j < excluded->Size(); ++j) {
-          if (!(*excluded)[j].IsString())
-            return Invalid(kRoute, where + ".excludedActions",
-                           absl::StrCat(where, ".excludedActions[", j, "]: expected a string"));
-          slot->add_excluded_actions(AsString((*excluded)[j]));
-        }
-      }
+      if (const Json* features = Member(s, "features"))
+        if (auto bad = ReadFeatures(kRoute, *features, where + ".features",
+                                    slot->mutable_features()))
+          return *bad;
+      if (const Json* excluded = Member(s, "excludedActions"))
+        if (auto bad = ReadIds(kRoute, *excluded, where + ".excludedActions",
+                               [&](std::string id) { slot->add_excluded_actions(std::move(id)); }))
+          return *bad;
       if (const Json* baseline = Member(s, "baselineAction")) {
         if (!baseline->IsString())
           return Invalid(kRoute, where + ".baselineAction",
@@ -646,12 +666,7 @@ ApiResponse PersonalizerApi::Reward(const Target& target, absl::string_view body
     // already rewarded (its default aggregation keeps the earliest) or past its wait is not
     // learned, and the call still succeeds. The service counted it (rejected_rewards); the
     // reason travels in a header.
-    ApiResponse r = NoContent(kRoute);
-    std::string reason(s.message().substr(0, 256));
-    for (char& c : reason)
-      if (c == '\r' || c == '\n') c = ' ';
-    r.headers.emplace_back("x-bandit-reward-not-learned", reason);
-    return r;
+    return NoContentBecause(kRoute, "x-bandit-reward-not-learned", s);
   }
   if (!s.ok()) return Error(s, kRoute);
   return NoContent(kRoute);
@@ -676,12 +691,7 @@ ApiResponse PersonalizerApi::Activate(const Target& target) {
     // As for rewards, Personalizer answers 204: an event already active (ranked without
     // deferActivation, or activated before), unknown or past its wait changes nothing here; the
     // reason travels in a header.
-    ApiResponse r = NoContent(kRoute);
-    std::string reason(s.message().substr(0, 256));
-    for (char& c : reason)
-      if (c == '\r' || c == '\n') c = ' ';
-    r.headers.emplace_back("x-bandit-activation-not-applied", reason);
-    return r;
+    return NoContentBecause(kRoute, "x-bandit-activation-not-applied", s);
   }
   if (!s.ok()) return Error(s, kRoute);
   return NoContent(kRoute);

@@ -20,6 +20,7 @@ namespace {
 using absl::StatusCode;
 using ::testing::HasSubstr;
 using testing::Create;
+using testing::Exported;
 namespace v1 = bandit::v1;
 
 // Two candidates whose features depend on the round.
@@ -33,14 +34,6 @@ v1::SelectRequest Request(const std::string& instance, int round, const std::str
     c->add_values(((round + a) % 3) * 0.25);  // norms below 1, as the GLM policies require
   }
   return req;
-}
-
-std::string Exported(DecisionService& svc, const std::string& name) {
-  v1::ExportInstanceRequest req;
-  req.set_name(name);
-  v1::ExportInstanceResponse resp;
-  EXPECT_TRUE(svc.ExportInstance(req, &resp).ok());
-  return resp.snapshot();
 }
 
 TEST(CallerEventId, TheDecisionCarriesItAndItsRewardJoinsOnIt) {
@@ -66,15 +59,7 @@ TEST(CallerEventId, TheDecisionCarriesItAndItsRewardJoinsOnIt) {
   EXPECT_EQ(svc.Update(up, &r).code(), StatusCode::kFailedPrecondition);  // rewarded once
 
   // The decision log has it under its id, with its reward, in decision order.
-  v1::ExportDecisionLogRequest log_req;
-  log_req.set_name("x");
-  std::vector<v1::LoggedDecision> logged;
-  DecisionService::DecisionLogCursor cursor;
-  for (bool done = false; !done;) {
-    v1::DecisionLogChunk chunk;
-    ASSERT_TRUE(svc.ReadDecisionLog(log_req, &cursor, &chunk, &done).ok());
-    for (const auto& e : chunk.decisions()) logged.push_back(e);
-  }
+  const std::vector<v1::LoggedDecision> logged = testing::LoggedDecisions(svc, "x");
   ASSERT_EQ(logged.size(), 2u);
   EXPECT_EQ(logged[0].event_id(), "order-17.a:b~c_d");
   EXPECT_EQ(logged[0].outcome(), v1::OUTCOME_REWARDED);

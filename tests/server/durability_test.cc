@@ -30,6 +30,7 @@ namespace v1 = bandit::v1;
 constexpr char kEps[] = "policy { epsilon_greedy { epsilon: 0.3 } num_arms: 4 } seed: 77";
 
 using testing::Create;
+using testing::Stats;
 
 // A storage that remembers the newest sequence number it assigned, so a single-threaded test
 // can acknowledge "everything written so far" the way the gRPC layer acknowledges one call.
@@ -213,14 +214,6 @@ int Round(DecisionService& svc, const std::string& name, int i, absl::Status* st
   s = svc.Update(up, &r);
   if (status) *status = s;
   return d.arm_index();
-}
-
-v1::InstanceStats Stats(DecisionService& svc, const std::string& name) {
-  v1::GetInstanceRequest g;
-  g.set_name(name);
-  v1::Instance out;
-  EXPECT_TRUE(svc.GetInstance(g, &out).ok());
-  return out.stats();
 }
 
 TEST_P(DurabilityOn, AlwaysKeepsEveryAcknowledgedOperationAcrossACrash) {

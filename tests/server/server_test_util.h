@@ -44,4 +44,38 @@ std::vector<std::pair<int, double>> PlayRounds(DecisionService& svc, const std::
   return out;
 }
 
+// The instance's exported state (ExportInstance's opaque bytes): equal bytes, equal instances.
+inline std::string Exported(DecisionService& svc, const std::string& name) {
+  bandit::v1::ExportInstanceRequest req;
+  req.set_name(name);
+  bandit::v1::ExportInstanceResponse resp;
+  EXPECT_TRUE(svc.ExportInstance(req, &resp).ok());
+  return resp.snapshot();
+}
+
+inline bandit::v1::InstanceStats Stats(DecisionService& svc, const std::string& name) {
+  bandit::v1::GetInstanceRequest req;
+  req.set_name(name);
+  bandit::v1::Instance out;
+  EXPECT_TRUE(svc.GetInstance(req, &out).ok());
+  return out.stats();
+}
+
+// The instance's whole decision log, in order.
+inline std::vector<bandit::v1::LoggedDecision> LoggedDecisions(DecisionService& svc,
+                                                               const std::string& name) {
+  bandit::v1::ExportDecisionLogRequest req;
+  req.set_name(name);
+  std::vector<bandit::v1::LoggedDecision> out;
+  DecisionService::DecisionLogCursor cursor;
+  for (bool done = false; !done;) {
+    bandit::v1::DecisionLogChunk chunk;
+    const absl::Status s = svc.ReadDecisionLog(req, &cursor, &chunk, &done);
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) break;
+    for (const auto& d : chunk.decisions()) out.push_back(d);
+  }
+  return out;
+}
+
 }  // namespace bandit::server::testing

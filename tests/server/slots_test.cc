@@ -28,6 +28,8 @@ namespace {
 using absl::StatusCode;
 using ::testing::HasSubstr;
 using testing::Create;
+using testing::Exported;
+using testing::Stats;
 namespace v1 = bandit::v1;
 
 // `n` dense candidates of dimension 2 (candidate i = (0.6, 0.6 i / n): norms at most 1, as the
@@ -44,31 +46,11 @@ v1::SelectRequest SlotRequest(const std::string& instance, int n, std::vector<st
   return req;
 }
 
-std::string Exported(DecisionService& svc, const std::string& name) {
-  v1::ExportInstanceRequest req;
-  req.set_name(name);
-  v1::ExportInstanceResponse resp;
-  EXPECT_TRUE(svc.ExportInstance(req, &resp).ok());
-  return resp.snapshot();
-}
-
 // The learned state (and random engine) of an instance's policy.
 std::string PolicyState(DecisionService& svc, const std::string& name) {
-  v1::ExportInstanceRequest req;
-  req.set_name(name);
-  v1::ExportInstanceResponse resp;
-  EXPECT_TRUE(svc.ExportInstance(req, &resp).ok());
-  auto snap = SnapshotStore::Decode(resp.snapshot());
+  auto snap = SnapshotStore::Decode(Exported(svc, name));
   EXPECT_TRUE(snap.ok()) << snap.status();
   return snap.ok() ? snap->policy().SerializeAsString() : "";
-}
-
-v1::InstanceStats Stats(DecisionService& svc, const std::string& name) {
-  v1::GetInstanceRequest req;
-  req.set_name(name);
-  v1::Instance out;
-  EXPECT_TRUE(svc.GetInstance(req, &out).ok());
-  return out.stats();
 }
 
 absl::Status Reward(DecisionService& svc, const std::string& name, const std::string& event,
@@ -88,19 +70,6 @@ absl::Status Activate(DecisionService& svc, const std::string& name, const std::
   req.set_event_id(event);
   v1::ActivateResponse out;
   return svc.Activate(req, &out);
-}
-
-std::vector<v1::LoggedDecision> Log(DecisionService& svc, const std::string& name) {
-  v1::ExportDecisionLogRequest req;
-  req.set_name(name);
-  std::vector<v1::LoggedDecision> out;
-  DecisionService::DecisionLogCursor cursor;
-  for (bool done = false; !done;) {
-    v1::DecisionLogChunk chunk;
-    EXPECT_TRUE(svc.ReadDecisionLog(req, &cursor, &chunk, &done).ok());
-    for (const auto& d : chunk.decisions()) out.push_back(d);
-  }
-  return out;
 }
 
 constexpr char kEpsGreedy[] =
@@ -186,7 +155,7 @@ TEST(Slots, ExclusionsAndBaselinesShapeEachSlotsChoice) {
     EXPECT_EQ(chosen.size(), 3u);
   }
   // The log has one entry per slot, with the slot's offered actions and its baseline.
-  const auto log = Log(svc, "x");
+  const auto log = testing::LoggedDecisions(svc, "x");
   ASSERT_EQ(log.size(), 600u);
   EXPECT_EQ(log[0].slot_id(), "a");
   EXPECT_EQ(log[0].slot_index(), 0);
@@ -225,7 +194,7 @@ TEST(Slots, EachSlotIsRewardedOnceAndTheRestGetTheDefault) {
   EXPECT_EQ(Stats(svc, "x").pending(), 0);
   EXPECT_DOUBLE_EQ(Stats(svc, "x").reward_sum(), 1.75);
   EXPECT_EQ(Reward(svc, "x", e, "tile1", 1.0).code(), StatusCode::kFailedPrecondition);
-  const auto log = Log(svc, "x");
+  const auto log = testing::LoggedDecisions(svc, "x");
   ASSERT_EQ(log.size(), 3u);
   EXPECT_EQ(log[0].outcome(), v1::OUTCOME_REWARDED);
   EXPECT_EQ(log[1].outcome(), v1::OUTCOME_EXPIRED_DEFAULT);
@@ -378,7 +347,7 @@ TEST(Slots, DeferredDecisionsLearnOnlyOnceActivated) {
   EXPECT_EQ(stats.updates(), 3);  // late's "top" slot got the default; never got nothing
   EXPECT_EQ(Activate(svc, "x", never).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(Reward(svc, "x", never, "top", 1.0).code(), StatusCode::kFailedPrecondition);
-  const auto log = Log(svc, "x");
+  const auto log = testing::LoggedDecisions(svc, "x");
   ASSERT_EQ(log.size(), 4u);
   EXPECT_EQ(log[0].outcome(), v1::OUTCOME_REWARDED);
   EXPECT_EQ(log[3].outcome(), v1::OUTCOME_NOT_ACTIVATED);
@@ -489,7 +458,7 @@ TEST(Slots, NamedSlotsExportAsVwsConditionalContextualBanditLines) {
   client::DecisionGrouper grouper([&](std::span<const v1::LoggedDecision> decision) {
     lines.push_back(client::FormatSlots(client::LogFormat::kDsjson, decision, "page"));
   });
-  for (const auto& d : Log(svc, "page")) grouper.Add(d);
+  for (const auto& d : testing::LoggedDecisions(svc, "page")) grouper.Add(d);
   grouper.Flush();
   ASSERT_EQ(lines.size(), 50u);
   for (const std::string& line : lines) {

@@ -125,6 +125,10 @@ std::string Dsjson(const v1::LoggedDecision& d, const std::string& instance) {
   if (d.outcome_at_ms() != 0) ours["outcome_at_ms"] = d.outcome_at_ms();
   if (d.has_propensity() && !labeled) ours["propensity"] = d.propensity();
   if (named) ours["candidate_dim"] = d.candidate_dim();  // 2^bits, the hashed vectors' length
+  if (!d.slot_id().empty()) {  // one slot of a multi-slot decision, a line of its own
+    ours["slot_id"] = d.slot_id();
+    ours["slot_index"] = d.slot_index();
+  }
   j["_bandit"] = std::move(ours);
   std::string line = j.dump();
   if (named) {
@@ -471,6 +475,15 @@ absl::StatusOr<v1::LoggedDecision> ParseDsjson(const std::string& line) {
       d.set_outcome_at_ms(ours["outcome_at_ms"].get<int64_t>());
     if (ours.contains("candidate_dim") && ours["candidate_dim"].is_number_integer())
       d.set_candidate_dim(static_cast<int32_t>(ours["candidate_dim"].get<int64_t>()));
+    if (ours.contains("slot_id")) {
+      if (!ours["slot_id"].is_string() || ours["slot_id"].get<std::string>().empty())
+        return Bad("_bandit.slot_id", "expected the slot's id as a non-empty string");
+      if (!ours.contains("slot_index") || !ours["slot_index"].is_number_integer() ||
+          ours["slot_index"].get<int64_t>() < 0 || ours["slot_index"].get<int64_t>() > 1'000'000)
+        return Bad("_bandit.slot_index", "expected the slot's position, an integer >= 0");
+      d.set_slot_id(ours["slot_id"].get<std::string>());
+      d.set_slot_index(static_cast<int32_t>(ours["slot_index"].get<int64_t>()));
+    }
     if (ours.contains("propensity")) {
       auto p = Probability(ours["propensity"], "_bandit.propensity");
       if (!p.ok()) return p.status();

@@ -126,6 +126,76 @@ TEST(OpeTool, UniformCandidateOnAUniformLogEstimatesThePlainMean) {
   EXPECT_TRUE(std::filesystem::exists(png)) << r.output;
 }
 
+// A two-slot page over arms a0..a3 from a uniform logging policy: slot 0 among the four arms
+// (probability 1/4), slot 1 among the three slot 0 left (1/3), one DSJSON line per slot.
+std::vector<v1::LoggedDecision> UniformTwoSlotLog(int pages, uint64_t seed) {
+  const double means[2][4] = {{0.2, 0.4, 0.5, 0.7}, {0.1, 0.2, 0.25, 0.35}};
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<v1::LoggedDecision> log;
+  for (int t = 0; t < pages; ++t) {
+    std::vector<int> free = {0, 1, 2, 3};
+    for (int k = 0; k < 2; ++k) {
+      v1::LoggedDecision d;
+      d.set_event_seq(2 * t + k + 1);
+      d.set_event_id(absl::StrCat("0000000000000001-", t + 1));
+      d.set_decided_at_ms(1'700'000'000'000 + t);
+      d.set_policy("epsilon_greedy");
+      d.set_slot_id(k == 0 ? "hero" : "tile");
+      d.set_slot_index(k);
+      for (int a : free) d.add_arm_ids(absl::StrCat("a", a));
+      const int n = static_cast<int>(free.size());
+      d.set_num_actions(n);
+      const int pick = static_cast<int>(rng() % n);
+      const int arm = free[pick];
+      d.set_chosen_index(pick);
+      d.set_chosen_arm_id(absl::StrCat("a", arm));
+      d.set_propensity(1.0 / n);
+      for (int i = 0; i < n; ++i) d.add_probabilities(1.0 / n);
+      d.set_outcome(v1::OUTCOME_REWARDED);
+      d.set_reward(u(rng) < means[k][arm] ? 1.0 : 0.0);
+      free.erase(free.begin() + pick);
+      log.push_back(d);
+    }
+  }
+  return log;
+}
+
+// Per slot, a uniform candidate's conditional probabilities equal the logging policy's (1/4,
+// then 1/3 of the arms left): every weight is 1, so each slot's IPS and SNIPS are that slot's
+// logged mean, and the page's value is their sum.
+TEST(OpeTool, MultiSlotLogIsEstimatedPerSlotAndForThePage) {
+  const auto log = UniformTwoSlotLog(400, 5);
+  double mean[2] = {0, 0};
+  for (const auto& d : log) mean[d.slot_index()] += d.reward() / 400;
+  const std::string log_path = WriteFile("slots.dsjson", ToDsjson(log));
+  const std::string uniform =
+      WriteFile("uniform_slots.txtpb",
+                "policy { epsilon_greedy { epsilon: 1.0 } arms { id: 'a0' } arms { id: 'a1' } "
+                "arms { id: 'a2' } arms { id: 'a3' } }");
+  const std::string json = Dir() + "/slots.json";
+  std::filesystem::remove(json);
+  const OpeRun r = RunOpe(absl::StrCat("--log=", log_path, " --json=", json, " ", uniform));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream f(json);
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["events"], 800);
+  const auto& c = j["candidates"][0];
+  ASSERT_EQ(c["slots"].size(), 2u);
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(c["slots"][k]["events"], 400);
+    EXPECT_NEAR(c["slots"][k]["ips"]["value"].get<double>(), mean[k], 1e-12) << k;
+    EXPECT_NEAR(c["slots"][k]["snips"]["value"].get<double>(), mean[k], 1e-12) << k;
+    EXPECT_NEAR(c["slots"][k]["logged"]["value"].get<double>(), mean[k], 1e-12) << k;
+  }
+  EXPECT_NEAR(c["page"]["ips"].get<double>(), mean[0] + mean[1], 1e-12);
+  // The slot fields survive the DSJSON round trip.
+  auto back = client::ParseDsjson(client::FormatDecision(client::LogFormat::kDsjson, log[1], "s"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->slot_id(), "tile");
+  EXPECT_EQ(back->slot_index(), 1);
+}
+
 TEST(OpeTool, ToolAgreesWithTheLibraryOnTheSameLog) {
   const auto log = UniformArmLog(300, 8);
   const std::string log_path = WriteFile("agree.dsjson", ToDsjson(log));

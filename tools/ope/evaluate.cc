@@ -176,6 +176,12 @@ absl::Status Evaluator::Add(const v1::LoggedDecision& d, const std::string& wher
                                "action: ", s.message()));
     e.target = targets[c];
     results_[c].estimators.Add(e);
+    if (!d.slot_id().empty()) {
+      auto& slots = results_[c].slots;
+      while (static_cast<int>(slots.size()) <= d.slot_index())
+        slots.emplace_back(options_.max_weight);
+      slots[static_cast<size_t>(d.slot_index())].Add(e);
+    }
     if (options_.trace_every > 0 && results_[c].estimators.events() % options_.trace_every == 0) {
       const Estimators& est = results_[c].estimators;
       results_[c].trace.push_back({est.events(), est.Ips().value, est.Snips().value,

@@ -43,6 +43,9 @@ struct CandidateResult {
   // (then the indicator of its sampled action stands in for pi(.|x): unbiased, noisier).
   int64_t exact_distribution = 0;
   int64_t sampled_distribution = 0;
+  // A log of multi-slot decisions (one entry per slot): the estimators per slot position. The
+  // whole page's value is the sum of the slots' values.
+  std::vector<Estimators> slots;
   std::vector<TracePoint> trace;
 };
 

@@ -37,6 +37,7 @@ namespace {
 
 using bandit::ope::Candidate;
 using bandit::ope::CandidateResult;
+using bandit::ope::Estimators;
 using bandit::ope::Interval;
 
 int Fail(const std::string& why) {
@@ -150,6 +151,29 @@ int main(int argc, char** argv) {
   out["candidates"] = nlohmann::ordered_json::array();
   for (const CandidateResult& r : results) {
     const auto& e = r.estimators;
+    // Multi-slot logs: each slot position on its own, and the page (the sum over the slots).
+    nlohmann::ordered_json slots = nlohmann::ordered_json::array();
+    double page_ips = 0, page_snips = 0, page_dr = 0;
+    for (size_t k = 0; k < r.slots.size(); ++k) {
+      const Estimators& s = r.slots[k];
+      if (s.events() == 0) continue;
+      page_ips += s.Ips().value;
+      page_snips += s.Snips().value;
+      page_dr += s.DoublyRobust().value;
+      std::cout << absl::StrFormat("%-20s %-14s slot %-3d IPS %.4f  SNIPS %.4f  DR %.4f  logged %.4f"
+                                   "  (%d events)\n",
+                                   r.name, r.policy, k, s.Ips().value, s.Snips().value,
+                                   s.DoublyRobust().value, s.Logged().value, s.events());
+      slots.push_back({{"slot_index", k},
+                       {"events", s.events()},
+                       {"ips", ToJson(s.Ips())},
+                       {"snips", ToJson(s.Snips())},
+                       {"dr", ToJson(s.DoublyRobust())},
+                       {"logged", ToJson(s.Logged())}});
+    }
+    if (!slots.empty())
+      std::cout << absl::StrFormat("%-20s %-14s page     IPS %.4f  SNIPS %.4f  DR %.4f\n", r.name,
+                                   r.policy, page_ips, page_snips, page_dr);
     const std::pair<const char*, Interval> rows[] = {
         {"IPS", e.Ips()}, {"SNIPS", e.Snips()}, {"DR", e.DoublyRobust()}, {"DM", e.DirectMethod()}};
     for (const auto& [label, iv] : rows)
@@ -168,6 +192,11 @@ int main(int argc, char** argv) {
                                  {"largest_weight", e.largest_weight()},
                                  {"exact_distribution_events", r.exact_distribution},
                                  {"sampled_distribution_events", r.sampled_distribution}});
+    if (!slots.empty()) {
+      out["candidates"].back()["slots"] = std::move(slots);
+      out["candidates"].back()["page"] = {
+          {"ips", page_ips}, {"snips", page_snips}, {"dr", page_dr}};
+    }
   }
   std::cout << absl::StrFormat("\n%.0f events/s per candidate\n",
                                results[0].estimators.events() / std::max(seconds, 1e-9));

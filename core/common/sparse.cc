@@ -1,0 +1,50 @@
+#include "core/common/sparse.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace bandit {
+
+absl::Status CheckSparse(std::string_view field, const SparseVector& x, int64_t dimension) {
+  if (x.index.size() != x.value.size())
+    return absl::InvalidArgumentError(absl::StrCat(field, " has ", x.index.size(), " indices and ",
+                                                   x.value.size(),
+                                                   " values, expected one value per index"));
+  for (size_t k = 0; k < x.index.size(); ++k) {
+    if (x.index[k] >= dimension)
+      return absl::InvalidArgumentError(absl::StrCat(field, ".index[", k, "] is ", x.index[k],
+                                                     ", expected below the dimension ", dimension));
+    if (!std::isfinite(x.value[k]))
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".value[", k, "] is ", x.value[k], ", expected a finite number"));
+  }
+  return absl::OkStatus();
+}
+
+void Coalescer::Coalesce(const SparseVector& x, CoalescedTerms* out) {
+  out->clear();
+  for (size_t k = 0; k < x.index.size(); ++k) {
+    const uint32_t i = x.index[k];
+    int32_t& s = slot_[i];
+    if (s < 0) {
+      s = static_cast<int32_t>(out->index.size());
+      out->index.push_back(i);
+      out->value.push_back(x.value[k]);
+    } else {
+      out->value[s] += x.value[k];
+    }
+  }
+  for (uint32_t i : out->index) slot_[i] = -1;
+}
+
+void Coalescer::FromDense(const Vector& x, CoalescedTerms* out) {
+  out->clear();
+  for (Eigen::Index i = 0; i < x.size(); ++i)
+    if (x[i] != 0) {
+      out->index.push_back(static_cast<uint32_t>(i));
+      out->value.push_back(x[i]);
+    }
+}
+
+}  // namespace bandit

@@ -1,0 +1,45 @@
+// Sparse candidate vectors for the diagonal-covariance policies: checks, and the one-term-per-
+// coordinate form their formulas read (a SparseVector may repeat an index; its dense form adds
+// the repeats up).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/policy.h"
+
+namespace bandit {
+
+// One term per coordinate: `index` unique, `value` the coordinate's value in the dense form.
+struct CoalescedTerms {
+  std::vector<uint32_t> index;
+  std::vector<double> value;
+  void clear() {
+    index.clear();
+    value.clear();
+  }
+};
+
+// INVALID_ARGUMENT naming `field` unless every index is below `dimension` and every value is
+// finite, and index and value have the same length.
+absl::Status CheckSparse(std::string_view field, const SparseVector& x, int64_t dimension);
+
+// Coalesces vectors of one dimension in O(nnz) per vector, with an index-sized scratch kept
+// between calls (so a Select over 50 candidates allocates nothing).
+class Coalescer {
+ public:
+  explicit Coalescer(int64_t dimension) : slot_(dimension, -1) {}
+  // A checked sparse vector: its coordinates in order of first appearance, each value the sum
+  // of the vector's values at that index in the vector's order (as the dense form adds them).
+  void Coalesce(const SparseVector& x, CoalescedTerms* out);
+  // A dense vector's nonzero coordinates, in index order.
+  static void FromDense(const Vector& x, CoalescedTerms* out);
+  int64_t dimension() const { return static_cast<int64_t>(slot_.size()); }
+
+ private:
+  std::vector<int32_t> slot_;  // position of a coordinate in the output, -1 when absent
+};
+
+}  // namespace bandit

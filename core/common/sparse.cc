@@ -6,7 +6,7 @@
 
 namespace bandit {
 
-absl::Status CheckSparse(std::string_view field, const SparseVector& x, int64_t dimension) {
+absl::Status CheckSparse(absl::string_view field, const SparseVector& x, int64_t dimension) {
   if (x.index.size() != x.value.size())
     return absl::InvalidArgumentError(absl::StrCat(field, " has ", x.index.size(), " indices and ",
                                                    x.value.size(),

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,7 +24,7 @@ struct CoalescedTerms {
 
 // INVALID_ARGUMENT naming `field` unless every index is below `dimension` and every value is
 // finite, and index and value have the same length.
-absl::Status CheckSparse(std::string_view field, const SparseVector& x, int64_t dimension);
+absl::Status CheckSparse(absl::string_view field, const SparseVector& x, int64_t dimension);
 
 // Coalesces vectors of one dimension in O(nnz) per vector, with an index-sized scratch kept
 // between calls (so a Select over 50 candidates allocates nothing).

@@ -113,7 +113,7 @@ TEST(GlbOmdDiagonal, FactoryBoundsAndForm) {
 // same decisions, the same state to rounding, with the projection active in many rounds.
 TEST(GlbOmdDiagonal, MatchesSlowDiagonalFormulas) {
   const int d = 48, arms = 6;
-  for (double S : {0.4, 100.0}) {
+  for (double S : {0.4, 5.0}) {
     auto p = Make(Config(d, S, 2.0));
     auto& omd = dynamic_cast<GlbOmdDiagonal&>(*p);
     SlowDiagonalOmd slow(d, S, 2.0);
@@ -144,8 +144,11 @@ TEST(GlbOmdDiagonal, MatchesSlowDiagonalFormulas) {
       ASSERT_LT((omd.theta() - slow.theta).norm(), 1e-10 * (1 + slow.theta.norm())) << t;
       ASSERT_LT((omd.h_diagonal() - slow.h).norm(), 1e-10 * slow.h.norm()) << t;
     }
-    if (S < 1) EXPECT_GT(projected, 50) << "the projection should be active";
-    if (S > 1) EXPECT_EQ(projected, 0);
+    if (S < 1) {
+      EXPECT_GT(projected, 50) << "the projection should be active";
+    } else {
+      EXPECT_LT(projected, 300) << "some rounds should stay inside the ball";
+    }
   }
 }
 

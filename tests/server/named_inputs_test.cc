@@ -18,6 +18,7 @@
 #include "server/decision_service.h"
 #include "server/persistence.h"
 #include "server/storage/file_storage.h"
+#include "server/storage/snapshot_store.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/file_node.h"
 #include "tests/server/server_test_util.h"
@@ -694,8 +695,9 @@ TEST(NamedInputs, DiagonalInstanceShadowsAndPromotion) {
   ASSERT_EQ(out.shadows_size(), 2);
   for (const auto& sh : out.shadows()) {
     EXPECT_EQ(sh.events(), 100) << sh.name();
-    if (sh.name() == "same")  // the served policy's twin: it agrees on every decision
+    if (sh.name() == "same") {  // the served policy's twin: it agrees on every decision
       EXPECT_DOUBLE_EQ(sh.ips().value(), sh.served().value());
+    }
   }
   // A decision left pending, then the full-matrix shadow promoted: it learns that decision from
   // its sparse features, and serves named Selects on dense vectors from then on.
@@ -722,18 +724,23 @@ TEST(NamedInputs, DiagonalPolicyAtBits18ReplaysExactlyAfterACrash) {
     v1::Instance out;
     const std::string config = absl::StrCat(kDiagonal18, log);
     ASSERT_TRUE(twin.CreateInstance(Create("x", config), &out).ok());
+    std::string pending_a, pending_twin;
     {
       Node a(&fs, &clock);
       ASSERT_TRUE(a.svc.CreateInstance(Create("x", config), &out).ok());
       for (int round = 0; round < 120; ++round) {
         ASSERT_EQ(PlayNamed(a.svc, round), PlayNamed(twin, round));
-        if (round == 60) ASSERT_TRUE(a.persistence->SnapshotAll().ok());  // then journal replay
+        if (round == 60) {
+          ASSERT_TRUE(a.persistence->SnapshotAll().ok());  // then journal replay
+        }
       }
-      // Pending decisions (sparse choices) in the journal and, after a snapshot, in it too.
+      // A decision left pending (its sparse choice in the journal), rewarded after the crash.
       v1::Decision d1, d2;
       ASSERT_TRUE(a.svc.Select(NamedRequest("x", 120), &d1).ok());
       ASSERT_TRUE(twin.Select(NamedRequest("x", 120), &d2).ok());
-      ASSERT_EQ(d1.event_id(), d2.event_id());
+      ASSERT_EQ(d1.arm_index(), d2.arm_index());
+      pending_a = d1.event_id();
+      pending_twin = d2.event_id();
       ASSERT_TRUE(a.persistence->storage()->Flush().ok());
       fs.Crash();
     }
@@ -742,6 +749,10 @@ TEST(NamedInputs, DiagonalPolicyAtBits18ReplaysExactlyAfterACrash) {
     up.set_instance("x");
     up.set_reward(1.0);
     v1::UpdateResponse resp;
+    up.set_event_id(pending_a);
+    ASSERT_TRUE(b.svc.Update(up, &resp).ok());
+    up.set_event_id(pending_twin);
+    ASSERT_TRUE(twin.Update(up, &resp).ok());
     for (DecisionService* svc : {&b.svc, &twin}) {
       v1::Decision d;
       ASSERT_TRUE(svc->Select(NamedRequest("x", 121), &d).ok());
@@ -755,10 +766,11 @@ TEST(NamedInputs, DiagonalPolicyAtBits18ReplaysExactlyAfterACrash) {
     v1::ExportInstanceResponse e1, e2;
     ASSERT_TRUE(b.svc.ExportInstance(ex, &e1).ok());
     ASSERT_TRUE(twin.ExportInstance(ex, &e2).ok());
-    v1::InstanceSnapshot s1, s2;
-    ASSERT_TRUE(s1.ParseFromString(e1.snapshot()) && s2.ParseFromString(e2.snapshot()));
-    EXPECT_EQ(s1.policy().SerializeAsString(), s2.policy().SerializeAsString());
-    EXPECT_EQ(s1.pending_size(), s2.pending_size());
+    auto s1 = SnapshotStore::Decode(e1.snapshot());
+    auto s2 = SnapshotStore::Decode(e2.snapshot());
+    ASSERT_TRUE(s1.ok() && s2.ok());
+    EXPECT_EQ(s1->policy().SerializeAsString(), s2->policy().SerializeAsString());
+    EXPECT_EQ(s1->pending_size(), s2->pending_size());
   }
 }
 

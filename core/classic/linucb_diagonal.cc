@@ -10,7 +10,10 @@
 namespace bandit {
 
 LinUcbDiagonal::LinUcbDiagonal(int dim, double lambda, double alpha)
-    : alpha_(alpha), a_(Vector::Constant(dim, lambda)), b_(Vector::Zero(dim)), coalescer_(dim) {}
+    : alpha_(alpha),
+      a_(Vector::Constant(dim, lambda)),
+      b_(Vector::Zero(dim)),
+      scorer_(dim, 0.0, 1.0 / lambda) {}
 
 absl::StatusOr<Decision> LinUcbDiagonal::Select(const SelectContext& ctx) {
   const bool sparse = !ctx.sparse_candidates.empty();
@@ -35,19 +38,14 @@ absl::StatusOr<Decision> LinUcbDiagonal::Select(const SelectContext& ctx) {
   int best = -1;
   double best_ucb = 0, best_mean = 0, best_width = 0;
   double max_mean = -std::numeric_limits<double>::infinity();
-  const double* a = a_.data();
-  const double* b = b_.data();
   for (int i = 0; i < n; ++i) {
-    if (sparse)
-      coalescer_.Coalesce(ctx.sparse_candidates[i], &terms_);
-    else
-      Coalescer::FromDense(ctx.candidates[i], &terms_);
+    // mean = x'theta, var = ||x||^2 in diag(A)^{-1}
     double mean = 0, var = 0;
-    for (size_t k = 0; k < terms_.index.size(); ++k) {
-      const uint32_t j = terms_.index[k];
-      const double x = terms_.value[k];
-      mean += x * (b[j] / a[j]);  // x'theta, theta_j = b_j / a_j
-      var += x * x / a[j];        // ||x||^2 in diag(A)^{-1}
+    if (sparse) {
+      scorer_.Score(ctx.sparse_candidates[i], &mean, &var);
+    } else {
+      Coalescer::FromDense(ctx.candidates[i], &terms_);
+      scorer_.Score(terms_, &mean, &var);
     }
     const double width = alpha_ * std::sqrt(var);
     const double ucb = mean + width;
@@ -75,7 +73,7 @@ absl::Status LinUcbDiagonal::Update(const Observation& obs) {
   }
   if (auto s = CheckFinite("reward", obs.reward); !s.ok()) return s;
   if (obs.sparse_features)
-    coalescer_.Coalesce(*obs.sparse_features, &terms_);
+    scorer_.Coalesce(*obs.sparse_features, &terms_);
   else
     Coalescer::FromDense(obs.features, &terms_);
   for (size_t k = 0; k < terms_.index.size(); ++k) {
@@ -83,6 +81,7 @@ absl::Status LinUcbDiagonal::Update(const Observation& obs) {
     const double x = terms_.value[k];
     a_[j] += x * x;           // diag(A + x x')
     b_[j] += obs.reward * x;  // Alg. 1 line 13
+    scorer_.Set(j, b_[j] / a_[j], 1.0 / a_[j]);
   }
   ++updates_;
   return absl::OkStatus();
@@ -111,11 +110,13 @@ absl::Status LinUcbDiagonal::Restore(const bandit::v1::PolicyState& state) {
   a_ = std::move(a);
   b_ = std::move(b);
   updates_ = updates;
+  for (int j = 0; j < d; ++j) scorer_.Set(j, b_[j] / a_[j], 1.0 / a_[j]);
   return absl::OkStatus();
 }
 
 int64_t LinUcbDiagonal::StateBytes() const {
-  return (a_.size() + b_.size()) * static_cast<int64_t>(sizeof(double)) + sizeof(updates_);
+  return (a_.size() + b_.size()) * static_cast<int64_t>(sizeof(double)) + scorer_.bytes() +
+         sizeof(updates_);
 }
 
 std::vector<std::pair<std::string, double>> LinUcbDiagonal::Summary() const {

@@ -13,7 +13,7 @@ GlbOmdDiagonal::GlbOmdDiagonal(const GlbParams& p)
     : p_(p),
       theta_(Vector::Zero(p.d)),           // theta_1 in Theta
       h_(Vector::Constant(p.d, p.lambda)),  // H_1 = lambda I
-      coalescer_(p.d),
+      scorer_(p.d, 0.0, 1.0 / p.lambda),
       in_support_(p.d, 0),
       support_pos_(p.d, 0) {
   support_.reserve(p.d);
@@ -27,7 +27,7 @@ absl::Status GlbOmdDiagonal::Terms(const std::string& field, const SparseVector*
                                    const Vector* dense, CoalescedTerms* out) {
   if (sparse) {
     if (auto s = CheckSparse(field, *sparse, p_.d); !s.ok()) return s;
-    coalescer_.Coalesce(*sparse, out);
+    scorer_.Coalesce(*sparse, out);
   } else {
     if (auto s = CheckVector(field, *dense, p_.d); !s.ok()) return s;
     Coalescer::FromDense(*dense, out);
@@ -56,13 +56,8 @@ absl::StatusOr<Decision> GlbOmdDiagonal::Select(const SelectContext& ctx) {
                        sparse ? nullptr : &ctx.candidates[i], &terms_);
         !s.ok())
       return s;
-    double z = 0, w2 = 0;
-    for (size_t k = 0; k < terms_.index.size(); ++k) {
-      const uint32_t j = terms_.index[k];
-      const double x = terms_.value[k];
-      z += x * theta_[j];
-      w2 += x * x / h_[j];  // ||x||^2 in diag(H_t)^{-1}
-    }
+    double z = 0, w2 = 0;  // x'theta_t, ||x||^2 in diag(H_t)^{-1}
+    scorer_.Score(terms_, &z, &w2);
     logit[i] = z;
     ucb[i] = z + beta * std::sqrt(w2);            // eq. (6)
     if (arm < 0 || ucb[i] > ucb[arm]) arm = i;  // ties to the lowest index
@@ -118,6 +113,7 @@ absl::Status GlbOmdDiagonal::Update(const Observation& obs) {
     double n2 = 0;
     for (Eigen::Index q = 0; q < n; ++q) {
       theta_[support_[q]] = projected[q];
+      scorer_.Set(support_[q], projected[q], 1.0 / h_[support_[q]]);
       n2 += projected[q] * projected[q];
     }
     norm2_ = n2;
@@ -129,7 +125,10 @@ absl::Status GlbOmdDiagonal::Update(const Observation& obs) {
   double z2 = 0;
   for (size_t k = 0; k < m; ++k) z2 += val[k] * theta_[idx[k]];
   const double c2 = p_.link.LossHess(z2);
-  for (size_t k = 0; k < m; ++k) h_[idx[k]] += c2 * val[k] * val[k];
+  for (size_t k = 0; k < m; ++k) {
+    h_[idx[k]] += c2 * val[k] * val[k];
+    scorer_.Set(idx[k], theta_[idx[k]], 1.0 / h_[idx[k]]);
+  }
   ++t_;
   return absl::OkStatus();
 }
@@ -186,6 +185,7 @@ absl::Status GlbOmdDiagonal::Restore(const bandit::v1::PolicyState& state) {
   h_ = std::move(h);
   t_ = t;
   norm2_ = norm2;
+  for (int j = 0; j < p_.d; ++j) scorer_.Set(j, theta_[j], 1.0 / h_[j]);
   support_ = std::move(order);
   support_.reserve(p_.d);
   in_support_ = std::move(seen);
@@ -194,7 +194,7 @@ absl::Status GlbOmdDiagonal::Restore(const bandit::v1::PolicyState& state) {
 
 int64_t GlbOmdDiagonal::StateBytes() const {
   // The support is reserved at its bound, d coordinates.
-  return (theta_.size() + h_.size()) * static_cast<int64_t>(sizeof(double)) +
+  return (theta_.size() + h_.size()) * static_cast<int64_t>(sizeof(double)) + scorer_.bytes() +
          static_cast<int64_t>(support_.capacity()) * static_cast<int64_t>(sizeof(uint32_t)) +
          sizeof(t_);
 }

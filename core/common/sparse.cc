@@ -1,5 +1,6 @@
 #include "core/common/sparse.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -24,18 +25,34 @@ absl::Status CheckSparse(absl::string_view field, const SparseVector& x, int64_t
 
 void Coalescer::Coalesce(const SparseVector& x, CoalescedTerms* out) {
   out->clear();
-  for (size_t k = 0; k < x.index.size(); ++k) {
+  const size_t n = x.index.size();
+  if (key_.size() < 2 * n) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    key_.assign(cap, 0);
+    pos_.assign(cap, 0);
+    stamp_.assign(cap, 0);
+    stamp_now_ = 0;
+  }
+  if (++stamp_now_ == 0) {  // wrapped: every old stamp could look current
+    std::fill(stamp_.begin(), stamp_.end(), 0);
+    stamp_now_ = 1;
+  }
+  const uint32_t mask = static_cast<uint32_t>(key_.size() - 1);
+  for (size_t k = 0; k < n; ++k) {
     const uint32_t i = x.index[k];
-    int32_t& s = slot_[i];
-    if (s < 0) {
-      s = static_cast<int32_t>(out->index.size());
+    uint32_t h = (i * 2654435761u) & mask;  // Knuth's multiplicative hash
+    while (stamp_[h] == stamp_now_ && key_[h] != i) h = (h + 1) & mask;
+    if (stamp_[h] != stamp_now_) {
+      stamp_[h] = stamp_now_;
+      key_[h] = i;
+      pos_[h] = static_cast<uint32_t>(out->index.size());
       out->index.push_back(i);
       out->value.push_back(x.value[k]);
     } else {
-      out->value[s] += x.value[k];
+      out->value[pos_[h]] += x.value[k];
     }
   }
-  for (uint32_t i : out->index) slot_[i] = -1;
 }
 
 void Coalescer::FromDense(const Vector& x, CoalescedTerms* out) {
@@ -47,43 +64,9 @@ void Coalescer::FromDense(const Vector& x, CoalescedTerms* out) {
     }
 }
 
-void DiagonalScorer::Coalesce(const SparseVector& x, CoalescedTerms* out) {
-  out->clear();
-  for (size_t k = 0; k < x.index.size(); ++k) {
-    Coord& c = coord_[x.index[k]];
-    if (c.slot < 0) {
-      c.slot = static_cast<int32_t>(out->index.size());
-      out->index.push_back(x.index[k]);
-      out->value.push_back(x.value[k]);
-    } else {
-      out->value[c.slot] += x.value[k];
-    }
-  }
-  for (uint32_t i : out->index) coord_[i].slot = -1;
-}
-
 void DiagonalScorer::Score(const SparseVector& x, double* mean, double* var) {
-  terms_.clear();
-  for (size_t k = 0; k < x.index.size(); ++k) {
-    Coord& c = coord_[x.index[k]];
-    if (c.slot < 0) {
-      c.slot = static_cast<int32_t>(terms_.index.size());
-      terms_.index.push_back(x.index[k]);
-      terms_.value.push_back(x.value[k]);
-    } else {
-      terms_.value[c.slot] += x.value[k];
-    }
-  }
-  double m = 0, v = 0;
-  for (size_t q = 0; q < terms_.index.size(); ++q) {
-    Coord& c = coord_[terms_.index[q]];
-    const double xi = terms_.value[q];
-    m += xi * c.weight;
-    v += xi * xi * c.inv_precision;
-    c.slot = -1;
-  }
-  *mean = m;
-  *var = v;
+  coalescer_.Coalesce(x, &terms_);
+  Score(terms_, mean, var);
 }
 
 void DiagonalScorer::Score(const CoalescedTerms& x, double* mean, double* var) const {

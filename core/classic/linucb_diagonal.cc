@@ -12,7 +12,7 @@ namespace bandit {
 LinUcbDiagonal::LinUcbDiagonal(int dim, double lambda, double alpha)
     : alpha_(alpha),
       a_(Vector::Constant(dim, lambda)),
-      theta_(Vector::Zero(dim)),
+      b_(Vector::Zero(dim)),
       scorer_(dim, 0.0, 1.0 / lambda) {}
 
 absl::StatusOr<Decision> LinUcbDiagonal::Select(const SelectContext& ctx) {
@@ -76,15 +76,12 @@ absl::Status LinUcbDiagonal::Update(const Observation& obs) {
     scorer_.Coalesce(*obs.sparse_features, &terms_);
   else
     Coalescer::FromDense(obs.features, &terms_);
-  double residual = obs.reward;  // r - x'theta_t
-  for (size_t k = 0; k < terms_.index.size(); ++k)
-    residual -= terms_.value[k] * theta_[terms_.index[k]];
   for (size_t k = 0; k < terms_.index.size(); ++k) {
     const uint32_t j = terms_.index[k];
     const double x = terms_.value[k];
-    a_[j] += x * x;                     // diag(A + x x')
-    theta_[j] += x * residual / a_[j];  // theta + diag(A)^{-1} x (r - x'theta)
-    scorer_.Set(j, theta_[j], 1.0 / a_[j]);
+    a_[j] += x * x;           // diag(A + x x')
+    b_[j] += obs.reward * x;  // Alg. 1 line 13
+    scorer_.Set(j, b_[j] / a_[j], 1.0 / a_[j]);
   }
   ++updates_;
   return absl::OkStatus();
@@ -93,7 +90,7 @@ absl::Status LinUcbDiagonal::Update(const Observation& obs) {
 void LinUcbDiagonal::Save(bandit::v1::PolicyState* out) const {
   StateWriter w(out, name(), 1);
   w.Put("a_diagonal", a_);
-  w.Put("theta", theta_);
+  w.Put("b", b_);
   w.PutInt("updates", updates_);
 }
 
@@ -101,30 +98,30 @@ absl::Status LinUcbDiagonal::Restore(const bandit::v1::PolicyState& state) {
   StateReader r(state);
   if (auto s = r.Expect(name(), 1); !s.ok()) return s;
   const int d = dimension();
-  Vector a, theta;
+  Vector a, b;
   int64_t updates;
   if (auto s = r.Get("a_diagonal", &a, d); !s.ok()) return s;
-  if (auto s = r.Get("theta", &theta, d); !s.ok()) return s;
+  if (auto s = r.Get("b", &b, d); !s.ok()) return s;
   if (auto s = r.GetInt("updates", &updates); !s.ok()) return s;
-  if (!a.allFinite() || !theta.allFinite() || !(a.array() > 0).all())
+  if (!a.allFinite() || !b.allFinite() || !(a.array() > 0).all())
     return absl::InvalidArgumentError(
         "linucb diagonal state has non-finite values or a non-positive a_diagonal, expected "
         "finite values and a_diagonal > 0");
   a_ = std::move(a);
-  theta_ = std::move(theta);
+  b_ = std::move(b);
   updates_ = updates;
-  for (int j = 0; j < d; ++j) scorer_.Set(j, theta_[j], 1.0 / a_[j]);
+  for (int j = 0; j < d; ++j) scorer_.Set(j, b_[j] / a_[j], 1.0 / a_[j]);
   return absl::OkStatus();
 }
 
 int64_t LinUcbDiagonal::StateBytes() const {
-  return (a_.size() + theta_.size()) * static_cast<int64_t>(sizeof(double)) + scorer_.bytes() +
+  return (a_.size() + b_.size()) * static_cast<int64_t>(sizeof(double)) + scorer_.bytes() +
          sizeof(updates_);
 }
 
 std::vector<std::pair<std::string, double>> LinUcbDiagonal::Summary() const {
   return {{"updates", static_cast<double>(updates_)},
-          {"theta_norm", theta_.norm()}};
+          {"theta_norm", (b_.array() / a_.array()).matrix().norm()}};
 }
 
 }  // namespace bandit

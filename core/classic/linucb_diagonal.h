@@ -1,16 +1,13 @@
 // LinUCB with a diagonal covariance (linucb { covariance: COVARIANCE_DIAGONAL }): an
 // approximation of LinUCB (Li, Chu, Langford, Schapire 2010, Algorithm 1 with one shared theta,
 // core/classic/linucb.h) for hashed feature spaces too large for a d x d matrix (2^18 and up).
-// The paper's A = lambda I + sum_s x_s x_s' is replaced by its diagonal, a_i = lambda +
-// sum_s x_{s,i}^2, in the score and in the recursive form of theta = A^{-1} b (recursive least
-// squares: with the full A, theta_{t+1} = theta_t + A_{t+1}^{-1} x (r - x'theta_t) is A^{-1} b
-// exactly):
-//   a_i += x_i^2,  theta_i += x_i (r - x'theta) / a_i                    (Alg. 1 lines 12-13)
-//   score(x) = x'theta + alpha * sqrt(sum_i x_i^2 / a_i)                 (Alg. 1 line 9, A ~ diag)
+// The paper's A = lambda I + sum_s x_s x_s' is replaced by its diagonal:
+//   a_i = lambda + sum_s x_{s,i}^2,  b_i = sum_s r_s x_{s,i},  theta_i = b_i / a_i,
+//   score(x) = sum_i x_i theta_i + alpha * sqrt(sum_i x_i^2 / a_i)       (Alg. 1 line 9, A ~ diag)
 // Exact when the features never share a round (one-hot arms); otherwise the cross terms of A are
-// dropped: each step is a diagonally preconditioned step on the residual (features still explain
-// one another away through it), and the width ignores correlations. Cost: O(nnz) per candidate
-// and per update, state O(d) (a and theta, and theta and 1/a interleaved for scoring).
+// dropped, so theta is a per-coordinate ridge estimate rather than the joint one and the width
+// ignores correlations. Cost: O(nnz) per candidate and per update, state O(d) (a and b, and
+// theta and 1/a kept beside them for scoring).
 // Candidates and the chosen features may be sparse (Policy::TakesSparse) or dense. Deterministic:
 // the lowest-index maximiser is chosen, propensity 1.
 #pragma once
@@ -36,11 +33,11 @@ class LinUcbDiagonal final : public Policy {
   absl::Status Restore(const bandit::v1::PolicyState& state) override;
   int64_t StateBytes() const override;
   std::vector<std::pair<std::string, double>> Summary() const override;
-  Vector Weights() const override { return theta_; }
+  Vector Weights() const override { return b_.array() / a_.array(); }
 
   int dimension() const { return static_cast<int>(a_.size()); }
   const Vector& a_diagonal() const { return a_; }
-  const Vector& theta() const { return theta_; }
+  const Vector& b() const { return b_; }
 
   // Largest dimension (2^26: 1 GiB of state and scratch at most).
   static constexpr int kMaxDimension = 1 << 26;
@@ -48,7 +45,7 @@ class LinUcbDiagonal final : public Policy {
  private:
   double alpha_;
   Vector a_;  // diag(A)
-  Vector theta_;
+  Vector b_;  // sum r x
   int64_t updates_ = 0;
   // theta_i = b_i / a_i and 1 / a_i, kept with every change of a and b (derived, not saved).
   DiagonalScorer scorer_;

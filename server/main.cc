@@ -49,7 +49,7 @@ ABSL_FLAG(int64_t, max_feature_dim, 4096,
           "request vector (candidate, x, embedding, direct features)");
 ABSL_FLAG(int64_t, max_diagonal_feature_dim, int64_t{1} << 22,
           "Max dimension of a diagonal-covariance policy (linucb / glb_omd with covariance: "
-          "COVARIANCE_DIAGONAL; O(dimension) state, 16 bytes per coordinate): caps "
+          "COVARIANCE_DIAGONAL; O(dimension) state, 32-36 bytes per coordinate): caps "
           "feature_space.bits for them (2^22 = bits 22)");
 ABSL_FLAG(int64_t, max_candidates, 10000, "Max candidate vectors (arms) per Select");
 ABSL_FLAG(int64_t, max_arms, 100000, "Max arms of one instance (config and after AddArms)");

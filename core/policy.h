@@ -34,9 +34,21 @@ enum class ContextKind {
   kPoint,       // a single input x (online kernel selection)
 };
 
+// A sparse feature vector over [0, dimension): (index, value) terms in any order; an index
+// may repeat and its values then add up (hashed features that collide, as in Vowpal Wabbit's
+// dot product). Its dense form is sum_k value[k] e_{index[k]}.
+struct SparseVector {
+  std::vector<uint32_t> index;
+  std::vector<double> value;
+  size_t size() const { return index.size(); }
+};
+
 // Inputs of one Select call.
 struct SelectContext {
   std::span<const Vector> candidates;  // kCandidates
+  // kCandidates, for a policy whose TakesSparse() is true: the candidates as sparse vectors,
+  // in place of `candidates` (which is then empty).
+  std::span<const SparseVector> sparse_candidates;
   const Vector* point = nullptr;       // kPoint
   // kNone: the arms this decision may choose, one flag per arm slot (nonzero = allowed); empty
   // means every arm. A policy chooses among the allowed arms as if the others did not exist, so
@@ -83,6 +95,9 @@ struct Observation {
   int arm = -1;                    // kNone policies: slot index resolved from arm_id by the caller
   std::string arm_id;              // kNone policies: stable arm id (authoritative; slots may shift)
   Vector features;                 // kCandidates: the chosen arm's features; kPoint: the input x
+  // kCandidates, for a policy whose TakesSparse() is true: the chosen arm's features as a
+  // sparse vector, in place of `features` (which is then empty).
+  std::optional<SparseVector> sparse_features;
   Vector memo;                     // Decision::memo of the joined Select; empty for direct updates
   bool direct = false;             // true for logged data (no prior Select)
   double reward = 0.0;             // reward, or the label y for kernel selection
@@ -99,6 +114,11 @@ class Policy {
   virtual ContextKind context_kind() const = 0;
 
   virtual absl::StatusOr<Decision> Select(const SelectContext& ctx) = 0;
+  // True when the policy also takes its candidates and the chosen features as sparse vectors
+  // (SelectContext::sparse_candidates, Observation::sparse_features), so a caller with hashed
+  // features over a large space need never build a dense vector of the policy's dimension.
+  // Such a policy takes dense vectors too.
+  virtual bool TakesSparse() const { return false; }
   // True when Select only reads the policy's state: no random draw, no counter, so Save()
   // before and after any Select is identical. The server then journals a Select's decision
   // rather than its (possibly large) request. Declaring it wrongly breaks recovery; each policy

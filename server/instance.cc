@@ -37,6 +37,7 @@ Instance::Instance(std::unique_ptr<InstanceState> state, const Clock* clock,
       clock_(clock),
       limits_(limits),
       feature_space_(state->feature_space()),
+      sparse_inputs_(state->TakesSparseInputs()),
       state_(std::move(state)) {}
 
 void Instance::AttachStorage(Storage* storage) {
@@ -226,7 +227,8 @@ void Instance::SelectBatch(absl::Span<const bandit::v1::SelectRequest* const> re
   SelectInputs in;
   RunHeld(reqs.size(), statuses, written_seq, [&](size_t i, int64_t now) {
     mu_.AssertHeld();
-    absl::Status s = InstanceState::ParseSelectInputs(*reqs[i], limits_, feature_space_.get(), &in);
+    absl::Status s = InstanceState::ParseSelectInputs(*reqs[i], limits_, feature_space_.get(), &in,
+                                                      state_->TakesSparseInputs());
     if (s.ok()) s = SelectLocked(*reqs[i], in, now, outs[i], written_seq, nullptr);
     return s;
   });
@@ -263,7 +265,10 @@ absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::
   // Check and convert the request before taking the lock: the critical section is what every
   // concurrent caller of this instance waits for.
   SelectInputs in;
-  if (auto s = InstanceState::ParseSelectInputs(req, limits_, feature_space_.get(), &in); !s.ok()) return s;
+  if (auto s = InstanceState::ParseSelectInputs(req, limits_, feature_space_.get(), &in,
+                                                sparse_inputs_.load(std::memory_order_relaxed));
+      !s.ok())
+    return s;
   absl::MutexLock lock(&mu_);
   return SelectLocked(req, in, clock_->NowMs(), out, written_seq, nullptr);
 }
@@ -358,6 +363,7 @@ absl::Status Instance::Change(bandit::v1::JournalRecord rec, const Admission& ad
     auto s = ApplyChange(*state_, &admission, now, &rec);
     if (!s.ok()) return s;
     policy_case_.store(state_->config().policy().policy_case());  // PromoteShadow changes it
+    sparse_inputs_.store(state_->TakesSparseInputs());
     *r = std::move(rec);
     return s;
   });
@@ -389,7 +395,8 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
     case bandit::v1::JournalRecord::kSelect: {
       bandit::v1::Decision out;
       SelectInputs in;
-      s = InstanceState::ParseSelectInputs(rec.select(), limits_, feature_space_.get(), &in);
+      s = InstanceState::ParseSelectInputs(rec.select(), limits_, feature_space_.get(), &in,
+                                           state_->TakesSparseInputs());
       if (s.ok()) s = SelectLocked(rec.select(), in, now, &out, nullptr, &rec.event_id());
       break;
     }
@@ -434,7 +441,10 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
       bandit::v1::JournalRecord change = rec;
       s = ChangeLocked(now, nullptr, [&](bandit::v1::JournalRecord*) {
         auto st = ApplyChange(*state_, /*admission=*/nullptr, now, &change);
-        if (st.ok()) policy_case_.store(state_->config().policy().policy_case());
+        if (st.ok()) {
+          policy_case_.store(state_->config().policy().policy_case());
+          sparse_inputs_.store(state_->TakesSparseInputs());
+        }
         return st;
       });
     }

@@ -177,6 +177,9 @@ class Instance {
   const InstanceLimits limits_;
   // The state's feature space, read before the lock (it never changes).
   const std::shared_ptr<const features::FeatureSpace> feature_space_;
+  // Whether named Selects are featurized to sparse vectors for the served policy
+  // (InstanceState::TakesSparseInputs), read before the lock; PromoteShadow may change it.
+  std::atomic<bool> sparse_inputs_;
 
   mutable absl::Mutex mu_;
   const std::unique_ptr<InstanceState> state_ ABSL_PT_GUARDED_BY(mu_);

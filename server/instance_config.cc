@@ -163,9 +163,18 @@ absl::Status CheckConfigSizes(const google::protobuf::Message& m, const Instance
       default:
         continue;
     }
-    if (size == Sizes::kFeatureDim && v > limits.max_feature_dim)
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, " is ", v, ", expected at most ", limits.max_feature_dim, " (--max_feature_dim)"));
+    if (size == Sizes::kFeatureDim) {
+      // A diagonal-covariance form (LinUCB, GLB-OMD) keeps O(dimension) state: its own bound.
+      const auto* cov = m.GetDescriptor()->FindFieldByName("covariance");
+      const bool diagonal =
+          cov != nullptr &&
+          refl->GetEnumValue(m, cov) == bandit::v1::COVARIANCE_DIAGONAL;
+      const int64_t max = diagonal ? limits.max_diagonal_feature_dim : limits.max_feature_dim;
+      if (v > max)
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, " is ", v, ", expected at most ", max,
+                         diagonal ? " (--max_diagonal_feature_dim)" : " (--max_feature_dim)"));
+    }
     if (size == Sizes::kArmCount && v > limits.max_arms)
       return absl::InvalidArgumentError(
           absl::StrCat(field, " is ", v, ", expected at most ", limits.max_arms, " (--max_arms)"));
@@ -185,7 +194,9 @@ std::vector<std::string> UnclassifiedPolicyConfigFields() {
 absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limits,
                              bandit::v1::InstanceConfig* c) {
   // Before the size check: it may fill the policy's dimension (2^bits).
-  if (auto s = NormalizeFeatureSpace(limits.max_feature_dim, c); !s.ok()) return s;
+  if (auto s = NormalizeFeatureSpace(limits.max_feature_dim, limits.max_diagonal_feature_dim, c);
+      !s.ok())
+    return s;
   if (auto s = CheckConfigSizes(c->policy(), limits, "config.policy"); !s.ok()) return s;
   auto* p = c->mutable_pending();
   if (p->capacity() == 0)

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/arms.h"
 #include "core/registry.h"
+#include "core/common/sparse.h"
 #include "server/named_inputs.h"
 
 namespace bandit::server {
@@ -196,7 +197,12 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
   std::stable_sort(pending.begin(), pending.end(), [](const auto* a, const auto* b) {
     return a->expires_at_ms() < b->expires_at_ms();
   });
-  for (const auto* p : pending) in.pending_.Insert(FromRecord(*p));
+  for (const auto* p : pending) {
+    if (auto s = in.CheckSparseChoice(*p); !s.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("snapshot of instance '", snap.name(), "': ", s.message()));
+    in.pending_.Insert(FromRecord(*p));
+  }
   if (auto s = in.log_.Restore(snap.decision_log()); !s.ok())
     return absl::InvalidArgumentError(
         absl::StrCat("snapshot of instance '", snap.name(), "': ", s.message()));
@@ -262,7 +268,9 @@ InstanceState::SelectInputs::SelectInputs() {
   // Candidate vectors are reused per thread: a 50-candidate Select otherwise costs 50 heap
   // allocations and frees. Scratch beyond kKeepDoubles is given back after the call.
   thread_local std::vector<Vector> scratch;
+  thread_local std::vector<SparseVector> sparse_scratch;
   candidates = &scratch;
+  sparse = &sparse_scratch;
 }
 
 InstanceState::SelectInputs::~SelectInputs() {
@@ -270,6 +278,9 @@ InstanceState::SelectInputs::~SelectInputs() {
   int64_t total = 0;
   for (const auto& v : *candidates) total += v.size();
   if (total > kKeepDoubles) std::vector<Vector>().swap(*candidates);
+  int64_t terms = 0;
+  for (const auto& v : *sparse) terms += static_cast<int64_t>(v.size());
+  if (terms > kKeepDoubles / 2) std::vector<SparseVector>().swap(*sparse);
 }
 
 namespace {
@@ -347,9 +358,11 @@ absl::Status CheckSlots(const bandit::v1::SelectRequest& req, const std::vector<
 absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& req,
                                               const InstanceLimits& limits,
                                               const features::FeatureSpace* space,
-                                              SelectInputs* in) {
+                                              SelectInputs* in, bool sparse) {
   in->action_of.clear();
   in->slots.clear();
+  in->is_sparse = false;
+  in->sparse->clear();
   in->arm_set_slots = false;
   in->allowed_arms.clear();
   in->offered_arms.clear();
@@ -377,6 +390,11 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
         return absl::InvalidArgumentError(
             "context, actions or excluded_actions is set (named inputs), expected candidates: "
             "the instance has no feature_space");
+      if (sparse)
+        return absl::InvalidArgumentError(
+            "slots is set with named actions, expected a single decision: the instance's "
+            "diagonal-covariance policy takes sparse vectors, which multi-slot decisions do not "
+            "build");
       if (auto s = CheckNamedActions(req, limits.max_candidates, &ids, &excluded); !s.ok())
         return s;
       if (auto s = CheckSlots(req, ids, excluded, limits.max_candidates, &in->slots); !s.ok())
@@ -444,8 +462,9 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
           "candidates: the instance has no feature_space (create it with config.feature_space "
           "to send named features)");
     in->x.resize(0);
+    in->is_sparse = sparse;
     return FeaturizeSelect(*space, limits.named, limits.max_candidates, req, in->candidates,
-                           &in->action_of);
+                           &in->action_of, sparse ? in->sparse : nullptr);
   }
   if (space != nullptr && req.candidates_size() > 0)
     return absl::InvalidArgumentError(
@@ -556,6 +575,17 @@ absl::StatusOr<SelectContext> InstanceState::SelectContextFor(const bandit::v1::
                          "' over its own arm set, expected no candidates and no x"));
       break;
     case ContextKind::kCandidates:
+      if (in.is_sparse) {
+        if (policy_->TakesSparse()) {
+          ctx.sparse_candidates = *in.sparse;
+          break;
+        }
+        // Parsed for a policy that took sparse input and has since been replaced
+        // (PromoteShadow): the new one's dimension was admitted for dense vectors.
+        in.candidates->clear();
+        for (const SparseVector& v : *in.sparse)
+          in.candidates->push_back(Densify(v, feature_space_->dimension()));
+      }
       if (candidates.empty())
         return absl::InvalidArgumentError(absl::StrCat(
             "candidates is empty, expected at least one candidate feature vector for policy '",
@@ -606,7 +636,21 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
                                             *replay_event_id, "'"));
   p.arm = d->arm;
   p.arm_id = d->arm_id;
-  if (policy_->context_kind() == ContextKind::kCandidates) p.features = candidates[d->arm];
+  if (policy_->context_kind() == ContextKind::kCandidates) {
+    if (!ctx.sparse_candidates.empty()) {
+      const SparseVector& chosen = ctx.sparse_candidates[d->arm];
+      p.sparse_index = chosen.index;
+      p.sparse_value = chosen.value;
+      if (chosen.size() == 0) {
+        // A vector with no terms is kept as one zero term (the same dense vector), so that a
+        // sparse choice is never mistaken for a dense one.
+        p.sparse_index = {0};
+        p.sparse_value = {0.0};
+      }
+    } else {
+      p.features = candidates[d->arm];
+    }
+  }
   if (policy_->context_kind() == ContextKind::kPoint) p.features = *x;
   p.memo = std::move(d->memo);
   p.expires_at_ms = now + config_.pending().reward_wait_ms();
@@ -849,6 +893,8 @@ absl::Status InstanceState::ReplayDecided(const bandit::v1::DecidedSelect& rec) 
   if (pending_.full())
     return absl::DataLossError(
         absl::StrCat("replay of instance '", name_, "' found the pending table full at a select"));
+  if (auto s = CheckSparseChoice(rec.decision()); !s.ok())
+    return absl::DataLossError(absl::StrCat("replay of instance '", name_, "': ", s.message()));
   PendingDecision p = FromRecord(rec.decision());
   const uint64_t seq = next_seq_++;
   // A caller-chosen id never has the server's form (CheckCallerEventId): any other id must be
@@ -877,9 +923,12 @@ int64_t InstanceState::AppendToLog(const Decision& d, const SelectContext& ctx,
   int num_actions = 0;
   switch (policy_->context_kind()) {
     case ContextKind::kCandidates: {
-      const int n = static_cast<int>(ctx.candidates.size());
+      const bool sparse = !ctx.sparse_candidates.empty();
+      const int n = static_cast<int>(sparse ? ctx.sparse_candidates.size() : ctx.candidates.size());
       e.num_candidates = n;
-      e.candidate_dim = n > 0 ? static_cast<int>(ctx.candidates[0].size()) : 0;
+      e.candidate_dim = sparse  ? static_cast<int>(feature_space_->dimension())
+                        : n > 0 ? static_cast<int>(ctx.candidates[0].size())
+                                : 0;
       num_actions = n;
       if (!in.action_of.empty()) {
         // Named: the context and actions as sent, not their 2^bits-long hashed vectors.
@@ -915,6 +964,17 @@ void InstanceState::ScoreShadows(const Decision& d, const SelectContext& ctx,
   std::vector<std::string> arm_ids;
   switch (policy_->context_kind()) {
     case ContextKind::kCandidates:
+      if (!ctx.sparse_candidates.empty()) {
+        // Shadows score dense vectors: AddShadow admits them on a sparse instance only when
+        // 2^bits is within --max_feature_dim.
+        thread_local std::vector<Vector> dense;
+        dense.clear();
+        for (const SparseVector& v : ctx.sparse_candidates)
+          dense.push_back(Densify(v, feature_space_->dimension()));
+        logged.actions = dense;
+        logged.num_actions = static_cast<int>(dense.size());
+        break;
+      }
       logged.actions = ctx.candidates;
       logged.num_actions = static_cast<int>(ctx.candidates.size());
       break;
@@ -982,11 +1042,45 @@ void InstanceState::RecordDecision(PendingDecision p, double estimated_gap) {
     stats_.set_estimated_regret(stats_.estimated_regret() + estimated_gap);
 }
 
+absl::Status InstanceState::CheckSparseChoice(const bandit::v1::PendingDecisionRecord& r) const {
+  for (const auto& slot : r.slots())
+    if (auto s = CheckSparseChoice(slot); !s.ok()) return s;
+  if (r.sparse_index_size() == 0 && r.sparse_value_size() == 0) return absl::OkStatus();
+  if (feature_space_ == nullptr || r.features_size() > 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pending decision '", r.event_id(),
+        "' has a sparse choice, expected one only on an instance with a feature_space and no "
+        "dense features"));
+  SparseVector x{{r.sparse_index().begin(), r.sparse_index().end()},
+                 {r.sparse_value().begin(), r.sparse_value().end()}};
+  return CheckSparse(absl::StrCat("pending decision '", r.event_id(), "' sparse choice"), x,
+                     feature_space_->dimension());
+}
+
+PendingDecision InstanceState::ForShadows(const PendingDecision& p) const {
+  PendingDecision dense = p;
+  if (!p.sparse_index.empty() && feature_space_ != nullptr) {
+    dense.features = Densify(SparseVector{p.sparse_index, p.sparse_value},
+                             feature_space_->dimension());
+    dense.sparse_index.clear();
+    dense.sparse_value.clear();
+  }
+  return dense;
+}
+
 Observation InstanceState::PendingObservation(const PendingDecision& p) const {
   Observation obs;
   obs.arm = p.arm;
   obs.arm_id = p.arm_id;
-  obs.features = p.features;
+  if (!p.sparse_index.empty()) {
+    SparseVector x{p.sparse_index, p.sparse_value};
+    if (policy_->TakesSparse())
+      obs.sparse_features = std::move(x);
+    else  // a policy promoted since: admitted for dense vectors of this dimension
+      obs.features = Densify(x, feature_space_->dimension());
+  } else {
+    obs.features = p.features;
+  }
   if (!p.learn_direct) {
     obs.memo = p.memo;
     return obs;
@@ -1117,6 +1211,12 @@ absl::StatusOr<Observation> InstanceState::ObservationFor(const bandit::v1::Upda
           return absl::InvalidArgumentError(
               "direct.context/action is set, expected direct.features: the instance has no "
               "feature_space");
+        if (policy_->TakesSparse()) {
+          auto v = FeaturizeDirectSparse(*feature_space_, limits_.named, direct);
+          if (!v.ok()) return v.status();
+          obs.sparse_features = *std::move(v);
+          break;
+        }
         auto v = FeaturizeDirect(*feature_space_, limits_.named, direct);
         if (!v.ok()) return v.status();
         obs.features = *std::move(v);
@@ -1191,7 +1291,7 @@ absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector 
   if (req.has_fidelity()) obs->fidelity = req.fidelity();
   if (auto s = policy_->Update(*obs); !s.ok()) return s;  // pending kept: a fixed reward may follow
   if (target != nullptr && !shadows_.empty())
-    shadows_.Learn(*target, req.reward(), obs->embedding, obs->fidelity);
+    shadows_.Learn(ForShadows(*target), req.reward(), obs->embedding, obs->fidelity);
   if (target != nullptr) {
     CountSlot(target->slot_index, 0, 1, req.reward());
     FinishTarget(event, target, bandit::v1::OUTCOME_REWARDED, req.reward(), now);
@@ -1223,7 +1323,7 @@ absl::Status InstanceState::LearnPending(const PendingDecision& target, double r
   if (auto s = policy_->Update(obs); !s.ok()) return s;
   // The shadows learn what the served policy learned (as bandit-ope does with the expiry
   // defaults of a log).
-  if (!shadows_.empty()) shadows_.Learn(target, reward, Vector(), std::nullopt);
+  if (!shadows_.empty()) shadows_.Learn(ForShadows(target), reward, Vector(), std::nullopt);
   CountSlot(target.slot_index, 0, 1, reward);
   stats_.set_updates(SaturatingAdd(stats_.updates(), 1));
   stats_.set_reward_sum(stats_.reward_sum() + reward);
@@ -1494,6 +1594,14 @@ void InstanceState::Describe(bandit::v1::Instance* out) const {
 }
 
 absl::Status InstanceState::AddShadow(bandit::v1::AddShadowRequest* req, int64_t max_shadows) {
+  // Shadows score and learn dense vectors (and keep a dense direct model): over named features
+  // that is 2^bits per action, admitted within the full-matrix bound only.
+  if (feature_space_ != nullptr && feature_space_->dimension() > limits_.max_feature_dim)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shadow '", req->shadow(), "' would score dense vectors of dimension 2^",
+        feature_space_->options().bits, " = ", feature_space_->dimension(),
+        ", expected at most --max_feature_dim=", limits_.max_feature_dim,
+        ": shadows are not available on an instance with this many feature bits"));
   auto shadow = shadows_.Prepare(
       name_, *policy_, config_, *req,
       [&](InstanceConfig* c) { return NormalizeConfig(name_ + ":" + req->shadow(), limits_, c); },

@@ -39,6 +39,9 @@ struct InstanceLimits {
   // Every config field that sizes a vector or matrix (dimension, random features, support
   // budget; the classification is in instance_config.cc).
   int64_t max_feature_dim = std::numeric_limits<int32_t>::max();
+  // The same for the diagonal-covariance forms of LinUCB and GLB-OMD (O(dimension) state, sparse
+  // inputs): --max_diagonal_feature_dim.
+  int64_t max_diagonal_feature_dim = std::numeric_limits<int32_t>::max();
   // Arms of one instance: config arms / num_arms at create, and the total after AddArms.
   int64_t max_arms = std::numeric_limits<int32_t>::max();
   // Instance name length (core's CheckId also caps ids at 128 characters).
@@ -84,6 +87,10 @@ class InstanceState {
     SelectInputs(const SelectInputs&) = delete;
     SelectInputs& operator=(const SelectInputs&) = delete;
     std::vector<Vector>* candidates;  // per-thread scratch, reused across calls
+    // Named actions featurized for a policy that takes sparse input (TakesSparseInputs): the
+    // candidates as sparse vectors, `candidates` empty. Per-thread scratch too.
+    std::vector<SparseVector>* sparse;
+    bool is_sparse = false;
     Vector x;
     // Named actions: candidate k is req.actions(action_of[k]) (excluded actions have none).
     std::vector<int> action_of;
@@ -105,10 +112,17 @@ class InstanceState {
     std::vector<int> offered_arms;
   };
   // With a feature space (`space`), a request's named context and actions become the
-  // candidates; without one, named inputs are refused (and with one, dense candidates are).
+  // candidates (sparse vectors with `sparse`, see TakesSparseInputs); without one, named inputs
+  // are refused (and with one, dense candidates are).
   static absl::Status ParseSelectInputs(const bandit::v1::SelectRequest& req,
                                         const InstanceLimits& limits,
-                                        const features::FeatureSpace* space, SelectInputs* in);
+                                        const features::FeatureSpace* space, SelectInputs* in,
+                                        bool sparse = false);
+  // Whether named inputs reach the served policy as sparse vectors: the instance has a feature
+  // space and its policy takes sparse input (the diagonal-covariance forms). Changes only when
+  // the served policy does (PromoteShadow); SelectContextFor densifies sparse inputs parsed for
+  // a policy since replaced.
+  bool TakesSparseInputs() const { return feature_space_ != nullptr && policy_->TakesSparse(); }
   // The inputs of a Select journaled as its decision log entry (JournalRecord.logged_select:
   // a LoggedDecision without its outcome), for replay: its candidates, checked like a request's; and the
   // event id it produced. DATA_LOSS when the entry cannot be a Select's.
@@ -228,6 +242,12 @@ class InstanceState {
   bool LogEntryHoldsTheCandidates(const SelectContext& ctx) const;
   // What the served policy learns for a pending decision's reward (or expiry default).
   Observation PendingObservation(const PendingDecision& p) const;
+  // A pending decision as shadows learn it: with a sparse choice, a copy with the dense vector
+  // (shadows score and learn dense vectors); otherwise `p` itself.
+  PendingDecision ForShadows(const PendingDecision& p) const;
+  // A stored pending decision's sparse choice (with its slots'): lengths equal, indices within
+  // 2^bits, values finite, and only on an instance with a feature space. Before FromRecord.
+  absl::Status CheckSparseChoice(const bandit::v1::PendingDecisionRecord& r) const;
   // After the served decision `d`: each shadow's view of the context (ShadowSet::Score).
   void ScoreShadows(const Decision& d, const SelectContext& ctx, const SelectInputs& in,
                     PendingDecision* p);

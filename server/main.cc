@@ -47,6 +47,10 @@ ABSL_FLAG(int64_t, max_instances, 100000, "Max instances on this server");
 ABSL_FLAG(int64_t, max_feature_dim, 4096,
           "Max feature dimension: config `dimension`/`random_features` and the length of every "
           "request vector (candidate, x, embedding, direct features)");
+ABSL_FLAG(int64_t, max_diagonal_feature_dim, int64_t{1} << 22,
+          "Max dimension of a diagonal-covariance policy (linucb / glb_omd with covariance: "
+          "COVARIANCE_DIAGONAL; O(dimension) state, 32-36 bytes per coordinate): caps "
+          "feature_space.bits for them (2^22 = bits 22)");
 ABSL_FLAG(int64_t, max_candidates, 10000, "Max candidate vectors (arms) per Select");
 ABSL_FLAG(int64_t, max_arms, 100000, "Max arms of one instance (config and after AddArms)");
 ABSL_FLAG(int64_t, max_arms_per_request, 10000, "Max arms per AddArms/RemoveArms request");
@@ -151,6 +155,7 @@ int main(int argc, char** argv) {
   limits.max_page_size = absl::GetFlag(FLAGS_max_page_size);
   limits.instance.max_feature_dim = absl::GetFlag(FLAGS_max_feature_dim);
   limits.instance.max_vector_size = absl::GetFlag(FLAGS_max_feature_dim);
+  limits.instance.max_diagonal_feature_dim = absl::GetFlag(FLAGS_max_diagonal_feature_dim);
   limits.instance.max_candidates = absl::GetFlag(FLAGS_max_candidates);
   limits.instance.max_arms = absl::GetFlag(FLAGS_max_arms);
   limits.instance.max_arms_per_request = absl::GetFlag(FLAGS_max_arms_per_request);
@@ -170,7 +175,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (limits.max_instances < 1 || limits.max_batch_items < 1 || limits.max_page_size < 1 ||
-      limits.instance.max_feature_dim < 1 || limits.instance.max_candidates < 1 ||
+      limits.instance.max_feature_dim < 1 || limits.instance.max_diagonal_feature_dim < 1 ||
+      limits.instance.max_candidates < 1 ||
       limits.instance.max_arms < 1 || limits.instance.max_arms_per_request < 1 ||
       limits.instance.max_pending_capacity < 1 || limits.instance.max_name_length < 1 ||
       limits.instance.max_name_length > 128) {

@@ -17,7 +17,19 @@ constexpr size_t kMaxActionIdBytes = 256;  // Personalizer's limit on an action 
 
 }  // namespace
 
-absl::Status NormalizeFeatureSpace(int64_t max_feature_dim, bandit::v1::InstanceConfig* c) {
+bool IsDiagonalCovariance(const bandit::v1::PolicyConfig& policy) {
+  switch (policy.policy_case()) {
+    case bandit::v1::PolicyConfig::kLinucb:
+      return policy.linucb().covariance() == bandit::v1::COVARIANCE_DIAGONAL;
+    case bandit::v1::PolicyConfig::kGlbOmd:
+      return policy.glb_omd().covariance() == bandit::v1::COVARIANCE_DIAGONAL;
+    default:
+      return false;
+  }
+}
+
+absl::Status NormalizeFeatureSpace(int64_t max_feature_dim, int64_t max_diagonal_feature_dim,
+                                   bandit::v1::InstanceConfig* c) {
   if (!c->has_feature_space()) return absl::OkStatus();
   auto* fs = c->mutable_feature_space();
   if (fs->version() == 0) fs->set_version(kFeaturizationVersion);
@@ -30,12 +42,22 @@ absl::Status NormalizeFeatureSpace(int64_t max_feature_dim, bandit::v1::Instance
                                                    fs->version(), ", expected 1"));
   if (auto space = FeatureSpaceOf(*c); !space.ok()) return space.status();
   const int64_t dimension = int64_t{1} << fs->bits();
+  if (IsDiagonalCovariance(c->policy())) {
+    if (dimension > max_diagonal_feature_dim)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config.feature_space.bits is ", fs->bits(), ": a diagonal-covariance policy of "
+          "dimension 2^", fs->bits(), " = ", dimension, " exceeds --max_diagonal_feature_dim=",
+          max_diagonal_feature_dim, "; use bits <= ",
+          63 - __builtin_clzll(static_cast<uint64_t>(max_diagonal_feature_dim))));
+    return features::SetPolicyDimension(dimension, c->mutable_policy());
+  }
   if (dimension > max_feature_dim)
     return absl::InvalidArgumentError(absl::StrCat(
         "config.feature_space.bits is ", fs->bits(), ": a policy of dimension 2^", fs->bits(),
         " = ", dimension, " exceeds --max_feature_dim=", max_feature_dim,
         " (these policies keep d x d matrices); use bits <= ",
-        63 - __builtin_clzll(static_cast<uint64_t>(max_feature_dim))));
+        63 - __builtin_clzll(static_cast<uint64_t>(max_feature_dim)),
+        ", or linucb / glb_omd with covariance: COVARIANCE_DIAGONAL for a larger space"));
   return features::SetPolicyDimension(dimension, c->mutable_policy());
 }
 
@@ -99,7 +121,7 @@ absl::Status CheckNamedActions(const bandit::v1::SelectRequest& req, int64_t max
 absl::Status FeaturizeSelect(const features::FeatureSpace& space,
                              const features::InputLimits& limits, int64_t max_actions,
                              const bandit::v1::SelectRequest& req, std::vector<Vector>* candidates,
-                             std::vector<int>* action_of) {
+                             std::vector<int>* action_of, std::vector<SparseVector>* sparse_out) {
   std::vector<bool> excluded;
   if (auto s = CheckNamedActions(req, max_actions, nullptr, &excluded); !s.ok()) return s;
   thread_local features::ParsedFeatures shared;
@@ -110,6 +132,7 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
     if (auto s = space.Parse(req.context(), "context", limits, false, &shared); !s.ok()) return s;
   candidates->clear();
   action_of->clear();
+  if (sparse_out) sparse_out->clear();
   for (int i = 0; i < req.actions_size(); ++i) {
     action.groups.clear();
     const std::string& json = req.actions(i).features();
@@ -124,10 +147,16 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
         !s.ok())
       return s;
     space.Featurize(action, &shared, false, &sparse);
-    candidates->push_back(features::ToDense(sparse, space.dimension()));
+    if (sparse_out) {
+      sparse_out->emplace_back();
+      sparse_out->back().index = sparse.index;
+      sparse_out->back().value = sparse.value;
+    } else {
+      candidates->push_back(features::ToDense(sparse, space.dimension()));
+    }
     action_of->push_back(i);
   }
-  if (candidates->empty())
+  if (action_of->empty())
     return absl::InvalidArgumentError(
         "excluded_actions excludes every action, expected at least one action to choose from");
   return absl::OkStatus();
@@ -191,6 +220,20 @@ absl::Status FeaturizeSlots(const features::FeatureSpace& space,
 absl::StatusOr<Vector> FeaturizeDirect(const features::FeatureSpace& space,
                                        const features::InputLimits& limits,
                                        const bandit::v1::DirectObservation& direct) {
+  auto sparse = FeaturizeDirectSparse(space, limits, direct);
+  if (!sparse.ok()) return sparse.status();
+  return Densify(*sparse, space.dimension());
+}
+
+Vector Densify(const SparseVector& x, int64_t dimension) {
+  Vector v = Vector::Zero(dimension);
+  for (size_t k = 0; k < x.index.size(); ++k) v[x.index[k]] += x.value[k];
+  return v;
+}
+
+absl::StatusOr<SparseVector> FeaturizeDirectSparse(const features::FeatureSpace& space,
+                                                   const features::InputLimits& limits,
+                                                   const bandit::v1::DirectObservation& direct) {
   if (direct.features_size() > 0 || direct.x_size() > 0 || !direct.arm_id().empty())
     return absl::InvalidArgumentError(
         "direct.features, x or arm_id is set with a named action, expected one or the other");
@@ -208,9 +251,12 @@ absl::StatusOr<Vector> FeaturizeDirect(const features::FeatureSpace& space,
       return s;
   if (auto s = space.CheckTerms(action, &shared, limits.max_terms, "direct.action"); !s.ok())
     return s;
-  features::SparseFeatures sparse;
-  space.Featurize(action, &shared, false, &sparse);
-  return features::ToDense(sparse, space.dimension());
+  features::SparseFeatures f;
+  space.Featurize(action, &shared, false, &f);
+  SparseVector out;
+  out.index = std::move(f.index);
+  out.value = std::move(f.value);
+  return out;
 }
 
 void WriteNamedDecision(const bandit::v1::SelectRequest& req, absl::Span<const int> action_of,

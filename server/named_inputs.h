@@ -20,11 +20,18 @@ namespace bandit::server {
 // The featurization rules this server applies (FeatureSpaceConfig.version).
 inline constexpr int32_t kFeaturizationVersion = 1;
 
+// Whether a policy config is a diagonal-covariance form (LinUCB, GLB-OMD with covariance
+// COVARIANCE_DIAGONAL): its state is O(dimension) and it takes sparse vectors, so the
+// full-matrix bound on the dimension does not apply to it, `max_diagonal_feature_dim` does.
+bool IsDiagonalCovariance(const bandit::v1::PolicyConfig& policy);
+
 // Checks an instance config's feature space and fills its defaults: the version, and the
 // policy's `dimension` (2^bits) when left 0. INVALID_ARGUMENT when the policy has no dimension
 // (it does not decide over candidate vectors), states another one, or 2^bits exceeds
-// `max_feature_dim`; or when the config was written by a newer featurization.
-absl::Status NormalizeFeatureSpace(int64_t max_feature_dim, bandit::v1::InstanceConfig* c);
+// `max_feature_dim` (`max_diagonal_feature_dim` for a diagonal-covariance policy); or when the
+// config was written by a newer featurization.
+absl::Status NormalizeFeatureSpace(int64_t max_feature_dim, int64_t max_diagonal_feature_dim,
+                                   bandit::v1::InstanceConfig* c);
 
 // The feature space of a normalized config, or null without one.
 absl::StatusOr<std::shared_ptr<const features::FeatureSpace>> FeatureSpaceOf(
@@ -34,13 +41,16 @@ absl::StatusOr<std::shared_ptr<const features::FeatureSpace>> FeatureSpaceOf(
 bool HasNamedInputs(const bandit::v1::SelectRequest& req);
 bool HasNamedInputs(const bandit::v1::DirectObservation& direct);
 
-// A named Select's candidates: one dense 2^bits vector per action not excluded, in request
-// order; `action_of[k]` is candidate k's position in req.actions. Every action is parsed and
-// checked (ids present and unique, excluded ids known, at least one action left).
+// A named Select's candidates: one vector per action not excluded, in request order, dense
+// (2^bits long) into `candidates`, or with `sparse` set as sparse vectors into `sparse`
+// (`candidates` then left empty); `action_of[k]` is candidate k's position in req.actions.
+// Every action is parsed and checked (ids present and unique, excluded ids known, at least one
+// action left).
 absl::Status FeaturizeSelect(const features::FeatureSpace& space,
                              const features::InputLimits& limits, int64_t max_actions,
                              const bandit::v1::SelectRequest& req, std::vector<Vector>* candidates,
-                             std::vector<int>* action_of);
+                             std::vector<int>* action_of,
+                             std::vector<SparseVector>* sparse = nullptr);
 
 // Checks a named Select's actions (ids present and unique, excluded ids known); `ids` (optional)
 // receives each action's id, `excluded` whether the request excludes it.
@@ -61,6 +71,13 @@ absl::Status FeaturizeSlots(const features::FeatureSpace& space,
 absl::StatusOr<Vector> FeaturizeDirect(const features::FeatureSpace& space,
                                        const features::InputLimits& limits,
                                        const bandit::v1::DirectObservation& direct);
+// The same as a sparse vector (for a policy that takes sparse input).
+absl::StatusOr<SparseVector> FeaturizeDirectSparse(const features::FeatureSpace& space,
+                                                   const features::InputLimits& limits,
+                                                   const bandit::v1::DirectObservation& direct);
+
+// The dense form of a sparse vector of the given dimension (repeated indices add up).
+Vector Densify(const SparseVector& x, int64_t dimension);
 
 // Fills a named decision: action_id, arm_index as the position in req.actions and, when scores
 // were asked for, the ranking of every action (Personalizer's shape). `out` holds the policy's

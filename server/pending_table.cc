@@ -168,6 +168,8 @@ void ToRecord(const PendingDecision& p, bandit::v1::PendingDecisionRecord* r) {
   r->set_arm(p.arm);
   r->mutable_features()->Assign(p.features.data(), p.features.data() + p.features.size());
   r->mutable_memo()->Assign(p.memo.data(), p.memo.data() + p.memo.size());
+  r->mutable_sparse_index()->Assign(p.sparse_index.begin(), p.sparse_index.end());
+  r->mutable_sparse_value()->Assign(p.sparse_value.begin(), p.sparse_value.end());
   r->set_expires_at_ms(p.expires_at_ms);
   for (const ShadowScore& s : p.shadow_scores) {
     auto* out = r->add_shadow_scores();
@@ -197,6 +199,8 @@ PendingDecision FromRecord(const bandit::v1::PendingDecisionRecord& r) {
   d.arm = r.arm();
   d.features = Eigen::Map<const Eigen::VectorXd>(r.features().data(), r.features_size());
   d.memo = Eigen::Map<const Eigen::VectorXd>(r.memo().data(), r.memo_size());
+  d.sparse_index.assign(r.sparse_index().begin(), r.sparse_index().end());
+  d.sparse_value.assign(r.sparse_value().begin(), r.sparse_value().end());
   d.expires_at_ms = r.expires_at_ms();
   d.shadow_scores.reserve(r.shadow_scores_size());
   for (const auto& s : r.shadow_scores())

@@ -34,6 +34,10 @@ struct PendingDecision {
   std::string arm_id;
   int arm = -1;
   Eigen::VectorXd features;  // chosen candidate (contextual) or x (point input)
+  // The chosen candidate as a sparse vector (index, value terms), in place of `features`, for
+  // a policy that takes sparse input (Policy::TakesSparse).
+  std::vector<uint32_t> sparse_index;
+  std::vector<double> sparse_value;
   Eigen::VectorXd memo;      // Decision::memo
   int64_t expires_at_ms = 0;
   std::vector<ShadowScore> shadow_scores;  // empty when the instance has no shadows

@@ -306,7 +306,9 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
       "limits: max_instances=", l.max_instances, ", max_batch_items=", l.max_batch_items,
       ", max_page_size=", l.max_page_size, ", max_candidates=", l.instance.max_candidates,
       ", max_vector_size=", l.instance.max_vector_size,
-      ", max_feature_dim=", l.instance.max_feature_dim, ", max_arms=", l.instance.max_arms,
+      ", max_feature_dim=", l.instance.max_feature_dim,
+      ", max_diagonal_feature_dim=", l.instance.max_diagonal_feature_dim,
+      ", max_arms=", l.instance.max_arms,
       ", max_arms_per_request=", l.instance.max_arms_per_request,
       ", max_pending_capacity=", l.instance.max_pending_capacity,
       ", max_name_length=", l.instance.max_name_length, ", max_shadows=", l.instance.max_shadows);

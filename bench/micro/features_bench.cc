@@ -5,7 +5,10 @@
 //     without the interaction (linear terms only). Reported per action.
 //   Features/Round: Select + Update through DecisionService (no storage) at the same shape:
 //     LinUCB full-matrix at 2^8 over named inputs, beside the same policy fed the hashed
-//     vectors as dense candidates (what the featurization adds to a round).
+//     vectors as dense candidates (what the featurization adds to a round); the
+//     diagonal-covariance LinUCB and GLB-OMD at 2^18 over named inputs (sparse vectors).
+//   Features/Policy: the diagonal policies alone at 2^18, Select over the 50 hashed sparse
+//     vectors + Update (the round without parsing and hashing).
 // Run: build/bin/bandit-microbench --benchmark_filter=Features
 #include <benchmark/benchmark.h>
 
@@ -17,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/features/feature_space.h"
+#include "core/registry.h"
 #include "server/clock.h"
 #include "server/decision_service.h"
 
@@ -74,14 +78,22 @@ BENCHMARK_CAPTURE(Featurize, Features_Featurize_qUA, std::vector<std::string>{"U
 BENCHMARK_CAPTURE(Featurize, Features_Featurize_linear, std::vector<std::string>{})
     ->Unit(benchmark::kMicrosecond);
 
-void Round(benchmark::State& state, bool named) {
+constexpr char kNamedFull8[] =
+    "policy { linucb { alpha: 0.5 } } feature_space { bits: 8 interactions: 'UA' }";
+constexpr char kDenseFull256[] = "policy { linucb { alpha: 0.5 dimension: 256 } }";
+constexpr char kNamedDiagonal18[] =
+    "policy { linucb { alpha: 0.5 covariance: COVARIANCE_DIAGONAL } } "
+    "feature_space { bits: 18 interactions: 'UA' }";
+constexpr char kNamedGlbDiagonal18[] =
+    "policy { glb_omd { lambda: 1 radius_multiplier: 0.01 max_feature_norm: 1e6 "
+    "covariance: COVARIANCE_DIAGONAL } } feature_space { bits: 18 interactions: 'UA' }";
+
+void Round(benchmark::State& state, const char* config) {
+  const bool named = std::string(config).find("feature_space") != std::string::npos;
   server::ManualClock clock;
   server::DecisionService svc(&clock);
   bandit::v1::CreateInstanceRequest create;
   create.set_name("x");
-  const char* config = named ? "policy { linucb { alpha: 0.5 } } feature_space { bits: 8 "
-                               "interactions: 'UA' }"
-                             : "policy { linucb { alpha: 0.5 dimension: 256 } }";
   if (!google::protobuf::TextFormat::ParseFromString(config, create.mutable_config()))
     std::abort();
   bandit::v1::Instance inst;
@@ -128,8 +140,54 @@ void Round(benchmark::State& state, bool named) {
     if (!svc.Update(up, &r).ok()) std::abort();
   }
 }
-BENCHMARK_CAPTURE(Round, Features_Round_named_linucb_2e8, true)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(Round, Features_Round_dense_linucb_256, false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(Round, Features_Round_named_linucb_2e8, kNamedFull8)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(Round, Features_Round_dense_linucb_256, kDenseFull256)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(Round, Features_Round_named_linucb_diagonal_2e18, kNamedDiagonal18)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(Round, Features_Round_named_glb_omd_diagonal_2e18, kNamedGlbDiagonal18)
+    ->Unit(benchmark::kMicrosecond);
+
+void PolicyRound(benchmark::State& state, const char* policy) {
+  features::FeatureSpaceOptions o;
+  o.bits = 18;
+  o.interactions = {"UA"};
+  auto space = *features::FeatureSpace::Create(o);
+  features::InputLimits limits;
+  features::ParsedFeatures shared;
+  if (!space.Parse(Context(), "c", limits, false, &shared).ok()) std::abort();
+  std::vector<SparseVector> xs;
+  for (int a = 0; a < kActions; ++a) {
+    features::ParsedFeatures action;
+    if (!space.Parse(Action(a), "a", limits, false, &action).ok()) std::abort();
+    features::SparseFeatures f;
+    space.Featurize(action, &shared, false, &f);
+    xs.push_back(SparseVector{f.index, f.value});
+  }
+  bandit::v1::PolicyConfig config;
+  if (!google::protobuf::TextFormat::ParseFromString(policy, &config)) std::abort();
+  auto p = CreatePolicy(config, 1);
+  if (!p.ok()) std::abort();
+  SelectContext ctx;
+  ctx.sparse_candidates = xs;
+  Observation obs;
+  int64_t i = 0;
+  for (auto _ : state) {
+    auto d = (*p)->Select(ctx);
+    if (!d.ok()) std::abort();
+    obs.sparse_features = xs[d->arm];
+    obs.reward = (d->arm + i++) % 3 == 0 ? 1.0 : 0.0;
+    if (!(*p)->Update(obs).ok()) std::abort();
+  }
+}
+BENCHMARK_CAPTURE(PolicyRound, Features_Policy_linucb_diagonal_2e18,
+                  "linucb { dimension: 262144 alpha: 0.5 covariance: COVARIANCE_DIAGONAL }")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(PolicyRound, Features_Policy_glb_omd_diagonal_2e18,
+                  "glb_omd { dimension: 262144 lambda: 1 radius_multiplier: 0.01 "
+                  "max_feature_norm: 1e6 covariance: COVARIANCE_DIAGONAL }")
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace bandit

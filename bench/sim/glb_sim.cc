@@ -3,6 +3,7 @@
 //              --S=3 --T=3000 --seeds=10 --out=FILE.json [--plot=FILE.png]
 // Algorithms (all built through CreatePolicy): glb_omd, domd_glb, glm_ucb (MLE + local-Hessian
 // bonus), glm_ucb_dm (MLE + kappa-scaled design-matrix bonus), linucb, eps_greedy (GLM MLE),
+// glb_omd_diag and linucb_diag (the diagonal-covariance forms, same parameters),
 // sw_glm_ucb (sliding-window GLM-UCB, the nonstationary baseline); the GLB-OMD paper's baselines
 // gloc, ecolog (logistic), rs_glincb, ofuglb, ofulog_r (logistic), glm_ucb_filippi (Filippi et
 // al.'s own mean-scale rule and radius). --region_grid=N (d = 2): after the last round of seed 1,
@@ -16,7 +17,8 @@
 // Other flags: --lambda=NUMBER|theory (default d), --radius=MULT (default 1; 0.2 for drift and
 // piecewise, as in the DOMD-GLB paper), --delta=0.05, --dispersion=1 (gaussian), --gamma=G
 // (DOMD-GLB; default: Theorem 2 / 3 tuned from the env's P_T / Gamma_T), --window=W
-// (sw_glm_ucb; default T^(2/3)), --eps=0.1, --linucb_alpha=1.
+// (sw_glm_ucb; default T^(2/3)), --eps=0.1, --linucb_alpha=1, --nnz=K (sparse arms of K terms,
+// like hashed features; default dense).
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -107,6 +109,9 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
         "expected --d >= 1, --arms >= 1, --T >= 2, --seeds >= 1, --S > 0");
   ec.d = static_cast<int>(*d);
   ec.arms = static_cast<int>(*arms);
+  auto nnz = args.Int("nnz", 0);
+  if (!nnz.ok()) return nnz.status();
+  ec.nnz = static_cast<int>(*nnz);
   ec.S = *S;
   ec.T = *T;
   ec.dispersion = *disp;
@@ -135,7 +140,18 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
   auto gamma = args.Double("gamma", 0.0);
   if (!gamma.ok()) return gamma.status();
 
-  auto make_config = [&](const std::string& algo) -> absl::StatusOr<bandit::v1::PolicyConfig> {
+  std::function<absl::StatusOr<bandit::v1::PolicyConfig>(const std::string&)> make_config;
+  make_config = [&](const std::string& algo) -> absl::StatusOr<bandit::v1::PolicyConfig> {
+    // glb_omd_diag, linucb_diag: the same config with covariance: COVARIANCE_DIAGONAL.
+    if (algo == "glb_omd_diag" || algo == "linucb_diag") {
+      auto c = make_config(algo.substr(0, algo.size() - 5));
+      if (!c.ok()) return c.status();
+      if (c->has_glb_omd())
+        c->mutable_glb_omd()->set_covariance(bandit::v1::COVARIANCE_DIAGONAL);
+      else
+        c->mutable_linucb()->set_covariance(bandit::v1::COVARIANCE_DIAGONAL);
+      return c;
+    }
     bandit::v1::PolicyConfig c;
     const auto plink = ProtoLink(link.kind());
     if (algo == "glb_omd") {
@@ -292,7 +308,8 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "--algos: unknown algorithm '", algo,
-          "', expected glb_omd|domd_glb|glm_ucb|glm_ucb_dm|glm_ucb_filippi|sw_glm_ucb|linucb|"
+          "', expected glb_omd|glb_omd_diag|domd_glb|glm_ucb|glm_ucb_dm|glm_ucb_filippi|sw_glm_ucb|"
+          "linucb|linucb_diag|"
           "eps_greedy|gloc|ecolog|rs_glincb|ofuglb|ofulog_r|restart_glb|d_glucb|sc_d_glucb|"
           "bvd_glm_ucb|scb_weight_ucb|scb_pw_weight_ucb|master_glm_ucb"));
     }
@@ -386,6 +403,7 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
   nlohmann::json params = {
       {"d", ec.d},
       {"arms", ec.arms},
+      {"nnz", ec.nnz},
       {"S", ec.S},
       {"T", ec.T},
       {"seeds", *seeds},

@@ -65,6 +65,7 @@ ABSL_FLAG(std::string, M, "", "generators");
 ABSL_FLAG(std::string, master_order, "", "the GLB envs");
 ABSL_FLAG(std::string, mode_radius, "", "generators");
 ABSL_FLAG(std::string, mode_sd, "", "generators");
+ABSL_FLAG(std::string, nnz, "", "the GLB envs");
 ABSL_FLAG(std::string, noise, "", "bkb_fig2, gp, gp_candidates");
 ABSL_FLAG(std::string, objective, "", "generators");
 ABSL_FLAG(std::string, per_arm, "", "vendi_exact");
@@ -117,6 +118,7 @@ const EnvFlag kEnvFlags[] = {
     {"centers", &FLAGS_centers},
     {"D", &FLAGS_D},
     {"d", &FLAGS_d},
+    {"nnz", &FLAGS_nnz},
     {"data", &FLAGS_data},
     {"deff", &FLAGS_deff},
     {"delta", &FLAGS_delta},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/classic/linucb_diagonal.h"
 #include "core/state_io.h"
 #include "core/validate.h"
 
@@ -11,9 +12,15 @@ namespace bandit {
 absl::StatusOr<std::unique_ptr<Policy>> LinUcb::Make(const bandit::v1::PolicyConfig& config,
                                                      uint64_t /*seed: deterministic policy*/) {
   const auto& c = config.linucb();
-  if (c.dimension() <= 0 || c.dimension() > kMaxDimension)
-    return absl::InvalidArgumentError(
-        absl::StrCat("linucb.dimension is ", c.dimension(), ", expected 1..", kMaxDimension));
+  const bool diagonal = c.covariance() == bandit::v1::COVARIANCE_DIAGONAL;
+  if (!diagonal && c.covariance() != bandit::v1::COVARIANCE_FULL)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "linucb.covariance is ", c.covariance(), ", expected COVARIANCE_FULL or COVARIANCE_DIAGONAL"));
+  const int max_dim = diagonal ? LinUcbDiagonal::kMaxDimension : kMaxDimension;
+  if (c.dimension() <= 0 || c.dimension() > max_dim)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "linucb.dimension is ", c.dimension(), ", expected 1..", max_dim,
+        diagonal ? "" : " (a larger space: covariance: COVARIANCE_DIAGONAL)"));
   double lambda, alpha;
   if (auto s = OptionalParam(
           "linucb.lambda", c.has_lambda(), c.lambda(), 1.0, &lambda,
@@ -28,6 +35,7 @@ absl::StatusOr<std::unique_ptr<Policy>> LinUcb::Make(const bandit::v1::PolicyCon
   if (config.arms_size() > 0 || config.num_arms() != 0)
     return absl::InvalidArgumentError(
         "linucb takes candidate feature vectors with every Select, expected no arms / num_arms");
+  if (diagonal) return std::unique_ptr<Policy>(new LinUcbDiagonal(c.dimension(), lambda, alpha));
   return std::unique_ptr<Policy>(new LinUcb(c.dimension(), lambda, alpha));
 }
 

@@ -33,8 +33,10 @@ struct GlbParams {
 };
 
 // Parses the fields every GLB config shares. Fields a config does not have keep their defaults.
+// `max_dimension`: a larger bound for the diagonal forms, whose state is O(d).
 template <typename C>
-absl::StatusOr<GlbParams> ParseParams(absl::string_view field, const C& c);
+absl::StatusOr<GlbParams> ParseParams(absl::string_view field, const C& c,
+                                      int max_dimension = kMaxDimension);
 
 // The candidates of a Select: non-empty, each of dimension d, finite, ||x|| <= max_norm.
 absl::Status CheckCandidates(std::span<const Vector> candidates, int d, double max_norm);
@@ -76,11 +78,11 @@ double GlbOmdBeta(const GlbParams& p, double lambda, int64_t t);
 namespace bandit::glb {
 
 template <typename C>
-absl::StatusOr<GlbParams> ParseParams(absl::string_view field, const C& c) {
+absl::StatusOr<GlbParams> ParseParams(absl::string_view field, const C& c, int max_dimension) {
   GlbParams p;
-  if (c.dimension() < 1 || c.dimension() > kMaxDimension)
+  if (c.dimension() < 1 || c.dimension() > max_dimension)
     return absl::InvalidArgumentError(
-        absl::StrCat(field, ".dimension is ", c.dimension(), ", expected 1..", kMaxDimension));
+        absl::StrCat(field, ".dimension is ", c.dimension(), ", expected 1..", max_dimension));
   p.d = c.dimension();
   bool has_disp = false;
   double disp = 1.0;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/glb/glb_omd_diagonal.h"
 #include "core/glb/projection.h"
 #include "core/state_io.h"
 
@@ -16,7 +17,12 @@ double GlbOmdTheoryLambda(const GlbParams& p) {
 absl::StatusOr<std::unique_ptr<Policy>> GlbOmd::Make(const bandit::v1::PolicyConfig& config,
                                                      uint64_t seed) {
   const auto& c = config.glb_omd();
-  auto p = ParseParams("glb_omd", c);
+  const bool diagonal = c.covariance() == bandit::v1::COVARIANCE_DIAGONAL;
+  if (!diagonal && c.covariance() != bandit::v1::COVARIANCE_FULL)
+    return absl::InvalidArgumentError(
+        absl::StrCat("glb_omd.covariance is ", c.covariance(),
+                     ", expected COVARIANCE_FULL or COVARIANCE_DIAGONAL"));
+  auto p = ParseParams("glb_omd", c, diagonal ? GlbOmdDiagonal::kMaxDimension : kMaxDimension);
   if (!p.ok()) return p.status();
   if (c.theory_lambda()) {
     if (c.has_lambda())
@@ -27,6 +33,7 @@ absl::StatusOr<std::unique_ptr<Policy>> GlbOmd::Make(const bandit::v1::PolicyCon
       return absl::InvalidArgumentError(absl::StrCat(
           "glb_omd.theory_lambda gives lambda = ", p->lambda, ", expected > 0 (set lambda)"));
   }
+  if (diagonal) return std::unique_ptr<Policy>(new GlbOmdDiagonal(*p));
   return std::unique_ptr<Policy>(new GlbOmd(*p));
 }
 

@@ -24,5 +24,10 @@ Projection ProjectOntoBall(const Eigen::MatrixXd& H, const Eigen::VectorXd& zeta
 // Same, with H given by its eigendecomposition H = Q diag(l) Q'.
 Projection ProjectOntoBallEigen(const Eigen::VectorXd& l, const Eigen::MatrixXd& Q,
                                 const Eigen::VectorXd& zeta, double S);
+// Same, with H diagonal (Q = I, l = diag(H)): theta_i = l_i zeta_i / (l_i + nu). Coordinates
+// where zeta is 0 stay 0, so the cost is O(d) to find the others plus O(nnz(zeta)) per
+// root-finding iteration.
+Projection ProjectOntoBallDiagonal(const Eigen::VectorXd& l, const Eigen::VectorXd& zeta,
+                                   double S);
 
 }  // namespace bandit::glb

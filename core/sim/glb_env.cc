@@ -75,7 +75,16 @@ const std::vector<Eigen::VectorXd>& GlbEnv::NextRound() {
   ++t_;
   theta_t_ = ThetaAt(t_);
   candidates_.resize(c_.arms);
-  for (int i = 0; i < c_.arms; ++i) candidates_[i] = UnitGaussian(arm_rng_, c_.d);
+  for (int i = 0; i < c_.arms; ++i) {
+    if (c_.nnz <= 0) {
+      candidates_[i] = UnitGaussian(arm_rng_, c_.d);
+      continue;
+    }
+    Eigen::VectorXd x = Eigen::VectorXd::Zero(c_.d);
+    for (int k = 0; k < c_.nnz; ++k) x[arm_rng_.UniformInt(c_.d)] += arm_rng_.Normal();
+    const double n = x.norm();
+    candidates_[i] = n > 0 ? Eigen::VectorXd(x / n) : x;
+  }
   return candidates_;
 }
 

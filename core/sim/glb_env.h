@@ -7,6 +7,8 @@
 //   drift      logistic, theta_t = S (cos(2 pi t/T) u + sin(2 pi t/T) v), u, v orthonormal:
 //              one full turn of the circle of radius S over T rounds (path length <= 2 pi S)
 //   piecewise  logistic, theta_t = theta* for t < T/2 and -theta* from T/2 on (one change)
+// With nnz > 0 each arm is instead sparse, like a hashed feature vector: nnz standard Gaussian
+// values at indices drawn uniformly with replacement (colliding ones add up), normalized.
 // Arms come from their own engine, so for one seed every algorithm sees the same candidate sets;
 // reward noise has a second engine. Regret is the pseudo-regret mu(max x'theta_t) - mu(x_t'theta_t).
 #pragma once
@@ -35,6 +37,7 @@ struct GlbEnvConfig {
   double S = 3.0;
   int64_t T = 3000;
   double dispersion = 1.0;  // gaussian only
+  int nnz = 0;              // > 0: sparse arms with this many terms
 };
 
 class GlbEnv {

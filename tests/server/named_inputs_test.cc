@@ -14,9 +14,11 @@
 #include "client/cpp/decision_log_format.h"
 #include "client/cpp/named_request.h"
 #include "core/features/feature_space.h"
+#include "core/registry.h"
 #include "server/decision_service.h"
 #include "server/persistence.h"
 #include "server/storage/file_storage.h"
+#include "server/storage/snapshot_store.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/file_node.h"
 #include "tests/server/server_test_util.h"
@@ -522,6 +524,254 @@ TEST(NamedInputs, NamedSelectsReplayExactlyAfterACrash) {
   Node b(&fs, &clock);
   for (int round = 200; round < 400; ++round)
     ASSERT_EQ(PlayNamed(b.svc, round), PlayNamed(twin, round)) << round;
+}
+
+
+// ---- Diagonal-covariance policies at VW's default 2^18 ----
+
+constexpr char kDiagonal18[] =
+    "policy { linucb { alpha: 0.5 covariance: COVARIANCE_DIAGONAL } } "
+    "feature_space { bits: 18 interactions: 'UA' } seed: 5";
+
+// The sparse vectors the service should hand the policy: each action not excluded, hashed.
+std::vector<SparseVector> SparseCandidates(const v1::SelectRequest& named, int bits,
+                                           std::vector<int>* action_of) {
+  features::FeatureSpaceOptions o;
+  o.bits = bits;
+  o.interactions = {"UA"};
+  auto space = *features::FeatureSpace::Create(o);
+  features::InputLimits limits;
+  features::ParsedFeatures shared;
+  EXPECT_TRUE(space.Parse(named.context(), "context", limits, false, &shared).ok());
+  std::vector<SparseVector> out;
+  action_of->clear();
+  for (int i = 0; i < named.actions_size(); ++i) {
+    bool excluded = false;
+    for (const auto& e : named.excluded_actions()) excluded |= e == named.actions(i).id();
+    if (excluded) continue;
+    features::ParsedFeatures action;
+    EXPECT_TRUE(space.Parse(named.actions(i).features(), "a", limits, false, &action).ok());
+    features::SparseFeatures f;
+    space.Featurize(action, &shared, false, &f);
+    out.push_back(SparseVector{f.index, f.value});
+    action_of->push_back(i);
+  }
+  return out;
+}
+
+ServiceLimits BanditdLimits() {
+  ServiceLimits l;
+  l.instance.max_feature_dim = 4096;  // banditd's defaults
+  l.instance.max_vector_size = 4096;
+  l.instance.max_diagonal_feature_dim = int64_t{1} << 22;
+  return l;
+}
+
+// At bits 18 (banditd's limits) the diagonal LinUCB serves named Selects and Updates, deciding
+// exactly as the core policy fed the same hashed sparse vectors; direct updates too.
+TEST(NamedInputs, DiagonalPolicyAtBits18DecidesAsTheCorePolicyOnTheSparseVectors) {
+  ManualClock clock;
+  DecisionService svc(&clock, BanditdLimits());
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("d", kDiagonal18), &out).ok());
+  EXPECT_EQ(out.config().policy().linucb().dimension(), 1 << 18);
+  auto core = CreatePolicy(out.config().policy(), 1);
+  ASSERT_TRUE(core.ok()) << core.status();
+  ASSERT_TRUE((*core)->TakesSparse());
+  int differ_from_first = 0;
+  for (int round = 0; round < 200; ++round) {
+    v1::SelectRequest named = NamedRequest("d", round);
+    std::vector<int> action_of;
+    std::vector<SparseVector> xs = SparseCandidates(named, 18, &action_of);
+    SelectContext ctx;
+    ctx.sparse_candidates = xs;
+    auto expected = (*core)->Select(ctx);
+    ASSERT_TRUE(expected.ok());
+    v1::Decision d;
+    ASSERT_TRUE(svc.Select(named, &d).ok()) << round;
+    ASSERT_EQ(d.arm_index(), action_of[expected->arm]) << round;
+    differ_from_first += d.arm_index() != action_of[0];
+    const double r = Reward(round, d.arm_index());
+    Observation obs;
+    obs.sparse_features = xs[expected->arm];
+    obs.reward = r;
+    ASSERT_TRUE((*core)->Update(obs).ok());
+    v1::UpdateRequest up;
+    up.set_instance("d");
+    if (round % 5 == 4) {
+      // Logged data: the same context and action as a direct update.
+      auto* direct = up.mutable_direct();
+      direct->set_context(named.context());
+      *direct->mutable_action() = named.actions(d.arm_index());
+    } else {
+      up.set_event_id(d.event_id());
+    }
+    up.set_reward(r);
+    v1::UpdateResponse resp;
+    ASSERT_TRUE(svc.Update(up, &resp).ok()) << round;
+  }
+  EXPECT_GT(differ_from_first, 20);
+  v1::GetInstanceRequest get;
+  get.set_name("d");
+  ASSERT_TRUE(svc.GetInstance(get, &out).ok());
+  // O(2^bits) state: diag(A) and b, and theta and 1/a beside them for scoring.
+  EXPECT_EQ(out.stats().state_bytes(), (int64_t{1} << 18) * (16 + 16) + 8);
+  const Vector w = (*core)->Weights();
+  ASSERT_EQ(out.weights_size(), w.size());
+  for (int j = 0; j < w.size(); ++j) ASSERT_EQ(out.weights(j), w[j]) << j;
+}
+
+// What stays refused: a full-matrix policy at bits 18 (the message names the bits and the way
+// out), a diagonal one beyond --max_diagonal_feature_dim, a shadow at bits 18, multi-slot
+// named Selects on a diagonal instance.
+TEST(NamedInputs, BoundsOnFullMatrixAndDiagonalPolicies) {
+  ManualClock clock;
+  DecisionService svc(&clock, BanditdLimits());
+  v1::Instance out;
+  auto full = svc.CreateInstance(
+      Create("full", "policy { linucb {} } feature_space { bits: 18 }"), &out);
+  EXPECT_EQ(full.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(full.message()), HasSubstr("config.feature_space.bits is 18"));
+  EXPECT_THAT(std::string(full.message()), HasSubstr("--max_feature_dim=4096"));
+  EXPECT_THAT(std::string(full.message()), HasSubstr("use bits <= 12"));
+  EXPECT_THAT(std::string(full.message()), HasSubstr("COVARIANCE_DIAGONAL"));
+  auto glb = svc.CreateInstance(
+      Create("glb", "policy { glb_omd {} } feature_space { bits: 13 }"), &out);
+  EXPECT_THAT(std::string(glb.message()), HasSubstr("config.feature_space.bits is 13"));
+  auto big = svc.CreateInstance(
+      Create("big",
+             "policy { glb_omd { covariance: COVARIANCE_DIAGONAL } } feature_space { bits: 23 }"),
+      &out);
+  EXPECT_EQ(big.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(big.message()), HasSubstr("--max_diagonal_feature_dim=4194304"));
+  // Dense API: the diagonal bound applies to the dimension too.
+  auto dense = svc.CreateInstance(
+      Create("dense", "policy { linucb { dimension: 8388608 covariance: COVARIANCE_DIAGONAL } }"),
+      &out);
+  EXPECT_THAT(std::string(dense.message()), HasSubstr("(--max_diagonal_feature_dim)"));
+  ASSERT_TRUE(svc.CreateInstance(Create("d", kDiagonal18), &out).ok());
+  v1::AddShadowRequest add;
+  add.set_name("d");
+  add.set_shadow("s");
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "policy { linucb { covariance: COVARIANCE_DIAGONAL } } seed: 5", add.mutable_config()));
+  auto shadow = svc.AddShadow(add, &out);
+  EXPECT_EQ(shadow.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(shadow.message()), HasSubstr("--max_feature_dim=4096"));
+  v1::SelectRequest slots = NamedRequest("d", 0);
+  slots.add_slots()->set_id("top");
+  v1::Decision d;
+  auto s = svc.Select(slots, &d);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("diagonal-covariance"));
+}
+
+// Within --max_feature_dim a diagonal instance keeps shadows (scored on dense vectors), and a
+// promoted full-matrix shadow takes over, learning the sparse decisions still pending.
+TEST(NamedInputs, DiagonalInstanceShadowsAndPromotion) {
+  ManualClock clock;
+  DecisionService svc(&clock, BanditdLimits());
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(
+                     Create("d", "policy { linucb { alpha: 0.5 covariance: COVARIANCE_DIAGONAL } "
+                                 "} feature_space { bits: 8 interactions: 'UA' } seed: 5"),
+                     &out)
+                  .ok());
+  for (const char* shadow : {"same", "full"}) {
+    v1::AddShadowRequest add;
+    add.set_name("d");
+    add.set_shadow(shadow);
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+        std::string(shadow) == "same"
+            ? "policy { linucb { alpha: 0.5 covariance: COVARIANCE_DIAGONAL } } seed: 5"
+            : "policy { linucb { alpha: 0.5 } } seed: 5",
+        add.mutable_config()));
+    ASSERT_TRUE(svc.AddShadow(add, &out).ok()) << shadow;
+  }
+  for (int round = 0; round < 100; ++round) ASSERT_GE(PlayNamedOn(svc, "d", round), 0);
+  v1::GetInstanceRequest get;
+  get.set_name("d");
+  ASSERT_TRUE(svc.GetInstance(get, &out).ok());
+  ASSERT_EQ(out.shadows_size(), 2);
+  for (const auto& sh : out.shadows()) {
+    EXPECT_EQ(sh.events(), 100) << sh.name();
+    if (sh.name() == "same") {  // the served policy's twin: it agrees on every decision
+      EXPECT_DOUBLE_EQ(sh.ips().value(), sh.served().value());
+    }
+  }
+  // A decision left pending, then the full-matrix shadow promoted: it learns that decision from
+  // its sparse features, and serves named Selects on dense vectors from then on.
+  v1::Decision pending;
+  ASSERT_TRUE(svc.Select(NamedRequest("d", 100), &pending).ok());
+  v1::PromoteShadowRequest promote;
+  promote.set_name("d");
+  promote.set_shadow("full");
+  ASSERT_TRUE(svc.PromoteShadow(promote, &out).ok());
+  v1::UpdateRequest up;
+  up.set_instance("d");
+  up.set_event_id(pending.event_id());
+  up.set_reward(1.0);
+  v1::UpdateResponse resp;
+  ASSERT_TRUE(svc.Update(up, &resp).ok());
+  for (int round = 101; round < 140; ++round) ASSERT_GE(PlayNamedOn(svc, "d", round), 0);
+}
+
+TEST(NamedInputs, DiagonalPolicyAtBits18ReplaysExactlyAfterACrash) {
+  for (const char* log : {"", " decision_log { enabled: true }"}) {
+    ManualClock clock;
+    FaultInjectionFs fs;
+    DecisionService twin(&clock);
+    v1::Instance out;
+    const std::string config = absl::StrCat(kDiagonal18, log);
+    ASSERT_TRUE(twin.CreateInstance(Create("x", config), &out).ok());
+    std::string pending_a, pending_twin;
+    {
+      Node a(&fs, &clock);
+      ASSERT_TRUE(a.svc.CreateInstance(Create("x", config), &out).ok());
+      for (int round = 0; round < 120; ++round) {
+        ASSERT_EQ(PlayNamed(a.svc, round), PlayNamed(twin, round));
+        if (round == 60) {
+          ASSERT_TRUE(a.persistence->SnapshotAll().ok());  // then journal replay
+        }
+      }
+      // A decision left pending (its sparse choice in the journal), rewarded after the crash.
+      v1::Decision d1, d2;
+      ASSERT_TRUE(a.svc.Select(NamedRequest("x", 120), &d1).ok());
+      ASSERT_TRUE(twin.Select(NamedRequest("x", 120), &d2).ok());
+      ASSERT_EQ(d1.arm_index(), d2.arm_index());
+      pending_a = d1.event_id();
+      pending_twin = d2.event_id();
+      ASSERT_TRUE(a.persistence->storage()->Flush().ok());
+      fs.Crash();
+    }
+    Node b(&fs, &clock);
+    v1::UpdateRequest up;
+    up.set_instance("x");
+    up.set_reward(1.0);
+    v1::UpdateResponse resp;
+    up.set_event_id(pending_a);
+    ASSERT_TRUE(b.svc.Update(up, &resp).ok());
+    up.set_event_id(pending_twin);
+    ASSERT_TRUE(twin.Update(up, &resp).ok());
+    for (DecisionService* svc : {&b.svc, &twin}) {
+      v1::Decision d;
+      ASSERT_TRUE(svc->Select(NamedRequest("x", 121), &d).ok());
+      up.set_event_id(d.event_id());
+      ASSERT_TRUE(svc->Update(up, &resp).ok());
+    }
+    for (int round = 122; round < 220; ++round)
+      ASSERT_EQ(PlayNamed(b.svc, round), PlayNamed(twin, round)) << round << log;
+    v1::ExportInstanceRequest ex;
+    ex.set_name("x");
+    v1::ExportInstanceResponse e1, e2;
+    ASSERT_TRUE(b.svc.ExportInstance(ex, &e1).ok());
+    ASSERT_TRUE(twin.ExportInstance(ex, &e2).ok());
+    auto s1 = SnapshotStore::Decode(e1.snapshot());
+    auto s2 = SnapshotStore::Decode(e2.snapshot());
+    ASSERT_TRUE(s1.ok() && s2.ok());
+    EXPECT_EQ(s1->policy().SerializeAsString(), s2->policy().SerializeAsString());
+    EXPECT_EQ(s1->pending_size(), s2->pending_size());
+  }
 }
 
 }  // namespace

@@ -39,6 +39,14 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(std::vector<Candida
               absl::StrCat("candidate '", c.name, "': ", created.status().message()));
         space = std::make_shared<const features::FeatureSpace>(*std::move(created));
         space_config = &c.config.feature_space();
+        // Logged actions are evaluated as dense 2^bits vectors, with a direct model that keeps a
+        // d x d matrix: within the full-matrix policies' bound (banditd's --max_feature_dim).
+        constexpr int64_t kMaxDenseDimension = 4096;
+        if (space->dimension() > kMaxDenseDimension)
+          return absl::InvalidArgumentError(absl::StrCat(
+              "candidate '", c.name, "': feature_space.bits is ", fs.bits(),
+              ", expected at most 12: bandit-ope evaluates on dense vectors of 2^bits with a "
+              "d x d direct model (a log hashed into more bits cannot be replayed here)"));
       } else {
         v1::FeatureSpaceConfig first = *space_config;
         first.clear_version();

@@ -193,9 +193,12 @@ absl::Status GlbOmdDiagonal::Restore(const bandit::v1::PolicyState& state) {
 }
 
 int64_t GlbOmdDiagonal::StateBytes() const {
-  // The support is reserved at its bound, d coordinates.
+  // The support is reserved at its bound, d coordinates; its membership flags and the
+  // projection's scratch positions are d long too.
   return (theta_.size() + h_.size()) * static_cast<int64_t>(sizeof(double)) + scorer_.bytes() +
          static_cast<int64_t>(support_.capacity()) * static_cast<int64_t>(sizeof(uint32_t)) +
+         static_cast<int64_t>(in_support_.size()) +
+         static_cast<int64_t>(support_pos_.size()) * static_cast<int64_t>(sizeof(Eigen::Index)) +
          sizeof(t_);
 }
 

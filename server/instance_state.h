@@ -182,6 +182,40 @@ class InstanceState {
     return feature_space_;
   }
 
+  // What the instance holds in memory, by kind, for the node's memory budget
+  // (server/memory_budget.h). Policy and shadows: their StateBytes(); pending: the pending
+  // table's Bytes(); log: the decision log's MemoryBytes(); overhead: kInstanceOverheadBytes and
+  // the config as held. With `refresh` every figure is recounted; without it the policy's and
+  // the shadows' are recounted only where they can change in a round at constant cost (a
+  // policy over candidates or a point input, whose StateBytes() reads sizes; an arm-set
+  // policy's state changes size only with its arms, which `refresh` callers change).
+  struct Memory {
+    int64_t policy = 0, pending = 0, log = 0, shadows = 0, overhead = 0;
+    int64_t total() const { return policy + pending + log + shadows + overhead; }
+  };
+  Memory MemoryBytes(bool refresh);
+  // Memory of an instance that is not in memory's figures above: its name, mutex, counters,
+  // the registry's entry, its per-instance metric children at a scrape (measured with
+  // bench/memory_footprint, docs/memory.md).
+  static constexpr int64_t kInstanceOverheadBytes = 4096;
+  // The footprint `req` declares before anything is built: its normalized config's policy
+  // footprint (core/footprint.h) plus the overhead. The errors of Create for a config that
+  // does not normalize or names no served policy.
+  static absl::StatusOr<int64_t> DeclaredBytes(const bandit::v1::CreateInstanceRequest& req,
+                                               const InstanceLimits& limits);
+  // The same for an instance restored from `snap` (import): its config's, its shadows'
+  // policies', and its pending decisions and decision log as they will be held.
+  static absl::StatusOr<int64_t> DeclaredBytes(const bandit::v1::InstanceSnapshot& snap,
+                                               const InstanceLimits& limits);
+  // The most one more decision over `in` may add: its pending entry (the chosen candidate's
+  // features in each slot, ids, memo) and, with a decision log, its entry (every candidate).
+  int64_t NewDecisionBytes(const SelectInputs& in) const;
+  // The memory the change `rec` (a JournalRecord of ApplyChange) may need beyond what the
+  // instance holds, from configs only: AddArms the arms' share of every policy's footprint,
+  // AddShadow the shadow's policy, Reset and SetMixtureReference a fresh policy (built before
+  // the old one is dropped); 0 for the changes that only free.
+  int64_t ChangeBytes(const bandit::v1::JournalRecord& rec) const;
+
   // Deterministic default seed of an instance: FNV-1a of its name.
   static uint64_t SeedFromName(const std::string& name);
 
@@ -244,6 +278,7 @@ class InstanceState {
   ShadowSet shadows_;
   uint64_t next_seq_ = 1;  // of event ids
   bandit::v1::InstanceStats stats_;
+  Memory memory_;  // the last MemoryBytes()
 };
 
 }  // namespace bandit::server

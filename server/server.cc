@@ -309,7 +309,9 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
       ", max_feature_dim=", l.instance.max_feature_dim, ", max_arms=", l.instance.max_arms,
       ", max_arms_per_request=", l.instance.max_arms_per_request,
       ", max_pending_capacity=", l.instance.max_pending_capacity,
-      ", max_name_length=", l.instance.max_name_length, ", max_shadows=", l.instance.max_shadows);
+      ", max_name_length=", l.instance.max_name_length, ", max_shadows=", l.instance.max_shadows,
+      ", max_memory_bytes=", l.max_memory_bytes,
+      l.max_memory_bytes == 0 ? " (no limit)" : "");
   return s;
 }
 
@@ -333,6 +335,9 @@ absl::Status BanditServer::StartCluster() {
     return p->LoadInstance(name, max_seq);
   };
   hooks.add = [service](std::shared_ptr<Instance> inst) {
+    // A node without room for an instance it is asked to own refuses it (the cluster node then
+    // frees the lease for another node) rather than loading it past its memory budget.
+    if (auto s = inst->ChargeTo(service->memory(), MemoryOp::kTakeover); !s.ok()) return s;
     return service->registry().Add(std::move(inst));
   };
   hooks.drop = [service](const std::string& name) {

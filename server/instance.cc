@@ -328,6 +328,19 @@ absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, const 
                          " of them pending decisions)"));
         !s.ok())
       return s;
+    const int64_t share = static_cast<int64_t>(static_cast<double>(budget_->limit()) *
+                                               kInstanceDecisionShare);
+    const int64_t held = charged_.pending + charged_.log;
+    if (held + bytes > share) {
+      budget_->CountRefusal(MemoryOp::kSelect);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "a new decision of instance '", name_, "' needs ", bytes,
+          " bytes, but its pending decisions and decision log hold ", held,
+          " bytes of the most one instance may hold, ", share, " (half of the node's memory "
+          "budget, --max_memory_bytes, of ", budget_->limit(),
+          " bytes); send the rewards of its pending decisions (or let them expire: lower "
+          "config.pending.reward_wait_ms), lower its pending capacity or decision log retention"));
+    }
   }
   bandit::v1::JournalRecord local;
   bandit::v1::JournalRecord* rec = RecordFor(&local);

@@ -194,9 +194,8 @@ class InstanceState {
     int64_t total() const { return policy + pending + log + shadows + overhead; }
   };
   Memory MemoryBytes(bool refresh);
-  // Memory of an instance that is not in memory's figures above: its name, mutex, counters,
-  // the registry's entry, its per-instance metric children at a scrape (measured with
-  // bench/memory_footprint, docs/memory.md).
+  // Memory of an instance outside the figures above: the Instance and InstanceState objects,
+  // its counters, the registry's entry, its empty tables (docs/memory.md has the measurement).
   static constexpr int64_t kInstanceOverheadBytes = 4096;
   // The footprint `req` declares before anything is built: its normalized config's policy
   // footprint (core/footprint.h) plus the overhead. The errors of Create for a config that

@@ -1,6 +1,8 @@
 #include "server/memory_budget.h"
 
 #include <algorithm>
+#include <malloc.h>
+
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -61,6 +63,8 @@ absl::Status MemoryBudget::Refusal(int64_t bytes, absl::string_view what) const 
       " are left; free memory (delete instances, lower pending capacity or decision log "
       "retention, send the rewards of pending decisions) or give the node a larger budget"));
 }
+
+void TrimAllocator() { malloc_trim(0); }
 
 absl::Status MemoryBudget::Admit(int64_t bytes, MemoryOp op, absl::string_view what) {
   if (!limited() || bytes <= left()) return absl::OkStatus();

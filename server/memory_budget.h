@@ -62,10 +62,14 @@ class MemoryBudget {
   int64_t refusals(MemoryOp op) const {
     return refusals_[static_cast<int>(op)].load(std::memory_order_relaxed);
   }
-  // Counts a refusal decided elsewhere (a takeover left to another node).
+  // Counts a refusal decided elsewhere (a takeover left to another node, an instance's share).
   void CountRefusal(MemoryOp op) {
     refusals_[static_cast<int>(op)].fetch_add(1, std::memory_order_relaxed);
+    refused_since_trim_.store(true, std::memory_order_relaxed);
   }
+  // Whether anything was refused since the last call (the caller then returns the allocator's
+  // free memory to the system: a node at its budget should not also hold freed pages).
+  bool TakeRefusedSinceTrim() { return refused_since_trim_.exchange(false); }
 
   // The refusal for `bytes` that do not fit: "<what> needs N bytes, but the node's memory budget
   // (--max_memory_bytes) is B bytes of which L are left".
@@ -76,7 +80,18 @@ class MemoryBudget {
   std::atomic<int64_t> used_{0};
   std::array<std::atomic<int64_t>, static_cast<int>(MemoryKind::kCount)> by_kind_{};
   std::array<std::atomic<int64_t>, static_cast<int>(MemoryOp::kCount)> refusals_{};
+  std::atomic<bool> refused_since_trim_{false};
 };
+
+// The most one instance's pending decisions and decision log together may hold, as a fraction
+// of the budget: an instance whose rewards stop coming fills its share, not the node, and the
+// other instances go on deciding.
+inline constexpr double kInstanceDecisionShare = 0.5;
+
+// Hands the allocator's free pages back to the system (glibc malloc_trim). Freed request
+// buffers and decisions stay in the allocator's per-thread arenas otherwise, and count in the
+// process's resident size though no instance holds them.
+void TrimAllocator();
 
 // The memory this process may use: the smallest of the machine's MemTotal (/proc/meminfo), the
 // cgroup v2 memory.max and the cgroup v1 memory.limit_in_bytes that apply to it (0 when none

@@ -185,8 +185,9 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
   BANDIT_LOG_INFO("recovered ", loaded, " instances in ", report->seconds, " s (",
                   report->snapshots_loaded, " snapshots, ", report->journal_records,
                   " journal records, ", report->records_replayed, " replayed, ",
-                  report->truncated_bytes, " torn bytes cut, ", refused.size(),
-                  " refused); durability=", DurabilityName(storage_->mode()));
+                  report->truncated_bytes, " torn bytes cut, ", refused.size(), " refused, ",
+                  live.size() - loaded, " left unloaded for the memory budget); durability=",
+                  DurabilityName(storage_->mode()));
   return absl::OkStatus();
 }
 

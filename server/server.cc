@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 
@@ -279,9 +280,17 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
   }
   if (s->persistence_) s->persistence_->StartBackground();
   s->sweeper_ = std::thread([srv = s.get()] {
+    auto last_trim = std::chrono::steady_clock::now();
     while (!srv->stop_.WaitForNotificationWithTimeout(
         absl::Milliseconds(srv->options_.expiry_sweep_ms))) {
       srv->service_->ExpireAll();
+      // At the memory budget (something was refused since the last sweep), or once a minute,
+      // the allocator's free pages go back to the system (server/memory_budget.h).
+      if (srv->service_->memory()->TakeRefusedSinceTrim() ||
+          std::chrono::steady_clock::now() - last_trim > std::chrono::minutes(1)) {
+        TrimAllocator();
+        last_trim = std::chrono::steady_clock::now();
+      }
     }
   });
 

@@ -1417,7 +1417,9 @@ InstanceState::Memory InstanceState::MemoryBytes(bool refresh) {
     m.shadows = shadows_.StateBytes();
   if (refresh)
     m.overhead = kInstanceOverheadBytes + static_cast<int64_t>(config_.SpaceUsedLong()) +
-                 static_cast<int64_t>(name_.size());
+                 static_cast<int64_t>(name_.size()) +
+                 ArmContainerBytes(config_.policy().arms_size()) *
+                     (1 + static_cast<int64_t>(shadows_.size()));
   m.pending = pending_.Bytes();
   m.log = log_.MemoryBytes();
   return m;
@@ -1433,8 +1435,18 @@ absl::StatusOr<int64_t> InstanceState::DeclaredBytes(const bandit::v1::CreateIns
   // The dimension a feature space gives the policy is filled in by NormalizeConfig.
   auto policy = DeclaredStateBytes(config.policy());
   if (!policy.ok()) return policy.status();
+  // The config's arms as they will be held (num_arms becomes one ArmSpec per arm).
+  const int64_t arms = config.policy().arms_size() > 0 ? config.policy().arms_size()
+                                                       : std::max(0, config.policy().num_arms());
+  constexpr int64_t kArmSpecBytes = 64;  // an ArmSpec message with a short id, as held
   return *policy + kInstanceOverheadBytes + static_cast<int64_t>(config.SpaceUsedLong()) +
-         static_cast<int64_t>(req.name().size());
+         static_cast<int64_t>(req.name().size()) + ArmContainerBytes(arms) +
+         (config.policy().arms_size() > 0 ? 0 : arms * kArmSpecBytes);
+}
+
+int64_t InstanceState::ArmContainerBytes(int64_t arms) {
+  constexpr int64_t kSlot = sizeof(std::pair<const std::string, int>) + 1;
+  return arms * static_cast<int64_t>(sizeof(std::string)) + arms * kSlot * 16 / 7;
 }
 
 absl::StatusOr<int64_t> InstanceState::DeclaredBytes(const bandit::v1::InstanceSnapshot& snap,
@@ -1503,15 +1515,17 @@ int64_t InstanceState::ChangeBytes(const bandit::v1::JournalRecord& rec) const {
       for (const auto& a : rec.add_arms().arms()) *next.add_arms() = a;
       const int64_t served = declared(next) - declared(config_.policy());
       // The config holds the arms too; each arm-set shadow takes them as the served policy does.
-      return std::max<int64_t>(0, served) * static_cast<int64_t>(1 + shadows_.size()) +
-             static_cast<int64_t>(rec.add_arms().ByteSizeLong());
+      return (std::max<int64_t>(0, served) + ArmContainerBytes(rec.add_arms().arms_size())) *
+                 static_cast<int64_t>(1 + shadows_.size()) +
+             2 * static_cast<int64_t>(rec.add_arms().SpaceUsedLong());
     }
     case R::kAddShadow: {
       bandit::v1::PolicyConfig shadow = rec.add_shadow().config().policy();
       // An arm-set shadow that names no arms takes the instance's.
       if (shadow.arms_size() == 0 && shadow.num_arms() == 0)
         *shadow.mutable_arms() = config_.policy().arms();
-      return declared(shadow);
+      return declared(shadow) + ArmContainerBytes(shadow.arms_size()) +
+             static_cast<int64_t>(shadow.SpaceUsedLong());
     }
     case R::kReset:
     case R::kSetMixtureReference:

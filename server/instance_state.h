@@ -197,6 +197,11 @@ class InstanceState {
   // Memory of an instance outside the figures above: the Instance and InstanceState objects,
   // its counters, the registry's entry, its empty tables (docs/memory.md has the measurement).
   static constexpr int64_t kInstanceOverheadBytes = 4096;
+  // The containers of an arm set of `arms` arms that StateBytes() (which counts the ids'
+  // characters and the features) leaves out, in the served policy and in each arm-set shadow:
+  // an id string each, and the id -> slot hash table at up to 16/7 slots per arm (its load
+  // factor after a doubling). Counted in the overhead.
+  static int64_t ArmContainerBytes(int64_t arms);
   // The footprint `req` declares before anything is built: its normalized config's policy
   // footprint (core/footprint.h) plus the overhead. The errors of Create for a config that
   // does not normalize or names no served policy.

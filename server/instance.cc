@@ -330,16 +330,17 @@ absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, const 
       return s;
     const int64_t share = static_cast<int64_t>(static_cast<double>(budget_->limit()) *
                                                kInstanceDecisionShare);
-    const int64_t held = charged_.pending + charged_.log;
+    // A decision log at its retention bound does not grow; its pending decisions do.
+    const int64_t held = charged_.pending;
     if (held + bytes > share) {
       budget_->CountRefusal(MemoryOp::kSelect);
       return absl::ResourceExhaustedError(absl::StrCat(
           "a new decision of instance '", name_, "' needs ", bytes,
-          " bytes, but its pending decisions and decision log hold ", held,
-          " bytes of the most one instance may hold, ", share, " (half of the node's memory "
+          " bytes, but its pending decisions hold ", held,
+          " bytes of the most one instance's may hold, ", share, " (half of the node's memory "
           "budget, --max_memory_bytes, of ", budget_->limit(),
           " bytes); send the rewards of its pending decisions (or let them expire: lower "
-          "config.pending.reward_wait_ms), lower its pending capacity or decision log retention"));
+          "config.pending.reward_wait_ms) or lower its pending capacity"));
     }
   }
   bandit::v1::JournalRecord local;

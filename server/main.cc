@@ -62,7 +62,7 @@ ABSL_FLAG(int64_t, max_shadows, 8,
 ABSL_FLAG(std::string, max_memory_bytes, "",
           "Memory budget of this node: instances (policy state, pending decisions, decision logs, "
           "shadows) are admitted against it before anything is allocated, RESOURCE_EXHAUSTED "
-          "beyond. Bytes, with an optional suffix K, M or G; 0 = no limit; empty = 75% of the "
+          "beyond. Bytes, with an optional suffix K, M or G; 0 = no limit; empty = 60% of the "
           "smaller of the machine's memory and the cgroup's limit (docs/memory.md)");
 ABSL_FLAG(int32_t, max_page_size, 1000, "Max ListInstances page size");
 ABSL_FLAG(int64_t, max_named_features, 10000,

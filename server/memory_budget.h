@@ -83,9 +83,9 @@ class MemoryBudget {
   std::atomic<bool> refused_since_trim_{false};
 };
 
-// The most one instance's pending decisions and decision log together may hold, as a fraction
-// of the budget: an instance whose rewards stop coming fills its share, not the node, and the
-// other instances go on deciding.
+// The most one instance's pending decisions may hold, as a fraction of the budget: an instance
+// whose rewards stop coming fills its share, not the node, and the other instances go on
+// deciding. (A decision log is bounded by its own retention.)
 inline constexpr double kInstanceDecisionShare = 0.5;
 
 // Hands the allocator's free pages back to the system (glibc malloc_trim). Freed request
@@ -100,7 +100,7 @@ int64_t AvailableMemoryBytes(const std::string& root = "");
 // --max_memory_bytes' default: kDefaultMemoryFraction of AvailableMemoryBytes() (the rest is
 // left for what is not accounted per instance: gRPC buffers, requests in flight, the allocator's
 // slack, the journal's buffers, the metrics registry).
-inline constexpr double kDefaultMemoryFraction = 0.75;
+inline constexpr double kDefaultMemoryFraction = 0.6;
 int64_t DefaultMemoryBudgetBytes();
 // --max_memory_bytes: empty = DefaultMemoryBudgetBytes(); else bytes, a whole number with an
 // optional binary suffix K, M or G (KiB, MiB, GiB); 0 = no limit. INVALID_ARGUMENT otherwise.

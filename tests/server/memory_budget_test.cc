@@ -201,7 +201,7 @@ TEST(MemoryBudgetService, PendingDecisionsFillTheInstanceShareThenSelectIsRefuse
   }
   ExpectRefusal(s, budget);
   EXPECT_TRUE(absl::StrContains(s.message(), "a new decision of instance 'p' needs ")) << s;
-  EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("the most one instance may hold, ",
+  EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("the most one instance's may hold, ",
                                                           share)))
       << s;
   // What it holds is within its share, and within a few decisions of it (each holds its 256
@@ -260,7 +260,7 @@ TEST(MemoryBudgetService, DecisionsOfManyInstancesStopAtTheNodeBudget) {
     refusals.push_back(last);
     decided.push_back(n);
   }
-  EXPECT_TRUE(absl::StrContains(refusals[0].message(), "the most one instance may hold"))
+  EXPECT_TRUE(absl::StrContains(refusals[0].message(), "the most one instance's may hold"))
       << refusals[0];
   for (int i = 1; i < 3; ++i) {
     EXPECT_TRUE(absl::StrContains(refusals[i].message(), " bytes of which ")) << refusals[i];

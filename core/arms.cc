@@ -129,6 +129,30 @@ void EraseSlot(Eigen::VectorXd& v, int slot) {
   v.conservativeResize(n - 1);
 }
 
+absl::Status CheckAllowedArms(std::span<const char> allowed, int k) {
+  if (allowed.empty()) return absl::OkStatus();
+  if (allowed.size() != static_cast<size_t>(k))
+    return absl::InvalidArgumentError(absl::StrCat("the allowed-arms mask has ", allowed.size(),
+                                                   " entries, expected one per arm (", k, ")"));
+  if (CountAllowed(allowed, k) == 0)
+    return absl::InvalidArgumentError("every arm is excluded, expected at least one allowed arm");
+  return absl::OkStatus();
+}
+
+int CountAllowed(std::span<const char> allowed, int k) {
+  if (allowed.empty()) return k;
+  int n = 0;
+  for (char a : allowed) n += a != 0;
+  return n;
+}
+
+int NthAllowed(std::span<const char> allowed, int n) {
+  if (allowed.empty()) return n;
+  for (size_t i = 0; i < allowed.size(); ++i)
+    if (allowed[i] != 0 && n-- == 0) return static_cast<int>(i);
+  return -1;
+}
+
 void EraseColumn(Eigen::MatrixXd& m, int col) {
   const int n = static_cast<int>(m.cols());
   for (int j = col; j + 1 < n; ++j) m.col(j) = m.col(j + 1);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 #include "absl/strings/string_view.h"
@@ -53,6 +54,18 @@ class ArmSet {
   int64_t dim_ = 0;
   Eigen::MatrixXd features_;  // dim x size
 };
+
+// SelectContext::allowed_arms against a k-arm set: empty (every arm), or k flags with at least
+// one set. INVALID_ARGUMENT otherwise.
+absl::Status CheckAllowedArms(std::span<const char> allowed, int k);
+inline bool IsAllowed(std::span<const char> allowed, int slot) {
+  return allowed.empty() || allowed[static_cast<size_t>(slot)] != 0;
+}
+// How many of the k arms are allowed, and the n-th allowed slot (0 <= n < CountAllowed): with
+// every arm allowed, k and n itself, so a policy drawing "the n-th allowed arm" consumes its
+// random stream exactly as it did before masks existed.
+int CountAllowed(std::span<const char> allowed, int k);
+int NthAllowed(std::span<const char> allowed, int n);
 
 // Names: 1..128 chars of [A-Za-z0-9_.:-], first char a letter or digit.
 absl::Status CheckId(absl::string_view field, absl::string_view id);

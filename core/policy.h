@@ -38,6 +38,11 @@ enum class ContextKind {
 struct SelectContext {
   std::span<const Vector> candidates;  // kCandidates
   const Vector* point = nullptr;       // kPoint
+  // kNone: the arms this decision may choose, one flag per arm slot (nonzero = allowed); empty
+  // means every arm. A policy chooses among the allowed arms as if the others did not exist, so
+  // its propensity is conditional on the mask (a multi-slot decision's later slots, a request's
+  // excluded arms). Every kNone policy honours it; the conformance suite checks that.
+  std::span<const char> allowed_arms;
   bool want_scores = false;            // fill Decision::scores
   // With want_scores, the caller also accepts the posteriors a probability vector is a function
   // of in its place (Decision::argmax_posteriors, for a later ArgmaxProbabilities): a policy

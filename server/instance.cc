@@ -309,7 +309,7 @@ absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::
   return SelectLocked(req, in, clock_->NowMs(), out, written_seq, nullptr);
 }
 
-absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, const SelectInputs& in,
+absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, SelectInputs& in,
                                     int64_t now, bandit::v1::Decision* out, uint64_t* written_seq,
                                     const std::string* replay_event_id) {
   if (auto s = CheckWritable(); !s.ok()) return s;

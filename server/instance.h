@@ -152,7 +152,7 @@ class Instance {
 
   using SelectInputs = InstanceState::SelectInputs;
   // The bodies of the public calls, at an explicit time; `replay_event_id` is set on replay.
-  absl::Status SelectLocked(const bandit::v1::SelectRequest& req, const SelectInputs& in,
+  absl::Status SelectLocked(const bandit::v1::SelectRequest& req, SelectInputs& in,
                             int64_t now, bandit::v1::Decision* out, uint64_t* written_seq,
                             const std::string* replay_event_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status UpdateLocked(const bandit::v1::UpdateRequest& req, int64_t now,

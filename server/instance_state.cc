@@ -350,6 +350,14 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
                                               SelectInputs* in) {
   in->action_of.clear();
   in->slots.clear();
+  in->arm_set_slots = false;
+  in->allowed_arms.clear();
+  in->offered_arms.clear();
+  // No actions of the request's own (at most excluded_actions, by arm id): a decision over the
+  // instance's arm set, resolved under the lock (SelectContextFor).
+  const bool arm_set_form = space == nullptr && req.actions_size() == 0 &&
+                            req.context().empty() && req.candidates_size() == 0 &&
+                            req.x_size() == 0 && !req.explain();
   if (req.slots_size() > 0) {
     if (req.x_size() > 0)
       return absl::InvalidArgumentError(
@@ -358,6 +366,12 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
       return absl::InvalidArgumentError("explain is set with slots, expected one or the other");
     std::vector<std::string> ids;
     std::vector<bool> excluded;
+    if (arm_set_form) {
+      in->arm_set_slots = true;
+      in->x.resize(0);
+      in->candidates->clear();
+      return absl::OkStatus();
+    }
     if (HasNamedInputs(req)) {
       if (space == nullptr)
         return absl::InvalidArgumentError(
@@ -374,10 +388,6 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
     if (space != nullptr && req.candidates_size() > 0)
       return absl::InvalidArgumentError(
           "candidates is set, expected context and actions: the instance has a feature_space");
-    if (req.candidates_size() == 0)
-      return absl::InvalidArgumentError(
-          "slots is set without actions, expected named actions or candidates to fill them with "
-          "(an instance over its own arm set does not take slots)");
     if (req.candidates_size() > limits.max_candidates)
       return absl::InvalidArgumentError(absl::StrCat("candidates has ", req.candidates_size(),
                                                      " entries, expected at most ",
@@ -427,7 +437,7 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
     in->x.resize(0);
     return absl::OkStatus();
   }
-  if (HasNamedInputs(req)) {
+  if (HasNamedInputs(req) && !arm_set_form) {
     if (space == nullptr)
       return absl::InvalidArgumentError(
           "context, actions, excluded_actions or explain is set (named inputs), expected "
@@ -487,11 +497,49 @@ absl::Status InstanceState::LoggedSelectInputs(absl::string_view entry,
 }
 
 absl::StatusOr<SelectContext> InstanceState::SelectContextFor(const bandit::v1::SelectRequest& req,
-                                                              const SelectInputs& in) const {
+                                                              SelectInputs& in) const {
   const std::vector<Vector>& candidates = *in.candidates;
   const Vector* x = &in.x;
   SelectContext ctx;
   ctx.want_scores = req.return_scores();
+  const bool arm_set = policy_->context_kind() == ContextKind::kNone;
+  if (!arm_set && (in.arm_set_slots || (req.excluded_actions_size() > 0 && req.actions_size() == 0 &&
+                                        feature_space_ == nullptr)))
+    return absl::InvalidArgumentError(absl::StrCat(
+        in.arm_set_slots ? "slots" : "excluded_actions",
+        " is set without actions, expected named actions or candidates: instance '", name_,
+        "' runs '", policy_->name(), "', which decides over the request's actions, not an arm set"));
+  if (arm_set && (in.arm_set_slots || req.excluded_actions_size() > 0)) {
+    // The request's ids are the arm set's.
+    const std::vector<std::string> ids = policy_->ArmIds();
+    absl::flat_hash_map<std::string_view, int> slot_of;
+    for (int i = 0; i < static_cast<int>(ids.size()); ++i) slot_of.emplace(ids[i], i);
+    std::vector<bool> excluded(ids.size(), false);
+    for (int j = 0; j < req.excluded_actions_size(); ++j) {
+      auto it = slot_of.find(req.excluded_actions(j));
+      if (it == slot_of.end())
+        return absl::InvalidArgumentError(absl::StrCat("excluded_actions[", j, "] '",
+                                                       req.excluded_actions(j),
+                                                       "' is not the id of one of the instance's arms"));
+      excluded[it->second] = true;
+    }
+    if (in.arm_set_slots) {
+      if (auto s = CheckSlots(req, ids, excluded, limits_.max_candidates, &in.slots); !s.ok())
+        return s;
+      return ctx;  // each slot's mask is made as the slots are filled (SelectSlots)
+    }
+    in.allowed_arms.assign(ids.size(), 1);
+    in.offered_arms.clear();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      in.allowed_arms[i] = !excluded[i];
+      if (!excluded[i]) in.offered_arms.push_back(static_cast<int>(i));
+    }
+    if (in.offered_arms.empty())
+      return absl::InvalidArgumentError(
+          "excluded_actions excludes every arm, expected at least one arm to choose from");
+    ctx.allowed_arms = in.allowed_arms;
+    return ctx;
+  }
   if (!in.slots.empty()) {
     // The slots' vectors are chosen per slot (SelectSlots).
     if (policy_->context_kind() != ContextKind::kCandidates)
@@ -563,10 +611,15 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   p.memo = std::move(d->memo);
   p.expires_at_ms = now + config_.pending().reward_wait_ms();
   p.awaiting_activation = req.defer_activation();
-  if (!shadows_.empty()) ScoreShadows(*d, ctx, in, &p);
+  // Over an arm set with excluded arms, the log and the shadows see the decision among the
+  // arms it could choose (the caller sees the arm set's own indices).
+  Decision among_offered;
+  if (!in.offered_arms.empty()) among_offered = AmongOffered(*d, in.offered_arms);
+  const Decision& seen = in.offered_arms.empty() ? *d : among_offered;
+  if (!shadows_.empty()) ScoreShadows(seen, ctx, in, &p);
   WriteDecision(*d, p.event_id, p.expires_at_ms, ctx.want_scores, out);
   if (log_.enabled()) {
-    const int64_t dropped = AppendToLog(*d, ctx, req, in, p.event_id, p.seq, now);
+    const int64_t dropped = AppendToLog(seen, ctx, req, in, p.event_id, p.seq, now);
     stats_.set_decision_log_evicted(SaturatingAdd(stats_.decision_log_evicted(), dropped));
   }
   // With the decision log on, the request is journaled even for a read-only policy: replay
@@ -629,8 +682,15 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
                                         bandit::v1::Decision* out, bandit::v1::JournalRecord* rec,
                                         const std::string* replay_event_id) {
   const bool named = req.actions_size() > 0;
+  // Over the instance's own arm set, each slot's policy call gets a mask of the arms it may
+  // choose (SelectContext::allowed_arms) instead of candidate vectors.
+  const bool arm_set = policy_->context_kind() == ContextKind::kNone;
+  const std::vector<std::string> arm_ids =
+      arm_set ? policy_->ArmIds() : std::vector<std::string>();
   const int n = static_cast<int>(in.slots[0].allowed.size());
-  auto id_of = [&](int i) { return named ? req.actions(i).id() : absl::StrCat(i); };
+  auto id_of = [&](int i) {
+    return named ? req.actions(i).id() : arm_set ? arm_ids[i] : absl::StrCat(i);
+  };
   PendingDecision event;
   event.seq = next_seq_;
   event.event_id = req.event_id().empty() ? FormatEventId(uid_, event.seq) : req.event_id();
@@ -655,6 +715,8 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
     }
   } give_back_large;
   std::vector<int> position;  // offered[j] is action position[j]
+  std::vector<char> mask;     // arm set: the arms at `position`
+  std::vector<std::string> offered_ids;  // arm set: their ids (for the log)
   double gap_sum = 0;
   bool any_gap = false;
   for (size_t k = 0; k < in.slots.size(); ++k) {
@@ -663,11 +725,19 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
     position.clear();
     for (int i = 0; i < n; ++i)
       if (slot.allowed[i] && !taken[i]) position.push_back(i);
-    if (offered.size() < position.size()) offered.resize(position.size());
-    for (size_t j = 0; j < position.size(); ++j) offered[j] = source[position[j]];
-    const std::span<const Vector> offered_now(offered.data(), position.size());
+    const int offered_count = static_cast<int>(position.size());
+    std::span<const Vector> offered_now;
+    if (arm_set) {
+      mask.assign(n, 0);
+      for (int i : position) mask[i] = 1;
+      policy_ctx.allowed_arms = mask;
+    } else {
+      if (offered.size() < position.size()) offered.resize(position.size());
+      for (size_t j = 0; j < position.size(); ++j) offered[j] = source[position[j]];
+      offered_now = std::span<const Vector>(offered.data(), position.size());
+      policy_ctx.candidates = offered_now;
+    }
     // CheckSlots left every slot more actions than the slots before it can take.
-    policy_ctx.candidates = offered_now;
     auto d = policy_->Select(policy_ctx);
     if (!d.ok()) {
       // The first slot fails before anything changed; a later one sees vectors of the same
@@ -677,14 +747,17 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
                                               "the slots before it succeeded: ",
                                               d.status().message()));
     }
+    if (arm_set) *d = AmongOffered(*d, position);  // the arm as a position among the offered
     const int chosen = position[d->arm];
     taken[chosen] = 1;
     PendingDecision p;
     p.slot_id = req.slots(k).id();
+    p.slot_index = static_cast<int>(k);
+    CountSlot(p.slot_index, /*decisions=*/1, /*updates=*/0, 0.0);
     p.seq = next_seq_++;
     p.arm = chosen;
     p.arm_id = id_of(chosen);
-    p.features = offered[d->arm];
+    if (!arm_set) p.features = offered[d->arm];
     p.memo = std::move(d->memo);
     if (std::isfinite(d->estimated_gap)) {
       gap_sum += d->estimated_gap;
@@ -697,12 +770,12 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
     s->set_propensity(d->propensity);
     if (req.return_scores()) {
       const bool probabilities = d->score_kind == bandit::v1::PROBABILITY &&
-                                 d->scores.size() == static_cast<Eigen::Index>(offered_now.size());
-      for (size_t j = 0; j < offered_now.size(); ++j) {
+                                 d->scores.size() == static_cast<Eigen::Index>(offered_count);
+      for (int j = 0; j < offered_count; ++j) {
         auto* r = s->add_ranking();
         r->set_id(id_of(position[j]));
         r->set_probability(probabilities ? d->scores[static_cast<Eigen::Index>(j)]
-                                         : (static_cast<int>(j) == d->arm ? 1.0 : 0.0));
+                                         : (j == d->arm ? 1.0 : 0.0));
       }
       // The chosen action first, then by probability (Personalizer's ranking).
       std::stable_sort(s->mutable_ranking()->begin(), s->mutable_ranking()->end(),
@@ -718,13 +791,19 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
       e.event_id = event.event_id;
       e.decided_at_ms = now;
       e.policy = policy_->name();
-      e.num_candidates = static_cast<int>(offered_now.size());
-      e.candidate_dim = offered_now.empty() ? 0 : static_cast<int>(offered_now[0].size());
-      e.num_actions = static_cast<int>(offered_now.size());
+      e.num_actions = offered_count;
       e.chosen_index = d->arm;
       e.chosen_arm_id = p.arm_id;
-      LogDistribution(*d, static_cast<int>(offered_now.size()), &e);
-      if (named) {
+      LogDistribution(*d, offered_count, &e);
+      if (!arm_set) {
+        e.num_candidates = offered_count;
+        e.candidate_dim = offered_now.empty() ? 0 : static_cast<int>(offered_now[0].size());
+      }
+      if (arm_set) {
+        offered_ids.clear();
+        for (int i : position) offered_ids.push_back(arm_ids[i]);
+        e.arm_ids = offered_ids;
+      } else if (named) {
         e.named = &req;
         e.named_actions = position;
       } else {
@@ -816,7 +895,7 @@ int64_t InstanceState::AppendToLog(const Decision& d, const SelectContext& ctx,
       num_actions = d.score_kind == bandit::v1::PROBABILITY ? static_cast<int>(d.scores.size()) : 0;
       break;
     case ContextKind::kNone:
-      ids = policy_->ArmIds();
+      ids = OfferedArmIds(in.offered_arms);
       e.arm_ids = ids;
       num_actions = static_cast<int>(ids.size());
       break;
@@ -847,13 +926,53 @@ void InstanceState::ScoreShadows(const Decision& d, const SelectContext& ctx,
           d.score_kind == bandit::v1::PROBABILITY ? static_cast<int>(d.scores.size()) : 0;
       break;
     case ContextKind::kNone:
-      arm_ids = policy_->ArmIds();
+      arm_ids = OfferedArmIds(in.offered_arms);
       logged.arm_ids = &arm_ids;
       logged.num_actions = static_cast<int>(arm_ids.size());
       break;
   }
   p->shadow_scores.reserve(shadows_.size());
   shadows_.Score(logged, d.arm, d.propensity, &p->shadow_scores);
+}
+
+std::vector<std::string> InstanceState::OfferedArmIds(const std::vector<int>& offered) const {
+  std::vector<std::string> ids = policy_->ArmIds();
+  if (offered.empty()) return ids;
+  std::vector<std::string> out;
+  out.reserve(offered.size());
+  for (int slot : offered) out.push_back(std::move(ids[static_cast<size_t>(slot)]));
+  return out;
+}
+
+Decision InstanceState::AmongOffered(const Decision& d, const std::vector<int>& offered) {
+  Decision out = d;
+  const auto n = static_cast<Eigen::Index>(offered.size());
+  out.arm = static_cast<int>(std::find(offered.begin(), offered.end(), d.arm) - offered.begin());
+  auto restrict = [&](const Vector& v) {
+    Vector r(n);
+    for (Eigen::Index j = 0; j < n; ++j) r[j] = v[offered[static_cast<size_t>(j)]];
+    return r;
+  };
+  if (d.scores.size() > 0) out.scores = restrict(d.scores);
+  if (d.argmax_posteriors) {
+    out.argmax_posteriors->first = restrict(d.argmax_posteriors->first);
+    out.argmax_posteriors->second = restrict(d.argmax_posteriors->second);
+  }
+  return out;
+}
+
+void InstanceState::CountSlot(int position, int64_t decisions, int64_t updates, double reward) {
+  if (position < 0) return;  // a single decision
+  position = std::min(position, kLastSlotPosition);
+  auto& positions = *stats_.mutable_slot_positions();
+  while (positions.size() <= position) {
+    const int next = positions.size();
+    positions.Add()->set_position(next);
+  }
+  bandit::v1::SlotPositionStats& s = positions[position];
+  s.set_decisions(SaturatingAdd(s.decisions(), decisions));
+  s.set_updates(SaturatingAdd(s.updates(), updates));
+  s.set_reward_sum(s.reward_sum() + reward);
 }
 
 void InstanceState::RecordDecision(PendingDecision p, double estimated_gap) {
@@ -1073,7 +1192,10 @@ absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector 
   if (auto s = policy_->Update(*obs); !s.ok()) return s;  // pending kept: a fixed reward may follow
   if (target != nullptr && !shadows_.empty())
     shadows_.Learn(*target, req.reward(), obs->embedding, obs->fidelity);
-  if (target != nullptr) FinishTarget(event, target, bandit::v1::OUTCOME_REWARDED, req.reward(), now);
+  if (target != nullptr) {
+    CountSlot(target->slot_index, 0, 1, req.reward());
+    FinishTarget(event, target, bandit::v1::OUTCOME_REWARDED, req.reward(), now);
+  }
   stats_.set_updates(SaturatingAdd(stats_.updates(), 1));
   stats_.set_reward_sum(stats_.reward_sum() + req.reward());
   if (req.has_best_expected_reward()) {
@@ -1102,6 +1224,7 @@ absl::Status InstanceState::LearnPending(const PendingDecision& target, double r
   // The shadows learn what the served policy learned (as bandit-ope does with the expiry
   // defaults of a log).
   if (!shadows_.empty()) shadows_.Learn(target, reward, Vector(), std::nullopt);
+  CountSlot(target.slot_index, 0, 1, reward);
   stats_.set_updates(SaturatingAdd(stats_.updates(), 1));
   stats_.set_reward_sum(stats_.reward_sum() + reward);
   return absl::OkStatus();

@@ -97,6 +97,12 @@ class InstanceState {
       int baseline = -1;               // position of the slot's baseline action
     };
     std::vector<Slot> slots;
+    // An instance over its own arm set: slots over its arms (filled by SelectContextFor under
+    // the lock, since the arm set is the instance's), and the arms a decision may choose (not
+    // in excluded_actions, per slot not taken) with their slots, in arm order.
+    bool arm_set_slots = false;
+    std::vector<char> allowed_arms;
+    std::vector<int> offered_arms;
   };
   // With a feature space (`space`), a request's named context and actions become the
   // candidates; without one, named inputs are refused (and with one, dense candidates are).
@@ -108,9 +114,10 @@ class InstanceState {
   // event id it produced. DATA_LOSS when the entry cannot be a Select's.
   static absl::Status LoggedSelectInputs(absl::string_view entry, const InstanceLimits& limits,
                                          SelectInputs* in, std::string* event_id);
-  // Checks the inputs against the policy's context kind; changes nothing.
+  // Checks the inputs against the policy's context kind; changes nothing in the instance. For
+  // an arm set, resolves the request's excluded arms and slots into `in` (by the arm ids).
   absl::StatusOr<SelectContext> SelectContextFor(const bandit::v1::SelectRequest& req,
-                                                 const SelectInputs& in) const;
+                                                 SelectInputs& in) const;
   // Decides and records the pending decision. `replay_event_id` is set on replay: the decision
   // must reproduce the journaled event id. The record borrows `req`, or with the decision log
   // on a per-thread copy of the log entry (see Instance::Commit, which hands either back).
@@ -232,6 +239,15 @@ class InstanceState {
   absl::Status SelectSlots(const SelectContext& ctx, const bandit::v1::SelectRequest& req,
                            const SelectInputs& in, int64_t now, bandit::v1::Decision* out,
                            bandit::v1::JournalRecord* rec, const std::string* replay_event_id);
+  // Per slot position statistics (InstanceStats.slot_positions); nothing for position -1 (a
+  // single decision).
+  static constexpr int kLastSlotPosition = 15;
+  void CountSlot(int position, int64_t decisions, int64_t updates, double reward);
+  // The ids of the arms at `offered` (slots, in arm order); every arm's when it is empty.
+  std::vector<std::string> OfferedArmIds(const std::vector<int>& offered) const;
+  // Decision `d` over the arm set as a decision among the arms at `offered`: its arm as a
+  // position among them and its vectors restricted to them (what the log and shadows see).
+  static Decision AmongOffered(const Decision& d, const std::vector<int>& offered);
   // The checks every new decision passes before the policy is asked: room in the pending table
   // and a free, well-formed caller-chosen event id.
   absl::Status CheckNewDecision(const bandit::v1::SelectRequest& req) const;

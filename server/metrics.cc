@@ -69,6 +69,12 @@ class InstanceCollector final : public prometheus::Collectable {
          "Decisions the decision log's retention (events, bytes, age) dropped.",
          MetricType::Counter,
          [](const bandit::v1::InstanceStats& s) { return double(s.decision_log_evicted()); }},
+        {"bandit_instance_activated_total", "Deferred decisions activated.", MetricType::Counter,
+         [](const bandit::v1::InstanceStats& s) { return double(s.activated()); }},
+        {"bandit_instance_not_activated_total",
+         "Deferred decisions dropped because their reward wait passed before activation.",
+         MetricType::Counter,
+         [](const bandit::v1::InstanceStats& s) { return double(s.not_activated()); }},
     };
     constexpr int kDefs = sizeof(defs) / sizeof(defs[0]);
     std::vector<MetricFamily> families(kDefs + 5);
@@ -109,6 +115,19 @@ class InstanceCollector final : public prometheus::Collectable {
     shadow_errors.help = "Contexts a shadow could not score or rewards it could not learn.";
     shadow_errors.type = MetricType::Counter;
 
+    // Multi-slot decisions per slot position (absent for instances that never filled slots).
+    MetricFamily slot_decisions, slot_updates, slot_rewards;
+    slot_decisions.name = "bandit_slot_decisions_total";
+    slot_decisions.help = "Slots filled by multi-slot decisions, by slot position (0 = first; "
+                          "15 counts 15 and later).";
+    slot_decisions.type = MetricType::Counter;
+    slot_updates.name = "bandit_slot_updates_total";
+    slot_updates.help = "Rewards learned for slots of multi-slot decisions, by slot position.";
+    slot_updates.type = MetricType::Counter;
+    slot_rewards.name = "bandit_slot_reward_sum";
+    slot_rewards.help = "Sum of the rewards learned for slots, by slot position.";
+    slot_rewards.type = MetricType::Gauge;
+
     const auto instances = service_->registry().All();
     // A scrape only reads (Instance::Stats, policy_case): it never expires decisions, so it
     // never writes a journal record.
@@ -133,6 +152,17 @@ class InstanceCollector final : public prometheus::Collectable {
         m.label = {{"instance", inst->name()}, {"key", key}};
         m.gauge.value = value;
         summary.metric.push_back(std::move(m));
+      }
+      for (const auto& p : stats.slot_positions()) {
+        const std::string position = std::to_string(p.position());
+        ClientMetric d, u, r;
+        d.label = u.label = r.label = {{"instance", inst->name()}, {"position", position}};
+        d.counter.value = static_cast<double>(p.decisions());
+        u.counter.value = static_cast<double>(p.updates());
+        r.gauge.value = p.reward_sum();
+        slot_decisions.metric.push_back(std::move(d));
+        slot_updates.metric.push_back(std::move(u));
+        slot_rewards.metric.push_back(std::move(r));
       }
       bandit::v1::Instance shadows;
       inst->DescribeShadows(&shadows);
@@ -170,6 +200,9 @@ class InstanceCollector final : public prometheus::Collectable {
         shadow_errors.metric.push_back(std::move(errors));
       }
     }
+    families.push_back(std::move(slot_decisions));
+    families.push_back(std::move(slot_updates));
+    families.push_back(std::move(slot_rewards));
     families.push_back(std::move(shadow_value));
     families.push_back(std::move(shadow_ess));
     families.push_back(std::move(shadow_events));

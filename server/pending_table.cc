@@ -230,7 +230,10 @@ PendingDecision FromRecord(const bandit::v1::PendingDecisionRecord& r) {
   // Written before event ids could be chosen by callers: every id was the server's.
   if (d.seq == 0) (void)ParseEventId(d.event_id, &uid, &d.seq);
   d.slots.reserve(r.slots_size());
-  for (const auto& slot : r.slots()) d.slots.push_back(FromRecord(slot));
+  for (const auto& slot : r.slots()) {
+    d.slots.push_back(FromRecord(slot));
+    d.slots.back().slot_index = static_cast<int>(d.slots.size()) - 1;
+  }
   d.slot_id = r.slot_id();
   d.awaiting_activation = r.awaiting_activation();
   d.reward_sum = r.reward_sum();

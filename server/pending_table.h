@@ -49,6 +49,7 @@ struct PendingDecision {
   // state; it stays pending until every slot is done or the wait passes.
   std::vector<PendingDecision> slots;
   std::string slot_id;
+  int slot_index = -1;  // a slot's position in its decision (derived, not stored)
   // Deferred activation: not learned from, and given no default, until activated.
   bool awaiting_activation = false;
   // Rewards received and not learned yet (before activation, or under SUM aggregation).

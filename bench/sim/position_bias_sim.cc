@@ -1,8 +1,10 @@
 // Position bias on a page of ranked slots, served through the service's multi-slot Select
 // (DecisionService in process, no storage): K actions with fixed relevance, S slots examined with
 // decreasing probability; a click on slot k showing action a comes with probability
-// relevance(a) x examination(k). The policy sees each action's features with the slot's one-hot
-// position appended (Slot.dense_features) and learns from the click of every slot. The oracle
+// relevance(a) x examination(k). A policy over candidates sees each action's features with the
+// slot's one-hot position appended (Slot.dense_features); a policy over an arm set (Thompson
+// sampling) has one arm per action and sees neither features nor positions, each slot choosing
+// among the arms the slots before it left. Both learn from the click of every slot. The oracle
 // ranking shows the k-th most relevant action on slot k; regret per slot is measured against it.
 //
 //   build/bin/bandit-sim --env=position_bias --T=5000 --seeds=3 [--arms=10 --slots=3 --d=5]
@@ -67,20 +69,26 @@ absl::StatusOr<Run> Play(const std::string& policy, const Page& page, int rounds
   server::DecisionService svc(&clock);
   bandit::v1::CreateInstanceRequest create;
   create.set_name("page");
-  const std::string config =
-      absl::StrCat("policy { ", absl::StrReplaceAll(policy, {{"{d}", absl::StrCat(dim)}}),
-                   " } seed: ", seed);
+  const std::string config = absl::StrCat(
+      "policy { ",
+      absl::StrReplaceAll(policy, {{"{d}", absl::StrCat(dim)}, {"{k}", absl::StrCat(actions)}}),
+      " } seed: ", seed);
   if (!google::protobuf::TextFormat::ParseFromString(config, create.mutable_config()))
     return absl::InvalidArgumentError("bad config: " + config);
   bandit::v1::Instance inst;
   if (auto s = svc.CreateInstance(create, &inst); !s.ok()) return s;
+  // An arm set's arm ids are the actions' positions ("0", "1", ...: num_arms).
+  const bool arm_set = !inst.arm_ids().empty();
   bandit::v1::SelectRequest req;
   req.set_instance("page");
-  for (const auto& x : page.features) req.add_candidates()->mutable_values()->Add(x.begin(), x.end());
+  if (!arm_set)
+    for (const auto& x : page.features)
+      req.add_candidates()->mutable_values()->Add(x.begin(), x.end());
   for (int k = 0; k < slots; ++k) {
     auto* s = req.add_slots();
     s->set_id(absl::StrCat("slot", k));
-    for (int j = 0; j < slots; ++j) s->add_dense_features(j == k ? 1.0 : 0.0);
+    if (!arm_set)
+      for (int j = 0; j < slots; ++j) s->add_dense_features(j == k ? 1.0 : 0.0);
   }
   std::vector<int> oracle(actions);
   std::iota(oracle.begin(), oracle.end(), 0);
@@ -136,12 +144,13 @@ absl::StatusOr<nlohmann::json> RunPositionBias(absl::string_view env, const SimA
     if (!s->ok()) return s->status();
   if (*slots > *actions || *slots < 1 || *rounds < 10)
     return absl::InvalidArgumentError("expected 1 <= slots <= actions and rounds >= 10");
-  // The candidate policies the multi-slot Select serves ({d} is the dimension).
+  // Policies over candidates ({d} is the dimension) and over an arm set ({k} arms).
   const std::vector<std::pair<std::string, std::string>> policies = {
       {"linucb", "linucb { dimension: {d} alpha: 0.5 }"},
       {"glb_omd", "glb_omd { dimension: {d} link: LOGISTIC max_feature_norm: 1.3 }"},
       {"glm_epsilon_greedy",
        "glm_epsilon_greedy { dimension: {d} link: LOGISTIC epsilon: 0.05 max_feature_norm: 1.3 }"},
+      {"thompson", "thompson { likelihood: BERNOULLI } num_arms: {k}"},
   };
   nlohmann::json results = nlohmann::json::array();
   for (const auto& [name, config] : policies) {
@@ -160,8 +169,8 @@ absl::StatusOr<nlohmann::json> RunPositionBias(absl::string_view env, const SimA
     auto [mean, std] = CurveMeanStd(curves);
     auto [slot_mean, slot_std] = CurveMeanStd(per_slot);
     results.push_back({{"algo", name},
-                       {"regret_mean", Downsample(mean)},
-                       {"regret_std", Downsample(std)},
+                       {"regret_curve", Downsample(mean)},
+                       {"regret_curve_std", Downsample(std)},
                        {"final_regret_per_slot_mean", slot_mean},
                        {"final_regret_per_slot_std", slot_std},
                        {"best_action_on_slot0_last10pct", MeanStd(slot0).first},
@@ -169,7 +178,7 @@ absl::StatusOr<nlohmann::json> RunPositionBias(absl::string_view env, const SimA
   }
   return nlohmann::json{{"env", std::string(env)},
                         {"params",
-                         {{"rounds", *rounds},
+                         {{"T", *rounds},
                           {"seeds", *seeds},
                           {"actions", *actions},
                           {"slots", *slots},

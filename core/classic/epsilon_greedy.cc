@@ -1,5 +1,8 @@
 #include "core/classic/epsilon_greedy.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "core/validate.h"
 
 namespace bandit {
@@ -23,31 +26,46 @@ double EpsilonGreedy::CurrentEpsilon() const {
   return epsilon_ / (1.0 + decay_ * static_cast<double>(t_));
 }
 
-Vector EpsilonGreedy::Probabilities() const {
+Vector EpsilonGreedy::Probabilities(std::span<const char> allowed) const {
   const int k = arms_.size();
   const double eps = CurrentEpsilon();
-  const double best = stats_.means.maxCoeff();
-  const double ties = (stats_.means.array() == best).count();
-  Vector p = Vector::Constant(k, eps / k);
-  for (int i = 0; i < k; ++i)
+  const double best = BestAllowedMean(allowed);
+  const int n = CountAllowed(allowed, k);
+  int ties = 0;
+  for (int i = 0; i < k; ++i) ties += IsAllowed(allowed, i) && stats_.means[i] == best;
+  Vector p = Vector::Zero(k);
+  for (int i = 0; i < k; ++i) {
+    if (!IsAllowed(allowed, i)) continue;
+    p[i] = eps / n;
     if (stats_.means[i] == best) p[i] += (1.0 - eps) / ties;
+  }
   return p;
+}
+
+double EpsilonGreedy::BestAllowedMean(std::span<const char> allowed) const {
+  double best = -std::numeric_limits<double>::infinity();
+  for (int i = 0; i < arms_.size(); ++i)
+    if (IsAllowed(allowed, i)) best = std::max(best, stats_.means[i]);
+  return best;
 }
 
 absl::StatusOr<Decision> EpsilonGreedy::Select(const SelectContext& ctx) {
   const int k = arms_.size();
   if (k == 0)
     return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
-  const Vector p = Probabilities();
+  const std::span<const char> allowed = ctx.allowed_arms;
+  if (auto s = CheckAllowedArms(allowed, k); !s.ok()) return s;
+  const Vector p = Probabilities(allowed);
+  const double best = BestAllowedMean(allowed);
   Decision d;
   if (rng_.Uniform() < CurrentEpsilon()) {
-    d.arm = static_cast<int>(rng_.UniformInt(k));
+    d.arm = NthAllowed(allowed, static_cast<int>(rng_.UniformInt(CountAllowed(allowed, k))));
   } else {
-    const double best = stats_.means.maxCoeff();
-    const int ties = static_cast<int>((stats_.means.array() == best).count());
+    int ties = 0;
+    for (int i = 0; i < k; ++i) ties += IsAllowed(allowed, i) && stats_.means[i] == best;
     int pick = static_cast<int>(rng_.UniformInt(ties));
     for (int i = 0; i < k; ++i)
-      if (stats_.means[i] == best && pick-- == 0) {
+      if (IsAllowed(allowed, i) && stats_.means[i] == best && pick-- == 0) {
         d.arm = i;
         break;
       }
@@ -55,7 +73,7 @@ absl::StatusOr<Decision> EpsilonGreedy::Select(const SelectContext& ctx) {
   ++t_;
   d.arm_id = arms_.id(d.arm);
   d.propensity = p[d.arm];
-  d.estimated_gap = stats_.means.maxCoeff() - stats_.means[d.arm];
+  d.estimated_gap = best - stats_.means[d.arm];
   if (ctx.want_scores) {
     d.scores = p;
     d.score_kind = bandit::v1::PROBABILITY;

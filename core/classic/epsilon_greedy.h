@@ -28,11 +28,14 @@ class EpsilonGreedy final : public Policy {
   int64_t StateBytes() const override;
 
   // Selection probabilities at the current state (sums to 1).
-  Vector Probabilities() const;
+  // Every arm's probability of being chosen among the allowed arms (SelectContext::allowed_arms;
+  // empty = all): eps spread evenly over them, 1 - eps over the allowed arms of highest mean.
+  Vector Probabilities(std::span<const char> allowed = {}) const;
   double CurrentEpsilon() const;
 
  private:
   EpsilonGreedy(ArmSet arms, double epsilon, double decay, uint64_t seed);
+  double BestAllowedMean(std::span<const char> allowed) const;
 
   ArmSet arms_;
   double epsilon_, decay_;

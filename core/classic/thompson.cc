@@ -146,10 +146,10 @@ Vector Thompson::ArgmaxProbabilities() const {
   return Posteriors().All();
 }
 
-int Thompson::ArgMax(const Vector& v) {
-  int best = 0;
-  for (int i = 1; i < v.size(); ++i)
-    if (v[i] > v[best]) best = i;
+int Thompson::ArgMax(const Vector& v, std::span<const char> allowed) {
+  int best = NthAllowed(allowed, 0);
+  for (int i = best + 1; i < v.size(); ++i)
+    if (IsAllowed(allowed, i) && v[i] > v[best]) best = i;
   return best;
 }
 
@@ -157,10 +157,15 @@ absl::StatusOr<Decision> Thompson::Select(const SelectContext& ctx) {
   const int k = arms_.size();
   if (k == 0)
     return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
+  const std::span<const char> allowed = ctx.allowed_arms;
+  if (auto s = CheckAllowedArms(allowed, k); !s.ok()) return s;
+  const bool masked = CountAllowed(allowed, k) < k;
+  // Every arm is drawn, allowed or not (the random stream does not depend on the mask); the
+  // argmax is over the allowed ones, whose draws are independent of the others'.
   Vector theta(k);
   for (int i = 0; i < k; ++i) theta[i] = Draw(rng_, i);  // theta_i ~ posterior_i
   Decision d;
-  d.arm = ArgMax(theta);
+  d.arm = ArgMax(theta, allowed);
   d.arm_id = arms_.id(d.arm);
   ++rounds_;
   if (samples_ > 0) {
@@ -174,9 +179,33 @@ absl::StatusOr<Decision> Thompson::Select(const SelectContext& ctx) {
       Vector draw(k);
       for (int s = 0; s < samples_; ++s) {
         for (int i = 0; i < k; ++i) draw[i] = Draw(local, i);
-        wins[ArgMax(draw)] += 1.0;
+        wins[ArgMax(draw, allowed)] += 1.0;
       }
       p = wins / static_cast<double>(samples_ + 1);
+    } else if (masked) {
+      // P(arm i is the argmax of the allowed arms' draws): the same integral over the allowed
+      // arms' posteriors only (uncached: the mask changes from one decision to the next).
+      const ArgmaxPosteriors shapes = PosteriorShapes();
+      std::vector<int> slot_of;
+      for (int i = 0; i < k; ++i)
+        if (IsAllowed(allowed, i)) slot_of.push_back(i);
+      const int n = static_cast<int>(slot_of.size());
+      Vector first(n), second(n);
+      int chosen = 0;
+      for (int j = 0; j < n; ++j) {
+        first[j] = shapes.first[slot_of[j]];
+        second[j] = shapes.second[slot_of[j]];
+        if (slot_of[j] == d.arm) chosen = j;
+      }
+      const ArgmaxProbability sub(
+          shapes.beta ? ArgmaxProbability::Family::kBeta : ArgmaxProbability::Family::kNormal,
+          first, second);
+      p = Vector::Zero(k);
+      if (ctx.want_scores) {
+        const Vector all = sub.All();
+        for (int j = 0; j < n; ++j) p[slot_of[j]] = all[j];
+      }
+      p[d.arm] = std::max(sub.Of(chosen), kPropensityFloor);
     } else {
       const ArgmaxProbability& posteriors = Posteriors();
       if (ctx.want_scores && !ctx.posteriors_suffice) {
@@ -192,7 +221,8 @@ absl::StatusOr<Decision> Thompson::Select(const SelectContext& ctx) {
       p[d.arm] = std::max(p[d.arm], kPropensityFloor);
     }
     d.propensity = p[d.arm];
-    if (ctx.want_scores && ctx.posteriors_suffice && method_ != PropensityMethod::kMonteCarlo) {
+    if (ctx.want_scores && ctx.posteriors_suffice && !masked &&
+        method_ != PropensityMethod::kMonteCarlo) {
       // The vector is a quadrature per arm: the caller computes it from the posteriors when it
       // needs it (ArgmaxProbabilities), the served decision needs only its own arm's.
       d.argmax_posteriors = PosteriorShapes();
@@ -208,7 +238,10 @@ absl::StatusOr<Decision> Thompson::Select(const SelectContext& ctx) {
     }
   }
   const Vector means = PosteriorMeans();
-  d.estimated_gap = means.maxCoeff() - means[d.arm];
+  double best_mean = -std::numeric_limits<double>::infinity();
+  for (int i = 0; i < k; ++i)
+    if (IsAllowed(allowed, i)) best_mean = std::max(best_mean, means[i]);
+  d.estimated_gap = best_mean - means[d.arm];
   d.diagnostics = {{"sample", theta[d.arm]}, {"mean", means[d.arm]}, {"pulls", counts_[d.arm]}};
   return d;
 }

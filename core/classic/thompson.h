@@ -83,7 +83,8 @@ class Thompson final : public Policy {
   ArgmaxPosteriors PosteriorShapes() const;
 
   double Draw(Rng& rng, int arm) const;
-  static int ArgMax(const Vector& v);
+  // The allowed entry of largest value, lowest index on ties (allowed empty: every entry).
+  static int ArgMax(const Vector& v, std::span<const char> allowed = {});
 
   ArmSet arms_;
   Likelihood likelihood_;

@@ -41,10 +41,12 @@ absl::StatusOr<Decision> Ucb1::Select(const SelectContext& ctx) {
   const int k = arms_.size();
   if (k == 0)
     return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
+  const std::span<const char> allowed = ctx.allowed_arms;
+  if (auto s = CheckAllowedArms(allowed, k); !s.ok()) return s;
   const Vector idx = Indices();
-  int best = 0;
-  for (int i = 1; i < k; ++i)
-    if (idx[i] > idx[best]) best = i;  // strict: lowest slot wins ties (untried arms in order)
+  int best = NthAllowed(allowed, 0);
+  for (int i = best + 1; i < k; ++i)  // strict: lowest slot wins ties (untried arms in order)
+    if (IsAllowed(allowed, i) && idx[i] > idx[best]) best = i;
   ++rounds_;
   Decision d;
   d.arm = best;
@@ -53,7 +55,8 @@ absl::StatusOr<Decision> Ucb1::Select(const SelectContext& ctx) {
   if (stats_.counts[best] > 0) {
     double max_mean = -std::numeric_limits<double>::infinity();
     for (int i = 0; i < k; ++i)
-      if (stats_.counts[i] > 0) max_mean = std::max(max_mean, stats_.means[i]);
+      if (IsAllowed(allowed, i) && stats_.counts[i] > 0)
+        max_mean = std::max(max_mean, stats_.means[i]);
     d.estimated_gap = max_mean - stats_.means[best];
   }  // else: no estimate for an untried arm, gap stays NaN
   if (ctx.want_scores) {

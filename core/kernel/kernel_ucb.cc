@@ -1,6 +1,8 @@
 #include "core/kernel/kernel_ucb.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/validate.h"
 
@@ -90,22 +92,26 @@ absl::StatusOr<Decision> KernelUcbPolicy::Select(const SelectContext& ctx) {
   const int k = arms_.size();
   if (k == 0)
     return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
+  const std::span<const char> allowed = ctx.allowed_arms;
+  if (auto s = CheckAllowedArms(allowed, k); !s.ok()) return s;
   EnsurePosterior();
   Decision d;
   double best_ucb = -std::numeric_limits<double>::infinity();
-  // u_t(x_i) for every arm; argmax with ties to the lowest slot (eq. 3 / eq. 4).
+  // u_t(x_i) for every arm; argmax over the allowed ones with ties to the lowest slot
+  // (eq. 3 / eq. 4).
   Vector ucb(k);
   for (int i = 0; i < k; ++i) {
     ucb[i] = mean_[i] + beta_ * std::sqrt(var_[i]);
-    if (ucb[i] > best_ucb) {
+    if (IsAllowed(allowed, i) && ucb[i] > best_ucb) {
       best_ucb = ucb[i];
       d.arm = i;
     }
   }
   if (total_ == 0) {
-    // Fig. 1, first line: "Select uniformly at random x_1".
-    d.arm = static_cast<int>(rng_.UniformInt(k));
-    d.propensity = 1.0 / k;
+    // Fig. 1, first line: "Select uniformly at random x_1" (among the allowed arms).
+    const int n = CountAllowed(allowed, k);
+    d.arm = NthAllowed(allowed, static_cast<int>(rng_.UniformInt(n)));
+    d.propensity = 1.0 / n;
   } else {
     d.propensity = 1.0;
   }
@@ -116,7 +122,10 @@ absl::StatusOr<Decision> KernelUcbPolicy::Select(const SelectContext& ctx) {
         "every arm's upper confidence bound is NaN, expected a finite posterior; reset the "
         "instance");
   d.arm_id = arms_.id(d.arm);
-  d.estimated_gap = mean_.maxCoeff() - mean_[d.arm];
+  double best_mean = -std::numeric_limits<double>::infinity();
+  for (int i = 0; i < k; ++i)
+    if (IsAllowed(allowed, i)) best_mean = std::max(best_mean, mean_[i]);
+  d.estimated_gap = best_mean - mean_[d.arm];
   if (ctx.want_scores) {
     d.scores = std::move(ucb);
     d.score_kind = bandit::v1::UPPER_CONFIDENCE_BOUND;

@@ -168,15 +168,20 @@ absl::StatusOr<Decision> MixturePolicy::Select(const SelectContext& ctx) {
   const int m = arms_.size();
   if (m == 0)
     return absl::FailedPreconditionError("the arm set is empty, expected at least one arm");
+  const std::span<const char> allowed = ctx.allowed_arms;
+  if (auto s = CheckAllowedArms(allowed, m); !s.ok()) return s;
   Decision d;
   Vector p;
   if (InWarmStart()) {
-    // Algorithm 1 line 2: M samples per arm, deterministic round-robin over the least-sampled arms.
-    const double least = stats_.counts().minCoeff();
-    int pick = 0;
+    // Algorithm 1 line 2: M samples per arm, deterministic round-robin over the least-sampled
+    // (allowed) arms.
+    double least = std::numeric_limits<double>::infinity();
+    for (int j = 0; j < m; ++j)
+      if (IsAllowed(allowed, j)) least = std::min(least, stats_.counts()[j]);
+    int pick = NthAllowed(allowed, 0);
     for (int k = 0; k < m; ++k) {
       const int j = static_cast<int>((rr_ + k) % m);
-      if (stats_.counts()[j] == least) {
+      if (IsAllowed(allowed, j) && stats_.counts()[j] == least) {
         pick = j;
         break;
       }
@@ -190,6 +195,19 @@ absl::StatusOr<Decision> MixturePolicy::Select(const SelectContext& ctx) {
     Vector arm_gap;
     std::vector<std::pair<std::string, double>> diag;
     p = ComputeDistribution(&diag, &arm_gap);
+    if (CountAllowed(allowed, m) < m) {
+      // The mixture conditioned on the allowed arms: alpha_i / sum of the allowed alpha_j
+      // (uniform over them if the mixture gives them no mass).
+      for (int j = 0; j < m; ++j)
+        if (!IsAllowed(allowed, j)) p[j] = 0.0;
+      const double mass = p.sum();
+      if (mass > 0) {
+        p /= mass;
+      } else {
+        for (int j = 0; j < m; ++j) p[j] = IsAllowed(allowed, j) ? 1.0 : 0.0;
+        p /= p.sum();
+      }
+    }
     probs_ = p;
     d.arm = rng_.Categorical(p);
     d.propensity = p[d.arm];

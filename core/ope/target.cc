@@ -7,28 +7,38 @@
 namespace bandit::ope {
 namespace {
 
-// The policy's slot of each logged arm (arm sets), or an error naming what does not match.
+// The policy's slot of each logged arm (arm sets), or an error naming what does not match. The
+// logged arms may be a subset of the policy's (a decision among the arms not excluded, or a
+// later slot of a multi-slot decision): *allowed then marks them, the policy's mask for the
+// same choice.
 absl::StatusOr<std::vector<int>> SlotsOf(const Policy& policy, const LoggedContext& ctx,
-                                         const std::string& who) {
+                                         const std::string& who, std::vector<char>* allowed) {
   const std::vector<std::string> own = policy.ArmIds();
   const std::vector<std::string>& logged = *ctx.arm_ids;
-  if (own.size() != logged.size())
+  if (own.size() < logged.size())
     return absl::InvalidArgumentError(absl::StrCat(
         who, " has ", own.size(), " arms, the logged decision was among ", logged.size()));
   std::vector<int> slots;
   slots.reserve(logged.size());
+  allowed->assign(own.size(), 0);
   for (size_t i = 0; i < logged.size(); ++i) {
-    // The common case: the same order.
-    if (own[i] == logged[i]) {
-      slots.push_back(static_cast<int>(i));
-      continue;
+    int slot = -1;
+    if (i < own.size() && own[i] == logged[i]) {  // the common case: the same order
+      slot = static_cast<int>(i);
+    } else {
+      auto it = std::find(own.begin(), own.end(), logged[i]);
+      if (it == own.end())
+        return absl::InvalidArgumentError(
+            absl::StrCat(who, " has no arm '", logged[i], "' that the logged decision had"));
+      slot = static_cast<int>(it - own.begin());
     }
-    auto it = std::find(own.begin(), own.end(), logged[i]);
-    if (it == own.end())
+    if ((*allowed)[slot])
       return absl::InvalidArgumentError(
-          absl::StrCat(who, " has no arm '", logged[i], "' that the logged decision had"));
-    slots.push_back(static_cast<int>(it - own.begin()));
+          absl::StrCat("the logged decision lists arm '", logged[i], "' twice"));
+    (*allowed)[slot] = 1;
+    slots.push_back(slot);
   }
+  if (logged.size() == own.size()) allowed->clear();  // every arm: no mask
   return slots;
 }
 
@@ -40,6 +50,7 @@ absl::StatusOr<Target> TargetDistribution(Policy& policy, const LoggedContext& c
   SelectContext select;
   select.want_scores = true;
   std::vector<int> slot_of_action;  // arm set: the policy's slot of each logged action
+  std::vector<char> allowed;        // arm set: the logged arms, when a subset of the policy's
   switch (policy.context_kind()) {
     case ContextKind::kCandidates:
       if (ctx.actions.empty())
@@ -57,9 +68,10 @@ absl::StatusOr<Target> TargetDistribution(Policy& policy, const LoggedContext& c
       if (ctx.arm_ids == nullptr || ctx.arm_ids->empty())
         return absl::InvalidArgumentError(
             absl::StrCat(who, " chooses among its arms, the logged decision has no arm ids"));
-      auto slots = SlotsOf(policy, ctx, who);
+      auto slots = SlotsOf(policy, ctx, who, &allowed);
       if (!slots.ok()) return slots.status();
       slot_of_action = *std::move(slots);
+      select.allowed_arms = allowed;
       break;
     }
   }
@@ -74,8 +86,11 @@ absl::StatusOr<Target> TargetDistribution(Policy& policy, const LoggedContext& c
     auto it = std::find(slot_of_action.begin(), slot_of_action.end(), policy_index);
     return it == slot_of_action.end() ? -1 : static_cast<int>(it - slot_of_action.begin());
   };
+  const Eigen::Index scored = slot_of_action.empty()
+                                  ? n
+                                  : static_cast<Eigen::Index>(policy.ArmIds().size());
   const bool exact_vector = decision->score_kind == bandit::v1::PROBABILITY &&
-                            decision->scores.size() == n && decision->scores.allFinite();
+                            decision->scores.size() == scored && decision->scores.allFinite();
   if (exact_vector) {
     if (slot_of_action.empty()) {
       out.pi = decision->scores;

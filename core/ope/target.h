@@ -18,7 +18,9 @@ namespace bandit::ope {
 struct LoggedContext {
   std::span<const Vector> actions;                    // candidate vectors (one per action)
   const Vector* x = nullptr;                          // input x (point policies)
-  const std::vector<std::string>* arm_ids = nullptr;  // arm set, in the logged action order
+  // Arm set: the logged decision's arms, in its action order; a subset of the policy's arms when
+  // the decision was among the arms not excluded (or a later slot of a multi-slot decision).
+  const std::vector<std::string>* arm_ids = nullptr;
   int num_actions = 0;
 };
 

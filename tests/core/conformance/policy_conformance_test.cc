@@ -10,7 +10,10 @@
 //      stays within what it reached by round 10^3 where bounded, and does grow where it says
 //      it grows; the snapshot's encoded size is held to the same (an independent measure);
 //   5. bad shapes and non-finite numbers are refused with INVALID_ARGUMENT;
-//   6. the footprint a served policy declares from its config (core/footprint.h), which the
+//   6. a finite-arm policy chooses only among the arms SelectContext::allowed_arms allows, with
+//      a probability vector over them alone, and decides with every arm allowed exactly as
+//      without a mask;
+//   7. the footprint a served policy declares from its config (core/footprint.h), which the
 //      server admits instances with before building them, bounds StateBytes(): at every round
 //      up to 10^4 where the state is constant or bounded, and when built where it grows; and
 //      for a constant state it is the exact figure (within kFootprintSlack).
@@ -312,6 +315,26 @@ std::vector<BadCall> BadSelects(const World& w) {
   return out;
 }
 
+// Allowed-arm masks a finite-arm policy must refuse: the wrong length, or no arm allowed.
+std::vector<BadCall> BadMasks(int arms) {
+  std::vector<BadCall> out;
+  auto select = [](std::vector<char> mask) {
+    return [mask](Policy& p) {
+      SelectContext ctx;
+      ctx.allowed_arms = mask;
+      return p.Select(ctx).status();
+    };
+  };
+  const auto inv = absl::StatusCode::kInvalidArgument;
+  out.push_back({"Select with an allowed-arms mask one longer than the arm set", inv,
+                 select(std::vector<char>(arms + 1, 1))});
+  if (arms > 1)  // (an empty mask means every arm)
+    out.push_back({"Select with an allowed-arms mask one shorter than the arm set", inv,
+                   select(std::vector<char>(arms - 1, 1))});
+  out.push_back({"Select with every arm excluded", inv, select(std::vector<char>(arms, 0))});
+  return out;
+}
+
 // Variations of `good` (a valid observation of a fresh decision) that must be refused.
 std::vector<BadCall> BadUpdates(const World& w, const Observation& good) {
   std::vector<BadCall> out;
@@ -427,6 +450,9 @@ TEST_P(Conformance, RefusedCallsLeaveTheStateUnchanged) {
     ASSERT_TRUE(s.ok() || fixed_arm_set) << "a valid new arm was refused: " << s;
   }
   for (auto& c : BadArmChanges(*policy_, *world_, fixed_arm_set)) calls.push_back(std::move(c));
+  if (world_->kind() == ContextKind::kNone)
+    for (auto& c : BadMasks(static_cast<int>(policy_->ArmIds().size())))
+      calls.push_back(std::move(c));
   ASSERT_GE(calls.size(), 4u);
 
   // Each call is compared with the state just before it, so a failure names the call that
@@ -508,11 +534,11 @@ TEST_P(Conformance, SelectReadsOnlyWhereDeclared) {
   }
 }
 
-// Check 6's tolerance: a declared footprint may exceed a constant state's StateBytes() by this
+// Check 7's tolerance: a declared footprint may exceed a constant state's StateBytes() by this
 // much (a formula may count a scalar or an engine the policy does not keep in every form).
 constexpr int64_t kFootprintSlack = 64;
 
-// Check 4: state bytes against the rounds, as the example declares; and check 6, the declared
+// Check 4: state bytes against the rounds, as the example declares; and check 7, the declared
 // footprint against them.
 TEST_P(Conformance, StateBytesFollowTheDeclaredGrowth) {
   const StateGrowth growth = GetParam().growth;
@@ -576,6 +602,67 @@ TEST_P(Conformance, StateBytesFollowTheDeclaredGrowth) {
     EXPECT_EQ(policy_->StateBytes(), bytes_1e3);
     EXPECT_LE(Snapshot(*policy_).size(), snapshot_1e3 + kCounterSlack);
   }
+}
+
+// Check 6: the allowed-arms mask. Random masks (at least one arm each) over 300 rounds: the
+// chosen arm is allowed, a probability vector gives the others 0 and sums to 1 over the allowed
+// ones, and the propensity is the chosen arm's entry.
+TEST_P(Conformance, ChoosesOnlyAllowedArms) {
+  if (world_->kind() != ContextKind::kNone) GTEST_SKIP() << "not a finite-arm policy";
+  const int k = static_cast<int>(policy_->ArmIds().size());
+  std::mt19937_64 gen(kSeed);
+  Run(*policy_, *world_, 20);
+  for (int t = 0; t < 300 && !HasFailure(); ++t) {
+    std::vector<char> mask(k, 0);
+    for (auto& m : mask) m = static_cast<char>(gen() % 2);
+    mask[gen() % k] = 1;
+    SelectContext ctx = world_->NextContext(/*want_scores=*/true);
+    ctx.allowed_arms = mask;
+    auto d = policy_->Select(ctx);
+    ASSERT_TRUE(d.ok()) << "round " << t << ": " << d.status();
+    ASSERT_GE(d->arm, 0);
+    ASSERT_LT(d->arm, k);
+    ASSERT_TRUE(mask[d->arm]) << "round " << t << ": chose excluded arm " << d->arm;
+    EXPECT_EQ(d->arm_id, policy_->ArmIds()[d->arm]);
+    if (d->score_kind == v1::PROBABILITY) {
+      ASSERT_EQ(d->scores.size(), k);
+      double allowed_sum = 0;
+      for (int i = 0; i < k; ++i) {
+        if (!mask[i]) {
+          EXPECT_EQ(d->scores[i], 0.0) << "round " << t << ": excluded arm " << i;
+        }
+        allowed_sum += mask[i] ? d->scores[i] : 0.0;
+      }
+      EXPECT_NEAR(allowed_sum, 1.0, 1e-5) << "round " << t;
+      EXPECT_NEAR(d->scores[d->arm], d->propensity, 1e-5) << "round " << t;
+    }
+    if (!std::isnan(d->propensity)) {
+      EXPECT_GT(d->propensity, 0.0) << "round " << t;
+      EXPECT_LE(d->propensity, 1.0) << "round " << t;
+    }
+    ASSERT_TRUE(policy_->Update(world_->Observe(*d)).ok());
+  }
+}
+
+// ...and with every arm allowed it decides exactly as without a mask (journals written before
+// masks existed replay the same).
+TEST_P(Conformance, EveryArmAllowedDecidesAsNoMask) {
+  if (world_->kind() != ContextKind::kNone) GTEST_SKIP() << "not a finite-arm policy";
+  auto twin = Make();
+  ASSERT_NE(twin, nullptr);
+  World twin_world = *world_;
+  const std::vector<char> all(policy_->ArmIds().size(), 1);
+  for (int t = 0; t < 100 && !HasFailure(); ++t) {
+    const Decision a = Round(*policy_, *world_, t);
+    SelectContext ctx = twin_world.NextContext(/*want_scores=*/t % 5 == 0);
+    ctx.allowed_arms = all;
+    auto b = twin->Select(ctx);
+    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_EQ(a.arm, b->arm) << "round " << t;
+    ASSERT_TRUE(SameNumber(a.propensity, b->propensity)) << "round " << t;
+    ASSERT_TRUE(twin->Update(twin_world.Observe(*b)).ok());
+  }
+  EXPECT_TRUE(SameState(Snapshot(*policy_), Snapshot(*twin)));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllRegistered, Conformance, ::testing::ValuesIn(AllCases()),

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/classic/epsilon_greedy.h"
+#include "core/footprint.h"
 #include "core/classic/linucb.h"
 #include "core/classic/thompson.h"
 #include "core/classic/ucb1.h"
@@ -28,7 +29,8 @@ const std::vector<PolicyRegistration>& RegisteredPolicies() {
       {PolicyConfig::kEpsilonGreedy,
        "epsilon_greedy",
        &MakeEpsilonGreedy,
-       {{"epsilon_greedy { epsilon: 0.3 } num_arms: 3", StateGrowth::kConstant}}},
+       {{"epsilon_greedy { epsilon: 0.3 } num_arms: 3", StateGrowth::kConstant}},
+       &footprint::EpsilonGreedy},
       {PolicyConfig::kGlbOmd,
        "glb_omd",
        &glb::MakeGlbOmd,
@@ -38,26 +40,31 @@ const std::vector<PolicyRegistration>& RegisteredPolicies() {
         {"glb_omd { dimension: 3 covariance: COVARIANCE_DIAGONAL }", StateGrowth::kConstant},
         // A small S keeps the diagonal form's projection (28b) active.
         {"glb_omd { dimension: 3 covariance: COVARIANCE_DIAGONAL s: 0.05 link: GAUSSIAN }",
-         StateGrowth::kConstant}}},
+         StateGrowth::kConstant}},
+       &footprint::GlbOmd},
       {PolicyConfig::kDomdGlb,
        "domd_glb",
        &glb::MakeDomdGlb,
-       {{"domd_glb { dimension: 3 gamma: 0.9 }", StateGrowth::kConstant}}},
+       {{"domd_glb { dimension: 3 gamma: 0.9 }", StateGrowth::kConstant}},
+       &footprint::DomdGlb},
       {PolicyConfig::kGlmUcb,
        "glm_ucb",
        &glb::MakeGlmUcb,
        {{"glm_ucb { dimension: 3 }", StateGrowth::kGrows},
         {"glm_ucb { dimension: 3 window: 40 }", StateGrowth::kBounded},
-        {"glm_ucb { dimension: 3 bonus: FILIPPI window: 40 }", StateGrowth::kBounded}}},
+        {"glm_ucb { dimension: 3 bonus: FILIPPI window: 40 }", StateGrowth::kBounded}},
+       &footprint::GlmUcb},
       {PolicyConfig::kGlmEpsilonGreedy,
        "glm_epsilon_greedy",
        &glb::MakeGlmEpsilonGreedy,
-       {{"glm_epsilon_greedy { dimension: 3 epsilon: 0.3 }", StateGrowth::kGrows}}},
+       {{"glm_epsilon_greedy { dimension: 3 epsilon: 0.3 }", StateGrowth::kGrows}},
+       &footprint::GlmEpsilonGreedy},
       {PolicyConfig::kLinucb,
        "linucb",
        &MakeLinUcb,
        {{"linucb { dimension: 3 }", StateGrowth::kConstant},
-        {"linucb { dimension: 3 covariance: COVARIANCE_DIAGONAL }", StateGrowth::kConstant}}},
+        {"linucb { dimension: 3 covariance: COVARIANCE_DIAGONAL }", StateGrowth::kConstant}},
+       &footprint::LinUcb},
       {PolicyConfig::kThompson,
        "thompson",
        &MakeThompson,
@@ -65,8 +72,10 @@ const std::vector<PolicyRegistration>& RegisteredPolicies() {
         {"thompson { propensity_samples: 0 } num_arms: 3", StateGrowth::kConstant},
         {"thompson { likelihood: GAUSSIAN propensity_method: MONTE_CARLO propensity_samples: 50 } "
          "num_arms: 3",
-         StateGrowth::kConstant}}},
-      {PolicyConfig::kUcb1, "ucb1", &MakeUcb1, {{"ucb1 {} num_arms: 3", StateGrowth::kConstant}}},
+         StateGrowth::kConstant}},
+       &footprint::Thompson},
+      {PolicyConfig::kUcb1, "ucb1", &MakeUcb1, {{"ucb1 {} num_arms: 3", StateGrowth::kConstant}},
+       &footprint::Ucb1},
       {PolicyConfig::kOks,
        "oks",
        &MakeOks,
@@ -80,7 +89,8 @@ const std::vector<PolicyRegistration>& RegisteredPolicies() {
          StateGrowth::kConstant},
         {"oks { variant: IOKS dimension: 2 kernels { bandwidth: 1 } kernels { kind: LAPLACIAN "
          "bandwidth: 1 } support_budget: 8 }",
-         StateGrowth::kBounded}}},
+         StateGrowth::kBounded}},
+       &footprint::Oks},
       {PolicyConfig::kMixture,
        "mixture",
        &MakeMixture,
@@ -101,7 +111,8 @@ const std::vector<PolicyRegistration>& RegisteredPolicies() {
          StateGrowth::kConstant},
         {"mixture { algorithm: ONE_ARM_ORACLE oracle_arm: '1' num_arms: 3 dimension: 2 "
          "reference_mean: [0, 0] reference_covariance: [1, 0, 0, 1] warm_start: 1 }",
-         StateGrowth::kConstant}}},
+         StateGrowth::kConstant}},
+       &footprint::Mixture},
       {PolicyConfig::kBkb,
        "bkb",
        &MakeBkb,
@@ -110,25 +121,30 @@ const std::vector<PolicyRegistration>& RegisteredPolicies() {
          StateGrowth::kConstant},
         {"bkb { dimension: 2 }", StateGrowth::kGrows},
         {"bkb { dimension: 2 resample_every: 10 kernel { kind: MATERN52 } }",
-         StateGrowth::kGrows}}},
+         StateGrowth::kGrows}},
+       &footprint::Bkb},
       {PolicyConfig::kGpUcb,
        "gp_ucb",
        &MakeGpUcb,
        {{"gp_ucb {} arms { id: 'a' features: [0, 1] } arms { id: 'b' features: [1, 0] }",
          StateGrowth::kConstant},
-        {"gp_ucb { dimension: 2 }", StateGrowth::kGrows}}},
+        {"gp_ucb { dimension: 2 }", StateGrowth::kGrows}},
+       &footprint::GpUcb},
       {PolicyConfig::kGloc,
        "gloc",
        &glb::MakeGloc,
-       {{"gloc { dimension: 3 }", StateGrowth::kConstant}}},
+       {{"gloc { dimension: 3 }", StateGrowth::kConstant}},
+       &footprint::Gloc},
       {PolicyConfig::kEcolog,
        "ecolog",
        &glb::MakeEcolog,
-       {{"ecolog { dimension: 3 }", StateGrowth::kConstant}}},
+       {{"ecolog { dimension: 3 }", StateGrowth::kConstant}},
+       &footprint::Ecolog},
       {PolicyConfig::kRestartGlb,
        "restart_glb",
        &glb::MakeNonstationaryGlmUcb,
-       {{"restart_glb { dimension: 3 restart_period: 40 }", StateGrowth::kBounded}}},
+       {{"restart_glb { dimension: 3 restart_period: 40 }", StateGrowth::kBounded}},
+       &footprint::RestartGlb},
   };
   return *registrations;
 }
@@ -196,6 +212,17 @@ absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const PolicyConfig& config,
           "alternatives: glb_omd, domd_glb, gloc, ecolog, restart_glb)"));
   return absl::InvalidArgumentError(absl::StrCat("config.policy case ", config.policy_case(),
                                                  " is not a policy this server knows"));
+}
+
+absl::StatusOr<int64_t> DeclaredStateBytes(const PolicyConfig& config) {
+  if (config.policy_case() == PolicyConfig::POLICY_NOT_SET)
+    return absl::InvalidArgumentError("config.policy is not set, expected one policy config");
+  for (const auto& r : RegisteredPolicies())
+    if (r.config_case == config.policy_case() && r.footprint != nullptr) return r.footprint(config);
+  // A policy the server refuses: CreatePolicy says why.
+  auto p = CreatePolicy(config, 0);
+  if (!p.ok()) return p.status();
+  return absl::InternalError(absl::StrCat("policy '", (*p)->name(), "' declares no footprint"));
 }
 
 absl::Status ReconfigurePolicy(Policy& live, const PolicyConfig& next, uint64_t seed) {

@@ -14,6 +14,9 @@ namespace bandit {
 
 using PolicyFactory = absl::StatusOr<std::unique_ptr<Policy>> (*)(
     const bandit::v1::PolicyConfig& config, uint64_t seed);
+// The bytes a policy's learned state (StateBytes) takes, from its config alone, before it is
+// built (core/footprint.h says what the figure bounds for each kind of growth).
+using PolicyFootprint = int64_t (*)(const bandit::v1::PolicyConfig& config);
 
 // How a policy's state (StateBytes) evolves with the rounds, as its paper promises.
 enum class StateGrowth {
@@ -37,6 +40,9 @@ struct PolicyRegistration {
   // One example per form the factory builds (e.g. BKB over a fixed arm set and over per-request
   // candidates); at least one for every policy, served or simulation-only.
   std::vector<PolicyExample> examples = {};
+  // Required of every served policy (the server admits instances with it; the conformance
+  // suite checks each example against it); simulation-only policies have none.
+  PolicyFootprint footprint = nullptr;
 };
 
 const std::vector<PolicyRegistration>& RegisteredPolicies();
@@ -53,6 +59,10 @@ absl::StatusOr<std::unique_ptr<Policy>> CreateSimPolicy(const bandit::v1::Policy
 // Sim-only policies (above) are refused: they are not served.
 absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const bandit::v1::PolicyConfig& config,
                                                      uint64_t seed);
+
+// The footprint `config`'s policy declares (PolicyRegistration::footprint); INVALID_ARGUMENT
+// as CreatePolicy for a config it would refuse for not naming a served policy.
+absl::StatusOr<int64_t> DeclaredStateBytes(const bandit::v1::PolicyConfig& config);
 
 // Applies `next` to the live policy, keeping what it learned: validates `next` once (by building
 // a policy from it, so `next` stays creatable for a reset or a recovery), then

@@ -12,7 +12,11 @@
 namespace bandit::server {
 
 DecisionService::DecisionService(const Clock* clock, ServiceLimits limits, UidSource* uids)
-    : clock_(clock), uids_(uids), limits_(limits), registry_(limits.max_instances) {}
+    : clock_(clock),
+      uids_(uids),
+      limits_(limits),
+      memory_(std::make_shared<MemoryBudget>(limits.max_memory_bytes)),
+      registry_(limits.max_instances) {}
 
 absl::Status DecisionService::CheckNameFree(const std::string& name) {
   auto existing = registry_.Get(name);
@@ -23,8 +27,10 @@ absl::Status DecisionService::CheckNameFree(const std::string& name) {
 }
 
 absl::Status DecisionService::Register(std::shared_ptr<Instance> inst,
-                                       bandit::v1::JournalRecord rec, bandit::v1::Instance* out,
-                                       uint64_t* written_seq) {
+                                       bandit::v1::JournalRecord rec, MemoryOp op,
+                                       bandit::v1::Instance* out, uint64_t* written_seq) {
+  // What it holds now, charged before it is journaled: a refused instance leaves no record.
+  if (auto s = inst->ChargeTo(memory_, op); !s.ok()) return s;
   if (storage_ != nullptr) {
     // Journaled before anyone can see the instance, so its own records always come after.
     if (auto s = storage_->health(); !s.ok()) return s;
@@ -39,12 +45,21 @@ absl::Status DecisionService::CreateInstance(const bandit::v1::CreateInstanceReq
                                              bandit::v1::Instance* out, uint64_t* written_seq) {
   absl::MutexLock lock(&lifecycle_mu_);
   if (auto s = CheckNameFree(req.name()); !s.ok()) return s;
+  // Admitted by the footprint its config declares, before anything is built (a config that
+  // does not normalize gets Create's own error below).
+  if (auto declared = InstanceState::DeclaredBytes(req, limits_.instance); declared.ok()) {
+    if (auto s = memory_->Admit(*declared, MemoryOp::kCreate,
+                                absl::StrCat("instance '", req.name(), "' (its config declares ",
+                                             *declared, " bytes)"));
+        !s.ok())
+      return s;
+  }
   auto inst = Instance::Create(req, clock_, limits_.instance, uids_->NewUid());
   if (!inst.ok()) return inst.status();
   bandit::v1::JournalRecord rec;
   rec.mutable_create()->set_name(req.name());
   *rec.mutable_create()->mutable_config() = (*inst)->config();
-  return Register(*std::move(inst), std::move(rec), out, written_seq);
+  return Register(*std::move(inst), std::move(rec), MemoryOp::kCreate, out, written_seq);
 }
 
 void DecisionService::AttachStorage(Storage* storage,
@@ -162,11 +177,20 @@ absl::Status DecisionService::ImportInstance(const bandit::v1::ImportInstanceReq
         " (--max_shadows); remove shadows before exporting, or raise the limit"));
   absl::MutexLock lock(&lifecycle_mu_);
   if (auto s = CheckNameFree(snap->name()); !s.ok()) return s;
+  if (auto declared = InstanceState::DeclaredBytes(*snap, limits_.instance); declared.ok()) {
+    if (auto s = memory_->Admit(
+            *declared, MemoryOp::kImport,
+            absl::StrCat("instance '", snap->name(), "' (its snapshot's policy, shadows, ",
+                         snap->pending_size(), " pending decisions and ",
+                         snap->decision_log_size(), " logged decisions)"));
+        !s.ok())
+      return s;
+  }
   auto inst = Instance::FromSnapshot(*snap, clock_, limits_.instance);
   if (!inst.ok()) return inst.status();
   bandit::v1::JournalRecord rec;
   *rec.mutable_import() = *std::move(snap);
-  return Register(*std::move(inst), std::move(rec), out, written_seq);
+  return Register(*std::move(inst), std::move(rec), MemoryOp::kImport, out, written_seq);
 }
 
 absl::Status DecisionService::GetInstance(const bandit::v1::GetInstanceRequest& req,

@@ -15,6 +15,7 @@
 #include "core/classic/argmax_probability.h"
 #include "server/clock.h"
 #include "server/instance_registry.h"
+#include "server/memory_budget.h"
 #include "server/storage/storage.h"
 
 namespace bandit::server {
@@ -27,6 +28,8 @@ struct ServiceLimits {
   // The server's gRPC message limit (--max_message_bytes): ExportInstance refuses, with the
   // way out, a snapshot that would not fit in its response.
   int64_t max_message_bytes = 16 << 20;
+  // The node's memory budget (--max_memory_bytes, server/memory_budget.h); 0 = no limit.
+  int64_t max_memory_bytes = 0;
 };
 
 class DecisionService {
@@ -118,6 +121,8 @@ class DecisionService {
   int64_t ExpireAll();
 
   InstanceRegistry& registry() { return registry_; }
+  // The node's memory budget: every instance this service holds is charged to it.
+  const std::shared_ptr<MemoryBudget>& memory() const { return memory_; }
   const Clock* clock() const { return clock_; }
 
  private:
@@ -125,7 +130,7 @@ class DecisionService {
   absl::Status CheckNameFree(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
   // Journals `rec` (the create or import of `inst`), then makes the instance visible.
   absl::Status Register(std::shared_ptr<Instance> inst, bandit::v1::JournalRecord rec,
-                        bandit::v1::Instance* out, uint64_t* written_seq)
+                        MemoryOp op, bandit::v1::Instance* out, uint64_t* written_seq)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
   // Looks the instance up, applies and journals `change` (a change's record,
   // server/instance_operations.h), describes the result.
@@ -135,6 +140,8 @@ class DecisionService {
   const Clock* clock_;
   UidSource* const uids_;
   const ServiceLimits limits_;
+  // Before registry_: instances share it and release their charge when destroyed.
+  const std::shared_ptr<MemoryBudget> memory_;
   InstanceRegistry registry_;
   // Serializes create/delete/import so the journal's order of lifecycle records matches the
   // registry's (these calls are rare; Select/Update never take it).

@@ -40,6 +40,47 @@ Instance::Instance(std::unique_ptr<InstanceState> state, const Clock* clock,
       sparse_inputs_(state->TakesSparseInputs()),
       state_(std::move(state)) {}
 
+Instance::~Instance() {
+  if (budget_ == nullptr) return;
+  budget_->Charge(-charged_.policy, MemoryKind::kPolicy);
+  budget_->Charge(-charged_.pending, MemoryKind::kPending);
+  budget_->Charge(-charged_.log, MemoryKind::kLog);
+  budget_->Charge(-charged_.shadows, MemoryKind::kShadows);
+  budget_->Charge(-charged_.overhead, MemoryKind::kOverhead);
+}
+
+absl::Status Instance::ChargeTo(std::shared_ptr<MemoryBudget> budget, MemoryOp op) {
+  absl::MutexLock lock(&mu_);
+  if (budget_ != nullptr || budget == nullptr) return absl::OkStatus();
+  const InstanceState::Memory m = state_->MemoryBytes(/*refresh=*/true);
+  // Reserved as one figure (so two instances cannot both take the last room), then told apart
+  // by kind.
+  if (auto s = budget->Reserve(m.total(), MemoryKind::kOverhead, op,
+                               absl::StrCat("instance '", name_, "'"));
+      !s.ok())
+    return s;
+  budget->Charge(-m.total(), MemoryKind::kOverhead);
+  budget_ = std::move(budget);
+  RechargeLocked(false);
+  return absl::OkStatus();
+}
+
+InstanceState::Memory Instance::MemoryBytes() {
+  absl::MutexLock lock(&mu_);
+  return state_->MemoryBytes(/*refresh=*/true);
+}
+
+void Instance::RechargeLocked(bool refresh) {
+  if (budget_ == nullptr) return;
+  const InstanceState::Memory m = state_->MemoryBytes(refresh);
+  budget_->Charge(m.policy - charged_.policy, MemoryKind::kPolicy);
+  budget_->Charge(m.pending - charged_.pending, MemoryKind::kPending);
+  budget_->Charge(m.log - charged_.log, MemoryKind::kLog);
+  budget_->Charge(m.shadows - charged_.shadows, MemoryKind::kShadows);
+  budget_->Charge(m.overhead - charged_.overhead, MemoryKind::kOverhead);
+  charged_ = m;
+}
+
 void Instance::AttachStorage(Storage* storage) {
   absl::MutexLock lock(&mu_);
   storage_ = storage;
@@ -281,9 +322,37 @@ absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, Select
   auto ctx = state_->SelectContextFor(req, in);
   if (!ctx.ok()) return ctx.status();
   if (!replay_event_id) ExpireDueLocked(now, written_seq);
+  // Admitted before the decision is made: what its pending entry and log entry may take.
+  if (budget_ != nullptr && budget_->limited() && !replaying_) {
+    const int64_t bytes = state_->NewDecisionBytes(in);
+    if (auto s = budget_->Admit(
+            bytes, MemoryOp::kSelect,
+            absl::StrCat("a new decision of instance '", name_, "' (its pending decision",
+                         state_->decision_log().enabled() ? " and decision log entry" : "",
+                         "; the instance holds ", charged_.total(), " bytes, ", charged_.pending,
+                         " of them pending decisions)"));
+        !s.ok())
+      return s;
+    const int64_t share = static_cast<int64_t>(static_cast<double>(budget_->limit()) *
+                                               kInstanceDecisionShare);
+    // A decision log at its retention bound does not grow; its pending decisions do.
+    const int64_t held = charged_.pending;
+    if (held + bytes > share) {
+      budget_->CountRefusal(MemoryOp::kSelect);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "a new decision of instance '", name_, "' needs ", bytes,
+          " bytes, but its pending decisions hold ", held,
+          " bytes of the most one instance's may hold, ", share, " (half of the node's memory "
+          "budget, --max_memory_bytes, of ", budget_->limit(),
+          " bytes); send the rewards of its pending decisions (or let them expire: lower "
+          "config.pending.reward_wait_ms) or lower its pending capacity"));
+    }
+  }
   bandit::v1::JournalRecord local;
   bandit::v1::JournalRecord* rec = RecordFor(&local);
-  if (auto s = state_->Select(*ctx, req, in, now, out, rec, replay_event_id); !s.ok()) return s;
+  auto decided = state_->Select(*ctx, req, in, now, out, rec, replay_event_id);
+  RechargeLocked(false);
+  if (!decided.ok()) return decided;
   if (!in.action_of.empty()) {
     WriteNamedDecision(req, in.action_of, out);
     if (req.explain() && feature_space_ && !replay_event_id)
@@ -306,7 +375,9 @@ absl::Status Instance::UpdateLocked(const bandit::v1::UpdateRequest& req, int64_
   if (!replaying_) ExpireDueLocked(now, written_seq);
   bandit::v1::JournalRecord local;
   bandit::v1::JournalRecord* rec = RecordFor(&local);
-  if (auto s = state_->Update(req, *std::move(embedding), now, out, rec); !s.ok()) return s;
+  auto learned = state_->Update(req, *std::move(embedding), now, out, rec);
+  RechargeLocked(false);
+  if (!learned.ok()) return learned;
   return Commit(rec, now, written_seq);
 }
 
@@ -319,7 +390,10 @@ int64_t Instance::ExpireDue() {
 int64_t Instance::ExpireDueLocked(int64_t now, uint64_t* written_seq) {
   bandit::v1::JournalRecord rec;
   const int64_t n = state_->ExpireDue(now, &rec);
-  if (n > 0) (void)Commit(&rec, now, written_seq);  // a failure here surfaces on the next write
+  if (n > 0) {
+    RechargeLocked(false);
+    (void)Commit(&rec, now, written_seq);  // a failure here surfaces on the next write
+  }
   return n;
 }
 
@@ -360,7 +434,21 @@ absl::Status Instance::Change(bandit::v1::JournalRecord rec, const Admission& ad
   // An activation after the wait must find the decision expired, as a reward would.
   if (rec.has_activate() && CheckWritable().ok()) ExpireDueLocked(now, written_seq);
   return ChangeLocked(now, written_seq, [&](bandit::v1::JournalRecord* r) {
+    // Admitted before anything is built, from the configs the change implies.
+    if (budget_ != nullptr && budget_->limited()) {
+      if (const int64_t bytes = state_->ChangeBytes(rec); bytes > 0) {
+        const MemoryOp op = rec.has_add_arms()     ? MemoryOp::kAddArms
+                            : rec.has_add_shadow() ? MemoryOp::kAddShadow
+                                                   : MemoryOp::kConfigChange;
+        if (auto s = budget_->Admit(bytes, op,
+                                    absl::StrCat(MemoryOpName(op), " on instance '", name_,
+                                                 "' (which holds ", charged_.total(), " bytes)"));
+            !s.ok())
+          return s;
+      }
+    }
     auto s = ApplyChange(*state_, &admission, now, &rec);
+    RechargeLocked(true);
     if (!s.ok()) return s;
     policy_case_.store(state_->config().policy().policy_case());  // PromoteShadow changes it
     sparse_inputs_.store(state_->TakesSparseInputs());
@@ -450,6 +538,7 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
     }
   }
   replaying_ = false;
+  RechargeLocked(/*refresh=*/IsChange(rec.op_case()));
   if (s.ok()) last_journal_seq_ = rec.seq();
   return s;
 }

@@ -24,6 +24,7 @@
 #include "server/clock.h"
 #include "server/instance_operations.h"
 #include "server/instance_state.h"
+#include "server/memory_budget.h"
 #include "server/storage/storage.h"
 
 namespace bandit::server {
@@ -38,6 +39,18 @@ class Instance {
   // Rebuilds an instance exactly as it was when `snap` was taken (recovery, import).
   static absl::StatusOr<std::shared_ptr<Instance>> FromSnapshot(
       const bandit::v1::InstanceSnapshot& snap, const Clock* clock, const InstanceLimits& limits);
+
+  ~Instance();
+
+  // Charges what the instance holds to `budget` (all or nothing) and keeps the charge current
+  // from then on: every decision is admitted against the budget before it is made, every
+  // change before it is applied (replay is not), and what they added or freed is charged once
+  // they are done. RESOURCE_EXHAUSTED (counted as a refusal of `op`) when the instance does not
+  // fit; nothing is charged then. Released when the instance is destroyed.
+  absl::Status ChargeTo(std::shared_ptr<MemoryBudget> budget, MemoryOp op)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // What the instance holds in memory now (InstanceState::MemoryBytes, all recounted).
+  InstanceState::Memory MemoryBytes() ABSL_LOCKS_EXCLUDED(mu_);
 
   // From now on every change is appended to `storage` before the call returns (nullptr = not
   // durable). For an instance storage already holds (recovery).
@@ -150,6 +163,8 @@ class Instance {
   template <typename Mutation>
   absl::Status ChangeLocked(int64_t now, uint64_t* written_seq, Mutation&& change)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Charges the budget (if any) with what the state holds now minus what was charged.
+  void RechargeLocked(bool refresh) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks the instance can take a change now (not deleted, storage healthy).
   absl::Status CheckWritable() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The commit path, the one place a change becomes durable: appends the record of a change
@@ -196,6 +211,8 @@ class Instance {
   int64_t log_appended_taken_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t log_bytes_taken_ ABSL_GUARDED_BY(mu_) = 0;
   bool replaying_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<MemoryBudget> budget_ ABSL_GUARDED_BY(mu_);
+  InstanceState::Memory charged_ ABSL_GUARDED_BY(mu_);
   std::vector<bandit::v1::JournalRecord*>* held_ ABSL_GUARDED_BY(mu_) = nullptr;
   google::protobuf::Arena* held_arena_ ABSL_GUARDED_BY(mu_) = nullptr;  // owns what held_ points to
 };

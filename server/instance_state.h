@@ -203,6 +203,44 @@ class InstanceState {
     return feature_space_;
   }
 
+  // What the instance holds in memory, by kind, for the node's memory budget
+  // (server/memory_budget.h). Policy and shadows: their StateBytes(); pending: the pending
+  // table's Bytes(); log: the decision log's MemoryBytes(); overhead: kInstanceOverheadBytes and
+  // the config as held. With `refresh` every figure is recounted; without it the policy's and
+  // the shadows' are recounted only where they can change in a round at constant cost (a
+  // policy over candidates or a point input, whose StateBytes() reads sizes; an arm-set
+  // policy's state changes size only with its arms, which `refresh` callers change).
+  struct Memory {
+    int64_t policy = 0, pending = 0, log = 0, shadows = 0, overhead = 0;
+    int64_t total() const { return policy + pending + log + shadows + overhead; }
+  };
+  Memory MemoryBytes(bool refresh);
+  // Memory of an instance outside the figures above: the Instance and InstanceState objects,
+  // its counters, the registry's entry, its empty tables (docs/memory.md has the measurement).
+  static constexpr int64_t kInstanceOverheadBytes = 4096;
+  // The containers of an arm set of `arms` arms that StateBytes() (which counts the ids'
+  // characters and the features) leaves out, in the served policy and in each arm-set shadow:
+  // an id string each, and the id -> slot hash table at up to 16/7 slots per arm (its load
+  // factor after a doubling). Counted in the overhead.
+  static int64_t ArmContainerBytes(int64_t arms);
+  // The footprint `req` declares before anything is built: its normalized config's policy
+  // footprint (core/footprint.h) plus the overhead. The errors of Create for a config that
+  // does not normalize or names no served policy.
+  static absl::StatusOr<int64_t> DeclaredBytes(const bandit::v1::CreateInstanceRequest& req,
+                                               const InstanceLimits& limits);
+  // The same for an instance restored from `snap` (import): its config's, its shadows'
+  // policies', and its pending decisions and decision log as they will be held.
+  static absl::StatusOr<int64_t> DeclaredBytes(const bandit::v1::InstanceSnapshot& snap,
+                                               const InstanceLimits& limits);
+  // The most one more decision over `in` may add: its pending entry (the chosen candidate's
+  // features in each slot, ids, memo) and, with a decision log, its entry (every candidate).
+  int64_t NewDecisionBytes(const SelectInputs& in) const;
+  // The memory the change `rec` (a JournalRecord of ApplyChange) may need beyond what the
+  // instance holds, from configs only: AddArms the arms' share of every policy's footprint,
+  // AddShadow the shadow's policy, Reset and SetMixtureReference a fresh policy (built before
+  // the old one is dropped); 0 for the changes that only free.
+  int64_t ChangeBytes(const bandit::v1::JournalRecord& rec) const;
+
   // Deterministic default seed of an instance: FNV-1a of its name.
   static uint64_t SeedFromName(const std::string& name);
 
@@ -280,6 +318,7 @@ class InstanceState {
   ShadowSet shadows_;
   uint64_t next_seq_ = 1;  // of event ids
   bandit::v1::InstanceStats stats_;
+  Memory memory_;  // the last MemoryBytes()
 };
 
 }  // namespace bandit::server

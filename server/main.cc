@@ -9,6 +9,7 @@
 #include "absl/flags/usage.h"
 #include "absl/synchronization/mutex.h"
 #include "server/log.h"
+#include "server/memory_budget.h"
 #include "server/server.h"
 
 // The largest --max_shadows: every shadow runs in every Select of its instance.
@@ -62,6 +63,11 @@ ABSL_FLAG(int64_t, max_shadows, 8,
           "Max shadow policies per instance (0..1000; 0 refuses every AddShadow). Each shadow "
           "costs about one more policy Select and Update per round. Checked at AddShadow only: "
           "a restart with a lower value keeps the shadows already added");
+ABSL_FLAG(std::string, max_memory_bytes, "",
+          "Memory budget of this node: instances (policy state, pending decisions, decision logs, "
+          "shadows) are admitted against it before anything is allocated, RESOURCE_EXHAUSTED "
+          "beyond. Bytes, with an optional suffix K, M or G; 0 = no limit; empty = 60% of the "
+          "smaller of the machine's memory and the cgroup's limit (docs/memory.md)");
 ABSL_FLAG(int32_t, max_page_size, 1000, "Max ListInstances page size");
 ABSL_FLAG(int64_t, max_named_features, 10000,
           "Max features parsed from one JSON document of a named Select or Update (the context, "
@@ -162,6 +168,12 @@ int main(int argc, char** argv) {
   limits.instance.max_pending_capacity = absl::GetFlag(FLAGS_max_pending_capacity);
   limits.instance.max_name_length = absl::GetFlag(FLAGS_max_name_length);
   limits.instance.max_shadows = absl::GetFlag(FLAGS_max_shadows);
+  auto memory = bandit::server::ParseMemoryBytes(absl::GetFlag(FLAGS_max_memory_bytes));
+  if (!memory.ok()) {
+    BANDIT_LOG_ERROR(memory.status().message());
+    return 2;
+  }
+  limits.max_memory_bytes = *memory;
   limits.instance.named.max_features = absl::GetFlag(FLAGS_max_named_features);
   limits.instance.named.max_namespaces = absl::GetFlag(FLAGS_max_named_namespaces);
   limits.instance.named.max_depth = absl::GetFlag(FLAGS_max_json_depth);

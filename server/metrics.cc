@@ -227,6 +227,39 @@ class InstanceCollector final : public prometheus::Collectable {
     auto& b = build.metric.emplace_back();
     b.label = {{"version", kVersion}, {"git_sha", kGitSha}};
     b.gauge.value = 1;
+
+    // The node's memory budget (server/memory_budget.h) and what is charged to it.
+    const MemoryBudget& memory = *service_->memory();
+    families.reserve(families.size() + 3);
+    MetricFamily& budget = families.emplace_back();
+    budget.name = "bandit_memory_budget_bytes";
+    budget.help = "The node's memory budget (--max_memory_bytes; 0 = no limit).";
+    budget.type = MetricType::Gauge;
+    budget.metric.emplace_back().gauge.value = static_cast<double>(memory.limit());
+    MetricFamily& accounted = families.emplace_back();
+    accounted.name = "bandit_memory_accounted_bytes";
+    accounted.help =
+        "Memory charged to the budget, by kind: policy state, pending decisions, decision logs, "
+        "shadow policies and per-instance overhead (sum them for the total).";
+    accounted.type = MetricType::Gauge;
+    for (int k = 0; k < static_cast<int>(MemoryKind::kCount); ++k) {
+      ClientMetric m;
+      m.label = {{"kind", MemoryKindName(static_cast<MemoryKind>(k))}};
+      m.gauge.value = static_cast<double>(memory.used(static_cast<MemoryKind>(k)));
+      accounted.metric.push_back(std::move(m));
+    }
+    MetricFamily& refusals = families.emplace_back();
+    refusals.name = "bandit_memory_refusals_total";
+    refusals.help =
+        "Requests refused RESOURCE_EXHAUSTED (or instances not loaded) because they did not fit "
+        "in the memory budget, by operation.";
+    refusals.type = MetricType::Counter;
+    for (int o = 0; o < static_cast<int>(MemoryOp::kCount); ++o) {
+      ClientMetric m;
+      m.label = {{"operation", MemoryOpName(static_cast<MemoryOp>(o))}};
+      m.counter.value = static_cast<double>(memory.refusals(static_cast<MemoryOp>(o)));
+      refusals.metric.push_back(std::move(m));
+    }
     return families;
   }
 

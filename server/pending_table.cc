@@ -49,7 +49,42 @@ PendingTable::EventKey PendingTable::EventKey::Of(const std::string& event_id) {
 PendingTable::PendingTable(int64_t capacity)
     : capacity_(capacity), fate_capacity_(std::clamp<int64_t>(capacity, 1024, 1'000'000)) {}
 
+int64_t PendingDecision::HeapBytes() const {
+  // A string's characters are on the heap past the small-string buffer.
+  auto text = [](const std::string& s) {
+    return s.capacity() > 15 ? static_cast<int64_t>(s.capacity()) + 1 : int64_t{0};
+  };
+  int64_t b = text(event_id) + text(arm_id) + text(slot_id) +
+              static_cast<int64_t>((features.size() + memo.size()) * sizeof(double)) +
+              static_cast<int64_t>(sparse_index.capacity() * sizeof(uint32_t) +
+                                   sparse_value.capacity() * sizeof(double)) +
+              static_cast<int64_t>(shadow_scores.capacity() * sizeof(ShadowScore)) +
+              static_cast<int64_t>(slots.capacity() * sizeof(PendingDecision));
+  for (const PendingDecision& s : slots) b += s.HeapBytes();
+  return b;
+}
+
+int64_t PendingTable::BytesPerDecision(int64_t heap_bytes) {
+  // A hash slot (the table keeps at least 1/8 of its slots free and doubles as it grows: up to
+  // 2 slots per decision), the expiry order's entry, the finished event's fate.
+  constexpr int64_t kSlot = sizeof(std::pair<const EventKey, PendingDecision>) + 1;
+  return 2 * kSlot + sizeof(std::pair<int64_t, EventKey>) + 2 * sizeof(EventKey) + heap_bytes;
+}
+
+int64_t PendingTable::Bytes() const {
+  constexpr int64_t kSlot = sizeof(std::pair<const EventKey, PendingDecision>) + 1;
+  constexpr int64_t kFateSlot = sizeof(std::pair<const std::pair<uint64_t, uint64_t>, EventFate>) + 1;
+  constexpr int64_t kOtherFateSlot = sizeof(std::pair<const std::string, EventFate>) + 1;
+  int64_t b = static_cast<int64_t>(by_id_.capacity()) * kSlot +
+              static_cast<int64_t>(order_.size() * sizeof(order_[0])) + heap_bytes_ +
+              static_cast<int64_t>(numbered_fates_.capacity()) * kFateSlot +
+              static_cast<int64_t>(other_fates_.capacity()) * kOtherFateSlot +
+              static_cast<int64_t>(fate_order_.size() * sizeof(EventKey));
+  return b;
+}
+
 void PendingTable::Insert(PendingDecision d) {
+  heap_bytes_ += d.HeapBytes();
   EventKey key = EventKey::Of(d.event_id);
   order_.emplace_back(d.expires_at_ms, key);
   by_id_.emplace(std::move(key), std::move(d));
@@ -73,6 +108,7 @@ std::optional<PendingDecision> PendingTable::Take(const std::string& event_id, E
   RecordFate(event_id, fate);
   PendingDecision d = std::move(it->second);
   by_id_.erase(it);
+  heap_bytes_ -= d.HeapBytes();
   return d;
 }
 
@@ -81,6 +117,7 @@ std::vector<PendingDecision> PendingTable::TakeExpired(int64_t now_ms) {
   while (!order_.empty() && order_.front().first <= now_ms) {
     auto it = by_id_.find(order_.front().second);
     if (it != by_id_.end() && it->second.expires_at_ms == order_.front().first) {
+      heap_bytes_ -= it->second.HeapBytes();
       out.push_back(std::move(it->second));
       by_id_.erase(it);
     }
@@ -123,6 +160,7 @@ void PendingTable::RecordFate(const std::string& event_id, EventFate fate) {
 }
 
 void PendingTable::Clear() {
+  heap_bytes_ = 0;
   by_id_.clear();
   order_.clear();
   numbered_fates_.clear();
@@ -146,20 +184,6 @@ void PendingTable::CompactOrder() {
     if (it != by_id_.end() && it->second.expires_at_ms == e.first) live.push_back(std::move(e));
   }
   order_ = std::move(live);
-}
-
-int64_t PendingTable::Bytes() const {
-  int64_t b = 0;
-  auto bytes = [](const PendingDecision& d) {
-    return static_cast<int64_t>(d.event_id.size() + d.arm_id.size() + d.slot_id.size() +
-                                (d.features.size() + d.memo.size()) * sizeof(double) +
-                                sizeof(PendingDecision));
-  };
-  for (const auto& [key, d] : by_id_) {
-    b += bytes(d);
-    for (const PendingDecision& slot : d.slots) b += bytes(slot);
-  }
-  return b;
 }
 
 void ToRecord(const PendingDecision& p, bandit::v1::PendingDecisionRecord* r) {

@@ -61,6 +61,11 @@ struct PendingDecision {
   int rewards = 0;
   // A slot whose reward was learned.
   bool done = false;
+
+  // Bytes this decision holds on the heap beyond sizeof(PendingDecision): its ids, features,
+  // memo, shadow scores and slots. The pending table's memory accounting counts every field
+  // through this one function (a field added above is counted here).
+  int64_t HeapBytes() const;
 };
 
 // PendingDecision <-> its durable form (snapshots, decided-select journal records).
@@ -98,14 +103,25 @@ class PendingTable {
   void RecordFate(const std::string& event_id, EventFate fate);
   void Clear();
   // Calls f(PendingDecision&) on every pending decision (any order); f must not change the
-  // event id or the expiry time.
+  // event id or the expiry time. (Rare: a reset or a promotion; the held bytes are recounted.)
   template <typename F>
   void ForEach(F&& f) {
-    for (auto& [id, d] : by_id_) f(d);
+    heap_bytes_ = 0;
+    for (auto& [id, d] : by_id_) {
+      f(d);
+      heap_bytes_ += d.HeapBytes();
+    }
   }
   // Pending decisions in expiry order (for snapshots).
   std::vector<const PendingDecision*> InOrder() const;
+  // Bytes the table holds in memory: its hash table's slots (as allocated), the expiry order,
+  // every decision's heap bytes (PendingDecision::HeapBytes) and the memory of finished
+  // events. Constant time (kept as decisions come and go): the server reads it every Select.
+  // FindMutable's changes must not change a decision's HeapBytes.
   int64_t Bytes() const;
+  // What one more decision with `heap_bytes` would add (its slot, its expiry entry, its fate
+  // once finished), for admission before it is made.
+  static int64_t BytesPerDecision(int64_t heap_bytes);
 
  private:
   void CompactOrder();
@@ -128,6 +144,7 @@ class PendingTable {
   };
 
   int64_t capacity_;
+  int64_t heap_bytes_ = 0;  // sum of the pending decisions' HeapBytes()
   absl::flat_hash_map<EventKey, PendingDecision> by_id_;
   // (expires_at_ms, event) in insertion order; may hold ids already taken (skipped lazily,
   // compacted when it grows past twice the live size).

@@ -149,8 +149,22 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
   report->journal_records = read->records;
   report->truncated_bytes = read->truncated_bytes;
 
+  int64_t loaded = 0;
   for (auto& [name, inst] : live) {
+    // Within the node's memory budget, in name order; one that does not fit is left in storage,
+    // untouched, and refused by name until a restart with room loads it.
+    if (auto s = inst->ChargeTo(service_->memory(), MemoryOp::kRecovery); !s.ok()) {
+      BANDIT_LOG_ERROR("instance '", name, "' not loaded at recovery: ", s.message());
+      report->refused.emplace_back(name, std::string(s.message()));
+      service_->registry().Refuse(
+          name, absl::ResourceExhaustedError(absl::StrCat(
+                    "instance '", name, "' is stored but was not loaded at start: ", s.message(),
+                    ". Restart the server with a larger --max_memory_bytes to serve it (deleting "
+                    "it discards it)")));
+      continue;
+    }
     if (auto s = service_->registry().Add(inst); !s.ok()) return s;
+    ++loaded;
   }
   for (const auto& [name, why] : refused) {
     BANDIT_LOG_ERROR("instance '", name, "' refused at recovery: ", why);
@@ -168,11 +182,12 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
         RequestSnapshot(name, std::move(done));
       });
   report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  BANDIT_LOG_INFO("recovered ", live.size(), " instances in ", report->seconds, " s (",
+  BANDIT_LOG_INFO("recovered ", loaded, " instances in ", report->seconds, " s (",
                   report->snapshots_loaded, " snapshots, ", report->journal_records,
                   " journal records, ", report->records_replayed, " replayed, ",
-                  report->truncated_bytes, " torn bytes cut, ", refused.size(),
-                  " refused); durability=", DurabilityName(storage_->mode()));
+                  report->truncated_bytes, " torn bytes cut, ", refused.size(), " refused, ",
+                  live.size() - loaded, " left unloaded for the memory budget); durability=",
+                  DurabilityName(storage_->mode()));
   return absl::OkStatus();
 }
 

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 
@@ -279,9 +280,17 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
   }
   if (s->persistence_) s->persistence_->StartBackground();
   s->sweeper_ = std::thread([srv = s.get()] {
+    auto last_trim = std::chrono::steady_clock::now();
     while (!srv->stop_.WaitForNotificationWithTimeout(
         absl::Milliseconds(srv->options_.expiry_sweep_ms))) {
       srv->service_->ExpireAll();
+      // At the memory budget (something was refused since the last sweep), or once a minute,
+      // the allocator's free pages go back to the system (server/memory_budget.h).
+      if (srv->service_->memory()->TakeRefusedSinceTrim() ||
+          std::chrono::steady_clock::now() - last_trim > std::chrono::minutes(1)) {
+        TrimAllocator();
+        last_trim = std::chrono::steady_clock::now();
+      }
     }
   });
 
@@ -311,7 +320,9 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
       ", max_arms=", l.instance.max_arms,
       ", max_arms_per_request=", l.instance.max_arms_per_request,
       ", max_pending_capacity=", l.instance.max_pending_capacity,
-      ", max_name_length=", l.instance.max_name_length, ", max_shadows=", l.instance.max_shadows);
+      ", max_name_length=", l.instance.max_name_length, ", max_shadows=", l.instance.max_shadows,
+      ", max_memory_bytes=", l.max_memory_bytes,
+      l.max_memory_bytes == 0 ? " (no limit)" : "");
   return s;
 }
 
@@ -335,6 +346,9 @@ absl::Status BanditServer::StartCluster() {
     return p->LoadInstance(name, max_seq);
   };
   hooks.add = [service](std::shared_ptr<Instance> inst) {
+    // A node without room for an instance it is asked to own refuses it (the cluster node then
+    // frees the lease for another node) rather than loading it past its memory budget.
+    if (auto s = inst->ChargeTo(service->memory(), MemoryOp::kTakeover); !s.ok()) return s;
     return service->registry().Add(std::move(inst));
   };
   hooks.drop = [service](const std::string& name) {

@@ -51,6 +51,11 @@ std::vector<prometheus::MetricFamily> ClusterMetrics::Collect() const {
                     "them (a node joined).",
                     MetricType::Counter,
                     node ? static_cast<double>(node->counters().handoffs.load()) : 0));
+  out.push_back(one("bandit_cluster_declined_instances_total",
+                    "Instances this node was to own but did not load for want of room in its "
+                    "memory budget (--max_memory_bytes); their lease was freed for another node.",
+                    MetricType::Counter,
+                    node ? static_cast<double>(node->counters().declined.load()) : 0));
   out.push_back(one("bandit_cluster_fencing_refusals_total",
                     "Instances whose commit PostgreSQL refused because this node no longer "
                     "held their lease epoch (nothing of it was acknowledged).",

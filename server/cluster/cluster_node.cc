@@ -178,6 +178,17 @@ absl::Status ClusterNode::LoadLocked(const std::string& name, uint64_t epoch) {
   if (*inst != nullptr) {
     if (auto s = hooks_.add(*inst); !s.ok()) {
       storage_->Disown(name);
+      if (s.code() == absl::StatusCode::kResourceExhausted) {
+        // No room here (the node's memory budget): the lease is freed, so another node may
+        // claim the instance, instead of this node loading it past its budget.
+        BANDIT_LOG_WARN("cluster: node '", options_.node_id, "' declined instance '", name,
+                           "': ", s.message());
+        (void)db_->Query(
+            "UPDATE bandit_leases SET owner = NULL, owner_incarnation = NULL WHERE instance = $1 "
+            "AND owner = $2 AND epoch = $3::bigint",
+            {name, options_.node_id, absl::StrCat(epoch)});
+        ++counters_.declined;
+      }
       return s;
     }
   }

@@ -99,6 +99,8 @@ class ClusterNode {
 
   struct Counters {
     std::atomic<int64_t> acquisitions{0}, losses{0}, handoffs{0};
+    // Instances this node was to own but had no room for (its memory budget): lease freed.
+    std::atomic<int64_t> declined{0};
   };
   const Counters& counters() const { return counters_; }
 

@@ -356,6 +356,10 @@ int64_t DecisionLog::chunk_bytes() const {
   return n;
 }
 
+int64_t DecisionLog::MemoryBytes() const {
+  return chunk_bytes() + events() * static_cast<int64_t>(sizeof(Entry));
+}
+
 DecisionLog::Entry* DecisionLog::Find(uint64_t event_seq) {
   auto it = std::lower_bound(log_.begin(), log_.end(), event_seq,
                              [](const Entry& d, uint64_t seq) { return d.event_seq < seq; });

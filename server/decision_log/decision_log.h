@@ -152,6 +152,10 @@ class DecisionLog {
   // Bytes the held chunks reserve (memory accounting: at most one partly used chunk beyond the
   // held decisions' fields 1-14, plus the spare kept for reuse).
   int64_t chunk_bytes() const;
+  // Bytes the log holds in memory, what the node's memory budget counts: its chunks as
+  // allocated (chunk_bytes) and its index, one Entry per decision. At the retention bound this
+  // is about max_bytes plus sizeof(Entry) per decision plus one chunk.
+  int64_t MemoryBytes() const;
 
   // Snapshot form (oldest first). Restore checks the order (a damaged snapshot is refused).
   void Save(google::protobuf::RepeatedPtrField<bandit::v1::LoggedDecision>* out) const;

@@ -12,8 +12,13 @@
 //   5. bad shapes and non-finite numbers are refused with INVALID_ARGUMENT;
 //   6. a finite-arm policy chooses only among the arms SelectContext::allowed_arms allows, with
 //      a probability vector over them alone, and decides with every arm allowed exactly as
-//      without a mask.
+//      without a mask;
+//   7. the footprint a served policy declares from its config (core/footprint.h), which the
+//      server admits instances with before building them, bounds StateBytes(): at every round
+//      up to 10^4 where the state is constant or bounded, and when built where it grows; and
+//      for a constant state it is the exact figure (within kFootprintSlack).
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -240,6 +245,8 @@ TEST(ConformanceRegistry, EveryPolicyHasAnExampleThatBuildsAsItself) {
   for (bool served : {true, false}) {
     for (const auto& r : served ? RegisteredPolicies() : SimOnlyPolicies()) {
       EXPECT_FALSE(r.examples.empty()) << "policy '" << r.name << "' has no example config";
+      // The server admits a served policy's instances by its declared footprint.
+      if (served) EXPECT_NE(r.footprint, nullptr) << "policy '" << r.name << "' declares none";
       for (const auto& e : r.examples) {
         v1::PolicyConfig config;
         ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(std::string(e.config), &config))
@@ -527,9 +534,25 @@ TEST_P(Conformance, SelectReadsOnlyWhereDeclared) {
   }
 }
 
-// Check 4: state bytes against the rounds, as the example declares.
+// Check 7's tolerance: a declared footprint may exceed a constant state's StateBytes() by this
+// much (a formula may count a scalar or an engine the policy does not keep in every form).
+constexpr int64_t kFootprintSlack = 64;
+
+// Check 4: state bytes against the rounds, as the example declares; and check 7, the declared
+// footprint against them.
 TEST_P(Conformance, StateBytesFollowTheDeclaredGrowth) {
   const StateGrowth growth = GetParam().growth;
+  int64_t declared = -1;
+  if (GetParam().served) {
+    auto d = DeclaredStateBytes(config_);
+    ASSERT_TRUE(d.ok()) << d.status();
+    declared = *d;
+    ASSERT_LE(policy_->StateBytes(), declared) << "when built: declared footprint too small";
+    if (growth == StateGrowth::kGrows) {
+      EXPECT_LE(declared, policy_->StateBytes() + kFootprintSlack)
+          << "a growing policy declares its state when built";
+    }
+  }
   if (growth == StateGrowth::kGrows) {
     // Keeps every round (or every distinct point pulled): the declaration must be true, else
     // the policy should be declared bounded and held to it.
@@ -544,6 +567,9 @@ TEST_P(Conformance, StateBytesFollowTheDeclaredGrowth) {
   for (int t = 0; t < 1000 && !HasFailure(); ++t) {
     Round(*policy_, *world_, t);
     max_bytes = std::max(max_bytes, policy_->StateBytes());
+    if (declared >= 0) {
+      ASSERT_LE(policy_->StateBytes(), declared) << "round " << t << " outgrew the footprint";
+    }
     if (growth == StateGrowth::kBounded)
       max_snapshot = std::max(max_snapshot, Snapshot(*policy_).size());
   }
@@ -562,6 +588,16 @@ TEST_P(Conformance, StateBytesFollowTheDeclaredGrowth) {
     }
   }
   ASSERT_FALSE(HasFailure());
+  if (declared >= 0) {
+    EXPECT_LE(policy_->StateBytes(), declared) << "after 10^4 rounds";
+    if (growth == StateGrowth::kConstant) {
+      EXPECT_LE(declared, policy_->StateBytes() + kFootprintSlack)
+          << "a constant state's footprint is its exact size";
+    }
+    std::printf("footprint %s: declared %lld, StateBytes %lld after 10^4 rounds\n",
+                GetParam().label.c_str(), static_cast<long long>(declared),
+                static_cast<long long>(policy_->StateBytes()));
+  }
   if (growth == StateGrowth::kConstant) {
     EXPECT_EQ(policy_->StateBytes(), bytes_1e3);
     EXPECT_LE(Snapshot(*policy_).size(), snapshot_1e3 + kCounterSlack);

@@ -260,7 +260,9 @@ TEST_F(PersonalizerHttp, BadInputGetsPersonalizersStatusAndCodeAndChangesNothing
     Answer a = Send(port_, c.method, c.path, c.body, c.key);
     EXPECT_EQ(a.status, c.status) << a.body;
     EXPECT_EQ(a.code, c.code) << a.body;
-    if (!c.target.empty()) EXPECT_EQ(a.target, c.target) << a.body;
+    if (!c.target.empty()) {
+      EXPECT_EQ(a.target, c.target) << a.body;
+    }
     EXPECT_NE(a.body.find("\"message\""), std::string::npos) << a.body;
   }
   auto after = grpc_->ExportInstance("shop");

@@ -154,7 +154,9 @@ TEST_P(CallerEventIdReplay, ReplaysExactlyAfterACrash) {
     ASSERT_TRUE(a.svc.CreateInstance(Create("x", GetParam()), &out).ok());
     for (int round = 0; round < 60; ++round) {
       ASSERT_EQ(play(a.svc, round, &unrewarded_a), play(twin, round, &unrewarded_twin));
-      if (round == 30) ASSERT_TRUE(a.persistence->SnapshotAll().ok());  // then journal replay
+      if (round == 30) {  // then journal replay
+        ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+      }
     }
     ASSERT_TRUE(a.persistence->storage()->Flush().ok());
     fs.Crash();

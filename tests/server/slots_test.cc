@@ -435,7 +435,9 @@ TEST(Slots, PendingSlotsActivationsAndKeptRewardsReplayExactlyAfterACrash) {
     ASSERT_TRUE(a.svc.CreateInstance(Create("x", config), &out).ok());
     for (int t = 0; t < 80; ++t) {
       ASSERT_EQ(play(a.svc, clock, t, &open_a), play(twin, twin_clock, t, &open_twin)) << t;
-      if (t == 40) ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+      if (t == 40) {
+        ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+      }
     }
     ASSERT_TRUE(a.persistence->storage()->Flush().ok());
     fs.Crash();
@@ -618,7 +620,9 @@ TEST(Slots, ArmSetSlotsReplayExactlyAfterACrash) {
     ASSERT_TRUE(a.svc.CreateInstance(Create("x", config), &out).ok());
     for (int t = 0; t < 60; ++t) {
       ASSERT_EQ(play(a.svc, clock, t, &open_a), play(twin, twin_clock, t, &open_twin)) << t;
-      if (t == 30) ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+      if (t == 30) {
+        ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+      }
     }
     ASSERT_TRUE(a.persistence->storage()->Flush().ok());
     fs.Crash();

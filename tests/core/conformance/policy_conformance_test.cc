@@ -246,7 +246,9 @@ TEST(ConformanceRegistry, EveryPolicyHasAnExampleThatBuildsAsItself) {
     for (const auto& r : served ? RegisteredPolicies() : SimOnlyPolicies()) {
       EXPECT_FALSE(r.examples.empty()) << "policy '" << r.name << "' has no example config";
       // The server admits a served policy's instances by its declared footprint.
-      if (served) EXPECT_NE(r.footprint, nullptr) << "policy '" << r.name << "' declares none";
+      if (served) {
+        EXPECT_NE(r.footprint, nullptr) << "policy '" << r.name << "' declares none";
+      }
       for (const auto& e : r.examples) {
         v1::PolicyConfig config;
         ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(std::string(e.config), &config))
@@ -258,7 +260,9 @@ TEST(ConformanceRegistry, EveryPolicyHasAnExampleThatBuildsAsItself) {
         // The server serves exactly the registered policies; a simulation-only one is refused,
         // and is simulation-only because its state grows.
         EXPECT_EQ(CreatePolicy(config, kSeed).ok(), served) << e.config;
-        if (!served) EXPECT_EQ(e.growth, StateGrowth::kGrows) << e.config;
+        if (!served) {
+          EXPECT_EQ(e.growth, StateGrowth::kGrows) << e.config;
+        }
       }
     }
   }

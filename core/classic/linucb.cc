@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/classic/linucb_diagonal.h"
+#include "core/classic/ucb_choice.h"
 #include "core/state_io.h"
 #include "core/validate.h"
 
@@ -55,35 +56,15 @@ absl::StatusOr<Decision> LinUcb::Select(const SelectContext& ctx) {
         !ctx.candidates[i].allFinite())  // name built on error only
       return CheckVector(absl::StrCat("candidates[", i, "]"), ctx.candidates[i], d);
 
-  Decision dec;
-  if (ctx.want_scores) {
-    dec.scores.resize(n);
-    dec.score_kind = bandit::v1::UPPER_CONFIDENCE_BOUND;
-  }
+  UcbChoice choice(n, ctx.want_scores);
   Vector u(d);
-  int best = -1;
-  double best_ucb = 0, best_mean = 0, best_width = 0;
-  double max_mean = -std::numeric_limits<double>::infinity();
   for (int i = 0; i < n; ++i) {
     const Vector& x = ctx.candidates[i];
-    const double mean = x.dot(theta_);
     u.noalias() = a_inv_ * x;
-    const double width = alpha_ * std::sqrt(std::max(0.0, x.dot(u)));  // ||x||_{A^-1} >= 0
-    const double ucb = mean + width;                                   // Alg. 1 line 9
-    if (ctx.want_scores) dec.scores[i] = ucb;
-    max_mean = std::max(max_mean, mean);
-    if (best < 0 || ucb > best_ucb) {  // strict: ties go to the lowest index
-      best = i;
-      best_ucb = ucb;
-      best_mean = mean;
-      best_width = width;
-    }
+    // mean x'theta and width alpha ||x||_{A^-1} (>= 0): Alg. 1 line 9
+    choice.Offer(i, x.dot(theta_), alpha_ * std::sqrt(std::max(0.0, x.dot(u))));
   }
-  dec.arm = best;
-  dec.propensity = 1.0;
-  dec.estimated_gap = max_mean - best_mean;
-  dec.diagnostics = {{"ucb", best_ucb}, {"mean", best_mean}, {"width", best_width}};
-  return dec;
+  return std::move(choice).Take();
 }
 
 absl::Status LinUcb::Update(const Observation& obs) {

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
+#include "core/classic/ucb_choice.h"
 #include "core/state_io.h"
 #include "core/validate.h"
 
@@ -30,14 +30,7 @@ absl::StatusOr<Decision> LinUcbDiagonal::Select(const SelectContext& ctx) {
       return CheckVector(absl::StrCat("candidates[", i, "]"), ctx.candidates[i], d);
     }
   }
-  Decision dec;
-  if (ctx.want_scores) {
-    dec.scores.resize(n);
-    dec.score_kind = bandit::v1::UPPER_CONFIDENCE_BOUND;
-  }
-  int best = -1;
-  double best_ucb = 0, best_mean = 0, best_width = 0;
-  double max_mean = -std::numeric_limits<double>::infinity();
+  UcbChoice choice(n, ctx.want_scores);
   for (int i = 0; i < n; ++i) {
     // mean = x'theta, var = ||x||^2 in diag(A)^{-1}
     double mean = 0, var = 0;
@@ -47,22 +40,9 @@ absl::StatusOr<Decision> LinUcbDiagonal::Select(const SelectContext& ctx) {
       Coalescer::FromDense(ctx.candidates[i], &terms_);
       scorer_.Score(terms_, &mean, &var);
     }
-    const double width = alpha_ * std::sqrt(var);
-    const double ucb = mean + width;
-    if (ctx.want_scores) dec.scores[i] = ucb;
-    max_mean = std::max(max_mean, mean);
-    if (best < 0 || ucb > best_ucb) {  // strict: ties go to the lowest index
-      best = i;
-      best_ucb = ucb;
-      best_mean = mean;
-      best_width = width;
-    }
+    choice.Offer(i, mean, alpha_ * std::sqrt(var));
   }
-  dec.arm = best;
-  dec.propensity = 1.0;
-  dec.estimated_gap = max_mean - best_mean;
-  dec.diagnostics = {{"ucb", best_ucb}, {"mean", best_mean}, {"width", best_width}};
-  return dec;
+  return std::move(choice).Take();
 }
 
 absl::Status LinUcbDiagonal::Update(const Observation& obs) {

@@ -745,9 +745,10 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
   event.expires_at_ms = now + config_.pending().reward_wait_ms();
   event.awaiting_activation = req.defer_activation();
   event.slots.reserve(in.slots.size());
-  // The log keeps each slot's probability vector where the policy has one.
+  // The log keeps each slot's probability vector where the policy has one (the shadows ask for
+  // it as in a single Select; asking changes no decision).
   SelectContext policy_ctx = ctx;
-  policy_ctx.want_scores = ctx.want_scores || log_.enabled();
+  policy_ctx.want_scores = ctx.want_scores || log_.enabled() || !shadows_.empty();
   std::vector<char> taken(n, 0);
   // Reused per thread: assigning a vector of the same length keeps its storage.
   thread_local std::vector<Vector> offered;
@@ -797,6 +798,23 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
     PendingDecision p;
     p.slot_id = req.slots(k).id();
     p.slot_index = static_cast<int>(k);
+    if (arm_set && (log_.enabled() || !shadows_.empty())) {
+      offered_ids.clear();
+      for (int i : position) offered_ids.push_back(arm_ids[i]);
+    }
+    if (!shadows_.empty()) {
+      // Each shadow chooses among the actions this slot was offered, as the served policy did:
+      // its probabilities are conditional on the served choices of the slots before it.
+      ope::LoggedContext logged;
+      if (arm_set) {
+        logged.arm_ids = &offered_ids;
+      } else {
+        logged.actions = offered_now;
+      }
+      logged.num_actions = offered_count;
+      p.shadow_scores.reserve(shadows_.size());
+      shadows_.Score(logged, d->arm, d->propensity, &p.shadow_scores);
+    }
     CountSlot(p.slot_index, /*decisions=*/1, /*updates=*/0, 0.0);
     p.seq = next_seq_++;
     p.arm = chosen;
@@ -844,8 +862,6 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
         e.candidate_dim = offered_now.empty() ? 0 : static_cast<int>(offered_now[0].size());
       }
       if (arm_set) {
-        offered_ids.clear();
-        for (int i : position) offered_ids.push_back(arm_ids[i]);
         e.arm_ids = offered_ids;
       } else if (named) {
         e.named = &req;

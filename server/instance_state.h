@@ -255,7 +255,6 @@ class InstanceState {
                            bandit::v1::JournalRecord* rec, const std::string* replay_event_id);
   // Per slot position statistics (InstanceStats.slot_positions); nothing for position -1 (a
   // single decision).
-  static constexpr int kLastSlotPosition = 15;
   void CountSlot(int position, int64_t decisions, int64_t updates, double reward);
   // The ids of the arms at `offered` (slots, in arm order); every arm's when it is empty.
   std::vector<std::string> OfferedArmIds(const std::vector<int>& offered) const;

@@ -110,6 +110,13 @@ class InstanceCollector final : public prometheus::Collectable {
     shadow_events.name = "bandit_shadow_events_total";
     shadow_events.help = "Rewarded decisions a shadow policy scored and learned from.";
     shadow_events.type = MetricType::Counter;
+    MetricFamily shadow_slot_value;
+    shadow_slot_value.name = "bandit_shadow_slot_value";
+    shadow_slot_value.help =
+        "Multi-slot decisions: a shadow's estimate per slot position (estimator=ips|snips|dr) "
+        "and the served policy's mean reward there (estimator=served); position=page is the "
+        "sum over the positions.";
+    shadow_slot_value.type = MetricType::Gauge;
     MetricFamily shadow_errors;
     shadow_errors.name = "bandit_shadow_errors_total";
     shadow_errors.help = "Contexts a shadow could not score or rewards it could not learn.";
@@ -186,6 +193,28 @@ class InstanceCollector final : public prometheus::Collectable {
             shadow_value.metric.push_back(std::move(m));
           }
         }
+        auto slot_value = [&](const std::string& position, const char* estimator, double v) {
+          ClientMetric m;
+          m.label = {{"instance", inst->name()},
+                     {"shadow", sh.name()},
+                     {"position", position},
+                     {"estimator", estimator}};
+          m.gauge.value = v;
+          shadow_slot_value.metric.push_back(std::move(m));
+        };
+        for (const auto& slot : sh.slots()) {
+          const std::string position = std::to_string(slot.position());
+          slot_value(position, "ips", slot.ips().value());
+          slot_value(position, "snips", slot.snips().value());
+          slot_value(position, "dr", slot.dr().value());
+          slot_value(position, "served", slot.served().value());
+        }
+        if (sh.has_page()) {
+          slot_value("page", "ips", sh.page().ips());
+          slot_value("page", "snips", sh.page().snips());
+          slot_value("page", "dr", sh.page().dr());
+          slot_value("page", "served", sh.page().served());
+        }
         ClientMetric ess;
         ess.label = {{"instance", inst->name()}, {"shadow", sh.name()}};
         ess.gauge.value = sh.effective_sample_size();
@@ -204,6 +233,7 @@ class InstanceCollector final : public prometheus::Collectable {
     families.push_back(std::move(slot_updates));
     families.push_back(std::move(slot_rewards));
     families.push_back(std::move(shadow_value));
+    families.push_back(std::move(shadow_slot_value));
     families.push_back(std::move(shadow_ess));
     families.push_back(std::move(shadow_events));
     families.push_back(std::move(shadow_errors));

@@ -29,6 +29,10 @@ struct ShadowScore {
   bool exact = true;             // pi is the shadow's whole distribution (else its sampled one)
 };
 
+// Multi-slot decisions: per-position figures (statistics, shadows' estimates) are kept for
+// positions 0..kLastSlotPosition; later positions are counted in the last.
+inline constexpr int kLastSlotPosition = 15;
+
 struct PendingDecision {
   std::string event_id;
   std::string arm_id;

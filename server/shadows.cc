@@ -248,6 +248,13 @@ void ShadowSet::Learn(const PendingDecision& p, double reward, const Vector& emb
     }
     s.estimators.AddTerms(score->target, score->logged_propensity, reward, score->dm,
                           score->q_logged);
+    if (p.slot_index >= 0) {
+      const size_t position = static_cast<size_t>(std::min(p.slot_index, kLastSlotPosition));
+      while (s.slot_estimators.size() <= position)
+        s.slot_estimators.emplace_back(s.config.max_weight());
+      s.slot_estimators[position].AddTerms(score->target, score->logged_propensity, reward,
+                                           score->dm, score->q_logged);
+    }
     ++(score->exact ? s.exact_distribution : s.sampled_distribution);
     switch (s.policy->context_kind()) {
       case ContextKind::kCandidates:
@@ -324,6 +331,7 @@ absl::Status ShadowSet::Reset() {
     Shadow& s = shadows_[i];
     s.policy = std::move(fresh[i]);
     s.estimators = ope::Estimators(s.config.max_weight());
+    s.slot_estimators.clear();
     s.model = ope::DirectModel(s.config.ridge_lambda());
     s.unscored = s.errors = s.exact_distribution = s.sampled_distribution = 0;
   }
@@ -338,6 +346,7 @@ void ShadowSet::Save(bandit::v1::InstanceSnapshot* snap) const {
     *out->mutable_config() = s.config;
     s.policy->Save(out->mutable_policy());
     s.estimators.Save(out->mutable_estimators());
+    for (const ope::Estimators& e : s.slot_estimators) e.Save(out->add_slot_estimators());
     s.model.Save(out->mutable_direct_model());
     out->set_unscored(s.unscored);
     out->set_errors(s.errors);
@@ -371,6 +380,16 @@ absl::Status ShadowSet::Restore(const bandit::v1::InstanceSnapshot& snap) {
       return absl::InvalidArgumentError(absl::StrCat(where, st.message()));
     if (auto st = s.estimators.Restore(in.estimators()); !st.ok())
       return absl::InvalidArgumentError(absl::StrCat(where, st.message()));
+    if (in.slot_estimators_size() > kLastSlotPosition + 1)
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "has estimators for ", in.slot_estimators_size(),
+                       " slot positions, expected at most ", kLastSlotPosition + 1));
+    for (int k = 0; k < in.slot_estimators_size(); ++k) {
+      s.slot_estimators.emplace_back(s.config.max_weight());
+      if (auto st = s.slot_estimators.back().Restore(in.slot_estimators(k)); !st.ok())
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "slot position ", k, ": ", st.message()));
+    }
     s.model = ope::DirectModel(s.config.ridge_lambda() > 0 ? s.config.ridge_lambda() : 1.0);
     if (in.has_direct_model())
       if (auto st = s.model.Restore(in.direct_model()); !st.ok())
@@ -383,6 +402,11 @@ absl::Status ShadowSet::Restore(const bandit::v1::InstanceSnapshot& snap) {
   }
   *this = std::move(next);
   return absl::OkStatus();
+}
+
+int64_t ShadowSet::Bytes(const Shadow& s) {
+  return s.policy->StateBytes() + s.model.StateBytes() +
+         static_cast<int64_t>(s.slot_estimators.capacity() * sizeof(ope::Estimators));
 }
 
 void ShadowSet::Describe(bandit::v1::Instance* out) const {
@@ -405,14 +429,32 @@ void ShadowSet::Describe(bandit::v1::Instance* out) const {
     st->set_sampled_distribution(s.sampled_distribution);
     st->set_unscored(s.unscored);
     st->set_errors(s.errors);
-    st->set_state_bytes(s.policy->StateBytes() + s.model.StateBytes());
+    st->set_state_bytes(Bytes(s));
+    bandit::v1::PageValue* page = s.slot_estimators.empty() ? nullptr : st->mutable_page();
+    for (size_t k = 0; k < s.slot_estimators.size(); ++k) {
+      const ope::Estimators& pe = s.slot_estimators[k];
+      auto* slot = st->add_slots();
+      slot->set_position(static_cast<int32_t>(k));
+      slot->set_events(pe.events());
+      const ope::Interval ips = pe.Ips(), snips = pe.Snips(), dr = pe.DoublyRobust(),
+                          served = pe.Logged();
+      ToEstimate(ips, slot->mutable_ips());
+      ToEstimate(snips, slot->mutable_snips());
+      ToEstimate(dr, slot->mutable_dr());
+      ToEstimate(served, slot->mutable_served());
+      if (pe.events() == 0) continue;  // a position not yet rewarded adds nothing to the page
+      page->set_ips(page->ips() + ips.value);
+      page->set_snips(page->snips() + snips.value);
+      page->set_dr(page->dr() + dr.value);
+      page->set_served(page->served() + served.value);
+    }
     for (const auto& [k, v] : s.policy->Summary()) (*st->mutable_summary())[k] = v;
   }
 }
 
 int64_t ShadowSet::StateBytes() const {
   int64_t bytes = 0;
-  for (const Shadow& s : shadows_) bytes += s.policy->StateBytes() + s.model.StateBytes();
+  for (const Shadow& s : shadows_) bytes += Bytes(s);
   return bytes;
 }
 

@@ -35,6 +35,9 @@ struct Shadow {
   bandit::v1::ShadowConfig config;  // normalized
   std::unique_ptr<Policy> policy;
   ope::Estimators estimators;
+  // Multi-slot decisions: one per slot position, index = position (kLastSlotPosition and later
+  // in the last); empty until a slot's reward arrives.
+  std::vector<ope::Estimators> slot_estimators;
   ope::DirectModel model;
   int64_t unscored = 0;
   int64_t errors = 0;
@@ -77,7 +80,8 @@ class ShadowSet {
   void Score(const ope::LoggedContext& ctx, int served_action, double served_propensity,
              std::vector<ShadowScore>* out);
   // The reward of a decision the served policy learned: every shadow that scored it adds the
-  // event to its estimates, then it and its direct model learn (x_t, a_t, r_t). `embedding`
+  // event to its estimates (and, for a slot of a multi-slot decision, to its slot position's),
+  // then it and its direct model learn (x_t, a_t, r_t). `embedding`
   // and `fidelity` are the Update's (mixture policies).
   void Learn(const PendingDecision& p, double reward, const Vector& embedding,
              std::optional<double> fidelity);
@@ -97,6 +101,8 @@ class ShadowSet {
  private:
   template <typename Change>
   absl::Status ChangeArms(Change&& change);
+  // What one shadow holds: its policy's state, its direct model, its slot positions' estimators.
+  static int64_t Bytes(const Shadow& s);
 
   std::vector<Shadow> shadows_;
   uint32_t next_id_ = 1;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -57,6 +58,13 @@ class DecisionGrouper {
 // service cannot have made (neither candidate vectors "x", arm ids "arm" nor a shared "x").
 // A labeled event (one with _label_cost) must carry _label_probability.
 absl::StatusOr<bandit::v1::LoggedDecision> ParseDsjson(const std::string& line);
+// One DSJSON line back into its decisions: a CCB line (FormatSlots' named multi-slot form, or
+// any line with "_outcomes" and "c._slots") gives one decision per slot in slot order, each
+// among the actions that slot was offered ("_inc", or VW's default: those no earlier slot
+// took), with its slot's features and, when labeled ("_a", "_p" and "_label_cost" in its
+// outcome), its reward and propensity; any other line gives the one ParseDsjson reads.
+absl::StatusOr<std::vector<bandit::v1::LoggedDecision>> ParseDsjsonDecisions(
+    const std::string& line);
 
 // Milliseconds since the Unix epoch <-> DSJSON's "2021-07-29T10:00:00.999Z".
 std::string DsjsonTimestamp(int64_t ms);

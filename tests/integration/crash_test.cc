@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <thread>
 
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "client/cpp/bandit_client.h"
 #include "core/rng.h"
 #include "tests/integration/server_process.h"
@@ -241,6 +243,148 @@ TEST(Crash, AlwaysRecoversEveryAcknowledgedBatchItem) {
   EXPECT_EQ(got->stats().updates(), before_last_batch.updates() + 4);
   EXPECT_EQ(got->stats().pending(), before_last_batch.pending() + 1);
   server.Stop(SIGTERM);
+  std::filesystem::remove_all(dir);
+}
+
+// Multi-slot decisions in `always`: two real banditd processes get the same requests (caller-
+// chosen event ids, the same seed), some decisions deferred, some slots rewarded, some
+// activated, a shadow scoring every slot; one is killed with SIGKILL after its last
+// acknowledgement and restarted. Every acknowledged reward and activation is there (the same
+// statistics and shadow estimates as the uninterrupted twin), the pending slots can still be
+// rewarded and the deferred decisions activated, and the next decisions are the twin's.
+TEST(Crash, MultiSlotDecisionsPendingAndDeferredSurviveKillNineExactly) {
+  char tmpl[] = "/tmp/banditd-crash-slots-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::vector<std::string> args = {"--durability=always", "--snapshot_every_changes=40"};
+  std::filesystem::create_directories(dir + "/killed");
+  std::filesystem::create_directories(dir + "/twin");
+  ServerProcess killed(args, dir + "/killed");
+  ServerProcess twin(args, dir + "/twin");
+  ASSERT_TRUE(killed.running()) << killed.Log();
+  ASSERT_TRUE(twin.running()) << twin.Log();
+  auto connect = [](const ServerProcess& s) {
+    bandit::client::ClientOptions o;
+    o.deadline = std::chrono::milliseconds(5000);
+    return std::make_unique<BanditClient>(s.target(), o);
+  };
+  std::unique_ptr<BanditClient> a = connect(killed), b = connect(twin);
+  v1::CreateInstanceRequest create;
+  create.set_name("page");
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "policy { glm_epsilon_greedy { dimension: 2 link: GAUSSIAN epsilon: 0.3 } } seed: 7 "
+      "pending { reward_wait_ms: 3600000 }",
+      create.mutable_config()));
+  ASSERT_TRUE(a->CreateInstance(create).ok());
+  ASSERT_TRUE(b->CreateInstance(create).ok());
+  v1::AddShadowRequest shadow;
+  shadow.set_name("page");
+  shadow.set_shadow("explorer");
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "policy { glm_epsilon_greedy { dimension: 2 link: GAUSSIAN epsilon: 0.8 } } seed: 3",
+      shadow.mutable_config()));
+  ASSERT_TRUE(a->AddShadow(shadow).ok());
+  ASSERT_TRUE(b->AddShadow(shadow).ok());
+
+  auto page = [](int t) {
+    v1::SelectRequest req;
+    req.set_instance("page");
+    req.set_event_id(absl::StrCat("page-", t));
+    for (int i = 0; i < 6; ++i) {
+      auto* c = req.add_candidates();
+      c->add_values(0.5);
+      c->add_values(0.08 * ((i + t) % 6));
+    }
+    for (const char* id : {"hero", "tile-1", "tile-2"}) req.add_slots()->set_id(id);
+    req.set_defer_activation(t % 4 == 0);
+    return req;
+  };
+  auto reward = [](int t, const std::string& slot, double r) {
+    v1::UpdateRequest up;
+    up.set_instance("page");
+    up.set_event_id(absl::StrCat("page-", t));
+    up.set_slot_id(slot);
+    up.set_reward(r);
+    return up;
+  };
+  auto activate = [](int t) {
+    v1::ActivateRequest req;
+    req.set_instance("page");
+    req.set_event_id(absl::StrCat("page-", t));
+    return req;
+  };
+  // Both servers answer alike; the decisions of both are compared slot by slot.
+  auto same_decision = [](const v1::Decision& x, const v1::Decision& y) {
+    if (x.slots_size() != y.slots_size()) return false;
+    for (int k = 0; k < x.slots_size(); ++k)
+      if (x.slots(k).action_id() != y.slots(k).action_id() ||
+          x.slots(k).propensity() != y.slots(k).propensity())
+        return false;
+    return x.event_id() == y.event_id();
+  };
+  auto play = [&](int from, int to) {
+    for (int t = from; t < to; ++t) {
+      auto da = a->Select(page(t));
+      auto db = b->Select(page(t));
+      ASSERT_TRUE(da.ok()) << da.status();
+      ASSERT_TRUE(db.ok()) << db.status();
+      ASSERT_TRUE(same_decision(*da, *db)) << t << "\n" << da->ShortDebugString() << "\n"
+                                          << db->ShortDebugString();
+      const double r = da->slots(0).arm_index() % 2 == 0 ? 1.0 : 0.0;
+      if (t % 3 != 2) {  // the hero slot rewarded two rounds in three
+        ASSERT_TRUE(a->Update(reward(t, "hero", r)).ok());
+        ASSERT_TRUE(b->Update(reward(t, "hero", r)).ok());
+      }
+      if (t % 2 == 0) {  // tile-1 every other round; tile-2 never (still pending)
+        ASSERT_TRUE(a->Update(reward(t, "tile-1", 0.5 * r)).ok());
+        ASSERT_TRUE(b->Update(reward(t, "tile-1", 0.5 * r)).ok());
+      }
+      if (t % 8 == 0) {  // half of the deferred decisions activated
+        ASSERT_TRUE(a->Activate(activate(t)).ok());
+        ASSERT_TRUE(b->Activate(activate(t)).ok());
+      }
+    }
+  };
+  play(0, 120);
+  ASSERT_EQ(killed.Stop(SIGKILL) & 0x7f, SIGKILL);
+  killed.Start(args);
+  ASSERT_TRUE(killed.running()) << killed.Log();
+  a = connect(killed);
+
+  auto ga = a->GetInstance("page");
+  auto gb = b->GetInstance("page");
+  ASSERT_TRUE(ga.ok()) << ga.status() << killed.Log();
+  ASSERT_TRUE(gb.ok()) << gb.status();
+  v1::InstanceStats sa = ga->stats(), sb = gb->stats();
+  EXPECT_EQ(sb.rounds(), 120);
+  EXPECT_EQ(sb.activated(), 15);
+  for (v1::InstanceStats* st : {&sa, &sb}) st->clear_state_bytes();
+  EXPECT_EQ(sa.SerializeAsString(), sb.SerializeAsString())
+      << sa.ShortDebugString() << "\n" << sb.ShortDebugString();
+  ASSERT_EQ(ga->shadows_size(), 1);
+  ASSERT_EQ(gb->shadows_size(), 1);
+  EXPECT_EQ(ga->shadows(0).slots_size(), 2);  // hero and tile-1 rewarded; tile-2 never
+  EXPECT_EQ(ga->shadows(0).events(), gb->shadows(0).events());
+  EXPECT_EQ(ga->shadows(0).page().SerializeAsString(), gb->shadows(0).page().SerializeAsString());
+  for (int k = 0; k < ga->shadows(0).slots_size() && k < gb->shadows(0).slots_size(); ++k)
+    EXPECT_EQ(ga->shadows(0).slots(k).SerializeAsString(),
+              gb->shadows(0).slots(k).SerializeAsString()) << k;
+
+  // What was pending before the kill is still pending: tile-2 of a decision can be rewarded
+  // once, a deferred decision not yet activated can be activated, one activated cannot again.
+  for (auto* c : {a.get(), b.get()}) {
+    EXPECT_TRUE(c->Update(reward(1, "tile-2", 1.0)).ok());
+    EXPECT_FALSE(c->Update(reward(1, "hero", 1.0)).ok());  // rewarded before the kill
+    EXPECT_TRUE(c->Activate(activate(4)).ok());
+    EXPECT_FALSE(c->Activate(activate(8)).ok());  // activated before the kill
+  }
+  // The next decisions are the twin's: the policy, its random engine and the shadow's resumed.
+  play(120, 160);
+  ga = a->GetInstance("page");
+  gb = b->GetInstance("page");
+  ASSERT_TRUE(ga.ok() && gb.ok());
+  EXPECT_EQ(ga->shadows(0).SerializeAsString(), gb->shadows(0).SerializeAsString());
+  twin.Stop(SIGTERM);
+  killed.Stop(SIGTERM);
   std::filesystem::remove_all(dir);
 }
 

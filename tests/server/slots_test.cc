@@ -3,6 +3,7 @@
 // exact counts of what is learned and when, bad input refused with nothing changed, and exact
 // replay after a crash.
 #include <gmock/gmock.h>
+#include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@
 
 #include "bandit/v1/storage.pb.h"
 #include "client/cpp/decision_log_format.h"
+#include "tools/ope/evaluate.h"
 #include "server/decision_service.h"
 #include "server/metrics.h"
 #include "server/storage/snapshot_store.h"
@@ -637,16 +639,27 @@ TEST(Slots, ArmSetSlotsReplayExactlyAfterACrash) {
 
 // Named multi-slot decisions: each slot's vectors carry the slot's features and index as VW's
 // CCB builds them, and the log exports as VW's CCB DSJSON whose rules hold on every line.
-TEST(Slots, NamedSlotsExportAsVwsConditionalContextualBanditLines) {
-  ManualClock clock;
-  DecisionService svc(&clock);
+// A named two-slot page, 50 decisions on instance "page" (GLM epsilon-greedy over hashed
+// features): slot "hero" (features of its own, baseline article-0) rewarded on two rounds of
+// three, slot "tile" (excludes article-1, baseline article-2) on one in five, the others left
+// pending. Returns the log's DSJSON lines; `rewards` gets each event's reward per slot (NaN:
+// none).
+constexpr char kNamedPage[] =
+    "policy { glm_epsilon_greedy { link: GAUSSIAN epsilon: 0.2 max_feature_norm: 10 } } "
+    "feature_space { bits: 6 interactions: 'UA' } decision_log { enabled: true }";
+
+std::vector<std::string> PlayNamedPage(DecisionService& svc,
+                                       std::map<std::string, std::vector<double>>* rewards) {
   v1::Instance out;
-  ASSERT_TRUE(svc.CreateInstance(Create("page", "policy { glm_epsilon_greedy { link: GAUSSIAN "
-                                                "epsilon: 0.2 max_feature_norm: 10 } } feature_space { bits: 6 "
-                                                "interactions: 'UA' } decision_log { enabled: true }"),
-                                 &out)
-                  .ok());
-  std::map<std::string, std::vector<double>> rewards;  // event -> reward per slot (NaN: none)
+  EXPECT_TRUE(svc.CreateInstance(Create("page", kNamedPage), &out).ok());
+  // A shadow of the served config: the server's own per-slot estimates, on its own vectors.
+  v1::AddShadowRequest twin;
+  twin.set_name("page");
+  twin.set_shadow("twin");
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "policy { glm_epsilon_greedy { link: GAUSSIAN epsilon: 0.2 max_feature_norm: 10 } }",
+      twin.mutable_config()));
+  EXPECT_TRUE(svc.AddShadow(twin, &out).ok());
   for (int t = 0; t < 50; ++t) {
     v1::SelectRequest req;
     req.set_instance("page");
@@ -666,16 +679,21 @@ TEST(Slots, NamedSlotsExportAsVwsConditionalContextualBanditLines) {
     tile->add_excluded_actions("article-1");
     tile->set_baseline_action("article-2");
     v1::Decision d;
-    { const absl::Status st = svc.Select(req, &d); ASSERT_TRUE(st.ok()) << st; }
-    ASSERT_EQ(d.slots_size(), 2);
+    const absl::Status st = svc.Select(req, &d);
+    EXPECT_TRUE(st.ok()) << st;
+    if (!st.ok() || d.slots_size() != 2) return {};
     EXPECT_NE(d.slots(0).action_id(), "article-4");
     EXPECT_NE(d.slots(1).action_id(), "article-1");
     std::vector<double> r = {NAN, NAN};
     if (t % 3 != 0) {
       r[0] = t % 2;
-      ASSERT_TRUE(Reward(svc, "page", d.event_id(), "hero", r[0]).ok());
+      EXPECT_TRUE(Reward(svc, "page", d.event_id(), "hero", r[0]).ok());
     }
-    rewards[d.event_id()] = r;
+    if (t % 5 == 1) {
+      r[1] = 0.5 * (t % 4);
+      EXPECT_TRUE(Reward(svc, "page", d.event_id(), "tile", r[1]).ok());
+    }
+    (*rewards)[d.event_id()] = r;
   }
   std::vector<std::string> lines;
   client::DecisionGrouper grouper([&](std::span<const v1::LoggedDecision> decision) {
@@ -683,27 +701,49 @@ TEST(Slots, NamedSlotsExportAsVwsConditionalContextualBanditLines) {
   });
   for (const auto& d : testing::LoggedDecisions(svc, "page")) grouper.Add(d);
   grouper.Flush();
+  return lines;
+}
+
+TEST(Slots, NamedSlotsExportAsVwsConditionalContextualBanditLines) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  std::map<std::string, std::vector<double>> rewards;
+  const std::vector<std::string> lines = PlayNamedPage(svc, &rewards);
   ASSERT_EQ(lines.size(), 50u);
   for (const std::string& line : lines) {
     const auto j = nlohmann::json::parse(line);
     const auto& multi = j["c"]["_multi"];
     const auto& slots = j["c"]["_slots"];
     const auto& outcomes = j["_outcomes"];
+    const auto& ours = j["_bandit"]["slots"];
     // The excluded article was offered to no slot; the others were.
     EXPECT_EQ(multi.size(), 4u) << line;
     ASSERT_EQ(slots.size(), 2u);
     ASSERT_EQ(outcomes.size(), 2u);
+    ASSERT_EQ(ours.size(), 2u);
     EXPECT_EQ(slots[0]["_id"], "hero");
     EXPECT_EQ(slots[0]["Slot"]["size"], "large");
     EXPECT_EQ(j["_ba"], nlohmann::json::array({0, 2}));
+    const auto& r = rewards.at(j["EventId"].get<std::string>());
     std::set<int> taken;
     for (size_t k = 0; k < 2; ++k) {
       const auto& inc = slots[k]["_inc"];
-      const auto& a = outcomes[k]["_a"];
-      const auto& p = outcomes[k]["_p"];
       EXPECT_EQ(outcomes[k]["_id"], slots[k]["_id"]);
-      // VW's rules: the outcome's actions are the slot's included ones, chosen first, each
-      // once, none taken by an earlier slot; the probabilities follow them and sum to 1.
+      // VW's parser (parse_example_json.cc, LabelObjectState::EndObject) labels a slot exactly
+      // when its outcome has "_a" and "_p", with "_label_cost" as the cost or FLT_MAX without
+      // one: a slot with a reward has all three, a slot without one has none of them, and its
+      // choice and probabilities are in "_bandit".
+      const bool labeled = !std::isnan(r[k]);
+      EXPECT_EQ(outcomes[k].contains("_a"), labeled) << line;
+      EXPECT_EQ(outcomes[k].contains("_p"), labeled) << line;
+      EXPECT_EQ(outcomes[k].contains("_label_cost"), labeled) << line;
+      if (labeled) {
+        EXPECT_EQ(outcomes[k]["_label_cost"].get<double>(), -r[k]);
+      }
+      const auto& a = labeled ? outcomes[k]["_a"] : ours[k]["a"];
+      const auto& p = labeled ? outcomes[k]["_p"] : ours[k]["p"];
+      // The slot's actions are its included ones, chosen first, each once, none taken by an
+      // earlier slot; the probabilities follow them and sum to 1.
       ASSERT_EQ(a.size(), inc.size());
       ASSERT_EQ(p.size(), a.size());
       std::set<int> inc_set(inc.begin(), inc.end()), a_set(a.begin(), a.end());
@@ -717,13 +757,96 @@ TEST(Slots, NamedSlotsExportAsVwsConditionalContextualBanditLines) {
     }
     // Slot "tile" excludes article-1 (multi index 1).
     for (const auto& i : slots[1]["_inc"]) EXPECT_NE(i.get<int>(), 1);
-    const auto& r = rewards.at(j["EventId"].get<std::string>());
-    if (std::isnan(r[0])) {
-      EXPECT_FALSE(outcomes[0].contains("_label_cost"));
-    } else {
-      EXPECT_EQ(outcomes[0]["_label_cost"].get<double>(), -r[0]);
+  }
+}
+
+// The CCB lines read back (ParseDsjsonDecisions) into the log's own entries, slot by slot; and
+// bandit-ope's evaluator, replaying them with a candidate of the served config, featurizes each
+// slot as the server did (the slot's features and index, VW's CCB form: the tile has no
+// features of its own, so only the decision's two slots make it a CCB slot) and scores both
+// slots before learning either, as the server decided them: its probabilities are the served
+// ones, so every weight is 1 and each slot's IPS and SNIPS are exactly its served mean. Its
+// doubly robust estimate per slot, whose direct model is a ridge regression on the slot's
+// vectors, equals the one the server's shadow of the same config made on the server's own
+// vectors: the two featurizations agree.
+TEST(Slots, NamedSlotLinesReadBackAndReplayAsServedPerSlot) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  std::map<std::string, std::vector<double>> rewards;
+  const std::vector<std::string> lines = PlayNamedPage(svc, &rewards);
+  ASSERT_EQ(lines.size(), 50u);
+  const auto logged = testing::LoggedDecisions(svc, "page");
+  ASSERT_EQ(logged.size(), 100u);
+  ope::Candidate twin;
+  twin.name = "twin";
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(kNamedPage, &twin.config));
+  twin.config.clear_decision_log();
+  auto evaluator = ope::Evaluator::Create({twin}, ope::EvaluateOptions());
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status();
+  double reward_sum[2] = {0, 0};
+  int rewarded[2] = {0, 0};
+  for (size_t i = 0; i < lines.size(); ++i) {
+    auto back = client::ParseDsjsonDecisions(lines[i]);
+    ASSERT_TRUE(back.ok()) << back.status() << "\n" << lines[i];
+    ASSERT_EQ(back->size(), 2u);
+    for (int k = 0; k < 2; ++k) {
+      const v1::LoggedDecision& want = logged[2 * i + k];
+      const v1::LoggedDecision& got = (*back)[k];
+      EXPECT_EQ(got.event_id(), want.event_id());
+      EXPECT_EQ(got.event_seq(), want.event_seq());
+      EXPECT_EQ(got.slot_id(), want.slot_id());
+      EXPECT_EQ(got.slot_index(), k);
+      EXPECT_EQ(got.outcome(), want.outcome());
+      EXPECT_EQ(got.reward(), want.reward());
+      EXPECT_EQ(got.propensity(), want.propensity());
+      EXPECT_EQ(got.num_actions(), want.num_actions());
+      EXPECT_EQ(got.chosen_index(), want.chosen_index());
+      EXPECT_EQ(got.chosen_arm_id(), want.chosen_arm_id());
+      ASSERT_EQ(got.probabilities_size(), want.probabilities_size());
+      for (int j = 0; j < got.probabilities_size(); ++j)
+        EXPECT_EQ(got.probabilities(j), want.probabilities(j));
+      ASSERT_EQ(got.named_actions_size(), want.named_actions_size());
+      for (int j = 0; j < got.named_actions_size(); ++j) {
+        EXPECT_EQ(got.named_actions(j).id(), want.named_actions(j).id());
+        EXPECT_EQ(nlohmann::json::parse(got.named_actions(j).features()),
+                  nlohmann::json::parse(want.named_actions(j).features()));
+      }
+      EXPECT_EQ(nlohmann::json::parse(got.named_context()),
+                nlohmann::json::parse(want.named_context()));
+      EXPECT_EQ(got.slot_features().empty(), want.slot_features().empty());
+      if (!want.slot_features().empty()) {
+        EXPECT_EQ(nlohmann::json::parse(got.slot_features()),
+                  nlohmann::json::parse(want.slot_features()));
+      }
+      if (got.outcome() == v1::OUTCOME_REWARDED) {
+        reward_sum[k] += got.reward();
+        ++rewarded[k];
+      }
     }
-    EXPECT_FALSE(outcomes[1].contains("_label_cost"));  // never rewarded, still pending
+    const absl::Status added = (*evaluator)->AddDecision(*back, absl::StrCat("line ", i), 2);
+    ASSERT_TRUE(added.ok()) << added;
+  }
+  ASSERT_EQ(rewarded[0], 33);
+  ASSERT_EQ(rewarded[1], 10);
+  const ope::CandidateResult& result = (*evaluator)->results()[0];
+  ASSERT_EQ(result.slots.size(), 2u);
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(result.slots[k].events(), rewarded[k]);
+    EXPECT_NEAR(result.slots[k].Ips().value, reward_sum[k] / rewarded[k], 1e-12) << k;
+    EXPECT_NEAR(result.slots[k].Snips().value, reward_sum[k] / rewarded[k], 1e-12) << k;
+  }
+  EXPECT_EQ((*evaluator)->skipped(), 100 - rewarded[0] - rewarded[1]);
+  v1::GetInstanceRequest get;
+  get.set_name("page");
+  v1::Instance inst;
+  ASSERT_TRUE(svc.GetInstance(get, &inst).ok());
+  ASSERT_EQ(inst.shadows_size(), 1);
+  ASSERT_EQ(inst.shadows(0).slots_size(), 2);
+  for (int k = 0; k < 2; ++k) {
+    const v1::ShadowSlotEstimate& server = inst.shadows(0).slots(k);
+    EXPECT_EQ(server.events(), rewarded[k]);
+    EXPECT_NEAR(server.ips().value(), result.slots[k].Ips().value, 1e-12) << k;
+    EXPECT_NEAR(server.dr().value(), result.slots[k].DoublyRobust().value, 1e-9) << k;
   }
 }
 

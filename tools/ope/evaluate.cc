@@ -81,6 +81,7 @@ Evaluator::Evaluator(std::vector<Candidate> candidates,
     CandidateResult r{.name = candidates_[i].name,
                       .policy = std::string(policies_[i]->name()),
                       .estimators = Estimators(options.max_weight),
+                      .slots = {},
                       .trace = {}};
     results_.push_back(std::move(r));
   }
@@ -112,11 +113,33 @@ absl::StatusOr<Vector> Evaluator::TargetFor(size_t c, const v1::LoggedDecision& 
   return std::move(target->pi);
 }
 
-absl::Status Evaluator::Add(const v1::LoggedDecision& d, const std::string& where) {
-  if (d.outcome() != v1::OUTCOME_REWARDED && d.outcome() != v1::OUTCOME_EXPIRED_DEFAULT) {
-    ++skipped_;
-    return absl::OkStatus();
+absl::Status Evaluator::Add(const v1::LoggedDecision& d, const std::string& where,
+                            int slots_in_decision) {
+  return AddDecision(std::span<const v1::LoggedDecision>(&d, 1), where, slots_in_decision);
+}
+
+absl::Status Evaluator::AddDecision(std::span<const v1::LoggedDecision> slots,
+                                    const std::string& where, int slots_in_decision) {
+  // Every slot is scored before any is learned: the logging policy filled all the slots of a
+  // decision from one state, and the candidates are asked in the same state.
+  std::vector<Scored> scored;
+  for (const v1::LoggedDecision& d : slots) {
+    if (d.outcome() != v1::OUTCOME_REWARDED && d.outcome() != v1::OUTCOME_EXPIRED_DEFAULT) {
+      ++skipped_;
+      continue;
+    }
+    auto one = Score(d, where, slots_in_decision);
+    if (!one.ok()) return one.status();
+    scored.push_back(*std::move(one));
   }
+  for (Scored& one : scored)
+    if (auto s = Learn(one, where); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Evaluator::Scored> Evaluator::Score(const v1::LoggedDecision& d,
+                                                   const std::string& where,
+                                                   int slots_in_decision) {
   auto fail = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", why));
   };
@@ -143,6 +166,23 @@ absl::Status Evaluator::Add(const v1::LoggedDecision& d, const std::string& wher
     if (!d.named_context().empty())
       if (auto s = space_->Parse(d.named_context(), "c", limits, false, &shared); !s.ok())
         return fail(std::string(s.message()));
+    // A slot of a multi-slot decision is featurized as the server did (server/named_inputs.cc):
+    // with several slots, or a slot with features of its own, in VW's CCB form (the slot's
+    // features and index added to the context, the slot space's interactions).
+    const features::FeatureSpace* used = space_.get();
+    if (!d.slot_id().empty() && (slots_in_decision > 1 || !d.slot_features().empty())) {
+      if (!slot_space_) {
+        auto created = space_->ForSlots();
+        if (!created.ok()) return fail(std::string(created.status().message()));
+        slot_space_ = std::make_unique<features::FeatureSpace>(*std::move(created));
+      }
+      used = slot_space_.get();
+      features::ParsedFeatures slot;
+      if (!d.slot_features().empty())
+        if (auto s = space_->Parse(d.slot_features(), "c._slots", limits, false, &slot); !s.ok())
+          return fail(std::string(s.message()));
+      used->AddSlotFeatures(slot, d.slot_index(), false, &shared);
+    }
     features::SparseFeatures sparse;
     for (int i = 0; i < n; ++i) {
       features::ParsedFeatures action;
@@ -151,8 +191,8 @@ absl::Status Evaluator::Add(const v1::LoggedDecision& d, const std::string& wher
         if (auto s = space_->Parse(json, absl::StrCat("c._multi[", i, "]"), limits, false, &action);
             !s.ok())
           return fail(std::string(s.message()));
-      space_->Featurize(action, &shared, false, &sparse);
-      actions.push_back(features::ToDense(sparse, space_->dimension()));
+      used->Featurize(action, &shared, false, &sparse);
+      actions.push_back(features::ToDense(sparse, used->dimension()));
     }
   } else if (d.num_candidates() > 0) {
     if (d.num_candidates() != n ||
@@ -162,33 +202,42 @@ absl::Status Evaluator::Add(const v1::LoggedDecision& d, const std::string& wher
       actions.emplace_back(Eigen::Map<const Vector>(d.candidates().data() + i * d.candidate_dim(),
                                                     d.candidate_dim()));
   }
-  const Vector x = Eigen::Map<const Vector>(d.x().data(), d.x_size());
-  const std::vector<std::string> arm_ids(d.arm_ids().begin(), d.arm_ids().end());
-  ScoredEvent e;
-  e.logged_action = d.chosen_index();
-  e.logged_propensity = d.propensity();
-  e.reward = d.reward();
-  e.q = model_.Predict(actions, &x, arm_ids.empty() ? nullptr : &arm_ids, n);
-  // Every candidate's distribution for this context first, then every candidate learns (the
-  // tool stops at the first error, so a refused event ends the evaluation).
-  std::vector<Vector> targets;
-  std::vector<Observation> learns(policies_.size());
+  Scored out;
+  out.x = Eigen::Map<const Vector>(d.x().data(), d.x_size());
+  out.arm_ids.assign(d.arm_ids().begin(), d.arm_ids().end());
+  out.actions = std::move(actions);
+  out.chosen = d.chosen_index();
+  out.slot_index = d.slot_id().empty() ? -1 : d.slot_index();
+  out.event.logged_action = d.chosen_index();
+  out.event.logged_propensity = d.propensity();
+  out.event.reward = d.reward();
+  out.event.q = model_.Predict(out.actions, &out.x, out.arm_ids.empty() ? nullptr : &out.arm_ids,
+                               n);
+  // Every candidate's distribution for this context first; each learns in Learn (the tool
+  // stops at the first error, so a refused event ends the evaluation).
+  out.learns.resize(policies_.size());
   for (size_t c = 0; c < policies_.size(); ++c) {
-    auto t = TargetFor(c, d, actions, x, arm_ids, &learns[c]);
+    auto t = TargetFor(c, d, out.actions, out.x, out.arm_ids, &out.learns[c]);
     if (!t.ok()) return fail(std::string(t.status().message()));
-    targets.push_back(*std::move(t));
+    out.targets.push_back(*std::move(t));
   }
+  return out;
+}
+
+absl::Status Evaluator::Learn(Scored& one, const std::string& where) {
   for (size_t c = 0; c < policies_.size(); ++c) {
-    if (auto s = policies_[c]->Update(learns[c]); !s.ok())
-      return fail(absl::StrCat("candidate '", candidates_[c].name, "' cannot learn the logged ",
-                               "action: ", s.message()));
-    e.target = targets[c];
+    if (auto s = policies_[c]->Update(one.learns[c]); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat(where, ": candidate '", candidates_[c].name,
+                                                     "' cannot learn the logged action: ",
+                                                     s.message()));
+    ScoredEvent e = one.event;
+    e.target = one.targets[c];
     results_[c].estimators.Add(e);
-    if (!d.slot_id().empty()) {
+    if (one.slot_index >= 0) {
       auto& slots = results_[c].slots;
-      while (static_cast<int>(slots.size()) <= d.slot_index())
+      while (static_cast<int>(slots.size()) <= one.slot_index)
         slots.emplace_back(options_.max_weight);
-      slots[static_cast<size_t>(d.slot_index())].Add(e);
+      slots[static_cast<size_t>(one.slot_index)].Add(e);
     }
     if (options_.trace_every > 0 && results_[c].estimators.events() % options_.trace_every == 0) {
       const Estimators& est = results_[c].estimators;
@@ -196,7 +245,8 @@ absl::Status Evaluator::Add(const v1::LoggedDecision& d, const std::string& wher
                                    est.DoublyRobust().value, est.Logged().value});
     }
   }
-  model_.Learn(actions, &x, arm_ids.empty() ? nullptr : &arm_ids, d.chosen_index(), d.reward());
+  model_.Learn(one.actions, &one.x, one.arm_ids.empty() ? nullptr : &one.arm_ids, one.chosen,
+               one.event.reward);
   return absl::OkStatus();
 }
 

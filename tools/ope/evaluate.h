@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,7 +63,15 @@ class Evaluator {
   // a reward (pending, dropped, discarded) are counted and skipped. Errors: a labeled decision
   // with a missing or zero propensity, a context of another kind or size than a candidate
   // takes, a candidate that cannot learn the logged action.
-  absl::Status Add(const bandit::v1::LoggedDecision& d, const std::string& where);
+  // `slots_in_decision`: for a slot of a named multi-slot decision, how many slots the decision
+  // had (its featurization depends on it, as VW's CCB).
+  absl::Status Add(const bandit::v1::LoggedDecision& d, const std::string& where,
+                   int slots_in_decision = 1);
+  // A multi-slot decision, its slots in order (one entry each): every slot is scored from the
+  // candidates' state before any slot is learned, as the logging policy filled them all
+  // before any reward.
+  absl::Status AddDecision(std::span<const bandit::v1::LoggedDecision> slots,
+                           const std::string& where, int slots_in_decision);
 
   const std::vector<CandidateResult>& results() const { return results_; }
   int64_t skipped() const { return skipped_; }
@@ -70,6 +79,20 @@ class Evaluator {
  private:
   Evaluator(std::vector<Candidate> candidates, std::vector<std::unique_ptr<Policy>> policies,
             EvaluateOptions options);
+  // One rewarded entry scored by every candidate, waiting to be learned.
+  struct Scored {
+    std::vector<Vector> actions;
+    Vector x;
+    std::vector<std::string> arm_ids;
+    int chosen = 0;
+    int slot_index = -1;  // a single decision
+    ScoredEvent event;    // target filled per candidate
+    std::vector<Vector> targets;
+    std::vector<Observation> learns;
+  };
+  absl::StatusOr<Scored> Score(const bandit::v1::LoggedDecision& d, const std::string& where,
+                               int slots_in_decision);
+  absl::Status Learn(Scored& one, const std::string& where);
   absl::StatusOr<Vector> TargetFor(size_t c, const bandit::v1::LoggedDecision& d,
                                    const std::vector<Vector>& actions, const Vector& x,
                                    const std::vector<std::string>& arm_ids, Observation* learn);
@@ -78,6 +101,7 @@ class Evaluator {
   std::vector<std::unique_ptr<Policy>> policies_;
   // The candidates' feature space (their configs' feature_space, all alike), for named logs.
   std::shared_ptr<const features::FeatureSpace> space_;
+  std::unique_ptr<features::FeatureSpace> slot_space_;  // space_->ForSlots(), once needed
   EvaluateOptions options_;
   DirectModel model_;
   std::vector<CandidateResult> results_;

@@ -120,14 +120,34 @@ int main(int argc, char** argv) {
   std::string line;
   int64_t line_no = 0;
   const auto start = std::chrono::steady_clock::now();
+  // The entries of one multi-slot decision (a CCB line, or consecutive lines of its slots) are
+  // evaluated together: every slot scored before any is learned.
+  std::vector<bandit::v1::LoggedDecision> held;
+  std::string held_where;
+  auto flush = [&]() -> absl::Status {
+    if (held.empty()) return absl::OkStatus();
+    absl::Status s = (*evaluator)->AddDecision(held, held_where, static_cast<int>(held.size()));
+    held.clear();
+    return s;
+  };
   while (std::getline(log, line)) {
     ++line_no;
     if (line.empty()) continue;
     const std::string where = absl::StrCat(log_path, ":", line_no);
-    auto d = bandit::client::ParseDsjson(line);
-    if (!d.ok()) return Fail(absl::StrCat(where, ": ", d.status().message()));
-    if (auto s = (*evaluator)->Add(*d, where); !s.ok()) return Fail(std::string(s.message()));
+    auto decisions = bandit::client::ParseDsjsonDecisions(line);
+    if (!decisions.ok()) return Fail(absl::StrCat(where, ": ", decisions.status().message()));
+    for (auto& d : *decisions) {
+      const bool same_decision = !held.empty() && !d.slot_id().empty() &&
+                                 d.event_id() == held[0].event_id() &&
+                                 d.slot_index() == static_cast<int>(held.size());
+      if (!same_decision) {
+        if (auto s = flush(); !s.ok()) return Fail(std::string(s.message()));
+        held_where = where;
+      }
+      held.push_back(std::move(d));
+    }
   }
+  if (auto s = flush(); !s.ok()) return Fail(std::string(s.message()));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

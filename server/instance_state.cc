@@ -390,18 +390,14 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
         return absl::InvalidArgumentError(
             "context, actions or excluded_actions is set (named inputs), expected candidates: "
             "the instance has no feature_space");
-      if (sparse)
-        return absl::InvalidArgumentError(
-            "slots is set with named actions, expected a single decision: the instance's "
-            "diagonal-covariance policy takes sparse vectors, which multi-slot decisions do not "
-            "build");
       if (auto s = CheckNamedActions(req, limits.max_candidates, &ids, &excluded); !s.ok())
         return s;
       if (auto s = CheckSlots(req, ids, excluded, limits.max_candidates, &in->slots); !s.ok())
         return s;
       in->x.resize(0);
       in->candidates->clear();
-      return FeaturizeSlots(*space, limits.named, req, &in->slots);
+      in->is_sparse = sparse;
+      return FeaturizeSlots(*space, limits.named, req, &in->slots, sparse);
     }
     if (space != nullptr && req.candidates_size() > 0)
       return absl::InvalidArgumentError(
@@ -565,6 +561,18 @@ absl::StatusOr<SelectContext> InstanceState::SelectContextFor(const bandit::v1::
       return absl::InvalidArgumentError(absl::StrCat(
           "slots is set, expected a policy over candidates: instance '", name_, "' runs '",
           policy_->name(), "', which does not decide over the request's actions"));
+    if (in.is_sparse && !policy_->TakesSparse()) {
+      // Parsed for a policy that took sparse input and has since been replaced (PromoteShadow):
+      // the new one's dimension was admitted for dense vectors.
+      for (SelectInputs::Slot& slot : in.slots) {
+        slot.candidates.assign(slot.sparse_candidates.size(), Vector());
+        for (size_t i = 0; i < slot.sparse_candidates.size(); ++i)
+          if (slot.allowed[i])
+            slot.candidates[i] = Densify(slot.sparse_candidates[i], feature_space_->dimension());
+        slot.sparse_candidates.clear();
+      }
+      in.is_sparse = false;
+    }
     return ctx;
   }
   switch (policy_->context_kind()) {
@@ -752,11 +760,17 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
   std::vector<char> taken(n, 0);
   // Reused per thread: assigning a vector of the same length keeps its storage.
   thread_local std::vector<Vector> offered;
+  // Named actions for a policy that takes sparse input: the slot's vectors stay sparse.
+  const bool sparse = in.is_sparse;
+  thread_local std::vector<SparseVector> offered_sparse;
+  thread_local std::vector<Vector> offered_dense;  // for the shadows, which score dense vectors
   struct GiveBackLarge {  // as SelectInputs' scratch: beyond 2^20 doubles, freed after the call
     ~GiveBackLarge() {
-      int64_t total = 0;
-      for (const Vector& v : offered) total += v.size();
-      if (total > (int64_t{1} << 20)) std::vector<Vector>().swap(offered);
+      for (std::vector<Vector>* scratch : {&offered, &offered_dense}) {
+        int64_t total = 0;
+        for (const Vector& v : *scratch) total += v.size();
+        if (total > (int64_t{1} << 20)) std::vector<Vector>().swap(*scratch);
+      }
     }
   } give_back_large;
   std::vector<int> position;  // offered[j] is action position[j]
@@ -776,6 +790,20 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
       mask.assign(n, 0);
       for (int i : position) mask[i] = 1;
       policy_ctx.allowed_arms = mask;
+    } else if (sparse) {
+      if (offered_sparse.size() < position.size()) offered_sparse.resize(position.size());
+      for (size_t j = 0; j < position.size(); ++j)
+        offered_sparse[j] = slot.sparse_candidates[position[j]];
+      policy_ctx.sparse_candidates =
+          std::span<const SparseVector>(offered_sparse.data(), position.size());
+      if (!shadows_.empty()) {
+        // Shadows score dense vectors: AddShadow admits them on a sparse instance only when
+        // 2^bits is within --max_feature_dim.
+        if (offered_dense.size() < position.size()) offered_dense.resize(position.size());
+        for (size_t j = 0; j < position.size(); ++j)
+          offered_dense[j] = Densify(offered_sparse[j], feature_space_->dimension());
+        offered_now = std::span<const Vector>(offered_dense.data(), position.size());
+      }
     } else {
       if (offered.size() < position.size()) offered.resize(position.size());
       for (size_t j = 0; j < position.size(); ++j) offered[j] = source[position[j]];
@@ -819,7 +847,17 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
     p.seq = next_seq_++;
     p.arm = chosen;
     p.arm_id = id_of(chosen);
-    if (!arm_set) p.features = offered[d->arm];
+    if (sparse) {
+      const SparseVector& chosen_vector = offered_sparse[d->arm];
+      p.sparse_index = chosen_vector.index;
+      p.sparse_value = chosen_vector.value;
+      if (chosen_vector.size() == 0) {  // kept as one zero term, as a single decision's
+        p.sparse_index = {0};
+        p.sparse_value = {0.0};
+      }
+    } else if (!arm_set) {
+      p.features = offered[d->arm];
+    }
     p.memo = std::move(d->memo);
     if (std::isfinite(d->estimated_gap)) {
       gap_sum += d->estimated_gap;
@@ -859,7 +897,9 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
       LogDistribution(*d, offered_count, &e);
       if (!arm_set) {
         e.num_candidates = offered_count;
-        e.candidate_dim = offered_now.empty() ? 0 : static_cast<int>(offered_now[0].size());
+        e.candidate_dim = sparse               ? static_cast<int>(feature_space_->dimension())
+                          : offered_now.empty() ? 0
+                                                : static_cast<int>(offered_now[0].size());
       }
       if (arm_set) {
         e.arm_ids = offered_ids;
@@ -1733,8 +1773,19 @@ int64_t InstanceState::NewDecisionBytes(const SelectInputs& in) const {
     longest = std::max<int64_t>(longest, c.size());
     all += c.size();
   }
-  for (const auto& slot : in.slots)
+  // A sparse vector's term is an index and a value: 12 bytes, counted in doubles.
+  auto sparse_doubles = [](const SparseVector& v) {
+    return (static_cast<int64_t>(v.size()) * 12 + 7) / 8;
+  };
+  for (const SparseVector& c : *in.sparse) {
+    longest = std::max<int64_t>(longest, sparse_doubles(c));
+    all += sparse_doubles(c);
+  }
+  for (const auto& slot : in.slots) {
     for (const Vector& c : slot.candidates) longest = std::max<int64_t>(longest, c.size());
+    for (const SparseVector& c : slot.sparse_candidates)
+      longest = std::max<int64_t>(longest, sparse_doubles(c));
+  }
   const int64_t slots = std::max<int64_t>(1, static_cast<int64_t>(in.slots.size()));
   const int64_t per_choice = longest * kDouble + kMemoAndIds +
                              static_cast<int64_t>(shadows_.size() * sizeof(ShadowScore));

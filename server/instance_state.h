@@ -100,6 +100,9 @@ class InstanceState {
       // Per action (empty where the slot may not choose it); none at all when the slot sees
       // the request's own vectors (*SelectInputs::candidates: dense, no slot features).
       std::vector<Vector> candidates;
+      // Named actions for a policy that takes sparse input (SelectInputs::is_sparse): the same
+      // per action as sparse vectors, `candidates` empty.
+      std::vector<SparseVector> sparse_candidates;
       std::vector<char> allowed;       // per action: not excluded for the request or the slot
       int baseline = -1;               // position of the slot's baseline action
     };

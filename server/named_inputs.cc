@@ -165,7 +165,8 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
 absl::Status FeaturizeSlots(const features::FeatureSpace& space,
                             const features::InputLimits& limits,
                             const bandit::v1::SelectRequest& req,
-                            std::vector<InstanceState::SelectInputs::Slot>* slots) {
+                            std::vector<InstanceState::SelectInputs::Slot>* slots,
+                            bool sparse) {
   features::ParsedFeatures shared;
   if (!req.context().empty())
     if (auto s = space.Parse(req.context(), "context", limits, false, &shared); !s.ok()) return s;
@@ -198,20 +199,30 @@ absl::Status FeaturizeSlots(const features::FeatureSpace& space,
     slot_space = *std::move(s);
   }
   const features::FeatureSpace& used = augment ? *slot_space : space;
-  features::SparseFeatures sparse;
+  const bool sparse_out = sparse;
+  features::SparseFeatures terms;
   for (int k = 0; k < req.slots_size(); ++k) {
     features::ParsedFeatures context = shared;
     if (augment) used.AddSlotFeatures(slot_features[k], k, false, &context);
     auto& out = (*slots)[k];
-    out.candidates.assign(req.actions_size(), Vector());
+    if (sparse_out) {
+      out.sparse_candidates.assign(req.actions_size(), SparseVector());
+    } else {
+      out.candidates.assign(req.actions_size(), Vector());
+    }
     for (int i = 0; i < req.actions_size(); ++i) {
       if (!out.allowed[i]) continue;
       if (auto s = used.CheckTerms(actions[i], &context, limits.max_terms,
                                    absl::StrCat("slots[", k, "] with actions[", i, "]"));
           !s.ok())
         return s;
-      used.Featurize(actions[i], &context, false, &sparse);
-      out.candidates[i] = features::ToDense(sparse, used.dimension());
+      used.Featurize(actions[i], &context, false, &terms);
+      if (sparse_out) {
+        out.sparse_candidates[i].index = terms.index;
+        out.sparse_candidates[i].value = terms.value;
+      } else {
+        out.candidates[i] = features::ToDense(terms, used.dimension());
+      }
     }
   }
   return absl::OkStatus();

@@ -61,11 +61,13 @@ absl::Status CheckNamedActions(const bandit::v1::SelectRequest& req, int64_t max
 // each slot and each action it may choose, the action with the context merged in, the slot's
 // features and index added as Vowpal Wabbit's conditional contextual bandits do
 // (FeatureSpace::ForSlots, AddSlotFeatures), so an exported log trains the same in VW's
-// ccb_explore_adf.
+// ccb_explore_adf. With `sparse` (a policy that takes sparse input) each slot's vectors are
+// its sparse_candidates, never densified.
 absl::Status FeaturizeSlots(const features::FeatureSpace& space,
                             const features::InputLimits& limits,
                             const bandit::v1::SelectRequest& req,
-                            std::vector<InstanceState::SelectInputs::Slot>* slots);
+                            std::vector<InstanceState::SelectInputs::Slot>* slots,
+                            bool sparse = false);
 
 // A direct Update's vector: the context merged into the action, as at Select.
 absl::StatusOr<Vector> FeaturizeDirect(const features::FeatureSpace& space,

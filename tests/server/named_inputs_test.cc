@@ -621,9 +621,111 @@ TEST(NamedInputs, DiagonalPolicyAtBits18DecidesAsTheCorePolicyOnTheSparseVectors
   for (int j = 0; j < w.size(); ++j) ASSERT_EQ(out.weights(j), w[j]) << j;
 }
 
+// A multi-slot named Select on a diagonal instance at bits 18: each slot is filled by the
+// policy over sparse vectors (never densified), the slot's features and index added as VW's
+// CCB does; its choice equals the core policy's on the vectors this test builds itself
+// (FeatureSpace::ForSlots and AddSlotFeatures), slot after slot among the actions still free,
+// learning each slot's reward as the server does. An exported instance with a sparse slot
+// choice pending imports into a twin that decides and learns the same.
+TEST(NamedInputs, DiagonalPolicyFillsNamedSlotsAsTheCorePolicyOnTheSparseVectors) {
+  ManualClock clock;
+  DecisionService svc(&clock, BanditdLimits());
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("d", kDiagonal18), &out).ok());
+  auto core = CreatePolicy(out.config().policy(), 1);
+  ASSERT_TRUE(core.ok()) << core.status();
+  features::FeatureSpaceOptions o;
+  o.bits = 18;
+  o.interactions = {"UA"};
+  auto space = *features::FeatureSpace::Create(o);
+  auto slot_space = space.ForSlots();
+  ASSERT_TRUE(slot_space.ok()) << slot_space.status();
+  features::InputLimits limits;
+  features::ParsedFeatures hero_features;
+  ASSERT_TRUE(space.Parse(R"({"Slot":{"size":"large"}})", "slot", limits, false, &hero_features)
+                  .ok());
+  auto slotted = [](const std::string& instance, int round) {
+    v1::SelectRequest req = NamedRequest(instance, round);
+    req.clear_excluded_actions();
+    auto* hero = req.add_slots();
+    hero->set_id("hero");
+    hero->set_features(R"({"Slot":{"size":"large"}})");
+    req.add_slots()->set_id("tile");
+    return req;
+  };
+  int tile_not_first = 0;
+  std::string pending_event;
+  for (int round = 0; round < 120; ++round) {
+    const v1::SelectRequest req = slotted("d", round);
+    v1::Decision d;
+    { const absl::Status st = svc.Select(req, &d); ASSERT_TRUE(st.ok()) << st; }
+    ASSERT_EQ(d.slots_size(), 2);
+    features::ParsedFeatures shared;
+    ASSERT_TRUE(space.Parse(req.context(), "context", limits, false, &shared).ok());
+    std::vector<bool> taken(req.actions_size(), false);
+    std::vector<SparseVector> chosen(2);
+    for (int k = 0; k < 2; ++k) {
+      features::ParsedFeatures context = shared;
+      slot_space->AddSlotFeatures(k == 0 ? hero_features : features::ParsedFeatures(), k, false,
+                                  &context);
+      std::vector<SparseVector> xs;
+      std::vector<int> position;
+      for (int i = 0; i < req.actions_size(); ++i) {
+        if (taken[i]) continue;
+        features::ParsedFeatures action;
+        ASSERT_TRUE(space.Parse(req.actions(i).features(), "a", limits, false, &action).ok());
+        features::SparseFeatures f;
+        slot_space->Featurize(action, &context, false, &f);
+        xs.push_back(SparseVector{f.index, f.value});
+        position.push_back(i);
+      }
+      SelectContext ctx;
+      ctx.sparse_candidates = xs;
+      auto expected = (*core)->Select(ctx);
+      ASSERT_TRUE(expected.ok());
+      ASSERT_EQ(d.slots(k).arm_index(), position[expected->arm]) << round << " slot " << k;
+      EXPECT_EQ(d.slots(k).propensity(), expected->propensity);
+      taken[position[expected->arm]] = true;
+      chosen[k] = xs[expected->arm];
+      if (k == 1) tile_not_first += position[expected->arm] != position[0];
+    }
+    for (int k = 0; k < 2; ++k) {
+      if (round == 119 && k == 1) {  // left pending for the export below
+        pending_event = d.event_id();
+        continue;
+      }
+      const double r = Reward(round, d.slots(k).arm_index()) * (k == 0 ? 1.0 : 0.5);
+      ASSERT_TRUE(testing::SlotReward(svc, "d", d.event_id(), d.slots(k).slot_id(), r).ok());
+      Observation obs;
+      obs.sparse_features = chosen[k];
+      obs.reward = r;
+      ASSERT_TRUE((*core)->Update(obs).ok());
+    }
+  }
+  EXPECT_GT(tile_not_first, 10);  // the tile's choice is learned, not the first free action
+  // Export with the tile's sparse choice pending; the imported twin finishes it and goes on
+  // exactly as the original.
+  v1::ImportInstanceRequest imp;
+  imp.set_name("twin");
+  imp.set_snapshot(testing::Exported(svc, "d"));
+  ASSERT_TRUE(svc.ImportInstance(imp, &out).ok());
+  for (const char* name : {"d", "twin"})
+    ASSERT_TRUE(testing::SlotReward(svc, name, pending_event, "tile", 1.0).ok()) << name;
+  for (int round = 120; round < 140; ++round) {
+    v1::Decision a, b;
+    ASSERT_TRUE(svc.Select(slotted("d", round), &a).ok());
+    ASSERT_TRUE(svc.Select(slotted("twin", round), &b).ok());
+    for (int k = 0; k < 2; ++k) {
+      ASSERT_EQ(a.slots(k).arm_index(), b.slots(k).arm_index()) << round;
+      const double r = Reward(round, a.slots(k).arm_index());
+      ASSERT_TRUE(testing::SlotReward(svc, "d", a.event_id(), a.slots(k).slot_id(), r).ok());
+      ASSERT_TRUE(testing::SlotReward(svc, "twin", b.event_id(), b.slots(k).slot_id(), r).ok());
+    }
+  }
+}
+
 // What stays refused: a full-matrix policy at bits 18 (the message names the bits and the way
-// out), a diagonal one beyond --max_diagonal_feature_dim, a shadow at bits 18, multi-slot
-// named Selects on a diagonal instance.
+// out), a diagonal one beyond --max_diagonal_feature_dim, a shadow at bits 18.
 TEST(NamedInputs, BoundsOnFullMatrixAndDiagonalPolicies) {
   ManualClock clock;
   DecisionService svc(&clock, BanditdLimits());
@@ -658,12 +760,6 @@ TEST(NamedInputs, BoundsOnFullMatrixAndDiagonalPolicies) {
   auto shadow = svc.AddShadow(add, &out);
   EXPECT_EQ(shadow.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(shadow.message()), HasSubstr("--max_feature_dim=4096"));
-  v1::SelectRequest slots = NamedRequest("d", 0);
-  slots.add_slots()->set_id("top");
-  v1::Decision d;
-  auto s = svc.Select(slots, &d);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("diagonal-covariance"));
 }
 
 // Within --max_feature_dim a diagonal instance keeps shadows (scored on dense vectors), and a

@@ -44,6 +44,18 @@ std::vector<std::pair<int, double>> PlayRounds(DecisionService& svc, const std::
   return out;
 }
 
+// The reward of one slot of a multi-slot decision.
+inline absl::Status SlotReward(DecisionService& svc, const std::string& name,
+                               const std::string& event, const std::string& slot, double reward) {
+  bandit::v1::UpdateRequest up;
+  up.set_instance(name);
+  up.set_event_id(event);
+  up.set_slot_id(slot);
+  up.set_reward(reward);
+  bandit::v1::UpdateResponse r;
+  return svc.Update(up, &r);
+}
+
 // The instance's exported state (ExportInstance's opaque bytes): equal bytes, equal instances.
 inline std::string Exported(DecisionService& svc, const std::string& name) {
   bandit::v1::ExportInstanceRequest req;

@@ -56,16 +56,7 @@ std::string PolicyState(DecisionService& svc, const std::string& name) {
   return snap.ok() ? snap->policy().SerializeAsString() : "";
 }
 
-absl::Status Reward(DecisionService& svc, const std::string& name, const std::string& event,
-                    const std::string& slot, double reward) {
-  v1::UpdateRequest up;
-  up.set_instance(name);
-  up.set_event_id(event);
-  up.set_slot_id(slot);
-  up.set_reward(reward);
-  v1::UpdateResponse r;
-  return svc.Update(up, &r);
-}
+constexpr auto& Reward = testing::SlotReward;
 
 absl::Status Activate(DecisionService& svc, const std::string& name, const std::string& event) {
   v1::ActivateRequest req;

@@ -669,6 +669,46 @@ TEST_P(Conformance, EveryArmAllowedDecidesAsNoMask) {
   EXPECT_TRUE(SameState(Snapshot(*policy_), Snapshot(*twin)));
 }
 
+// Check 8: a policy that takes sparse input decides on a sparse vector exactly as on its dense
+// form sum_k value[k] e_index[k]. The world's vectors given as sparse terms, each coordinate
+// split into two equal halves (a repeated index adds up, as hashed features that collide) and
+// zero coordinates left out, give the same decisions and end in the same state, RNG included.
+TEST_P(Conformance, SparseInputDecidesAsItsDenseForm) {
+  if (!policy_->TakesSparse()) GTEST_SKIP() << "takes dense vectors only";
+  auto twin = Make();
+  ASSERT_NE(twin, nullptr);
+  World twin_world = *world_;
+  auto to_sparse = [](const Vector& v) {
+    SparseVector out;
+    for (Eigen::Index j = 0; j < v.size(); ++j) {
+      if (v[j] == 0) continue;
+      for (int half = 0; half < 2; ++half) {  // v/2 + v/2 == v exactly
+        out.index.push_back(static_cast<uint32_t>(j));
+        out.value.push_back(v[j] / 2);
+      }
+    }
+    return out;
+  };
+  for (int t = 0; t < 200 && !HasFailure(); ++t) {
+    const Decision a = Round(*policy_, *world_, t);
+    const SelectContext dense = twin_world.NextContext(/*want_scores=*/t % 5 == 0);
+    std::vector<SparseVector> xs;
+    for (const Vector& c : dense.candidates) xs.push_back(to_sparse(c));
+    SelectContext ctx;
+    ctx.want_scores = dense.want_scores;
+    ctx.sparse_candidates = xs;
+    auto b = twin->Select(ctx);
+    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_EQ(a.arm, b->arm) << "round " << t;
+    ASSERT_TRUE(SameNumber(a.propensity, b->propensity)) << "round " << t;
+    Observation obs = twin_world.Observe(*b);
+    obs.sparse_features = to_sparse(obs.features);
+    obs.features = Vector();
+    ASSERT_TRUE(twin->Update(obs).ok()) << "round " << t;
+  }
+  EXPECT_TRUE(SameState(Snapshot(*policy_), Snapshot(*twin)));
+}
+
 INSTANTIATE_TEST_SUITE_P(AllRegistered, Conformance, ::testing::ValuesIn(AllCases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.label;

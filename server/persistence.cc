@@ -5,7 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "server/instance_state.h"
 #include "server/log.h"
+#include "server/memory_budget.h"
 
 namespace bandit::server {
 
@@ -37,22 +39,92 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(std::unique_ptr<S
 
 namespace {
 
+// What recovery and takeover build is admitted against the node's memory budget before it is
+// built: the footprint an instance's stored config declares (InstanceState::DeclaredBytes, from
+// core/footprint.h) is reserved first, so an instance that would not fit is refused without
+// its policy, pending decisions or log ever being allocated. The reservation is exchanged for
+// the built instance's charge (Instance::ChargeTo) once its records are replayed, as
+// CreateInstance admits on the declared footprint and then charges what was built.
+class RecoveryAdmission {
+ public:
+  RecoveryAdmission(MemoryBudget* budget, MemoryOp op) : budget_(budget), op_(op) {}
+  RecoveryAdmission(const RecoveryAdmission&) = delete;
+  RecoveryAdmission& operator=(const RecoveryAdmission&) = delete;
+  ~RecoveryAdmission() {
+    for (const auto& [name, bytes] : held_) budget_->Charge(-bytes, MemoryKind::kPolicy);
+  }
+
+  // Whether the incarnation `uid` of `name`, declaring `declared`, may be built. A footprint
+  // that cannot be computed is admitted: building it gives the precise error.
+  bool Admit(const std::string& name, uint64_t uid, const absl::StatusOr<int64_t>& declared) {
+    Release(name);  // a new incarnation replaces the previous one's reservation
+    over_.erase(name);
+    if (!declared.ok()) return true;
+    absl::Status s = budget_->Reserve(
+        *declared, MemoryKind::kPolicy, op_,
+        absl::StrCat("instance '", name, "' (the footprint its stored config declares)"));
+    if (!s.ok()) {
+      over_[name] = Over{uid, *declared, std::move(s)};
+      return false;
+    }
+    held_[name] = *declared;
+    return true;
+  }
+  // The built copy is dropped (deleted, refused) or about to be charged as built.
+  void Release(const std::string& name) {
+    auto it = held_.find(name);
+    if (it == held_.end()) return;
+    budget_->Charge(-it->second, MemoryKind::kPolicy);
+    held_.erase(it);
+  }
+  // `name` was left unbuilt for the budget (its records are skipped until a deletion of that
+  // incarnation or a new one).
+  bool over(const std::string& name, uint64_t uid) const {
+    auto it = over_.find(name);
+    return it != over_.end() && it->second.uid == uid;
+  }
+  // A deletion record: the unbuilt incarnation `uid` of `name` is gone.
+  void Deleted(const std::string& name, uint64_t uid) {
+    auto it = over_.find(name);
+    if (it != over_.end() && it->second.uid == uid) over_.erase(it);
+  }
+
+  struct Over {
+    uint64_t uid = 0;
+    int64_t declared = 0;
+    absl::Status refusal;
+  };
+  const std::map<std::string, Over>& refused() const { return over_; }
+
+ private:
+  MemoryBudget* const budget_;
+  const MemoryOp op_;
+  std::map<std::string, int64_t> held_;
+  std::map<std::string, Over> over_;
+};
+
 // Replays what a Storage hands back (snapshots, then records in sequence order) into
 // instances: full recovery at start and one instance's load on a cluster takeover share it.
+// Each instance is admitted by `admission` before it is built.
 RecoverySink ReplaySink(const Clock* clock,
                         std::map<std::string, std::shared_ptr<Instance>>* live_out,
-                        std::map<std::string, std::string>* refused_out, RecoveryReport* report) {
+                        std::map<std::string, std::string>* refused_out, RecoveryReport* report,
+                        RecoveryAdmission* admission) {
   static const InstanceLimits limits;  // recovery trusts what the server once accepted
-  auto refuse = [live_out, refused_out](const std::string& name, const std::string& why) {
+  auto refuse = [live_out, refused_out, admission](const std::string& name,
+                                                   const std::string& why) {
     if (!refused_out->count(name)) (*refused_out)[name] = why;
     live_out->erase(name);
+    admission->Release(name);
   };
   RecoverySink sink;
-  sink.snapshot = [live_out, refused_out, refuse, clock,
-                   report](const bandit::v1::InstanceSnapshot& snap) {
+  sink.snapshot = [live_out, refused_out, refuse, clock, report,
+                   admission](const bandit::v1::InstanceSnapshot& snap) {
     auto& live = *live_out;
     auto& refused = *refused_out;
     if (refused.count(snap.name())) return;
+    if (!admission->Admit(snap.name(), snap.uid(), InstanceState::DeclaredBytes(snap, limits)))
+      return;
     auto inst = Instance::FromSnapshot(snap, clock, limits);
     if (!inst.ok()) {
       refuse(snap.name(), std::string(inst.status().message()));
@@ -62,8 +134,8 @@ RecoverySink ReplaySink(const Clock* clock,
     live[snap.name()] = *inst;
     ++report->snapshots_loaded;
   };
-  sink.record = [live_out, refused_out, refuse, clock,
-                 report](const bandit::v1::JournalRecord& rec) {
+  sink.record = [live_out, refused_out, refuse, clock, report,
+                 admission](const bandit::v1::JournalRecord& rec) {
     auto& live = *live_out;
     auto& refused = *refused_out;
     const std::string& name = rec.instance();
@@ -73,10 +145,17 @@ RecoverySink ReplaySink(const Clock* clock,
       case bandit::v1::JournalRecord::kCreate:
       case bandit::v1::JournalRecord::kImport: {
         if (it != live.end() && it->second->uid() == rec.uid()) return;  // in its snapshot
+        if (admission->over(name, rec.uid())) return;  // its snapshot was left unbuilt
+        const bool create = rec.op_case() == bandit::v1::JournalRecord::kCreate;
+        if (!admission->Admit(name, rec.uid(),
+                              create ? InstanceState::DeclaredBytes(rec.create(), limits)
+                                     : InstanceState::DeclaredBytes(rec.import(), limits))) {
+          live.erase(name);
+          return;
+        }
         absl::StatusOr<std::shared_ptr<Instance>> inst =
-            rec.op_case() == bandit::v1::JournalRecord::kCreate
-                ? Instance::Create(rec.create(), clock, limits, rec.uid())
-                : Instance::FromSnapshot(rec.import(), clock, limits);
+            create ? Instance::Create(rec.create(), clock, limits, rec.uid())
+                   : Instance::FromSnapshot(rec.import(), clock, limits);
         if (!inst.ok()) {
           refuse(name, absl::StrCat("journal record ", rec.seq(), ": ", inst.status().message()));
           return;
@@ -86,7 +165,11 @@ RecoverySink ReplaySink(const Clock* clock,
         return;
       }
       case bandit::v1::JournalRecord::kDelete:
-        if (it != live.end() && it->second->uid() == rec.uid()) live.erase(it);
+        if (it != live.end() && it->second->uid() == rec.uid()) {
+          live.erase(it);
+          admission->Release(name);
+        }
+        admission->Deleted(name, rec.uid());
         ++report->records_replayed;
         return;
       default: {
@@ -120,12 +203,14 @@ RecoverySink ReplaySink(const Clock* clock,
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Instance>> Persistence::LoadInstance(const std::string& name,
-                                                                    uint64_t* max_seq) {
+                                                                    uint64_t* max_seq,
+                                                                    int64_t* needed_bytes) {
   std::map<std::string, std::shared_ptr<Instance>> live;
   std::map<std::string, std::string> refused;
   RecoveryReport report;
-  auto read =
-      storage_->RecoverInstance(name, ReplaySink(service_->clock(), &live, &refused, &report));
+  RecoveryAdmission admission(service_->memory().get(), MemoryOp::kTakeover);
+  auto read = storage_->RecoverInstance(
+      name, ReplaySink(service_->clock(), &live, &refused, &report, &admission));
   if (!read.ok()) return read.status();
   if (max_seq != nullptr) *max_seq = *read;
   if (auto it = refused.find(name); it != refused.end()) {
@@ -133,8 +218,19 @@ absl::StatusOr<std::shared_ptr<Instance>> Persistence::LoadInstance(const std::s
     return absl::DataLossError(absl::StrCat("instance '", name, "' cannot be loaded (", it->second,
                                             "); delete it to clear the name"));
   }
+  if (auto over = admission.refused().find(name); over != admission.refused().end()) {
+    if (needed_bytes != nullptr) *needed_bytes = over->second.declared;
+    return over->second.refusal;
+  }
   auto it = live.find(name);
   if (it == live.end()) return std::shared_ptr<Instance>();
+  // Charged as built before it is served (the reservation of its declared footprint is
+  // exchanged for it).
+  admission.Release(name);
+  if (auto s = it->second->ChargeTo(service_->memory(), MemoryOp::kTakeover); !s.ok()) {
+    if (needed_bytes != nullptr) *needed_bytes = it->second->MemoryBytes().total();
+    return s;
+  }
   it->second->AttachStorage(storage_.get());
   return it->second;
 }
@@ -143,29 +239,38 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
   const auto t0 = std::chrono::steady_clock::now();
   std::map<std::string, std::shared_ptr<Instance>> live;
   std::map<std::string, std::string> refused;
-  RecoverySink sink = ReplaySink(service_->clock(), &live, &refused, report);
+  RecoveryAdmission admission(service_->memory().get(), MemoryOp::kRecovery);
+  RecoverySink sink = ReplaySink(service_->clock(), &live, &refused, report, &admission);
   auto read = storage_->Recover(sink);
   if (!read.ok()) return read.status();
   report->journal_records = read->records;
   report->truncated_bytes = read->truncated_bytes;
 
+  // One that does not fit is left in storage, untouched, and refused by name until a restart
+  // with room loads it.
+  auto leave_unloaded = [&](const std::string& name, const absl::Status& s) {
+    BANDIT_LOG_ERROR("instance '", name, "' not loaded at recovery: ", s.message());
+    report->refused.emplace_back(name, std::string(s.message()));
+    service_->registry().Refuse(
+        name, absl::ResourceExhaustedError(absl::StrCat(
+                  "instance '", name, "' is stored but was not loaded at start: ", s.message(),
+                  ". Restart the server with a larger --max_memory_bytes to serve it (deleting "
+                  "it discards it)")));
+  };
   int64_t loaded = 0;
   for (auto& [name, inst] : live) {
-    // Within the node's memory budget, in name order; one that does not fit is left in storage,
-    // untouched, and refused by name until a restart with room loads it.
+    // The declared footprint's reservation is exchanged for what was built (pending decisions
+    // and a decision log may take it past its declaration), in name order.
+    admission.Release(name);
     if (auto s = inst->ChargeTo(service_->memory(), MemoryOp::kRecovery); !s.ok()) {
-      BANDIT_LOG_ERROR("instance '", name, "' not loaded at recovery: ", s.message());
-      report->refused.emplace_back(name, std::string(s.message()));
-      service_->registry().Refuse(
-          name, absl::ResourceExhaustedError(absl::StrCat(
-                    "instance '", name, "' is stored but was not loaded at start: ", s.message(),
-                    ". Restart the server with a larger --max_memory_bytes to serve it (deleting "
-                    "it discards it)")));
+      leave_unloaded(name, s);
       continue;
     }
     if (auto s = service_->registry().Add(inst); !s.ok()) return s;
     ++loaded;
   }
+  // Refused on their declared footprint: never built.
+  for (const auto& [name, over] : admission.refused()) leave_unloaded(name, over.refusal);
   for (const auto& [name, why] : refused) {
     BANDIT_LOG_ERROR("instance '", name, "' refused at recovery: ", why);
     service_->registry().Refuse(
@@ -186,7 +291,8 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
                   report->snapshots_loaded, " snapshots, ", report->journal_records,
                   " journal records, ", report->records_replayed, " replayed, ",
                   report->truncated_bytes, " torn bytes cut, ", refused.size(), " refused, ",
-                  live.size() - loaded, " left unloaded for the memory budget); durability=",
+                  live.size() - loaded + admission.refused().size(),
+                  " left unloaded for the memory budget); durability=",
                   DurabilityName(storage_->mode()));
   return absl::OkStatus();
 }

@@ -75,10 +75,14 @@ class Persistence {
   absl::Status Close();
 
   Storage* storage() const { return storage_.get(); }
-  // One instance as storage holds it, replayed and attached to storage (a cluster node taking
-  // it over); nullptr if it does not exist. max_seq = the highest sequence number seen.
+  // One instance as storage holds it, replayed, charged to the service's memory budget and
+  // attached to storage (a cluster node taking it over); nullptr if it does not exist.
+  // max_seq = the highest sequence number seen. Admitted on the footprint its stored config
+  // declares before it is built, then charged as built: RESOURCE_EXHAUSTED (nothing kept) when
+  // either does not fit, with *needed_bytes = the bytes that were asked for.
   absl::StatusOr<std::shared_ptr<Instance>> LoadInstance(const std::string& name,
-                                                         uint64_t* max_seq);
+                                                         uint64_t* max_seq,
+                                                         int64_t* needed_bytes = nullptr);
   // Milliseconds-since-epoch of each instance's last snapshot (for the snapshot-age metric).
   std::vector<std::pair<std::string, int64_t>> LastSnapshotTimes() const;
 

@@ -342,15 +342,16 @@ absl::Status BanditServer::StartCluster() {
   cluster::ClusterNode::Hooks hooks;
   Persistence* p = persistence_.get();
   DecisionService* service = service_.get();
-  hooks.load = [p](const std::string& name, uint64_t* max_seq) {
-    return p->LoadInstance(name, max_seq);
+  // A node without room for an instance it is asked to own refuses it before building it
+  // (LoadInstance admits the footprint its stored config declares, then charges what was
+  // built); the cluster node then leaves it to the next node in placement order.
+  hooks.load = [p](const std::string& name, uint64_t* max_seq, int64_t* needed_bytes) {
+    return p->LoadInstance(name, max_seq, needed_bytes);
   };
   hooks.add = [service](std::shared_ptr<Instance> inst) {
-    // A node without room for an instance it is asked to own refuses it (the cluster node then
-    // frees the lease for another node) rather than loading it past its memory budget.
-    if (auto s = inst->ChargeTo(service->memory(), MemoryOp::kTakeover); !s.ok()) return s;
     return service->registry().Add(std::move(inst));
   };
+  hooks.has_room = [service](int64_t bytes) { return bytes <= service->memory()->left(); };
   hooks.drop = [service](const std::string& name) {
     // The dropped copy refuses calls still holding it: a later claim of the same instance by
     // this node loads a new copy from storage, which would not contain their changes.

@@ -53,7 +53,8 @@ std::vector<prometheus::MetricFamily> ClusterMetrics::Collect() const {
                     node ? static_cast<double>(node->counters().handoffs.load()) : 0));
   out.push_back(one("bandit_cluster_declined_instances_total",
                     "Instances this node was to own but did not load for want of room in its "
-                    "memory budget (--max_memory_bytes); their lease was freed for another node.",
+                    "memory budget (--max_memory_bytes); their lease was freed and placement "
+                    "passes over this node for them until it has room.",
                     MetricType::Counter,
                     node ? static_cast<double>(node->counters().declined.load()) : 0));
   out.push_back(one("bandit_cluster_fencing_refusals_total",

@@ -51,6 +51,11 @@ constexpr const char* kLeaseIsFreeForClaim =
     "bandit_leases.owner_incarnation AND n.expires_at > clock_timestamp() FROM bandit_nodes n "
     "WHERE n.node_id = bandit_leases.owner FOR SHARE), false))";
 
+// The declines that count: their node's incarnation is the live one.
+constexpr const char* kLiveDeclines =
+    "bandit_declines d JOIN bandit_nodes n ON n.node_id = d.node_id AND n.incarnation = "
+    "d.incarnation AND n.expires_at > clock_timestamp()";
+
 std::string Ms(std::chrono::milliseconds d) { return absl::StrCat(d.count()); }
 
 }  // namespace
@@ -130,6 +135,10 @@ absl::Status ClusterNode::Register() {
     if (!rows.ok()) return rows.status();
     if (rows->rows() > 0) {
       storage_->SetLeaseDeadline(t0 + options_.lease * 9 / 10);
+      // A previous process's declines are not this one's (its budget may differ).
+      auto forgotten =
+          db_->Query("DELETE FROM bandit_declines WHERE node_id = $1", {options_.node_id});
+      if (!forgotten.ok()) return forgotten.status();
       return absl::OkStatus();
     }
     if (std::chrono::steady_clock::now() >= deadline)
@@ -171,24 +180,18 @@ void ClusterNode::OnFenced(const std::vector<std::string>& names) {
 absl::Status ClusterNode::LoadLocked(const std::string& name, uint64_t epoch) {
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t max_seq = 0;
-  auto inst = hooks_.load(name, &max_seq);
-  if (!inst.ok()) return inst.status();
+  int64_t needed_bytes = 0;
+  auto inst = hooks_.load(name, &max_seq, &needed_bytes);
+  if (!inst.ok()) {
+    if (inst.status().code() == absl::StatusCode::kResourceExhausted)
+      return DeclineLocked(name, epoch, needed_bytes, inst.status());
+    return inst.status();
+  }
   // Own before the instance is visible: its first change numbers above every stored row.
   storage_->Own(name, epoch, max_seq);
   if (*inst != nullptr) {
     if (auto s = hooks_.add(*inst); !s.ok()) {
       storage_->Disown(name);
-      if (s.code() == absl::StatusCode::kResourceExhausted) {
-        // No room here (the node's memory budget): the lease is freed, so another node may
-        // claim the instance, instead of this node loading it past its budget.
-        BANDIT_LOG_WARN("cluster: node '", options_.node_id, "' declined instance '", name,
-                           "': ", s.message());
-        (void)db_->Query(
-            "UPDATE bandit_leases SET owner = NULL, owner_incarnation = NULL WHERE instance = $1 "
-            "AND owner = $2 AND epoch = $3::bigint",
-            {name, options_.node_id, absl::StrCat(epoch)});
-        ++counters_.declined;
-      }
       return s;
     }
   }
@@ -202,6 +205,70 @@ absl::Status ClusterNode::LoadLocked(const std::string& name, uint64_t epoch) {
     hooks_.on_takeover(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return absl::OkStatus();
+}
+
+absl::Status ClusterNode::DeclineLocked(const std::string& name, uint64_t epoch,
+                                        int64_t needed_bytes, const absl::Status& why) {
+  // No room here: rather than loading it past the node's budget, the decline is recorded (so
+  // placement passes over this node) and the lease freed in one statement, so a node that sees
+  // the lease free also sees the decline.
+  BANDIT_LOG_WARN("cluster: node '", options_.node_id, "' declined instance '", name,
+                  "' (left to the next node in placement order): ", why.message());
+  auto rows = db_->Query(
+      "WITH declined AS (INSERT INTO bandit_declines (instance, node_id, incarnation, "
+      "needed_bytes) VALUES ($1, $2, $4::bigint, $5::bigint) ON CONFLICT (instance, node_id) DO "
+      "UPDATE SET incarnation = excluded.incarnation, needed_bytes = excluded.needed_bytes, "
+      "declined_at = clock_timestamp()) "
+      "UPDATE bandit_leases SET owner = NULL, owner_incarnation = NULL WHERE instance = $1 AND "
+      "owner = $2 AND epoch = $3::bigint",
+      {name, options_.node_id, absl::StrCat(epoch), absl::StrCat(incarnation_),
+       absl::StrCat(needed_bytes)});
+  if (!rows.ok())
+    BANDIT_LOG_WARN("cluster: recording the decline of '", name,
+                    "' failed (the lease stays with this node, which declines it again at the "
+                    "next call): ",
+                    rows.status().message());
+  ++counters_.declined;
+  return why;
+}
+
+absl::StatusOr<std::string> ClusterNode::PlaceLocked(const std::string& name,
+                                                     std::map<std::string, int64_t>* declined) {
+  // Placement over the members as they are now (the heartbeat's view may be lease/3 old: a
+  // node that just joined must not be missed when a name is first placed).
+  auto nodes = db_->Query(
+      "SELECT node_id, address, leaving FROM bandit_nodes WHERE expires_at > clock_timestamp()");
+  if (!nodes.ok()) return nodes.status();
+  auto declines = db_->Query(
+      absl::StrCat("SELECT d.node_id, d.needed_bytes FROM ", kLiveDeclines,
+                   " WHERE d.instance = $1"),
+      {name});
+  if (!declines.ok()) return declines.status();
+  std::set<std::string> passed_over;
+  for (int i = 0; i < declines->rows(); ++i) {
+    passed_over.insert(declines->text(i, 0));
+    (*declined)[declines->text(i, 0)] = static_cast<int64_t>(declines->uint(i, 1));
+  }
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> members;
+  for (int i = 0; i < nodes->rows(); ++i) {
+    addresses_[nodes->text(i, 0)] = nodes->text(i, 1);
+    if (nodes->text(i, 2) != "t") members.push_back(nodes->text(i, 0));
+  }
+  return RendezvousOwner(members, name, passed_over);
+}
+
+absl::Status ClusterNode::NoRoom(const std::string& name,
+                                 const std::map<std::string, int64_t>& declined) const {
+  std::string nodes;
+  for (const auto& [node, bytes] : declined)
+    absl::StrAppend(&nodes, nodes.empty() ? "" : ", ", "'", node, "' (needs ", bytes, " bytes)");
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "instance '", name,
+      "' is stored, but every live node declined it for want of room in its memory budget: ",
+      nodes,
+      "; start a node with a larger --max_memory_bytes, or free memory on one of these (delete "
+      "instances there): the instance is loaded once a node has room"));
 }
 
 absl::StatusOr<bool> ClusterNode::ClaimLocked(const std::string& name, bool create) {
@@ -299,30 +366,43 @@ absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create
     const std::string owner = rows->text(0, 0);
     if (owner == options_.node_id && rows->text(0, 1) == absl::StrCat(incarnation_)) {
       // Ours but not loaded (a load failed, or it was claimed for a create): load it now.
-      if (auto s = LoadLocked(name, rows->uint(0, 2)); !s.ok()) return s;
+      if (auto s = LoadLocked(name, rows->uint(0, 2)); !s.ok()) {
+        if (s.code() != absl::StatusCode::kResourceExhausted || forwarded) return s;
+        std::map<std::string, int64_t> declined;
+        auto next = PlaceLocked(name, &declined);
+        if (!next.ok()) return next.status();
+        if (next->empty()) return NoRoom(name, declined);
+        return remote(*next);
+      }
       return local;
     }
     return remote(owner);
   }
-  // Placement over the members as they are now (the heartbeat's view may be lease/3 old: a
-  // node that just joined must not be missed when a name is first placed).
-  auto nodes = db_->Query(
-      "SELECT node_id, address, leaving FROM bandit_nodes WHERE expires_at > clock_timestamp()");
-  if (!nodes.ok()) return nodes.status();
-  std::string placed;
-  {
-    absl::MutexLock lock(&mu_);
-    std::vector<std::string> members;
-    for (int i = 0; i < nodes->rows(); ++i) {
-      addresses_[nodes->text(i, 0)] = nodes->text(i, 1);
-      if (nodes->text(i, 2) != "t") members.push_back(nodes->text(i, 0));
-    }
-    placed = RendezvousOwner(members, name);
-  }
+  std::map<std::string, int64_t> declined;
+  auto placed = PlaceLocked(name, &declined);
+  if (!placed.ok()) return placed.status();
   if (!exists && !create) return local;  // no such instance: answered NOT_FOUND here
-  if (placed != options_.node_id && !placed.empty() && !forwarded) return remote(placed);
+  if (exists && placed->empty() && !declined.empty()) return NoRoom(name, declined);
+  if (*placed != options_.node_id && !placed->empty()) {
+    if (!forwarded) return remote(*placed);
+    // Sent here on a view older than this node's decline: the sender places it anew.
+    if (declined.count(options_.node_id))
+      return absl::UnavailableError(
+          absl::StrCat("node '", options_.node_id, "' declined instance '", name,
+                       "' for want of room; it is placed on node '", *placed, "' now; retry"));
+  }
   auto claimed = ClaimLocked(name, create);
-  if (!claimed.ok()) return claimed.status();
+  if (!claimed.ok()) {
+    // Declined just now: the call goes to the next node in placement order.
+    if (claimed.status().code() != absl::StatusCode::kResourceExhausted || create)
+      return claimed.status();
+    declined.clear();
+    auto next = PlaceLocked(name, &declined);
+    if (!next.ok()) return next.status();
+    if (next->empty()) return NoRoom(name, declined);
+    if (forwarded) return claimed.status();
+    return remote(*next);
+  }
   if (*claimed) return local;
   // Another node claimed it between our read and our claim.
   auto again = db_->Query("SELECT owner FROM bandit_leases WHERE instance = $1", {name});
@@ -407,12 +487,45 @@ absl::Status ClusterNode::Heartbeat() {
   auto leases = db_->Query(
       absl::StrCat("SELECT instance, owner, NOT ", kLeaseIsFree, ", epoch FROM bandit_leases"));
   if (!leases.ok()) return leases.status();
+  // Declines of live nodes; this node's own that have stood kDeclineHoldLeases are withdrawn
+  // if it has room for them now (the instance is then placed on it again and handed back).
+  auto declines = db_->Query(
+      absl::StrCat("SELECT d.instance, d.node_id, d.needed_bytes, d.node_id = $1 AND "
+                   "d.declined_at < clock_timestamp() - $2::bigint * interval '1 millisecond' "
+                   "FROM ",
+                   kLiveDeclines),
+      {options_.node_id, Ms(options_.lease * kDeclineHoldLeases)});
+  if (!declines.ok()) return declines.status();
+  bool leaving;
+  {
+    absl::MutexLock lock(&mu_);
+    leaving = leaving_;
+  }
+  std::map<std::string, std::set<std::string>> passed_over;
+  for (int i = 0; i < declines->rows(); ++i) {
+    const std::string instance = declines->text(i, 0);
+    const int64_t needed = static_cast<int64_t>(declines->uint(i, 2));
+    if (declines->text(i, 3) == "t" && !leaving && hooks_.has_room &&
+        hooks_.has_room(needed)) {
+      auto withdrawn = db_->Query(
+          "DELETE FROM bandit_declines WHERE instance = $1 AND node_id = $2 AND incarnation = "
+          "$3::bigint",
+          {instance, options_.node_id, absl::StrCat(incarnation_)});
+      if (withdrawn.ok()) {
+        BANDIT_LOG_INFO("cluster: node '", options_.node_id, "' has room for instance '", instance,
+                        "' (", needed, " bytes) again and withdrew its decline");
+        continue;
+      }
+      BANDIT_LOG_WARN("cluster: withdrawing the decline of '", instance,
+                      "' failed: ", withdrawn.status().message());
+    }
+    passed_over[instance].insert(declines->text(i, 1));
+  }
   std::vector<std::string> members;
   for (const auto& [id, address] : live) members.push_back(id);
   std::vector<std::string> to_claim;
   std::vector<std::pair<std::string, uint64_t>> to_hand_off;
   std::map<std::string, std::string> owners;
-  bool leaving;
   {
     absl::MutexLock lock(&mu_);
     live_ = live;
@@ -422,7 +535,10 @@ absl::Status ClusterNode::Heartbeat() {
       const std::string name = leases->text(i, 0);
       const std::string owner = leases->text(i, 1);
       const bool is_live = leases->text(i, 2) == "t";
-      const std::string placed = RendezvousOwner(members, name);
+      auto passed = passed_over.find(name);
+      const std::string placed =
+          passed == passed_over.end() ? RendezvousOwner(members, name)
+                                      : RendezvousOwner(members, name, passed->second);
       if (is_live && owner != options_.node_id) owners[name] = owner;
       if (!is_live && placed == options_.node_id && !leaving) to_claim.push_back(name);
       auto held = held_.find(name);
@@ -480,6 +596,9 @@ absl::Status ClusterNode::Leave() {
       "owner_incarnation = $2::bigint RETURNING instance",
       me);
   if (!released.ok()) return released.status();
+  auto forgotten = db_->Query(
+      "DELETE FROM bandit_declines WHERE node_id = $1 AND incarnation = $2::bigint", me);
+  if (!forgotten.ok()) return forgotten.status();
   auto gone =
       db_->Query("DELETE FROM bandit_nodes WHERE node_id = $1 AND incarnation = $2::bigint", me);
   if (!gone.ok()) return gone.status();

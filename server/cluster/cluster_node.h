@@ -9,8 +9,16 @@
 //                  heartbeat renews all of a node's leases. The epoch grows on every change of
 //                  owner and fences every write (server/storage/postgres/postgres_storage.h).
 //
+//   bandit_declines  instances a node had no room for (its memory budget): one row per
+//                  (instance, node), valid while that node's incarnation is live.
+//
 // Placement: rendezvous hashing of the instance name over the live members that are not
-// leaving (server/cluster/rendezvous.h). A node claims a free instance placed on it (no live
+// leaving and have not declined it (server/cluster/rendezvous.h). A node asked to own an
+// instance it has no room for declines it: it records the decline, frees the lease and the
+// instance goes to the next node in the name's rendezvous order; the node withdraws its
+// decline once it has room again (checked at its heartbeats once the decline has stood
+// kDeclineHoldLeases leases), and the instance is handed back to it as after a join. A node
+// claims a free instance placed on it (no live
 // lease: released, or its owner's row expired) on the first call for it or at its next
 // heartbeat, loads it from its snapshot and journal, and serves it; when a node joins, the
 // owners of the instances it now wins snapshot them and release their leases (hand-off). A
@@ -63,14 +71,22 @@ class ClusterNode {
   struct Hooks {
     // The instance as storage holds it (snapshot + later records), nullptr if it does not
     // exist; max_seq = the highest sequence number seen.
-    std::function<absl::StatusOr<std::shared_ptr<Instance>>(const std::string& name,
-                                                            uint64_t* max_seq)>
+    // RESOURCE_EXHAUSTED when the node has no room for it (then *needed_bytes = the bytes it
+    // would need): the instance is declined.
+    std::function<absl::StatusOr<std::shared_ptr<Instance>>(
+        const std::string& name, uint64_t* max_seq, int64_t* needed_bytes)>
         load;
     std::function<absl::Status(std::shared_ptr<Instance>)> add;     // make it servable
     std::function<void(const std::string& name)> drop;              // forget it (not deleted)
     std::function<absl::Status(const std::string& name)> snapshot;  // before a hand-off
     std::function<void(double seconds)> on_takeover;                // a claim + load finished
+    // Whether `bytes` more fit in the node's memory budget now (a declined instance is tried
+    // again once they do); unset = never.
+    std::function<bool(int64_t bytes)> has_room;
   };
+
+  // A decline stands at least this many leases before the node checks whether it has room.
+  static constexpr int kDeclineHoldLeases = 4;
 
   // Registers this node (waiting up to 2 leases for a previous process with the same node id
   // to expire), claims the free instances placed on it, starts the heartbeat.
@@ -117,6 +133,18 @@ class ClusterNode {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
   absl::Status LoadLocked(const std::string& name, uint64_t epoch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  // No room for `name` (`why`, RESOURCE_EXHAUSTED): records the decline, frees the lease;
+  // returns `why`.
+  absl::Status DeclineLocked(const std::string& name, uint64_t epoch, int64_t needed_bytes,
+                             const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  // Where `name` is placed now, asking the database: the live members not leaving, less the
+  // live nodes that declined it (node -> bytes it needed). Empty if none is left.
+  absl::StatusOr<std::string> PlaceLocked(const std::string& name,
+                                          std::map<std::string, int64_t>* declined)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  // RESOURCE_EXHAUSTED: every live node declined `name`.
+  absl::Status NoRoom(const std::string& name,
+                      const std::map<std::string, int64_t>& declined) const;
   void Forget(const std::string& name, bool lost) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status HandOffLocked(const std::string& name, uint64_t epoch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);

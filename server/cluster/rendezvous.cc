@@ -24,9 +24,15 @@ uint64_t RendezvousWeight(std::string_view node, std::string_view key) {
 }
 
 std::string RendezvousOwner(const std::vector<std::string>& nodes, std::string_view key) {
+  return RendezvousOwner(nodes, key, {});
+}
+
+std::string RendezvousOwner(const std::vector<std::string>& nodes, std::string_view key,
+                            const std::set<std::string>& passed_over) {
   std::string best;
   uint64_t best_weight = 0;
   for (const std::string& n : nodes) {
+    if (passed_over.count(n)) continue;
     const uint64_t w = RendezvousWeight(n, key);
     if (best.empty() || w > best_weight || (w == best_weight && n < best)) {
       best = n;

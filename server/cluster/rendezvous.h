@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,5 +19,9 @@ namespace bandit::server::cluster {
 uint64_t RendezvousWeight(std::string_view node, std::string_view key);
 // The node with the highest weight for `key` (ties: the smaller node id); empty if no nodes.
 std::string RendezvousOwner(const std::vector<std::string>& nodes, std::string_view key);
+// The same over `nodes` less `passed_over` (the nodes that declined `key`): the next node in
+// `key`'s weight order; empty if every node is passed over.
+std::string RendezvousOwner(const std::vector<std::string>& nodes, std::string_view key,
+                            const std::set<std::string>& passed_over);
 
 }  // namespace bandit::server::cluster

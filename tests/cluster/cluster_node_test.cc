@@ -58,7 +58,7 @@ TEST(ClusterNode, AClaimRacingTheOwnersRenewalEitherWaitsForItOrWins) {
   // b starts: its first heartbeat sees x's owner expired and claims it (placed on b, the only
   // live member).
   ClusterNode::Hooks hooks;
-  hooks.load = [](const std::string&, uint64_t* max_seq) {
+  hooks.load = [](const std::string&, uint64_t* max_seq, int64_t*) {
     *max_seq = 0;
     return absl::StatusOr<std::shared_ptr<Instance>>(nullptr);
   };

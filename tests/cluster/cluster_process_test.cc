@@ -5,7 +5,9 @@
 // whose pending call is never acknowledged and who serves nothing stale after SIGCONT, a node
 // joining (about a quarter of the instances move to it) and one leaving gracefully (its leases
 // are released at once); shadows added through any node, seen from every node and kept by the
-// node that takes over.
+// node that takes over; a node without room in its memory budget declines a takeover, is passed
+// over by placement and does not claim the instance again, and the next node with room takes
+// it with everything acknowledged.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -26,6 +28,8 @@
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "client/cpp/bandit_client.h"
 #include "server/cluster/rendezvous.h"
 #include "server/decision_service.h"
@@ -44,10 +48,13 @@ namespace v1 = bandit::v1;
 constexpr int kLeaseMs = 1500;
 
 std::unique_ptr<ServerProcess> StartNode(const std::string& dsn, const std::string& id,
-                                         int lease_ms = kLeaseMs) {
-  auto node = std::make_unique<ServerProcess>(std::vector<std::string>{
-      "--storage=postgres", "--postgres_dsn=" + dsn, "--cluster", "--node_id=" + id,
-      "--lease_ms=" + std::to_string(lease_ms), "--grace_period_ms=2000"});
+                                         int lease_ms = kLeaseMs,
+                                         const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"--storage=postgres", "--postgres_dsn=" + dsn, "--cluster",
+                                   "--node_id=" + id, "--lease_ms=" + std::to_string(lease_ms),
+                                   "--grace_period_ms=2000"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto node = std::make_unique<ServerProcess>(args);
   EXPECT_TRUE(node->running()) << node->Log();
   return node;
 }
@@ -842,6 +849,161 @@ TEST(Cluster, ShadowsAreForwardedSeenFromEveryNodeAndSurviveKillNineOfTheOwner) 
     expect_twin_estimates(got->shadows(0), "after the takeover, from " + id);
   }
   EXPECT_NE(Owners(dsn).at(name), owner);
+}
+
+// The value of the metric line `series` (name{labels}) on a node's /metrics page, -1 if absent.
+double Metric(const ServerProcess& node, const std::string& series) {
+  const std::string page = bandit::testing::HttpGet(node.metrics_port(), "/metrics");
+  size_t at = page.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  at += series.size() + 2;
+  double v = -1;
+  (void)absl::SimpleAtod(page.substr(at, page.find('\n', at) - at), &v);
+  return v;
+}
+
+double Accounted(const ServerProcess& node) {
+  double total = 0;
+  for (const char* kind : {"policy", "pending", "decision_log", "shadows", "instance_overhead"})
+    total += Metric(node, std::string("bandit_memory_accounted_bytes{kind=\"") + kind + "\"}");
+  return total;
+}
+
+// The first name "<prefix>-<i>" whose weights put the nodes in `order` (highest first).
+std::string NameInOrder(const std::string& prefix, const std::vector<std::string>& order) {
+  for (int i = 0;; ++i) {
+    const std::string name = prefix + "-" + std::to_string(i);
+    bool ok = true;
+    for (size_t k = 1; k < order.size(); ++k)
+      ok = ok && server::cluster::RendezvousWeight(order[k - 1], name) >
+                     server::cluster::RendezvousWeight(order[k], name);
+    if (ok) return name;
+  }
+}
+
+// Node "small" has a budget with room for a small instance but not for "big" (LinUCB at d = 1024:
+// 8.4 MB of state against 4 MiB); "b" and "c" have room. Both instances are placed on b first.
+// When b dies: small takes the small instance as usual and declines big (counter, log, lease
+// freed, decline recorded), loads nothing past its budget, does not claim big again on its
+// heartbeats, and answers calls for it with RESOURCE_EXHAUSTED naming the nodes that declined;
+// once c joins, placement passes over small, c takes big, and calls through small reach c,
+// where every acknowledged update is.
+TEST(Cluster, ANodeWithoutRoomDeclinesATakeoverAndTheNextNodeWithRoomTakesIt) {
+  const std::string dsn = SharedPostgres().CreateDatabase();
+  constexpr int64_t kSmallBudget = int64_t{4} << 20;
+  constexpr int kDim = 1024;
+  std::map<std::string, std::unique_ptr<ServerProcess>> nodes;
+  nodes["small"] =
+      StartNode(dsn, "small", kLeaseMs, {"--max_memory_bytes=" + std::to_string(kSmallBudget)});
+  nodes["b"] = StartNode(dsn, "b", kLeaseMs, {"--max_memory_bytes=256M"});
+  // big: on b, then small. tiny: on b, then small, then c (small keeps it when c joins).
+  const std::string big = NameInOrder("big", {"b", "small"});
+  const std::string tiny = NameInOrder("tiny", {"b", "small", "c"});
+  BanditClient via_small(nodes["small"]->target());
+  v1::CreateInstanceRequest create_big;
+  create_big.set_name(big);
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "policy { linucb { dimension: 1024 } } seed: 5", create_big.mutable_config()));
+  auto created = Retry([&] { return via_small.CreateInstance(create_big); });
+  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_TRUE(Retry([&] { return via_small.CreateInstance(CreateRequest(tiny)); }).ok());
+  {
+    const auto owners = Owners(dsn);
+    ASSERT_EQ(owners.at(big), "b");
+    ASSERT_EQ(owners.at(tiny), "b");
+  }
+
+  // Acknowledged rounds on both (through small, forwarded to b), and one decision of big left
+  // pending.
+  v1::SelectRequest sel_big;
+  sel_big.set_instance(big);
+  for (int c = 0; c < 2; ++c) {
+    auto* v = sel_big.add_candidates();
+    for (int j = 0; j < kDim; ++j) v->add_values(0.001 * ((j + c) % 7));
+  }
+  double big_rewards = 0;
+  int big_updates = 0;
+  auto round = [&](const std::string& name, double reward) {
+    v1::SelectRequest sel;
+    if (name == big) {
+      sel = sel_big;
+    } else {
+      sel.set_instance(name);
+    }
+    auto d = Retry([&] { return via_small.Select(sel); });
+    ASSERT_TRUE(d.ok()) << d.status();
+    v1::UpdateRequest up;
+    up.set_instance(name);
+    up.set_event_id(d->event_id());
+    up.set_reward(reward);
+    auto u = Retry([&] { return via_small.Update(up); });
+    ASSERT_TRUE(u.ok()) << u.status();
+    if (name == big) {
+      big_rewards += reward;
+      ++big_updates;
+    }
+  };
+  for (int i = 0; i < 20; ++i) {
+    round(big, 0.05 * i);
+    round(tiny, 1.0);
+  }
+  auto pending = Retry([&] { return via_small.Select(sel_big); });
+  ASSERT_TRUE(pending.ok()) << pending.status();
+
+  // The owner dies without a word.
+  nodes["b"]->Stop(SIGKILL);
+  ASSERT_TRUE(WaitFor([&] {
+    return Metric(*nodes["small"], "bandit_cluster_declined_instances_total") >= 1 &&
+           Owners(dsn)[tiny] == "small";
+  })) << nodes["small"]->Log();
+  EXPECT_TRUE(absl::StrContains(nodes["small"]->Log(),
+                                "cluster: node 'small' declined instance '" + big + "'"))
+      << nodes["small"]->Log();
+  EXPECT_EQ(Owners(dsn).at(big), "-") << "the lease is freed, not held by a node without room";
+  EXPECT_EQ(PostgresProcess::ExecOn(dsn, "SELECT string_agg(node_id, ',') FROM bandit_declines "
+                                         "WHERE instance = '" + big + "'"),
+            "small");
+  // Nothing past small's budget was loaded, and small serves what fits.
+  EXPECT_LE(Accounted(*nodes["small"]), static_cast<double>(kSmallBudget));
+  EXPECT_GT(Metric(*nodes["small"], "bandit_memory_refusals_total{operation=\"takeover\"}"), 0);
+  auto got_tiny = via_small.GetInstance(tiny);
+  ASSERT_TRUE(got_tiny.ok()) << got_tiny.status();
+  EXPECT_EQ(got_tiny->stats().updates(), 20);
+  // A call for big through small: a clear refusal naming who declined it, not a crash.
+  auto refused = via_small.GetInstance(big);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "every live node declined"))
+      << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "'small' (needs "))
+      << refused.status();
+  // Over several heartbeats small does not claim big again (no claim, load and decline loop).
+  std::this_thread::sleep_for(std::chrono::milliseconds(3 * kLeaseMs));
+  EXPECT_EQ(Metric(*nodes["small"], "bandit_cluster_declined_instances_total"), 1)
+      << nodes["small"]->Log();
+  EXPECT_EQ(Owners(dsn).at(big), "-");
+  EXPECT_TRUE(nodes["small"]->running());
+
+  // A node with room joins: placement passes over small, c takes big with everything acknowledged.
+  nodes["c"] = StartNode(dsn, "c", kLeaseMs, {"--max_memory_bytes=256M"});
+  ASSERT_TRUE(WaitFor([&] { return Owners(dsn).at(big) == "c"; })) << nodes["c"]->Log();
+  auto got = Retry([&] { return via_small.GetInstance(big); });
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->stats().updates(), big_updates) << "every acknowledged update is there";
+  EXPECT_DOUBLE_EQ(got->stats().reward_sum(), big_rewards);
+  EXPECT_EQ(got->stats().pending(), 1) << "the acknowledged pending decision too";
+  v1::UpdateRequest late;
+  late.set_instance(big);
+  late.set_event_id(pending->event_id());
+  late.set_reward(1);
+  ASSERT_TRUE(Retry([&] { return via_small.Update(late); }).ok());
+  round(big, 0.5);
+  got = via_small.GetInstance(big);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->stats().updates(), big_updates + 1);
+  EXPECT_EQ(Owners(dsn).at(tiny), "small") << "small keeps what fits";
+  EXPECT_EQ(Metric(*nodes["small"], "bandit_cluster_declined_instances_total"), 1);
+  EXPECT_LE(Accounted(*nodes["small"]), static_cast<double>(kSmallBudget));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -64,6 +65,22 @@ TEST(Rendezvous, AJoinMovesOnlyTheNewNodesShareAndALeaveOnlyTheLeavingNodes) {
     }
   }
   EXPECT_NEAR(left, 5000, 370);
+}
+
+// A node that declined a key is passed over: the key goes to the node with the next-highest
+// weight (sorting the weights here), and every other key stays where it was.
+TEST(Rendezvous, PassingOverADeclinedNodeGivesTheNextInWeightOrder) {
+  const std::vector<std::string> nodes = {"n1", "n2", "n3", "n4"};
+  for (const auto& key : Keys(500)) {
+    std::vector<std::pair<uint64_t, std::string>> order;
+    for (const auto& n : nodes) order.emplace_back(RendezvousWeight(n, key), n);
+    std::sort(order.rbegin(), order.rend());
+    EXPECT_EQ(RendezvousOwner(nodes, key, {order[0].second}), order[1].second) << key;
+    EXPECT_EQ(RendezvousOwner(nodes, key, {order[0].second, order[1].second}), order[2].second);
+    // Passing over a node that would not own the key changes nothing.
+    EXPECT_EQ(RendezvousOwner(nodes, key, {order[3].second}), order[0].second) << key;
+  }
+  EXPECT_EQ(RendezvousOwner(nodes, "x", {"n1", "n2", "n3", "n4"}), "");
 }
 
 }  // namespace

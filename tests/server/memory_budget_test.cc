@@ -420,6 +420,9 @@ TEST(MemoryBudgetService, RestartLoadsNothingOverTheBudgetAndLosesNothing) {
     EXPECT_LE(svc.memory()->used(), budget);
     ASSERT_EQ(report.refused.size(), 2u);
     EXPECT_EQ(svc.memory()->refusals(MemoryOp::kRecovery), 2);
+    // Refused on the footprint their stored configs declare, before they were built.
+    for (const auto& [name, why] : report.refused)
+      EXPECT_TRUE(absl::StrContains(why, "the footprint its stored config declares")) << why;
     for (int i = 0; i < 5; ++i) {
       v1::GetInstanceRequest get;
       get.set_name(absl::StrCat("r", i));

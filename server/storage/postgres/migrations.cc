@@ -91,6 +91,18 @@ constexpr Migration kMigrations[] = {
      "  acknowledged_seq bigint NOT NULL,"
      "  detected_by text NOT NULL,"
      "  detected_at timestamptz NOT NULL DEFAULT clock_timestamp());"},
+    {4,
+     // Instances a node declined to load for want of room in its memory budget
+     // (server/cluster/cluster_node.h): placement passes over the declining node while its
+     // incarnation lives, so the instance goes to the next node in rendezvous order. The node
+     // withdraws its row once it has room for `needed_bytes` again.
+     "CREATE TABLE bandit_declines ("
+     "  instance text NOT NULL,"
+     "  node_id text NOT NULL,"
+     "  incarnation bigint NOT NULL,"
+     "  needed_bytes bigint NOT NULL,"
+     "  declined_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
+     "  PRIMARY KEY (instance, node_id));"},
 };
 
 // Advisory lock key ("band" "it" + purpose) the migrating transaction holds.

@@ -6,6 +6,7 @@
 //   2  the cluster: bandit_nodes (membership), bandit_leases (ownership, epochs), the journal
 //      keyed by (instance, seq), bandit_fence() (every fenced transaction's first statement)
 //   3  bandit_diverged (instances the database holds less of than a banditd had committed)
+//   4  bandit_declines (instances a node had no room for: placement passes over it)
 #pragma once
 
 #include <string>

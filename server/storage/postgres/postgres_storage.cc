@@ -301,6 +301,7 @@ absl::Status PostgresStorage::RemoveSnapshot(const std::string& instance) {
       for (const char* sql : {"DELETE FROM bandit_snapshots WHERE instance = $1",
                               "DELETE FROM bandit_journal WHERE instance = $1",
                               "DELETE FROM bandit_diverged WHERE instance = $1",
+                              "DELETE FROM bandit_declines WHERE instance = $1",
                               "DELETE FROM bandit_leases WHERE instance = $1"})
         if (auto s = conn.Exec(sql, {instance}); !s.ok()) return s;
       return absl::OkStatus();

@@ -3,7 +3,7 @@
 # does nothing when every package is already installed.
 set -euo pipefail
 PKGS=(
-  cmake make g++ pkg-config ccache
+  cmake make g++ pkg-config ccache lld
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libboost-dev prometheus-cpp-dev nlohmann-json3-dev libmurmurhash-dev rapidjson-dev libcpp-httplib-dev zlib1g-dev libisal-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -8,7 +8,7 @@
 namespace bandit {
 
 namespace {
-constexpr int64_t kInitialCapacity = 64;
+constexpr int64_t kGpMinCapacity = 64;
 }
 
 absl::StatusOr<std::unique_ptr<Policy>> CandidateGpUcb::Make(const bandit::v1::PolicyConfig& config,
@@ -41,7 +41,7 @@ void CandidateGpUcb::Clear() {
 void CandidateGpUcb::Append(const Vector& x, double y) {
   const Eigen::Index t = total_;
   if (t == X_.cols()) {  // grow by doubling up to max_pulls: amortized O(t d + t^2) copies
-    const Eigen::Index cap = std::min<Eigen::Index>(std::max<Eigen::Index>(kInitialCapacity, 2 * t),
+    const Eigen::Index cap = std::min<Eigen::Index>(std::max<Eigen::Index>(kGpMinCapacity, 2 * t),
                                                     std::max<int64_t>(max_pulls_, t + 1));
     X_.conservativeResize(Eigen::NoChange, cap);
     y_.conservativeResize(cap);

@@ -7,7 +7,7 @@
 namespace bandit {
 
 namespace {
-constexpr Eigen::Index kBlock = 2048;  // arms scored per block (bounds temporary memory)
+constexpr Eigen::Index kGpArmBlock = 2048;  // arms scored per block (bounds temporary memory)
 }
 
 void ExactGpPosterior(const Kernel& kernel, const Matrix& X, const Vector& kdiag,
@@ -35,8 +35,8 @@ void ExactGpPosterior(const Kernel& kernel, const Matrix& X, const Vector& kdiag
   Eigen::LLT<Matrix> llt(G);
   const Vector w = llt.solve(c);
   var->resize(A);
-  for (Eigen::Index b0 = 0; b0 < A; b0 += kBlock) {
-    const Eigen::Index nb = std::min(kBlock, A - b0);
+  for (Eigen::Index b0 = 0; b0 < A; b0 += kGpArmBlock) {
+    const Eigen::Index nb = std::min(kGpArmBlock, A - b0);
     Matrix Y = sq.asDiagonal() * kernel.Cross(Xp, X.middleCols(b0, nb));  // D k_P(x)
     mean->segment(b0, nb).noalias() = Y.transpose() * w;
     llt.matrixL().solveInPlace(Y);

@@ -126,8 +126,8 @@ namespace {
 // policies over an arm set or candidates have; a point-input policy's actions are its own.
 absl::Status CheckLearningMode(int mode, const Policy& policy, absl::string_view field) {
   if (!bandit::v1::LearningMode_IsValid(mode))
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " is ", mode, ", expected ONLINE, APPRENTICE or LOGGING_ONLY"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is ", mode, ", expected ONLINE, APPRENTICE or LOGGING_ONLY"));
   if (mode == bandit::v1::APPRENTICE || mode == bandit::v1::LOGGING_ONLY) {
     if (policy.context_kind() == ContextKind::kPoint)
       return absl::FailedPreconditionError(absl::StrCat(
@@ -1427,7 +1427,8 @@ absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector 
   if (req.has_fidelity()) obs->fidelity = req.fidelity();
   // A decision made in LOGGING_ONLY mode is not learned by the policy (its reward still counts).
   if (target == nullptr || target->learning_mode != bandit::v1::LOGGING_ONLY)
-    if (auto s = policy_->Update(*obs); !s.ok()) return s;  // pending kept: a fixed reward may follow
+    if (auto s = policy_->Update(*obs); !s.ok())
+      return s;  // pending kept: a fixed reward may follow
   if (target != nullptr && !shadows_.empty())
     shadows_.Learn(ForShadows(*target), req.reward(), obs->embedding, obs->fidelity);
   if (target != nullptr) {
@@ -1641,6 +1642,7 @@ absl::Status InstanceState::Configure(const bandit::v1::ConfigureInstanceRequest
         "no setting is set, expected at least one of reward_wait_ms, on_expiry, default_reward, "
         "reward_aggregation, epsilon, learning_mode");
   // Checked as NormalizeConfig checks them at creation, all before anything changes.
+  const bandit::v1::RewardAggregation aggregation_before = config_.pending().reward_aggregation();
   InstanceConfig next = config_;
   auto* p = next.mutable_pending();
   if (req.has_reward_wait_ms()) {
@@ -1699,10 +1701,10 @@ absl::Status InstanceState::Configure(const bandit::v1::ConfigureInstanceRequest
     if (auto s = ApplyConfig(next); !s.ok()) return s;
   }
   // Decisions already pending keep the aggregation they were made under.
-  if (p->reward_aggregation() != config_.pending().reward_aggregation()) {
-    const bandit::v1::RewardAggregation before = config_.pending().reward_aggregation();
+  if (p->reward_aggregation() != aggregation_before) {
     pending_.ForEach([&](PendingDecision& d) {
-      if (d.aggregation == bandit::v1::REWARD_AGGREGATION_UNSPECIFIED) d.aggregation = before;
+      if (d.aggregation == bandit::v1::REWARD_AGGREGATION_UNSPECIFIED)
+        d.aggregation = aggregation_before;
     });
   }
   config_ = std::move(next);

@@ -258,7 +258,8 @@ PendingDecision FromRecord(const bandit::v1::PendingDecisionRecord& r) {
       r.learning_mode() != bandit::v1::LEARNING_MODE_UNSPECIFIED)
     d.learning_mode = r.learning_mode();
   if (d.learning_mode == bandit::v1::APPRENTICE) {
-    d.apprentice_target = r.apprentice().target();
+    const double target = r.apprentice().target();
+    d.apprentice_target = target >= 0.0 && target <= 1.0 ? target : 0.0;  // a probability
     d.apprentice_chose_baseline = r.apprentice().chose_baseline();
   }
   if (bandit::v1::RewardAggregation_IsValid(r.reward_aggregation()))

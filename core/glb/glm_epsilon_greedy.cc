@@ -97,9 +97,9 @@ absl::Status GlmEpsilonGreedy::Reconfigure(Policy& fresh) {
     return absl::FailedPreconditionError(
         absl::StrCat("glm_epsilon_greedy cannot become policy '", fresh.name(), "' live"));
   const GlbParams& q = next->p_;
-  if (q.d != p_.d || q.link.kind() != p_.link.kind() || q.link.g() != p_.link.g() || q.S != p_.S || q.R != p_.R || q.lambda != p_.lambda ||
-      q.delta != p_.delta || q.radius_multiplier != p_.radius_multiplier ||
-      q.max_feature_norm != p_.max_feature_norm)
+  if (q.d != p_.d || q.link.kind() != p_.link.kind() || q.link.g() != p_.link.g() || q.S != p_.S ||
+      q.R != p_.R || q.lambda != p_.lambda || q.delta != p_.delta ||
+      q.radius_multiplier != p_.radius_multiplier || q.max_feature_norm != p_.max_feature_norm)
     return absl::FailedPreconditionError(
         "glm_epsilon_greedy changes only its epsilon live (its fit depends on the other "
         "parameters)");

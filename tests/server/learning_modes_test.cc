@@ -337,7 +337,8 @@ TEST_F(LearningModeTest, EpsilonChangesLive) {
 // Bad settings: exact codes, and nothing changes (not even the settings that were valid).
 TEST_F(LearningModeTest, BadSettingsChangeNothing) {
   CreateOrDie("a", kEps);
-  CreateOrDie("k", "policy { oks { dimension: 2 kernels { kind: GAUSSIAN bandwidth: 1 } } } seed: 3");
+  CreateOrDie("k",
+              "policy { oks { dimension: 2 kernels { kind: GAUSSIAN bandwidth: 1 } } } seed: 3");
   SelectOrDie(svc_, "a");
   const std::string before = testing::Exported(svc_, "a");
   struct Case {
@@ -379,9 +380,10 @@ TEST_F(LearningModeTest, BadSettingsChangeNothing) {
   }
   // At creation too.
   v1::Instance out;
-  auto s = svc_.CreateInstance(
-      Create("k2", "policy { oks { dimension: 2 kernels { kind: GAUSSIAN bandwidth: 1 } } } learning_mode: LOGGING_ONLY"),
-      &out);
+  auto s = svc_.CreateInstance(Create("k2",
+                                      "policy { oks { dimension: 2 kernels { kind: GAUSSIAN "
+                                      "bandwidth: 1 } } } learning_mode: LOGGING_ONLY"),
+                               &out);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
 }
 

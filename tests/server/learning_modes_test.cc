@@ -338,7 +338,8 @@ TEST_F(LearningModeTest, EpsilonChangesLive) {
 TEST_F(LearningModeTest, BadSettingsChangeNothing) {
   CreateOrDie("a", kEps);
   CreateOrDie("k",
-              "policy { oks { dimension: 2 kernels { kind: GAUSSIAN bandwidth: 1 } } } seed: 3");
+              "policy { oks { dimension: 2 kernels { kind: GAUSSIAN bandwidth: 1 } "
+              "random_features: 8 } } seed: 3");
   SelectOrDie(svc_, "a");
   const std::string before = testing::Exported(svc_, "a");
   struct Case {
@@ -382,9 +383,13 @@ TEST_F(LearningModeTest, BadSettingsChangeNothing) {
   v1::Instance out;
   auto s = svc_.CreateInstance(Create("k2",
                                       "policy { oks { dimension: 2 kernels { kind: GAUSSIAN "
-                                      "bandwidth: 1 } } } learning_mode: LOGGING_ONLY"),
+                                      "bandwidth: 1 } random_features: 8 } } "
+                                      "learning_mode: LOGGING_ONLY"),
                                &out);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(s.message(),
+            "config.learning_mode is LOGGING_ONLY, expected ONLINE for policy 'oks': it decides "
+            "over an input x, with no baseline action to serve");
 }
 
 // Every change of mode and setting is journaled: after a crash the instance replays into a twin

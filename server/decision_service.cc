@@ -275,6 +275,14 @@ absl::Status DecisionService::SetMixtureReference(const bandit::v1::SetMixtureRe
   return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
 }
 
+absl::Status DecisionService::ConfigureInstance(const bandit::v1::ConfigureInstanceRequest& req,
+                                                bandit::v1::Instance* out,
+                                                uint64_t* written_seq) {
+  bandit::v1::JournalRecord change;
+  *change.mutable_configure() = req;
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
+}
+
 absl::Status DecisionService::AddShadow(const bandit::v1::AddShadowRequest& req,
                                         bandit::v1::Instance* out, uint64_t* written_seq) {
   bandit::v1::JournalRecord change;

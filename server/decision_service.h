@@ -54,6 +54,9 @@ class DecisionService {
                           uint64_t* written_seq = nullptr);
   absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
                                    bandit::v1::Instance* out, uint64_t* written_seq = nullptr);
+  // The live settings (InstanceState::Configure), keeping what was learned.
+  absl::Status ConfigureInstance(const bandit::v1::ConfigureInstanceRequest& req,
+                                 bandit::v1::Instance* out, uint64_t* written_seq = nullptr);
   absl::Status AddShadow(const bandit::v1::AddShadowRequest& req, bandit::v1::Instance* out,
                          uint64_t* written_seq = nullptr);
   absl::Status RemoveShadow(const bandit::v1::RemoveShadowRequest& req, bandit::v1::Instance* out,

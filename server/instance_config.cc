@@ -21,7 +21,6 @@ namespace {
 
 constexpr int64_t kDefaultPendingCapacity = 100'000;
 constexpr int64_t kDefaultRewardWaitMs = 600'000;
-constexpr int64_t kMaxRewardWaitMs = 7LL * 24 * 3600 * 1000;
 
 // What a numeric policy-config field sizes. Every integer field (and every repeated message
 // field) reachable from PolicyConfig is classified in the table below by its full name, and a

@@ -17,6 +17,7 @@ bool IsChange(bandit::v1::JournalRecord::OpCase op) {
     case R::kRemoveShadow:
     case R::kPromoteShadow:
     case R::kActivate:
+    case R::kConfigure:
       return true;
     default:
       return false;
@@ -49,6 +50,8 @@ absl::Status ApplyChange(InstanceState& state, const Admission* admission, int64
       return state.PromoteShadow(rec->promote_shadow());
     case R::kActivate:
       return state.Activate(rec->activate(), now);
+    case R::kConfigure:
+      return state.Configure(rec->configure());
     default:
       return absl::InternalError(absl::StrCat("journal record ", rec->seq(), " has op ",
                                               rec->op_case(), ", which is not an instance change"));

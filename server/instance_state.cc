@@ -121,6 +121,36 @@ void WriteDecision(const Decision& d, const std::string& event_id, int64_t expir
 
 }  // namespace
 
+namespace {
+// Whether `policy` can run in `mode`: the baseline modes serve the first action offered, which
+// policies over an arm set or candidates have; a point-input policy's actions are its own.
+absl::Status CheckLearningMode(int mode, const Policy& policy, absl::string_view field) {
+  if (!bandit::v1::LearningMode_IsValid(mode))
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is ", mode, ", expected ONLINE, APPRENTICE or LOGGING_ONLY"));
+  if (mode == bandit::v1::APPRENTICE || mode == bandit::v1::LOGGING_ONLY) {
+    if (policy.context_kind() == ContextKind::kPoint)
+      return absl::FailedPreconditionError(absl::StrCat(
+          field, " is ", bandit::v1::LearningMode_Name(static_cast<bandit::v1::LearningMode>(mode)),
+          ", expected ONLINE for policy '", policy.name(),
+          "': it decides over an input x, with no baseline action to serve"));
+  }
+  return absl::OkStatus();
+}
+
+bandit::v1::LearningMode ModeOf(const bandit::v1::InstanceConfig& c) {
+  return c.learning_mode() == bandit::v1::LEARNING_MODE_UNSPECIFIED ? bandit::v1::ONLINE
+                                                                     : c.learning_mode();
+}
+
+void SetEstimate(const ope::Interval& i, bandit::v1::Estimate* out) {
+  out->set_value(i.value);
+  out->set_se(i.se);
+  out->set_lo(i.lo);
+  out->set_hi(i.hi);
+}
+}  // namespace
+
 uint64_t InstanceState::SeedFromName(const std::string& name) {
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : name) {
@@ -155,6 +185,9 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "config.feature_space is set, expected a policy over candidate vectors; '",
         (*policy)->name(), "' is not (BKB and GP-UCB take candidates with a dimension and no arms)"));
+  if (auto s = CheckLearningMode(config.learning_mode(), **policy, "config.learning_mode");
+      !s.ok())
+    return absl::InvalidArgumentError(s.message());
   std::unique_ptr<InstanceState> state(
       new InstanceState(req.name(), std::move(config), *std::move(policy), limits, uid));
   state->feature_space_ = *std::move(space);
@@ -210,6 +243,20 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
   if (auto s = in.shadows_.Restore(snap); !s.ok())
     return absl::InvalidArgumentError(
         absl::StrCat("snapshot of instance '", snap.name(), "': ", s.message()));
+  if (snap.has_apprentice()) {
+    const auto& a = snap.apprentice();
+    if (auto s = in.apprentice_.Restore(a.estimators()); !s.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("snapshot of instance '", snap.name(), "' apprentice: ", s.message()));
+    if (a.policy_chose_baseline() < 0 || a.policy_chose_baseline() > a.estimators().events() ||
+        !std::isfinite(a.imitated_reward_sum()))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "snapshot of instance '", snap.name(), "' apprentice: policy_chose_baseline ",
+          a.policy_chose_baseline(), " or imitated_reward_sum ", a.imitated_reward_sum(),
+          " is not what ", a.estimators().events(), " events could make"));
+    in.apprentice_chose_baseline_ = a.policy_chose_baseline();
+    in.apprentice_imitated_reward_ = a.imitated_reward_sum();
+  }
   in.stats_ = snap.stats();
   in.next_seq_ = std::max<uint64_t>(1, snap.next_event_seq());
   in.SyncConfigArms();
@@ -231,6 +278,12 @@ void InstanceState::Save(bandit::v1::InstanceSnapshot* snap,
   else
     log_.Save(snap->mutable_decision_log());
   shadows_.Save(snap);
+  if (apprentice_.events() > 0) {
+    auto* a = snap->mutable_apprentice();
+    apprentice_.Save(a->mutable_estimators());
+    a->set_policy_chose_baseline(apprentice_chose_baseline_);
+    a->set_imitated_reward_sum(apprentice_imitated_reward_);
+  }
 }
 
 InstanceState::InstanceState(std::string name, InstanceConfig config,
@@ -619,6 +672,12 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
                                    bandit::v1::JournalRecord* rec,
                                    const std::string* replay_event_id) {
   if (auto s = CheckNewDecision(req); !s.ok()) return s;
+  const bandit::v1::LearningMode mode = ModeOf(config_);
+  if (!in.slots.empty() && mode != bandit::v1::ONLINE)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "instance '", name_, "' is in ", bandit::v1::LearningMode_Name(mode),
+        " mode, which serves single decisions only; expected a Select without slots (or set the "
+        "learning mode to ONLINE with ConfigureInstance)"));
   if (!in.slots.empty()) return SelectSlots(ctx, req, in, now, out, rec, replay_event_id);
   const std::vector<Vector>& candidates = *in.candidates;
   const Vector* x = &in.x;
@@ -632,10 +691,22 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   // (its vector is computed from them at export) and shadows of an arm-set policy need only
   // the arm count.
   policy_ctx.posteriors_suffice = !ctx.want_scores;
-  auto d = policy_->Select(policy_ctx);
-  if (!d.ok()) return d.status();
-
+  // APPRENTICE: the policy decides, for its probability of the baseline, which needs its whole
+  // distribution. LOGGING_ONLY: the policy is not asked (its state, random engine included,
+  // does not change).
+  if (mode == bandit::v1::APPRENTICE) {
+    policy_ctx.want_scores = true;
+    policy_ctx.posteriors_suffice = false;
+  }
   PendingDecision p;
+  absl::StatusOr<Decision> d = Decision();
+  if (mode != bandit::v1::LOGGING_ONLY) {
+    d = policy_->Select(policy_ctx);
+    if (!d.ok()) return d.status();
+  }
+  if (mode != bandit::v1::ONLINE)
+    d = BaselineDecision(ctx, in, mode == bandit::v1::APPRENTICE ? &*d : nullptr, &p);
+
   p.seq = next_seq_++;
   p.event_id = req.event_id().empty() ? FormatEventId(uid_, p.seq) : req.event_id();
   if (replay_event_id && p.event_id != *replay_event_id)
@@ -663,6 +734,9 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   p.memo = std::move(d->memo);
   p.expires_at_ms = now + config_.pending().reward_wait_ms();
   p.awaiting_activation = req.defer_activation();
+  p.learning_mode = mode;
+  // The policy did not make the served decision: it learns the baseline's reward as logged data.
+  p.learn_direct = mode == bandit::v1::APPRENTICE;
   // Over an arm set with excluded arms, the log and the shadows see the decision among the
   // arms it could choose (the caller sees the arm set's own indices).
   Decision among_offered;
@@ -711,6 +785,64 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   }
   RecordDecision(std::move(p), d->estimated_gap);
   return absl::OkStatus();
+}
+
+Decision InstanceState::BaselineDecision(const SelectContext& ctx, const SelectInputs& in,
+                                         const Decision* policy, PendingDecision* p) const {
+  Decision b;
+  b.propensity = 1.0;
+  b.score_kind = bandit::v1::PROBABILITY;
+  // The actions offered, in the order the policy sees them, and the baseline's position among
+  // them: the first (the excluded actions are not offered).
+  int n = 0;
+  int baseline = 0;
+  switch (policy_->context_kind()) {
+    case ContextKind::kNone: {
+      const std::vector<std::string> ids = policy_->ArmIds();
+      n = static_cast<int>(ids.size());
+      baseline = in.offered_arms.empty() ? 0 : in.offered_arms.front();
+      b.arm_id = ids[static_cast<size_t>(baseline)];
+      break;
+    }
+    case ContextKind::kCandidates:
+      n = static_cast<int>(!ctx.sparse_candidates.empty() ? ctx.sparse_candidates.size()
+                                                          : ctx.candidates.size());
+      break;
+    case ContextKind::kPoint:  // refused by CheckLearningMode
+      break;
+  }
+  b.arm = baseline;
+  b.scores = Vector::Zero(n);
+  if (n > 0) b.scores[baseline] = 1.0;
+  if (policy != nullptr) {
+    // pi(baseline|x): from the policy's distribution where it gave one over these actions, else
+    // the indicator of its choice (exact for a deterministic policy, unbiased for a sampled one).
+    const bool distribution =
+        policy->score_kind == bandit::v1::PROBABILITY && policy->scores.size() == n;
+    p->apprentice_target = distribution ? policy->scores[baseline]
+                                        : (policy->arm == baseline ? 1.0 : 0.0);
+    if (!std::isfinite(p->apprentice_target)) p->apprentice_target = 0;
+    p->apprentice_target = std::clamp(p->apprentice_target, 0.0, 1.0);
+    p->apprentice_chose_baseline = policy->arm == baseline;
+  }
+  return b;
+}
+
+bool InstanceState::SumsRewards(const PendingDecision& event) const {
+  const bandit::v1::RewardAggregation a =
+      event.aggregation != bandit::v1::REWARD_AGGREGATION_UNSPECIFIED
+          ? event.aggregation
+          : config_.pending().reward_aggregation();
+  return a == bandit::v1::SUM;
+}
+
+void InstanceState::CountApprentice(const PendingDecision& target, double reward) {
+  if (target.learning_mode != bandit::v1::APPRENTICE) return;
+  apprentice_.AddTerms(target.apprentice_target, 1.0, reward, 0.0, 0.0);
+  if (target.apprentice_chose_baseline) {
+    ++apprentice_chose_baseline_;
+    apprentice_imitated_reward_ += reward;
+  }
 }
 
 absl::Status InstanceState::CheckNewDecision(const bandit::v1::SelectRequest& req) const {
@@ -1194,8 +1326,7 @@ PendingDecision* InstanceState::TargetOf(PendingDecision* event, const std::stri
 }
 
 bool InstanceState::KeepsRewards(const PendingDecision& event) const {
-  return event.awaiting_activation ||
-         config_.pending().reward_aggregation() == bandit::v1::SUM;
+  return event.awaiting_activation || SumsRewards(event);
 }
 
 absl::StatusOr<Observation> InstanceState::ObservationFor(const bandit::v1::UpdateRequest& req,
@@ -1227,7 +1358,7 @@ absl::StatusOr<Observation> InstanceState::ObservationFor(const bandit::v1::Upda
                                                      "' is a single decision (it has no slots)"));
     }
     if (KeepsRewards(*p)) {
-      if (config_.pending().reward_aggregation() != bandit::v1::SUM && target->rewards > 0)
+      if (!SumsRewards(*p) && target->rewards > 0)
         return absl::FailedPreconditionError(absl::StrCat(
             "event '", req.event_id(), "' already has a reward, kept until it is activated; a "
             "reward is applied once"));
@@ -1317,6 +1448,11 @@ absl::StatusOr<Vector> InstanceState::CheckUpdate(const bandit::v1::UpdateReques
 absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector embedding,
                                    int64_t now, bandit::v1::UpdateResponse* out,
                                    bandit::v1::JournalRecord* rec) {
+  if (req.target_case() == bandit::v1::UpdateRequest::kDirect &&
+      ModeOf(config_) == bandit::v1::LOGGING_ONLY)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "instance '", name_, "' is in LOGGING_ONLY mode and learns nothing, expected rewards of "
+        "its decisions only (set the learning mode to ONLINE or APPRENTICE to learn logged data)"));
   const PendingDecision* pending = nullptr;
   auto obs = ObservationFor(req, &pending);
   if (!obs.ok()) {
@@ -1345,10 +1481,14 @@ absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector 
   }
   obs->embedding = std::move(embedding);
   if (req.has_fidelity()) obs->fidelity = req.fidelity();
-  if (auto s = policy_->Update(*obs); !s.ok()) return s;  // pending kept: a fixed reward may follow
+  // A decision made in LOGGING_ONLY mode is not learned by the policy (its reward still counts).
+  if (target == nullptr || target->learning_mode != bandit::v1::LOGGING_ONLY)
+    if (auto s = policy_->Update(*obs); !s.ok())
+      return s;  // pending kept: a fixed reward may follow
   if (target != nullptr && !shadows_.empty())
     shadows_.Learn(ForShadows(*target), req.reward(), obs->embedding, obs->fidelity);
   if (target != nullptr) {
+    CountApprentice(*target, req.reward());
     CountSlot(target->slot_index, 0, 1, req.reward());
     FinishTarget(event, target, bandit::v1::OUTCOME_REWARDED, req.reward(), now);
   }
@@ -1376,10 +1516,12 @@ void InstanceState::FinishTarget(PendingDecision* event, PendingDecision* target
 absl::Status InstanceState::LearnPending(const PendingDecision& target, double reward) {
   Observation obs = PendingObservation(target);
   obs.reward = reward;
-  if (auto s = policy_->Update(obs); !s.ok()) return s;
+  if (target.learning_mode != bandit::v1::LOGGING_ONLY)
+    if (auto s = policy_->Update(obs); !s.ok()) return s;
   // The shadows learn what the served policy learned (as bandit-ope does with the expiry
   // defaults of a log).
   if (!shadows_.empty()) shadows_.Learn(ForShadows(target), reward, Vector(), std::nullopt);
+  CountApprentice(target, reward);
   CountSlot(target.slot_index, 0, 1, reward);
   stats_.set_updates(SaturatingAdd(stats_.updates(), 1));
   stats_.set_reward_sum(stats_.reward_sum() + reward);
@@ -1397,7 +1539,7 @@ absl::Status InstanceState::Activate(const bandit::v1::ActivateRequest& req, int
         "without defer_activation"));
   event->awaiting_activation = false;
   stats_.set_activated(SaturatingAdd(stats_.activated(), 1));
-  if (config_.pending().reward_aggregation() == bandit::v1::SUM) return absl::OkStatus();
+  if (SumsRewards(*event)) return absl::OkStatus();
   // EARLIEST: the reward each slot kept is its first, learned now. One the policy cannot learn
   // is dropped (as Update would have refused it), and the slot waits for another.
   std::vector<PendingDecision*> kept;
@@ -1479,6 +1621,9 @@ absl::Status InstanceState::Reset() {
   if (auto s = shadows_.Reset(); !s.ok()) return s;
   policy_ = *std::move(fresh);
   pending_.Clear();
+  apprentice_ = ope::Estimators();
+  apprentice_chose_baseline_ = 0;
+  apprentice_imitated_reward_ = 0;
   // The log is a record of what happened, not learned state: it stays, and the decisions whose
   // rewards can no longer be joined say so.
   log_.DiscardPending(0);
@@ -1543,6 +1688,82 @@ absl::Status InstanceState::SetMixtureReference(const bandit::v1::SetMixtureRefe
   }
   if (auto s = ApplyConfig(std::move(next)); !s.ok())
     return absl::Status(s.code(), absl::StrCat("reference: ", s.message()));
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::Configure(const bandit::v1::ConfigureInstanceRequest& req) {
+  if (!req.has_reward_wait_ms() && !req.has_on_expiry() && !req.has_default_reward() &&
+      !req.has_reward_aggregation() && !req.has_epsilon() && !req.has_learning_mode())
+    return absl::InvalidArgumentError(
+        "no setting is set, expected at least one of reward_wait_ms, on_expiry, default_reward, "
+        "reward_aggregation, epsilon, learning_mode");
+  // Checked as NormalizeConfig checks them at creation, all before anything changes.
+  const bandit::v1::RewardAggregation aggregation_before = config_.pending().reward_aggregation();
+  InstanceConfig next = config_;
+  auto* p = next.mutable_pending();
+  if (req.has_reward_wait_ms()) {
+    if (req.reward_wait_ms() < 1 || req.reward_wait_ms() > kMaxRewardWaitMs)
+      return absl::InvalidArgumentError(absl::StrCat("reward_wait_ms is ", req.reward_wait_ms(),
+                                                     ", expected 1..", kMaxRewardWaitMs,
+                                                     " (7 days)"));
+    p->set_reward_wait_ms(req.reward_wait_ms());
+  }
+  if (req.has_on_expiry()) {
+    if (!bandit::v1::ExpiryAction_IsValid(req.on_expiry()))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "on_expiry is ", req.on_expiry(), ", expected APPLY_DEFAULT or DROP"));
+    p->set_on_expiry(req.on_expiry() == bandit::v1::EXPIRY_ACTION_UNSPECIFIED
+                         ? bandit::v1::APPLY_DEFAULT
+                         : req.on_expiry());
+  }
+  if (req.has_default_reward()) {
+    if (!std::isfinite(req.default_reward()))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "default_reward is ", req.default_reward(), ", expected a finite number"));
+    p->set_default_reward(req.default_reward());
+  }
+  if (req.has_reward_aggregation()) {
+    if (!bandit::v1::RewardAggregation_IsValid(req.reward_aggregation()))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reward_aggregation is ", req.reward_aggregation(), ", expected EARLIEST or SUM"));
+    p->set_reward_aggregation(req.reward_aggregation() ==
+                                      bandit::v1::REWARD_AGGREGATION_UNSPECIFIED
+                                  ? bandit::v1::EARLIEST
+                                  : req.reward_aggregation());
+  }
+  if (req.has_learning_mode()) {
+    if (auto s = CheckLearningMode(req.learning_mode(), *policy_, "learning_mode"); !s.ok())
+      return s;
+    next.set_learning_mode(req.learning_mode() == bandit::v1::LEARNING_MODE_UNSPECIFIED
+                               ? bandit::v1::ONLINE
+                               : req.learning_mode());
+  }
+  if (req.has_epsilon()) {
+    if (!(req.epsilon() >= 0.0 && req.epsilon() <= 1.0))
+      return absl::InvalidArgumentError(
+          absl::StrCat("epsilon is ", req.epsilon(), ", expected a number in [0, 1]"));
+    auto* policy = next.mutable_policy();
+    if (policy->has_epsilon_greedy()) {
+      policy->mutable_epsilon_greedy()->set_epsilon(req.epsilon());
+    } else if (policy->has_glm_epsilon_greedy()) {
+      policy->mutable_glm_epsilon_greedy()->set_epsilon(req.epsilon());
+    } else {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "epsilon is set, but instance '", name_, "' runs policy '", policy_->name(),
+          "', which has no epsilon; expected epsilon_greedy or glm_epsilon_greedy"));
+    }
+    // The policy takes the new epsilon keeping what it learned (Policy::Reconfigure); the last
+    // step that can fail, so nothing has changed if it does.
+    if (auto s = ApplyConfig(next); !s.ok()) return s;
+  }
+  // Decisions already pending keep the aggregation they were made under.
+  if (p->reward_aggregation() != aggregation_before) {
+    pending_.ForEach([&](PendingDecision& d) {
+      if (d.aggregation == bandit::v1::REWARD_AGGREGATION_UNSPECIFIED)
+        d.aggregation = aggregation_before;
+    });
+  }
+  config_ = std::move(next);
   return absl::OkStatus();
 }
 
@@ -1647,6 +1868,19 @@ void InstanceState::Describe(bandit::v1::Instance* out) const {
   const Vector w = policy_->Weights();
   out->mutable_weights()->Assign(w.data(), w.data() + w.size());
   shadows_.Describe(out);
+  if (apprentice_.events() > 0 || ModeOf(config_) == bandit::v1::APPRENTICE) {
+    auto* a = out->mutable_apprentice();
+    a->set_events(apprentice_.events());
+    bandit::v1::OpeEstimatorState sums;  // the reward sum as added up, not mean x count
+    apprentice_.Save(&sums);
+    a->set_reward_sum(sums.logged_sum());
+    SetEstimate(apprentice_.Logged(), a->mutable_baseline());
+    SetEstimate(apprentice_.Ips(), a->mutable_ips());
+    SetEstimate(apprentice_.Snips(), a->mutable_snips());
+    a->set_policy_chose_baseline(apprentice_chose_baseline_);
+    a->set_imitated_reward_sum(apprentice_imitated_reward_);
+    a->set_effective_sample_size(apprentice_.EffectiveSampleSize());
+  }
 }
 
 absl::Status InstanceState::AddShadow(bandit::v1::AddShadowRequest* req, int64_t max_shadows) {
@@ -1825,6 +2059,8 @@ int64_t InstanceState::ChangeBytes(const bandit::v1::JournalRecord& rec) const {
       return declared(shadow) + ArmContainerBytes(shadow.arms_size()) +
              static_cast<int64_t>(shadow.SpaceUsedLong());
     }
+    case R::kConfigure:  // a new epsilon: a fresh policy is built to take it from
+      return rec.configure().has_epsilon() ? declared(config_.policy()) : 0;
     case R::kReset:
     case R::kSetMixtureReference:
       return declared(config_.policy()) +

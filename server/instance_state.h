@@ -55,6 +55,9 @@ struct InstanceLimits {
   features::InputLimits named;
 };
 
+// The longest reward wait (config.pending.reward_wait_ms): 7 days.
+constexpr int64_t kMaxRewardWaitMs = 7LL * 24 * 3600 * 1000;
+
 // Fills the defaults of an instance config (pending capacity, reward wait, expiry action, seed
 // from the name) and checks it against `limits`: sizes anywhere in the policy config, ranges of
 // everything outside it. instance_config.cc.
@@ -174,6 +177,10 @@ class InstanceState {
   // A new configuration, keeping what was learned (Policy::Reconfigure): validated once, by
   // the policy's factory; on error nothing changed. The config changes below go through it.
   absl::Status ApplyConfig(bandit::v1::InstanceConfig next);
+  // The settings that may change live (ConfigureInstance): each field set replaces the
+  // config's, all validated before anything changes. Decisions already pending keep their
+  // deadline, their reward aggregation and the learning mode they were made under.
+  absl::Status Configure(const bandit::v1::ConfigureInstanceRequest& req);
   // Mixture instances (FD, KD): replaces the reference distribution; learned state is kept.
   absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req);
   // Shadow policies (server/shadows.h). AddShadow validates against the served policy and
@@ -270,6 +277,16 @@ class InstanceState {
   // Learns `reward` for `target` (a pending decision or one of its slots) as the served policy
   // and the shadows do for a joined reward, and counts it; on error nothing changed.
   absl::Status LearnPending(const PendingDecision& target, double reward);
+  // The served decision of a Select in APPRENTICE or LOGGING_ONLY mode: the baseline (the first
+  // action offered), propensity 1. In APPRENTICE, `policy` is the policy's own decision over the
+  // same actions: `p` gets its probability of the baseline and whether it chose it.
+  Decision BaselineDecision(const SelectContext& ctx, const SelectInputs& in,
+                            const Decision* policy, PendingDecision* p) const;
+  // Whether a decision's rewards are added up until its wait ends (the aggregation it was made
+  // under).
+  bool SumsRewards(const PendingDecision& event) const;
+  // A reward (or expiry default) of `target` was learned: the apprentice estimates take it.
+  void CountApprentice(const PendingDecision& target, double reward);
   // What every Select leaves behind: the pending decision and the round counters.
   void RecordDecision(PendingDecision p, double estimated_gap);
   // Logs a decision just made; returns how many old ones retention dropped.
@@ -318,6 +335,13 @@ class InstanceState {
   PendingTable pending_;
   DecisionLog log_;
   ShadowSet shadows_;
+  // APPRENTICE mode: the policy's value against the baseline's (Instance.apprentice). The
+  // baseline was served with propensity 1, so each event's importance weight is the policy's
+  // probability of the baseline (IPS, Horvitz & Thompson 1952, and SNIPS, core/ope/estimators.h,
+  // with mu(a_t|x_t) = 1).
+  ope::Estimators apprentice_;
+  int64_t apprentice_chose_baseline_ = 0;
+  double apprentice_imitated_reward_ = 0;
   uint64_t next_seq_ = 1;  // of event ids
   bandit::v1::InstanceStats stats_;
   Memory memory_;  // the last MemoryBytes()

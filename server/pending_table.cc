@@ -214,6 +214,13 @@ void ToRecord(const PendingDecision& p, bandit::v1::PendingDecisionRecord* r) {
     r->set_rewards(p.rewards);
   }
   if (p.done) r->set_done(true);
+  if (p.learning_mode != bandit::v1::ONLINE) r->set_learning_mode(p.learning_mode);
+  if (p.learning_mode == bandit::v1::APPRENTICE) {
+    r->mutable_apprentice()->set_target(p.apprentice_target);
+    r->mutable_apprentice()->set_chose_baseline(p.apprentice_chose_baseline);
+  }
+  if (p.aggregation != bandit::v1::REWARD_AGGREGATION_UNSPECIFIED)
+    r->set_reward_aggregation(p.aggregation);
 }
 
 PendingDecision FromRecord(const bandit::v1::PendingDecisionRecord& r) {
@@ -245,6 +252,18 @@ PendingDecision FromRecord(const bandit::v1::PendingDecisionRecord& r) {
   d.reward_sum = r.reward_sum();
   d.rewards = r.rewards();
   d.done = r.done();
+  // Unknown values (a corrupt or newer record) read as the defaults: an instance restores its
+  // own snapshots, and the fuzzers feed it others.
+  if (bandit::v1::LearningMode_IsValid(r.learning_mode()) &&
+      r.learning_mode() != bandit::v1::LEARNING_MODE_UNSPECIFIED)
+    d.learning_mode = r.learning_mode();
+  if (d.learning_mode == bandit::v1::APPRENTICE) {
+    const double target = r.apprentice().target();
+    d.apprentice_target = target >= 0.0 && target <= 1.0 ? target : 0.0;  // a probability
+    d.apprentice_chose_baseline = r.apprentice().chose_baseline();
+  }
+  if (bandit::v1::RewardAggregation_IsValid(r.reward_aggregation()))
+    d.aggregation = r.reward_aggregation();
   return d;
 }
 

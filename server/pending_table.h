@@ -65,6 +65,15 @@ struct PendingDecision {
   int rewards = 0;
   // A slot whose reward was learned.
   bool done = false;
+  // The learning mode the decision was made under (InstanceConfig.learning_mode): APPRENTICE
+  // and LOGGING_ONLY served the baseline. APPRENTICE: the policy's probability of the baseline
+  // and whether its own choice was the baseline (its estimate against the baseline's).
+  bandit::v1::LearningMode learning_mode = bandit::v1::ONLINE;
+  double apprentice_target = 0;
+  bool apprentice_chose_baseline = false;
+  // The reward aggregation the decision was made under, once a ConfigureInstance changed the
+  // instance's since (UNSPECIFIED: the instance's, which is the one it was made under).
+  bandit::v1::RewardAggregation aggregation = bandit::v1::REWARD_AGGREGATION_UNSPECIFIED;
 
   // Bytes this decision holds on the heap beyond sizeof(PendingDecision): its ids, features,
   // memo, shadow scores and slots. The pending table's memory accounting counts every field

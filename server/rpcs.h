@@ -29,7 +29,8 @@ enum class Role : int { kReader = 1, kWriter = 2, kAdmin = 3 };
   X(SetMixtureReference, SetMixtureReferenceRequest, Instance, kAdmin)              \
   X(AddShadow, AddShadowRequest, Instance, kAdmin)                                  \
   X(RemoveShadow, RemoveShadowRequest, Instance, kAdmin)                            \
-  X(PromoteShadow, PromoteShadowRequest, Instance, kAdmin)
+  X(PromoteShadow, PromoteShadowRequest, Instance, kAdmin)                          \
+  X(ConfigureInstance, ConfigureInstanceRequest, Instance, kAdmin)
 
 // Server-streaming RPCs: the same four columns; each has its own reactor in grpc_service.*.
 #define BANDIT_FOR_EACH_STREAMING_RPC(X) \

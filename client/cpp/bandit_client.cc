@@ -172,6 +172,12 @@ absl::StatusOr<v1::Instance> BanditClient::PromoteShadow(const v1::PromoteShadow
   return Call<v1::PromoteShadowRequest, v1::Instance>(&BanditService::Stub::PromoteShadow, req);
 }
 
+absl::StatusOr<v1::Instance> BanditClient::ConfigureInstance(
+    const v1::ConfigureInstanceRequest& req) {
+  return Call<v1::ConfigureInstanceRequest, v1::Instance>(&BanditService::Stub::ConfigureInstance,
+                                                          req);
+}
+
 absl::StatusOr<v1::Instance> BanditClient::SetMixtureReference(
     const v1::SetMixtureReferenceRequest& req) {
   return Call<v1::SetMixtureReferenceRequest, v1::Instance>(

@@ -51,6 +51,9 @@ class BanditClient {
   absl::StatusOr<bandit::v1::Instance> AddShadow(const bandit::v1::AddShadowRequest& req);
   absl::StatusOr<bandit::v1::Instance> RemoveShadow(const bandit::v1::RemoveShadowRequest& req);
   absl::StatusOr<bandit::v1::Instance> PromoteShadow(const bandit::v1::PromoteShadowRequest& req);
+  // The settings that may change live (reward wait, expiry, aggregation, epsilon, learning mode).
+  absl::StatusOr<bandit::v1::Instance> ConfigureInstance(
+      const bandit::v1::ConfigureInstanceRequest& req);
   // The instance's complete exported state (opaque bytes), and its import under `name`
   // (empty = the exported name).
   absl::StatusOr<std::string> ExportInstance(const std::string& name);

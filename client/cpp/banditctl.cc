@@ -43,7 +43,8 @@ ABSL_FLAG(int32_t, max_message_bytes, 16 << 20,
           "Largest gRPC message sent or received (export/import of an instance with a large "
           "decision log; the server has its own --max_message_bytes)");
 ABSL_FLAG(std::string, config, "",
-          "create: text-format bandit.v1.InstanceConfig; shadow add: bandit.v1.ShadowConfig");
+          "create: text-format bandit.v1.InstanceConfig; shadow add: bandit.v1.ShadowConfig; "
+          "configure: the settings of a bandit.v1.ConfigureInstanceRequest");
 ABSL_FLAG(bool, personalizer, false,
           "create: Azure Personalizer's default learning settings (docs/personalizer.md); "
           "--config, if given, is merged over them");
@@ -176,6 +177,9 @@ int main(int argc, char** argv) {
       "  create NAME --config='policy { ucb1 {} num_arms: 3 }'\n"
       "  create NAME --personalizer        (Azure Personalizer's default learning settings)\n"
       "  get NAME | list | delete NAME | reset NAME\n"
+      "  configure NAME --config='learning_mode: APPRENTICE reward_wait_ms: 60000'\n"
+      "         (live settings: reward_wait_ms, on_expiry, default_reward, reward_aggregation,\n"
+      "          epsilon, learning_mode)\n"
       "  select NAME [--candidates='a,b;c,d'] [--x='a,b'] [--scores]\n"
       "  select NAME --context='{...}' --actions=@actions.json [--exclude=ID,...] [--scores]\n"
       "         [--explain] [--event=ID] [--slots='[{\"id\":\"hero\"},...]' | --slots=a,b]"
@@ -271,6 +275,14 @@ int main(int argc, char** argv) {
                                                        req.mutable_config()))
       return Usage("--config is not a text-format bandit.v1.InstanceConfig");
     return PrintOr(client.CreateInstance(req));
+  }
+  if (cmd == "configure") {
+    bandit::v1::ConfigureInstanceRequest req;
+    if (!google::protobuf::TextFormat::ParseFromString(absl::GetFlag(FLAGS_config), &req))
+      return Usage("--config is not a text-format bandit.v1.ConfigureInstanceRequest (e.g. "
+                   "'learning_mode: APPRENTICE epsilon: 0.1')");
+    req.set_name(name);
+    return PrintOr(client.ConfigureInstance(req));
   }
   if (cmd == "get") return PrintOr(client.GetInstance(name));
   if (cmd == "reset") return PrintOr(client.ResetInstance(name));

@@ -140,4 +140,17 @@ int64_t EpsilonGreedy::StateBytes() const {
   return arms_.Bytes() + stats_.Bytes() + sizeof(t_) + sizeof(rng_);
 }
 
+absl::Status EpsilonGreedy::Reconfigure(Policy& fresh) {
+  auto* next = dynamic_cast<EpsilonGreedy*>(&fresh);
+  if (next == nullptr)
+    return absl::FailedPreconditionError(
+        absl::StrCat("epsilon_greedy cannot become policy '", fresh.name(), "' live"));
+  if (next->arms_.ids() != arms_.ids())
+    return absl::FailedPreconditionError(
+        "the new config lists different arms; change arms with AddArms and RemoveArms");
+  epsilon_ = next->epsilon_;
+  decay_ = next->decay_;
+  return absl::OkStatus();
+}
+
 }  // namespace bandit

@@ -26,6 +26,9 @@ class EpsilonGreedy final : public Policy {
   void Save(bandit::v1::PolicyState* out) const override;
   absl::Status Restore(const bandit::v1::PolicyState& state) override;
   int64_t StateBytes() const override;
+  // Takes `fresh`'s epsilon and decay (the exploration schedule), keeping the arms' statistics,
+  // the round count and the random engine; the arm set must be the same.
+  absl::Status Reconfigure(Policy& fresh) override;
 
   // Selection probabilities at the current state (sums to 1).
   // Every arm's probability of being chosen among the allowed arms (SelectContext::allowed_arms;

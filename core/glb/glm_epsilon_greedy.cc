@@ -91,4 +91,20 @@ std::vector<std::pair<std::string, double>> GlmEpsilonGreedy::Summary() const {
       {"rounds", static_cast<double>(t_)}, {"epsilon", epsilon_}, {"theta_norm", theta_.norm()}};
 }
 
+absl::Status GlmEpsilonGreedy::Reconfigure(Policy& fresh) {
+  auto* next = dynamic_cast<GlmEpsilonGreedy*>(&fresh);
+  if (next == nullptr)
+    return absl::FailedPreconditionError(
+        absl::StrCat("glm_epsilon_greedy cannot become policy '", fresh.name(), "' live"));
+  const GlbParams& q = next->p_;
+  if (q.d != p_.d || q.link.kind() != p_.link.kind() || q.link.g() != p_.link.g() || q.S != p_.S ||
+      q.R != p_.R || q.lambda != p_.lambda || q.delta != p_.delta ||
+      q.radius_multiplier != p_.radius_multiplier || q.max_feature_norm != p_.max_feature_norm)
+    return absl::FailedPreconditionError(
+        "glm_epsilon_greedy changes only its epsilon live (its fit depends on the other "
+        "parameters)");
+  epsilon_ = next->epsilon_;
+  return absl::OkStatus();
+}
+
 }  // namespace bandit::glb

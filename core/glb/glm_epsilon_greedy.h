@@ -26,6 +26,9 @@ class GlmEpsilonGreedy final : public Policy {
   void Save(bandit::v1::PolicyState* out) const override;
   absl::Status Restore(const bandit::v1::PolicyState& state) override;
   int64_t StateBytes() const override;
+  // Takes `fresh`'s epsilon, keeping the fit, its data and the random engine; every other
+  // parameter must be the same (the fit depends on them).
+  absl::Status Reconfigure(Policy& fresh) override;
   std::vector<std::pair<std::string, double>> Summary() const override;
   Vector Weights() const override { return theta_; }
 

@@ -362,6 +362,7 @@ Rpc RpcFor(Route route, absl::string_view method) {
     case Route::kMultiSlot:
       return Rpc::kUpdate;
     case Route::kServiceConfiguration:
+      return method == "GET" ? Rpc::kGetInstance : Rpc::kConfigureInstance;
     case Route::kPolicy:
       return method == "GET" ? Rpc::kGetInstance : Rpc::kCreateInstance;
     case Route::kModel:
@@ -697,27 +698,32 @@ ApiResponse PersonalizerApi::Activate(const Target& target) {
   return NoContent(kRoute);
 }
 
-ApiResponse PersonalizerApi::ServiceConfiguration(const Target& target, absl::string_view method,
-                                                  absl::string_view body) {
-  constexpr Route kRoute = Route::kServiceConfiguration;
-  bandit::v1::GetInstanceRequest get;
-  get.set_name(target.instance);
-  bandit::v1::Instance instance;
-  if (absl::Status s = FindOrCreate(target.instance); !s.ok()) return Error(s, kRoute);
-  if (absl::Status s = service_->GetInstance(get, &instance); !s.ok()) return Error(s, kRoute);
+namespace {
+// Personalizer's learningMode strings.
+const char* LearningModeString(bandit::v1::LearningMode mode) {
+  switch (mode) {
+    case bandit::v1::APPRENTICE:
+      return "Apprentice";
+    case bandit::v1::LOGGING_ONLY:
+      return "LoggingOnly";
+    default:
+      return "Online";
+  }
+}
+
+// The instance's epsilon where its policy has one (explorationPercentage).
+std::optional<double> EpsilonOf(const bandit::v1::PolicyConfig& policy) {
+  if (policy.has_epsilon_greedy()) return policy.epsilon_greedy().epsilon();
+  if (policy.has_glm_epsilon_greedy())
+    return policy.glm_epsilon_greedy().has_epsilon() ? policy.glm_epsilon_greedy().epsilon() : 0.1;
+  return std::nullopt;
+}
+
+// What an instance does, in Personalizer's terms. Fields it has no counterpart for are reported
+// at the value that describes the behaviour (no log retention limit, no auto-optimization).
+rapidjson::Document ServiceConfigurationOf(const bandit::v1::Instance& instance) {
   const bandit::v1::PendingConfig& pending = instance.config().pending();
   const int64_t wait_ms = pending.reward_wait_ms() > 0 ? pending.reward_wait_ms() : 600'000;
-  const bool drops = pending.on_expiry() == bandit::v1::DROP;
-  double exploration = 0;
-  if (instance.config().policy().has_epsilon_greedy())
-    exploration = instance.config().policy().epsilon_greedy().epsilon();
-  if (instance.config().policy().has_glm_epsilon_greedy())
-    exploration = instance.config().policy().glm_epsilon_greedy().has_epsilon()
-                      ? instance.config().policy().glm_epsilon_greedy().epsilon()
-                      : 0.1;
-  // What this instance does, in Personalizer's terms. Fields it has no counterpart for are
-  // reported at the value that describes the behaviour (no log retention limit, no
-  // auto-optimization).
   rapidjson::Document current(rapidjson::kObjectType);
   auto& alloc = current.GetAllocator();
   const std::string wait = IsoDuration(wait_ms);
@@ -728,20 +734,50 @@ ApiResponse PersonalizerApi::ServiceConfiguration(const Target& target, absl::st
                                              ? "sum"
                                              : "earliest"),
                     alloc);
-  current.AddMember("explorationPercentage", exploration, alloc);
+  current.AddMember("explorationPercentage", EpsilonOf(instance.config().policy()).value_or(0.0),
+                    alloc);
   current.AddMember("modelExportFrequency", "PT0S", alloc);  // every change is journaled
   current.AddMember("logRetentionDays", -1, alloc);
-  current.AddMember("learningMode", "Online", alloc);
+  current.AddMember("learningMode",
+                    rapidjson::StringRef(LearningModeString(instance.config().learning_mode())),
+                    alloc);
   current.AddMember("isAutoOptimizationEnabled", false, alloc);
+  if (instance.has_apprentice()) {
+    // Personalizer's apprentice metrics: events of decisions served as the baseline, their
+    // rewards, and the rewards of those where the policy would have chosen the baseline.
+    const bandit::v1::ApprenticeStatus& a = instance.apprentice();
+    Json metrics(rapidjson::kObjectType);
+    metrics.AddMember("numberOfEvents", a.events(), alloc);
+    metrics.AddMember("sumOfRewards", a.reward_sum(), alloc);
+    metrics.AddMember("sumOfImitatedRewards", a.imitated_reward_sum(), alloc);
+    current.AddMember("latestApprenticeModeMetrics", metrics, alloc);
+  }
+  return current;
+}
+}  // namespace
+
+ApiResponse PersonalizerApi::ServiceConfiguration(const Target& target, absl::string_view method,
+                                                  absl::string_view body) {
+  constexpr Route kRoute = Route::kServiceConfiguration;
+  bandit::v1::GetInstanceRequest get;
+  get.set_name(target.instance);
+  bandit::v1::Instance instance;
+  if (absl::Status s = FindOrCreate(target.instance); !s.ok()) return Error(s, kRoute);
+  if (absl::Status s = service_->GetInstance(get, &instance); !s.ok()) return Error(s, kRoute);
+  rapidjson::Document current = ServiceConfigurationOf(instance);
   if (method == "PUT") {
+    const bandit::v1::PendingConfig& pending = instance.config().pending();
+    const bool drops = pending.on_expiry() == bandit::v1::DROP;
     rapidjson::Document put;
     if (absl::Status s = ParseBody(body, options_.max_json_depth, &put); !s.ok())
       return Error(s, kRoute);
     if (!put.IsObject())
       return Invalid(kRoute, "", "the service configuration must be a JSON object");
-    // Each field is honoured or refused: this server fixes an instance's reward wait, default
-    // reward and policy at creation, so a PUT may restate them, never change them.
+    // Each field is honoured (a change becomes a field of one ConfigureInstance, applied with
+    // the others or not at all) or refused before anything changes; restating a value is fine.
     // (Members by index: RapidJSON's iterator comparisons are ambiguous under C++20.)
+    bandit::v1::ConfigureInstanceRequest change;
+    change.set_name(target.instance);
     for (rapidjson::SizeType i = 0; i < put.MemberCount(); ++i) {
       const auto& member = *(put.MemberBegin() + i);
       const std::string key = AsString(member.name);
@@ -753,28 +789,72 @@ ApiResponse PersonalizerApi::ServiceConfiguration(const Target& target, absl::st
       const Json* have = current.HasMember(key.c_str()) ? &current[key.c_str()] : nullptr;
       if (have == nullptr)
         return Invalid(kRoute, key, absl::StrCat(key, " is not a setting this server knows"));
-      bool same;
       if (key == "rewardWaitTime") {
         int64_t ms = 0;
         if (!v.IsString() || !ParseIsoDuration(AsString(v), &ms))
           return Invalid(kRoute, key,
                          "rewardWaitTime: expected an ISO 8601 duration such as PT10M");
-        same = ms == wait_ms;
+        if (ms != pending.reward_wait_ms()) change.set_reward_wait_ms(ms);
+      } else if (key == "defaultReward") {
+        if (!v.IsNumber()) return Invalid(kRoute, key, "defaultReward: expected a number");
+        if (v.GetDouble() != pending.default_reward()) change.set_default_reward(v.GetDouble());
       } else if (key == "rewardAggregation") {
-        same = v.IsString() && AsString(v) == (pending.reward_aggregation() == bandit::v1::SUM
-                                                      ? "sum"
-                                                      : "earliest");
-      } else if ((*have).IsNumber()) {
-        same = v.IsNumber() && std::abs(v.GetDouble() - (*have).GetDouble()) < 1e-9;
+        const std::string a = v.IsString() ? AsString(v) : "";
+        if (a != "earliest" && a != "sum")
+          return Invalid(kRoute, key, "rewardAggregation: expected \"earliest\" or \"sum\"");
+        const auto wanted = a == "sum" ? bandit::v1::SUM : bandit::v1::EARLIEST;
+        if (wanted != pending.reward_aggregation()) change.set_reward_aggregation(wanted);
+      } else if (key == "explorationPercentage") {
+        if (!v.IsNumber() || !(v.GetDouble() >= 0.0 && v.GetDouble() <= 1.0))
+          return Invalid(kRoute, key, "explorationPercentage: expected a number in [0, 1]");
+        const std::optional<double> epsilon = EpsilonOf(instance.config().policy());
+        if (epsilon.has_value() && std::abs(v.GetDouble() - *epsilon) >= 1e-9) {
+          change.set_epsilon(v.GetDouble());
+        } else if (!epsilon.has_value() && v.GetDouble() != 0.0) {
+          return Invalid(kRoute, key,
+                         "changing explorationPercentage is not offered: this instance's policy "
+                         "explores without an epsilon (its value is 0; docs/personalizer.md)");
+        }
+      } else if (key == "learningMode") {
+        const std::string m = v.IsString() ? AsString(v) : "";
+        bandit::v1::LearningMode wanted;
+        if (m == "Online") {
+          wanted = bandit::v1::ONLINE;
+        } else if (m == "Apprentice") {
+          wanted = bandit::v1::APPRENTICE;
+        } else if (m == "LoggingOnly") {
+          wanted = bandit::v1::LOGGING_ONLY;
+        } else {
+          return Invalid(kRoute, key,
+                         "learningMode: expected \"Online\", \"Apprentice\" or \"LoggingOnly\"");
+        }
+        const auto have_mode = instance.config().learning_mode() ==
+                                       bandit::v1::LEARNING_MODE_UNSPECIFIED
+                                   ? bandit::v1::ONLINE
+                                   : instance.config().learning_mode();
+        if (wanted != have_mode) change.set_learning_mode(wanted);
       } else {
-        same = v == (*have);
+        // The settings this server has no live counterpart for: a restatement only.
+        bool same;
+        if ((*have).IsNumber()) {
+          same = v.IsNumber() && std::abs(v.GetDouble() - (*have).GetDouble()) < 1e-9;
+        } else {
+          same = v == (*have);
+        }
+        if (key == "logRetentionDays" && v.IsNumber() && !drops) same = true;  // nothing is deleted
+        if (!same)
+          return Invalid(kRoute, key,
+                         absl::StrCat("changing ", key, " is not offered (its value is ",
+                                      ToJson((*have)), "; docs/personalizer.md)"));
       }
-      if (key == "logRetentionDays" && v.IsNumber() && !drops) same = true;  // nothing is deleted
-      if (!same)
-        return Invalid(kRoute, key,
-                       absl::StrCat("changing ", key, " is not offered: an instance's ",
-                                    "settings are fixed when it is created (its value is ",
-                                    ToJson((*have)), "; docs/personalizer.md)"));
+    }
+    if (change.has_reward_wait_ms() || change.has_default_reward() ||
+        change.has_reward_aggregation() || change.has_epsilon() || change.has_learning_mode()) {
+      uint64_t written_seq = 0;
+      absl::Status s = service_->ConfigureInstance(change, &instance, &written_seq);
+      if (s.ok()) s = AwaitDurable(written_seq);
+      if (!s.ok()) return Error(s, kRoute);
+      current = ServiceConfigurationOf(instance);
     }
   }
   ApiResponse r;

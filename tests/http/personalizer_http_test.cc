@@ -244,8 +244,14 @@ TEST_F(PersonalizerHttp, BadInputGetsPersonalizersStatusAndCodeAndChangesNothing
       {"POST", "/instances/other/personalizer/v1.0/rank", good, kShopKey, 403, "InvalidApiAccess",
        ""},
       {"PUT", "/instances/shop/personalizer/v1.1-preview.3/configurations/service",
-       "{\"rewardWaitTime\":\"PT1H\"}", kAdmin, 400, "InvalidServiceConfiguration",
-       "rewardWaitTime"},
+       "{\"rewardWaitTime\":\"PT1H\",\"modelExportFrequency\":\"PT1H\"}", kAdmin, 400,
+       "InvalidServiceConfiguration", "modelExportFrequency"},
+      {"PUT", "/instances/shop/personalizer/v1.1-preview.3/configurations/service",
+       "{\"learningMode\":\"Sometimes\"}", kAdmin, 400, "InvalidServiceConfiguration",
+       "learningMode"},
+      {"PUT", "/instances/shop/personalizer/v1.1-preview.3/configurations/service",
+       "{\"rewardWaitTime\":\"PT2H\",\"explorationPercentage\":0.3}", kAdmin, 400,
+       "InvalidServiceConfiguration", "explorationPercentage"},
       {"POST", "/instances/shop/personalizer/v1.1-preview.3/multislot/rank", good, kWriter, 400,
        "BadRequest", "slots"},
       {"POST", "/instances/shop/personalizer/v1.1-preview.3/multislot/events/e1/reward",
@@ -372,6 +378,80 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
   EXPECT_NE(
       metrics.find("bandit_http_request_duration_seconds_count{code=\"404\",route=\"rank\"} 1"),
       std::string::npos);
+}
+
+// PUT configurations/service changes the instance live: each Personalizer field maps onto one
+// ConfigureInstance (checked over gRPC), learningMode's strings included; Apprentice serves the
+// first action not excluded and reports Personalizer's apprentice metrics.
+TEST_F(PersonalizerHttp, ServiceConfigurationChangesLiveAndLearningModes) {
+  ASSERT_TRUE(grpc_->CreateInstance(Create("modes")).ok());
+  const std::string path = "/instances/modes/personalizer/v1.1-preview.3/configurations/service";
+  Answer put = Send(port_, "PUT", path,
+                    "{\"rewardWaitTime\":\"PT1H\",\"defaultReward\":0.5,"
+                    "\"rewardAggregation\":\"sum\",\"learningMode\":\"LoggingOnly\"}",
+                    kAdmin);
+  ASSERT_EQ(put.status, 200) << put.body;
+  rapidjson::Document doc;
+  ASSERT_FALSE(doc.Parse(put.body.c_str()).HasParseError()) << put.body;
+  EXPECT_STREQ(doc["rewardWaitTime"].GetString(), "PT1H");
+  EXPECT_EQ(doc["defaultReward"].GetDouble(), 0.5);
+  EXPECT_STREQ(doc["rewardAggregation"].GetString(), "sum");
+  EXPECT_STREQ(doc["learningMode"].GetString(), "LoggingOnly");
+  auto inst = grpc_->GetInstance("modes");
+  ASSERT_TRUE(inst.ok());
+  EXPECT_EQ(inst->config().pending().reward_wait_ms(), 3'600'000);
+  EXPECT_EQ(inst->config().pending().default_reward(), 0.5);
+  EXPECT_EQ(inst->config().pending().reward_aggregation(), v1::SUM);
+  EXPECT_EQ(inst->config().learning_mode(), v1::LOGGING_ONLY);
+  // Refused: a writer's key, and a change that cannot be honoured (nothing of the PUT applies).
+  EXPECT_EQ(Send(port_, "PUT", path, "{\"learningMode\":\"Online\"}", kWriter).status, 403);
+  Answer refused = Send(port_, "PUT", path,
+                        "{\"learningMode\":\"Online\",\"explorationPercentage\":0.3}", kAdmin);
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(refused.code, "InvalidServiceConfiguration");
+  EXPECT_EQ(refused.target, "explorationPercentage");
+  EXPECT_EQ(grpc_->GetInstance("modes")->config().learning_mode(), v1::LOGGING_ONLY);
+
+  put = Send(port_, "PUT", path,
+             "{\"rewardAggregation\":\"earliest\",\"learningMode\":\"Apprentice\"}", kAdmin);
+  ASSERT_EQ(put.status, 200) << put.body;
+  for (int t = 0; t < 10; ++t) {
+    std::string context;
+    std::vector<std::string> excluded;
+    Answer a = Send(port_, "POST", "/instances/modes/personalizer/v1.0/rank",
+                    RankBody(t, &context, &excluded));
+    ASSERT_EQ(a.status, 201) << a.body;
+    rapidjson::Document ranked;
+    ranked.Parse(a.body.c_str());
+    EXPECT_STREQ(ranked["rewardActionId"].GetString(), "a");
+    EXPECT_STREQ(ranked["ranking"][0]["id"].GetString(), "a");
+    EXPECT_EQ(ranked["ranking"][0]["probability"].GetDouble(), 1.0);
+    ASSERT_EQ(Send(port_, "POST",
+                   absl::StrCat("/instances/modes/personalizer/v1.0/events/",
+                                ranked["eventId"].GetString(), "/reward"),
+                   absl::StrCat("{\"value\":", t % 2, "}"))
+                  .status,
+              204);
+  }
+  Answer got = Send(port_, "GET", path, "", kReader);
+  ASSERT_EQ(got.status, 200) << got.body;
+  ASSERT_FALSE(doc.Parse(got.body.c_str()).HasParseError()) << got.body;
+  EXPECT_STREQ(doc["learningMode"].GetString(), "Apprentice");
+  ASSERT_TRUE(doc.HasMember("latestApprenticeModeMetrics")) << got.body;
+  EXPECT_EQ(doc["latestApprenticeModeMetrics"]["numberOfEvents"].GetInt64(), 10);
+  EXPECT_EQ(doc["latestApprenticeModeMetrics"]["sumOfRewards"].GetDouble(), 5.0);
+  inst = grpc_->GetInstance("modes");
+  ASSERT_TRUE(inst.ok());
+  EXPECT_EQ(inst->stats().updates(), 10);
+  EXPECT_EQ(inst->apprentice().events(), 10);
+  EXPECT_EQ(doc["latestApprenticeModeMetrics"]["sumOfImitatedRewards"].GetDouble(),
+            inst->apprentice().imitated_reward_sum());
+  // Restating the configuration as read changes nothing.
+  put = Send(port_, "PUT", path, got.body, kAdmin);
+  EXPECT_EQ(put.status, 200) << put.body;
+  put = Send(port_, "PUT", path, "{\"learningMode\":\"Online\"}", kAdmin);
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(grpc_->GetInstance("modes")->config().learning_mode(), v1::ONLINE);
 }
 
 TEST_F(PersonalizerHttp, ModelExportedFromOneInstanceContinuesExactlyOnAnother) {

@@ -159,20 +159,34 @@ test('v1.1-preview.3 REST SDK: rank, reward, configuration, model export and imp
       .post({ body: { value: clicked ? 1 : 0 } });
     assert.strictEqual(rewarded.status, '204');
   }
-  // Configuration: read it, write it back unchanged (200), a change is refused with
-  // Personalizer's code.
+  // Configuration: read it, write it back unchanged (200); a change is applied live, one this
+  // server cannot honour is refused with Personalizer's code.
   const config = await a.path('/configurations/service').get();
   assert.strictEqual(config.status, '200');
   assert.strictEqual(config.body.rewardWaitTime, 'PT10M');
   assert.strictEqual(config.body.defaultReward, 0);
+  assert.strictEqual(config.body.learningMode, 'Online');
   const same = await a.path('/configurations/service').put({ body: config.body });
   assert.strictEqual(same.status, '200');
   assert.deepStrictEqual(same.body, config.body);
   const changed = await a.path('/configurations/service')
-    .put({ body: { ...config.body, rewardWaitTime: 'PT1H' } });
-  assert.strictEqual(changed.status, '400');
-  assert.strictEqual(changed.body.error.code, 'InvalidServiceConfiguration');
-  assert.strictEqual(changed.body.error.target, 'rewardWaitTime');
+    .put({ body: { ...config.body, rewardWaitTime: 'PT1H', learningMode: 'Apprentice' } });
+  assert.strictEqual(changed.status, '200', JSON.stringify(changed.body));
+  assert.strictEqual(changed.body.rewardWaitTime, 'PT1H');
+  assert.strictEqual(changed.body.learningMode, 'Apprentice');
+  // Apprentice: the baseline (the first action) is served.
+  const apprentice = await a.path('/rank').post({ body: {
+    actions: ACTIONS, contextFeatures: [{ User: { kind: 'student' } }] } });
+  assert.strictEqual(apprentice.status, '201', JSON.stringify(apprentice.body));
+  assert.strictEqual(apprentice.body.rewardActionId, ACTIONS[0].id);
+  const refused = await a.path('/configurations/service')
+    .put({ body: { ...config.body, modelExportFrequency: 'PT1H' } });
+  assert.strictEqual(refused.status, '400');
+  assert.strictEqual(refused.body.error.code, 'InvalidServiceConfiguration');
+  assert.strictEqual(refused.body.error.target, 'modelExportFrequency');
+  const back = await a.path('/configurations/service').put({ body: config.body });
+  assert.strictEqual(back.status, '200');
+  assert.deepStrictEqual(back.body.learningMode, 'Online');
   // Multi-slot: rank two slots (deferred), reward each slot, activate.
   const multislot = await a.path('/multislot/rank').post({ body: {
     actions: ACTIONS, contextFeatures: [{ User: { kind: 'student' } }], eventId: 'ms-1',

@@ -140,6 +140,12 @@ std::map<std::string, std::function<StatusCode(BanditClient&)>> EveryRpc() {
     r.set_shadow("s");
     return c.PromoteShadow(r).status().code();
   };
+  rpcs["ConfigureInstance"] = [](BanditClient& c) {
+    v1::ConfigureInstanceRequest r;
+    r.set_name("nosuch");
+    r.set_learning_mode(v1::APPRENTICE);
+    return c.ConfigureInstance(r).status().code();
+  };
   rpcs["Select"] = [](BanditClient& c) {
     v1::SelectRequest r;
     r.set_instance("main");

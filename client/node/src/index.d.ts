@@ -88,11 +88,32 @@ export interface PendingConfig {
   rewardWaitMs?: Int64Input;
   onExpiry?: 'EXPIRY_ACTION_UNSPECIFIED' | 'APPLY_DEFAULT' | 'DROP';
   defaultReward?: number;
+  rewardAggregation?: RewardAggregation;
 }
+export type RewardAggregation = 'REWARD_AGGREGATION_UNSPECIFIED' | 'EARLIEST' | 'SUM';
+/** ONLINE: the policy's decisions are served and learned; APPRENTICE: the baseline is served and
+ *  the policy learns it as logged data; LOGGING_ONLY: the baseline is served, nothing learned. */
+export type LearningMode = 'LEARNING_MODE_UNSPECIFIED' | 'ONLINE' | 'APPRENTICE' | 'LOGGING_ONLY';
 export interface InstanceConfig {
   policy?: PolicyConfig; seed?: Int64Input; pending?: PendingConfig;
   decisionLog?: object;
   featureSpace?: FeatureSpaceConfig;
+  learningMode?: LearningMode;
+}
+/** The settings ConfigureInstance changes live; each one given replaces the instance's. */
+export interface InstanceSettings {
+  rewardWaitMs?: Int64Input;
+  onExpiry?: 'APPLY_DEFAULT' | 'DROP';
+  defaultReward?: number;
+  rewardAggregation?: RewardAggregation;
+  epsilon?: number;
+  learningMode?: LearningMode;
+}
+export interface Estimate { value: number; se: number; lo: number; hi: number }
+/** APPRENTICE mode: the policy's estimated value against the served baseline's. */
+export interface ApprenticeStatus {
+  events: Int64; rewardSum: number; baseline: Estimate; ips: Estimate; snips: Estimate;
+  policyChoseBaseline: Int64; imitatedRewardSum: number; effectiveSampleSize: number;
 }
 /** Named features hashed as Vowpal Wabbit does: weight space 2^bits, interactions like 'UA', '::'. */
 export interface FeatureSpaceConfig {
@@ -111,6 +132,7 @@ export interface Instance {
   summary: Record<string, number>;
   armIds: string[];
   weights: number[];
+  apprentice?: ApprenticeStatus | null;
 }
 export interface ListInstancesResponse { instances: Instance[]; nextPageToken: string }
 
@@ -214,6 +236,7 @@ export declare class BanditClient {
   addShadow(name: string, shadow: string, config: object, opts?: CallOptions): Promise<Instance>;
   removeShadow(name: string, shadow: string, opts?: CallOptions): Promise<Instance>;
   promoteShadow(name: string, shadow: string, opts?: CallOptions): Promise<Instance>;
+  configureInstance(name: string, settings: InstanceSettings, opts?: CallOptions): Promise<Instance>;
 
   select(instance: string, req?: SelectParams, opts?: CallOptions): Promise<Decision>;
   update(instance: string, req: UpdateParams, opts?: CallOptions): Promise<UpdateResponse>;

@@ -216,6 +216,15 @@ class BanditClient {
     return this._call('SetMixtureReference', req, opts);
   }
 
+  /**
+   * Changes the settings that may change live, keeping what was learned. settings: any of
+   * {rewardWaitMs, onExpiry: 'APPLY_DEFAULT'|'DROP', defaultReward, rewardAggregation:
+   * 'EARLIEST'|'SUM', epsilon, learningMode: 'ONLINE'|'APPRENTICE'|'LOGGING_ONLY'}.
+   */
+  configureInstance(name, settings, opts) {
+    return this._call('ConfigureInstance', { ...settings, name }, opts);
+  }
+
   // ---- shadow policies ----
   /** config: a ShadowConfig object, e.g. {policy: {ucb1: {}}, seed: 7} */
   addShadow(name, shadow, config, opts) { return this._call('AddShadow', { name, shadow, config }, opts); }

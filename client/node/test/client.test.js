@@ -88,6 +88,23 @@ describe('BanditClient against a live banditd', () => {
     await client.deleteInstance('gen');
   });
 
+  it('changes live settings and the learning mode', async () => {
+    await client.createInstance('modes', { policy: { epsilonGreedy: { epsilon: 0.3 }, numArms: 3 } });
+    let inst = await client.configureInstance('modes',
+      { learningMode: 'APPRENTICE', rewardWaitMs: 60000, epsilon: 0.1 });
+    assert.equal(inst.config.learningMode, 'APPRENTICE');
+    assert.equal(Number(inst.config.pending.rewardWaitMs), 60000);
+    assert.equal(inst.config.policy.epsilonGreedy.epsilon, 0.1);
+    const d = await client.select('modes');
+    assert.equal(d.armId, '0');  // the baseline
+    assert.equal(d.propensity, 1);
+    await client.update('modes', { eventId: d.eventId, reward: 1 });
+    inst = await client.getInstance('modes');
+    assert.equal(Number(inst.apprentice.events), 1);
+    await assert.rejects(client.configureInstance('modes', { epsilon: 2 }), InvalidArgumentError);
+    await client.deleteInstance('modes');
+  });
+
   it('selects and updates a contextual policy with an event id', async () => {
     await client.createInstance('ctx', { ...LINUCB, seed: 3 });
     const d = await client.select('ctx', { candidates: CANDIDATES, returnScores: true });

@@ -318,6 +318,29 @@ class BanditClient:
             req.covariance.extend(float(v) for v in flat)
         return self._call(self._stub.SetMixtureReference, req, timeout)
 
+    def configure_instance(self, name, *, reward_wait_ms=None, on_expiry=None,
+                           default_reward=None, reward_aggregation=None, epsilon=None,
+                           learning_mode=None, timeout=None):
+        """Changes the settings that may change live, keeping what was learned: each argument
+        given replaces the instance's setting. Enums by name (``learning_mode="APPRENTICE"``,
+        ``on_expiry="DROP"``, ``reward_aggregation="SUM"``) or value."""
+        req = service_pb2.ConfigureInstanceRequest(name=name)
+        if reward_wait_ms is not None:
+            req.reward_wait_ms = int(reward_wait_ms)
+        if on_expiry is not None:
+            req.on_expiry = service_pb2.ExpiryAction.Value(on_expiry) if isinstance(on_expiry, str) else on_expiry
+        if default_reward is not None:
+            req.default_reward = float(default_reward)
+        if reward_aggregation is not None:
+            req.reward_aggregation = (service_pb2.RewardAggregation.Value(reward_aggregation)
+                                      if isinstance(reward_aggregation, str) else reward_aggregation)
+        if epsilon is not None:
+            req.epsilon = float(epsilon)
+        if learning_mode is not None:
+            req.learning_mode = (service_pb2.LearningMode.Value(learning_mode)
+                                 if isinstance(learning_mode, str) else learning_mode)
+        return self._call(self._stub.ConfigureInstance, req, timeout)
+
     # ---- shadow policies ----
     def add_shadow(self, name, shadow, config, *, timeout=None):
         """Adds a shadow policy to instance ``name``. ``config``: a ShadowConfig message, a

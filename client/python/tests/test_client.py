@@ -103,6 +103,25 @@ class LiveServerTest(unittest.TestCase):
             self.client.set_mixture_reference(n, mean=[0, 0], covariance=[1, 3, 3, 1])
         self.client.delete_instance(n)
 
+    def test_configure_instance(self):
+        n = self.name("modes")
+        self.client.create_instance(n, "policy { epsilon_greedy { epsilon: 0.3 } num_arms: 3 }")
+        inst = self.client.configure_instance(n, learning_mode="APPRENTICE", reward_wait_ms=60000,
+                                              epsilon=0.1, reward_aggregation="SUM")
+        self.assertEqual(inst.config.learning_mode, bandit_client.pb.APPRENTICE)
+        self.assertEqual(inst.config.pending.reward_wait_ms, 60000)
+        self.assertEqual(inst.config.pending.reward_aggregation, bandit_client.pb.SUM)
+        self.assertAlmostEqual(inst.config.policy.epsilon_greedy.epsilon, 0.1)
+        d = self.client.select(n)
+        self.assertEqual((d.arm_id, d.propensity), ("0", 1.0))  # the baseline
+        with self.assertRaises(InvalidArgumentError):
+            self.client.configure_instance(n, epsilon=2)
+        with self.assertRaises(InvalidArgumentError):
+            self.client.configure_instance(n)
+        inst = self.client.configure_instance(n, learning_mode="ONLINE")
+        self.assertEqual(inst.config.learning_mode, bandit_client.pb.ONLINE)
+        self.client.delete_instance(n)
+
     def test_shadows(self):
         n = self.name("shadowed")
         self.client.create_instance(n, "policy { linucb { dimension: 3 } } seed: 3")

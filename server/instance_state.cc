@@ -831,7 +831,7 @@ Decision InstanceState::BaselineDecision(const SelectContext& ctx, const SelectI
 bool InstanceState::SumsRewards(const PendingDecision& event) const {
   const bandit::v1::RewardAggregation a =
       event.aggregation != bandit::v1::REWARD_AGGREGATION_UNSPECIFIED
-          ? event.aggregation
+          ? bandit::v1::RewardAggregation(event.aggregation)
           : config_.pending().reward_aggregation();
   return a == bandit::v1::SUM;
 }

@@ -29,6 +29,18 @@ struct ShadowScore {
   bool exact = true;             // pi is the shadow's whole distribution (else its sampled one)
 };
 
+// A proto enum held in one byte (the values this server stores are small and checked with
+// the enum's _IsValid before they are stored).
+template <typename Enum>
+class ByteEnum {
+ public:
+  ByteEnum(Enum e) : value_(static_cast<uint8_t>(e)) {}  // NOLINT: stands in for the enum
+  operator Enum() const { return static_cast<Enum>(value_); }
+
+ private:
+  uint8_t value_;
+};
+
 // Multi-slot decisions: per-position figures (statistics, shadows' estimates) are kept for
 // positions 0..kLastSlotPosition; later positions are counted in the last.
 inline constexpr int kLastSlotPosition = 15;
@@ -45,9 +57,6 @@ struct PendingDecision {
   Eigen::VectorXd memo;      // Decision::memo
   int64_t expires_at_ms = 0;
   std::vector<ShadowScore> shadow_scores;  // empty when the instance has no shadows
-  // Made by a served policy since replaced (PromoteShadow): its reward is learned as logged
-  // data (Observation::direct, no memo, the arm resolved by id).
-  bool learn_direct = false;
   // The decision's number in its instance: the decision log's key, and the number in the event
   // id when the server made the id.
   uint64_t seq = 0;
@@ -57,23 +66,31 @@ struct PendingDecision {
   // state; it stays pending until every slot is done or the wait passes.
   std::vector<PendingDecision> slots;
   std::string slot_id;
+  // (Fields below are ordered so that the flags share one word: a pending table holds up to
+  // millions of these, and its memory share is counted per entry.)
   int slot_index = -1;  // a slot's position in its decision (derived, not stored)
+  // Rewards received and not learned yet (before activation, or under SUM aggregation).
+  int rewards = 0;
   // Deferred activation: not learned from, and given no default, until activated.
   bool awaiting_activation = false;
-  // Rewards received and not learned yet (before activation, or under SUM aggregation).
-  double reward_sum = 0;
-  int rewards = 0;
   // A slot whose reward was learned.
   bool done = false;
+  // Made by a served policy since replaced (PromoteShadow), or served as the baseline in
+  // APPRENTICE mode: its reward is learned as logged data (Observation::direct, no memo, the
+  // arm resolved by id).
+  bool learn_direct = false;
   // The learning mode the decision was made under (InstanceConfig.learning_mode): APPRENTICE
-  // and LOGGING_ONLY served the baseline. APPRENTICE: the policy's probability of the baseline
-  // and whether its own choice was the baseline (its estimate against the baseline's).
-  bandit::v1::LearningMode learning_mode = bandit::v1::ONLINE;
-  double apprentice_target = 0;
+  // and LOGGING_ONLY served the baseline. APPRENTICE: whether the policy's own choice was the
+  // baseline, and (apprentice_target) its probability of it: its estimate against the
+  // baseline's.
   bool apprentice_chose_baseline = false;
+  ByteEnum<bandit::v1::LearningMode> learning_mode = bandit::v1::ONLINE;
   // The reward aggregation the decision was made under, once a ConfigureInstance changed the
   // instance's since (UNSPECIFIED: the instance's, which is the one it was made under).
-  bandit::v1::RewardAggregation aggregation = bandit::v1::REWARD_AGGREGATION_UNSPECIFIED;
+  ByteEnum<bandit::v1::RewardAggregation> aggregation =
+      bandit::v1::REWARD_AGGREGATION_UNSPECIFIED;
+  double reward_sum = 0;
+  double apprentice_target = 0;
 
   // Bytes this decision holds on the heap beyond sizeof(PendingDecision): its ids, features,
   // memo, shadow scores and slots. The pending table's memory accounting counts every field

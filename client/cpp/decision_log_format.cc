@@ -206,6 +206,29 @@ absl::StatusOr<std::vector<double>> JsonNumbers(const Json& v, const std::string
   return out;
 }
 
+// What every DSJSON line has around its decision: EventId (required), Timestamp and the logging
+// model in VWState.m ("<instance>/<policy>").
+absl::Status ReadEnvelope(const Json& j, v1::LoggedDecision* d) {
+  if (!j.contains("EventId") || !j["EventId"].is_string())
+    return Bad("EventId", "expected a string");
+  d->set_event_id(j["EventId"].get<std::string>());
+  if (j.contains("Timestamp")) {
+    if (!j["Timestamp"].is_string()) return Bad("Timestamp", "expected a string");
+    absl::Time t;
+    std::string err;
+    if (!absl::ParseTime(absl::RFC3339_full, j["Timestamp"].get<std::string>(), &t, &err))
+      return Bad("Timestamp", absl::StrCat("expected an RFC 3339 time: ", err));
+    d->set_decided_at_ms(absl::ToUnixMillis(t));
+  }
+  if (j.contains("VWState") && j["VWState"].is_object() && j["VWState"].contains("m") &&
+      j["VWState"]["m"].is_string()) {
+    const std::string m = j["VWState"]["m"].get<std::string>();
+    const size_t slash = m.rfind('/');
+    d->set_policy(slash == std::string::npos ? m : m.substr(slash + 1));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<LogFormat> ParseLogFormat(const std::string& name) {
@@ -353,17 +376,7 @@ absl::StatusOr<v1::LoggedDecision> ParseDsjson(const std::string& line) {
   if (j.is_discarded()) return absl::InvalidArgumentError("not valid JSON");
   if (!j.is_object()) return absl::InvalidArgumentError("expected a JSON object");
   v1::LoggedDecision d;
-  if (!j.contains("EventId") || !j["EventId"].is_string())
-    return Bad("EventId", "expected a string");
-  d.set_event_id(j["EventId"].get<std::string>());
-  if (j.contains("Timestamp")) {
-    if (!j["Timestamp"].is_string()) return Bad("Timestamp", "expected a string");
-    absl::Time t;
-    std::string err;
-    if (!absl::ParseTime(absl::RFC3339_full, j["Timestamp"].get<std::string>(), &t, &err))
-      return Bad("Timestamp", absl::StrCat("expected an RFC 3339 time: ", err));
-    d.set_decided_at_ms(absl::ToUnixMillis(t));
-  }
+  if (auto s = ReadEnvelope(j, &d); !s.ok()) return s;
   if (!j.contains("a") || !j["a"].is_array() || j["a"].empty())
     return Bad("a", "expected a non-empty array of 1-based actions");
   const Json& a = j["a"];
@@ -469,12 +482,6 @@ absl::StatusOr<v1::LoggedDecision> ParseDsjson(const std::string& line) {
     return Bad("c",
                "expected candidate vectors (_multi[].x), arm ids (_multi[].arm) or a shared x");
   }
-  if (j.contains("VWState") && j["VWState"].is_object() && j["VWState"].contains("m") &&
-      j["VWState"]["m"].is_string()) {
-    const std::string m = j["VWState"]["m"].get<std::string>();
-    const size_t slash = m.rfind('/');
-    d.set_policy(slash == std::string::npos ? m : m.substr(slash + 1));
-  }
   if (j.contains("_bandit") && j["_bandit"].is_object()) {
     const Json& ours = j["_bandit"];
     if (ours.contains("event_seq") && ours["event_seq"].is_number_unsigned())
@@ -534,24 +541,8 @@ std::string MembersBut(const Json& object, std::initializer_list<const char*> dr
 // A CCB line (VW's conditional contextual bandit DSJSON, as FormatSlots writes it) into one
 // decision per slot, in slot order.
 absl::StatusOr<std::vector<v1::LoggedDecision>> ParseCcb(const Json& j) {
-  if (!j.contains("EventId") || !j["EventId"].is_string())
-    return Bad("EventId", "expected a string");
   v1::LoggedDecision common;
-  common.set_event_id(j["EventId"].get<std::string>());
-  if (j.contains("Timestamp")) {
-    absl::Time t;
-    std::string err;
-    if (!j["Timestamp"].is_string() ||
-        !absl::ParseTime(absl::RFC3339_full, j["Timestamp"].get<std::string>(), &t, &err))
-      return Bad("Timestamp", "expected an RFC 3339 time as a string");
-    common.set_decided_at_ms(absl::ToUnixMillis(t));
-  }
-  if (j.contains("VWState") && j["VWState"].is_object() && j["VWState"].contains("m") &&
-      j["VWState"]["m"].is_string()) {
-    const std::string m = j["VWState"]["m"].get<std::string>();
-    const size_t slash = m.rfind('/');
-    common.set_policy(slash == std::string::npos ? m : m.substr(slash + 1));
-  }
+  if (auto s = ReadEnvelope(j, &common); !s.ok()) return s;
   const Json no_slots = Json::array();
   const Json& c = j["c"];
   const Json& multi = c.contains("_multi") ? c["_multi"] : no_slots;

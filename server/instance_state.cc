@@ -643,9 +643,7 @@ absl::StatusOr<SelectContext> InstanceState::SelectContextFor(const bandit::v1::
         }
         // Parsed for a policy that took sparse input and has since been replaced
         // (PromoteShadow): the new one's dimension was admitted for dense vectors.
-        in.candidates->clear();
-        for (const SparseVector& v : *in.sparse)
-          in.candidates->push_back(Densify(v, feature_space_->dimension()));
+        DensifyAll(*in.sparse, in.candidates);
       }
       if (candidates.empty())
         return absl::InvalidArgumentError(absl::StrCat(
@@ -931,10 +929,8 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
       if (!shadows_.empty()) {
         // Shadows score dense vectors: AddShadow admits them on a sparse instance only when
         // 2^bits is within --max_feature_dim.
-        if (offered_dense.size() < position.size()) offered_dense.resize(position.size());
-        for (size_t j = 0; j < position.size(); ++j)
-          offered_dense[j] = Densify(offered_sparse[j], feature_space_->dimension());
-        offered_now = std::span<const Vector>(offered_dense.data(), position.size());
+        DensifyAll(policy_ctx.sparse_candidates, &offered_dense);
+        offered_now = offered_dense;
       }
     } else {
       if (offered.size() < position.size()) offered.resize(position.size());
@@ -1156,9 +1152,7 @@ void InstanceState::ScoreShadows(const Decision& d, const SelectContext& ctx,
         // Shadows score dense vectors: AddShadow admits them on a sparse instance only when
         // 2^bits is within --max_feature_dim.
         thread_local std::vector<Vector> dense;
-        dense.clear();
-        for (const SparseVector& v : ctx.sparse_candidates)
-          dense.push_back(Densify(v, feature_space_->dimension()));
+        DensifyAll(ctx.sparse_candidates, &dense);
         logged.actions = dense;
         logged.num_actions = static_cast<int>(dense.size());
         break;
@@ -1243,6 +1237,11 @@ absl::Status InstanceState::CheckSparseChoice(const bandit::v1::PendingDecisionR
                  {r.sparse_value().begin(), r.sparse_value().end()}};
   return CheckSparse(absl::StrCat("pending decision '", r.event_id(), "' sparse choice"), x,
                      feature_space_->dimension());
+}
+
+void InstanceState::DensifyAll(std::span<const SparseVector> xs, std::vector<Vector>* out) const {
+  out->resize(xs.size());
+  for (size_t j = 0; j < xs.size(); ++j) (*out)[j] = Densify(xs[j], feature_space_->dimension());
 }
 
 PendingDecision InstanceState::ForShadows(const PendingDecision& p) const {

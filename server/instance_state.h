@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -301,6 +302,9 @@ class InstanceState {
   Observation PendingObservation(const PendingDecision& p) const;
   // A pending decision as shadows learn it: with a sparse choice, a copy with the dense vector
   // (shadows score and learn dense vectors); otherwise `p` itself.
+  // Sparse vectors of this instance's feature space as dense ones (`out` resized to match):
+  // for shadows, which score dense vectors, and for a dense policy promoted over sparse inputs.
+  void DensifyAll(std::span<const SparseVector> xs, std::vector<Vector>* out) const;
   PendingDecision ForShadows(const PendingDecision& p) const;
   // A stored pending decision's sparse choice (with its slots'): lengths equal, indices within
   // 2^bits, values finite, and only on an instance with a feature space. Before FromRecord.

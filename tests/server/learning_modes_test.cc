@@ -159,7 +159,9 @@ TEST_F(LearningModeTest, LoggingOnlyOverCandidates) {
     ASSERT_TRUE(svc_.Select(sel, &d).ok());
     ASSERT_EQ(d.arm_index(), 0);
     ASSERT_EQ(d.propensity(), 1.0);
-    if (i % 2 == 0) ASSERT_TRUE(Reward(svc_, "c", d.event_id(), 1.0).ok());
+    if (i % 2 == 0) {
+      ASSERT_TRUE(Reward(svc_, "c", d.event_id(), 1.0).ok());
+    }
   }
   clock_.Advance(2000);
   const v1::InstanceStats stats = Get(svc_, "c").stats();  // expires the other ten
@@ -375,7 +377,9 @@ TEST_F(LearningModeTest, BadSettingsChangeNothing) {
     const std::string k_before = testing::Exported(svc_, "k");
     auto s = Configure(svc_, c.name, c.text);
     EXPECT_EQ(s.code(), c.code) << c.text << ": " << s;
-    if (c.message != nullptr) EXPECT_EQ(s.message(), c.message) << c.text;
+    if (c.message != nullptr) {
+      EXPECT_EQ(s.message(), c.message) << c.text;
+    }
     EXPECT_EQ(testing::Exported(svc_, "a"), before) << c.text;
     EXPECT_EQ(testing::Exported(svc_, "k"), k_before) << c.text;
   }

@@ -127,35 +127,36 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
   thread_local features::ParsedFeatures shared;
   thread_local features::ParsedFeatures action;
   thread_local features::SparseFeatures sparse;
+  thread_local std::string path;  // reused: a request names one document per action
   shared.groups.clear();
   if (!req.context().empty())
     if (auto s = space.Parse(req.context(), "context", limits, false, &shared); !s.ok()) return s;
   candidates->clear();
   action_of->clear();
-  if (sparse_out) sparse_out->clear();
+  size_t featurized = 0;  // sparse_out's elements are reused: their arrays keep their capacity
   for (int i = 0; i < req.actions_size(); ++i) {
     action.groups.clear();
     const std::string& json = req.actions(i).features();
-    if (!json.empty())
-      if (auto s = space.Parse(json, absl::StrCat("actions[", i, "].features"), limits, false,
-                               &action);
-          !s.ok())
-        return s;
+    if (!json.empty()) {
+      path.clear();
+      absl::StrAppend(&path, "actions[", i, "].features");
+      if (auto s = space.Parse(json, path, limits, false, &action); !s.ok()) return s;
+    }
     if (excluded[i]) continue;
-    if (auto s = space.CheckTerms(action, &shared, limits.max_terms,
-                                  absl::StrCat("actions[", i, "]"));
-        !s.ok())
-      return s;
-    space.Featurize(action, &shared, false, &sparse);
+    path.clear();
+    absl::StrAppend(&path, "actions[", i, "]");
+    if (auto s = space.CheckTerms(action, &shared, limits.max_terms, path); !s.ok()) return s;
     if (sparse_out) {
-      sparse_out->emplace_back();
-      sparse_out->back().index = sparse.index;
-      sparse_out->back().value = sparse.value;
+      if (sparse_out->size() <= featurized) sparse_out->emplace_back();
+      SparseVector& x = (*sparse_out)[featurized++];
+      space.Featurize(action, &shared, &x.index, &x.value);
     } else {
+      space.Featurize(action, &shared, false, &sparse);
       candidates->push_back(features::ToDense(sparse, space.dimension()));
     }
     action_of->push_back(i);
   }
+  if (sparse_out) sparse_out->resize(featurized);
   if (action_of->empty())
     return absl::InvalidArgumentError(
         "excluded_actions excludes every action, expected at least one action to choose from");

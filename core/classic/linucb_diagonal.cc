@@ -21,21 +21,18 @@ absl::StatusOr<Decision> LinUcbDiagonal::Select(const SelectContext& ctx) {
   if (n == 0)
     return absl::InvalidArgumentError("candidates is empty, expected at least one feature vector");
   const int d = dimension();
-  for (int i = 0; i < n; ++i) {
-    if (sparse) {
-      if (auto s = CheckSparse(absl::StrCat("candidates[", i, "]"), ctx.sparse_candidates[i], d);
-          !s.ok())
-        return s;
-    } else if (ctx.candidates[i].size() != d || !ctx.candidates[i].allFinite()) {
-      return CheckVector(absl::StrCat("candidates[", i, "]"), ctx.candidates[i], d);
-    }
-  }
+  if (!sparse)
+    for (int i = 0; i < n; ++i)
+      if (ctx.candidates[i].size() != d || !ctx.candidates[i].allFinite())
+        return CheckVector(absl::StrCat("candidates[", i, "]"), ctx.candidates[i], d);
   UcbChoice choice(n, ctx.want_scores);
   for (int i = 0; i < n; ++i) {
     // mean = x'theta, var = ||x||^2 in diag(A)^{-1}
-    double mean = 0, var = 0;
+    double mean = 0, var = 0, norm2 = 0;
     if (sparse) {
-      scorer_.Score(ctx.sparse_candidates[i], &mean, &var);
+      // Checked as scored: Select changes no state, so an error part-way leaves nothing behind.
+      if (!scorer_.Score(ctx.sparse_candidates[i], &mean, &var, &norm2))
+        return CheckSparse(absl::StrCat("candidates[", i, "]"), ctx.sparse_candidates[i], d);
     } else {
       Coalescer::FromDense(ctx.candidates[i], &terms_);
       scorer_.Score(terms_, &mean, &var);

@@ -8,6 +8,7 @@
 namespace bandit {
 
 absl::Status CheckSparse(absl::string_view field, const SparseVector& x, int64_t dimension) {
+  if (SparseIsValid(x, dimension)) return absl::OkStatus();
   if (x.index.size() != x.value.size())
     return absl::InvalidArgumentError(absl::StrCat(field, " has ", x.index.size(), " indices and ",
                                                    x.value.size(),
@@ -23,36 +24,68 @@ absl::Status CheckSparse(absl::string_view field, const SparseVector& x, int64_t
   return absl::OkStatus();
 }
 
+bool SparseIsValid(const SparseVector& x, int64_t dimension) {
+  if (x.index.size() != x.value.size()) return false;
+  // No early exit: both reductions vectorize.
+  uint32_t max_index = 0;
+  bool finite = true;
+  for (uint32_t i : x.index) max_index = std::max(max_index, i);
+  for (double v : x.value) finite &= std::isfinite(v);
+  return finite && (x.index.empty() || int64_t{max_index} < dimension);
+}
+
 void Coalescer::Coalesce(const SparseVector& x, CoalescedTerms* out) {
-  out->clear();
   const size_t n = x.index.size();
-  if (key_.size() < 2 * n) {
-    size_t cap = 16;
-    while (cap < 2 * n) cap *= 2;
-    key_.assign(cap, 0);
-    pos_.assign(cap, 0);
-    stamp_.assign(cap, 0);
-    stamp_now_ = 0;
-  }
-  if (++stamp_now_ == 0) {  // wrapped: every old stamp could look current
-    std::fill(stamp_.begin(), stamp_.end(), 0);
-    stamp_now_ = 1;
-  }
-  const uint32_t mask = static_cast<uint32_t>(key_.size() - 1);
+  out->index.resize(n);
+  out->value.resize(n);
+  uint32_t* index = out->index.data();
+  double* value = out->value.data();
+  size_t m = 0;
+  bool indexed = false;  // whether table_ holds the positions (after a first repeat)
   for (size_t k = 0; k < n; ++k) {
     const uint32_t i = x.index[k];
-    uint32_t h = (i * 2654435761u) & mask;  // Knuth's multiplicative hash
-    while (stamp_[h] == stamp_now_ && key_[h] != i) h = (h + 1) & mask;
-    if (stamp_[h] != stamp_now_) {
-      stamp_[h] = stamp_now_;
-      key_[h] = i;
-      pos_[h] = static_cast<uint32_t>(out->index.size());
-      out->index.push_back(i);
-      out->value.push_back(x.value[k]);
-    } else {
-      out->value[pos_[h]] += x.value[k];
+    uint64_t& word = seen_[i >> 6];
+    const uint64_t bit = uint64_t{1} << (i & 63);
+    if (!(word & bit)) {
+      word |= bit;
+      if (indexed) PositionOf(i) = static_cast<uint32_t>(m);
+      index[m] = i;
+      value[m] = x.value[k];
+      ++m;
+      continue;
     }
+    if (!indexed) {
+      // Sized for the whole vector: every later first appearance is inserted too.
+      size_t cap = 16;
+      while (cap < 2 * n) cap *= 2;
+      if (table_.size() < cap) {
+        table_.assign(cap, Slot{0, 0, 0});
+        stamp_now_ = 0;
+      }
+      if (++stamp_now_ == 0) {  // wrapped: every old stamp could look current
+        for (Slot& s : table_) s.stamp = 0;
+        stamp_now_ = 1;
+      }
+      for (size_t q = 0; q < m; ++q) PositionOf(index[q]) = static_cast<uint32_t>(q);
+      indexed = true;
+    }
+    value[PositionOf(i)] += x.value[k];
   }
+  for (size_t q = 0; q < m; ++q) seen_[index[q] >> 6] &= ~(uint64_t{1} << (index[q] & 63));
+  out->index.resize(m);
+  out->value.resize(m);
+}
+
+uint32_t& Coalescer::PositionOf(uint32_t index) {
+  const uint32_t mask = static_cast<uint32_t>(table_.size() - 1);
+  uint32_t h = (index * 2654435761u) & mask;  // Knuth's multiplicative hash
+  while (table_[h].stamp == stamp_now_ && table_[h].key != index) h = (h + 1) & mask;
+  Slot& s = table_[h];
+  if (s.stamp != stamp_now_) {
+    s.stamp = stamp_now_;
+    s.key = index;
+  }
+  return s.pos;
 }
 
 void Coalescer::FromDense(const Vector& x, CoalescedTerms* out) {
@@ -64,14 +97,55 @@ void Coalescer::FromDense(const Vector& x, CoalescedTerms* out) {
     }
 }
 
-void DiagonalScorer::Score(const SparseVector& x, double* mean, double* var) {
-  coalescer_.Coalesce(x, &terms_);
-  Score(terms_, mean, var);
+bool DiagonalScorer::Score(const SparseVector& x, double* mean, double* var, double* norm2) {
+  const size_t n = x.index.size();
+  if (x.value.size() != n) return false;
+  const uint64_t d = static_cast<uint64_t>(dimension());
+  uint64_t* seen = coalescer_.seen_.data();
+  constexpr size_t kAhead = 16;  // see Score(CoalescedTerms)
+  double m = 0, v = 0, s = 0;
+  bool finite = true;
+  size_t k = 0;
+  for (; k < n; ++k) {
+    const uint32_t i = x.index[k];
+    if (i >= d) break;
+    uint64_t& word = seen[i >> 6];
+    const uint64_t bit = uint64_t{1} << (i & 63);
+    if (word & bit) break;  // a repeat
+    word |= bit;
+    if (k + kAhead < n && x.index[k + kAhead] < d) __builtin_prefetch(&coord_[x.index[k + kAhead]]);
+    const double xi = x.value[k];
+    finite &= std::isfinite(xi);
+    const Coord& c = coord_[i];
+    m += xi * c.weight;
+    v += xi * xi * c.inv_precision;
+    s += xi * xi;
+  }
+  for (size_t q = 0; q < k; ++q) seen[x.index[q] >> 6] &= ~(uint64_t{1} << (x.index[q] & 63));
+  if (k < n) {
+    // A repeat or a bad index: the exact path over the coalesced form (same sums, same order
+    // when there is no repeat).
+    if (!SparseIsValid(x, dimension())) return false;
+    coalescer_.Coalesce(x, &terms_);
+    Score(terms_, &m, &v);
+    s = 0;
+    for (double xi : terms_.value) s += xi * xi;
+  } else if (!finite) {
+    return false;
+  }
+  *mean = m;
+  *var = v;
+  *norm2 = s;
+  return true;
 }
 
 void DiagonalScorer::Score(const CoalescedTerms& x, double* mean, double* var) const {
   double m = 0, v = 0;
-  for (size_t q = 0; q < x.index.size(); ++q) {
+  const size_t n = x.index.size();
+  // At 2^18 coordinates and more the pairs live beyond L2: ask for a later term's line early.
+  constexpr size_t kAhead = 16;
+  for (size_t q = 0; q < n; ++q) {
+    if (q + kAhead < n) __builtin_prefetch(&coord_[x.index[q + kAhead]]);
     const Coord& c = coord_[x.index[q]];
     const double xi = x.value[q];
     m += xi * c.weight;

@@ -25,20 +25,35 @@ struct CoalescedTerms {
 // INVALID_ARGUMENT naming `field` unless every index is below `dimension` and every value is
 // finite, and index and value have the same length.
 absl::Status CheckSparse(absl::string_view field, const SparseVector& x, int64_t dimension);
+// Whether CheckSparse passes, without building a message (a few cycles per term): callers that
+// name the field per candidate build the name only when this fails.
+bool SparseIsValid(const SparseVector& x, int64_t dimension);
 
-// Coalesces sparse vectors in O(nnz) each: an open-addressing table over the vector's indices
-// (twice its length, so it stays in L1 for the sizes a request has), reused between calls; an
-// entry is live when its stamp is the current call's, so nothing is cleared.
+// Coalesces sparse vectors over [0, dimension) in O(nnz) each. A bitmap over the dimension
+// (1 bit per coordinate, cleared again after each call) tells a first appearance from a
+// repeat; only a vector that repeats an index builds the open-addressing table of positions.
+// Hashed features repeat an index rarely (a collision, or the same feature twice), so most
+// vectors cost one bit test per term.
 class Coalescer {
  public:
+  explicit Coalescer(int64_t dimension) : seen_((dimension + 63) / 64, 0) {}
   // A checked sparse vector: its coordinates in order of first appearance, each value the sum
   // of the vector's values at that index in the vector's order (as the dense form adds them).
   void Coalesce(const SparseVector& x, CoalescedTerms* out);
   // A dense vector's nonzero coordinates, in index order.
   static void FromDense(const Vector& x, CoalescedTerms* out);
+  int64_t bytes() const { return static_cast<int64_t>(seen_.size() * sizeof(uint64_t)); }
 
  private:
-  std::vector<uint32_t> key_, pos_, stamp_;
+  friend class DiagonalScorer;  // its one-pass Score uses the bitmap
+  // Positions in `out` by index, for a vector that repeats one.
+  void IndexPositions(const CoalescedTerms& out);
+  uint32_t& PositionOf(uint32_t index);
+  std::vector<uint64_t> seen_;
+  struct Slot {
+    uint32_t key, pos, stamp;
+  };
+  std::vector<Slot> table_;
   uint32_t stamp_now_ = 0;
 };
 
@@ -48,19 +63,25 @@ class Coalescer {
 class DiagonalScorer {
  public:
   DiagonalScorer(int64_t dimension, double weight, double inv_precision)
-      : coord_(dimension, Coord{weight, inv_precision}) {}
+      : coord_(dimension, Coord{weight, inv_precision}), coalescer_(dimension) {}
   void Set(uint32_t i, double weight, double inv_precision) {
     coord_[i].weight = weight;
     coord_[i].inv_precision = inv_precision;
   }
-  // mean = sum_i x_i w_i and var = sum_i x_i^2 / a_i over x's coordinates (its repeated indices
-  // added up first, as in its dense form, in order of first appearance). `x` checked.
-  void Score(const SparseVector& x, double* mean, double* var);
+  // mean = sum_i x_i w_i, var = sum_i x_i^2 / a_i and norm2 = sum_i x_i^2 over x's coordinates
+  // (its repeated indices added up first, as in its dense form, in order of first appearance).
+  // Checks x as it goes: false, and nothing written, unless SparseIsValid(x, dimension()).
+  // A vector without repeats (most hashed vectors) is read once: checked, told apart from a
+  // repeat and scored in one pass; one with a repeat is coalesced first.
+  bool Score(const SparseVector& x, double* mean, double* var, double* norm2);
   void Score(const CoalescedTerms& x, double* mean, double* var) const;
   // x's coordinates, as Coalescer::Coalesce.
   void Coalesce(const SparseVector& x, CoalescedTerms* out) { coalescer_.Coalesce(x, out); }
   int64_t dimension() const { return static_cast<int64_t>(coord_.size()); }
-  int64_t bytes() const { return dimension() * static_cast<int64_t>(sizeof(Coord)); }
+  // The scoring pairs and the coalescer's bitmap.
+  int64_t bytes() const {
+    return dimension() * static_cast<int64_t>(sizeof(Coord)) + coalescer_.bytes();
+  }
 
  private:
   struct Coord {

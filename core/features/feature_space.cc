@@ -1,6 +1,7 @@
 #include "core/features/feature_space.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -409,6 +410,11 @@ thread_local std::string Reader::name_;
 
 }  // namespace
 
+namespace {
+// Identifies a space's options for the per-thread interaction cache (copies share theirs).
+std::atomic<uint64_t> next_space_id{0};
+}  // namespace
+
 FeatureGroup* ParsedFeatures::Find(unsigned char letter) {
   for (auto& g : groups)
     if (g.letter == letter) return &g;
@@ -431,7 +437,8 @@ int64_t ParsedFeatures::size() const {
   return n;
 }
 
-FeatureSpace::FeatureSpace(FeatureSpaceOptions options) : options_(std::move(options)) {
+FeatureSpace::FeatureSpace(FeatureSpaceOptions options)
+    : options_(std::move(options)), id_(next_space_id.fetch_add(1) + 1) {
   for (unsigned char c : options_.ignore) ignored_[c] = true;
   for (const auto& i : options_.interactions)
     if (i.find(static_cast<char>(kWildcardNamespace)) != std::string::npos) has_wildcard_ = true;
@@ -651,7 +658,7 @@ absl::Status FeatureSpace::CheckTerms(const ParsedFeatures& action, const Parsed
   std::sort(letters.begin(), letters.end(),
             [](char a, char b) { return static_cast<unsigned char>(a) < static_cast<unsigned char>(b); });
   if (!options_.interactions.empty()) {
-    for (const std::string& inter : CompileInteractions(letters)) {
+    for (const std::string& inter : InteractionsFor(letters)) {
       // As Featurize enumerates: a namespace next to itself pairs each feature with itself and
       // the later ones (n(n+1)/2 pairs, n(n+1)(n+2)/6 triples).
       auto n = [&](size_t i) { return static_cast<double>(size[static_cast<unsigned char>(inter[i])]); };
@@ -680,90 +687,182 @@ absl::Status FeatureSpace::CheckTerms(const ParsedFeatures& action, const Parsed
   return absl::OkStatus();
 }
 
-void FeatureSpace::Featurize(const ParsedFeatures& action, const ParsedFeatures* shared,
-                             bool audit, SparseFeatures* out) const {
-  out->clear();
-  // The merged example (VW's shared_feature_merger appends the shared namespaces to each
-  // action's): per letter, the action's features then the shared ones.
-  struct Merged {
+const std::vector<std::string>& FeatureSpace::InteractionsFor(const std::string& letters) const {
+  if (!has_wildcard_) return fixed_interactions_;
+  // The expansion depends only on the letters present, and a request's actions mostly share
+  // them: keep the last one per thread (a space is shared by the threads serving it).
+  struct Compiled {
+    uint64_t space = 0;
+    std::string letters;
+    std::vector<std::string> interactions;
+  };
+  thread_local Compiled last;
+  if (last.space != id_ || last.letters != letters) {
+    last.interactions = CompileInteractions(letters);
+    last.letters = letters;
+    last.space = id_;
+  }
+  return last.interactions;
+}
+
+template <bool kAudit>
+void FeatureSpace::FeaturizeInto(const ParsedFeatures& action, const ParsedFeatures* shared,
+                                 std::vector<uint32_t>* index_out, std::vector<double>* value_out,
+                                 std::vector<std::string>* names) const {
+  // A namespace of the merged example (VW's shared_feature_merger appends the shared namespaces
+  // to each action's): per letter the action's features then the shared ones, contiguous.
+  struct MergedGroup {
     unsigned char letter;
-    const FeatureGroup* first;
-    const FeatureGroup* second;
-    size_t size() const {
-      return (first ? first->features.size() : 0) + (second ? second->features.size() : 0);
-    }
-    const ParsedFeature& at(size_t i) const {
-      const size_t n = first ? first->features.size() : 0;
-      return i < n ? first->features[i] : second->features[i - n];
-    }
+    const ParsedFeature* features;
+    size_t size;
+    const FeatureGroup* first;   // the action's group, or null
+    const FeatureGroup* second;  // the shared group, or null
     const std::string& name(size_t i) const {
       const size_t n = first ? first->features.size() : 0;
       return i < n ? first->names[i] : second->names[i - n];
     }
   };
-  thread_local std::vector<Merged> merged;
+  thread_local std::vector<MergedGroup> merged;
+  thread_local std::vector<std::vector<ParsedFeature>> joined;  // letters in both documents
   merged.clear();
-  for (const auto& g : action.groups)
-    merged.push_back(Merged{g.letter, &g, shared ? shared->Find(g.letter) : nullptr});
+  size_t joins = 0;
+  auto add = [&](unsigned char letter, const FeatureGroup* first, const FeatureGroup* second) {
+    const size_t n1 = first ? first->features.size() : 0;
+    const size_t n2 = second ? second->features.size() : 0;
+    if (n1 + n2 == 0) return;
+    const ParsedFeature* data = n1 ? first->features.data() : second->features.data();
+    if (n1 && n2) {
+      if (joined.size() <= joins) joined.emplace_back();
+      std::vector<ParsedFeature>& j = joined[joins++];
+      j.assign(first->features.begin(), first->features.end());
+      j.insert(j.end(), second->features.begin(), second->features.end());
+      data = j.data();
+    }
+    merged.push_back(MergedGroup{letter, data, n1 + n2, first, second});
+  };
+  for (const auto& g : action.groups) add(g.letter, &g, shared ? shared->Find(g.letter) : nullptr);
   if (shared)
     for (const auto& g : shared->groups)
-      if (!action.Find(g.letter)) merged.push_back(Merged{g.letter, nullptr, &g});
+      if (!action.Find(g.letter)) add(g.letter, nullptr, &g);
 
+  // The interactions over the letters present, each resolved to its groups.
+  struct Resolved {
+    const MergedGroup* g[3];
+    int arity;
+  };
+  thread_local std::vector<Resolved> resolved;
+  resolved.clear();
+  size_t total = options_.constant ? 1 : 0;
+  for (const auto& g : merged) total += g.size;
+  if (!options_.interactions.empty()) {
+    char letters_buffer[256];
+    size_t count = 0;
+    for (const auto& g : merged) letters_buffer[count++] = static_cast<char>(g.letter);
+    std::sort(letters_buffer, letters_buffer + count, [](char a, char b) {
+      return static_cast<unsigned char>(a) < static_cast<unsigned char>(b);
+    });
+    auto find = [&](char letter) -> const MergedGroup* {
+      for (const auto& g : merged)
+        if (g.letter == static_cast<unsigned char>(letter)) return &g;
+      return nullptr;
+    };
+    for (const std::string& inter : InteractionsFor(std::string(letters_buffer, count))) {
+      Resolved r{{find(inter[0]), find(inter[1]), inter.size() == 3 ? find(inter[2]) : nullptr},
+                 static_cast<int>(inter.size())};
+      if (!r.g[0] || !r.g[1] || (r.arity == 3 && !r.g[2])) continue;
+      // A namespace next to itself pairs each feature with itself and the later ones (VW's
+      // process_quadratic_interaction / process_cubic_interaction without --permutations).
+      const size_t a = r.g[0]->size, b = r.g[1]->size;
+      const bool same1 = r.g[0] == r.g[1];
+      if (r.arity == 2) {
+        total += same1 ? a * (a + 1) / 2 : a * b;
+      } else {
+        const size_t c = r.g[2]->size;
+        const bool same2 = r.g[1] == r.g[2];
+        if (same1 && same2) {
+          total += a * (a + 1) * (a + 2) / 6;
+        } else if (same1) {
+          total += a * (a + 1) / 2 * c;
+        } else if (same2) {
+          total += a * (b * (b + 1) / 2);
+        } else {
+          total += a * b * c;
+        }
+      }
+      resolved.push_back(r);
+    }
+  }
+
+  index_out->resize(total);
+  value_out->resize(total);
+  uint32_t* index = index_out->data();
+  double* value = value_out->data();
+  if constexpr (kAudit) {
+    names->clear();
+    names->reserve(total);
+  }
   const uint64_t m = mask();
-  auto emit = [&](uint64_t index, double value, auto&& name) {
-    out->index.push_back(static_cast<uint32_t>(index & m));
-    out->value.push_back(value);
-    if (audit) out->names.push_back(name());
-  };
+  size_t k = 0;
   for (const auto& g : merged)
-    for (size_t i = 0; i < g.size(); ++i)
-      emit(g.at(i).index, g.at(i).value, [&] { return g.name(i); });
-  if (options_.constant) emit(kConstantFeature, 1.0, [] { return std::string("Constant"); });
-  if (options_.interactions.empty()) return;
-
-  auto find = [&](char letter) -> const Merged* {
-    for (const auto& g : merged)
-      if (g.letter == static_cast<unsigned char>(letter) && g.size() > 0) return &g;
-    return nullptr;
-  };
-  std::string letters;
-  for (const auto& g : merged)
-    if (g.size() > 0) letters.push_back(static_cast<char>(g.letter));
-  std::sort(letters.begin(), letters.end(),
-            [](char a, char b) { return static_cast<unsigned char>(a) < static_cast<unsigned char>(b); });
-  for (const std::string& inter : CompileInteractions(letters)) {
-    const Merged* a = find(inter[0]);
-    const Merged* b = find(inter[1]);
-    if (!a || !b) continue;
-    if (inter.size() == 2) {
-      // VW's process_quadratic_interaction without --permutations: a namespace with itself
-      // pairs each feature with itself and the ones after it.
-      const bool same = a == b;
-      for (size_t i = 0; i < a->size(); ++i) {
-        const uint64_t half = uint64_t{kFnvPrime} * a->at(i).index;
-        const float v1 = a->at(i).value;
-        for (size_t j = same ? i : 0; j < b->size(); ++j)
-          emit(b->at(j).index ^ half, static_cast<double>(v1 * b->at(j).value),
-               [&] { return absl::StrCat(a->name(i), "*", b->name(j)); });
+    for (size_t i = 0; i < g.size; ++i) {
+      index[k] = static_cast<uint32_t>(g.features[i].index & m);
+      value[k++] = g.features[i].value;
+      if constexpr (kAudit) names->push_back(g.name(i));
+    }
+  if (options_.constant) {
+    index[k] = static_cast<uint32_t>(kConstantFeature & m);
+    value[k++] = 1.0;
+    if constexpr (kAudit) names->push_back("Constant");
+  }
+  for (const Resolved& r : resolved) {
+    const MergedGroup& a = *r.g[0];
+    const MergedGroup& b = *r.g[1];
+    const bool same1 = &a == &b;
+    if (r.arity == 2) {
+      // Index second ^ FNV * first (InteractionIndex), value the floats' product as VW has it.
+      for (size_t i = 0; i < a.size; ++i) {
+        const uint64_t half = uint64_t{kFnvPrime} * a.features[i].index;
+        const float v1 = a.features[i].value;
+        for (size_t j = same1 ? i : 0; j < b.size; ++j) {
+          index[k] = static_cast<uint32_t>((b.features[j].index ^ half) & m);
+          value[k++] = static_cast<double>(v1 * b.features[j].value);
+          if constexpr (kAudit) names->push_back(absl::StrCat(a.name(i), "*", b.name(j)));
+        }
       }
       continue;
     }
-    const Merged* c = find(inter[2]);
-    if (!c) continue;
     // VW's process_cubic_interaction: index f3 ^ FNV * (FNV * f1 ^ f2), value f1 * f2 * f3.
-    const bool same1 = a == b, same2 = b == c;
-    for (size_t i = 0; i < a->size(); ++i) {
-      const uint64_t half1 = uint64_t{kFnvPrime} * a->at(i).index;
-      for (size_t j = same1 ? i : 0; j < b->size(); ++j) {
-        const uint64_t half = uint64_t{kFnvPrime} * (half1 ^ b->at(j).index);
-        const float v12 = a->at(i).value * b->at(j).value;
-        for (size_t k = same2 ? j : 0; k < c->size(); ++k)
-          emit(c->at(k).index ^ half, static_cast<double>(v12 * c->at(k).value), [&] {
-            return absl::StrCat(a->name(i), "*", b->name(j), "*", c->name(k));
-          });
+    const MergedGroup& c = *r.g[2];
+    const bool same2 = &b == &c;
+    for (size_t i = 0; i < a.size; ++i) {
+      const uint64_t half1 = uint64_t{kFnvPrime} * a.features[i].index;
+      for (size_t j = same1 ? i : 0; j < b.size; ++j) {
+        const uint64_t half = uint64_t{kFnvPrime} * (half1 ^ b.features[j].index);
+        const float v12 = a.features[i].value * b.features[j].value;
+        for (size_t q = same2 ? j : 0; q < c.size; ++q) {
+          index[k] = static_cast<uint32_t>((c.features[q].index ^ half) & m);
+          value[k++] = static_cast<double>(v12 * c.features[q].value);
+          if constexpr (kAudit)
+            names->push_back(absl::StrCat(a.name(i), "*", b.name(j), "*", c.name(q)));
+        }
       }
     }
   }
+}
+
+void FeatureSpace::Featurize(const ParsedFeatures& action, const ParsedFeatures* shared,
+                             bool audit, SparseFeatures* out) const {
+  if (audit) {
+    FeaturizeInto<true>(action, shared, &out->index, &out->value, &out->names);
+  } else {
+    out->names.clear();
+    FeaturizeInto<false>(action, shared, &out->index, &out->value, nullptr);
+  }
+}
+
+void FeatureSpace::Featurize(const ParsedFeatures& action, const ParsedFeatures* shared,
+                             std::vector<uint32_t>* index, std::vector<double>* value) const {
+  FeaturizeInto<false>(action, shared, index, value, nullptr);
 }
 
 }  // namespace bandit::features

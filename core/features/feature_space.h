@@ -113,6 +113,9 @@ class FeatureSpace {
   // interactions (wildcards expanded over the letters present). `shared` may be null.
   void Featurize(const ParsedFeatures& action, const ParsedFeatures* shared, bool audit,
                  SparseFeatures* out) const;
+  // The same vector into a caller's index and value arrays (no audit names).
+  void Featurize(const ParsedFeatures& action, const ParsedFeatures* shared,
+                 std::vector<uint32_t>* index, std::vector<double>* value) const;
   // How many terms Featurize would produce, without producing them; INVALID_ARGUMENT naming
   // `path` when more than `max_terms` (check it before Featurize on untrusted input).
   absl::Status CheckTerms(const ParsedFeatures& action, const ParsedFeatures* shared,
@@ -142,7 +145,14 @@ class FeatureSpace {
 
  private:
   explicit FeatureSpace(FeatureSpaceOptions options);
+  // CompileInteractions(letters), compiled once (no wildcard) or cached per thread.
+  const std::vector<std::string>& InteractionsFor(const std::string& letters) const;
+  template <bool kAudit>
+  void FeaturizeInto(const ParsedFeatures& action, const ParsedFeatures* shared,
+                     std::vector<uint32_t>* index, std::vector<double>* value,
+                     std::vector<std::string>* names) const;
   FeatureSpaceOptions options_;
+  uint64_t id_ = 0;  // for the per-thread cache of compiled interactions
   bool ignored_[256] = {};
   bool has_wildcard_ = false;
   std::vector<std::string> fixed_interactions_;  // compiled once when there is no wildcard

@@ -23,21 +23,26 @@ double GlbOmdDiagonal::Beta() const {
   return p_.radius_multiplier * GlbOmdBeta(p_, p_.lambda, t_ + 1);
 }
 
-absl::Status GlbOmdDiagonal::Terms(const std::string& field, const SparseVector* sparse,
-                                   const Vector* dense, CoalescedTerms* out) {
+absl::Status GlbOmdDiagonal::Terms(absl::FunctionRef<std::string()> field,
+                                   const SparseVector* sparse, const Vector* dense,
+                                   CoalescedTerms* out) {
   if (sparse) {
-    if (auto s = CheckSparse(field, *sparse, p_.d); !s.ok()) return s;
+    if (!SparseIsValid(*sparse, p_.d)) return CheckSparse(field(), *sparse, p_.d);
     scorer_.Coalesce(*sparse, out);
   } else {
-    if (auto s = CheckVector(field, *dense, p_.d); !s.ok()) return s;
+    if (dense->size() != p_.d || !dense->allFinite()) return CheckVector(field(), *dense, p_.d);
     Coalescer::FromDense(*dense, out);
   }
   double n2 = 0;
   for (double v : out->value) n2 += v * v;
+  return CheckNorm(field, n2);
+}
+
+absl::Status GlbOmdDiagonal::CheckNorm(absl::FunctionRef<std::string()> field, double n2) const {
   const double n = std::sqrt(n2);
   if (!std::isfinite(n) || n > p_.max_feature_norm * (1 + 1e-9))
     return absl::InvalidArgumentError(absl::StrCat(
-        field, " has norm ", n, ", expected a norm <= max_feature_norm = ", p_.max_feature_norm));
+        field(), " has norm ", n, ", expected a norm <= max_feature_norm = ", p_.max_feature_norm));
   return absl::OkStatus();
 }
 
@@ -51,13 +56,17 @@ absl::StatusOr<Decision> GlbOmdDiagonal::Select(const SelectContext& ctx) {
   int arm = -1;
   for (int i = 0; i < n; ++i) {
     // Checked as scored: Select changes no state, so an error part-way leaves nothing behind.
-    if (auto s = Terms(absl::StrCat("candidates[", i, "]"),
-                       sparse ? &ctx.sparse_candidates[i] : nullptr,
-                       sparse ? nullptr : &ctx.candidates[i], &terms_);
-        !s.ok())
-      return s;
+    const auto field = [i] { return absl::StrCat("candidates[", i, "]"); };
     double z = 0, w2 = 0;  // x'theta_t, ||x||^2 in diag(H_t)^{-1}
-    scorer_.Score(terms_, &z, &w2);
+    if (sparse) {
+      double n2 = 0;
+      if (!scorer_.Score(ctx.sparse_candidates[i], &z, &w2, &n2))
+        return CheckSparse(field(), ctx.sparse_candidates[i], p_.d);
+      if (auto s = CheckNorm(field, n2); !s.ok()) return s;
+    } else {
+      if (auto s = Terms(field, nullptr, &ctx.candidates[i], &terms_); !s.ok()) return s;
+      scorer_.Score(terms_, &z, &w2);
+    }
     logit[i] = z;
     ucb[i] = z + beta * std::sqrt(w2);            // eq. (6)
     if (arm < 0 || ucb[i] > ucb[arm]) arm = i;  // ties to the lowest index
@@ -66,7 +75,7 @@ absl::StatusOr<Decision> GlbOmdDiagonal::Select(const SelectContext& ctx) {
 }
 
 absl::Status GlbOmdDiagonal::Update(const Observation& obs) {
-  if (auto s = Terms("features", obs.sparse_features ? &*obs.sparse_features : nullptr,
+  if (auto s = Terms([] { return std::string("features"); }, obs.sparse_features ? &*obs.sparse_features : nullptr,
                      obs.sparse_features ? nullptr : &obs.features, &terms_);
       !s.ok())
     return s;

@@ -17,6 +17,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
+
+#include "absl/functional/function_ref.h"
 
 #include "core/common/sparse.h"
 #include "core/glb/common.h"
@@ -52,8 +55,11 @@ class GlbOmdDiagonal final : public Policy {
  private:
   // The terms of candidate / features `x` (sparse or dense), checked: INVALID_ARGUMENT naming
   // `field` for a wrong dimension, a non-finite value or a norm above max_feature_norm.
-  absl::Status Terms(const std::string& field, const SparseVector* sparse, const Vector* dense,
-                     CoalescedTerms* out);
+  // `field` names the input in errors, built only on one.
+  absl::Status Terms(absl::FunctionRef<std::string()> field, const SparseVector* sparse,
+                     const Vector* dense, CoalescedTerms* out);
+  // INVALID_ARGUMENT unless ||x|| = sqrt(n2) is finite and at most max_feature_norm.
+  absl::Status CheckNorm(absl::FunctionRef<std::string()> field, double n2) const;
 
   GlbParams p_;
   Vector theta_;         // theta_t (theta_1 = 0)

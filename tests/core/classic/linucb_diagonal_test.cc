@@ -88,8 +88,9 @@ TEST(LinUcbDiagonal, FactoryBoundsAndForm) {
   EXPECT_TRUE(p->TakesSparse());
   EXPECT_NE(dynamic_cast<LinUcbDiagonal*>(p.get()), nullptr);
   // State O(d): a and b (8 bytes each per coordinate), theta and 1/a beside them for scoring
-  // (16 bytes per coordinate), the update count.
-  EXPECT_EQ(p->StateBytes(), (int64_t{1} << 18) * (16 + 16) + 8);
+  // (16 bytes per coordinate), the sparse inputs' coalescing bitmap (1 bit per coordinate), the
+  // update count.
+  EXPECT_EQ(p->StateBytes(), (int64_t{1} << 18) * (16 + 16) + (int64_t{1} << 18) / 8 + 8);
   // The full form keeps its bound and says what to use beyond it.
   auto full = CreatePolicy(Config(1 << 18, 1.0, 1.0, false), 1);
   ASSERT_EQ(full.status().code(), absl::StatusCode::kInvalidArgument);

@@ -36,7 +36,9 @@ std::multimap<std::string, uint32_t> Indices(const FeatureSpace& space, const st
   ParsedFeatures a, s;
   InputLimits limits;
   EXPECT_TRUE(space.Parse(action, "action", limits, /*audit=*/true, &a).ok());
-  if (!shared.empty()) EXPECT_TRUE(space.Parse(shared, "context", limits, true, &s).ok());
+  if (!shared.empty()) {
+    EXPECT_TRUE(space.Parse(shared, "context", limits, true, &s).ok());
+  }
   SparseFeatures out;
   space.Featurize(a, shared.empty() ? nullptr : &s, /*audit=*/true, &out);
   EXPECT_EQ(out.names.size(), out.index.size());

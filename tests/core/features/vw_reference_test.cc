@@ -1,7 +1,7 @@
-// Every feature VW printed in its own reference outputs, checked against our index. VW's
-// repository is not part of this project: point VW_SOURCE_DIR at a checkout of
-// github.com/VowpalWabbit/vowpal_wabbit (its test/ folder is enough) to run this; without it
-// the test is skipped. For each case: the input file VW read, the options of VW's command line
+// Every feature VW printed in its own reference outputs, checked against our index. The files
+// are VW's own, copied unchanged into tests/data/vowpal_wabbit (its README names the commit);
+// VW_SOURCE_DIR points the test at another checkout of github.com/VowpalWabbit/vowpal_wabbit
+// (its test/ folder is enough). For each case: the input file VW read, the options of VW's command line
 // (test/core.vwtest.json), and the file VW printed (`--invert_hash` model or `--audit` output).
 // Every printed name is looked up among the names our featurizer produces for the same input;
 // a name we produce with another index is a mismatch, listed.
@@ -53,8 +53,12 @@ std::map<std::string, uint32_t> Ours(const FeatureSpace& space, const Case& c,
   InputLimits limits;
   limits.max_features = 1 << 20;
   auto add = [&](const ParsedFeatures& action, const ParsedFeatures* shared) {
-    SparseFeatures out;
+    SparseFeatures out, plain;
     space.Featurize(action, shared, /*audit=*/true, &out);
+    // The served path builds no names: its vector must be the audited one's, term for term.
+    space.Featurize(action, shared, /*audit=*/false, &plain);
+    EXPECT_EQ(plain.index, out.index);
+    EXPECT_EQ(plain.value, out.value);
     for (size_t i = 0; i < out.index.size(); ++i) {
       auto [it, inserted] = names.emplace(out.names[i], out.index[i]);
       if (!inserted && it->second != out.index[i]) conflicts->push_back(out.names[i]);
@@ -143,9 +147,11 @@ std::vector<std::pair<std::string, uint32_t>> Printed(const std::string& text) {
 }
 
 TEST(VwReference, EveryPrintedFeatureHasOurIndex) {
-  const char* root_env = std::getenv("VW_SOURCE_DIR");
-  if (!root_env) GTEST_SKIP() << "VW_SOURCE_DIR (a vowpal_wabbit checkout) not set";
-  const std::string root = std::string(root_env) + "/test";
+  const char* vw = std::getenv("VW_SOURCE_DIR");
+  const char* source = std::getenv("BANDIT_SOURCE_DIR");  // set by ctest
+  ASSERT_TRUE(vw || source) << "set VW_SOURCE_DIR (a vowpal_wabbit checkout) or BANDIT_SOURCE_DIR";
+  const std::string root =
+      (vw ? std::string(vw) : std::string(source) + "/tests/data/vowpal_wabbit") + "/test";
   const std::vector<Case> cases = {
       // core.vwtest.json #403, #404: --dsjson --cb_explore_adf (-b 18)
       {"train-sets/dsjson_cb_part1.json", Format::kDsjson, 18, {}, true,

@@ -128,14 +128,14 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
   thread_local features::ParsedFeatures action;
   thread_local features::SparseFeatures sparse;
   thread_local std::string path;  // reused: a request names one document per action
-  shared.groups.clear();
+  shared.Clear();
   if (!req.context().empty())
     if (auto s = space.Parse(req.context(), "context", limits, false, &shared); !s.ok()) return s;
   candidates->clear();
   action_of->clear();
   size_t featurized = 0;  // sparse_out's elements are reused: their arrays keep their capacity
   for (int i = 0; i < req.actions_size(); ++i) {
-    action.groups.clear();
+    action.Clear();
     const std::string& json = req.actions(i).features();
     if (!json.empty()) {
       path.clear();

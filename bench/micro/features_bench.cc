@@ -59,10 +59,10 @@ void Featurize(benchmark::State& state, std::vector<std::string> interactions) {
   features::SparseFeatures out;
   int64_t terms = 0;
   for (auto _ : state) {
-    shared.groups.clear();
+    shared.Clear();
     if (!space->Parse(context, "context", limits, false, &shared).ok()) std::abort();
     for (const auto& json : actions) {
-      action.groups.clear();
+      action.Clear();
       if (!space->Parse(json, "action", limits, false, &action).ok()) std::abort();
       space->Featurize(action, &shared, false, &out);
       terms = static_cast<int64_t>(out.index.size());

@@ -427,9 +427,22 @@ const FeatureGroup* ParsedFeatures::Find(unsigned char letter) const {
 }
 FeatureGroup& ParsedFeatures::Get(unsigned char letter) {
   if (FeatureGroup* g = Find(letter)) return *g;
-  groups.emplace_back().letter = letter;
-  groups.back().features.reserve(32);
+  if (spare.empty()) {
+    groups.emplace_back().features.reserve(32);
+  } else {
+    groups.push_back(std::move(spare.back()));
+    spare.pop_back();
+  }
+  groups.back().letter = letter;
   return groups.back();
+}
+void ParsedFeatures::Clear() {
+  for (FeatureGroup& g : groups) {
+    g.features.clear();
+    g.names.clear();
+    spare.push_back(std::move(g));
+  }
+  groups.clear();
 }
 int64_t ParsedFeatures::size() const {
   int64_t n = 0;

@@ -68,6 +68,10 @@ struct FeatureGroup {
 
 struct ParsedFeatures {
   std::vector<FeatureGroup> groups;  // in order of each letter's first feature
+  // Groups emptied by Clear(), their arrays' capacity kept for the next document (a request
+  // parses one document per action).
+  std::vector<FeatureGroup> spare;
+  void Clear();
   FeatureGroup* Find(unsigned char letter);
   const FeatureGroup* Find(unsigned char letter) const;
   FeatureGroup& Get(unsigned char letter);

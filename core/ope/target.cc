@@ -53,6 +53,15 @@ absl::StatusOr<Target> TargetDistribution(Policy& policy, const LoggedContext& c
   std::vector<char> allowed;        // arm set: the logged arms, when a subset of the policy's
   switch (policy.context_kind()) {
     case ContextKind::kCandidates:
+      if (!ctx.sparse_actions.empty()) {
+        if (!policy.TakesSparse())
+          return absl::InvalidArgumentError(absl::StrCat(
+              who, " takes dense candidate vectors, the logged decision's are sparse (a weight "
+                   "space of more coordinates than dense vectors are built for): use a policy "
+                   "that takes sparse input (covariance: COVARIANCE_DIAGONAL)"));
+        select.sparse_candidates = ctx.sparse_actions;
+        break;
+      }
       if (ctx.actions.empty())
         return absl::InvalidArgumentError(
             absl::StrCat(who, " takes candidate vectors, the logged decision has none"));
@@ -116,7 +125,11 @@ absl::StatusOr<Observation> LoggedObservation(const Policy& policy, const Logged
   learn.reward = reward;
   switch (policy.context_kind()) {
     case ContextKind::kCandidates:
-      learn.features = ctx.actions[logged_action];
+      if (!ctx.sparse_actions.empty()) {
+        learn.sparse_features = ctx.sparse_actions[logged_action];
+      } else {
+        learn.features = ctx.actions[logged_action];
+      }
       break;
     case ContextKind::kPoint:
       learn.features = *ctx.x;

@@ -17,6 +17,9 @@ namespace bandit::ope {
 // A decision's context as logged: exactly one of the three forms.
 struct LoggedContext {
   std::span<const Vector> actions;                    // candidate vectors (one per action)
+  // The same candidates as sparse vectors (named decisions hashed into a large weight space),
+  // instead of `actions`: for a policy that takes sparse input (Policy::TakesSparse).
+  std::span<const SparseVector> sparse_actions;
   const Vector* x = nullptr;                          // input x (point policies)
   // Arm set: the logged decision's arms, in its action order; a subset of the policy's arms when
   // the decision was among the arms not excluded (or a later slot of a multi-slot decision).

@@ -1,6 +1,7 @@
 // Off-policy estimators against hand-computed values, closed forms, and ground truth from a
 // simulator with known expected rewards.
 #include "core/ope/estimators.h"
+#include "core/ope/sparse_direct_model.h"
 
 #include <gtest/gtest.h>
 
@@ -347,6 +348,27 @@ TEST(Estimators, IntervalsCoverTheTrueValueUnderEpsilonGreedyLogging) {
   EXPECT_GE(c.snips, 90);
   EXPECT_GE(c.dr, 90);
   EXPECT_LT(c.dr_var, c.ips_var);
+}
+
+// The diagonal ridge in closed form: per coordinate a = sum z^2, b = sum r z (repeats added up
+// first), the intercept a coordinate of value 1, q = sum z b / (lambda + a) + b0 / (lambda + a0).
+TEST(SparseDirectModel, PredictsTheDiagonalRidgeInClosedForm) {
+  SparseDirectModel m(/*lambda=*/1.0, /*dimension=*/1 << 18);
+  auto vec = [](std::vector<uint32_t> i, std::vector<double> v) {
+    return SparseVector{std::move(i), std::move(v)};
+  };
+  const SparseVector first = vec({7, 200000}, {2, 1});
+  const SparseVector second = vec({7, 7}, {0.5, 0.5});  // z_7 = 1
+  m.Learn(first, 1.0);
+  m.Learn(second, 3.0);
+  // Coordinate 7: a = 4 + 1 = 5, b = 2 + 3 = 5. Coordinate 200000: a = 1, b = 1. Intercept:
+  // a = 2, b = 4. An unseen coordinate contributes nothing.
+  const std::vector<SparseVector> actions = {vec({7}, {1}), vec({200000, 9}, {2, 5}), vec({}, {})};
+  const Vector q = m.Predict(actions);
+  EXPECT_DOUBLE_EQ(q[0], 5.0 / 6 + 4.0 / 3);
+  EXPECT_DOUBLE_EQ(q[1], 2 * 1.0 / 2 + 4.0 / 3);
+  EXPECT_DOUBLE_EQ(q[2], 4.0 / 3);
+  EXPECT_EQ(m.coordinates(), 2);
 }
 
 }  // namespace

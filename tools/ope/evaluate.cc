@@ -22,6 +22,9 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(std::vector<Candida
   if (!(options.ridge_lambda > 0) || !std::isfinite(options.ridge_lambda))
     return absl::InvalidArgumentError(
         absl::StrCat("ridge_lambda is ", options.ridge_lambda, ", expected a positive number"));
+  if (options.max_dense_dimension < 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_dense_dimension is ", options.max_dense_dimension, ", expected at least 1"));
   std::vector<std::unique_ptr<Policy>> policies;
   std::shared_ptr<const features::FeatureSpace> space;
   const v1::FeatureSpaceConfig* space_config = nullptr;
@@ -39,14 +42,6 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(std::vector<Candida
               absl::StrCat("candidate '", c.name, "': ", created.status().message()));
         space = std::make_shared<const features::FeatureSpace>(*std::move(created));
         space_config = &c.config.feature_space();
-        // Logged actions are evaluated as dense 2^bits vectors, with a direct model that keeps a
-        // d x d matrix: within the full-matrix policies' bound (banditd's --max_feature_dim).
-        constexpr int64_t kMaxDenseDimension = 4096;
-        if (space->dimension() > kMaxDenseDimension)
-          return absl::InvalidArgumentError(absl::StrCat(
-              "candidate '", c.name, "': feature_space.bits is ", fs.bits(),
-              ", expected at most 12: bandit-ope evaluates on dense vectors of 2^bits with a "
-              "d x d direct model (a log hashed into more bits cannot be replayed here)"));
       } else {
         v1::FeatureSpaceConfig first = *space_config;
         first.clear_version();
@@ -67,6 +62,20 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(std::vector<Candida
   }
   auto evaluator = std::unique_ptr<Evaluator>(
       new Evaluator(std::move(candidates), std::move(policies), options));
+  if (space && space->dimension() > options.max_dense_dimension) {
+    // Beyond the dense bound the actions stay sparse: every candidate must take them.
+    for (size_t c = 0; c < candidates.size(); ++c)
+      if (evaluator->policies_[c]->context_kind() == ContextKind::kCandidates &&
+          !evaluator->policies_[c]->TakesSparse())
+        return absl::InvalidArgumentError(absl::StrCat(
+            "candidate '", evaluator->candidates_[c].name, "': feature_space.bits is ",
+            space->options().bits, ", a weight space of ", space->dimension(),
+            " coordinates; beyond ", options.max_dense_dimension,
+            " bandit-ope evaluates on sparse vectors, expected a policy that takes them "
+            "(covariance: COVARIANCE_DIAGONAL)"));
+    evaluator->sparse_model_ =
+        std::make_unique<SparseDirectModel>(options.ridge_lambda, space->dimension());
+  }
   evaluator->space_ = std::move(space);
   return evaluator;
 }
@@ -88,16 +97,15 @@ Evaluator::Evaluator(std::vector<Candidate> candidates,
 }
 
 absl::StatusOr<Vector> Evaluator::TargetFor(size_t c, const v1::LoggedDecision& d,
-                                            const std::vector<Vector>& actions, const Vector& x,
-                                            const std::vector<std::string>& arm_ids,
-                                            Observation* learn) {
+                                            const Scored& scored, Observation* learn) {
   Policy& policy = *policies_[c];
   const std::string who =
       absl::StrCat("candidate '", candidates_[c].name, "' (", policy.name(), ")");
   LoggedContext ctx;
-  ctx.actions = actions;
-  ctx.x = &x;
-  ctx.arm_ids = &arm_ids;
+  ctx.actions = scored.actions;
+  ctx.sparse_actions = scored.sparse_actions;
+  ctx.x = &scored.x;
+  ctx.arm_ids = &scored.arm_ids;
   ctx.num_actions = d.num_actions();
   auto target = TargetDistribution(policy, ctx, who);
   if (!target.ok()) return target.status();
@@ -155,6 +163,7 @@ absl::StatusOr<Evaluator::Scored> Evaluator::Score(const v1::LoggedDecision& d,
     return fail(
         absl::StrCat("chosen action ", d.chosen_index(), " is outside the ", n, " actions"));
   std::vector<Vector> actions;
+  std::vector<SparseVector> sparse_actions;
   if (d.named_actions_size() > 0) {
     if (!space_)
       return fail("the log holds named decisions, expected candidate configs with the "
@@ -184,6 +193,7 @@ absl::StatusOr<Evaluator::Scored> Evaluator::Score(const v1::LoggedDecision& d,
       used->AddSlotFeatures(slot, d.slot_index(), false, &shared);
     }
     features::SparseFeatures sparse;
+    if (sparse_model_) sparse_actions.resize(n);
     for (int i = 0; i < n; ++i) {
       features::ParsedFeatures action;
       const std::string& json = d.named_actions(i).features();
@@ -191,8 +201,12 @@ absl::StatusOr<Evaluator::Scored> Evaluator::Score(const v1::LoggedDecision& d,
         if (auto s = space_->Parse(json, absl::StrCat("c._multi[", i, "]"), limits, false, &action);
             !s.ok())
           return fail(std::string(s.message()));
-      used->Featurize(action, &shared, false, &sparse);
-      actions.push_back(features::ToDense(sparse, used->dimension()));
+      if (sparse_model_) {
+        used->Featurize(action, &shared, &sparse_actions[i].index, &sparse_actions[i].value);
+      } else {
+        used->Featurize(action, &shared, false, &sparse);
+        actions.push_back(features::ToDense(sparse, used->dimension()));
+      }
     }
   } else if (d.num_candidates() > 0) {
     if (d.num_candidates() != n ||
@@ -206,18 +220,21 @@ absl::StatusOr<Evaluator::Scored> Evaluator::Score(const v1::LoggedDecision& d,
   out.x = Eigen::Map<const Vector>(d.x().data(), d.x_size());
   out.arm_ids.assign(d.arm_ids().begin(), d.arm_ids().end());
   out.actions = std::move(actions);
+  out.sparse_actions = std::move(sparse_actions);
   out.chosen = d.chosen_index();
   out.slot_index = d.slot_id().empty() ? -1 : d.slot_index();
   out.event.logged_action = d.chosen_index();
   out.event.logged_propensity = d.propensity();
   out.event.reward = d.reward();
-  out.event.q = model_.Predict(out.actions, &out.x, out.arm_ids.empty() ? nullptr : &out.arm_ids,
-                               n);
+  out.event.q = !out.sparse_actions.empty()
+                    ? sparse_model_->Predict(out.sparse_actions)
+                    : model_.Predict(out.actions, &out.x,
+                                     out.arm_ids.empty() ? nullptr : &out.arm_ids, n);
   // Every candidate's distribution for this context first; each learns in Learn (the tool
   // stops at the first error, so a refused event ends the evaluation).
   out.learns.resize(policies_.size());
   for (size_t c = 0; c < policies_.size(); ++c) {
-    auto t = TargetFor(c, d, out.actions, out.x, out.arm_ids, &out.learns[c]);
+    auto t = TargetFor(c, d, out, &out.learns[c]);
     if (!t.ok()) return fail(std::string(t.status().message()));
     out.targets.push_back(*std::move(t));
   }
@@ -245,8 +262,12 @@ absl::Status Evaluator::Learn(Scored& one, const std::string& where) {
                                    est.DoublyRobust().value, est.Logged().value});
     }
   }
-  model_.Learn(one.actions, &one.x, one.arm_ids.empty() ? nullptr : &one.arm_ids, one.chosen,
-               one.event.reward);
+  if (!one.sparse_actions.empty()) {
+    sparse_model_->Learn(one.sparse_actions[static_cast<size_t>(one.chosen)], one.event.reward);
+  } else {
+    model_.Learn(one.actions, &one.x, one.arm_ids.empty() ? nullptr : &one.arm_ids, one.chosen,
+                 one.event.reward);
+  }
   return absl::OkStatus();
 }
 

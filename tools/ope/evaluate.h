@@ -16,6 +16,7 @@
 #include "bandit/v1/service.pb.h"
 #include "core/features/feature_space.h"
 #include "core/ope/estimators.h"
+#include "core/ope/sparse_direct_model.h"
 #include "core/policy.h"
 
 namespace bandit::ope {
@@ -29,6 +30,11 @@ struct EvaluateOptions {
   double max_weight = 0;      // clip importance weights at this value (0 = no clipping)
   double ridge_lambda = 1.0;  // the direct model's regularization
   int64_t trace_every = 0;    // record running estimates every this many events (0 = never)
+  // Named logs hashed into a weight space of more coordinates than this are evaluated on sparse
+  // vectors (candidates must take sparse input: covariance COVARIANCE_DIAGONAL) with a diagonal
+  // direct model (SparseDirectModel); up to it, on dense vectors with DirectModel's ridge, whose
+  // d x d matrix is banditd's full-matrix bound (--max_feature_dim's default).
+  int64_t max_dense_dimension = 4096;
 };
 
 struct TracePoint {
@@ -82,6 +88,7 @@ class Evaluator {
   // One rewarded entry scored by every candidate, waiting to be learned.
   struct Scored {
     std::vector<Vector> actions;
+    std::vector<SparseVector> sparse_actions;  // instead of actions, beyond max_dense_dimension
     Vector x;
     std::vector<std::string> arm_ids;
     int chosen = 0;
@@ -94,8 +101,7 @@ class Evaluator {
                                int slots_in_decision);
   absl::Status Learn(Scored& one, const std::string& where);
   absl::StatusOr<Vector> TargetFor(size_t c, const bandit::v1::LoggedDecision& d,
-                                   const std::vector<Vector>& actions, const Vector& x,
-                                   const std::vector<std::string>& arm_ids, Observation* learn);
+                                   const Scored& scored, Observation* learn);
 
   std::vector<Candidate> candidates_;
   std::vector<std::unique_ptr<Policy>> policies_;
@@ -104,6 +110,7 @@ class Evaluator {
   std::unique_ptr<features::FeatureSpace> slot_space_;  // space_->ForSlots(), once needed
   EvaluateOptions options_;
   DirectModel model_;
+  std::unique_ptr<SparseDirectModel> sparse_model_;  // set when the space is evaluated sparse
   std::vector<CandidateResult> results_;
   int64_t skipped_ = 0;
 };

@@ -110,6 +110,9 @@ ABSL_FLAG(std::string, advertise, "",
 ABSL_FLAG(int64_t, lease_ms, D().lease_ms,
           "Cluster membership lease: a node that has not renewed it for this long loses its "
           "instances to the other nodes (heartbeat every lease_ms/3)");
+ABSL_FLAG(int64_t, forward_deadline_ms, D().forward_deadline_ms,
+          "Cluster mode: the longest a call forwarded to an instance's owner may run (the "
+          "caller's deadline when sooner)");
 ABSL_FLAG(std::string, http_listen, "",
           "Azure Personalizer's REST API over HTTP/JSON on this address (host:port, port 0 = any; "
           "empty = off); same TLS files, tokens and --max_message_bytes body limit as gRPC");
@@ -192,6 +195,7 @@ int main(int argc, char** argv) {
   options.node_id = absl::GetFlag(FLAGS_node_id);
   options.advertise = absl::GetFlag(FLAGS_advertise);
   options.lease_ms = absl::GetFlag(FLAGS_lease_ms);
+  options.forward_deadline_ms = absl::GetFlag(FLAGS_forward_deadline_ms);
   options.http_listen = absl::GetFlag(FLAGS_http_listen);
   options.http_threads = absl::GetFlag(FLAGS_http_threads);
   options.personalizer.default_instance = absl::GetFlag(FLAGS_personalizer_default_instance);

@@ -19,6 +19,7 @@
 #include "bandit/v1/config.pb.h"
 #include "server/cluster/cluster_metrics.h"
 #include "server/cluster/cluster_node.h"
+#include "server/cluster/router.h"
 #include "server/log.h"
 #include "server/storage/storage_factory.h"
 
@@ -199,11 +200,18 @@ absl::Status BanditServer::StartGrpc() {
                       " WITHOUT authentication: anyone who reaches the port is admin; set "
                       "--tokens_file");
   }
-  grpc_service_ = std::make_unique<GrpcBanditService>(service_.get(), metrics_.get(), auth_.get());
   if (options.cluster) {
-    grpc_service_->EnableClusterMode();
+    // The one routing module the front doors call; it answers "joining" until StartCluster
+    // hands it the cluster node.
+    cluster::RouterOptions ro;
+    ro.forward_deadline = std::chrono::milliseconds(options.forward_deadline_ms);
+    router_ = std::make_unique<cluster::Router>(ro);
+  }
+  grpc_service_ = std::make_unique<GrpcBanditService>(service_.get(), metrics_.get(), auth_.get(),
+                                                      router_.get());
+  if (options.cluster) {
     auto metrics = std::make_shared<cluster::ClusterMetrics>(
-        [grpc = grpc_service_.get()] { return grpc->forwarded_calls(); });
+        [router = router_.get()] { return router->forwarded_calls(); });
     cluster_metrics_impl_.store(metrics.get());
     cluster_metrics_ = metrics;
     // A name not loaded here: the cluster decides (claim and load it, or UNAVAILABLE naming
@@ -377,7 +385,7 @@ absl::Status BanditServer::StartCluster() {
   cluster_ = *std::move(node);
   cluster_ptr_.store(cluster_.get());
   if (auto* m = cluster_metrics_impl_.load()) m->SetNode(cluster_.get());
-  grpc_service_->SetCluster(cluster_.get());
+  router_->SetNode(cluster_.get());
   return absl::OkStatus();
 }
 

@@ -29,6 +29,7 @@
 namespace bandit::server::cluster {
 class ClusterNode;
 class ClusterMetrics;
+class Router;
 }  // namespace bandit::server::cluster
 
 namespace bandit::server {
@@ -81,6 +82,7 @@ class BanditServer {
   std::atomic<cluster::ClusterMetrics*> cluster_metrics_impl_{nullptr};
   RecoveryReport recovery_;
   std::unique_ptr<Authorizer> auth_;
+  std::unique_ptr<cluster::Router> router_;  // cluster mode; used by both front doors
   std::unique_ptr<GrpcBanditService> grpc_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<http::HttpMetrics> http_metrics_;

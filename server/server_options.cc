@@ -59,6 +59,9 @@ absl::StatusOr<ServerOptions> SanitizeOptions(ServerOptions o) {
   if (o.http_threads < 1 || o.http_threads > kMaxHttpThreads)
     return absl::InvalidArgumentError(absl::StrCat(
         "--http_threads=", o.http_threads, " is out of range, expected 1..", kMaxHttpThreads));
+  if (o.forward_deadline_ms < 1)
+    return absl::InvalidArgumentError(absl::StrCat("--forward_deadline_ms=", o.forward_deadline_ms,
+                                                   " is out of range, expected at least 1"));
   // One request vector is at most one feature dimension long.
   limits.instance.max_vector_size = limits.instance.max_feature_dim;
   limits.max_message_bytes = o.max_message_bytes;

@@ -70,6 +70,9 @@ struct ServerOptions {
   std::string node_id;
   std::string advertise;
   int64_t lease_ms = 5'000;
+  // Cluster mode: the longest a call forwarded to an instance's owner may run (the caller's
+  // deadline when sooner), so that a forward never outlives a shutdown's grace period by much.
+  int64_t forward_deadline_ms = 30'000;
   // Azure Personalizer's REST API over HTTP/JSON (server/http/): empty = off. Same TLS files,
   // tokens and body limit (max_message_bytes) as gRPC.
   std::string http_listen;

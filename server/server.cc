@@ -201,7 +201,7 @@ absl::Status BanditServer::StartGrpc() {
                       "--tokens_file");
   }
   if (options.cluster) {
-    // The one routing module the front doors call; it answers "joining" until StartCluster
+    // The one routing module both front doors call; it answers "joining" until StartCluster
     // hands it the cluster node.
     cluster::RouterOptions ro;
     ro.forward_deadline = std::chrono::milliseconds(options.forward_deadline_ms);
@@ -274,16 +274,12 @@ absl::Status BanditServer::StartMetrics() {
 absl::Status BanditServer::StartHttp() {
   const ServerOptions& options = options_;
   if (options.http_listen.empty()) return absl::OkStatus();
-  if (options.cluster)
-    return absl::InvalidArgumentError(
-        "--http_listen is not offered with --cluster yet: the HTTP API serves the instances "
-        "of its own node and does not forward to their owners");
   if (!IsLoopbackListen(options.http_listen) && !options.tls.enabled())
     BANDIT_LOG_WARN("HTTP API on non-loopback address ", options.http_listen,
                     " WITHOUT TLS: keys travel in plaintext; set --tls_cert and --tls_key");
   http_metrics_ = std::make_unique<http::HttpMetrics>(*metrics_->registry());
-  personalizer_ =
-      std::make_unique<http::PersonalizerApi>(service_.get(), auth_.get(), options.personalizer);
+  personalizer_ = std::make_unique<http::PersonalizerApi>(service_.get(), auth_.get(),
+                                                         options.personalizer, router_.get());
   http::HttpServerOptions http_options;
   http_options.listen = options.http_listen;
   http_options.tls = options.tls;

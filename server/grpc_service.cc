@@ -7,34 +7,15 @@
 #include <utility>
 
 #include <google/protobuf/descriptor.h>
-#include <grpcpp/create_channel.h>
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
-#include <grpcpp/security/credentials.h>
 
 #include "absl/strings/str_cat.h"
-#include "server/cluster/cluster_node.h"
+#include "proto/bandit/v1/metadata.h"
+#include "server/cluster/router.h"
 #include "server/cluster/stream_forward.h"
 #include "server/status_util.h"
 
 namespace bandit::server {
-namespace {
-
-// The answer of a call forwarded to `owner`, for the caller. CANCELLED from the owner is never
-// the caller's own doing (a caller that cancelled reads no answer): the owner cut the call (it
-// is leaving: its server shutting down cancels the calls it has not finished or not yet
-// started). CANCELLED is not retryable, so the caller would give up on a call the cluster can
-// serve: it hears UNAVAILABLE, which clients retry (reaching the instance's next owner).
-absl::Status FromForwarded(const grpc::Status& s, const std::string& owner) {
-  if (s.error_code() == grpc::StatusCode::CANCELLED)
-    return absl::UnavailableError(absl::StrCat(
-        "node '", owner, "', the instance's owner, cut the forwarded call (", s.error_message(),
-        "): it is leaving or restarting; the change may or may not have been applied; retry"));
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
-}  // namespace
-
 grpc::Status ToGrpcStatus(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), CappedMessage(s));
@@ -110,6 +91,20 @@ double GrpcBanditService::OldestDurableWaitSeconds() const {
   return pending_->OldestDurableWaitSeconds();
 }
 
+namespace {
+
+// What a forward passes on of the caller's metadata: its token and the routing header.
+cluster::Router::Metadata CallerMetadata(const grpc::CallbackServerContext& ctx) {
+  cluster::Router::Metadata metadata;
+  const auto& md = ctx.client_metadata();
+  for (const char* key : {bandit::v1::kAuthorizationKey, bandit::v1::kInstanceKey})
+    if (auto it = md.find(key); it != md.end())
+      metadata.emplace_back(key, std::string(it->second.data(), it->second.size()));
+  return metadata;
+}
+
+}  // namespace
+
 class GrpcBanditService::DecisionLogWriter final
     : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       public cluster::ForwardedStream::Sink {
@@ -135,7 +130,7 @@ class GrpcBanditService::DecisionLogWriter final
         return;
       }
     }
-    if (owner_->cluster_mode_ && RoutedElsewhere()) return;
+    if (owner_->router_ != nullptr && RoutedElsewhere()) return;
     Next();
   }
 
@@ -167,44 +162,34 @@ class GrpcBanditService::DecisionLogWriter final
       absl::MutexLock lock(&forward_mu_);
       forward_ = nullptr;
     }
-    ctx_->AddTrailingMetadata("x-bandit-node", node);
-    End(FromForwarded(status, node));
+    ctx_->AddTrailingMetadata(bandit::v1::kNodeKey, node);
+    End(cluster::FromForwarded(status, node));
   }
 
  private:
   // Cluster mode: the instance's owner serves the stream. True if the call was forwarded there
   // (ForwardDone ends it) or ended here; false if this node serves it.
   bool RoutedElsewhere() {
-    cluster::ClusterNode* node = owner_->cluster_.load();
-    if (node == nullptr) {
-      End(absl::UnavailableError("this node is joining the cluster; retry"));
-      return true;
-    }
-    if (req_.name().empty()) return false;  // refused here, with the usual message
+    cluster::Router* router = owner_->router_;
     const auto& md = ctx_->client_metadata();
-    const bool forwarded = md.find("x-bandit-forwarded-by") != md.end();
-    absl::StatusOr<cluster::Route> route = node->RouteFor(req_.name(), false, forwarded);
+    const bool forwarded = md.find(bandit::v1::kForwardedByKey) != md.end();
+    // An empty name is refused here, with the usual message.
+    absl::StatusOr<cluster::Route> route = router->Decide({req_.name(), false}, forwarded);
     if (!route.ok() || route->local) {
-      ctx_->AddTrailingMetadata("x-bandit-node", node->node_id());
+      if (std::string id = router->node_id(); !id.empty())
+        ctx_->AddTrailingMetadata(bandit::v1::kNodeKey, id);
       if (!route.ok()) End(route.status());
       return !route.ok();
     }
-    std::vector<std::pair<std::string, std::string>> metadata;
-    for (const char* key : {"authorization", "x-bandit-instance"})
-      if (auto it = md.find(key); it != md.end())
-        metadata.emplace_back(key, std::string(it->second.data(), it->second.size()));
-    metadata.emplace_back("x-bandit-forwarded-by", node->node_id());
     grpc::ByteBuffer request;
     bool own = false;
     (void)grpc::SerializationTraits<bandit::v1::ExportDecisionLogRequest>::Serialize(req_, &request,
                                                                                      &own);
-    ++owner_->forwarded_;
-    // No deadline cap as for unary forwards: a long export may run past it, and a shutdown
-    // cancels this call (OnCancel), which cancels the owner's.
-    cluster::ForwardedStream* f = cluster::ForwardedStream::Prepare(
-        owner_->StubFor(route->address),
-        absl::StrCat("/", bandit::v1::BanditService::service_full_name(), "/ExportDecisionLog"),
-        std::move(request), metadata, ctx_->deadline(), route->node_id, this);
+    // The stream (unlike a unary forward) keeps the caller's deadline: a long export may run
+    // past the cap, and a shutdown cancels this call (OnCancel), which cancels the owner's.
+    cluster::ForwardedStream* f =
+        router->ForwardStream(*route, Rpc::kExportDecisionLog, std::move(request),
+                              CallerMetadata(*ctx_), ctx_->deadline(), this);
     {
       absl::MutexLock lock(&forward_mu_);
       forward_ = f;
@@ -262,8 +247,8 @@ class GrpcBanditService::DecisionLogWriter final
 };
 
 GrpcBanditService::GrpcBanditService(DecisionService* service, Metrics* metrics,
-                                     const Authorizer* auth)
-    : service_(service), metrics_(metrics), auth_(auth) {
+                                     const Authorizer* auth, cluster::Router* router)
+    : router_(router), service_(service), metrics_(metrics), auth_(auth) {
   const google::protobuf::ServiceDescriptor* descriptor =
       google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
           bandit::v1::BanditService::service_full_name());
@@ -302,35 +287,6 @@ grpc::MessageHolder<Req, Resp>* GrpcBanditService::AllocateMessages() {
 }
 
 namespace {
-
-// The instance a request is about ("" = none: served by the node it reached), and whether the
-// call creates it.
-template <typename Req>
-std::pair<std::string, bool> RoutingKey(const Req& req) {
-  if constexpr (std::is_same_v<Req, bandit::v1::CreateInstanceRequest>) {
-    return {req.name(), true};
-  } else if constexpr (std::is_same_v<Req, bandit::v1::ImportInstanceRequest>) {
-    return {req.name(), true};
-  } else if constexpr (std::is_same_v<Req, bandit::v1::SelectRequest> ||
-                       std::is_same_v<Req, bandit::v1::UpdateRequest> ||
-                       std::is_same_v<Req, bandit::v1::ActivateRequest>) {
-    return {req.instance(), false};
-  } else if constexpr (std::is_same_v<Req, bandit::v1::SelectBatchRequest> ||
-                       std::is_same_v<Req, bandit::v1::UpdateBatchRequest>) {
-    // A batch on one instance goes to its owner; a mixed batch is served here (items of
-    // instances other nodes own answer UNAVAILABLE naming the owner).
-    if (req.requests_size() == 0) return {"", false};
-    const std::string& first = req.requests(0).instance();
-    for (const auto& item : req.requests())
-      if (item.instance() != first) return {"", false};
-    return {first, false};
-  } else if constexpr (std::is_same_v<Req, bandit::v1::ListInstancesRequest> ||
-                       std::is_same_v<Req, bandit::v1::SnapshotInstancesRequest>) {
-    return {"", false};
-  } else {
-    return {req.name(), false};
-  }
-}
 
 // Writes the bytes the call answers with if `status` is OK, then returns the call's arena: the
 // request and response are not touched again. INTERNAL if the response does not serialize.
@@ -372,125 +328,39 @@ GrpcBanditService::Reactor* GrpcBanditService::HandleBytes(Ctx* ctx, Rpc rpc, Me
   return Handle(ctx, rpc, method, call, out);
 }
 
-grpc::GenericStub* GrpcBanditService::StubFor(const std::string& address) {
-  absl::MutexLock lock(&stubs_mu_);
-  auto& stub = stubs_[address];
-  if (!stub) {
-    // Node-to-node traffic stays inside the cluster's network (plaintext, as the nodes'
-    // PostgreSQL and metrics traffic); the caller's token travels with the call.
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(-1);
-    args.SetMaxSendMessageSize(-1);
-    stub = std::make_unique<grpc::GenericStub>(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
-  }
-  return stub.get();
-}
-
 void GrpcBanditService::ListAcrossCluster(
     Ctx* ctx, Reactor* reactor, std::chrono::steady_clock::time_point start,
     grpc::MessageHolder<bandit::v1::ListInstancesRequest, bandit::v1::ListInstancesResponse>* call,
     grpc::ByteBuffer* out) {
-  cluster::ClusterNode* node = cluster_.load();
   const bandit::v1::ListInstancesRequest req = *call->request();
-  struct Fan {
-    absl::Mutex mu;
-    int remaining = 0;
-    std::vector<bandit::v1::Instance> instances;
-    bool more = false;
-    absl::Status error;
-  };
-  auto fan = std::make_shared<Fan>();
-  {
-    // This node's own page first; it also validates the request.
-    bandit::v1::ListInstancesResponse local;
-    absl::Status s = service_->ListInstances(req, &local);
-    call->Release();
-    if (!s.ok()) {
-      Finish(reactor, Rpc::kListInstances, start, s);
-      return;
-    }
-    for (auto& inst : *local.mutable_instances()) fan->instances.push_back(std::move(inst));
-    fan->more = !local.next_page_token().empty();
-  }
-  const int size = req.page_size() == 0 ? 100 : req.page_size();
-  std::vector<std::pair<std::string, std::string>> others;
-  for (const auto& member : node->LiveMembers())
-    if (member.first != node->node_id()) others.push_back(member);
-  auto finish = [this, fan, reactor, start, out, size, ctx, id = node->node_id()]() {
-    ctx->AddTrailingMetadata("x-bandit-node", id);
-    if (!fan->error.ok()) {
-      Finish(reactor, Rpc::kListInstances, start, fan->error);
-      return;
-    }
-    std::sort(fan->instances.begin(), fan->instances.end(),
-              [](const auto& a, const auto& b) { return a.name() < b.name(); });
-    bandit::v1::ListInstancesResponse merged;
-    for (int i = 0; i < static_cast<int>(fan->instances.size()) && i < size; ++i)
-      *merged.add_instances() = fan->instances[i];
-    if ((static_cast<int>(fan->instances.size()) > size || fan->more) &&
-        merged.instances_size() > 0)
-      merged.set_next_page_token(merged.instances(merged.instances_size() - 1).name());
-    bool own = false;
-    grpc::Status g =
-        grpc::SerializationTraits<bandit::v1::ListInstancesResponse>::Serialize(merged, out, &own);
-    Finish(reactor, Rpc::kListInstances, start,
-           g.ok() ? absl::OkStatus() : absl::InternalError(g.error_message()));
-  };
-  if (others.empty()) {
-    finish();
+  // This node's own page first; it also validates the request.
+  bandit::v1::ListInstancesResponse local;
+  absl::Status s = service_->ListInstances(req, &local);
+  call->Release();
+  if (!s.ok()) {
+    Finish(reactor, Rpc::kListInstances, start, s);
     return;
   }
-  fan->remaining = static_cast<int>(others.size());
+  cluster::Router::Metadata metadata;
   const auto& md = ctx->client_metadata();
-  std::string token;
-  if (auto it = md.find("authorization"); it != md.end())
-    token.assign(it->second.data(), it->second.size());
-  const auto cap = std::chrono::system_clock::now() + std::chrono::seconds(10);
-  const auto deadline = ctx->deadline() < cap ? ctx->deadline() : cap;
-  for (const auto& [id, address] : others) {
-    struct Ask {
-      grpc::ClientContext client;
-      grpc::ByteBuffer request, response;
-    };
-    auto* ask = new Ask();
-    bool own = false;
-    (void)grpc::SerializationTraits<bandit::v1::ListInstancesRequest>::Serialize(req, &ask->request,
-                                                                                 &own);
-    ask->client.set_deadline(deadline);
-    if (!token.empty()) ask->client.AddMetadata("authorization", token);
-    ask->client.AddMetadata("x-bandit-forwarded-by", node->node_id());
-    ++forwarded_;
-    StubFor(address)->UnaryCall(
-        &ask->client,
-        absl::StrCat("/", bandit::v1::BanditService::service_full_name(), "/ListInstances"),
-        grpc::StubOptions(), &ask->request, &ask->response,
-        [ask, fan, finish, id = id](grpc::Status s) {
-          bandit::v1::ListInstancesResponse page;
-          bool parsed =
-              s.ok() && grpc::SerializationTraits<bandit::v1::ListInstancesResponse>::Deserialize(
-                            &ask->response, &page)
-                            .ok();
-          delete ask;
-          bool last;
-          {
-            absl::MutexLock lock(&fan->mu);
-            if (!parsed && fan->error.ok()) {
-              // A partial list would silently miss instances: the call fails, retriably.
-              fan->error = absl::UnavailableError(absl::StrCat("ListInstances: node '", id,
-                                                               "' did not answer (",
-                                                               s.error_message(), "); retry"));
-            }
-            if (parsed) {
-              for (auto& inst : *page.mutable_instances())
-                fan->instances.push_back(std::move(inst));
-              fan->more = fan->more || !page.next_page_token().empty();
-            }
-            last = --fan->remaining == 0;
-          }
-          if (last) finish();
-        });
-  }
+  if (auto it = md.find(bandit::v1::kAuthorizationKey); it != md.end())
+    metadata.emplace_back(bandit::v1::kAuthorizationKey,
+                          std::string(it->second.data(), it->second.size()));
+  router_->ListAcross(
+      req, std::move(local), std::move(metadata), ctx->deadline(),
+      [this, ctx, reactor, start, out,
+       id = router_->node_id()](absl::StatusOr<bandit::v1::ListInstancesResponse> merged) {
+        ctx->AddTrailingMetadata(bandit::v1::kNodeKey, id);
+        if (!merged.ok()) {
+          Finish(reactor, Rpc::kListInstances, start, merged.status());
+          return;
+        }
+        bool own = false;
+        grpc::Status g = grpc::SerializationTraits<bandit::v1::ListInstancesResponse>::Serialize(
+            *merged, out, &own);
+        Finish(reactor, Rpc::kListInstances, start,
+               g.ok() ? absl::OkStatus() : absl::InternalError(g.error_message()));
+      });
 }
 
 template <typename Req, typename Resp>
@@ -498,70 +368,38 @@ bool GrpcBanditService::RouteElsewhere(Ctx* ctx, Reactor* reactor, Rpc rpc,
                                        std::chrono::steady_clock::time_point start,
                                        grpc::MessageHolder<Req, Resp>* call,
                                        grpc::ByteBuffer* out) {
-  cluster::ClusterNode* node = cluster_.load();
-  if (node == nullptr) {
+  const auto& md = ctx->client_metadata();
+  const bool forwarded = md.find(bandit::v1::kForwardedByKey) != md.end();
+  absl::StatusOr<cluster::Route> route =
+      router_->Decide(cluster::RoutingKeyOf(*call->request()), forwarded);
+  const std::string id = router_->node_id();  // "" while joining
+  if (route.ok() && route->local) {
+    if constexpr (std::is_same_v<Req, bandit::v1::ListInstancesRequest>) {
+      if (!forwarded) {
+        ListAcrossCluster(ctx, reactor, start, call, out);
+        return true;
+      }
+    }
+    ctx->AddTrailingMetadata(bandit::v1::kNodeKey, id);
+    return false;
+  }
+  if (!route.ok()) {
     call->Release();
-    Finish(reactor, rpc, start, absl::UnavailableError("this node is joining the cluster; retry"));
+    if (!id.empty()) ctx->AddTrailingMetadata(bandit::v1::kNodeKey, id);
+    Finish(reactor, rpc, start, route.status());
     return true;
   }
-  const auto [name, create] = RoutingKey(*call->request());
-  const auto& md = ctx->client_metadata();
-  const bool forwarded = md.find("x-bandit-forwarded-by") != md.end();
-  if constexpr (std::is_same_v<Req, bandit::v1::ListInstancesRequest>) {
-    if (!forwarded) {
-      ListAcrossCluster(ctx, reactor, start, call, out);
-      return true;
-    }
-  }
-  if (!name.empty()) {
-    absl::StatusOr<cluster::Route> route = node->RouteFor(name, create, forwarded);
-    if (!route.ok()) {
-      call->Release();
-      ctx->AddTrailingMetadata("x-bandit-node", node->node_id());
-      Finish(reactor, rpc, start, route.status());
-      return true;
-    }
-    if (!route->local) {
-      struct Forward {
-        grpc::ClientContext client;
-        grpc::ByteBuffer request;
-      };
-      auto* f = new Forward();
-      bool own = false;
-      (void)grpc::SerializationTraits<Req>::Serialize(*call->request(), &f->request, &own);
-      call->Release();
-      // The caller's deadline, capped so that a forward never outlives a shutdown's grace.
-      const auto cap = std::chrono::system_clock::now() + std::chrono::seconds(30);
-      const auto deadline = ctx->deadline();
-      f->client.set_deadline(deadline < cap ? deadline : cap);
-      for (const char* key : {"authorization", "x-bandit-instance"}) {
-        auto it = md.find(key);
-        if (it != md.end())
-          f->client.AddMetadata(key, std::string(it->second.data(), it->second.size()));
-      }
-      f->client.AddMetadata("x-bandit-forwarded-by", node->node_id());
-      ++forwarded_;
-      const std::string owner = route->node_id;
-      StubFor(route->address)
-          ->UnaryCall(
-              &f->client,
-              absl::StrCat("/", bandit::v1::BanditService::service_full_name(), "/", RpcName(rpc)),
-              grpc::StubOptions(), &f->request, out,
-              [this, f, ctx, reactor, rpc, start, owner](grpc::Status s) {
-                const auto& trailers = f->client.GetServerTrailingMetadata();
-                auto it = trailers.find("x-bandit-node");
-                const std::string served_by =
-                    it == trailers.end() ? owner
-                                         : std::string(it->second.data(), it->second.size());
-                ctx->AddTrailingMetadata("x-bandit-node", served_by);
-                delete f;
-                Finish(reactor, rpc, start, FromForwarded(s, served_by));
-              });
-      return true;
-    }
-  }
-  ctx->AddTrailingMetadata("x-bandit-node", node->node_id());
-  return false;
+  grpc::ByteBuffer request;
+  bool own = false;
+  (void)grpc::SerializationTraits<Req>::Serialize(*call->request(), &request, &own);
+  call->Release();
+  router_->ForwardUnary(*route, rpc, std::move(request), out, CallerMetadata(*ctx),
+                        ctx->deadline(),
+                        [this, ctx, reactor, rpc, start](absl::Status s, std::string served_by) {
+                          ctx->AddTrailingMetadata(bandit::v1::kNodeKey, served_by);
+                          Finish(reactor, rpc, start, s);
+                        });
+  return true;
 }
 
 template <typename Method, typename Req, typename Resp>
@@ -571,14 +409,14 @@ GrpcBanditService::Reactor* GrpcBanditService::Handle(Ctx* ctx, Rpc rpc, Method 
   const auto start = std::chrono::steady_clock::now();
   Reactor* reactor = ctx->DefaultReactor();
   if (auth_ != nullptr) {
-    if (absl::Status denied = auth_->Check(rpc, *ctx, RoutingKey(*call->request()).first);
+    if (absl::Status denied = auth_->Check(rpc, *ctx, cluster::RoutingKeyOf(*call->request()).name);
         !denied.ok()) {
       call->Release();
       Finish(reactor, rpc, start, denied);
       return reactor;
     }
   }
-  if (cluster_mode_ && RouteElsewhere(ctx, reactor, rpc, start, call, out)) return reactor;
+  if (router_ != nullptr && RouteElsewhere(ctx, reactor, rpc, start, call, out)) return reactor;
   const Req& req = *call->request();
   Resp* resp = call->response();
   using Done = std::function<void(absl::Status)>;

@@ -9,7 +9,6 @@
 // bandit_rpc_unparseable_requests_total.
 #pragma once
 
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/status.h>
 
@@ -34,7 +33,7 @@
 namespace bandit::server {
 
 namespace cluster {
-class ClusterNode;
+class Router;
 }
 
 // The one absl::Status -> grpc::Status conversion (same code numbers; message capped).
@@ -43,8 +42,10 @@ grpc::Status ToGrpcStatus(const absl::Status& s);
 class GrpcBanditService final : public bandit::v1::BanditService::CallbackService {
  public:
   // `auth` may be null (no authentication); when set, every handler checks the caller's token
-  // against RequiredRole(rpc) before doing anything.
-  GrpcBanditService(DecisionService* service, Metrics* metrics, const Authorizer* auth = nullptr);
+  // against RequiredRole(rpc) before doing anything. `router` is set in cluster mode (see
+  // below), null otherwise.
+  GrpcBanditService(DecisionService* service, Metrics* metrics, const Authorizer* auth = nullptr,
+                    cluster::Router* router = nullptr);
 
   using Ctx = grpc::CallbackServerContext;
   using Reactor = grpc::ServerUnaryReactor;
@@ -56,14 +57,10 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   // Age of the oldest call waiting for its records to become durable (0 if none).
   double OldestDurableWaitSeconds() const;
 
-  // Cluster mode: from construction every call for an instance is answered UNAVAILABLE
-  // ("joining") until SetCluster; then a call for an instance another node owns is forwarded
-  // to it (deadline, token and routing header propagated, x-bandit-forwarded-by set so it is
-  // never forwarded twice) and every answer carries the serving node's id in the trailing
-  // metadata x-bandit-node.
-  void EnableClusterMode() { cluster_mode_ = true; }
-  void SetCluster(cluster::ClusterNode* node) { cluster_.store(node); }
-  int64_t forwarded_calls() const { return forwarded_.load(); }
+  // Cluster mode: each call asks the router (server/cluster/router.h) where it goes; a call for
+  // an instance another node owns is forwarded there, and every answer carries the serving
+  // node's id in the trailing metadata x-bandit-node. The router answers UNAVAILABLE
+  // ("joining") until its cluster node is set.
 
  private:
   // Parses the request bytes into `Req` on the call's arena (INVALID_ARGUMENT if they are not
@@ -119,26 +116,19 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   // pending calls were already cut.
   std::optional<uint64_t> AddPending(const PendingCalls::Call& call);
 
-  // Cluster mode: answers or forwards the call if `name` is not this node's to serve; false
-  // when the call is to be served here.
+  // Cluster mode: answers or forwards the call if it is not this node's to serve; false when
+  // the call is to be served here.
   template <typename Req, typename Resp>
   bool RouteElsewhere(Ctx* ctx, Reactor* reactor, Rpc rpc,
                       std::chrono::steady_clock::time_point start,
                       grpc::MessageHolder<Req, Resp>* call, grpc::ByteBuffer* out);
-  grpc::GenericStub* StubFor(const std::string& address);
-  // Cluster mode: ListInstances of every live node (each answers its own page after the
-  // token; the first page_size names of the merge are the cluster's page).
+  // Cluster mode: ListInstances of every live node (the router merges the pages).
   void ListAcrossCluster(Ctx* ctx, Reactor* reactor, std::chrono::steady_clock::time_point start,
                          grpc::MessageHolder<bandit::v1::ListInstancesRequest,
                                              bandit::v1::ListInstancesResponse>* call,
                          grpc::ByteBuffer* out);
 
-  bool cluster_mode_ = false;
-  std::atomic<cluster::ClusterNode*> cluster_{nullptr};
-  std::atomic<int64_t> forwarded_{0};
-  absl::Mutex stubs_mu_;
-  std::map<std::string, std::unique_ptr<grpc::GenericStub>> stubs_ ABSL_GUARDED_BY(stubs_mu_);
-
+  cluster::Router* const router_;
   const std::shared_ptr<PendingCalls> pending_ = std::make_shared<PendingCalls>();
   RoundMessageAllocators allocators_;
   DecisionService* service_;

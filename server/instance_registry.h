@@ -18,7 +18,8 @@ namespace bandit::server {
 
 class InstanceRegistry {
  public:
-  explicit InstanceRegistry(int64_t max_instances = 100'000) : max_instances_(max_instances) {}
+  // `max_instances`: ServiceLimits::max_instances (the service passes it).
+  explicit InstanceRegistry(int64_t max_instances) : max_instances_(max_instances) {}
 
   absl::Status Add(std::shared_ptr<Instance> instance);
   absl::StatusOr<std::shared_ptr<Instance>> Get(const std::string& name) const;

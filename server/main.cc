@@ -12,14 +12,19 @@
 #include "server/memory_budget.h"
 #include "server/server.h"
 
-// The largest --max_shadows: every shadow runs in every Select of its instance.
-constexpr int64_t kMaxShadowsFlag = 1000;
+namespace {
 
-ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "gRPC listen address (host:port; port 0 = any)");
-ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+// Every flag's default is the option's (server/server_options.h, the one place defaults live).
+const bandit::server::ServerOptions& D() { return bandit::server::DefaultServerOptions(); }
+const bandit::server::InstanceLimits& DI() { return D().limits.instance; }
+
+}  // namespace
+
+ABSL_FLAG(std::string, listen, D().listen, "gRPC listen address (host:port; port 0 = any)");
+ABSL_FLAG(std::string, metrics_listen, D().metrics_listen,
           "Prometheus /metrics listen address (empty = off)");
-ABSL_FLAG(std::string, data_dir, "./data", "Directory for durable state (--storage=file)");
-ABSL_FLAG(std::string, storage, "file",
+ABSL_FLAG(std::string, data_dir, D().data_dir, "Directory for durable state (--storage=file)");
+ABSL_FLAG(std::string, storage, D().storage,
           "Where journal and snapshots live: file (under --data_dir) or postgres (--postgres_dsn)");
 ABSL_FLAG(
     std::string, postgres_dsn, "",
@@ -35,31 +40,36 @@ ABSL_FLAG(bool, postgres_require_sync_standby, false,
           "acknowledged writes");
 ABSL_FLAG(std::string, config, "",
           "Optional text-format bandit.v1.ServerConfig of instances to create at start");
-ABSL_FLAG(int64_t, grace_period_ms, 5000, "How long in-flight calls may run after SIGTERM/SIGINT");
-ABSL_FLAG(int32_t, max_message_bytes, 16 << 20, "Max gRPC message size, both directions");
+ABSL_FLAG(int64_t, grace_period_ms, D().grace_period_ms,
+          "How long in-flight calls may run after SIGTERM/SIGINT");
+ABSL_FLAG(int32_t, max_message_bytes, D().max_message_bytes,
+          "Max gRPC message size, both directions");
 ABSL_FLAG(
-    std::string, durability, "always",
+    std::string, durability, bandit::server::DurabilityName(D().durability),
     "Journal fsync policy: always (fsync before acknowledging, group commit), everysec, none");
-ABSL_FLAG(int64_t, snapshot_every_changes, 10000, "Snapshot an instance after this many changes");
-ABSL_FLAG(int64_t, snapshot_interval_ms, 60000,
+ABSL_FLAG(int64_t, snapshot_every_changes, D().snapshot_every_changes,
+          "Snapshot an instance after this many changes");
+ABSL_FLAG(int64_t, snapshot_interval_ms, D().snapshot_interval_ms,
           "Snapshot round (all changed instances + journal compaction) interval");
 // Limits (request shapes answer INVALID_ARGUMENT, server capacity RESOURCE_EXHAUSTED).
-ABSL_FLAG(int64_t, max_instances, 100000, "Max instances on this server");
-ABSL_FLAG(int64_t, max_feature_dim, 4096,
+ABSL_FLAG(int64_t, max_instances, D().limits.max_instances, "Max instances on this server");
+ABSL_FLAG(int64_t, max_feature_dim, DI().max_feature_dim,
           "Max feature dimension: config `dimension`/`random_features` and the length of every "
           "request vector (candidate, x, embedding, direct features)");
-ABSL_FLAG(int64_t, max_diagonal_feature_dim, int64_t{1} << 22,
+ABSL_FLAG(int64_t, max_diagonal_feature_dim, DI().max_diagonal_feature_dim,
           "Max dimension of a diagonal-covariance policy (linucb / glb_omd with covariance: "
           "COVARIANCE_DIAGONAL; O(dimension) state, 32-36 bytes per coordinate): caps "
           "feature_space.bits for them (2^22 = bits 22)");
-ABSL_FLAG(int64_t, max_candidates, 10000, "Max candidate vectors (arms) per Select");
-ABSL_FLAG(int64_t, max_arms, 100000, "Max arms of one instance (config and after AddArms)");
-ABSL_FLAG(int64_t, max_arms_per_request, 10000, "Max arms per AddArms/RemoveArms request");
-ABSL_FLAG(int64_t, max_batch_items, 1000, "Max items per SelectBatch/UpdateBatch");
-ABSL_FLAG(int64_t, max_pending_capacity, 10000000,
+ABSL_FLAG(int64_t, max_candidates, DI().max_candidates, "Max candidate vectors (arms) per Select");
+ABSL_FLAG(int64_t, max_arms, DI().max_arms, "Max arms of one instance (config and after AddArms)");
+ABSL_FLAG(int64_t, max_arms_per_request, DI().max_arms_per_request,
+          "Max arms per AddArms/RemoveArms request");
+ABSL_FLAG(int64_t, max_batch_items, D().limits.max_batch_items,
+          "Max items per SelectBatch/UpdateBatch");
+ABSL_FLAG(int64_t, max_pending_capacity, DI().max_pending_capacity,
           "Max config.pending.capacity (decisions awaiting rewards) of one instance");
-ABSL_FLAG(int64_t, max_name_length, 128, "Max instance name length (1..128)");
-ABSL_FLAG(int64_t, max_shadows, 8,
+ABSL_FLAG(int64_t, max_name_length, DI().max_name_length, "Max instance name length (1..128)");
+ABSL_FLAG(int64_t, max_shadows, DI().max_shadows,
           "Max shadow policies per instance (0..1000; 0 refuses every AddShadow). Each shadow "
           "costs about one more policy Select and Update per round. Checked at AddShadow only: "
           "a restart with a lower value keeps the shadows already added");
@@ -68,15 +78,18 @@ ABSL_FLAG(std::string, max_memory_bytes, "",
           "shadows) are admitted against it before anything is allocated, RESOURCE_EXHAUSTED "
           "beyond. Bytes, with an optional suffix K, M or G; 0 = no limit; empty = 60% of the "
           "smaller of the machine's memory and the cgroup's limit (docs/memory.md)");
-ABSL_FLAG(int32_t, max_page_size, 1000, "Max ListInstances page size");
-ABSL_FLAG(int64_t, max_named_features, 10000,
+ABSL_FLAG(int32_t, max_page_size, D().limits.max_page_size, "Max ListInstances page size");
+ABSL_FLAG(int64_t, max_named_features, DI().named.max_features,
           "Max features parsed from one JSON document of a named Select or Update (the context, "
           "or one action's features)");
-ABSL_FLAG(int64_t, max_named_namespaces, 256, "Max namespaces opened in one JSON document");
-ABSL_FLAG(int64_t, max_json_depth, 16, "Max nesting of objects and arrays in one JSON document");
-ABSL_FLAG(int64_t, max_json_string_bytes, 4096, "Max bytes of one JSON key or string value");
-ABSL_FLAG(int64_t, max_json_bytes, 1 << 20, "Max bytes of one JSON document");
-ABSL_FLAG(int64_t, max_named_terms, 100000,
+ABSL_FLAG(int64_t, max_named_namespaces, DI().named.max_namespaces,
+          "Max namespaces opened in one JSON document");
+ABSL_FLAG(int64_t, max_json_depth, DI().named.max_depth,
+          "Max nesting of objects and arrays in one JSON document");
+ABSL_FLAG(int64_t, max_json_string_bytes, DI().named.max_string_bytes,
+          "Max bytes of one JSON key or string value");
+ABSL_FLAG(int64_t, max_json_bytes, DI().named.max_json_bytes, "Max bytes of one JSON document");
+ABSL_FLAG(int64_t, max_named_terms, DI().named.max_terms,
           "Max terms of one named action's vector (its features, the context's and their "
           "interactions)");
 // Security.
@@ -94,13 +107,16 @@ ABSL_FLAG(std::string, node_id, "",
 ABSL_FLAG(std::string, advertise, "",
           "host:port other nodes and clients reach this node's gRPC port at (default: the "
           "--listen host, or the hostname if it listens on every address, and the bound port)");
-ABSL_FLAG(int64_t, lease_ms, 5000,
+ABSL_FLAG(int64_t, lease_ms, D().lease_ms,
           "Cluster membership lease: a node that has not renewed it for this long loses its "
           "instances to the other nodes (heartbeat every lease_ms/3)");
+ABSL_FLAG(int64_t, forward_deadline_ms, D().forward_deadline_ms,
+          "Cluster mode: the longest a call forwarded to an instance's owner may run (the "
+          "caller's deadline when sooner)");
 ABSL_FLAG(std::string, http_listen, "",
           "Azure Personalizer's REST API over HTTP/JSON on this address (host:port, port 0 = any; "
           "empty = off); same TLS files, tokens and --max_message_bytes body limit as gRPC");
-ABSL_FLAG(int32_t, http_threads, 64,
+ABSL_FLAG(int32_t, http_threads, D().http_threads,
           "HTTP connections served at once (each open keep-alive connection holds one thread)");
 ABSL_FLAG(std::string, personalizer_default_instance, "",
           "Instance of Personalizer API requests at the root path (/personalizer/...) whose key "
@@ -137,14 +153,6 @@ int main(int argc, char** argv) {
   options.postgres_dsn = absl::GetFlag(FLAGS_postgres_dsn);
   options.postgres_password_file = absl::GetFlag(FLAGS_postgres_password_file);
   options.postgres_require_sync_standby = absl::GetFlag(FLAGS_postgres_require_sync_standby);
-  if (options.storage != "file" && options.storage != "postgres") {
-    BANDIT_LOG_ERROR("--storage=", options.storage, " is not one of file, postgres");
-    return 2;
-  }
-  if (options.storage == "postgres" && options.postgres_dsn.empty()) {
-    BANDIT_LOG_ERROR("--storage=postgres needs --postgres_dsn (a libpq connection string)");
-    return 2;
-  }
   options.grace_period_ms = absl::GetFlag(FLAGS_grace_period_ms);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   auto durability = bandit::server::ParseDurability(absl::GetFlag(FLAGS_durability));
@@ -160,7 +168,6 @@ int main(int argc, char** argv) {
   limits.max_batch_items = absl::GetFlag(FLAGS_max_batch_items);
   limits.max_page_size = absl::GetFlag(FLAGS_max_page_size);
   limits.instance.max_feature_dim = absl::GetFlag(FLAGS_max_feature_dim);
-  limits.instance.max_vector_size = absl::GetFlag(FLAGS_max_feature_dim);
   limits.instance.max_diagonal_feature_dim = absl::GetFlag(FLAGS_max_diagonal_feature_dim);
   limits.instance.max_candidates = absl::GetFlag(FLAGS_max_candidates);
   limits.instance.max_arms = absl::GetFlag(FLAGS_max_arms);
@@ -180,26 +187,6 @@ int main(int argc, char** argv) {
   limits.instance.named.max_string_bytes = absl::GetFlag(FLAGS_max_json_string_bytes);
   limits.instance.named.max_json_bytes = absl::GetFlag(FLAGS_max_json_bytes);
   limits.instance.named.max_terms = absl::GetFlag(FLAGS_max_named_terms);
-  if (limits.instance.named.max_features < 1 || limits.instance.named.max_namespaces < 1 ||
-      limits.instance.named.max_depth < 1 || limits.instance.named.max_string_bytes < 1 ||
-      limits.instance.named.max_json_bytes < 1 || limits.instance.named.max_terms < 1) {
-    BANDIT_LOG_ERROR("every --max_named_* and --max_json_* limit must be at least 1");
-    return 2;
-  }
-  if (limits.max_instances < 1 || limits.max_batch_items < 1 || limits.max_page_size < 1 ||
-      limits.instance.max_feature_dim < 1 || limits.instance.max_diagonal_feature_dim < 1 ||
-      limits.instance.max_candidates < 1 ||
-      limits.instance.max_arms < 1 || limits.instance.max_arms_per_request < 1 ||
-      limits.instance.max_pending_capacity < 1 || limits.instance.max_name_length < 1 ||
-      limits.instance.max_name_length > 128) {
-    BANDIT_LOG_ERROR("every --max_* limit must be at least 1 (and --max_name_length at most 128)");
-    return 2;
-  }
-  if (limits.instance.max_shadows < 0 || limits.instance.max_shadows > kMaxShadowsFlag) {
-    BANDIT_LOG_ERROR("--max_shadows=", limits.instance.max_shadows, " is out of range, expected 0..",
-                     kMaxShadowsFlag, " (0 refuses every AddShadow)");
-    return 2;
-  }
   options.tls.cert_path = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key_path = absl::GetFlag(FLAGS_tls_key);
   options.tls.client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
@@ -208,16 +195,19 @@ int main(int argc, char** argv) {
   options.node_id = absl::GetFlag(FLAGS_node_id);
   options.advertise = absl::GetFlag(FLAGS_advertise);
   options.lease_ms = absl::GetFlag(FLAGS_lease_ms);
+  options.forward_deadline_ms = absl::GetFlag(FLAGS_forward_deadline_ms);
   options.http_listen = absl::GetFlag(FLAGS_http_listen);
   options.http_threads = absl::GetFlag(FLAGS_http_threads);
-  if (options.http_threads < 1 || options.http_threads > 10000) {
-    BANDIT_LOG_ERROR("--http_threads=", options.http_threads,
-                     " is out of range, expected 1..10000");
-    return 2;
-  }
   options.personalizer.default_instance = absl::GetFlag(FLAGS_personalizer_default_instance);
   options.personalizer.auto_create = absl::GetFlag(FLAGS_personalizer_auto_create);
-  auto server = bandit::server::BanditServer::Start(options);
+  // Flags that do not fit together exit 2, as flags that do not parse; Start sanitizes again
+  // (the same function), for in-process callers.
+  auto sane = bandit::server::SanitizeOptions(options);
+  if (!sane.ok()) {
+    BANDIT_LOG_ERROR(sane.status().message());
+    return 2;
+  }
+  auto server = bandit::server::BanditServer::Start(*sane);
   if (!server.ok()) {
     BANDIT_LOG_ERROR("banditd failed to start: ", server.status().ToString());
     return 1;

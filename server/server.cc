@@ -19,256 +19,43 @@
 #include "bandit/v1/config.pb.h"
 #include "server/cluster/cluster_metrics.h"
 #include "server/cluster/cluster_node.h"
+#include "server/cluster/router.h"
 #include "server/log.h"
-#include "server/storage/postgres/postgres_storage.h"
+#include "server/storage/storage_factory.h"
 
 namespace bandit::server {
-namespace {
 
-// This machine's host name (the default node id and advertised address in cluster mode).
-std::string HostName() {
-  char name[256] = {0};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOptions& options) {
+// The composition root: options are sanitized once, then each component is built from them and
+// handed to the ones that use it, in the order they depend on each other: the service, its
+// storage (chosen by the factory) and recovery, authentication, the gRPC front door, the metrics
+// endpoint, the HTTP front door, the cluster node, the background threads.
+absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOptions& given) {
+  absl::StatusOr<ServerOptions> sane = SanitizeOptions(given);
+  if (!sane.ok()) return sane.status();
   std::unique_ptr<BanditServer> s(new BanditServer());
-  s->options_ = options;
-  if (options.cluster) {
-    if (!options.persistent || options.storage != "postgres")
-      return absl::InvalidArgumentError(
-          "--cluster needs --storage=postgres: the nodes share one PostgreSQL database");
-    if (options.durability != Durability::kAlways)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--cluster needs --durability=always (got ", DurabilityName(options.durability),
-          "): a change is acknowledged only once its fenced COMMIT returned, so a node that "
-          "lost an instance's lease never acknowledges a change the new owner does not have"));
-    if (s->options_.node_id.empty()) {
-      const std::string port = options.listen.substr(options.listen.rfind(':') + 1);
-      s->options_.node_id =
-          absl::StrCat(HostName(), "-", port == "0" ? absl::StrCat("pid", getpid()) : port);
-    }
-  }
+  s->options_ = *std::move(sane);
+  const ServerOptions& options = s->options_;
   std::error_code ec;
   std::filesystem::create_directories(options.data_dir, ec);
   if (ec)
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create --data_dir=", options.data_dir, ": ", ec.message()));
-  ServiceLimits limits = options.limits;
-  limits.max_message_bytes = options.max_message_bytes;
-  s->service_ = std::make_unique<DecisionService>(options.clock, limits, options.uids);
+  s->service_ = std::make_unique<DecisionService>(options.clock, options.limits, options.uids);
   s->metrics_ = std::make_unique<Metrics>(s->service_.get());
   s->storage_metrics_ = std::make_unique<StorageMetrics>(*s->metrics_->registry());
   if (options.persistent) {
-    PersistenceOptions po;
-    po.data_dir = options.data_dir;
-    po.durability = options.durability;
-    po.snapshot_every_changes = options.snapshot_every_changes;
-    po.snapshot_interval_ms = options.snapshot_interval_ms;
-    po.fs = options.fs;
-    po.clock = options.clock;
-    BanditServer* self = s.get();
-    po.on_snapshot = [self](double sec) { self->storage_metrics_->ObserveSnapshot(sec); };
-    po.observer.on_fsync = [self](double sec) { self->storage_metrics_->ObserveFsync(sec); };
-    po.observer.on_error = [self](const absl::Status& e) {
-      // The journal failed. Never retried silently: writes are refused from now on, health
-      // says so.
-      self->storage_metrics_->CountError();
-      BANDIT_LOG_ERROR("storage failed, refusing writes and reporting NOT_SERVING: ", e.ToString());
-      if (self->server_) self->server_->GetHealthCheckService()->SetServingStatus(false);
-    };
-    // A snapshot not stored is counted and logged, and health stays with the commit path: the
-    // journal (or PostgreSQL's journal table) still holds every change and keeps accepting
-    // writes, and the next round retries the snapshot.
-    po.on_snapshot_error = [self](const absl::Status& e) {
-      self->storage_metrics_->CountError();
-      BANDIT_LOG_ERROR("snapshot not stored (the journal keeps every change; retried next round): ",
-                       e.ToString());
-    };
-    absl::StatusOr<std::unique_ptr<Persistence>> p;
-    if (options.storage == "postgres") {
-      PostgresStorageOptions pg;
-      pg.dsn = options.postgres_dsn;
-      if (!options.postgres_password_file.empty()) {
-        // The first line is the password (read through the FileSystem seam; never logged).
-        auto text = options.fs->ReadFile(options.postgres_password_file);
-        if (!text.ok())
-          return absl::FailedPreconditionError(
-              absl::StrCat("cannot read the password from --postgres_password_file=",
-                           options.postgres_password_file, ": ", text.status().message()));
-        const absl::string_view first = absl::string_view(*text).substr(0, text->find('\n'));
-        s->postgres_password_ = std::string(absl::StripTrailingAsciiWhitespace(first));
-        if (s->postgres_password_.empty())
-          return absl::FailedPreconditionError(
-              absl::StrCat("--postgres_password_file=", options.postgres_password_file,
-                           " is empty: expected the password on its first line"));
-      }
-      pg.password = s->postgres_password_;
-      pg.durability = options.durability;
-      pg.on_commit = po.observer.on_fsync;
-      pg.on_error = [self](const absl::Status& e) {
-        // Not retried as if it had succeeded: nothing is acknowledged while PostgreSQL is away;
-        // the storage reconnects by itself and on_recovered turns health back.
-        self->storage_metrics_->CountError();
-        if (self->server_) self->server_->GetHealthCheckService()->SetServingStatus(false);
-      };
-      if (options.cluster) {
-        pg.cluster_node_id = s->options_.node_id;
-        pg.on_fenced = [self](const std::vector<std::string>& names) {
-          if (auto* m = self->cluster_metrics_impl_.load())
-            m->CountFencingRefusal(static_cast<int64_t>(names.size()));
-          if (auto* node = self->cluster_ptr_.load()) node->OnFenced(names);
-        };
-      }
-      pg.require_synchronous_standby = options.postgres_require_sync_standby;
-      pg.loaded_instances = [self] {
-        std::vector<std::string> names;
-        for (const auto& inst : self->service_->registry().All()) names.push_back(inst->name());
-        return names;
-      };
-      pg.on_diverged = [self](const std::vector<PostgresStorageOptions::Divergence>& diverged) {
-        // Never served from memory again: the database does not hold what this copy holds.
-        // Calls still holding the copy are answered UNAVAILABLE (released), later ones DATA_LOSS.
-        self->storage_metrics_->CountDiverged(static_cast<int64_t>(diverged.size()));
-        std::map<std::string, std::shared_ptr<Instance>> loaded;
-        for (auto& inst : self->service_->registry().All()) loaded[inst->name()] = inst;
-        for (const auto& d : diverged) {
-          self->service_->registry().Refuse(d.instance, absl::DataLossError(d.why));
-          if (auto it = loaded.find(d.instance); it != loaded.end()) it->second->MarkReleased();
-        }
-      };
-      pg.on_recovered = [self] {
-        BANDIT_LOG_INFO("storage healthy again: reporting SERVING");
-        if (self->server_ && !self->shut_down_)
-          self->server_->GetHealthCheckService()->SetServingStatus(true);
-      };
-      p = Persistence::Open(std::make_unique<PostgresStorage>(std::move(pg)), po, s->service_.get(),
-                            &s->recovery_);
-    } else if (options.storage == "file") {
-      p = Persistence::Open(po, s->service_.get(), &s->recovery_);
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--storage=", options.storage, " is not one of file, postgres"));
-    }
-    if (!p.ok()) return p.status();
-    s->persistence_ = *std::move(p);
-    s->snapshot_age_ = StorageMetrics::AgeCollector(s->persistence_.get(), options.clock);
+    if (auto st = s->OpenStorage(); !st.ok()) return st;
   }
-  if (!options.tokens_file.empty()) {
-    auto auth = Authorizer::FromFile(options.tokens_file, options.fs);
-    if (!auth.ok()) return auth.status();
-    s->auth_ = *std::move(auth);
-    BANDIT_LOG_INFO("auth: ", s->auth_->size(), " tokens from --tokens_file=", options.tokens_file,
-                    " (admin ", s->auth_->count(Role::kAdmin), ", writer ",
-                    s->auth_->count(Role::kWriter), ", reader ", s->auth_->count(Role::kReader),
-                    ")");
+  if (auto st = s->LoadAuth(); !st.ok()) return st;
+  if (auto st = s->StartGrpc(); !st.ok()) return st;
+  if (auto st = s->StartMetrics(); !st.ok()) {
+    s->server_->Shutdown();
+    return st;
   }
-  auto creds = MakeServerCredentials(options.tls, options.fs);
-  if (!creds.ok()) return creds.status();
-  if (!IsLoopbackListen(options.listen)) {
-    if (!options.tls.enabled())
-      BANDIT_LOG_WARN("listening on non-loopback address ", options.listen, " WITHOUT TLS: traffic",
-                      s->auth_ ? " (including bearer tokens)" : "",
-                      " is plaintext; set --tls_cert and --tls_key");
-    if (!s->auth_)
-      BANDIT_LOG_WARN("listening on non-loopback address ", options.listen,
-                      " WITHOUT authentication: anyone who reaches the port is admin; set "
-                      "--tokens_file");
+  if (auto st = s->StartHttp(); !st.ok()) {
+    s->server_->Shutdown();
+    return st;
   }
-  s->grpc_service_ =
-      std::make_unique<GrpcBanditService>(s->service_.get(), s->metrics_.get(), s->auth_.get());
-  if (options.cluster) {
-    s->grpc_service_->EnableClusterMode();
-    auto metrics = std::make_shared<cluster::ClusterMetrics>(
-        [grpc = s->grpc_service_.get()] { return grpc->forwarded_calls(); });
-    s->cluster_metrics_impl_.store(metrics.get());
-    s->cluster_metrics_ = metrics;
-    // A name not loaded here: the cluster decides (claim and load it, or UNAVAILABLE naming
-    // the owner for the calls that are not forwarded whole, e.g. a mixed batch's items).
-    s->service_->registry().SetMissHandler([self = s.get()](const std::string& name) {
-      cluster::ClusterNode* node = self->cluster_ptr_.load();
-      if (node == nullptr) return absl::UnavailableError("this node is joining the cluster; retry");
-      auto route = node->RouteFor(name, /*create=*/false, /*forwarded=*/true);
-      if (!route.ok()) return route.status();
-      return absl::OkStatus();
-    });
-  }
-  s->durable_wait_ = StorageMetrics::DurableWaitCollector(
-      [grpc = s->grpc_service_.get()] { return grpc->OldestDurableWaitSeconds(); });
-  if (!options.config_path.empty() && !options.cluster) {
-    if (auto st = s->LoadConfig(options.config_path); !st.ok()) return st;
-  }
-
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, *creds, &s->port_);
-  builder.RegisterService(s->grpc_service_.get());
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
-  builder.SetMaxSendMessageSize(options.max_message_bytes);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
-                             static_cast<int>(options.keepalive_time_ms));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-                             static_cast<int>(options.keepalive_timeout_ms));
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  s->server_ = builder.BuildAndStart();
-  if (!s->server_ || s->port_ == 0)
-    return absl::UnavailableError(absl::StrCat("cannot listen on --listen=", options.listen));
-  // SERVING only if storage accepts writes (PostgreSQL may have gone away since recovery: the
-  // storage's on_recovered turns it on then).
-  s->server_->GetHealthCheckService()->SetServingStatus(s->persistence_ == nullptr ||
-                                                        s->persistence_->storage()->health().ok());
-
-  if (!options.metrics_listen.empty()) {
-    try {
-      s->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
-    } catch (const std::exception& e) {
-      s->server_->Shutdown();
-      return absl::UnavailableError(absl::StrCat(
-          "cannot listen on --metrics_listen=", options.metrics_listen, ": ", e.what()));
-    }
-    s->exposer_->RegisterCollectable(s->metrics_->registry());
-    s->exposer_->RegisterCollectable(s->metrics_->collector());
-    if (s->snapshot_age_) s->exposer_->RegisterCollectable(s->snapshot_age_);
-    s->exposer_->RegisterCollectable(s->durable_wait_);
-    if (s->cluster_metrics_) s->exposer_->RegisterCollectable(s->cluster_metrics_);
-    const auto ports = s->exposer_->GetListeningPorts();
-    s->metrics_port_ = ports.empty() ? 0 : ports[0];
-  }
-
-  if (!options.http_listen.empty()) {
-    if (options.cluster) {
-      s->server_->Shutdown();
-      return absl::InvalidArgumentError(
-          "--http_listen is not offered with --cluster yet: the HTTP API serves the instances "
-          "of its own node and does not forward to their owners");
-    }
-    if (!IsLoopbackListen(options.http_listen) && !options.tls.enabled())
-      BANDIT_LOG_WARN("HTTP API on non-loopback address ", options.http_listen,
-                      " WITHOUT TLS: keys travel in plaintext; set --tls_cert and --tls_key");
-    s->http_metrics_ = std::make_unique<http::HttpMetrics>(*s->metrics_->registry());
-    http::PersonalizerOptions personalizer = options.personalizer;
-    personalizer.max_json_depth = static_cast<int>(options.limits.instance.named.max_depth);
-    s->personalizer_ =
-        std::make_unique<http::PersonalizerApi>(s->service_.get(), s->auth_.get(), personalizer);
-    http::HttpServerOptions http_options;
-    http_options.listen = options.http_listen;
-    http_options.tls = options.tls;
-    http_options.max_body_bytes = options.max_message_bytes;
-    http_options.threads = options.http_threads;
-    auto http =
-        http::HttpServer::Start(http_options, s->personalizer_.get(), s->http_metrics_.get());
-    if (!http.ok()) {
-      s->server_->Shutdown();
-      return http.status();
-    }
-    s->http_ = *std::move(http);
-  }
-
   if (options.cluster) {
     if (auto st = s->StartCluster(); !st.ok()) {
       s->server_->Shutdown();
@@ -279,7 +66,233 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
     }
   }
   if (s->persistence_) s->persistence_->StartBackground();
-  s->sweeper_ = std::thread([srv = s.get()] {
+  s->StartSweeper();
+  s->LogStarted();
+  return s;
+}
+
+absl::Status BanditServer::OpenStorage() {
+  const ServerOptions& options = options_;
+  PersistenceOptions po;
+  po.data_dir = options.data_dir;
+  po.durability = options.durability;
+  po.snapshot_every_changes = options.snapshot_every_changes;
+  po.snapshot_interval_ms = options.snapshot_interval_ms;
+  po.fs = options.fs;
+  po.clock = options.clock;
+  BanditServer* self = this;
+  po.on_snapshot = [self](double sec) { self->storage_metrics_->ObserveSnapshot(sec); };
+  po.observer.on_fsync = [self](double sec) { self->storage_metrics_->ObserveFsync(sec); };
+  po.observer.on_error = [self](const absl::Status& e) {
+    // The journal failed. Never retried silently: writes are refused from now on, health
+    // says so.
+    self->storage_metrics_->CountError();
+    BANDIT_LOG_ERROR("storage failed, refusing writes and reporting NOT_SERVING: ", e.ToString());
+    if (self->server_) self->server_->GetHealthCheckService()->SetServingStatus(false);
+  };
+  // A snapshot not stored is counted and logged, and health stays with the commit path: the
+  // journal (or PostgreSQL's journal table) still holds every change and keeps accepting
+  // writes, and the next round retries the snapshot.
+  po.on_snapshot_error = [self](const absl::Status& e) {
+    self->storage_metrics_->CountError();
+    BANDIT_LOG_ERROR("snapshot not stored (the journal keeps every change; retried next round): ",
+                     e.ToString());
+  };
+
+  StorageSettings settings;
+  settings.kind = options.storage;
+  settings.file.fs = po.fs;
+  settings.file.dir = po.data_dir;
+  settings.file.durability = po.durability;
+  settings.file.observer = po.observer;
+  settings.file.clock = po.clock;
+  if (options.storage == "postgres") {
+    PostgresStorageOptions& pg = settings.postgres;
+    pg.dsn = options.postgres_dsn;
+    if (!options.postgres_password_file.empty()) {
+      // The first line is the password (read through the FileSystem seam; never logged).
+      auto text = options.fs->ReadFile(options.postgres_password_file);
+      if (!text.ok())
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot read the password from --postgres_password_file=",
+                         options.postgres_password_file, ": ", text.status().message()));
+      const absl::string_view first = absl::string_view(*text).substr(0, text->find('\n'));
+      postgres_password_ = std::string(absl::StripTrailingAsciiWhitespace(first));
+      if (postgres_password_.empty())
+        return absl::FailedPreconditionError(
+            absl::StrCat("--postgres_password_file=", options.postgres_password_file,
+                         " is empty: expected the password on its first line"));
+    }
+    pg.password = postgres_password_;
+    pg.durability = options.durability;
+    pg.on_commit = po.observer.on_fsync;
+    pg.on_error = [self](const absl::Status& e) {
+      // Not retried as if it had succeeded: nothing is acknowledged while PostgreSQL is away;
+      // the storage reconnects by itself and on_recovered turns health back.
+      self->storage_metrics_->CountError();
+      if (self->server_) self->server_->GetHealthCheckService()->SetServingStatus(false);
+    };
+    if (options.cluster) {
+      pg.cluster_node_id = options.node_id;
+      pg.on_fenced = [self](const std::vector<std::string>& names) {
+        if (auto* m = self->cluster_metrics_impl_.load())
+          m->CountFencingRefusal(static_cast<int64_t>(names.size()));
+        if (auto* node = self->cluster_ptr_.load()) node->OnFenced(names);
+      };
+    }
+    pg.require_synchronous_standby = options.postgres_require_sync_standby;
+    pg.loaded_instances = [self] {
+      std::vector<std::string> names;
+      for (const auto& inst : self->service_->registry().All()) names.push_back(inst->name());
+      return names;
+    };
+    pg.on_diverged = [self](const std::vector<PostgresStorageOptions::Divergence>& diverged) {
+      // Never served from memory again: the database does not hold what this copy holds.
+      // Calls still holding the copy are answered UNAVAILABLE (released), later ones DATA_LOSS.
+      self->storage_metrics_->CountDiverged(static_cast<int64_t>(diverged.size()));
+      std::map<std::string, std::shared_ptr<Instance>> loaded;
+      for (auto& inst : self->service_->registry().All()) loaded[inst->name()] = inst;
+      for (const auto& d : diverged) {
+        self->service_->registry().Refuse(d.instance, absl::DataLossError(d.why));
+        if (auto it = loaded.find(d.instance); it != loaded.end()) it->second->MarkReleased();
+      }
+    };
+    pg.on_recovered = [self] {
+      BANDIT_LOG_INFO("storage healthy again: reporting SERVING");
+      if (self->server_ && !self->shut_down_)
+        self->server_->GetHealthCheckService()->SetServingStatus(true);
+    };
+  }
+  absl::StatusOr<BuiltStorage> built = MakeStorage(std::move(settings));
+  if (!built.ok()) return built.status();
+  fence_ = built->fence;
+  storage_description_ = built->description;
+  absl::StatusOr<std::unique_ptr<Persistence>> p =
+      Persistence::Open(std::move(built->storage), po, service_.get(), &recovery_);
+  if (!p.ok()) return p.status();
+  persistence_ = *std::move(p);
+  snapshot_age_ = StorageMetrics::AgeCollector(persistence_.get(), options.clock);
+  return absl::OkStatus();
+}
+
+absl::Status BanditServer::LoadAuth() {
+  if (options_.tokens_file.empty()) return absl::OkStatus();
+  auto auth = Authorizer::FromFile(options_.tokens_file, options_.fs);
+  if (!auth.ok()) return auth.status();
+  auth_ = *std::move(auth);
+  BANDIT_LOG_INFO("auth: ", auth_->size(), " tokens from --tokens_file=", options_.tokens_file,
+                  " (admin ", auth_->count(Role::kAdmin), ", writer ", auth_->count(Role::kWriter),
+                  ", reader ", auth_->count(Role::kReader), ")");
+  return absl::OkStatus();
+}
+
+absl::Status BanditServer::StartGrpc() {
+  const ServerOptions& options = options_;
+  auto creds = MakeServerCredentials(options.tls, options.fs);
+  if (!creds.ok()) return creds.status();
+  if (!IsLoopbackListen(options.listen)) {
+    if (!options.tls.enabled())
+      BANDIT_LOG_WARN("listening on non-loopback address ", options.listen, " WITHOUT TLS: traffic",
+                      auth_ ? " (including bearer tokens)" : "",
+                      " is plaintext; set --tls_cert and --tls_key");
+    if (!auth_)
+      BANDIT_LOG_WARN("listening on non-loopback address ", options.listen,
+                      " WITHOUT authentication: anyone who reaches the port is admin; set "
+                      "--tokens_file");
+  }
+  if (options.cluster) {
+    // The one routing module both front doors call; it answers "joining" until StartCluster
+    // hands it the cluster node.
+    cluster::RouterOptions ro;
+    ro.forward_deadline = std::chrono::milliseconds(options.forward_deadline_ms);
+    router_ = std::make_unique<cluster::Router>(ro);
+  }
+  grpc_service_ = std::make_unique<GrpcBanditService>(service_.get(), metrics_.get(), auth_.get(),
+                                                      router_.get());
+  if (options.cluster) {
+    auto metrics = std::make_shared<cluster::ClusterMetrics>(
+        [router = router_.get()] { return router->forwarded_calls(); });
+    cluster_metrics_impl_.store(metrics.get());
+    cluster_metrics_ = metrics;
+    // A name not loaded here: the cluster decides (claim and load it, or UNAVAILABLE naming
+    // the owner for the calls that are not forwarded whole, e.g. a mixed batch's items).
+    service_->registry().SetMissHandler([self = this](const std::string& name) {
+      cluster::ClusterNode* node = self->cluster_ptr_.load();
+      if (node == nullptr) return absl::UnavailableError("this node is joining the cluster; retry");
+      auto route = node->RouteFor(name, /*create=*/false, /*forwarded=*/true);
+      if (!route.ok()) return route.status();
+      return absl::OkStatus();
+    });
+  }
+  durable_wait_ = StorageMetrics::DurableWaitCollector(
+      [grpc = grpc_service_.get()] { return grpc->OldestDurableWaitSeconds(); });
+  if (!options.config_path.empty() && !options.cluster) {
+    if (auto st = LoadConfig(options.config_path); !st.ok()) return st;
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, *creds, &port_);
+  builder.RegisterService(grpc_service_.get());
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             static_cast<int>(options.keepalive_time_ms));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             static_cast<int>(options.keepalive_timeout_ms));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  server_ = builder.BuildAndStart();
+  if (!server_ || port_ == 0)
+    return absl::UnavailableError(absl::StrCat("cannot listen on --listen=", options.listen));
+  // SERVING only if storage accepts writes (PostgreSQL may have gone away since recovery: the
+  // storage's on_recovered turns it on then).
+  server_->GetHealthCheckService()->SetServingStatus(persistence_ == nullptr ||
+                                                     persistence_->storage()->health().ok());
+  return absl::OkStatus();
+}
+
+absl::Status BanditServer::StartMetrics() {
+  if (options_.metrics_listen.empty()) return absl::OkStatus();
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(options_.metrics_listen);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on --metrics_listen=",
+                                               options_.metrics_listen, ": ", e.what()));
+  }
+  exposer_->RegisterCollectable(metrics_->registry());
+  exposer_->RegisterCollectable(metrics_->collector());
+  if (snapshot_age_) exposer_->RegisterCollectable(snapshot_age_);
+  exposer_->RegisterCollectable(durable_wait_);
+  if (cluster_metrics_) exposer_->RegisterCollectable(cluster_metrics_);
+  const auto ports = exposer_->GetListeningPorts();
+  metrics_port_ = ports.empty() ? 0 : ports[0];
+  return absl::OkStatus();
+}
+
+absl::Status BanditServer::StartHttp() {
+  const ServerOptions& options = options_;
+  if (options.http_listen.empty()) return absl::OkStatus();
+  if (!IsLoopbackListen(options.http_listen) && !options.tls.enabled())
+    BANDIT_LOG_WARN("HTTP API on non-loopback address ", options.http_listen,
+                    " WITHOUT TLS: keys travel in plaintext; set --tls_cert and --tls_key");
+  http_metrics_ = std::make_unique<http::HttpMetrics>(*metrics_->registry());
+  personalizer_ = std::make_unique<http::PersonalizerApi>(service_.get(), auth_.get(),
+                                                         options.personalizer, router_.get());
+  http::HttpServerOptions http_options;
+  http_options.listen = options.http_listen;
+  http_options.tls = options.tls;
+  http_options.max_body_bytes = options.max_message_bytes;
+  http_options.threads = options.http_threads;
+  auto http = http::HttpServer::Start(http_options, personalizer_.get(), http_metrics_.get());
+  if (!http.ok()) return http.status();
+  http_ = *std::move(http);
+  return absl::OkStatus();
+}
+
+void BanditServer::StartSweeper() {
+  sweeper_ = std::thread([srv = this] {
     auto last_trim = std::chrono::steady_clock::now();
     while (!srv->stop_.WaitForNotificationWithTimeout(
         absl::Milliseconds(srv->options_.expiry_sweep_ms))) {
@@ -293,14 +306,14 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
       }
     }
   });
+}
 
+void BanditServer::LogStarted() const {
+  const ServerOptions& options = options_;
   BANDIT_LOG_INFO(
-      "banditd listening on ", options.listen, " (port ", s->port_, "), metrics on ",
-      options.metrics_listen.empty() ? "(off)" : options.metrics_listen, " (port ",
-      s->metrics_port_, "), storage=",
-      options.storage == "postgres"
-          ? absl::StrCat("postgres (", PostgresStorage::RedactedDsn(options.postgres_dsn), ")")
-          : absl::StrCat("file (data_dir=", options.data_dir, ")"),
+      "banditd listening on ", options.listen, " (port ", port_, "), metrics on ",
+      options.metrics_listen.empty() ? "(off)" : options.metrics_listen, " (port ", metrics_port_,
+      "), storage=", persistence_ ? storage_description_ : "off",
       ", max_message_bytes=", options.max_message_bytes,
       ", keepalive_time_ms=", options.keepalive_time_ms,
       ", keepalive_timeout_ms=", options.keepalive_timeout_ms,
@@ -309,7 +322,7 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
       !options.tls.enabled()               ? "off"
       : options.tls.client_ca_path.empty() ? "on"
                                            : "mutual",
-      ", auth=", s->auth_ ? "tokens" : "off");
+      ", auth=", auth_ ? "tokens" : "off");
   const ServiceLimits& l = options.limits;
   BANDIT_LOG_INFO(
       "limits: max_instances=", l.max_instances, ", max_batch_items=", l.max_batch_items,
@@ -323,7 +336,6 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
       ", max_name_length=", l.instance.max_name_length, ", max_shadows=", l.instance.max_shadows,
       ", max_memory_bytes=", l.max_memory_bytes,
       l.max_memory_bytes == 0 ? " (no limit)" : "");
-  return s;
 }
 
 absl::Status BanditServer::StartCluster() {
@@ -361,13 +373,15 @@ absl::Status BanditServer::StartCluster() {
   hooks.on_takeover = [m = cluster_metrics_impl_.load()](double seconds) {
     if (m) m->ObserveTakeover(seconds);
   };
-  auto node = cluster::ClusterNode::Start(
-      co, static_cast<PostgresStorage*>(persistence_->storage()), std::move(hooks));
+  if (fence_ == nullptr)
+    return absl::FailedPreconditionError(
+        "--cluster needs a storage backend the nodes share (--storage=postgres)");
+  auto node = cluster::ClusterNode::Start(co, fence_, std::move(hooks));
   if (!node.ok()) return node.status();
   cluster_ = *std::move(node);
   cluster_ptr_.store(cluster_.get());
   if (auto* m = cluster_metrics_impl_.load()) m->SetNode(cluster_.get());
-  grpc_service_->SetCluster(cluster_.get());
+  router_->SetNode(cluster_.get());
   return absl::OkStatus();
 }
 

@@ -1,5 +1,7 @@
-// The whole server: gRPC (BanditService + health + reflection), the metrics exposer and the
-// expiry sweeper. main.cc and in-process tests both use it.
+// The whole server and its composition root: Start sanitizes the options (server_options.h)
+// and builds every component from them (the service, storage by the factory, authentication,
+// the gRPC and HTTP front doors, the cluster node, the metrics endpoint, the expiry sweeper),
+// handing each to those that use it. main.cc and in-process tests both use it.
 #pragma once
 
 #include <atomic>
@@ -19,63 +21,18 @@
 #include "server/http/personalizer_api.h"
 #include "server/metrics.h"
 #include "server/persistence.h"
+#include "server/server_options.h"
+#include "server/storage/instance_fence.h"
 #include "server/storage_metrics.h"
 #include "server/tls.h"
 
 namespace bandit::server::cluster {
 class ClusterNode;
 class ClusterMetrics;
+class Router;
 }  // namespace bandit::server::cluster
 
 namespace bandit::server {
-
-struct ServerOptions {
-  std::string listen = "127.0.0.1:50051";
-  // Empty = no metrics endpoint.
-  std::string metrics_listen = "127.0.0.1:9464";
-  std::string data_dir = "./data";
-  // Optional text-format bandit.v1.ServerConfig of instances to create at start.
-  std::string config_path;
-  int64_t grace_period_ms = 5'000;
-  int max_message_bytes = 16 << 20;
-  int64_t keepalive_time_ms = 60'000;
-  int64_t keepalive_timeout_ms = 20'000;
-  int64_t expiry_sweep_ms = 1'000;
-  // Durable state under data_dir (journal + snapshots). Off only for throwaway servers.
-  bool persistent = true;
-  Durability durability = Durability::kAlways;
-  int64_t snapshot_every_changes = 10'000;
-  int64_t snapshot_interval_ms = 60'000;
-  FileSystem* fs = PosixFileSystem();
-  // Where journal records and snapshots live: "file" (data_dir, the default) or "postgres"
-  // (the database named by postgres_dsn; data_dir is then unused for state).
-  std::string storage = "file";
-  std::string postgres_dsn;
-  std::string postgres_password_file;
-  // durability=always without a synchronous standby: refuse writes instead of warning.
-  bool postgres_require_sync_standby = false;
-  ServiceLimits limits;
-  // Time and timers (expiry, decision times, the snapshot interval, everysec's fsync).
-  const Clock* clock = SystemClock::Get();
-  // Uids (event-id prefixes) of new instances.
-  UidSource* uids = RandomUids();
-  // TLS on the gRPC port (off = plaintext; a warning is logged unless listening on loopback).
-  TlsOptions tls;
-  // Token file (see server/auth.h); empty = no authentication.
-  std::string tokens_file;
-  // Cluster mode (server/cluster/cluster_node.h): several nodes on one PostgreSQL database
-  // (storage = postgres, durability = always). node_id empty = "<hostname>-<port>"; advertise
-  // empty = the listen host (the hostname if it listens on every address) and bound port.
-  bool cluster = false;
-  std::string node_id;
-  std::string advertise;
-  int64_t lease_ms = 5'000;
-  // Azure Personalizer's REST API over HTTP/JSON (server/http/): empty = off. Same TLS files,
-  // tokens and body limit (max_message_bytes) as gRPC.
-  std::string http_listen;
-  int http_threads = 64;
-  http::PersonalizerOptions personalizer;
-};
 
 class BanditServer {
  public:
@@ -96,8 +53,16 @@ class BanditServer {
 
  private:
   BanditServer() = default;
-  absl::Status LoadConfig(const std::string& path);
+  // The steps of Start, in order.
+  absl::Status OpenStorage();
+  absl::Status LoadAuth();
+  absl::Status StartGrpc();
+  absl::Status StartMetrics();
+  absl::Status StartHttp();
   absl::Status StartCluster();
+  absl::Status LoadConfig(const std::string& path);
+  void StartSweeper();
+  void LogStarted() const;
   // Stops the metrics endpoint without waiting out its HTTP server's poll interval.
   void StopExposer();
 
@@ -109,12 +74,15 @@ class BanditServer {
   std::shared_ptr<prometheus::Collectable> snapshot_age_;
   std::shared_ptr<prometheus::Collectable> durable_wait_;
   std::unique_ptr<Persistence> persistence_;
+  InstanceFence* fence_ = nullptr;  // owned by persistence_'s storage (cluster mode only)
+  std::string storage_description_;
   std::unique_ptr<cluster::ClusterNode> cluster_;  // after persistence_: destroyed first
   std::shared_ptr<prometheus::Collectable> cluster_metrics_;
   std::atomic<cluster::ClusterNode*> cluster_ptr_{nullptr};  // read by storage callbacks
   std::atomic<cluster::ClusterMetrics*> cluster_metrics_impl_{nullptr};
   RecoveryReport recovery_;
   std::unique_ptr<Authorizer> auth_;
+  std::unique_ptr<cluster::Router> router_;  // cluster mode; used by both front doors
   std::unique_ptr<GrpcBanditService> grpc_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<http::HttpMetrics> http_metrics_;

@@ -7,6 +7,8 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include "proto/bandit/v1/metadata.h"
+
 namespace bandit::client {
 namespace {
 
@@ -42,7 +44,7 @@ BanditClient::BanditClient(std::shared_ptr<grpc::Channel> channel, ClientOptions
 
 void BanditClient::Prepare(grpc::ClientContext* ctx) const {
   ctx->set_deadline(std::chrono::system_clock::now() + options_.deadline);
-  if (!options_.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options_.token);
+  if (!options_.token.empty()) ctx->AddMetadata(bandit::v1::kAuthorizationKey, "Bearer " + options_.token);
 }
 
 namespace {
@@ -72,7 +74,7 @@ template <typename Req, typename Resp, typename Method>
 absl::StatusOr<Resp> BanditClient::Call(Method method, const Req& req) {
   grpc::ClientContext ctx;
   Prepare(&ctx);
-  if (std::string key = RoutingKey(req); !key.empty()) ctx.AddMetadata("x-bandit-instance", key);
+  if (std::string key = RoutingKey(req); !key.empty()) ctx.AddMetadata(bandit::v1::kInstanceKey, key);
   Resp resp;
   grpc::Status s = ((*stub_).*method)(&ctx, req, &resp);
   if (!s.ok()) return FromGrpc(s);
@@ -86,7 +88,7 @@ absl::Status BanditClient::ExportDecisionLog(
     const v1::ExportDecisionLogRequest& req,
     const std::function<absl::Status(const v1::LoggedDecision&)>& each) {
   grpc::ClientContext ctx;
-  if (!options_.token.empty()) ctx.AddMetadata("authorization", "Bearer " + options_.token);
+  if (!options_.token.empty()) ctx.AddMetadata(bandit::v1::kAuthorizationKey, "Bearer " + options_.token);
   std::unique_ptr<grpc::ClientReader<v1::DecisionLogChunk>> reader =
       stub_->ExportDecisionLog(&ctx, req);
   v1::DecisionLogChunk chunk;

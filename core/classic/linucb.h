@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "core/dimension_limits.h"
 #include "core/policy.h"
 
 namespace bandit {
@@ -35,7 +36,7 @@ class LinUcb final : public Policy {
   const Vector& theta() const { return theta_; }
   const Vector& b() const { return b_; }
 
-  static constexpr int kMaxDimension = 4096;
+  static constexpr int kMaxDimension = kMaxDenseDimension;
 
  private:
   LinUcb(int dim, double lambda, double alpha);

@@ -14,6 +14,7 @@
 // (no finite sup on R^d) it is the largest k(x_s, x_s) over the pulls so far.
 #pragma once
 
+#include "core/dimension_limits.h"
 #include "core/kernel/kernel_ucb.h"
 #include "core/policy.h"
 #include "core/rng.h"
@@ -22,7 +23,7 @@ namespace bandit {
 
 class CandidateKernelUcb : public Policy {
  public:
-  static constexpr int kMaxDimension = 4096;
+  static constexpr int kMaxDimension = kMaxDenseDimension;
 
   ContextKind context_kind() const override { return ContextKind::kCandidates; }
   absl::StatusOr<Decision> Select(const SelectContext& ctx) override;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "core/dimension_limits.h"
 #include "core/mixture/eg_solver.h"
 #include "core/mixture/fd_objective.h"
 #include "core/mixture/kd_objective.h"
@@ -26,13 +27,15 @@ absl::StatusOr<MixtureParams> ParseParams(const MixtureConfig& c, int num_arms) 
   if (!bandit::v1::MixtureObjective_IsValid(p.objective))
     return absl::InvalidArgumentError(
         absl::StrCat("mixture.objective is ", c.objective(), ", expected FD, VENDI, RKE or KD"));
-  if (c.dimension() < 1 || c.dimension() > 4096)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mixture.dimension is ", c.dimension(), ", expected the embedding dimension in 1..4096"));
+  if (c.dimension() < 1 || c.dimension() > kMaxDenseDimension)
+    return absl::InvalidArgumentError(absl::StrCat("mixture.dimension is ", c.dimension(),
+                                                   ", expected the embedding dimension in 1..",
+                                                   kMaxDenseDimension));
   p.dimension = c.dimension();
-  if (c.random_features() < 0 || c.random_features() > 4096)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mixture.random_features is ", c.random_features(), ", expected 0 (cosine) .. 4096"));
+  if (c.random_features() < 0 || c.random_features() > kMaxDenseDimension)
+    return absl::InvalidArgumentError(absl::StrCat("mixture.random_features is ",
+                                                   c.random_features(), ", expected 0 (cosine) .. ",
+                                                   kMaxDenseDimension));
   p.random_features = p.objective == bandit::v1::FD ? 0 : c.random_features();
   const int64_t D = p.random_features > 0 ? p.random_features : p.dimension;
   if (static_cast<double>(std::max(num_arms, 1)) * D * D * 8.0 > static_cast<double>(1 << 30))

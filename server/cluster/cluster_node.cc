@@ -60,11 +60,11 @@ std::string Ms(std::chrono::milliseconds d) { return absl::StrCat(d.count()); }
 
 }  // namespace
 
-ClusterNode::ClusterNode(ClusterOptions options, PostgresStorage* storage, Hooks hooks)
+ClusterNode::ClusterNode(ClusterOptions options, InstanceFence* storage, Hooks hooks)
     : options_(std::move(options)), storage_(storage), hooks_(std::move(hooks)) {}
 
 absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(ClusterOptions options,
-                                                                PostgresStorage* storage,
+                                                                InstanceFence* storage,
                                                                 Hooks hooks) {
   if (options.lease < std::chrono::milliseconds(300))
     return absl::InvalidArgumentError(

@@ -7,7 +7,8 @@
 //   bandit_leases  ownership: one row per instance (owner, owner's incarnation, epoch). A lease
 //                  is live while its owner's membership row (same incarnation) is live: one
 //                  heartbeat renews all of a node's leases. The epoch grows on every change of
-//                  owner and fences every write (server/storage/postgres/postgres_storage.h).
+//                  owner and fences every write (server/storage/instance_fence.h, which
+//                  PostgreSQL's storage implements).
 //
 //   bandit_declines  instances a node had no room for (its memory budget): one row per
 //                  (instance, node), valid while that node's incarnation is live.
@@ -44,7 +45,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/clock.h"
 #include "server/instance.h"
-#include "server/storage/postgres/postgres_storage.h"
+#include "server/storage/instance_fence.h"
 
 namespace bandit::server::cluster {
 
@@ -91,7 +92,7 @@ class ClusterNode {
   // Registers this node (waiting up to 2 leases for a previous process with the same node id
   // to expire), claims the free instances placed on it, starts the heartbeat.
   static absl::StatusOr<std::unique_ptr<ClusterNode>> Start(ClusterOptions options,
-                                                            PostgresStorage* storage, Hooks hooks);
+                                                            InstanceFence* storage, Hooks hooks);
   ~ClusterNode();
 
   // Where a call for `name` goes. create: the call creates it (a missing lease is inserted
@@ -121,7 +122,7 @@ class ClusterNode {
   const Counters& counters() const { return counters_; }
 
  private:
-  ClusterNode(ClusterOptions options, PostgresStorage* storage, Hooks hooks);
+  ClusterNode(ClusterOptions options, InstanceFence* storage, Hooks hooks);
   class Db;
 
   absl::Status Register() ABSL_LOCKS_EXCLUDED(db_mu_);
@@ -150,7 +151,7 @@ class ClusterNode {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
 
   const ClusterOptions options_;
-  PostgresStorage* const storage_;
+  InstanceFence* const storage_;
   const Hooks hooks_;
   uint64_t incarnation_ = 0;
   Counters counters_;

@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/features/personalizer_defaults.h"
+#include "server/cluster/routed_calls.h"
 
 namespace bandit::server::http {
 namespace {
@@ -253,11 +254,12 @@ struct PersonalizerApi::Target {
   std::string event_id;    // events/{eventId}/...
   bool v11 = false;        // v1.1-preview.3
   bool multislot = false;  // multislot/rank, multislot/events/{eventId}/...
+  ServiceCalls* calls = nullptr;  // where the instance is served (this node or its owner)
 };
 
 PersonalizerApi::PersonalizerApi(DecisionService* service, const Authorizer* auth,
-                                 PersonalizerOptions options)
-    : service_(service), auth_(auth), options_(std::move(options)) {}
+                                 PersonalizerOptions options, cluster::Router* router)
+    : service_(service), auth_(auth), options_(std::move(options)), router_(router) {}
 
 namespace {
 
@@ -419,6 +421,11 @@ ApiResponse PersonalizerApi::Handle(const ApiRequest& request) {
         absl::NotFoundError("no instance: use /instances/NAME/personalizer/..., a key bound to an "
                             "instance, or start banditd with --personalizer_default_instance"),
         m.route);
+  // In a cluster, the calls for an instance another node owns run there, with the key.
+  LocalCalls local(service_);
+  std::optional<cluster::RoutedCalls> routed;
+  if (router_ != nullptr) routed.emplace(router_, service_, request.key ? *request.key : "");
+  target.calls = routed ? static_cast<ServiceCalls*>(&*routed) : &local;
   switch (m.route) {
     case Route::kRank:
       return Rank(target, request.body);
@@ -474,15 +481,16 @@ absl::Status PersonalizerApi::AwaitDurable(uint64_t written_seq) {
   return wait->status;
 }
 
-absl::Status PersonalizerApi::FindOrCreate(const std::string& name) {
-  absl::Status found = service_->registry().Get(name).status();
+absl::Status PersonalizerApi::FindOrCreate(const Target& target) {
+  const std::string& name = target.instance;
+  absl::Status found = target.calls->Find(name);
   if (found.code() != absl::StatusCode::kNotFound || !options_.auto_create) return found;
   bandit::v1::CreateInstanceRequest create;
   create.set_name(name);
   *create.mutable_config() = features::PersonalizerDefaultConfig();
   bandit::v1::Instance created;
   uint64_t written_seq = 0;
-  absl::Status s = service_->CreateInstance(create, &created, &written_seq);
+  absl::Status s = target.calls->CreateInstance(create, &created, &written_seq);
   if (s.code() == absl::StatusCode::kAlreadyExists) return absl::OkStatus();  // a racing request
   if (!s.ok()) return s;
   return AwaitDurable(written_seq);
@@ -562,10 +570,10 @@ ApiResponse PersonalizerApi::Rank(const Target& target, absl::string_view body) 
       }
     }
   }
-  if (absl::Status s = FindOrCreate(target.instance); !s.ok()) return Error(s, kRoute);
+  if (absl::Status s = FindOrCreate(target); !s.ok()) return Error(s, kRoute);
   bandit::v1::Decision decision;
   uint64_t written_seq = 0;
-  absl::Status s = service_->Select(req, &decision, &written_seq);
+  absl::Status s = target.calls->Select(req, &decision, &written_seq);
   if (s.ok()) s = AwaitDurable(written_seq);
   if (!s.ok()) return Error(s, kRoute);
   rapidjson::StringBuffer buffer;
@@ -646,7 +654,7 @@ ApiResponse PersonalizerApi::Reward(const Target& target, absl::string_view body
       return Invalid(kRoute, "value", "expected {\"value\": a number}");
     rewards.emplace_back("", value->GetDouble());
   }
-  if (absl::Status s = service_->registry().Get(target.instance).status(); !s.ok())
+  if (absl::Status s = target.calls->Find(target.instance); !s.ok())
     return Error(s, kRoute);
   absl::Status s;
   uint64_t written_seq = 0;
@@ -657,7 +665,7 @@ ApiResponse PersonalizerApi::Reward(const Target& target, absl::string_view body
     req.set_slot_id(slot_id);
     req.set_reward(reward);
     bandit::v1::UpdateResponse resp;
-    const absl::Status one = service_->Update(req, &resp, &written_seq);
+    const absl::Status one = target.calls->Update(req, &resp, &written_seq);
     if (!one.ok() && s.ok()) s = one;  // the first refusal is reported; the others still count
   }
   if (absl::Status durable = AwaitDurable(written_seq); s.ok()) s = durable;
@@ -677,14 +685,14 @@ ApiResponse PersonalizerApi::Activate(const Target& target) {
   const Route kRoute = target.multislot ? Route::kMultiSlot : Route::kActivate;
   if (!ValidEventId(target.event_id))
     return Invalid(kRoute, "eventId", "eventId: expected 1 to 256 characters from [A-Za-z0-9._:-]");
-  if (absl::Status s = service_->registry().Get(target.instance).status(); !s.ok())
+  if (absl::Status s = target.calls->Find(target.instance); !s.ok())
     return Error(s, kRoute);
   bandit::v1::ActivateRequest req;
   req.set_instance(target.instance);
   req.set_event_id(target.event_id);
   bandit::v1::ActivateResponse resp;
   uint64_t written_seq = 0;
-  absl::Status s = service_->Activate(req, &resp, &written_seq);
+  absl::Status s = target.calls->Activate(req, &resp, &written_seq);
   if (s.ok()) s = AwaitDurable(written_seq);
   if (s.code() == absl::StatusCode::kInvalidArgument ||
       s.code() == absl::StatusCode::kNotFound ||
@@ -762,8 +770,8 @@ ApiResponse PersonalizerApi::ServiceConfiguration(const Target& target, absl::st
   bandit::v1::GetInstanceRequest get;
   get.set_name(target.instance);
   bandit::v1::Instance instance;
-  if (absl::Status s = FindOrCreate(target.instance); !s.ok()) return Error(s, kRoute);
-  if (absl::Status s = service_->GetInstance(get, &instance); !s.ok()) return Error(s, kRoute);
+  if (absl::Status s = FindOrCreate(target); !s.ok()) return Error(s, kRoute);
+  if (absl::Status s = target.calls->GetInstance(get, &instance); !s.ok()) return Error(s, kRoute);
   rapidjson::Document current = ServiceConfigurationOf(instance);
   if (method == "PUT") {
     const bandit::v1::PendingConfig& pending = instance.config().pending();
@@ -851,7 +859,7 @@ ApiResponse PersonalizerApi::ServiceConfiguration(const Target& target, absl::st
     if (change.has_reward_wait_ms() || change.has_default_reward() ||
         change.has_reward_aggregation() || change.has_epsilon() || change.has_learning_mode()) {
       uint64_t written_seq = 0;
-      absl::Status s = service_->ConfigureInstance(change, &instance, &written_seq);
+      absl::Status s = target.calls->ConfigureInstance(change, &instance, &written_seq);
       if (s.ok()) s = AwaitDurable(written_seq);
       if (!s.ok()) return Error(s, kRoute);
       current = ServiceConfigurationOf(instance);
@@ -868,7 +876,7 @@ ApiResponse PersonalizerApi::Policy(const Target& target, absl::string_view meth
   bandit::v1::GetInstanceRequest get;
   get.set_name(target.instance);
   bandit::v1::Instance instance;
-  if (absl::Status s = service_->GetInstance(get, &instance); !s.ok()) return Error(s, kRoute);
+  if (absl::Status s = target.calls->GetInstance(get, &instance); !s.ok()) return Error(s, kRoute);
   if (method != "GET")
     return Invalid(kRoute, "arguments",
                    "changing the learning settings is not offered: an instance's policy is "
@@ -901,21 +909,21 @@ ApiResponse PersonalizerApi::ImportModel(const Target& target, absl::string_view
   bandit::v1::ExportInstanceRequest keep;
   keep.set_name(target.instance);
   bandit::v1::ExportInstanceResponse kept;
-  absl::Status exported = service_->ExportInstance(keep, &kept);
+  absl::Status exported = target.calls->ExportInstance(keep, &kept);
   const bool existed = exported.ok();
   if (!existed && exported.code() != absl::StatusCode::kNotFound) return Error(exported, kRoute);
   uint64_t written_seq = 0;
   if (existed) {
     bandit::v1::DeleteInstanceRequest del;
     del.set_name(target.instance);
-    if (absl::Status s = service_->DeleteInstance(del, nullptr, &written_seq); !s.ok())
+    if (absl::Status s = target.calls->DeleteInstance(del, nullptr, &written_seq); !s.ok())
       return Error(s, kRoute);
   }
   bandit::v1::ImportInstanceRequest import;
   import.set_name(target.instance);
   import.set_snapshot(std::string(body));
   bandit::v1::Instance imported;
-  absl::Status s = service_->ImportInstance(import, &imported, &written_seq);
+  absl::Status s = target.calls->ImportInstance(import, &imported, &written_seq);
   if (!s.ok() && !existed)
     return Error(s.code() == absl::StatusCode::kInvalidArgument
                      ? s
@@ -923,7 +931,7 @@ ApiResponse PersonalizerApi::ImportModel(const Target& target, absl::string_view
                  kRoute);
   if (!s.ok()) {
     import.set_snapshot(std::move(*kept.mutable_snapshot()));
-    if (absl::Status back = service_->ImportInstance(import, &imported, &written_seq); !back.ok())
+    if (absl::Status back = target.calls->ImportInstance(import, &imported, &written_seq); !back.ok())
       return Error(absl::InternalError(
                        absl::StrCat("the model was refused (", s.message(),
                                     ") and restoring the instance's own failed: ", back.message())),
@@ -945,7 +953,7 @@ ApiResponse PersonalizerApi::Model(const Target& target, absl::string_view metho
     bandit::v1::ExportInstanceRequest req;
     req.set_name(target.instance);
     bandit::v1::ExportInstanceResponse resp;
-    if (absl::Status s = service_->ExportInstance(req, &resp); !s.ok()) return Error(s, kRoute);
+    if (absl::Status s = target.calls->ExportInstance(req, &resp); !s.ok()) return Error(s, kRoute);
     ApiResponse r;
     r.body = std::move(*resp.mutable_snapshot());
     r.content_type = "application/octet-stream";
@@ -957,7 +965,7 @@ ApiResponse PersonalizerApi::Model(const Target& target, absl::string_view metho
   req.set_name(target.instance);
   bandit::v1::Instance instance;
   uint64_t written_seq = 0;
-  absl::Status s = service_->ResetInstance(req, &instance, &written_seq);
+  absl::Status s = target.calls->ResetInstance(req, &instance, &written_seq);
   if (s.ok()) s = AwaitDurable(written_seq);
   if (!s.ok()) return Error(s, kRoute);
   return NoContent(kRoute);
@@ -965,7 +973,7 @@ ApiResponse PersonalizerApi::Model(const Target& target, absl::string_view metho
 
 ApiResponse PersonalizerApi::ModelProperties(const Target& target) {
   constexpr Route kRoute = Route::kModelProperties;
-  if (absl::Status s = service_->registry().Get(target.instance).status(); !s.ok())
+  if (absl::Status s = target.calls->Find(target.instance); !s.ok())
     return Error(s, kRoute);
   ApiResponse r;
   r.body = "{}";  // creation and modification times are not kept per instance
@@ -978,7 +986,7 @@ ApiResponse PersonalizerApi::Logs(const Target& target, absl::string_view method
   bandit::v1::GetInstanceRequest get;
   get.set_name(target.instance);
   bandit::v1::Instance instance;
-  if (absl::Status s = service_->GetInstance(get, &instance); !s.ok()) return Error(s, route);
+  if (absl::Status s = target.calls->GetInstance(get, &instance); !s.ok()) return Error(s, route);
   const bool logs = instance.config().decision_log().ByteSizeLong() > 0;
   if (method == "GET") {
     ApiResponse r;

@@ -20,6 +20,11 @@
 #include "server/auth.h"
 #include "server/decision_service.h"
 #include "server/http/personalizer_errors.h"
+#include "server/service_calls.h"
+
+namespace bandit::server::cluster {
+class Router;
+}
 
 namespace bandit::server::http {
 
@@ -50,8 +55,10 @@ struct ApiResponse {
 
 class PersonalizerApi {
  public:
-  // `auth` may be null (no authentication).
-  PersonalizerApi(DecisionService* service, const Authorizer* auth, PersonalizerOptions options);
+  // `auth` may be null (no authentication). `router`: set in a cluster, where a request for an
+  // instance another node owns is served by that node (server/cluster/routed_calls.h).
+  PersonalizerApi(DecisionService* service, const Authorizer* auth, PersonalizerOptions options,
+                  cluster::Router* router = nullptr);
 
   ApiResponse Handle(const ApiRequest& request);
 
@@ -78,11 +85,12 @@ class PersonalizerApi {
   // OK once record `written_seq` is as durable as --durability promises.
   absl::Status AwaitDurable(uint64_t written_seq);
   // OK if the instance exists (creating it when auto_create is on).
-  absl::Status FindOrCreate(const std::string& name);
+  absl::Status FindOrCreate(const Target& target);
 
   DecisionService* const service_;
   const Authorizer* const auth_;
   const PersonalizerOptions options_;
+  cluster::Router* const router_;
   std::atomic<bool> cut_{false};
 };
 

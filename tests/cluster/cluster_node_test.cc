@@ -10,6 +10,7 @@
 #include <future>
 #include <thread>
 
+#include "server/storage/postgres/postgres_storage.h"
 #include "tests/integration/postgres_process.h"
 
 namespace bandit::server::cluster {

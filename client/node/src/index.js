@@ -21,7 +21,10 @@ const path = require('node:path');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
 
-// The instance a request is about (the routing header x-bandit-instance); '' for none.
+// The routing header: the instance a call is about (proto/bandit/v1/metadata.h names the keys).
+const ROUTING_HEADER = 'x-bandit-instance';
+
+// The instance a request is about (the routing header); '' for none.
 function routingKey(request) {
   if (!request) return '';
   if (request.instance) return String(request.instance);
@@ -160,7 +163,7 @@ class BanditClient {
           // cluster (HAProxy: balance hdr(x-bandit-instance)) keeps one instance on one node.
           const key = routingKey(request);
           const md = new grpc.Metadata();
-          if (key) md.set('x-bandit-instance', key);
+          if (key) md.set(ROUTING_HEADER, key);
           stub[method](request, md, callOpts, (err, resp) => (err ? reject(err) : resolve(resp)));
         });
       } catch (err) {

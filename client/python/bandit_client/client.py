@@ -23,6 +23,8 @@ from ._pb import health_pb2, health_pb2_grpc, service_pb2, service_pb2_grpc
 
 __all__ = ["BanditClient", "RetryPolicy", "BatchItem"]
 
+# The routing header: the instance a call is about (proto/bandit/v1/metadata.h names the keys).
+ROUTING_HEADER = "x-bandit-instance"
 
 
 def _routing_metadata(request):
@@ -32,7 +34,7 @@ def _routing_metadata(request):
         key = request.requests[0].instance
     if not key and hasattr(request, "name"):
         key = request.name
-    return (("x-bandit-instance", key),) if key else None
+    return ((ROUTING_HEADER, key),) if key else None
 
 # Codes a call is retried on. CANCELLED too: this client never cancels its own calls, so a
 # CANCELLED is the server's, and a server that began shutting down cancels the calls it had not

@@ -84,6 +84,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/storage/instance_fence.h"
 #include "server/storage/postgres/connection.h"
 #include "server/storage/storage.h"
 
@@ -130,7 +131,7 @@ struct PostgresStorageOptions {
   std::chrono::milliseconds standby_recheck{10'000};
 };
 
-class PostgresStorage final : public Storage {
+class PostgresStorage final : public Storage, public InstanceFence {
  public:
   explicit PostgresStorage(PostgresStorageOptions options);
   ~PostgresStorage() override;
@@ -158,20 +159,20 @@ class PostgresStorage final : public Storage {
 
   // Cluster mode. Records of `instance` are from now on committed under lease `epoch`, with
   // sequence numbers above `last_seq` (the instance's newest stored row or snapshot).
-  void Own(const std::string& instance, uint64_t epoch, uint64_t last_seq);
+  void Own(const std::string& instance, uint64_t epoch, uint64_t last_seq) override;
   // Stops committing `instance` (lease released or lost); its buffered rows still carry the
   // epoch they were appended under, so the fence decides them.
-  void Disown(const std::string& instance);
+  void Disown(const std::string& instance) override;
   // The epoch this node holds for `instance` (0 = none).
-  uint64_t OwnedEpoch(const std::string& instance) const;
+  uint64_t OwnedEpoch(const std::string& instance) const override;
   // Until `deadline` (steady clock) this node's membership lease is known to be valid; after it
   // writes are refused before they change anything (a paused or partitioned node stops acting
   // as owner on its own, before fencing has to refuse it). Set by every successful heartbeat.
-  void SetLeaseDeadline(std::chrono::steady_clock::time_point deadline);
+  void SetLeaseDeadline(std::chrono::steady_clock::time_point deadline) override;
   absl::Status WritableFor(const std::string& instance) const override;
   // False once the membership lease may have run out (see SetLeaseDeadline): the node then
   // serves none of its instances, reads included, until a heartbeat has reconciled its leases.
-  bool LeaseCurrent() const;
+  bool LeaseCurrent() const override;
   // One instance's snapshot and its journal rows after it, in sequence order (takeover).
   absl::StatusOr<uint64_t> RecoverInstance(const std::string& instance,
                                            const RecoverySink& sink) override;

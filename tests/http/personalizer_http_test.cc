@@ -446,6 +446,43 @@ TEST_F(PersonalizerHttp, ServiceConfigurationChangesLiveAndLearningModes) {
   EXPECT_EQ(inst->apprentice().events(), 10);
   EXPECT_EQ(doc["latestApprenticeModeMetrics"]["sumOfImitatedRewards"].GetDouble(),
             inst->apprentice().imitated_reward_sum());
+  // Multi-slot in Apprentice: each slot serves its baselineAction (the policy, still deciding,
+  // would not always agree), and its reward is the apprentice's, per slot and pooled.
+  for (int t = 0; t < 6; ++t) {
+    std::string context;
+    std::vector<std::string> excluded;
+    std::string multi = RankBody(t, &context, &excluded);
+    multi.pop_back();
+    const std::string hero_baseline = t % 2 ? "d" : "b";
+    multi += absl::StrCat(",\"slots\":[{\"id\":\"hero\",\"baselineAction\":\"",
+                          hero_baseline, "\"},{\"id\":\"side\",\"baselineAction\":\"a\"}]}");
+    Answer a =
+        Send(port_, "POST", "/instances/modes/personalizer/v1.1-preview.3/multislot/rank", multi);
+    ASSERT_EQ(a.status, 201) << a.body;
+    rapidjson::Document ranked;
+    ranked.Parse(a.body.c_str());
+    ASSERT_EQ(ranked["slots"].Size(), 2u) << a.body;
+    EXPECT_EQ(std::string(ranked["slots"][0]["rewardActionId"].GetString()), hero_baseline);
+    EXPECT_STREQ(ranked["slots"][1]["rewardActionId"].GetString(), "a");
+    Answer r = Send(port_, "POST",
+                    absl::StrCat("/instances/modes/personalizer/v1.1-preview.3/multislot/events/",
+                                 ranked["eventId"].GetString(), "/reward"),
+                    "{\"reward\":[{\"slotId\":\"hero\",\"value\":1},"
+                    "{\"slotId\":\"side\",\"value\":0.5}]}");
+    ASSERT_EQ(r.status, 204) << r.body;
+    EXPECT_FALSE(r.headers.count("x-bandit-reward-not-learned")) << r.body;
+  }
+  inst = grpc_->GetInstance("modes");
+  ASSERT_TRUE(inst.ok());
+  EXPECT_EQ(inst->apprentice().events(), 10 + 12);
+  EXPECT_DOUBLE_EQ(inst->apprentice().reward_sum(), 5.0 + 6 * 1.5);
+  ASSERT_EQ(inst->apprentice().slots_size(), 2);
+  EXPECT_EQ(inst->apprentice().slots(0).events(), 6);
+  EXPECT_DOUBLE_EQ(inst->apprentice().slots(0).reward_sum(), 6.0);
+  EXPECT_DOUBLE_EQ(inst->apprentice().slots(1).reward_sum(), 3.0);
+  got = Send(port_, "GET", path, "", kReader);
+  ASSERT_FALSE(doc.Parse(got.body.c_str()).HasParseError()) << got.body;
+  EXPECT_EQ(doc["latestApprenticeModeMetrics"]["numberOfEvents"].GetInt64(), 22);
   // Restating the configuration as read changes nothing.
   put = Send(port_, "PUT", path, got.body, kAdmin);
   EXPECT_EQ(put.status, 200) << put.body;

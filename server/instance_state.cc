@@ -1530,6 +1530,11 @@ absl::StatusOr<Vector> InstanceState::CheckUpdate(const bandit::v1::UpdateReques
   return ToVector("embedding", req.embedding(), limits_.max_vector_size);
 }
 
+absl::Status InstanceState::CheckTarget(const bandit::v1::UpdateRequest& req) const {
+  const PendingDecision* pending = nullptr;
+  return ObservationFor(req, &pending).status();
+}
+
 absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector embedding,
                                    int64_t now, bandit::v1::UpdateResponse* out,
                                    bandit::v1::JournalRecord* rec) {

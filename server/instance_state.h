@@ -156,6 +156,10 @@ class InstanceState {
   // Checks an Update's own fields (finite numbers, fidelity range, embedding size); returns the
   // embedding. Changes nothing.
   absl::StatusOr<Vector> CheckUpdate(const bandit::v1::UpdateRequest& req) const;
+  // Whether an Update's target can take it now: the status Update would return before changing
+  // anything (unknown event or slot, a finished one, a target that keeps no embedding). Changes
+  // nothing.
+  absl::Status CheckTarget(const bandit::v1::UpdateRequest& req) const;
   // Joins the reward to its decision (or takes logged data) and learns at `now` (the time the
   // decision log records for the outcome). The record borrows `req`.
   absl::Status Update(const bandit::v1::UpdateRequest& req, Vector embedding, int64_t now,

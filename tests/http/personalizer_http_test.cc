@@ -356,6 +356,51 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
                 .status,
             400);
   EXPECT_EQ(Stats("shop").updates(), before + 2);
+  // Several slot rewards are all applied or none: a bad one after a good one (a slot the
+  // decision does not have, a slot named twice, a number out of range) refuses the whole list,
+  // and the good one is still open afterwards.
+  a = Send(port_, "POST", ms + "/rank", multi.substr(0, multi.find(",\"eventId\"")) +
+                                             ",\"eventId\":\"page-10\",\"slots\":[{\"id\":"
+                                             "\"hero\"},{\"id\":\"side\"}]}",
+           kShopKey);
+  ASSERT_EQ(a.status, 201) << a.body;
+  const v1::InstanceStats stats_before = Stats("shop");
+  const std::string reward10 = ms + "/events/page-10/reward";
+  Answer bad = Send(port_, "POST", reward10,
+                    "{\"reward\":[{\"slotId\":\"hero\",\"value\":1},"
+                    "{\"slotId\":\"footer\",\"value\":1}]}",
+                    kShopKey);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body,
+            "{\"error\":{\"code\":\"BadRequest\",\"message\":\"reward[1]: slot_id 'footer' is "
+            "not a slot of event 'page-10', expected one of: hero, side\"}}");
+  bad = Send(port_, "POST", reward10,
+             "{\"reward\":[{\"slotId\":\"side\",\"value\":0.5},"
+             "{\"slotId\":\"side\",\"value\":1}]}",
+             kShopKey);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body,
+            "{\"error\":{\"code\":\"BadRequest\",\"message\":\"reward[1] rewards event "
+            "'page-10' slot 'side' as reward[0] does, expected one reward for each\"}}");
+  bad = Send(port_, "POST", reward10,
+             "{\"reward\":[{\"slotId\":\"hero\",\"value\":1},"
+             "{\"slotId\":\"side\",\"value\":1e999}]}",
+             kShopKey);
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.code, "BadRequest") << bad.body;
+  const v1::InstanceStats stats_after = Stats("shop");
+  EXPECT_EQ(stats_after.updates(), stats_before.updates());
+  EXPECT_EQ(stats_after.reward_sum(), stats_before.reward_sum());
+  EXPECT_EQ(stats_after.rejected_rewards(), stats_before.rejected_rewards());
+  EXPECT_EQ(stats_after.pending(), stats_before.pending());
+  Answer good = Send(port_, "POST", reward10,
+                     "{\"reward\":[{\"slotId\":\"hero\",\"value\":1},"
+                     "{\"slotId\":\"side\",\"value\":0.25}]}",
+                     kShopKey);
+  EXPECT_EQ(good.status, 204) << good.body;
+  EXPECT_FALSE(good.headers.count("x-bandit-reward-not-learned")) << good.body;
+  EXPECT_EQ(Stats("shop").updates(), stats_before.updates() + 2);
+  EXPECT_DOUBLE_EQ(Stats("shop").reward_sum(), stats_before.reward_sum() + 1.25);
   // Configuration as Personalizer reports it; restating it is accepted.
   Answer config =
       Send(port_, "GET", "/instances/shop/personalizer/v1.1-preview.3/configurations/service", "",
@@ -373,7 +418,7 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
       std::string::npos);  // the first rank and the deferred one
   EXPECT_NE(
       metrics.find(
-          "bandit_http_request_duration_seconds_count{code=\"201\",route=\"multislot\"} 2"),
+          "bandit_http_request_duration_seconds_count{code=\"201\",route=\"multislot\"} 3"),
       std::string::npos);
   EXPECT_NE(
       metrics.find("bandit_http_request_duration_seconds_count{code=\"404\",route=\"rank\"} 1"),

@@ -1938,6 +1938,8 @@ bandit::v1::InstanceStats InstanceState::Stats(
   stats.set_pending(pending_.size());
   stats.set_state_bytes(policy_->StateBytes());
   stats.set_decision_log_events(log_.events());
+  stats.set_decision_log_first_ms(log_.first_decided_ms());
+  stats.set_decision_log_last_ms(log_.last_decided_ms());
   stats.set_decision_log_bytes(log_.bytes());
   if (summary) *summary = policy_->Summary();
   return stats;
@@ -1951,6 +1953,8 @@ void InstanceState::Describe(bandit::v1::Instance* out) const {
   out->mutable_stats()->set_pending(pending_.size());
   out->mutable_stats()->set_state_bytes(policy_->StateBytes());
   out->mutable_stats()->set_decision_log_events(log_.events());
+  out->mutable_stats()->set_decision_log_first_ms(log_.first_decided_ms());
+  out->mutable_stats()->set_decision_log_last_ms(log_.last_decided_ms());
   out->mutable_stats()->set_decision_log_bytes(log_.bytes());
   for (const auto& [k, v] : policy_->Summary()) (*out->mutable_summary())[k] = v;
   for (const auto& id : policy_->ArmIds()) out->add_arm_ids(id);

@@ -1003,8 +1003,20 @@ ApiResponse PersonalizerApi::Logs(const Target& target, absl::string_view method
   if (absl::Status s = service_->GetInstance(get, &instance); !s.ok()) return Error(s, route);
   const bool logs = instance.config().decision_log().ByteSizeLong() > 0;
   if (method == "GET") {
+    // LogsProperties: {dateRange: {from, to}}, the times of the oldest and the newest decision
+    // the log holds (RFC 3339, UTC, milliseconds); an empty range while it holds none.
     ApiResponse r;
-    r.body = "{\"dateRange\":{}}";
+    const bandit::v1::InstanceStats& stats = instance.stats();
+    if (stats.decision_log_events() > 0) {
+      auto when = [](int64_t ms) {
+        return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(ms),
+                                absl::UTCTimeZone());
+      };
+      r.body = absl::StrCat("{\"dateRange\":{\"from\":\"", when(stats.decision_log_first_ms()),
+                            "\",\"to\":\"", when(stats.decision_log_last_ms()), "\"}}");
+    } else {
+      r.body = "{\"dateRange\":{}}";
+    }
     r.route = route;
     return r;
   }

@@ -12,6 +12,7 @@
 #include <rapidjson/document.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "client/cpp/bandit_client.h"
 #include "server/auth.h"
 #include "tests/integration/server_process.h"
@@ -534,6 +535,42 @@ TEST_F(PersonalizerHttp, ServiceConfigurationChangesLiveAndLearningModes) {
   put = Send(port_, "PUT", path, "{\"learningMode\":\"Online\"}", kAdmin);
   ASSERT_EQ(put.status, 200) << put.body;
   EXPECT_EQ(grpc_->GetInstance("modes")->config().learning_mode(), v1::ONLINE);
+}
+
+// logs/properties: the date range of the decision log, from its oldest and newest decisions'
+// times (checked against the log as exported over gRPC); an empty range without decisions.
+TEST_F(PersonalizerHttp, LogsPropertiesGiveTheDecisionLogsDateRange) {
+  ASSERT_TRUE(grpc_->CreateInstance(Create("logged", std::string(kConfig) +
+                                                         " decision_log { enabled: true }"))
+                  .ok());
+  const std::string path = "/instances/logged/personalizer/v1.1-preview.3/logs/properties";
+  Answer empty = Send(port_, "GET", path, "", kReader);
+  EXPECT_EQ(empty.status, 200);
+  EXPECT_EQ(empty.body, "{\"dateRange\":{}}");
+  for (int t = 0; t < 3; ++t) {
+    std::string context;
+    std::vector<std::string> excluded;
+    ASSERT_EQ(Send(port_, "POST", "/instances/logged/personalizer/v1.0/rank",
+                   RankBody(t, &context, &excluded))
+                  .status,
+              201);
+  }
+  std::vector<int64_t> decided;
+  v1::ExportDecisionLogRequest exp;
+  exp.set_name("logged");
+  auto read = grpc_->ExportDecisionLog(exp, [&](const v1::LoggedDecision& d) {
+    decided.push_back(d.decided_at_ms());
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(read.ok()) << read;
+  ASSERT_EQ(decided.size(), 3u);
+  auto rfc3339 = [](int64_t ms) {
+    return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(ms), absl::UTCTimeZone());
+  };
+  Answer props = Send(port_, "GET", path, "", kReader);
+  EXPECT_EQ(props.status, 200);
+  EXPECT_EQ(props.body, absl::StrCat("{\"dateRange\":{\"from\":\"", rfc3339(decided.front()),
+                                     "\",\"to\":\"", rfc3339(decided.back()), "\"}}"));
 }
 
 TEST_F(PersonalizerHttp, ModelExportedFromOneInstanceContinuesExactlyOnAnother) {

@@ -16,6 +16,7 @@
 #include "client/cpp/bandit_client.h"
 #include "server/auth.h"
 #include "tests/integration/server_process.h"
+#include "tests/security/test_certs.h"
 
 namespace bandit {
 namespace {
@@ -690,6 +691,51 @@ TEST_F(PersonalizerHttp, ABoundKeyOverGrpcReachesItsInstanceOnly) {
   EXPECT_EQ(shop.ListInstances(10, "").status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(shop.GetInstance("shop").ok());
   EXPECT_EQ(shop.GetInstance("other").status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+// The HTTP listener serves TLS with the gRPC port's certificate and key (--tls_cert,
+// --tls_key; certificates made here with openssl): a rank over https with the CA trusted is
+// answered; a client trusting another CA refuses the server, and plain HTTP to the port gets
+// no HTTP answer.
+TEST(PersonalizerHttpTls, RankOverHttpsWithTheGrpcPortsCertificate) {
+  const bandit::testing::TestCerts certs = bandit::testing::TestCerts::Make();
+  ASSERT_TRUE(certs.ok) << certs.error;
+  ServerProcess server({"--http_listen=127.0.0.1:0", "--tls_cert=" + certs.server_pem,
+                        "--tls_key=" + certs.server_key, "--personalizer_auto_create"});
+  ASSERT_TRUE(server.running()) << server.Log();
+  const int port = HttpPort(server);
+  ASSERT_GT(port, 0) << server.Log();
+  std::string context;
+  std::vector<std::string> excluded;
+  const std::string body = RankBody(1, &context, &excluded);
+  const std::string path = "/instances/secure/personalizer/v1.0/rank";
+
+  httplib::SSLClient https("localhost", port);
+  https.set_ca_cert_path(certs.ca_pem.c_str());
+  https.enable_server_certificate_verification(true);
+  https.set_read_timeout(10, 0);
+  httplib::Result r = https.Post(path.c_str(), body, "application/json");
+  ASSERT_TRUE(r) << httplib::to_string(r.error()) << "\n" << server.Log();
+  EXPECT_EQ(r->status, 201) << r->body;
+  rapidjson::Document doc;
+  ASSERT_FALSE(doc.Parse(r->body.c_str()).HasParseError()) << r->body;
+  EXPECT_TRUE(doc.HasMember("eventId") && doc.HasMember("rewardActionId")) << r->body;
+
+  httplib::SSLClient untrusting("localhost", port);
+  untrusting.set_ca_cert_path(certs.rogue_ca_pem.c_str());
+  untrusting.enable_server_certificate_verification(true);
+  untrusting.set_read_timeout(10, 0);
+  httplib::Result refused = untrusting.Post(path.c_str(), body, "application/json");
+  EXPECT_FALSE(refused);
+  if (!refused) {
+    EXPECT_EQ(refused.error(), httplib::Error::SSLServerVerification);
+  }
+
+  httplib::Client plain("127.0.0.1", port);
+  plain.set_read_timeout(10, 0);
+  httplib::Result cleartext = plain.Post(path.c_str(), body, "application/json");
+  EXPECT_FALSE(cleartext) << cleartext->status << " " << cleartext->body;
+  certs.Remove();
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/cpp/bandit_client.h"
 #include "core/features/personalizer_defaults.h"
 
@@ -38,6 +40,10 @@ ABSL_FLAG(std::string, config, "",
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// HTTP requests that failed, by cause (printed to stderr after each HTTP phase).
+absl::Mutex failures_mu;
+std::map<std::string, int64_t> failures ABSL_GUARDED_BY(failures_mu);
 
 std::string Context(int user) {
   return absl::StrCat("[{\"User\":{\"kind\":\"k", user % 7, "\",\"age\":", 20 + user % 50,
@@ -137,7 +143,13 @@ int main(int argc, char** argv) {
                         (*features)[a], "}");
       body += "]}";
       auto r = c->Post(path.c_str(), body, "application/json");
-      return r && r->status == 201;
+      if (r && r->status == 201) return true;
+      // What failed, for the report: the client library's error, or the status answered.
+      const std::string kind = r ? absl::StrCat("status ", r->status)
+                                 : absl::StrCat("client error ", httplib::to_string(r.error()));
+      absl::MutexLock lock(&failures_mu);
+      ++failures[kind];
+      return false;
     }
   } http{port, "/instances/" + http_instance + "/personalizer/v1.0/rank", &features};
 
@@ -170,6 +182,11 @@ int main(int argc, char** argv) {
                   Percentile(r.latencies_ms, 0.5), Percentile(r.latencies_ms, 0.99),
                   static_cast<long long>(r.errors));
       std::fflush(stdout);
+      absl::MutexLock lock(&failures_mu);
+      for (const auto& [kind, count] : failures)
+        std::fprintf(stderr, "%s phase %d: %lld failed: %s\n", t == 0 ? "http" : "grpc", round,
+                     static_cast<long long>(count), kind.c_str());
+      failures.clear();
     }
   }
   for (const std::string& name : {http_instance, grpc_instance}) (void)admin.DeleteInstance(name);

@@ -42,8 +42,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // HTTP requests that failed, by cause (printed to stderr after each HTTP phase).
+// The cause says whether it came in the phase's first second, when every thread opens its
+// connection at once.
 absl::Mutex failures_mu;
 std::map<std::string, int64_t> failures ABSL_GUARDED_BY(failures_mu);
+std::atomic<Clock::rep> phase_start{0};
 
 std::string Context(int user) {
   return absl::StrCat("[{\"User\":{\"kind\":\"k", user % 7, "\",\"age\":", 20 + user % 50,
@@ -68,6 +71,7 @@ Result Run(int inflight, double seconds, Call call) {
   std::vector<std::vector<double>> lat(inflight);
   std::atomic<int64_t> errors{0};
   const auto start = Clock::now();
+  phase_start = start.time_since_epoch().count();
   const auto end = start + std::chrono::duration_cast<Clock::duration>(
                                std::chrono::duration<double>(seconds));
   std::vector<std::thread> threads;
@@ -145,8 +149,13 @@ int main(int argc, char** argv) {
       auto r = c->Post(path.c_str(), body, "application/json");
       if (r && r->status == 201) return true;
       // What failed, for the report: the client library's error, or the status answered.
-      const std::string kind = r ? absl::StrCat("status ", r->status)
-                                 : absl::StrCat("client error ", httplib::to_string(r.error()));
+      const bool first_second =
+          Clock::now() - Clock::time_point(Clock::duration(phase_start.load())) <
+          std::chrono::seconds(1);
+      const std::string kind = absl::StrCat(
+          r ? absl::StrCat("status ", r->status)
+            : absl::StrCat("client error ", httplib::to_string(r.error())),
+          first_second ? " (in the phase's first second)" : " (after the first second)");
       absl::MutexLock lock(&failures_mu);
       ++failures[kind];
       return false;

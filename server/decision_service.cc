@@ -417,12 +417,34 @@ absl::Status DecisionService::UpdateBatch(const bandit::v1::UpdateBatchRequest& 
                                           bandit::v1::UpdateBatchResponse* out,
                                           uint64_t* written_seq) {
   if (auto s = CheckBatchSize(req.requests_size(), limits_.max_batch_items); !s.ok()) return s;
+  if (req.all_or_none()) {
+    for (int i = 1; i < req.requests_size(); ++i)
+      if (req.requests(i).instance() != req.requests(0).instance())
+        return absl::InvalidArgumentError(absl::StrCat(
+            "requests[", i, "].instance is '", req.requests(i).instance(), "', expected '",
+            req.requests(0).instance(), "' as requests[0]: an all_or_none batch is for one instance"));
+  }
   RunByInstance(
       registry_, req.requests(), out->mutable_responses(), out->mutable_statuses(),
       [&](Instance& inst, const std::vector<const bandit::v1::UpdateRequest*>& reqs,
           const std::vector<bandit::v1::UpdateResponse*>& outs, absl::Span<absl::Status> statuses) {
-        inst.UpdateBatch(reqs, outs, statuses, written_seq);
+        inst.UpdateBatch(reqs, outs, statuses, written_seq, req.all_or_none());
       });
+  if (req.all_or_none()) {
+    // Refused as a whole (every item has the refusal): the batch's status, not each item's.
+    const auto& statuses = out->statuses();
+    const bool refused =
+        !statuses.empty() &&
+        std::all_of(statuses.begin(), statuses.end(), [&](const bandit::v1::ItemStatus& item) {
+          return item.code() == static_cast<int>(absl::StatusCode::kInvalidArgument) &&
+                 item.message() == statuses[0].message();
+        });
+    if (refused) {
+      absl::Status status(absl::StatusCode::kInvalidArgument, statuses[0].message());
+      out->Clear();
+      return status;
+    }
+  }
   return absl::OkStatus();
 }
 

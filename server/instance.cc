@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <random>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "server/named_inputs.h"
 
@@ -277,11 +278,39 @@ void Instance::SelectBatch(absl::Span<const bandit::v1::SelectRequest* const> re
 
 void Instance::UpdateBatch(absl::Span<const bandit::v1::UpdateRequest* const> reqs,
                            absl::Span<bandit::v1::UpdateResponse* const> outs,
-                           absl::Span<absl::Status> statuses, uint64_t* written_seq) {
+                           absl::Span<absl::Status> statuses, uint64_t* written_seq,
+                           bool all_or_none) {
+  absl::Status refused;  // all_or_none: the first item refused as INVALID_ARGUMENT
   RunHeld(reqs.size(), statuses, written_seq, [&](size_t i, int64_t now) {
     mu_.AssertHeld();
+    if (all_or_none && i == 0) refused = CheckAllLocked(reqs);
+    if (!refused.ok()) return refused;
     return UpdateLocked(*reqs[i], now, outs[i], written_seq);
   });
+}
+
+absl::Status Instance::CheckAllLocked(absl::Span<const bandit::v1::UpdateRequest* const> reqs) {
+  // Only what can never succeed: an item refused for its event's state (not pending, already
+  // rewarded) is answered on its own when applied, as without all_or_none. Applying an item
+  // cannot make a later one invalid, except a second reward for the same target, refused here.
+  absl::flat_hash_map<std::pair<std::string_view, std::string_view>, size_t> seen;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const bandit::v1::UpdateRequest& req = *reqs[i];
+    absl::Status s = state_->CheckUpdate(req).status();
+    if (s.ok()) s = state_->CheckTarget(req);
+    if (s.code() == absl::StatusCode::kInvalidArgument)
+      return absl::InvalidArgumentError(absl::StrCat("requests[", i, "]: ", s.message()));
+    if (req.target_case() != bandit::v1::UpdateRequest::kEventId) continue;
+    if (auto [it, fresh] = seen.emplace(std::pair<std::string_view, std::string_view>(
+                                            req.event_id(), req.slot_id()),
+                                        i);
+        !fresh)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "requests[", i, "] rewards event '", req.event_id(), "'",
+          req.slot_id().empty() ? "" : absl::StrCat(" slot '", req.slot_id(), "'"),
+          " as requests[", it->second, "] does, expected one reward for each"));
+  }
+  return absl::OkStatus();
 }
 
 template <typename Mutation>

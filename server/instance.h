@@ -119,10 +119,12 @@ class Instance {
   void SelectBatch(absl::Span<const bandit::v1::SelectRequest* const> reqs,
                    absl::Span<bandit::v1::Decision* const> outs, absl::Span<absl::Status> statuses,
                    uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // With `all_or_none` (UpdateBatchRequest.all_or_none) every item is checked first, under the
+  // same lock: the first refused as INVALID_ARGUMENT is every item's status, nothing applied.
   void UpdateBatch(absl::Span<const bandit::v1::UpdateRequest* const> reqs,
                    absl::Span<bandit::v1::UpdateResponse* const> outs,
-                   absl::Span<absl::Status> statuses, uint64_t* written_seq = nullptr)
-      ABSL_LOCKS_EXCLUDED(mu_);
+                   absl::Span<absl::Status> statuses, uint64_t* written_seq = nullptr,
+                   bool all_or_none = false) ABSL_LOCKS_EXCLUDED(mu_);
   // A change other than a decision or a reward (server/instance_operations.h): `rec` holds
   // the change's record, made from the request by the service layer; it is applied under the
   // lock, admitted against `admission` (the server's current limits), then journaled.
@@ -159,6 +161,10 @@ class Instance {
                             bandit::v1::UpdateResponse* out, uint64_t* written_seq)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t ExpireDueLocked(int64_t now, uint64_t* written_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // UpdateBatch's all_or_none check: the first item refused as INVALID_ARGUMENT (checked
+  // against the state as it is, and against the items before it), else OK.
+  absl::Status CheckAllLocked(absl::Span<const bandit::v1::UpdateRequest* const> reqs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `change` (which fills the change's record) and commits its record.
   template <typename Mutation>
   absl::Status ChangeLocked(int64_t now, uint64_t* written_seq, Mutation&& change)

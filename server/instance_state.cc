@@ -245,17 +245,23 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
         absl::StrCat("snapshot of instance '", snap.name(), "': ", s.message()));
   if (snap.has_apprentice()) {
     const auto& a = snap.apprentice();
-    if (auto s = in.apprentice_.Restore(a.estimators()); !s.ok())
+    if (auto s = in.apprentice_.Restore(a); !s.ok())
       return absl::InvalidArgumentError(
           absl::StrCat("snapshot of instance '", snap.name(), "' apprentice: ", s.message()));
-    if (a.policy_chose_baseline() < 0 || a.policy_chose_baseline() > a.estimators().events() ||
-        !std::isfinite(a.imitated_reward_sum()))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "snapshot of instance '", snap.name(), "' apprentice: policy_chose_baseline ",
-          a.policy_chose_baseline(), " or imitated_reward_sum ", a.imitated_reward_sum(),
-          " is not what ", a.estimators().events(), " events could make"));
-    in.apprentice_chose_baseline_ = a.policy_chose_baseline();
-    in.apprentice_imitated_reward_ = a.imitated_reward_sum();
+    if (a.slots_size() > kLastSlotPosition + 1)
+      return absl::InvalidArgumentError(
+          absl::StrCat("snapshot of instance '", snap.name(), "' apprentice has ", a.slots_size(),
+                       " slot positions, expected at most ", kLastSlotPosition + 1));
+    in.apprentice_slots_.resize(a.slots_size());
+    for (int k = 0; k < a.slots_size(); ++k) {
+      if (a.slots(k).position() != k)
+        return absl::InvalidArgumentError(
+            absl::StrCat("snapshot of instance '", snap.name(), "' apprentice.slots[", k,
+                         "] is position ", a.slots(k).position(), ", expected ", k));
+      if (auto s = in.apprentice_slots_[k].Restore(a.slots(k)); !s.ok())
+        return absl::InvalidArgumentError(absl::StrCat(
+            "snapshot of instance '", snap.name(), "' apprentice.slots[", k, "]: ", s.message()));
+    }
   }
   in.stats_ = snap.stats();
   in.next_seq_ = std::max<uint64_t>(1, snap.next_event_seq());
@@ -278,12 +284,42 @@ void InstanceState::Save(bandit::v1::InstanceSnapshot* snap,
   else
     log_.Save(snap->mutable_decision_log());
   shadows_.Save(snap);
-  if (apprentice_.events() > 0) {
+  if (apprentice_.estimators.events() > 0) {
     auto* a = snap->mutable_apprentice();
-    apprentice_.Save(a->mutable_estimators());
-    a->set_policy_chose_baseline(apprentice_chose_baseline_);
-    a->set_imitated_reward_sum(apprentice_imitated_reward_);
+    apprentice_.Save(a);
+    for (size_t k = 0; k < apprentice_slots_.size(); ++k) {
+      auto* slot = a->add_slots();
+      slot->set_position(static_cast<int32_t>(k));
+      apprentice_slots_[k].Save(slot);
+    }
   }
+}
+
+void InstanceState::ApprenticeFigures::Count(const PendingDecision& target, double reward) {
+  estimators.AddTerms(target.apprentice_target, 1.0, reward, 0.0, 0.0);
+  if (target.apprentice_chose_baseline) {
+    ++chose_baseline;
+    imitated_reward += reward;
+  }
+}
+
+void InstanceState::ApprenticeFigures::Save(bandit::v1::ApprenticeSnapshot* out) const {
+  estimators.Save(out->mutable_estimators());
+  out->set_policy_chose_baseline(chose_baseline);
+  out->set_imitated_reward_sum(imitated_reward);
+}
+
+absl::Status InstanceState::ApprenticeFigures::Restore(const bandit::v1::ApprenticeSnapshot& in) {
+  if (auto s = estimators.Restore(in.estimators()); !s.ok()) return s;
+  if (in.policy_chose_baseline() < 0 || in.policy_chose_baseline() > in.estimators().events() ||
+      !std::isfinite(in.imitated_reward_sum()))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "policy_chose_baseline ", in.policy_chose_baseline(), " or imitated_reward_sum ",
+        in.imitated_reward_sum(), " is not what ", in.estimators().events(),
+        " events could make"));
+  chose_baseline = in.policy_chose_baseline();
+  imitated_reward = in.imitated_reward_sum();
+  return absl::OkStatus();
 }
 
 InstanceState::InstanceState(std::string name, InstanceConfig config,
@@ -671,11 +707,6 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
                                    const std::string* replay_event_id) {
   if (auto s = CheckNewDecision(req); !s.ok()) return s;
   const bandit::v1::LearningMode mode = ModeOf(config_);
-  if (!in.slots.empty() && mode != bandit::v1::ONLINE)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "instance '", name_, "' is in ", bandit::v1::LearningMode_Name(mode),
-        " mode, which serves single decisions only; expected a Select without slots (or set the "
-        "learning mode to ONLINE with ConfigureInstance)"));
   if (!in.slots.empty()) return SelectSlots(ctx, req, in, now, out, rec, replay_event_id);
   const std::vector<Vector>& candidates = *in.candidates;
   const Vector* x = &in.x;
@@ -826,6 +857,30 @@ Decision InstanceState::BaselineDecision(const SelectContext& ctx, const SelectI
   return b;
 }
 
+Decision InstanceState::SlotBaselineDecision(const std::vector<int>& offered, int baseline,
+                                             const Decision* policy, PendingDecision* p) {
+  const int n = static_cast<int>(offered.size());
+  const int at = static_cast<int>(std::find(offered.begin(), offered.end(), baseline) -
+                                  offered.begin());  // < n: see SelectSlots
+  Decision b;
+  b.propensity = 1.0;
+  b.score_kind = bandit::v1::PROBABILITY;
+  b.arm = at;
+  b.scores = Vector::Zero(n);
+  b.scores[at] = 1.0;
+  if (policy != nullptr) {
+    // pi(baseline|x, earlier slots' choices): as BaselineDecision, among the slot's offered
+    // actions.
+    const bool distribution =
+        policy->score_kind == bandit::v1::PROBABILITY && policy->scores.size() == n;
+    p->apprentice_target = distribution ? policy->scores[at] : (policy->arm == at ? 1.0 : 0.0);
+    if (!std::isfinite(p->apprentice_target)) p->apprentice_target = 0;
+    p->apprentice_target = std::clamp(p->apprentice_target, 0.0, 1.0);
+    p->apprentice_chose_baseline = policy->arm == at;
+  }
+  return b;
+}
+
 bool InstanceState::SumsRewards(const PendingDecision& event) const {
   const bandit::v1::RewardAggregation a =
       event.aggregation != bandit::v1::REWARD_AGGREGATION_UNSPECIFIED
@@ -836,11 +891,11 @@ bool InstanceState::SumsRewards(const PendingDecision& event) const {
 
 void InstanceState::CountApprentice(const PendingDecision& target, double reward) {
   if (target.learning_mode != bandit::v1::APPRENTICE) return;
-  apprentice_.AddTerms(target.apprentice_target, 1.0, reward, 0.0, 0.0);
-  if (target.apprentice_chose_baseline) {
-    ++apprentice_chose_baseline_;
-    apprentice_imitated_reward_ += reward;
-  }
+  apprentice_.Count(target, reward);
+  if (target.slot_index < 0) return;  // a single decision
+  const size_t position = static_cast<size_t>(std::min(target.slot_index, kLastSlotPosition));
+  if (apprentice_slots_.size() <= position) apprentice_slots_.resize(position + 1);
+  apprentice_slots_[position].Count(target, reward);
 }
 
 absl::Status InstanceState::CheckNewDecision(const bandit::v1::SelectRequest& req) const {
@@ -873,6 +928,19 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
   auto id_of = [&](int i) {
     return named ? req.actions(i).id() : arm_set ? arm_ids[i] : absl::StrCat(i);
   };
+  // APPRENTICE and LOGGING_ONLY serve each slot's baseline action, as Personalizer does (its
+  // multi-slot requests name one per slot). CheckSlots has made sure that a baseline is one of
+  // the actions, not excluded for its slot and no other slot's, so no slot's baseline can be
+  // taken by an earlier slot (which serves its own baseline).
+  const bandit::v1::LearningMode mode = ModeOf(config_);
+  if (mode != bandit::v1::ONLINE) {
+    for (size_t k = 0; k < in.slots.size(); ++k)
+      if (in.slots[k].baseline < 0)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "slots[", k, "].baseline_action is empty, expected the action to serve for slot '",
+            req.slots(static_cast<int>(k)).id(), "': instance '", name_, "' is in ",
+            bandit::v1::LearningMode_Name(mode), " mode, which serves each slot's baseline"));
+  }
   PendingDecision event;
   event.seq = next_seq_;
   event.event_id = req.event_id().empty() ? FormatEventId(uid_, event.seq) : req.event_id();
@@ -882,11 +950,18 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
                                             *replay_event_id, "'"));
   event.expires_at_ms = now + config_.pending().reward_wait_ms();
   event.awaiting_activation = req.defer_activation();
+  event.learning_mode = mode;
   event.slots.reserve(in.slots.size());
   // The log keeps each slot's probability vector where the policy has one (the shadows ask for
   // it as in a single Select; asking changes no decision).
   SelectContext policy_ctx = ctx;
   policy_ctx.want_scores = ctx.want_scores || log_.enabled() || !shadows_.empty();
+  // APPRENTICE: the policy decides each slot for its probability of the slot's baseline, which
+  // needs its whole distribution (as in a single Select).
+  if (mode == bandit::v1::APPRENTICE) {
+    policy_ctx.want_scores = true;
+    policy_ctx.posteriors_suffice = false;
+  }
   std::vector<char> taken(n, 0);
   // Reused per thread: assigning a vector of the same length keeps its storage.
   thread_local std::vector<Vector> offered;
@@ -939,7 +1014,10 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
       policy_ctx.candidates = offered_now;
     }
     // CheckSlots left every slot more actions than the slots before it can take.
-    auto d = policy_->Select(policy_ctx);
+    // LOGGING_ONLY: the policy is not asked (its state, random engine included, does not
+    // change).
+    absl::StatusOr<Decision> d = Decision();
+    if (mode != bandit::v1::LOGGING_ONLY) d = policy_->Select(policy_ctx);
     if (!d.ok()) {
       // The first slot fails before anything changed; a later one sees vectors of the same
       // shapes, so its failure is a defect, reported as such (the earlier slots' draws stand).
@@ -948,10 +1026,18 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
                                               "the slots before it succeeded: ",
                                               d.status().message()));
     }
-    if (arm_set) *d = AmongOffered(*d, position);  // the arm as a position among the offered
+    if (arm_set && mode != bandit::v1::LOGGING_ONLY)
+      *d = AmongOffered(*d, position);  // the arm as a position among the offered
+    PendingDecision p;
+    if (mode != bandit::v1::ONLINE)
+      *d = SlotBaselineDecision(position, slot.baseline,
+                                mode == bandit::v1::APPRENTICE ? &*d : nullptr, &p);
     const int chosen = position[d->arm];
     taken[chosen] = 1;
-    PendingDecision p;
+    p.learning_mode = mode;
+    // The policy did not make the served decision: it learns the baseline's reward as logged
+    // data.
+    p.learn_direct = mode == bandit::v1::APPRENTICE;
     p.slot_id = req.slots(k).id();
     p.slot_index = static_cast<int>(k);
     if (arm_set && (log_.enabled() || !shadows_.empty())) {
@@ -1444,6 +1530,11 @@ absl::StatusOr<Vector> InstanceState::CheckUpdate(const bandit::v1::UpdateReques
   return ToVector("embedding", req.embedding(), limits_.max_vector_size);
 }
 
+absl::Status InstanceState::CheckTarget(const bandit::v1::UpdateRequest& req) const {
+  const PendingDecision* pending = nullptr;
+  return ObservationFor(req, &pending).status();
+}
+
 absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector embedding,
                                    int64_t now, bandit::v1::UpdateResponse* out,
                                    bandit::v1::JournalRecord* rec) {
@@ -1620,9 +1711,8 @@ absl::Status InstanceState::Reset() {
   if (auto s = shadows_.Reset(); !s.ok()) return s;
   policy_ = *std::move(fresh);
   pending_.Clear();
-  apprentice_ = ope::Estimators();
-  apprentice_chose_baseline_ = 0;
-  apprentice_imitated_reward_ = 0;
+  apprentice_ = ApprenticeFigures();
+  apprentice_slots_.clear();
   // The log is a record of what happened, not learned state: it stays, and the decisions whose
   // rewards can no longer be joined say so.
   log_.DiscardPending(0);
@@ -1848,6 +1938,8 @@ bandit::v1::InstanceStats InstanceState::Stats(
   stats.set_pending(pending_.size());
   stats.set_state_bytes(policy_->StateBytes());
   stats.set_decision_log_events(log_.events());
+  stats.set_decision_log_first_ms(log_.first_decided_ms());
+  stats.set_decision_log_last_ms(log_.last_decided_ms());
   stats.set_decision_log_bytes(log_.bytes());
   if (summary) *summary = policy_->Summary();
   return stats;
@@ -1861,25 +1953,36 @@ void InstanceState::Describe(bandit::v1::Instance* out) const {
   out->mutable_stats()->set_pending(pending_.size());
   out->mutable_stats()->set_state_bytes(policy_->StateBytes());
   out->mutable_stats()->set_decision_log_events(log_.events());
+  out->mutable_stats()->set_decision_log_first_ms(log_.first_decided_ms());
+  out->mutable_stats()->set_decision_log_last_ms(log_.last_decided_ms());
   out->mutable_stats()->set_decision_log_bytes(log_.bytes());
   for (const auto& [k, v] : policy_->Summary()) (*out->mutable_summary())[k] = v;
   for (const auto& id : policy_->ArmIds()) out->add_arm_ids(id);
   const Vector w = policy_->Weights();
   out->mutable_weights()->Assign(w.data(), w.data() + w.size());
   shadows_.Describe(out);
-  if (apprentice_.events() > 0 || ModeOf(config_) == bandit::v1::APPRENTICE) {
+  if (apprentice_.estimators.events() > 0 || ModeOf(config_) == bandit::v1::APPRENTICE) {
     auto* a = out->mutable_apprentice();
-    a->set_events(apprentice_.events());
-    bandit::v1::OpeEstimatorState sums;  // the reward sum as added up, not mean x count
-    apprentice_.Save(&sums);
-    a->set_reward_sum(sums.logged_sum());
-    SetEstimate(apprentice_.Logged(), a->mutable_baseline());
-    SetEstimate(apprentice_.Ips(), a->mutable_ips());
-    SetEstimate(apprentice_.Snips(), a->mutable_snips());
-    a->set_policy_chose_baseline(apprentice_chose_baseline_);
-    a->set_imitated_reward_sum(apprentice_imitated_reward_);
-    a->set_effective_sample_size(apprentice_.EffectiveSampleSize());
+    apprentice_.Describe(a);
+    for (size_t k = 0; k < apprentice_slots_.size(); ++k) {
+      auto* slot = a->add_slots();
+      slot->set_position(static_cast<int32_t>(k));
+      apprentice_slots_[k].Describe(slot);
+    }
   }
+}
+
+void InstanceState::ApprenticeFigures::Describe(bandit::v1::ApprenticeStatus* a) const {
+  a->set_events(estimators.events());
+  bandit::v1::OpeEstimatorState sums;  // the reward sum as added up, not mean x count
+  estimators.Save(&sums);
+  a->set_reward_sum(sums.logged_sum());
+  SetEstimate(estimators.Logged(), a->mutable_baseline());
+  SetEstimate(estimators.Ips(), a->mutable_ips());
+  SetEstimate(estimators.Snips(), a->mutable_snips());
+  a->set_policy_chose_baseline(chose_baseline);
+  a->set_imitated_reward_sum(imitated_reward);
+  a->set_effective_sample_size(estimators.EffectiveSampleSize());
 }
 
 absl::Status InstanceState::AddShadow(bandit::v1::AddShadowRequest* req, int64_t max_shadows) {

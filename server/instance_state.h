@@ -156,6 +156,10 @@ class InstanceState {
   // Checks an Update's own fields (finite numbers, fidelity range, embedding size); returns the
   // embedding. Changes nothing.
   absl::StatusOr<Vector> CheckUpdate(const bandit::v1::UpdateRequest& req) const;
+  // Whether an Update's target can take it now: the status Update would return before changing
+  // anything (unknown event or slot, a finished one, a target that keeps no embedding). Changes
+  // nothing.
+  absl::Status CheckTarget(const bandit::v1::UpdateRequest& req) const;
   // Joins the reward to its decision (or takes logged data) and learns at `now` (the time the
   // decision log records for the outcome). The record borrows `req`.
   absl::Status Update(const bandit::v1::UpdateRequest& req, Vector embedding, int64_t now,
@@ -283,6 +287,11 @@ class InstanceState {
   // same actions: `p` gets its probability of the baseline and whether it chose it.
   Decision BaselineDecision(const SelectContext& ctx, const SelectInputs& in,
                             const Decision* policy, PendingDecision* p) const;
+  // The served decision of a slot in APPRENTICE or LOGGING_ONLY mode: the slot's baseline (the
+  // action at `baseline`, one of `offered`), propensity 1, as a position among `offered`. In
+  // APPRENTICE, `policy` is the policy's own decision among `offered`, as in BaselineDecision.
+  static Decision SlotBaselineDecision(const std::vector<int>& offered, int baseline,
+                                       const Decision* policy, PendingDecision* p);
   // Whether a decision's rewards are added up until its wait ends (the aggregation it was made
   // under).
   bool SumsRewards(const PendingDecision& event) const;
@@ -343,9 +352,19 @@ class InstanceState {
   // baseline was served with propensity 1, so each event's importance weight is the policy's
   // probability of the baseline (IPS, Horvitz & Thompson 1952, and SNIPS, core/ope/estimators.h,
   // with mu(a_t|x_t) = 1).
-  ope::Estimators apprentice_;
-  int64_t apprentice_chose_baseline_ = 0;
-  double apprentice_imitated_reward_ = 0;
+  // The apprentice figures pooled (apprentice_) and, for multi-slot decisions, per slot
+  // position (apprentice_slots_[position], positions from 15 on in 15, as slot_positions).
+  struct ApprenticeFigures {
+    ope::Estimators estimators;
+    int64_t chose_baseline = 0;
+    double imitated_reward = 0;
+    void Count(const PendingDecision& target, double reward);
+    void Save(bandit::v1::ApprenticeSnapshot* out) const;
+    absl::Status Restore(const bandit::v1::ApprenticeSnapshot& in);
+    void Describe(bandit::v1::ApprenticeStatus* out) const;
+  };
+  ApprenticeFigures apprentice_;
+  std::vector<ApprenticeFigures> apprentice_slots_;
   uint64_t next_seq_ = 1;  // of event ids
   bandit::v1::InstanceStats stats_;
   Memory memory_;  // the last MemoryBytes()

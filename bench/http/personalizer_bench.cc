@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/cpp/bandit_client.h"
 #include "core/features/personalizer_defaults.h"
 
@@ -38,6 +40,13 @@ ABSL_FLAG(std::string, config, "",
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// HTTP requests that failed, by cause (printed to stderr after each HTTP phase).
+// The cause says whether it came in the phase's first second, when every thread opens its
+// connection at once.
+absl::Mutex failures_mu;
+std::map<std::string, int64_t> failures ABSL_GUARDED_BY(failures_mu);
+std::atomic<Clock::rep> phase_start{0};
 
 std::string Context(int user) {
   return absl::StrCat("[{\"User\":{\"kind\":\"k", user % 7, "\",\"age\":", 20 + user % 50,
@@ -62,6 +71,7 @@ Result Run(int inflight, double seconds, Call call) {
   std::vector<std::vector<double>> lat(inflight);
   std::atomic<int64_t> errors{0};
   const auto start = Clock::now();
+  phase_start = start.time_since_epoch().count();
   const auto end = start + std::chrono::duration_cast<Clock::duration>(
                                std::chrono::duration<double>(seconds));
   std::vector<std::thread> threads;
@@ -137,7 +147,18 @@ int main(int argc, char** argv) {
                         (*features)[a], "}");
       body += "]}";
       auto r = c->Post(path.c_str(), body, "application/json");
-      return r && r->status == 201;
+      if (r && r->status == 201) return true;
+      // What failed, for the report: the client library's error, or the status answered.
+      const bool first_second =
+          Clock::now() - Clock::time_point(Clock::duration(phase_start.load())) <
+          std::chrono::seconds(1);
+      const std::string kind = absl::StrCat(
+          r ? absl::StrCat("status ", r->status)
+            : absl::StrCat("client error ", httplib::to_string(r.error())),
+          first_second ? " (in the phase's first second)" : " (after the first second)");
+      absl::MutexLock lock(&failures_mu);
+      ++failures[kind];
+      return false;
     }
   } http{port, "/instances/" + http_instance + "/personalizer/v1.0/rank", &features};
 
@@ -170,6 +191,11 @@ int main(int argc, char** argv) {
                   Percentile(r.latencies_ms, 0.5), Percentile(r.latencies_ms, 0.99),
                   static_cast<long long>(r.errors));
       std::fflush(stdout);
+      absl::MutexLock lock(&failures_mu);
+      for (const auto& [kind, count] : failures)
+        std::fprintf(stderr, "%s phase %d: %lld failed: %s\n", t == 0 ? "http" : "grpc", round,
+                     static_cast<long long>(count), kind.c_str());
+      failures.clear();
     }
   }
   for (const std::string& name : {http_instance, grpc_instance}) (void)admin.DeleteInstance(name);

@@ -145,6 +145,9 @@ class DecisionLog {
   }
 
   int64_t events() const { return static_cast<int64_t>(log_.size()); }
+  // When the oldest and the newest held decisions were made (0 when none is held).
+  int64_t first_decided_ms() const { return log_.empty() ? 0 : log_.front().decided_at_ms; }
+  int64_t last_decided_ms() const { return log_.empty() ? 0 : log_.back().decided_at_ms; }
   // Sum of the held decisions' encoded sizes (what max_bytes bounds).
   int64_t bytes() const { return bytes_; }
   // Encoded bytes of every decision appended since this log was built (snapshot scheduling).

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -658,15 +659,36 @@ ApiResponse PersonalizerApi::Reward(const Target& target, absl::string_view body
     return Error(s, kRoute);
   absl::Status s;
   uint64_t written_seq = 0;
-  for (const auto& [slot_id, reward] : rewards) {
+  if (target.multislot) {
+    // The slots' rewards as one all-or-none batch: a bad one (an unknown slot, a slot named
+    // twice, a non-finite value) refuses them all before any is applied.
+    bandit::v1::UpdateBatchRequest batch;
+    batch.set_all_or_none(true);
+    for (const auto& [slot_id, reward] : rewards) {
+      bandit::v1::UpdateRequest* req = batch.add_requests();
+      req->set_instance(target.instance);
+      req->set_event_id(target.event_id);
+      req->set_slot_id(slot_id);
+      req->set_reward(reward);
+    }
+    bandit::v1::UpdateBatchResponse resp;
+    s = target.calls->UpdateBatch(batch, &resp, &written_seq);
+    if (s.code() == absl::StatusCode::kInvalidArgument) {
+      // The batch's items are the body's reward list, in its order.
+      return Error(absl::InvalidArgumentError(
+                       absl::StrReplaceAll(s.message(), {{"requests[", "reward["}})),
+                   kRoute);
+    }
+    for (const bandit::v1::ItemStatus& item : resp.statuses())
+      if (item.code() != 0 && s.ok())  // the first refusal is reported; the others still count
+        s = absl::Status(static_cast<absl::StatusCode>(item.code()), item.message());
+  } else {
     bandit::v1::UpdateRequest req;
     req.set_instance(target.instance);
     req.set_event_id(target.event_id);
-    req.set_slot_id(slot_id);
-    req.set_reward(reward);
+    req.set_reward(rewards[0].second);
     bandit::v1::UpdateResponse resp;
-    const absl::Status one = target.calls->Update(req, &resp, &written_seq);
-    if (!one.ok() && s.ok()) s = one;  // the first refusal is reported; the others still count
+    s = target.calls->Update(req, &resp, &written_seq);
   }
   if (absl::Status durable = AwaitDurable(written_seq); s.ok()) s = durable;
   if (s.code() == absl::StatusCode::kNotFound ||
@@ -989,8 +1011,20 @@ ApiResponse PersonalizerApi::Logs(const Target& target, absl::string_view method
   if (absl::Status s = target.calls->GetInstance(get, &instance); !s.ok()) return Error(s, route);
   const bool logs = instance.config().decision_log().ByteSizeLong() > 0;
   if (method == "GET") {
+    // LogsProperties: {dateRange: {from, to}}, the times of the oldest and the newest decision
+    // the log holds (RFC 3339, UTC, milliseconds); an empty range while it holds none.
     ApiResponse r;
-    r.body = "{\"dateRange\":{}}";
+    const bandit::v1::InstanceStats& stats = instance.stats();
+    if (stats.decision_log_events() > 0) {
+      auto when = [](int64_t ms) {
+        return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(ms),
+                                absl::UTCTimeZone());
+      };
+      r.body = absl::StrCat("{\"dateRange\":{\"from\":\"", when(stats.decision_log_first_ms()),
+                            "\",\"to\":\"", when(stats.decision_log_last_ms()), "\"}}");
+    } else {
+      r.body = "{\"dateRange\":{}}";
+    }
     r.route = route;
     return r;
   }

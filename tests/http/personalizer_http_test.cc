@@ -12,9 +12,11 @@
 #include <rapidjson/document.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "client/cpp/bandit_client.h"
 #include "server/auth.h"
 #include "tests/integration/server_process.h"
+#include "tests/security/test_certs.h"
 
 namespace bandit {
 namespace {
@@ -356,6 +358,51 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
                 .status,
             400);
   EXPECT_EQ(Stats("shop").updates(), before + 2);
+  // Several slot rewards are all applied or none: a bad one after a good one (a slot the
+  // decision does not have, a slot named twice, a number out of range) refuses the whole list,
+  // and the good one is still open afterwards.
+  a = Send(port_, "POST", ms + "/rank", multi.substr(0, multi.find(",\"eventId\"")) +
+                                             ",\"eventId\":\"page-10\",\"slots\":[{\"id\":"
+                                             "\"hero\"},{\"id\":\"side\"}]}",
+           kShopKey);
+  ASSERT_EQ(a.status, 201) << a.body;
+  const v1::InstanceStats stats_before = Stats("shop");
+  const std::string reward10 = ms + "/events/page-10/reward";
+  Answer bad = Send(port_, "POST", reward10,
+                    "{\"reward\":[{\"slotId\":\"hero\",\"value\":1},"
+                    "{\"slotId\":\"footer\",\"value\":1}]}",
+                    kShopKey);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body,
+            "{\"error\":{\"code\":\"BadRequest\",\"message\":\"reward[1]: slot_id 'footer' is "
+            "not a slot of event 'page-10', expected one of: hero, side\"}}");
+  bad = Send(port_, "POST", reward10,
+             "{\"reward\":[{\"slotId\":\"side\",\"value\":0.5},"
+             "{\"slotId\":\"side\",\"value\":1}]}",
+             kShopKey);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body,
+            "{\"error\":{\"code\":\"BadRequest\",\"message\":\"reward[1] rewards event "
+            "'page-10' slot 'side' as reward[0] does, expected one reward for each\"}}");
+  bad = Send(port_, "POST", reward10,
+             "{\"reward\":[{\"slotId\":\"hero\",\"value\":1},"
+             "{\"slotId\":\"side\",\"value\":1e999}]}",
+             kShopKey);
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.code, "BadRequest") << bad.body;
+  const v1::InstanceStats stats_after = Stats("shop");
+  EXPECT_EQ(stats_after.updates(), stats_before.updates());
+  EXPECT_EQ(stats_after.reward_sum(), stats_before.reward_sum());
+  EXPECT_EQ(stats_after.rejected_rewards(), stats_before.rejected_rewards());
+  EXPECT_EQ(stats_after.pending(), stats_before.pending());
+  Answer good = Send(port_, "POST", reward10,
+                     "{\"reward\":[{\"slotId\":\"hero\",\"value\":1},"
+                     "{\"slotId\":\"side\",\"value\":0.25}]}",
+                     kShopKey);
+  EXPECT_EQ(good.status, 204) << good.body;
+  EXPECT_FALSE(good.headers.count("x-bandit-reward-not-learned")) << good.body;
+  EXPECT_EQ(Stats("shop").updates(), stats_before.updates() + 2);
+  EXPECT_DOUBLE_EQ(Stats("shop").reward_sum(), stats_before.reward_sum() + 1.25);
   // Configuration as Personalizer reports it; restating it is accepted.
   Answer config =
       Send(port_, "GET", "/instances/shop/personalizer/v1.1-preview.3/configurations/service", "",
@@ -373,7 +420,7 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
       std::string::npos);  // the first rank and the deferred one
   EXPECT_NE(
       metrics.find(
-          "bandit_http_request_duration_seconds_count{code=\"201\",route=\"multislot\"} 2"),
+          "bandit_http_request_duration_seconds_count{code=\"201\",route=\"multislot\"} 3"),
       std::string::npos);
   EXPECT_NE(
       metrics.find("bandit_http_request_duration_seconds_count{code=\"404\",route=\"rank\"} 1"),
@@ -446,12 +493,85 @@ TEST_F(PersonalizerHttp, ServiceConfigurationChangesLiveAndLearningModes) {
   EXPECT_EQ(inst->apprentice().events(), 10);
   EXPECT_EQ(doc["latestApprenticeModeMetrics"]["sumOfImitatedRewards"].GetDouble(),
             inst->apprentice().imitated_reward_sum());
+  // Multi-slot in Apprentice: each slot serves its baselineAction (the policy, still deciding,
+  // would not always agree), and its reward is the apprentice's, per slot and pooled.
+  for (int t = 0; t < 6; ++t) {
+    std::string context;
+    std::vector<std::string> excluded;
+    std::string multi = RankBody(t, &context, &excluded);
+    multi.pop_back();
+    const std::string hero_baseline = t % 2 ? "d" : "b";
+    multi += absl::StrCat(",\"slots\":[{\"id\":\"hero\",\"baselineAction\":\"",
+                          hero_baseline, "\"},{\"id\":\"side\",\"baselineAction\":\"a\"}]}");
+    Answer a =
+        Send(port_, "POST", "/instances/modes/personalizer/v1.1-preview.3/multislot/rank", multi);
+    ASSERT_EQ(a.status, 201) << a.body;
+    rapidjson::Document ranked;
+    ranked.Parse(a.body.c_str());
+    ASSERT_EQ(ranked["slots"].Size(), 2u) << a.body;
+    EXPECT_EQ(std::string(ranked["slots"][0]["rewardActionId"].GetString()), hero_baseline);
+    EXPECT_STREQ(ranked["slots"][1]["rewardActionId"].GetString(), "a");
+    Answer r = Send(port_, "POST",
+                    absl::StrCat("/instances/modes/personalizer/v1.1-preview.3/multislot/events/",
+                                 ranked["eventId"].GetString(), "/reward"),
+                    "{\"reward\":[{\"slotId\":\"hero\",\"value\":1},"
+                    "{\"slotId\":\"side\",\"value\":0.5}]}");
+    ASSERT_EQ(r.status, 204) << r.body;
+    EXPECT_FALSE(r.headers.count("x-bandit-reward-not-learned")) << r.body;
+  }
+  inst = grpc_->GetInstance("modes");
+  ASSERT_TRUE(inst.ok());
+  EXPECT_EQ(inst->apprentice().events(), 10 + 12);
+  EXPECT_DOUBLE_EQ(inst->apprentice().reward_sum(), 5.0 + 6 * 1.5);
+  ASSERT_EQ(inst->apprentice().slots_size(), 2);
+  EXPECT_EQ(inst->apprentice().slots(0).events(), 6);
+  EXPECT_DOUBLE_EQ(inst->apprentice().slots(0).reward_sum(), 6.0);
+  EXPECT_DOUBLE_EQ(inst->apprentice().slots(1).reward_sum(), 3.0);
+  got = Send(port_, "GET", path, "", kReader);
+  ASSERT_FALSE(doc.Parse(got.body.c_str()).HasParseError()) << got.body;
+  EXPECT_EQ(doc["latestApprenticeModeMetrics"]["numberOfEvents"].GetInt64(), 22);
   // Restating the configuration as read changes nothing.
   put = Send(port_, "PUT", path, got.body, kAdmin);
   EXPECT_EQ(put.status, 200) << put.body;
   put = Send(port_, "PUT", path, "{\"learningMode\":\"Online\"}", kAdmin);
   ASSERT_EQ(put.status, 200) << put.body;
   EXPECT_EQ(grpc_->GetInstance("modes")->config().learning_mode(), v1::ONLINE);
+}
+
+// logs/properties: the date range of the decision log, from its oldest and newest decisions'
+// times (checked against the log as exported over gRPC); an empty range without decisions.
+TEST_F(PersonalizerHttp, LogsPropertiesGiveTheDecisionLogsDateRange) {
+  ASSERT_TRUE(grpc_->CreateInstance(Create("logged", std::string(kConfig) +
+                                                         " decision_log { enabled: true }"))
+                  .ok());
+  const std::string path = "/instances/logged/personalizer/v1.1-preview.3/logs/properties";
+  Answer empty = Send(port_, "GET", path, "", kReader);
+  EXPECT_EQ(empty.status, 200);
+  EXPECT_EQ(empty.body, "{\"dateRange\":{}}");
+  for (int t = 0; t < 3; ++t) {
+    std::string context;
+    std::vector<std::string> excluded;
+    ASSERT_EQ(Send(port_, "POST", "/instances/logged/personalizer/v1.0/rank",
+                   RankBody(t, &context, &excluded))
+                  .status,
+              201);
+  }
+  std::vector<int64_t> decided;
+  v1::ExportDecisionLogRequest exp;
+  exp.set_name("logged");
+  auto read = grpc_->ExportDecisionLog(exp, [&](const v1::LoggedDecision& d) {
+    decided.push_back(d.decided_at_ms());
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(read.ok()) << read;
+  ASSERT_EQ(decided.size(), 3u);
+  auto rfc3339 = [](int64_t ms) {
+    return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(ms), absl::UTCTimeZone());
+  };
+  Answer props = Send(port_, "GET", path, "", kReader);
+  EXPECT_EQ(props.status, 200);
+  EXPECT_EQ(props.body, absl::StrCat("{\"dateRange\":{\"from\":\"", rfc3339(decided.front()),
+                                     "\",\"to\":\"", rfc3339(decided.back()), "\"}}"));
 }
 
 TEST_F(PersonalizerHttp, ModelExportedFromOneInstanceContinuesExactlyOnAnother) {
@@ -571,6 +691,51 @@ TEST_F(PersonalizerHttp, ABoundKeyOverGrpcReachesItsInstanceOnly) {
   EXPECT_EQ(shop.ListInstances(10, "").status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(shop.GetInstance("shop").ok());
   EXPECT_EQ(shop.GetInstance("other").status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+// The HTTP listener serves TLS with the gRPC port's certificate and key (--tls_cert,
+// --tls_key; certificates made here with openssl): a rank over https with the CA trusted is
+// answered; a client trusting another CA refuses the server, and plain HTTP to the port gets
+// no HTTP answer.
+TEST(PersonalizerHttpTls, RankOverHttpsWithTheGrpcPortsCertificate) {
+  const bandit::testing::TestCerts certs = bandit::testing::TestCerts::Make();
+  ASSERT_TRUE(certs.ok) << certs.error;
+  ServerProcess server({"--http_listen=127.0.0.1:0", "--tls_cert=" + certs.server_pem,
+                        "--tls_key=" + certs.server_key, "--personalizer_auto_create"});
+  ASSERT_TRUE(server.running()) << server.Log();
+  const int port = HttpPort(server);
+  ASSERT_GT(port, 0) << server.Log();
+  std::string context;
+  std::vector<std::string> excluded;
+  const std::string body = RankBody(1, &context, &excluded);
+  const std::string path = "/instances/secure/personalizer/v1.0/rank";
+
+  httplib::SSLClient https("localhost", port);
+  https.set_ca_cert_path(certs.ca_pem.c_str());
+  https.enable_server_certificate_verification(true);
+  https.set_read_timeout(10, 0);
+  httplib::Result r = https.Post(path.c_str(), body, "application/json");
+  ASSERT_TRUE(r) << httplib::to_string(r.error()) << "\n" << server.Log();
+  EXPECT_EQ(r->status, 201) << r->body;
+  rapidjson::Document doc;
+  ASSERT_FALSE(doc.Parse(r->body.c_str()).HasParseError()) << r->body;
+  EXPECT_TRUE(doc.HasMember("eventId") && doc.HasMember("rewardActionId")) << r->body;
+
+  httplib::SSLClient untrusting("localhost", port);
+  untrusting.set_ca_cert_path(certs.rogue_ca_pem.c_str());
+  untrusting.enable_server_certificate_verification(true);
+  untrusting.set_read_timeout(10, 0);
+  httplib::Result refused = untrusting.Post(path.c_str(), body, "application/json");
+  EXPECT_FALSE(refused);
+  if (!refused) {
+    EXPECT_EQ(refused.error(), httplib::Error::SSLServerVerification);
+  }
+
+  httplib::Client plain("127.0.0.1", port);
+  plain.set_read_timeout(10, 0);
+  httplib::Result cleartext = plain.Post(path.c_str(), body, "application/json");
+  EXPECT_FALSE(cleartext) << cleartext->status << " " << cleartext->body;
+  certs.Remove();
 }
 
 }  // namespace

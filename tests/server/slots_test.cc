@@ -228,6 +228,72 @@ TEST(Slots, EachSlotIsRewardedOnceAndTheRestGetTheDefault) {
   EXPECT_TRUE(Reward(svc, "x", d.event_id(), "", 1.0).ok());
 }
 
+// UpdateBatch with all_or_none (one event's slot rewards): an item that can never succeed
+// refuses the whole batch with its INVALID_ARGUMENT and nothing changes (the instance's export
+// is byte for byte the same); an item refused for its target's state (a slot already rewarded)
+// does not stop the others; items for two instances are refused.
+TEST(Slots, AllOrNoneRewardsApplyEveryItemOrNone) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("x", "policy { linucb { dimension: 2 } } seed: 3"), &out)
+                  .ok());
+  ASSERT_TRUE(svc.CreateInstance(Create("y", "policy { linucb { dimension: 2 } } seed: 3"), &out)
+                  .ok());
+  v1::Decision d;
+  ASSERT_TRUE(svc.Select(SlotRequest("x", 4, {"hero", "tile1", "tile2"}), &d).ok());
+  auto batch = [&](std::vector<std::pair<std::string, double>> rewards) {
+    v1::UpdateBatchRequest req;
+    req.set_all_or_none(true);
+    for (const auto& [slot, r] : rewards) {
+      v1::UpdateRequest* up = req.add_requests();
+      up->set_instance("x");
+      up->set_event_id(d.event_id());
+      up->set_slot_id(slot);
+      up->set_reward(r);
+    }
+    return req;
+  };
+  const std::string before = Exported(svc, "x");
+  struct Case {
+    v1::UpdateBatchRequest req;
+    std::string message;
+  };
+  v1::UpdateBatchRequest two_instances = batch({{"hero", 1.0}, {"tile1", 1.0}});
+  two_instances.mutable_requests(1)->set_instance("y");
+  const Case cases[] = {
+      {batch({{"hero", 1.0}, {"footer", 1.0}}),
+       absl::StrCat("requests[1]: slot_id 'footer' is not a slot of event '", d.event_id(),
+                    "', expected one of: hero, tile1, tile2")},
+      {batch({{"hero", 1.0}, {"tile1", std::nan("")}}),
+       "requests[1]: reward is nan, expected a finite number"},
+      {batch({{"tile1", 1.0}, {"hero", 0.5}, {"tile1", 0.0}}),
+       absl::StrCat("requests[2] rewards event '", d.event_id(),
+                    "' slot 'tile1' as requests[0] does, expected one reward for each")},
+      {two_instances,
+       "requests[1].instance is 'y', expected 'x' as requests[0]: an all_or_none batch is for "
+       "one instance"},
+  };
+  for (const Case& c : cases) {
+    v1::UpdateBatchResponse resp;
+    const absl::Status s = svc.UpdateBatch(c.req, &resp);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+    EXPECT_EQ(s.message(), c.message);
+    EXPECT_EQ(Exported(svc, "x"), before) << c.message;
+  }
+  // A slot already rewarded is refused on its own; the others apply.
+  ASSERT_TRUE(Reward(svc, "x", d.event_id(), "tile2", 0.5).ok());
+  v1::UpdateBatchResponse resp;
+  ASSERT_TRUE(svc.UpdateBatch(batch({{"hero", 1.0}, {"tile2", 1.0}, {"tile1", 0.25}}), &resp).ok());
+  ASSERT_EQ(resp.statuses_size(), 3);
+  EXPECT_EQ(resp.statuses(0).code(), 0);
+  EXPECT_EQ(resp.statuses(1).code(), static_cast<int>(StatusCode::kFailedPrecondition));
+  EXPECT_EQ(resp.statuses(2).code(), 0);
+  EXPECT_EQ(Stats(svc, "x").updates(), 3);
+  EXPECT_DOUBLE_EQ(Stats(svc, "x").reward_sum(), 1.75);
+  EXPECT_EQ(Stats(svc, "x").pending(), 0);
+}
+
 TEST(Slots, BadSlotsAreRefusedAndChangeNothing) {
   ManualClock clock;
   DecisionService svc(&clock);

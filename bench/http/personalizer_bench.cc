@@ -2,7 +2,7 @@
 // against one running banditd (--http_listen), phases alternating in one run: requests per
 // second and latency percentiles at a fixed number of requests in flight.
 //
-//   bandit-personalizer-bench --grpc=127.0.0.1:50051 --http_port=8080 --actions=50 \
+//   bandit-personalizer-bench --grpc=127.0.0.1:50051 --http_port=8080 --actions=50
 //       --inflight=64 --seconds=10 --config='policy { linucb {} } feature_space { bits: 8 ... }'
 //
 // Each transport gets its own instance of `--config` (created here over gRPC), and every

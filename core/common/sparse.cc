@@ -71,7 +71,7 @@ void Coalescer::Coalesce(const SparseVector& x, CoalescedTerms* out) {
     }
     value[PositionOf(i)] += x.value[k];
   }
-  for (size_t q = 0; q < m; ++q) seen_[index[q] >> 6] &= ~(uint64_t{1} << (index[q] & 63));
+  Unmark(index, m);
   out->index.resize(m);
   out->value.resize(m);
 }
@@ -121,7 +121,7 @@ bool DiagonalScorer::Score(const SparseVector& x, double* mean, double* var, dou
     v += xi * xi * c.inv_precision;
     s += xi * xi;
   }
-  for (size_t q = 0; q < k; ++q) seen[x.index[q] >> 6] &= ~(uint64_t{1} << (x.index[q] & 63));
+  coalescer_.Unmark(x.index.data(), k);
   if (k < n) {
     // A repeat or a bad index: the exact path over the coalesced form (same sums, same order
     // when there is no repeat).

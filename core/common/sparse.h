@@ -46,9 +46,12 @@ class Coalescer {
 
  private:
   friend class DiagonalScorer;  // its one-pass Score uses the bitmap
-  // Positions in `out` by index, for a vector that repeats one.
-  void IndexPositions(const CoalescedTerms& out);
+  // The position in the coalesced output of `index`, for a vector that repeats one.
   uint32_t& PositionOf(uint32_t index);
+  // Clears the bitmap's marks of `n` indices (each marked once), for the next vector.
+  void Unmark(const uint32_t* index, size_t n) {
+    for (size_t q = 0; q < n; ++q) seen_[index[q] >> 6] &= ~(uint64_t{1} << (index[q] & 63));
+  }
   std::vector<uint64_t> seen_;
   struct Slot {
     uint32_t key, pos, stamp;

@@ -17,6 +17,19 @@
 namespace bandit::features {
 namespace {
 
+// The terms one interaction makes of namespaces of a, b (and c, for a triple) features, as
+// Featurize enumerates them: a namespace next to itself pairs each feature with itself and the
+// later ones (VW's process_quadratic_interaction / process_cubic_interaction without
+// --permutations): n(n+1)/2 pairs, n(n+1)(n+2)/6 triples. In doubles, so that CheckTerms can
+// count an oversized request without overflowing.
+double InteractionTerms(double a, double b, double c, bool triple, bool same1, bool same2) {
+  if (!triple) return same1 ? a * (a + 1) / 2 : a * b;
+  if (same1 && same2) return a * (a + 1) * (a + 2) / 6;
+  if (same1) return a * (a + 1) / 2 * c;
+  if (same2) return a * b * (b + 1) / 2;
+  return a * b * c;
+}
+
 bool Interactable(unsigned char letter) {
   // VW interacts the printable letters and the CCB slot namespace, never the constant's.
   return (letter >= ' ' && letter <= '~') || letter == kCcbSlotNamespace;
@@ -672,24 +685,12 @@ absl::Status FeatureSpace::CheckTerms(const ParsedFeatures& action, const Parsed
             [](char a, char b) { return static_cast<unsigned char>(a) < static_cast<unsigned char>(b); });
   if (!options_.interactions.empty()) {
     for (const std::string& inter : InteractionsFor(letters)) {
-      // As Featurize enumerates: a namespace next to itself pairs each feature with itself and
-      // the later ones (n(n+1)/2 pairs, n(n+1)(n+2)/6 triples).
-      auto n = [&](size_t i) { return static_cast<double>(size[static_cast<unsigned char>(inter[i])]); };
-      const bool same1 = inter[0] == inter[1];
-      if (inter.size() == 2) {
-        terms += same1 ? n(0) * (n(0) + 1) / 2 : n(0) * n(1);
-        continue;
-      }
-      const bool same2 = inter[1] == inter[2];
-      if (same1 && same2) {
-        terms += n(0) * (n(0) + 1) * (n(0) + 2) / 6;
-      } else if (same1) {
-        terms += n(0) * (n(0) + 1) / 2 * n(2);
-      } else if (same2) {
-        terms += n(0) * n(1) * (n(1) + 1) / 2;
-      } else {
-        terms += n(0) * n(1) * n(2);
-      }
+      auto n = [&](size_t i) {
+        return i < inter.size() ? static_cast<double>(size[static_cast<unsigned char>(inter[i])])
+                                : 0.0;
+      };
+      terms += InteractionTerms(n(0), n(1), n(2), inter.size() == 3, inter[0] == inter[1],
+                                inter.size() == 3 && inter[1] == inter[2]);
     }
   }
   if (terms > static_cast<double>(max_terms))
@@ -783,25 +784,11 @@ void FeatureSpace::FeaturizeInto(const ParsedFeatures& action, const ParsedFeatu
       Resolved r{{find(inter[0]), find(inter[1]), inter.size() == 3 ? find(inter[2]) : nullptr},
                  static_cast<int>(inter.size())};
       if (!r.g[0] || !r.g[1] || (r.arity == 3 && !r.g[2])) continue;
-      // A namespace next to itself pairs each feature with itself and the later ones (VW's
-      // process_quadratic_interaction / process_cubic_interaction without --permutations).
-      const size_t a = r.g[0]->size, b = r.g[1]->size;
-      const bool same1 = r.g[0] == r.g[1];
-      if (r.arity == 2) {
-        total += same1 ? a * (a + 1) / 2 : a * b;
-      } else {
-        const size_t c = r.g[2]->size;
-        const bool same2 = r.g[1] == r.g[2];
-        if (same1 && same2) {
-          total += a * (a + 1) * (a + 2) / 6;
-        } else if (same1) {
-          total += a * (a + 1) / 2 * c;
-        } else if (same2) {
-          total += a * (b * (b + 1) / 2);
-        } else {
-          total += a * b * c;
-        }
-      }
+      const bool triple = r.arity == 3;
+      total += static_cast<size_t>(InteractionTerms(
+          static_cast<double>(r.g[0]->size), static_cast<double>(r.g[1]->size),
+          triple ? static_cast<double>(r.g[2]->size) : 0.0, triple, r.g[0] == r.g[1],
+          triple && r.g[1] == r.g[2]));
       resolved.push_back(r);
     }
   }

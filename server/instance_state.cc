@@ -798,12 +798,15 @@ void InstanceState::ScoreShadows(const Decision& d, const SelectContext& ctx,
   switch (policy_->context_kind()) {
     case ContextKind::kCandidates:
       if (!ctx.sparse_candidates.empty()) {
-        // Shadows score dense vectors: AddShadow admits them on a sparse instance only when
-        // 2^bits is within --max_feature_dim.
-        thread_local std::vector<Vector> dense;
-        DensifyAll(ctx.sparse_candidates, &dense);
-        logged.actions = dense;
-        logged.num_actions = static_cast<int>(dense.size());
+        // Beyond kMaxDenseDimension the shadows score the sparse vectors; within it, dense
+        // ones (AddShadow admits them when 2^bits is within --max_feature_dim).
+        logged.sparse_actions = ctx.sparse_candidates;
+        logged.num_actions = static_cast<int>(ctx.sparse_candidates.size());
+        if (shadows_.NeedsDense()) {
+          thread_local std::vector<Vector> dense;
+          DensifyAll(ctx.sparse_candidates, &dense);
+          logged.actions = dense;
+        }
         break;
       }
       logged.actions = ctx.candidates;

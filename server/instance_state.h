@@ -309,12 +309,13 @@ class InstanceState {
   bool LogEntryHoldsTheCandidates(const SelectContext& ctx) const;
   // What the served policy learns for a pending decision's reward (or expiry default).
   Observation PendingObservation(const PendingDecision& p) const;
-  // A pending decision as shadows learn it: with a sparse choice, a copy with the dense vector
-  // (shadows score and learn dense vectors); otherwise `p` itself.
   // Sparse vectors of this instance's feature space as dense ones (`out` resized to match):
-  // for shadows, which score dense vectors, and for a dense policy promoted over sparse inputs.
+  // for shadows that score dense vectors, and for a dense policy promoted over sparse inputs.
   void DensifyAll(std::span<const SparseVector> xs, std::vector<Vector>* out) const;
-  PendingDecision ForShadows(const PendingDecision& p) const;
+  // The weight space of the feature space (2^bits), 0 without one.
+  int64_t FeatureDimension() const {
+    return feature_space_ != nullptr ? feature_space_->dimension() : 0;
+  }
   // A stored pending decision's sparse choice (with its slots'): lengths equal, indices within
   // 2^bits, values finite, and only on an instance with a feature space. Before FromRecord.
   absl::Status CheckSparseChoice(const bandit::v1::PendingDecisionRecord& r) const;

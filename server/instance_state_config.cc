@@ -374,9 +374,11 @@ void InstanceState::ApprenticeFigures::Describe(bandit::v1::ApprenticeStatus* a)
 }
 
 absl::Status InstanceState::AddShadow(bandit::v1::AddShadowRequest* req, int64_t max_shadows) {
-  // Shadows score and learn dense vectors (and keep a dense direct model): over named features
-  // that is 2^bits per action, admitted within the full-matrix bound only.
-  if (feature_space_ != nullptr && feature_space_->dimension() > limits_.max_feature_dim)
+  // Within kMaxDenseDimension shadows score and learn dense vectors (and keep a dense direct
+  // model): over named features that is 2^bits per action, admitted within the full-matrix
+  // bound only. Beyond it they take the sparse vectors (ShadowSet::Prepare).
+  if (feature_space_ != nullptr && ShadowSet::SparseDimension(config_) == 0 &&
+      feature_space_->dimension() > limits_.max_feature_dim)
     return absl::InvalidArgumentError(absl::StrCat(
         "shadow '", req->shadow(), "' would score dense vectors of dimension 2^",
         feature_space_->options().bits, " = ", feature_space_->dimension(),

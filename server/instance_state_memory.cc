@@ -65,8 +65,12 @@ absl::StatusOr<int64_t> InstanceState::DeclaredBytes(const bandit::v1::InstanceS
   for (const auto& shadow : snap.shadows()) {
     auto b = DeclaredStateBytes(shadow.config().policy());
     if (!b.ok()) return b.status();
-    // Its direct model as the snapshot holds it (doubles, encoded in about their size).
-    total += *b + static_cast<int64_t>(shadow.direct_model().ByteSizeLong());
+    // Its direct model as the snapshot holds it (doubles, encoded in about their size); a
+    // diagonal one at the most it can grow to (a hash map over the coordinates seen).
+    total += *b + (shadow.direct_model().has_diagonal()
+                       ? ope::SparseDirectModel::MaxStateBytes(std::clamp<int64_t>(
+                             shadow.direct_model().diagonal().dimension(), 0, int64_t{1} << 30))
+                       : static_cast<int64_t>(shadow.direct_model().ByteSizeLong()));
   }
   // Pending decisions as the table will hold them: each record's doubles and ids in about its
   // encoded size, plus the table's per-decision cost.
@@ -140,8 +144,12 @@ int64_t InstanceState::ChangeBytes(const bandit::v1::JournalRecord& rec) const {
       // An arm-set shadow that names no arms takes the instance's.
       if (shadow.arms_size() == 0 && shadow.num_arms() == 0)
         *shadow.mutable_arms() = config_.policy().arms();
+      // Beyond the dense bound its direct model is a diagonal ridge, which grows with the
+      // coordinates seen: counted at its largest.
+      const int64_t sparse = ShadowSet::SparseDimension(config_);
       return declared(shadow) + ArmContainerBytes(shadow.arms_size()) +
-             static_cast<int64_t>(shadow.SpaceUsedLong());
+             static_cast<int64_t>(shadow.SpaceUsedLong()) +
+             (sparse > 0 ? ope::SparseDirectModel::MaxStateBytes(sparse) : 0);
     }
     case R::kConfigure:  // a new epsilon: a fresh policy is built to take it from
       return rec.configure().has_epsilon() ? declared(config_.policy()) : 0;

@@ -57,17 +57,6 @@ void InstanceState::DensifyAll(std::span<const SparseVector> xs, std::vector<Vec
   for (size_t j = 0; j < xs.size(); ++j) (*out)[j] = Densify(xs[j], feature_space_->dimension());
 }
 
-PendingDecision InstanceState::ForShadows(const PendingDecision& p) const {
-  PendingDecision dense = p;
-  if (!p.sparse_index.empty() && feature_space_ != nullptr) {
-    dense.features = Densify(SparseVector{p.sparse_index, p.sparse_value},
-                             feature_space_->dimension());
-    dense.sparse_index.clear();
-    dense.sparse_value.clear();
-  }
-  return dense;
-}
-
 Observation InstanceState::PendingObservation(const PendingDecision& p) const {
   Observation obs;
   obs.arm = p.arm;
@@ -295,7 +284,7 @@ absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector 
     if (auto s = policy_->Update(*obs); !s.ok())
       return s;  // pending kept: a fixed reward may follow
   if (target != nullptr && !shadows_.empty())
-    shadows_.Learn(ForShadows(*target), req.reward(), obs->embedding, obs->fidelity);
+    shadows_.Learn(*target, FeatureDimension(), req.reward(), obs->embedding, obs->fidelity);
   if (target != nullptr) {
     CountApprentice(*target, req.reward());
     CountSlot(target->slot_index, 0, 1, req.reward());
@@ -329,7 +318,8 @@ absl::Status InstanceState::LearnPending(const PendingDecision& target, double r
     if (auto s = policy_->Update(obs); !s.ok()) return s;
   // The shadows learn what the served policy learned (as bandit-ope does with the expiry
   // defaults of a log).
-  if (!shadows_.empty()) shadows_.Learn(ForShadows(target), reward, Vector(), std::nullopt);
+  if (!shadows_.empty())
+    shadows_.Learn(target, FeatureDimension(), reward, Vector(), std::nullopt);
   CountApprentice(target, reward);
   CountSlot(target.slot_index, 0, 1, reward);
   stats_.set_updates(SaturatingAdd(stats_.updates(), 1));

@@ -166,7 +166,7 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
   // Named actions for a policy that takes sparse input: the slot's vectors stay sparse.
   const bool sparse = in.is_sparse;
   thread_local std::vector<SparseVector> offered_sparse;
-  thread_local std::vector<Vector> offered_dense;  // for the shadows, which score dense vectors
+  thread_local std::vector<Vector> offered_dense;  // for shadows that score dense vectors
   struct GiveBackLarge {  // as SelectInputs' scratch: beyond 2^20 doubles, freed after the call
     ~GiveBackLarge() {
       for (std::vector<Vector>* scratch : {&offered, &offered_dense}) {
@@ -199,9 +199,9 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
         offered_sparse[j] = slot.sparse_candidates[position[j]];
       policy_ctx.sparse_candidates =
           std::span<const SparseVector>(offered_sparse.data(), position.size());
-      if (!shadows_.empty()) {
-        // Shadows score dense vectors: AddShadow admits them on a sparse instance only when
-        // 2^bits is within --max_feature_dim.
+      if (shadows_.NeedsDense()) {
+        // Within kMaxDenseDimension shadows score dense vectors (AddShadow admits them when
+        // 2^bits is within --max_feature_dim); beyond it, the sparse ones.
         DensifyAll(policy_ctx.sparse_candidates, &offered_dense);
         offered_now = offered_dense;
       }
@@ -250,6 +250,7 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
         logged.arm_ids = &offered_ids;
       } else {
         logged.actions = offered_now;
+        if (sparse) logged.sparse_actions = policy_ctx.sparse_candidates;
       }
       logged.num_actions = offered_count;
       p.shadow_scores.reserve(shadows_.size());

@@ -9,7 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/arms.h"
+#include "core/common/sparse.h"
+#include "core/dimension_limits.h"
 #include "core/registry.h"
+#include "server/named_inputs.h"
 
 namespace bandit::server {
 namespace {
@@ -42,6 +45,14 @@ const char* KindName(ContextKind kind) {
 }
 
 }  // namespace
+
+int64_t ShadowSet::SparseDimension(const bandit::v1::InstanceConfig& instance_config) {
+  if (!instance_config.has_feature_space()) return 0;
+  const int bits = instance_config.feature_space().bits();
+  if (bits < 1 || bits > 30) return 0;  // refused by the feature space's own check
+  const int64_t dimension = int64_t{1} << bits;
+  return dimension > kMaxDenseDimension ? dimension : 0;
+}
 
 void ToEstimate(const ope::Interval& in, bandit::v1::Estimate* out) {
   out->set_value(in.value);
@@ -152,6 +163,18 @@ absl::StatusOr<Shadow> ShadowSet::Prepare(
   }
   shadow.estimators = ope::Estimators(c.max_weight());
   shadow.model = ope::DirectModel(c.ridge_lambda());
+  if (const int64_t sparse = SparseDimension(instance_config);
+      sparse > 0 && p.context_kind() == ContextKind::kCandidates) {
+    // Beyond the dense bound the candidates stay sparse, as bandit-ope replays such a log.
+    if (!p.TakesSparse())
+      return absl::InvalidArgumentError(absl::StrCat(
+          who, " takes dense candidate vectors; instance '", instance,
+          "' hashes its named features into 2^", instance_config.feature_space().bits(), " = ",
+          sparse, " coordinates, beyond ", kMaxDenseDimension,
+          " its shadows score sparse vectors: expected a policy that takes them (covariance: "
+          "COVARIANCE_DIAGONAL)"));
+    shadow.sparse_model = std::make_unique<ope::SparseDirectModel>(c.ridge_lambda(), sparse);
+  }
   shadow.id = next_id_;
   return shadow;
 }
@@ -189,14 +212,29 @@ void ShadowSet::Score(const ope::LoggedContext& ctx, int served_action, double s
       ++s.errors;
       continue;
     }
-    auto target = ope::TargetDistribution(*s.policy, ctx, s.name);
+    // A shadow sees the candidates in the form its direct model reads: sparse or dense.
+    ope::LoggedContext mine = ctx;
+    if (s.sparse_model != nullptr) {
+      mine.actions = {};
+    } else {
+      mine.sparse_actions = {};
+    }
+    if (s.policy->context_kind() == ContextKind::kCandidates &&
+        (s.sparse_model != nullptr ? mine.sparse_actions.empty() : mine.actions.empty())) {
+      ++s.errors;
+      continue;
+    }
+    auto target = ope::TargetDistribution(*s.policy, mine, s.name);
     if (!target.ok()) {
       ++s.errors;
       continue;
     }
     // q is learned from earlier rewards only (DirectModel: predict, then learn), so the DR
     // term's conditional mean is the shadow's value whatever q is.
-    const Vector q = s.model.Predict(ctx.actions, ctx.x, ctx.arm_ids, ctx.num_actions);
+    const Vector q =
+        s.sparse_model != nullptr
+            ? s.sparse_model->Predict(mine.sparse_actions)
+            : s.model.Predict(mine.actions, mine.x, mine.arm_ids, mine.num_actions);
     ShadowScore score;
     score.shadow_id = s.id;
     score.target = target->pi[served_action];
@@ -208,8 +246,18 @@ void ShadowSet::Score(const ope::LoggedContext& ctx, int served_action, double s
   }
 }
 
-void ShadowSet::Learn(const PendingDecision& p, double reward, const Vector& embedding,
-                      std::optional<double> fidelity) {
+void ShadowSet::Learn(const PendingDecision& p, int64_t dimension, double reward,
+                      const Vector& embedding, std::optional<double> fidelity) {
+  // The chosen candidate in both forms: sparse as the decision kept it, dense (made once, when
+  // a shadow reads it) for the shadows that take dense vectors.
+  const bool sparse_choice = !p.sparse_index.empty();
+  const SparseVector chosen_sparse{p.sparse_index, p.sparse_value};
+  std::optional<Vector> densified;
+  auto chosen_dense = [&]() -> const Vector& {
+    if (!sparse_choice) return p.features;
+    if (!densified) densified = Densify(chosen_sparse, dimension);
+    return *densified;
+  };
   for (Shadow& s : shadows_) {
     const ShadowScore* score = nullptr;
     for (const ShadowScore& sc : p.shadow_scores)
@@ -224,7 +272,15 @@ void ShadowSet::Learn(const PendingDecision& p, double reward, const Vector& emb
     int action = 0;
     switch (s.policy->context_kind()) {
       case ContextKind::kCandidates:
-        ctx.actions = std::span<const Vector>(&p.features, 1);
+        if (s.sparse_model != nullptr) {
+          if (!sparse_choice) {  // made before the instance's candidates were sparse: none is
+            ++s.errors;
+            continue;
+          }
+          ctx.sparse_actions = std::span<const SparseVector>(&chosen_sparse, 1);
+        } else {
+          ctx.actions = std::span<const Vector>(&chosen_dense(), 1);
+        }
         break;
       case ContextKind::kPoint:
         ctx.x = &p.features;
@@ -258,7 +314,11 @@ void ShadowSet::Learn(const PendingDecision& p, double reward, const Vector& emb
     ++(score->exact ? s.exact_distribution : s.sampled_distribution);
     switch (s.policy->context_kind()) {
       case ContextKind::kCandidates:
-        s.model.LearnCandidate(p.features, reward);
+        if (s.sparse_model != nullptr) {
+          s.sparse_model->Learn(chosen_sparse, reward);
+        } else {
+          s.model.LearnCandidate(chosen_dense(), reward);
+        }
         break;
       case ContextKind::kPoint:
         s.model.LearnPoint(p.features, p.arm, reward);
@@ -333,6 +393,9 @@ absl::Status ShadowSet::Reset() {
     s.estimators = ope::Estimators(s.config.max_weight());
     s.slot_estimators.clear();
     s.model = ope::DirectModel(s.config.ridge_lambda());
+    if (s.sparse_model != nullptr)
+      s.sparse_model = std::make_unique<ope::SparseDirectModel>(s.config.ridge_lambda(),
+                                                                s.sparse_model->dimension());
     s.unscored = s.errors = s.exact_distribution = s.sampled_distribution = 0;
   }
   return absl::OkStatus();
@@ -347,7 +410,11 @@ void ShadowSet::Save(bandit::v1::InstanceSnapshot* snap) const {
     s.policy->Save(out->mutable_policy());
     s.estimators.Save(out->mutable_estimators());
     for (const ope::Estimators& e : s.slot_estimators) e.Save(out->add_slot_estimators());
-    s.model.Save(out->mutable_direct_model());
+    if (s.sparse_model != nullptr) {
+      s.sparse_model->Save(out->mutable_direct_model());
+    } else {
+      s.model.Save(out->mutable_direct_model());
+    }
     out->set_unscored(s.unscored);
     out->set_errors(s.errors);
     out->set_exact_distribution(s.exact_distribution);
@@ -390,10 +457,31 @@ absl::Status ShadowSet::Restore(const bandit::v1::InstanceSnapshot& snap) {
         return absl::InvalidArgumentError(
             absl::StrCat(where, "slot position ", k, ": ", st.message()));
     }
-    s.model = ope::DirectModel(s.config.ridge_lambda() > 0 ? s.config.ridge_lambda() : 1.0);
-    if (in.has_direct_model())
+    const double lambda = s.config.ridge_lambda() > 0 ? s.config.ridge_lambda() : 1.0;
+    s.model = ope::DirectModel(lambda);
+    // The shadows of an instance whose candidates stay sparse keep the diagonal ridge; a state
+    // of the other kind is not this instance's.
+    const int64_t sparse = s.policy->context_kind() == ContextKind::kCandidates
+                               ? SparseDimension(snap.config())
+                               : 0;
+    if (in.direct_model().has_diagonal() != (sparse > 0))
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "direct model is ", in.direct_model().has_diagonal() ? "diagonal" : "dense",
+          ", expected ",
+          sparse > 0 ? "the diagonal ridge of an instance whose candidates are sparse"
+                     : "a dense one"));
+    if (sparse > 0) {
+      if (!s.policy->TakesSparse())
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "policy '", s.policy->name(),
+            "' takes dense vectors, expected one that takes the instance's sparse candidates"));
+      s.sparse_model = std::make_unique<ope::SparseDirectModel>(lambda, sparse);
+      if (auto st = s.sparse_model->Restore(in.direct_model()); !st.ok())
+        return absl::InvalidArgumentError(absl::StrCat(where, st.message()));
+    } else if (in.has_direct_model()) {
       if (auto st = s.model.Restore(in.direct_model()); !st.ok())
         return absl::InvalidArgumentError(absl::StrCat(where, st.message()));
+    }
     s.unscored = in.unscored();
     s.errors = in.errors();
     s.exact_distribution = in.exact_distribution();
@@ -405,7 +493,8 @@ absl::Status ShadowSet::Restore(const bandit::v1::InstanceSnapshot& snap) {
 }
 
 int64_t ShadowSet::Bytes(const Shadow& s) {
-  return s.policy->StateBytes() + s.model.StateBytes() +
+  return s.policy->StateBytes() +
+         (s.sparse_model != nullptr ? s.sparse_model->StateBytes() : s.model.StateBytes()) +
          static_cast<int64_t>(s.slot_estimators.capacity() * sizeof(ope::Estimators));
 }
 
@@ -430,6 +519,7 @@ void ShadowSet::Describe(bandit::v1::Instance* out) const {
     st->set_unscored(s.unscored);
     st->set_errors(s.errors);
     st->set_state_bytes(Bytes(s));
+    st->set_direct_model(s.sparse_model != nullptr ? "diagonal ridge" : "ridge");
     bandit::v1::PageValue* page = s.slot_estimators.empty() ? nullptr : st->mutable_page();
     for (size_t k = 0; k < s.slot_estimators.size(); ++k) {
       const ope::Estimators& pe = s.slot_estimators[k];

@@ -23,6 +23,7 @@
 #include "bandit/v1/service.pb.h"
 #include "bandit/v1/storage.pb.h"
 #include "core/ope/estimators.h"
+#include "core/ope/sparse_direct_model.h"
 #include "core/ope/target.h"
 #include "core/policy.h"
 #include "server/pending_table.h"
@@ -39,6 +40,11 @@ struct Shadow {
   // in the last); empty until a slot's reward arrives.
   std::vector<ope::Estimators> slot_estimators;
   ope::DirectModel model;
+  // Set on an instance whose named features hash into more than kMaxDenseDimension
+  // coordinates: the shadow scores and learns the sparse vectors (its policy takes them) and
+  // this diagonal ridge is its direct model, in place of `model` (the choice bandit-ope makes
+  // for such a log).
+  std::unique_ptr<ope::SparseDirectModel> sparse_model;
   int64_t unscored = 0;
   int64_t errors = 0;
   int64_t exact_distribution = 0;
@@ -47,11 +53,16 @@ struct Shadow {
 
 class ShadowSet {
  public:
+  // The weight space beyond which the shadows of a named instance score sparse vectors: 0 when
+  // they score dense ones (no feature space, or 2^bits within kMaxDenseDimension).
+  static int64_t SparseDimension(const bandit::v1::InstanceConfig& instance_config);
+
   // Checks an AddShadow request against the instance (the served policy and its normalized
   // config) and `max_shadows`, fills the config's defaults (seed, arms, ridge_lambda) and builds
   // the shadow. Changes nothing: Insert adds what this returns.
   //   INVALID_ARGUMENT: a malformed name, a missing or invalid config, a policy of another
-  //     context kind, feature dimension or arm set than the instance's.
+  //     context kind, feature dimension or arm set than the instance's, a policy that takes
+  //     only dense vectors on an instance whose shadows score sparse ones.
   //   ALREADY_EXISTS: the name is taken. RESOURCE_EXHAUSTED: max_shadows reached.
   absl::StatusOr<Shadow> Prepare(
       const std::string& instance, const Policy& served,
@@ -64,6 +75,12 @@ class ShadowSet {
   absl::Status CheckExists(const std::string& instance, const std::string& name) const;
 
   bool empty() const { return shadows_.empty(); }
+  // Some shadow scores dense candidate vectors (Score then needs LoggedContext::actions).
+  bool NeedsDense() const {
+    for (const Shadow& s : shadows_)
+      if (s.sparse_model == nullptr) return true;
+    return false;
+  }
   // Every shadow's Select only reads its state (Policy::SelectReadsOnly): a Select's scores
   // then let replay rebuild it without running the shadows.
   bool AllSelectReadsOnly() const {
@@ -76,14 +93,16 @@ class ShadowSet {
 
   // After the served decision: each shadow's view of this context, appended to `out`.
   // `served` is the served decision (action index and propensity); decisions without a usable
-  // propensity are not scored.
+  // propensity are not scored. Candidates: `ctx` holds the sparse vectors for the shadows with
+  // a sparse model, the dense ones (actions) for the others.
   void Score(const ope::LoggedContext& ctx, int served_action, double served_propensity,
              std::vector<ShadowScore>* out);
   // The reward of a decision the served policy learned: every shadow that scored it adds the
   // event to its estimates (and, for a slot of a multi-slot decision, to its slot position's),
   // then it and its direct model learn (x_t, a_t, r_t). `embedding`
-  // and `fidelity` are the Update's (mixture policies).
-  void Learn(const PendingDecision& p, double reward, const Vector& embedding,
+  // and `fidelity` are the Update's (mixture policies). A sparse choice (the pending decision's
+  // sparse_index/value) is densified to `dimension` for the shadows that take dense vectors.
+  void Learn(const PendingDecision& p, int64_t dimension, double reward, const Vector& embedding,
              std::optional<double> fidelity);
   // Arm-set instances: the instance's arm changes, on every shadow (policy and config). All or
   // nothing: on error every shadow is as before.
@@ -93,6 +112,7 @@ class ShadowSet {
   absl::Status Reset();
 
   void Save(bandit::v1::InstanceSnapshot* snap) const;
+  // The snapshot's shadows, each with the direct model SparseDimension(snap.config()) calls for.
   absl::Status Restore(const bandit::v1::InstanceSnapshot& snap);
   void Describe(bandit::v1::Instance* out) const;
   int64_t StateBytes() const;

@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -369,6 +371,72 @@ TEST(SparseDirectModel, PredictsTheDiagonalRidgeInClosedForm) {
   EXPECT_DOUBLE_EQ(q[1], 2 * 1.0 / 2 + 4.0 / 3);
   EXPECT_DOUBLE_EQ(q[2], 4.0 / 3);
   EXPECT_EQ(m.coordinates(), 2);
+}
+
+// Save writes the coordinates in index order (the same model, the same bytes, whatever the
+// hash map's order); a restored model predicts bit for bit as the saved one and learns on
+// alike. A state that is not a diagonal ridge of this dimension is refused, the model as it was.
+TEST(SparseDirectModel, SaveRestoreResumesExactlyAndRefusesBadStates) {
+  namespace v1 = bandit::v1;
+  SparseDirectModel m(/*lambda=*/0.5, /*dimension=*/1 << 18);
+  auto vec = [](std::vector<uint32_t> i, std::vector<double> v) {
+    return SparseVector{std::move(i), std::move(v)};
+  };
+  m.Learn(vec({90000, 7, 3}, {1.5, -2, 0.25}), 1.0);
+  m.Learn(vec({7, 131071}, {1, 1}), 0.0);
+  m.Learn(vec({3}, {4}), 2.5);
+  v1::DirectModelState state;
+  m.Save(&state);
+  ASSERT_TRUE(state.has_diagonal());
+  EXPECT_EQ(state.lambda(), 0.5);
+  EXPECT_EQ(state.diagonal().dimension(), 1 << 18);
+  EXPECT_EQ(std::vector<uint32_t>(state.diagonal().index().begin(), state.diagonal().index().end()),
+            (std::vector<uint32_t>{3, 7, 90000, 131071}));
+  EXPECT_EQ(state.diagonal().a(0), 0.25 * 0.25 + 16);  // coordinate 3
+  EXPECT_EQ(state.diagonal().b(0), 0.25 + 4 * 2.5);
+  EXPECT_EQ(state.diagonal().intercept_a(), 3);
+  EXPECT_EQ(state.diagonal().intercept_b(), 3.5);
+
+  SparseDirectModel restored(/*lambda=*/0.5, /*dimension=*/1 << 18);
+  ASSERT_TRUE(restored.Restore(state).ok());
+  v1::DirectModelState again;
+  restored.Save(&again);
+  EXPECT_EQ(again.SerializeAsString(), state.SerializeAsString());
+  const std::vector<SparseVector> actions = {vec({3, 7}, {1, 1}), vec({131071}, {2}),
+                                             vec({5}, {1})};
+  const Vector q0 = m.Predict(actions), q1 = restored.Predict(actions);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(q0[i], q1[i]);
+  m.Learn(actions[1], 1.0);
+  restored.Learn(actions[1], 1.0);
+  EXPECT_EQ(m.Predict(actions)[1], restored.Predict(actions)[1]);
+
+  auto refused = [&](const std::function<void(v1::DirectModelState*)>& breakit,
+                     const std::string& says) {
+    v1::DirectModelState bad = state;
+    breakit(&bad);
+    SparseDirectModel target(/*lambda=*/0.5, /*dimension=*/1 << 18);
+    target.Learn(vec({11}, {1}), 1.0);
+    const auto s = target.Restore(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << says;
+    EXPECT_NE(s.message().find(says), std::string::npos) << s;
+    EXPECT_EQ(target.coordinates(), 1) << says;  // unchanged
+  };
+  refused([](v1::DirectModelState* b) { b->clear_diagonal(); }, "no diagonal state");
+  refused([](v1::DirectModelState* b) { b->mutable_diagonal()->set_dimension(1 << 10); },
+          "expected 262144");
+  refused([](v1::DirectModelState* b) { b->mutable_diagonal()->mutable_a()->RemoveLast(); },
+          "expected as many of each");
+  refused([](v1::DirectModelState* b) { b->mutable_diagonal()->set_index(1, 3); },
+          "increasing order");
+  refused([](v1::DirectModelState* b) { b->mutable_diagonal()->set_index(3, 1 << 18); },
+          "below the dimension");
+  refused([](v1::DirectModelState* b) { b->mutable_diagonal()->set_a(2, -1); }, "a >= 0");
+  refused(
+      [](v1::DirectModelState* b) {
+        b->mutable_diagonal()->set_b(2, std::numeric_limits<double>::infinity());
+      },
+      "finite sums");
+  refused([](v1::DirectModelState* b) { b->set_lambda(0); }, "positive number");
 }
 
 }  // namespace

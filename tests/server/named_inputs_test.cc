@@ -725,6 +725,25 @@ TEST(NamedInputs, DiagonalPolicyFillsNamedSlotsAsTheCorePolicyOnTheSparseVectors
   }
 }
 
+// The instance's decision log as bandit-ope reads it: exported, written as DSJSON, parsed back.
+std::vector<v1::LoggedDecision> ExportedDsjsonLog(DecisionService& svc, const std::string& name) {
+  v1::ExportDecisionLogRequest req;
+  req.set_name(name);
+  DecisionService::DecisionLogCursor cursor;
+  std::vector<v1::LoggedDecision> log;
+  for (bool done = false; !done;) {
+    v1::DecisionLogChunk chunk;
+    EXPECT_TRUE(svc.ReadDecisionLog(req, &cursor, &chunk, &done).ok());
+    for (const auto& d : chunk.decisions()) {
+      auto parsed =
+          client::ParseDsjson(client::FormatDecision(client::LogFormat::kDsjson, d, name));
+      EXPECT_TRUE(parsed.ok()) << parsed.status();
+      if (parsed.ok()) log.push_back(*parsed);
+    }
+  }
+  return log;
+}
+
 // bandit-ope beyond the dense bound: a log of a diagonal instance at bits 18 is replayed on
 // sparse vectors. A candidate equal to the served policy replays its every decision (IPS is the
 // logged mean exactly); a full-matrix candidate is refused by name. At bits 8 the sparse path
@@ -748,21 +767,7 @@ TEST(NamedInputs, OpeReplaysADiagonalLogBeyondTheDenseBoundOnSparseVectors) {
       v1::UpdateResponse r;
       EXPECT_TRUE(svc.Update(up, &r).ok());
     }
-    v1::ExportDecisionLogRequest req;
-    req.set_name("x");
-    DecisionService::DecisionLogCursor cursor;
-    std::vector<v1::LoggedDecision> log;
-    for (bool done = false; !done;) {
-      v1::DecisionLogChunk chunk;
-      EXPECT_TRUE(svc.ReadDecisionLog(req, &cursor, &chunk, &done).ok());
-      for (const auto& d : chunk.decisions()) {
-        auto parsed =
-            client::ParseDsjson(client::FormatDecision(client::LogFormat::kDsjson, d, "x"));
-        EXPECT_TRUE(parsed.ok()) << parsed.status();
-        if (parsed.ok()) log.push_back(*parsed);
-      }
-    }
-    return log;
+    return ExportedDsjsonLog(svc, "x");
   };
   auto evaluate = [](const std::string& config, const std::vector<v1::LoggedDecision>& log,
                      ope::EvaluateOptions options) -> absl::StatusOr<ope::Estimators> {
@@ -833,15 +838,112 @@ TEST(NamedInputs, BoundsOnFullMatrixAndDiagonalPolicies) {
       Create("dense", "policy { linucb { dimension: 8388608 covariance: COVARIANCE_DIAGONAL } }"),
       &out);
   EXPECT_THAT(std::string(dense.message()), HasSubstr("(--max_diagonal_feature_dim)"));
+  // A shadow at bits 18 scores the sparse vectors: a full-matrix one is refused.
   ASSERT_TRUE(svc.CreateInstance(Create("d", kDiagonal18), &out).ok());
   v1::AddShadowRequest add;
   add.set_name("d");
   add.set_shadow("s");
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      "policy { linucb { covariance: COVARIANCE_DIAGONAL } } seed: 5", add.mutable_config()));
+      "policy { linucb { } } seed: 5", add.mutable_config()));
   auto shadow = svc.AddShadow(add, &out);
   EXPECT_EQ(shadow.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(shadow.message()), HasSubstr("--max_feature_dim=4096"));
+  EXPECT_THAT(std::string(shadow.message()), HasSubstr("config.feature_space.bits is 18"));
+  EXPECT_THAT(std::string(shadow.message()), HasSubstr("COVARIANCE_DIAGONAL"));
+  EXPECT_EQ(out.shadows_size(), 0);
+}
+
+// Shadows beyond the dense bound score and learn the sparse vectors, with a diagonal ridge as
+// the doubly robust estimate's direct model: exactly what bandit-ope computes from the exported
+// log (the same choice at the same bound), so each shadow's every estimate equals bandit-ope's
+// for the same config. The served policy's twin agrees on every decision (IPS = served value).
+// An export keeps the shadows exactly: the imported instance goes on to the same estimates.
+TEST(NamedInputs, ShadowsBeyondTheDenseBoundEstimateAsBanditOpeDoes) {
+  ManualClock clock;
+  DecisionService svc(&clock, BanditdLimits());
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(
+                     Create("d", absl::StrCat(kDiagonal18, " decision_log { enabled: true }")),
+                     &out)
+                  .ok());
+  const std::vector<std::pair<std::string, std::string>> shadows = {
+      {"twin", "policy { linucb { alpha: 0.5 covariance: COVARIANCE_DIAGONAL } } seed: 5"},
+      {"eager", "policy { linucb { alpha: 0.05 covariance: COVARIANCE_DIAGONAL } } seed: 7"},
+      {"glb", "policy { glb_omd { covariance: COVARIANCE_DIAGONAL max_feature_norm: 1000 } } seed: 9 ridge_lambda: 2"}};
+  for (const auto& [name, config] : shadows) {
+    v1::AddShadowRequest add;
+    add.set_name("d");
+    add.set_shadow(name);
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(config, add.mutable_config()));
+    auto added = svc.AddShadow(add, &out);
+    ASSERT_TRUE(added.ok()) << name << ": " << added;
+  }
+  const int kRounds = 150;
+  for (int round = 0; round < kRounds; ++round) ASSERT_GE(PlayNamedOn(svc, "d", round), 0);
+  v1::GetInstanceRequest get;
+  get.set_name("d");
+  ASSERT_TRUE(svc.GetInstance(get, &out).ok());
+  ASSERT_EQ(out.shadows_size(), 3);
+  const std::vector<v1::LoggedDecision> log = ExportedDsjsonLog(svc, "d");
+  ASSERT_EQ(log.size(), static_cast<size_t>(kRounds));
+  for (const v1::ShadowStatus& sh : out.shadows()) {
+    SCOPED_TRACE(sh.name());
+    EXPECT_EQ(sh.events(), kRounds);
+    EXPECT_EQ(sh.errors(), 0);
+    EXPECT_EQ(sh.direct_model(), "diagonal ridge");
+    // bandit-ope over the exported log, the shadow's normalized config as its candidate.
+    ope::Candidate c{.name = sh.name(), .config = {}};
+    *c.config.mutable_policy() = sh.config().policy();
+    c.config.set_seed(sh.config().seed());
+    *c.config.mutable_feature_space() = out.config().feature_space();
+    ope::EvaluateOptions options;
+    options.ridge_lambda = sh.config().ridge_lambda();
+    auto evaluator = ope::Evaluator::Create({c}, options);
+    ASSERT_TRUE(evaluator.ok()) << evaluator.status();
+    for (size_t i = 0; i < log.size(); ++i)
+      ASSERT_TRUE((*evaluator)->Add(log[i], absl::StrCat("line ", i)).ok());
+    const ope::Estimators& e = (*evaluator)->results()[0].estimators;
+    EXPECT_EQ(e.events(), kRounds);
+    EXPECT_NEAR(sh.ips().value(), e.Ips().value, 1e-12);
+    EXPECT_NEAR(sh.snips().value(), e.Snips().value, 1e-12);
+    EXPECT_NEAR(sh.dm().value(), e.DirectMethod().value, 1e-12);
+    EXPECT_NEAR(sh.dr().value(), e.DoublyRobust().value, 1e-12);
+    EXPECT_NEAR(sh.dr().se(), e.DoublyRobust().se, 1e-12);
+    if (sh.name() == "twin") EXPECT_DOUBLE_EQ(sh.ips().value(), sh.served().value());
+  }
+  EXPECT_NE(out.shadows(1).ips().value(), out.shadows(1).served().value());
+
+  // Export, import elsewhere, and both go on alike: the same snapshot of every shadow. (Each
+  // diagonal policy at bits 18 is 4 MB in a snapshot: one shadow goes first, to stay within the
+  // 16 MB gRPC message an export must fit.)
+  v1::RemoveShadowRequest remove;
+  remove.set_name("d");
+  remove.set_shadow("eager");
+  ASSERT_TRUE(svc.RemoveShadow(remove, &out).ok());
+  v1::ExportInstanceRequest ex;
+  ex.set_name("d");
+  v1::ExportInstanceResponse exported;
+  auto exported_ok = svc.ExportInstance(ex, &exported);
+  ASSERT_TRUE(exported_ok.ok()) << exported_ok;
+  auto snap = SnapshotStore::Decode(exported.snapshot());
+  ASSERT_TRUE(snap.ok());
+  ASSERT_EQ(snap->shadows_size(), 2);
+  EXPECT_EQ(snap->shadows(0).direct_model().diagonal().intercept_a(), kRounds);
+  EXPECT_GT(snap->shadows(0).direct_model().diagonal().index_size(), 0);
+  DecisionService other(&clock, BanditdLimits());
+  v1::ImportInstanceRequest im;
+  im.set_snapshot(exported.snapshot());
+  ASSERT_TRUE(other.ImportInstance(im, &out).ok());
+  for (int round = kRounds; round < kRounds + 40; ++round)
+    ASSERT_EQ(PlayNamedOn(svc, "d", round), PlayNamedOn(other, "d", round));
+  v1::ExportInstanceResponse e1, e2;
+  ASSERT_TRUE(svc.ExportInstance(ex, &e1).ok());
+  ASSERT_TRUE(other.ExportInstance(ex, &e2).ok());
+  auto s1 = SnapshotStore::Decode(e1.snapshot());
+  auto s2 = SnapshotStore::Decode(e2.snapshot());
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  ASSERT_EQ(s1->shadows_size(), 2);
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(s1->shadows(i).SerializeAsString(), s2->shadows(i).SerializeAsString()) << i;
 }
 
 // Within --max_feature_dim a diagonal instance keeps shadows (scored on dense vectors), and a
@@ -902,10 +1004,18 @@ TEST(NamedInputs, DiagonalPolicyAtBits18ReplaysExactlyAfterACrash) {
     v1::Instance out;
     const std::string config = absl::StrCat(kDiagonal18, log);
     ASSERT_TRUE(twin.CreateInstance(Create("x", config), &out).ok());
+    // With the log, a shadow too: its sparse direct model is rebuilt by the replay.
+    v1::AddShadowRequest add;
+    add.set_name("x");
+    add.set_shadow("s");
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+        "policy { glb_omd { covariance: COVARIANCE_DIAGONAL max_feature_norm: 1000 } } seed: 9", add.mutable_config()));
+    if (*log != 0) ASSERT_TRUE(twin.AddShadow(add, &out).ok());
     std::string pending_a, pending_twin;
     {
       Node a(&fs, &clock);
       ASSERT_TRUE(a.svc.CreateInstance(Create("x", config), &out).ok());
+      if (*log != 0) ASSERT_TRUE(a.svc.AddShadow(add, &out).ok());
       for (int round = 0; round < 120; ++round) {
         ASSERT_EQ(PlayNamed(a.svc, round), PlayNamed(twin, round));
         if (round == 60) {
@@ -949,6 +1059,11 @@ TEST(NamedInputs, DiagonalPolicyAtBits18ReplaysExactlyAfterACrash) {
     ASSERT_TRUE(s1.ok() && s2.ok());
     EXPECT_EQ(s1->policy().SerializeAsString(), s2->policy().SerializeAsString());
     EXPECT_EQ(s1->pending_size(), s2->pending_size());
+    ASSERT_EQ(s1->shadows_size(), *log != 0 ? 1 : 0);
+    if (*log != 0) {
+      EXPECT_EQ(s1->shadows(0).SerializeAsString(), s2->shadows(0).SerializeAsString());
+      EXPECT_EQ(s1->shadows(0).estimators().events(), 220);
+    }
   }
 }
 

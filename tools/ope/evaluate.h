@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "bandit/v1/decision_log.pb.h"
 #include "bandit/v1/service.pb.h"
+#include "core/dimension_limits.h"
 #include "core/features/feature_space.h"
 #include "core/ope/estimators.h"
 #include "core/ope/sparse_direct_model.h"
@@ -33,8 +34,9 @@ struct EvaluateOptions {
   // Named logs hashed into a weight space of more coordinates than this are evaluated on sparse
   // vectors (candidates must take sparse input: covariance COVARIANCE_DIAGONAL) with a diagonal
   // direct model (SparseDirectModel); up to it, on dense vectors with DirectModel's ridge, whose
-  // d x d matrix is banditd's full-matrix bound (--max_feature_dim's default).
-  int64_t max_dense_dimension = 4096;
+  // d x d matrix is banditd's full-matrix bound (--max_feature_dim's default). banditd's shadows
+  // make the same choice at the same bound.
+  int64_t max_dense_dimension = kMaxDenseDimension;
 };
 
 struct TracePoint {

@@ -336,20 +336,21 @@ std::string FormatSlots(LogFormat format, std::span<const v1::LoggedDecision> sl
   return line;
 }
 
-void DecisionGrouper::Add(const v1::LoggedDecision& d) {
+void DecisionGrouper::Add(v1::LoggedDecision d, int64_t line) {
   if (!held_.empty() && (d.slot_id().empty() || d.event_id() != held_[0].event_id() ||
                          d.slot_index() != static_cast<int>(held_.size())))
     Flush();
   if (d.slot_id().empty()) {
-    each_(std::span<const v1::LoggedDecision>(&d, 1));
+    each_(std::span<const v1::LoggedDecision>(&d, 1), line);
     return;
   }
-  held_.push_back(d);
+  if (held_.empty()) held_line_ = line;
+  held_.push_back(std::move(d));
 }
 
 void DecisionGrouper::Flush() {
   if (held_.empty()) return;
-  each_(held_);
+  each_(held_, held_line_);
   held_.clear();
 }
 

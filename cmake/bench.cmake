@@ -41,6 +41,13 @@ target_include_directories(bandit-loadgen PRIVATE ${CMAKE_SOURCE_DIR})
 target_link_libraries(bandit-loadgen PRIVATE bandit_bench_echo_proto bandit_client bandit_core
   nlohmann_json::nlohmann_json absl::flags absl::flags_parse absl::str_format Threads::Threads)
 
+# tests/bench: the loadgen's policy configs (derived from the registry) checked in-process.
+if(TARGET test_bench)
+  target_sources(test_bench PRIVATE ${CMAKE_SOURCE_DIR}/bench/loadgen/workload.cc
+                                    ${CMAKE_SOURCE_DIR}/bench/loadgen/inprocess.cc)
+  target_link_libraries(test_bench PRIVATE nlohmann_json::nlohmann_json)
+endif()
+
 # ---- smoke check: loadgen runs 1 s against a banditd on port 0 (no timing asserted) ----
 add_test(NAME bench_loadgen_smoke
   COMMAND /bin/sh ${CMAKE_SOURCE_DIR}/bench/loadgen/smoke.sh

@@ -54,6 +54,12 @@ if(BANDIT_NODE AND BANDIT_NPM)
     ENVIRONMENT "BANDITD=${CMAKE_BINARY_DIR}/bin/banditd;BANDIT_PROTO_DIR=${CMAKE_SOURCE_DIR}/proto"
     TIMEOUT 120)
 
+  # src/policy_config.d.ts is what scripts/gen-types.js derives from proto/bandit/v1/policy.proto.
+  add_test(NAME client_node_types COMMAND ${BANDIT_NODE} scripts/gen-types.js --check
+           WORKING_DIRECTORY ${_node_dir})
+  set_tests_properties(client_node_types PROPERTIES
+    ENVIRONMENT "BANDIT_PROTO_DIR=${CMAKE_SOURCE_DIR}/proto" TIMEOUT 60)
+
   # Azure Personalizer's official Node SDKs (pinned versions, installed by the test into a temp
   # dir outside the repository) against banditd's Personalizer HTTP API.
   add_test(NAME personalizer_sdk COMMAND ${BANDIT_NODE} --test ${CMAKE_SOURCE_DIR}/tests/personalizer_sdk/sdk.test.js

@@ -66,6 +66,9 @@ set(BANDIT_FUZZ_MUTATIONS_features_fuzz 20000 CACHE STRING "Mutations per input,
 set(BANDIT_FUZZ_MUTATIONS_personalizer_fuzz 2000 CACHE STRING "Mutations per input, fuzz_replay_personalizer_fuzz")
 set(BANDIT_FUZZ_REPLAY_DIR ${CMAKE_BINARY_DIR}/fuzz-replay)
 file(MAKE_DIRECTORY ${BANDIT_FUZZ_REPLAY_DIR})
+# The seed configs (fuzz/seed_configs.h, derived from the policy registry) for fuzz/make_seeds.py.
+add_executable(fuzz_seed_configs ${CMAKE_SOURCE_DIR}/fuzz/seed_configs_main.cc)
+target_link_libraries(fuzz_seed_configs PRIVATE bandit_core)
 add_library(bandit_fuzz_replay_main OBJECT ${CMAKE_SOURCE_DIR}/fuzz/replay_main.cc)
 foreach(t ${BANDIT_FUZZ_TARGETS})
   add_executable(fuzz_replay_${t} ${CMAKE_SOURCE_DIR}/fuzz/${t}.cc

@@ -53,14 +53,12 @@ absl::StatusOr<ArmSet> ArmSet::FromConfig(const bandit::v1::PolicyConfig& config
 }
 
 std::optional<int> ArmSet::Find(absl::string_view id) const {
-  auto it = slot_of_.find(std::string(id));
-  if (it == slot_of_.end()) return std::nullopt;
-  return it->second;
+  return slot_of_.Find(id);
 }
 
 absl::Status ArmSet::CheckAdd(const bandit::v1::ArmSpec& arm) const {
   if (auto s = CheckId("arm id", arm.id()); !s.ok()) return s;
-  if (slot_of_.contains(arm.id()))
+  if (slot_of_.Find(arm.id()))
     return absl::InvalidArgumentError(
         absl::StrCat("arm id '", arm.id(), "' is a duplicate, expected unique arm ids"));
   if (use_features_ == ArmFeatures::kRequired) {
@@ -78,7 +76,7 @@ absl::Status ArmSet::CheckAdd(const bandit::v1::ArmSpec& arm) const {
 int ArmSet::Add(const bandit::v1::ArmSpec& arm) {
   const int slot = size();
   ids_.push_back(arm.id());
-  slot_of_[arm.id()] = slot;
+  slot_of_.TryAppend(arm.id());  // CheckAdd refused a repeat
   if (use_features_ == ArmFeatures::kRequired) {
     features_.conservativeResize(dim_, slot + 1);
     features_.col(slot) =
@@ -92,8 +90,7 @@ absl::StatusOr<int> ArmSet::Remove(absl::string_view id) {
   if (!found) return absl::NotFoundError(absl::StrCat("arm id '", id, "' is not in the arm set"));
   const int slot = *found;
   ids_.erase(ids_.begin() + slot);
-  slot_of_.clear();
-  for (int i = 0; i < size(); ++i) slot_of_[ids_[i]] = i;
+  slot_of_.Erase(slot);
   if (use_features_ == ArmFeatures::kRequired) EraseColumn(features_, slot);
   return slot;
 }
@@ -112,8 +109,7 @@ absl::Status ArmSet::Restore(const StateReader& r) {
   }
   ids_ = std::move(ids);
   features_ = std::move(feats);
-  slot_of_.clear();
-  for (int i = 0; i < size(); ++i) slot_of_[ids_[i]] = i;
+  slot_of_ = IdIndex::OfDistinct(ids_);
   return absl::OkStatus();
 }
 

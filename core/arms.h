@@ -11,10 +11,10 @@
 
 #include <Eigen/Dense>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "bandit/v1/policy.pb.h"
+#include "core/id_index.h"
 #include "core/state_io.h"
 
 namespace bandit {
@@ -49,7 +49,7 @@ class ArmSet {
 
  private:
   std::vector<std::string> ids_;
-  absl::flat_hash_map<std::string, int> slot_of_;
+  IdIndex slot_of_;  // arm id -> slot
   ArmFeatures use_features_ = ArmFeatures::kNone;
   int64_t dim_ = 0;
   Eigen::MatrixXd features_;  // dim x size

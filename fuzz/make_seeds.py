@@ -1,41 +1,27 @@
 #!/usr/bin/python3
-"""Writes the seed corpora under fuzz/corpus/ from a live banditd (already committed; rerun only
-to refresh them after an API change):  fuzz/make_seeds.py BANDITD PYTHON_GEN_DIR
+"""Writes the seed corpora under fuzz/corpus/ from a live banditd (already committed; rerun
+after a policy is registered, an example changes, or the API changes):
+    fuzz/make_seeds.py BANDITD PYTHON_GEN_DIR FUZZ_SEED_CONFIGS
+e.g. fuzz/make_seeds.py build/bin/banditd build/python_gen build/bin/fuzz_seed_configs
 
-For each seed config of request_fuzz.cc: request sequences in FuzzedDataProvider layout
-(request_fuzz), exported snapshots of instances after a few rounds (snapshot_fuzz, both framed
-and payload-only), and the journal segments those rounds produced (journal_fuzz, raw mode and
-structured mode)."""
+For each seed config (printed by FUZZ_SEED_CONFIGS from fuzz/seed_configs.h: every served
+policy's registered examples, in the order request_fuzz.cc reads them): request sequences in
+FuzzedDataProvider layout (request_fuzz), exported snapshots of instances after a few rounds
+(snapshot_fuzz, both framed and payload-only), and the journal segments those rounds produced
+(journal_fuzz, raw mode and structured mode). tests/fuzz/seed_corpus_test.cc checks the result
+against the seed configs."""
 import faulthandler, glob, os, signal, struct, subprocess, sys, tempfile, time
-faulthandler.dump_traceback_later(60, exit=True)
+faulthandler.dump_traceback_later(120, exit=True)
 
-banditd, gen = sys.argv[1], sys.argv[2]
+banditd, gen, seed_configs = sys.argv[1], sys.argv[2], sys.argv[3]
 import grpc  # noqa: E402  (before the generated tree, which has its own grpc/ package)
 sys.path.append(gen)
 from google.protobuf import text_format  # noqa: E402
 from bandit_pb.bandit.v1 import service_pb2 as pb, service_pb2_grpc as rpc  # noqa: E402
 
 root = os.path.dirname(os.path.abspath(__file__))
-# Same order as kConfigs in request_fuzz.cc.
-CONFIGS = [
-    "policy { ucb1 {} num_arms: 3 }",
-    "policy { epsilon_greedy { epsilon: 0.3 } num_arms: 4 }",
-    "policy { thompson {} num_arms: 3 }",
-    "policy { linucb { dimension: 3 } }",
-    "policy { glb_omd { dimension: 3 } }",
-    "policy { domd_glb { dimension: 3 gamma: 0.9 } }",
-    "policy { glm_ucb { dimension: 3 } }",
-    "policy { glm_epsilon_greedy { dimension: 3 } }",
-    "policy { bkb {} arms { id: 'a' features: [0, 1] } arms { id: 'b' features: [1, 0] } "
-    "arms { id: 'c' features: [1, 1] } }",
-    "policy { gp_ucb {} arms { id: 'a' features: [0, 1] } arms { id: 'b' features: [1, 0] } }",
-    "policy { oks { dimension: 2 kernels { kind: GAUSSIAN bandwidth: 1 } "
-    "kernels { kind: LAPLACIAN bandwidth: 2 } support_budget: 16 } }",
-    "policy { oks { dimension: 2 kernels { kind: GAUSSIAN bandwidth: 1 } random_features: 8 } }",
-    "policy { mixture { num_arms: 3 dimension: 2 reference_mean: [0, 0] "
-    "reference_covariance: [1, 0, 0, 1] } }",
-    "policy { ucb1 {} num_arms: 2 } pending { capacity: 2 on_expiry: DROP }",
-]
+CONFIGS = subprocess.run([seed_configs], check=True, capture_output=True,
+                         text=True).stdout.splitlines()
 
 
 def esc(b):  # FuzzedDataProvider::ConsumeRandomLengthString: '\\' doubles, '\\' + other ends
@@ -47,7 +33,8 @@ def select_for(i, r):
     kind = ["none", "cand3", "x2", "cand2"][r % 4]
     if kind == "cand3":
         for k in range(3):
-            s.candidates.add().values.extend([0.1 * k, 0.5, 1.0 - 0.2 * k])
+            # Norms below 1: the GLB policies' default feature bound.
+            s.candidates.add().values.extend([0.05 * k, 0.25, 0.5 - 0.1 * k])
     elif kind == "cand2":
         for k in range(3):
             s.candidates.add().values.extend([0.3 * k, 1.0])
@@ -74,27 +61,6 @@ for i in range(len(CONFIGS)):
             front += esc(u.SerializeToString())
             back += [2, r]  # Update, then which event
         write("request_fuzz", f"cfg{i:02d}_v{variant}", front + bytes(reversed(back)))
-# Multi-slot, deferred decisions with caller-chosen ids, per-slot rewards and an activation
-# (configs 3 and 7: candidate policies of dimension 3).
-for i in (3, 7):
-    s = select_for(i, 1)
-    s.event_id = "page-1"
-    s.defer_activation = True
-    for k, slot_id in enumerate(("hero", "tile")):
-        slot = s.slots.add(id=slot_id)
-        if k == 1:
-            slot.excluded_actions.append("0")
-            slot.baseline_action = "2"
-    front, back = esc(s.SerializeToString()), [i, 1]
-    for slot_id in ("hero", "tile"):
-        front += esc(pb.UpdateRequest(instance="f", reward=1.0, slot_id=slot_id).SerializeToString())
-        back += [2, 0]
-    front += esc(pb.ActivateRequest(instance="f").SerializeToString())
-    back += [74, 0]  # 74 % 12 == 2 (Update's case) with bit 0x40: Activate
-    write("request_fuzz", f"cfg{i:02d}_slots", front + bytes(reversed(back)))
-cr = pb.CreateInstanceRequest(name="g")
-text_format.Parse(CONFIGS[3], cr.config)
-write("request_fuzz", "create", esc(cr.SerializeToString()) + bytes([0, 0]))
 
 # ---- snapshots and journals from a live server ----
 tmp = tempfile.mkdtemp(prefix="bandit-seeds-")
@@ -108,6 +74,7 @@ for _ in range(500):
     time.sleep(0.02)
 port = open(port_file).read().split()[0]
 stub = rpc.BanditServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.enable_http_proxy", 0)]))
+takes_cand3 = []  # configs whose policy took a Select over 3 candidates of dimension 3
 for i, text in enumerate(CONFIGS):
     name = f"s{i:02d}"
     cr = pb.CreateInstanceRequest(name=name)
@@ -124,6 +91,8 @@ for i, text in enumerate(CONFIGS):
                 d = stub.Select(s, timeout=10)
             except grpc.RpcError:
                 continue
+            if variant == 1 and i not in takes_cand3:
+                takes_cand3.append(i)
             if r % 3 != 2:
                 for reward in (r % 2, 1 if r % 2 else -1):  # classification wants labels +-1
                     try:
@@ -139,6 +108,37 @@ for i, text in enumerate(CONFIGS):
 proc.send_signal(signal.SIGKILL)  # keep the journal as written (no final snapshot/compaction)
 proc.wait()
 
+# Multi-slot, deferred decisions with caller-chosen ids, per-slot rewards and an activation
+# over two configs of different policies that decide among candidates of dimension 3 (found live).
+def policy_of(text):  # "policy { linucb { ... } }" -> "linucb"
+    return text.split("{")[1].strip()
+
+
+multi_slot = []
+for i in takes_cand3:
+    if policy_of(CONFIGS[i]) not in (policy_of(CONFIGS[j]) for j in multi_slot):
+        multi_slot.append(i)
+for i in multi_slot[:2]:
+    s = select_for(i, 1)
+    s.event_id = "page-1"
+    s.defer_activation = True
+    for k, slot_id in enumerate(("hero", "tile")):
+        slot = s.slots.add(id=slot_id)
+        if k == 1:
+            slot.excluded_actions.append("0")
+            slot.baseline_action = "2"
+    front, back = esc(s.SerializeToString()), [i, 1]
+    for slot_id in ("hero", "tile"):
+        front += esc(pb.UpdateRequest(instance="f", reward=1.0, slot_id=slot_id).SerializeToString())
+        back += [2, 0]
+    front += esc(pb.ActivateRequest(instance="f").SerializeToString())
+    back += [74, 0]  # 74 % 12 == 2 (Update's case) with bit 0x40: Activate
+    write("request_fuzz", f"cfg{i:02d}_slots", front + bytes(reversed(back)))
+cr = pb.CreateInstanceRequest(name="g")
+text_format.Parse(CONFIGS[takes_cand3[0]], cr.config)
+write("request_fuzz", "create", esc(cr.SerializeToString()) + bytes([0, 0]))
+
+# ---- journals: the segments the live rounds above wrote ----
 for n, seg in enumerate(sorted(glob.glob(f"{tmp}/data/journal/journal-*.log"))):
     data = open(seg, "rb").read()
     write("journal_fuzz", f"raw{n}", data + bytes([0, 0]))  # segments=1, mode=0 (from the end)

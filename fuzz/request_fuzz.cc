@@ -1,6 +1,6 @@
 // libFuzzer target: request validation and policy Select/Update with arbitrary inputs.
 //
-// The input picks one of a set of valid instance configs (every policy family), then is a
+// The input picks one of the seed configs (fuzz/seed_configs.h: every served policy), then is a
 // sequence of operations, each a protobuf message decoded from fuzzer bytes: CreateInstance,
 // Select, Update (or, with bit 0x40 of its op byte, Activate), SelectBatch, UpdateBatch, AddArms,
 // RemoveArms, Import, Reset, List, Get.
@@ -18,6 +18,7 @@
 #include <fuzzer/FuzzedDataProvider.h>
 #include <google/protobuf/text_format.h>
 
+#include "fuzz/seed_configs.h"
 #include "server/decision_service.h"
 #include "server/storage/snapshot_store.h"
 
@@ -25,27 +26,6 @@ namespace {
 
 using namespace bandit::server;
 namespace v1 = bandit::v1;
-
-const char* const kConfigs[] = {
-    "policy { ucb1 {} num_arms: 3 }",
-    "policy { epsilon_greedy { epsilon: 0.3 } num_arms: 4 }",
-    "policy { thompson {} num_arms: 3 }",
-    "policy { linucb { dimension: 3 } }",
-    "policy { glb_omd { dimension: 3 } }",
-    "policy { domd_glb { dimension: 3 gamma: 0.9 } }",
-    "policy { glm_ucb { dimension: 3 } }",
-    "policy { glm_epsilon_greedy { dimension: 3 } }",
-    "policy { bkb {} arms { id: 'a' features: [0, 1] } arms { id: 'b' features: [1, 0] } "
-    "arms { id: 'c' features: [1, 1] } }",
-    "policy { gp_ucb {} arms { id: 'a' features: [0, 1] } arms { id: 'b' features: [1, 0] } }",
-    "policy { oks { dimension: 2 kernels { kind: GAUSSIAN bandwidth: 1 } "
-    "kernels { kind: LAPLACIAN bandwidth: 2 } support_budget: 16 } }",
-    "policy { oks { dimension: 2 kernels { kind: GAUSSIAN bandwidth: 1 } random_features: 8 } }",
-    "policy { mixture { num_arms: 3 dimension: 2 reference_mean: [0, 0] "
-    "reference_covariance: [1, 0, 0, 1] } }",
-    "policy { ucb1 {} num_arms: 2 } pending { capacity: 2 on_expiry: DROP }",
-};
-constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
 ServiceLimits FuzzLimits() {
   ServiceLimits l;
@@ -61,14 +41,16 @@ ServiceLimits FuzzLimits() {
   return l;
 }
 
+// The seed configs (fuzz/seed_configs.h: every served policy's registered examples), parsed once.
 std::vector<v1::CreateInstanceRequest>& Configs() {
   static auto* configs = [] {
     auto* out = new std::vector<v1::CreateInstanceRequest>();
-    for (int i = 0; i < kNumConfigs; ++i) {
+    const std::vector<std::string> texts = bandit::fuzz::SeedConfigs();
+    for (size_t i = 0; i < texts.size(); ++i) {
       v1::CreateInstanceRequest req;
       req.set_name("f");
-      if (!google::protobuf::TextFormat::ParseFromString(kConfigs[i], req.mutable_config())) {
-        std::fprintf(stderr, "fuzz config %d does not parse: %s\n", i, kConfigs[i]);
+      if (!google::protobuf::TextFormat::ParseFromString(texts[i], req.mutable_config())) {
+        std::fprintf(stderr, "fuzz config %zu does not parse: %s\n", i, texts[i].c_str());
         std::abort();
       }
       out->push_back(req);
@@ -124,7 +106,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   ManualClock clock(1'700'000'000'000);
   DecisionService svc(&clock, FuzzLimits());
-  const int which = in.ConsumeIntegralInRange<int>(0, kNumConfigs - 1);
+  const int which = in.ConsumeIntegralInRange<int>(0, static_cast<int>(Configs().size()) - 1);
   v1::Instance described;
   {
     absl::Status s = svc.CreateInstance(Configs()[which], &described);

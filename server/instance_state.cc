@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "core/arms.h"
+#include "core/id_index.h"
 #include "core/registry.h"
 #include "core/common/sparse.h"
 #include "server/named_inputs.h"
@@ -454,16 +455,13 @@ absl::StatusOr<SelectContext> InstanceState::SelectContextFor(const bandit::v1::
   if (arm_set && (in.arm_set_slots || req.excluded_actions_size() > 0)) {
     // The request's ids are the arm set's.
     const std::vector<std::string> ids = policy_->ArmIds();
-    absl::flat_hash_map<std::string_view, int> slot_of;
-    for (int i = 0; i < static_cast<int>(ids.size()); ++i) slot_of.emplace(ids[i], i);
+    const IdIndex slot_of = IdIndex::OfDistinct(ids);
     std::vector<bool> excluded(ids.size(), false);
     for (int j = 0; j < req.excluded_actions_size(); ++j) {
-      auto it = slot_of.find(req.excluded_actions(j));
-      if (it == slot_of.end())
-        return absl::InvalidArgumentError(absl::StrCat("excluded_actions[", j, "] '",
-                                                       req.excluded_actions(j),
-                                                       "' is not the id of one of the instance's arms"));
-      excluded[it->second] = true;
+      auto slot = slot_of.Position(absl::StrCat("excluded_actions[", j, "]"),
+                                   req.excluded_actions(j), "the instance's arms");
+      if (!slot.ok()) return slot.status();
+      excluded[*slot] = true;
     }
     if (in.arm_set_slots) {
       if (auto s = CheckSlots(req, ids, excluded, limits_.max_candidates, &in.slots); !s.ok())

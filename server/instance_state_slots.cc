@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "core/arms.h"
+#include "core/id_index.h"
 #include "core/registry.h"
 #include "core/common/sparse.h"
 #include "server/named_inputs.h"
@@ -24,6 +25,9 @@ namespace instance_state_internal {
 absl::Status CheckSlots(const bandit::v1::SelectRequest& req, const std::vector<std::string>& ids,
                         const std::vector<bool>& excluded, int64_t max_candidates,
                         std::vector<InstanceState::SelectInputs::Slot>* slots) {
+  // Named as the unknown-id errors name it: a dense candidate has no id but its position.
+  constexpr absl::string_view kAmongActions =
+      "the actions (a dense candidate's id is its position)";
   const int n = static_cast<int>(ids.size());
   if (req.slots_size() > n)
     return absl::InvalidArgumentError(absl::StrCat(
@@ -33,47 +37,44 @@ absl::Status CheckSlots(const bandit::v1::SelectRequest& req, const std::vector<
     return absl::InvalidArgumentError(absl::StrCat(
         "slots x actions is ", req.slots_size(), " x ", n, ", expected at most ", max_candidates,
         " (--max_candidates: each slot sees every action)"));
-  absl::flat_hash_map<std::string_view, int> position;
-  for (int i = 0; i < n; ++i) position.emplace(ids[i], i);
-  absl::flat_hash_map<std::string_view, int> slot_of;
+  const IdIndex position = IdIndex::OfDistinct(ids);
+  IdIndex slot_of;
   std::vector<int> baseline_of(n, -1);
   slots->resize(req.slots_size());
   for (int k = 0; k < req.slots_size(); ++k) {
     const bandit::v1::Slot& slot = req.slots(k);
     const std::string field = absl::StrCat("slots[", k, "]");
     if (auto s = CheckId(field + ".id", slot.id()); !s.ok()) return s;
-    if (auto [it, fresh] = slot_of.emplace(slot.id(), k); !fresh)
-      return absl::InvalidArgumentError(absl::StrCat(field, ".id '", slot.id(), "' repeats slots[",
-                                                     it->second, "].id"));
+    if (auto s = slot_of.Append(slot.id(),
+                                [](int i) { return absl::StrCat("slots[", i, "].id"); });
+        !s.ok())
+      return s;
     auto& out = (*slots)[k];
     out.allowed.assign(n, 1);
     for (int i = 0; i < n; ++i)
       if (excluded[i]) out.allowed[i] = 0;
     for (int j = 0; j < slot.excluded_actions_size(); ++j) {
-      auto it = position.find(slot.excluded_actions(j));
-      if (it == position.end())
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ".excluded_actions[", j, "] '", slot.excluded_actions(j),
-            "' is not the id of one of the actions (a dense candidate's id is its position)"));
-      out.allowed[it->second] = 0;
+      auto at = position.Position(absl::StrCat(field, ".excluded_actions[", j, "]"),
+                                  slot.excluded_actions(j), kAmongActions);
+      if (!at.ok()) return at.status();
+      out.allowed[*at] = 0;
     }
     out.baseline = -1;
     if (!slot.baseline_action().empty()) {
-      auto it = position.find(slot.baseline_action());
-      if (it == position.end())
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ".baseline_action '", slot.baseline_action(),
-            "' is not the id of one of the actions (a dense candidate's id is its position)"));
-      if (!out.allowed[it->second])
+      auto found = position.Position(absl::StrCat(field, ".baseline_action"),
+                                     slot.baseline_action(), kAmongActions);
+      if (!found.ok()) return found.status();
+      const int at = *found;
+      if (!out.allowed[at])
         return absl::InvalidArgumentError(absl::StrCat(field, ".baseline_action '",
                                                        slot.baseline_action(),
                                                        "' is excluded for that slot"));
-      if (baseline_of[it->second] >= 0)
+      if (baseline_of[at] >= 0)
         return absl::InvalidArgumentError(absl::StrCat(
             field, ".baseline_action '", slot.baseline_action(), "' is also slots[",
-            baseline_of[it->second], "]'s baseline, expected a different one per slot"));
-      baseline_of[it->second] = k;
-      out.baseline = it->second;
+            baseline_of[at], "]'s baseline, expected a different one per slot"));
+      baseline_of[at] = k;
+      out.baseline = at;
     }
     int allowed = 0;
     for (char a : out.allowed) allowed += a;

@@ -5,10 +5,10 @@
 #include <optional>
 #include <string>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/features/config.h"
 #include "core/features/dense.h"
+#include "core/id_index.h"
 
 namespace bandit::server {
 namespace {
@@ -91,25 +91,21 @@ absl::Status CheckNamedActions(const bandit::v1::SelectRequest& req, int64_t max
     return absl::InvalidArgumentError(absl::StrCat("actions has ", req.actions_size(),
                                                    " entries, expected at most ", max_actions,
                                                    " (--max_candidates)"));
-  absl::flat_hash_map<std::string, int> position;
-  position.reserve(req.actions_size());
+  IdIndex position;
+  auto action_field = [](int i) { return absl::StrCat("actions[", i, "].id"); };
   for (int i = 0; i < req.actions_size(); ++i) {
     const std::string& id = req.actions(i).id();
     if (id.empty() || id.size() > kMaxActionIdBytes)
       return absl::InvalidArgumentError(absl::StrCat("actions[", i, "].id has ", id.size(),
                                                      " bytes, expected 1..", kMaxActionIdBytes));
-    if (!position.emplace(id, i).second)
-      return absl::InvalidArgumentError(absl::StrCat("actions[", i, "].id '", id,
-                                                     "' repeats actions[", position[id], "].id"));
+    if (auto s = position.Append(id, action_field); !s.ok()) return s;
   }
   excluded->assign(req.actions_size(), false);
   for (int i = 0; i < req.excluded_actions_size(); ++i) {
-    auto it = position.find(req.excluded_actions(i));
-    if (it == position.end())
-      return absl::InvalidArgumentError(absl::StrCat("excluded_actions[", i, "] '",
-                                                     req.excluded_actions(i),
-                                                     "' is not the id of one of the actions"));
-    (*excluded)[it->second] = true;
+    auto at = position.Position(absl::StrCat("excluded_actions[", i, "]"), req.excluded_actions(i),
+                                "the actions");
+    if (!at.ok()) return at.status();
+    (*excluded)[*at] = true;
   }
   if (ids != nullptr) {
     ids->clear();

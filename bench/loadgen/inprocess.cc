@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/text_format.h>
+
+#include "absl/strings/str_cat.h"
+#include "bench/loadgen/workload.h"
 #include "core/registry.h"
 #include "core/rng.h"
 
@@ -18,112 +22,32 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace v1 = bandit::v1;
 
-struct Case {
-  std::string name;
-  v1::PolicyConfig config;
-  int d = 0;     // feature / embedding / x dimension
-  int arms = 0;  // candidates per round (contextual) or arm count
-};
-
-std::vector<Case> Cases(int d, int arms) {
-  std::vector<Case> out;
-  auto add = [&](std::string name, v1::PolicyConfig c, int dd, int aa) {
-    out.push_back({std::move(name), std::move(c), dd, aa});
-  };
-  {
-    v1::PolicyConfig c;
-    c.mutable_epsilon_greedy()->set_epsilon(0.1);
-    c.set_num_arms(arms);
-    add("epsilon_greedy", c, 0, arms);
-  }
-  {
-    v1::PolicyConfig c;
-    c.mutable_ucb1();
-    c.set_num_arms(arms);
-    add("ucb1", c, 0, arms);
-  }
-  {
-    v1::PolicyConfig c;
-    c.mutable_thompson();
-    c.set_num_arms(arms);
-    add("thompson", c, 0, arms);  // default: quadrature propensity
-  }
-  {
-    v1::PolicyConfig c;
-    c.mutable_thompson()->set_propensity_samples(0);
-    c.set_num_arms(arms);
-    add("thompson_no_propensity", c, 0, arms);
-  }
-  {
-    v1::PolicyConfig c;
-    c.mutable_linucb()->set_dimension(d);
-    add("linucb", c, d, arms);
-  }
-  {
-    v1::PolicyConfig c;
-    c.mutable_glb_omd()->set_dimension(d);
-    c.mutable_glb_omd()->set_s(3);  // = ||theta*|| of Env (as in bench/micro/glb_bench.cc)
-    add("glb_omd", c, d, arms);
-  }
-  {
-    v1::PolicyConfig c;
-    c.mutable_domd_glb()->set_dimension(d);
-    c.mutable_domd_glb()->set_s(3);  // = ||theta*|| of Env (as in bench/micro/glb_bench.cc)
-    c.mutable_domd_glb()->set_gamma(0.99);
-    add("domd_glb", c, d, arms);
-  }
-  {
-    v1::PolicyConfig c;
-    c.mutable_glm_epsilon_greedy()->set_dimension(d);
-    c.mutable_glm_epsilon_greedy()->set_s(
-        3);  // = ||theta*|| of Env (as in bench/micro/glb_bench.cc)
-    add("glm_epsilon_greedy", c, d, arms);
-  }
-  {
-    v1::PolicyConfig c;
-    c.mutable_glm_ucb()->set_dimension(d);
-    c.mutable_glm_ucb()->set_s(3);  // = ||theta*|| of Env (as in bench/micro/glb_bench.cc)
-    add("glm_ucb", c, d, arms);
-  }
-  {
-    Rng g(11);
-    v1::PolicyConfig c;
-    c.mutable_bkb();
-    for (int a = 0; a < arms; ++a) {
-      auto* s = c.add_arms();
-      for (int j = 0; j < 5; ++j) s->add_features(g.Uniform());
+// Every example of every registered (served) policy, at the run's sizes where the policy takes
+// them (SizedExample), else as registered: derived from the registry, so a new policy is timed
+// without being listed here.
+std::vector<InProcessCase> CasesOf(int d, int arms) {
+  std::vector<InProcessCase> out;
+  Gen g(11);
+  for (const auto& r : RegisteredPolicies()) {
+    for (size_t k = 0; k < r.examples.size(); ++k) {
+      InProcessCase c;
+      c.name = k == 0 ? std::string(r.name) : absl::StrCat(r.name, "/", k);
+      c.example = std::string(r.examples[k].config);
+      auto sized = SizedExample(c.example, d, arms, g);
+      absl::Status made = sized.status();
+      if (sized.ok()) made = CreatePolicy(*sized, 1).status();
+      if (made.ok()) {
+        c.config = *std::move(sized);
+      } else {
+        c.sized = false;
+        c.sizing_refused = std::string(made.message());
+        google::protobuf::TextFormat::ParseFromString(c.example, &c.config);
+      }
+      c.d = ConfigDimension(c.config);
+      const int arm_count = c.config.arms_size() > 0 ? c.config.arms_size() : c.config.num_arms();
+      c.arms = arm_count > 0 ? arm_count : arms;
+      out.push_back(std::move(c));
     }
-    add("bkb", c, 5, arms);
-  }
-  {
-    Rng g(12);
-    v1::PolicyConfig c;
-    c.mutable_gp_ucb();
-    for (int a = 0; a < arms; ++a) {
-      auto* s = c.add_arms();
-      for (int j = 0; j < 5; ++j) s->add_features(g.Uniform());
-    }
-    add("gp_ucb", c, 5, arms);
-  }
-  {
-    v1::PolicyConfig c;
-    auto* o = c.mutable_oks();
-    o->set_dimension(5);
-    for (double bw : {0.5, 1.0, 2.0}) {
-      auto* k = o->add_kernels();
-      k->set_bandwidth(bw);
-    }
-    o->set_random_features(200);
-    add("oks_rf", c, 5, 3);
-  }
-  {
-    v1::PolicyConfig c;
-    auto* m = c.mutable_mixture();
-    m->set_objective(v1::RKE);
-    m->set_num_arms(5);
-    m->set_dimension(5);
-    m->set_random_features(100);
-    add("mixture_greedy_rke", c, 5, 5);
   }
   return out;
 }
@@ -143,7 +67,7 @@ struct Env {
     Rng g(7);
     theta = Vector(d);
     for (int j = 0; j < d; ++j) theta[j] = g.Normal();
-    theta *= 3.0 / theta.norm();
+    theta *= kThetaNorm / theta.norm();
     if (kind == ContextKind::kCandidates) {
       sets.resize(32);
       for (auto& s : sets) {
@@ -200,21 +124,30 @@ struct Env {
 
 }  // namespace
 
+std::vector<InProcessCase> InProcessCases(int d, int arms) { return CasesOf(d, arms); }
+
 nlohmann::ordered_json RunInProcess(const InProcessOptions& o) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (const auto& c : Cases(o.d, o.arms)) {
+  for (const auto& c : CasesOf(o.d, o.arms)) {
     if (!o.only.empty() && c.name.find(o.only) == std::string::npos) continue;
     nlohmann::ordered_json j;
     j["policy"] = c.name;
     j["d"] = c.d;
     j["arms"] = c.arms;
+    j["example"] = c.example;
+    if (!c.sized) j["sizes_refused"] = c.sizing_refused;
     auto p = CreatePolicy(c.config, 1);
     if (!p.ok()) {
       j["error"] = std::string(p.status().message());
       out.push_back(j);
       continue;
     }
-    Env env((*p)->context_kind(), c.d, c.arms);
+    // An arm-set policy decides among its own arms (a mixture's count is in its own message).
+    const int arms = (*p)->context_kind() == ContextKind::kNone && !(*p)->ArmIds().empty()
+                         ? static_cast<int>((*p)->ArmIds().size())
+                         : c.arms;
+    j["arms"] = arms;
+    Env env((*p)->context_kind(), c.d, arms);
     // Blocks of `block` rounds; the block at each power-of-ten-ish checkpoint is timed and kept.
     std::vector<int64_t> checkpoints;
     for (int64_t t = 100; t <= o.max_rounds; t *= 10) {

@@ -42,8 +42,9 @@ ABSL_FLAG(std::string, service, "bandit",
 ABSL_FLAG(std::string, instance, "loadgen", "Instance name (created if missing)");
 ABSL_FLAG(bool, fresh, false, "Delete the instance first if it exists, then create it");
 ABSL_FLAG(std::string, policy, "glb_omd",
-          "Policy of a created instance: glb_omd, domd_glb, glm_ucb, linucb (use --d), "
-          "epsilon_greedy, ucb1, thompson (use --arms), bkb, gp_ucb (--arms with --d features)");
+          "Policy of a created instance: any registered policy, its first registered example "
+          "at --d (dimension; S = 3, the reward model's norm) and --arms (arm count, arm "
+          "features of dimension --d)");
 ABSL_FLAG(std::string, policy_config, "",
           "Text-format bandit.v1.PolicyConfig; overrides --policy (requests still use --d/--arms)");
 ABSL_FLAG(int32_t, d, 20, "Feature dimension (candidates, arm features, x)");

@@ -3,8 +3,12 @@
 #include <google/protobuf/text_format.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/registry.h"
 
 namespace bandit::loadgen {
+
+using google::protobuf::FieldDescriptor;
 
 Workload MakeWorkload(bandit::ContextKind kind, int d, int arms, const std::string& instance,
                       uint64_t seed) {
@@ -19,7 +23,7 @@ Workload MakeWorkload(bandit::ContextKind kind, int d, int arms, const std::stri
     t = g.Normal();
     n += t * t;
   }
-  for (auto& t : w.theta) t *= 3.0 / std::sqrt(n);
+  for (auto& t : w.theta) t *= kThetaNorm / std::sqrt(n);
   const int pool = 64;
   for (int i = 0; i < pool; ++i) {
     v1::SelectRequest req;
@@ -43,6 +47,45 @@ Workload MakeWorkload(bandit::ContextKind kind, int d, int arms, const std::stri
   return w;
 }
 
+int ConfigDimension(const v1::PolicyConfig& config) {
+  const FieldDescriptor* f = v1::PolicyConfig::descriptor()->FindFieldByNumber(config.policy_case());
+  if (f == nullptr) return 0;
+  const auto& sub = config.GetReflection()->GetMessage(config, f);
+  const FieldDescriptor* dim = sub.GetDescriptor()->FindFieldByName("dimension");
+  if (dim == nullptr || dim->cpp_type() != FieldDescriptor::CPPTYPE_INT32) return 0;
+  return sub.GetReflection()->GetInt32(sub, dim);
+}
+
+absl::StatusOr<v1::PolicyConfig> SizedExample(absl::string_view example, int d, int arms, Gen& g) {
+  v1::PolicyConfig c;
+  if (!google::protobuf::TextFormat::ParseFromString(std::string(example), &c))
+    return absl::InternalError(absl::StrCat("registered example '", example, "' does not parse"));
+  // Read by reflection (as the conformance suite reads them) so no policy is named here.
+  const FieldDescriptor* f = v1::PolicyConfig::descriptor()->FindFieldByNumber(c.policy_case());
+  if (f == nullptr) return absl::InternalError("registered example sets no policy");
+  google::protobuf::Message* sub = c.GetReflection()->MutableMessage(&c, f);
+  const google::protobuf::Reflection* r = sub->GetReflection();
+  const FieldDescriptor* dim = sub->GetDescriptor()->FindFieldByName("dimension");
+  if (dim != nullptr && dim->cpp_type() == FieldDescriptor::CPPTYPE_INT32 &&
+      r->GetInt32(*sub, dim) != 0) {
+    r->SetInt32(sub, dim, d);
+    // S, the papers' bound on ||theta*||: the reward models' theta has norm kThetaNorm.
+    const FieldDescriptor* s = sub->GetDescriptor()->FindFieldByName("s");
+    if (s != nullptr && s->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE)
+      r->SetDouble(sub, s, kThetaNorm);
+  }
+  if (c.num_arms() > 0) c.set_num_arms(arms);
+  if (c.arms_size() > 0 && c.arms(0).features_size() > 0) {
+    c.clear_arms();
+    for (int a = 0; a < arms; ++a) {
+      auto* spec = c.add_arms();
+      spec->set_id(std::to_string(a));
+      for (int j = 0; j < d; ++j) spec->add_features(g.Uniform());
+    }
+  }
+  return c;
+}
+
 absl::StatusOr<v1::PolicyConfig> MakePolicyConfig(const std::string& p, const std::string& text,
                                                   int d, int arms, Gen& g) {
   v1::PolicyConfig c;
@@ -52,45 +95,23 @@ absl::StatusOr<v1::PolicyConfig> MakePolicyConfig(const std::string& p, const st
           "--policy_config is not a text-format bandit.v1.PolicyConfig");
     return c;
   }
-  auto feature_arms = [&] {
-    for (int a = 0; a < arms; ++a) {
-      auto* spec = c.add_arms();
-      spec->set_id(std::to_string(a));
-      for (int j = 0; j < d; ++j) spec->add_features(g.Uniform());
+  std::vector<std::string> names;
+  for (const auto& r : RegisteredPolicies()) {
+    if (r.name != p) {
+      names.emplace_back(r.name);
+      continue;
     }
-  };
-  // GLB family: S = 3 = ||theta*|| of the reward model below (as in bench/micro/glb_bench.cc).
-  if (p == "glb_omd") {
-    c.mutable_glb_omd()->set_dimension(d);
-    c.mutable_glb_omd()->set_s(3);
-  } else if (p == "domd_glb") {
-    c.mutable_domd_glb()->set_dimension(d);
-    c.mutable_domd_glb()->set_s(3);
-  } else if (p == "glm_ucb") {
-    c.mutable_glm_ucb()->set_dimension(d);
-    c.mutable_glm_ucb()->set_s(3);
-  } else if (p == "linucb") {
-    c.mutable_linucb()->set_dimension(d);
-  } else if (p == "epsilon_greedy") {
-    c.mutable_epsilon_greedy()->set_epsilon(0.1);
-    c.set_num_arms(arms);
-  } else if (p == "ucb1") {
-    c.mutable_ucb1();
-    c.set_num_arms(arms);
-  } else if (p == "thompson") {
-    c.mutable_thompson();
-    c.set_num_arms(arms);
-  } else if (p == "bkb") {
-    c.mutable_bkb();
-    feature_arms();
-  } else if (p == "gp_ucb") {
-    c.mutable_gp_ucb();
-    feature_arms();
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--policy=", p, " is not a shortcut; use --policy_config"));
+    auto sized = SizedExample(r.examples.front().config, d, arms, g);
+    if (!sized.ok()) return sized.status();
+    if (auto made = CreatePolicy(*sized, 1); !made.ok())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--policy=", p, " at --d=", d, " --arms=", arms, " is refused (", made.status().message(),
+          "); use --policy_config"));
+    return *sized;
   }
-  return c;
+  return absl::InvalidArgumentError(absl::StrCat("--policy=", p, " is not a registered policy (",
+                                                 absl::StrJoin(names, ", "),
+                                                 "); use --policy_config"));
 }
 
 }  // namespace bandit::loadgen

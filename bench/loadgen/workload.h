@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "bandit/v1/service.pb.h"
 #include "core/policy.h"
 
@@ -57,9 +58,21 @@ struct Workload {
 Workload MakeWorkload(bandit::ContextKind kind, int d, int arms, const std::string& instance,
                       uint64_t seed);
 
+// ||theta*|| of the reward models (Workload, and the in-process environment).
+inline constexpr double kThetaNorm = 3.0;
+
+// A registered example (core/registry.h: PolicyExample::config) at the load's sizes: its policy's
+// `dimension` (when it has one) set to d and its `s` (the bound on ||theta*||) to kThetaNorm,
+// num_arms (when set) to `arms`, and arms with features replaced by `arms` arms of d features.
+// The result may still be refused by the policy (e.g. other fields sized for the example's
+// dimension); CreatePolicy says.
+absl::StatusOr<v1::PolicyConfig> SizedExample(absl::string_view example, int d, int arms, Gen& g);
+// The `dimension` of the config's policy (0 when it has none), read by reflection.
+int ConfigDimension(const v1::PolicyConfig& config);
+
 // The config of the instance under load: `policy_config` (text-format bandit.v1.PolicyConfig)
-// if given, else the shortcut `policy` (glb_omd, domd_glb, glm_ucb, linucb, epsilon_greedy,
-// ucb1, thompson, bkb, gp_ucb) at dimension d with `arms` arms. INVALID_ARGUMENT otherwise.
+// if given, else the first registered example of the policy named `policy` (any registered
+// policy), sized by SizedExample. INVALID_ARGUMENT otherwise.
 absl::StatusOr<v1::PolicyConfig> MakePolicyConfig(const std::string& policy,
                                                   const std::string& policy_config, int d, int arms,
                                                   Gen& g);

@@ -237,6 +237,8 @@ if inproc:
         note = p.get("error", "")
         if "stopped_by_budget_s" in p:
             note = f"stopped at t = {p['rounds_run']:,} ({p['stopped_by_budget_s']} s budget)"
+        if "sizes_refused" in p:  # the registered example at its own sizes
+            note = "; ".join(n for n in (note, "as registered") if n)
         sb = (f"{cur[min(cur)]['state_bytes']:,} → {cur[max(cur)]['state_bytes']:,}" if cur else "–")
         md(f"| {p['policy']} | {p['d']} | {p['arms']} | " +
            " | ".join(fmt(cur[t]["us_per_round"], 1) if t in cur else "–" for t in ts) +

@@ -7,6 +7,7 @@
 //           candidates separated by '|'.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <span>
@@ -39,17 +40,25 @@ std::string FormatDecision(LogFormat format, const bandit::v1::LoggedDecision& d
 std::string FormatSlots(LogFormat format, std::span<const bandit::v1::LoggedDecision> slots,
                         const std::string& instance);
 // Groups a log's entries into decisions: calls `each` with every single decision alone and with
-// the entries of each multi-slot decision together (entries arrive in log order).
+// the entries of each multi-slot decision together (entries arrive in log order; consecutive
+// entries with one event id and slot_index 0, 1, ... are one decision). The two-argument form
+// also gets the `line` its decision's first entry was added with, for a reader's messages.
 class DecisionGrouper {
  public:
-  explicit DecisionGrouper(std::function<void(std::span<const bandit::v1::LoggedDecision>)> each)
-      : each_(std::move(each)) {}
-  void Add(const bandit::v1::LoggedDecision& d);
+  using Each = std::function<void(std::span<const bandit::v1::LoggedDecision>)>;
+  using EachFrom = std::function<void(std::span<const bandit::v1::LoggedDecision>, int64_t line)>;
+  explicit DecisionGrouper(Each each)
+      : each_([each = std::move(each)](std::span<const bandit::v1::LoggedDecision> decision,
+                                       int64_t) { each(decision); }) {}
+  explicit DecisionGrouper(EachFrom each) : each_(std::move(each)) {}
+  // `line`: where `d` was read (any caller's numbering; 0 when there is none).
+  void Add(bandit::v1::LoggedDecision d, int64_t line = 0);
   void Flush();
 
  private:
-  std::function<void(std::span<const bandit::v1::LoggedDecision>)> each_;
+  EachFrom each_;
   std::vector<bandit::v1::LoggedDecision> held_;
+  int64_t held_line_ = 0;
 };
 
 // One DSJSON line back into a decision. Refuses (INVALID_ARGUMENT naming the field) what

@@ -10,7 +10,10 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <span>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/cpp/decision_log_format.h"
@@ -682,6 +685,45 @@ TEST(DecisionLog, EveryAcknowledgedDecisionSurvivesACrashExactly) {
       EXPECT_TRUE(md.Compare(after[i], before[name][i])) << i << ": " << diff;
     }
   }
+}
+
+// The grouping rule: consecutive entries with one event id and slot_index 0, 1, ... are one
+// decision; a slot-less entry, another event id, or a slot_index out of sequence begins the next.
+// Each group is reported with the line its first entry was added with.
+TEST(DecisionLog, GrouperJoinsASlotRunAndReportsTheLineItBeganOn) {
+  auto entry = [](const std::string& event, const std::string& slot, int index) {
+    v1::LoggedDecision d;
+    d.set_event_id(event);
+    d.set_slot_id(slot);
+    d.set_slot_index(index);
+    return d;
+  };
+  std::vector<std::pair<std::vector<std::string>, int64_t>> groups;
+  client::DecisionGrouper grouper(
+      [&](std::span<const v1::LoggedDecision> decision, int64_t line) {
+        std::vector<std::string> ids;
+        for (const auto& d : decision) ids.push_back(d.event_id() + "/" + d.slot_id());
+        groups.emplace_back(ids, line);
+      });
+  grouper.Add(entry("a", "", 0), 1);      // single
+  grouper.Add(entry("p", "hero", 0), 2);  // page p: two slots, read from lines 2 and 3
+  grouper.Add(entry("p", "tile", 1), 3);
+  grouper.Add(entry("q", "hero", 0), 4);  // page q: one slot, then p's index 1 again (new event)
+  grouper.Add(entry("p", "tile", 1), 4);  // out of sequence: a group of its own
+  grouper.Add(entry("b", "", 0), 5);      // single, flushes the held group first
+  grouper.Add(entry("r", "hero", 0), 6);
+  grouper.Add(entry("r", "tile", 1), 6);  // both slots from one (CCB) line
+  EXPECT_EQ(groups.size(), 5u);
+  grouper.Flush();
+  using G = std::pair<std::vector<std::string>, int64_t>;
+  EXPECT_EQ(groups, (std::vector<G>{{{"a/"}, 1},
+                                    {{"p/hero", "p/tile"}, 2},
+                                    {{"q/hero"}, 4},
+                                    {{"p/tile"}, 4},
+                                    {{"b/"}, 5},
+                                    {{"r/hero", "r/tile"}, 6}}));
+  grouper.Flush();  // nothing held: no call
+  EXPECT_EQ(groups.size(), 6u);
 }
 
 }  // namespace

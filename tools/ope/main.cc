@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -121,33 +122,28 @@ int main(int argc, char** argv) {
   int64_t line_no = 0;
   const auto start = std::chrono::steady_clock::now();
   // The entries of one multi-slot decision (a CCB line, or consecutive lines of its slots) are
-  // evaluated together: every slot scored before any is learned.
-  std::vector<bandit::v1::LoggedDecision> held;
-  std::string held_where;
-  auto flush = [&]() -> absl::Status {
-    if (held.empty()) return absl::OkStatus();
-    absl::Status s = (*evaluator)->AddDecision(held, held_where, static_cast<int>(held.size()));
-    held.clear();
-    return s;
-  };
+  // evaluated together: every slot scored before any is learned. The grouper holds the one rule
+  // for which entries make one decision; errors name the line the decision began on.
+  absl::Status evaluated;
+  bandit::client::DecisionGrouper grouper(
+      [&](std::span<const bandit::v1::LoggedDecision> decision, int64_t first_line) {
+        if (!evaluated.ok()) return;
+        evaluated = (*evaluator)->AddDecision(decision, absl::StrCat(log_path, ":", first_line),
+                                              static_cast<int>(decision.size()));
+      });
   while (std::getline(log, line)) {
     ++line_no;
     if (line.empty()) continue;
-    const std::string where = absl::StrCat(log_path, ":", line_no);
     auto decisions = bandit::client::ParseDsjsonDecisions(line);
-    if (!decisions.ok()) return Fail(absl::StrCat(where, ": ", decisions.status().message()));
+    if (!decisions.ok())
+      return Fail(absl::StrCat(log_path, ":", line_no, ": ", decisions.status().message()));
     for (auto& d : *decisions) {
-      const bool same_decision = !held.empty() && !d.slot_id().empty() &&
-                                 d.event_id() == held[0].event_id() &&
-                                 d.slot_index() == static_cast<int>(held.size());
-      if (!same_decision) {
-        if (auto s = flush(); !s.ok()) return Fail(std::string(s.message()));
-        held_where = where;
-      }
-      held.push_back(std::move(d));
+      grouper.Add(std::move(d), line_no);
+      if (!evaluated.ok()) return Fail(std::string(evaluated.message()));
     }
   }
-  if (auto s = flush(); !s.ok()) return Fail(std::string(s.message()));
+  grouper.Flush();
+  if (!evaluated.ok()) return Fail(std::string(evaluated.message()));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

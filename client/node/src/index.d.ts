@@ -2,6 +2,7 @@
 // conversion of proto/bandit/v1/*.proto: camelCase fields, int64 as decimal strings (numbers
 // accepted on input), enums as their names, oneofs also named by a string field.
 import type { ChannelCredentials, ClientOptions } from '@grpc/grpc-js';
+import type { ArmSpec, PolicyConfig } from './policy_config';
 
 export type Int64 = string;
 export type Int64Input = string | number;
@@ -63,26 +64,8 @@ export interface CallOptions {
   retry?: Partial<RetryPolicy>;
 }
 
-/** bandit.v1.PolicyConfig: exactly one policy field, plus arms or numArms for finite-arm ones. */
-export interface PolicyConfig {
-  epsilonGreedy?: Record<string, unknown>;
-  ucb1?: Record<string, unknown>;
-  thompson?: Record<string, unknown>;
-  linucb?: { dimension: number; lambda?: number; alpha?: number };
-  glbOmd?: { dimension: number; link?: 'LOGISTIC' | 'POISSON' | 'GAUSSIAN'; [k: string]: unknown };
-  domdGlb?: Record<string, unknown>;
-  glmUcb?: Record<string, unknown>;
-  glmEpsilonGreedy?: Record<string, unknown>;
-  bkb?: Record<string, unknown>;
-  gpUcb?: Record<string, unknown>;
-  oks?: Record<string, unknown>;
-  mixture?: Record<string, unknown>;
-  arms?: ArmSpec[];
-  numArms?: number;
-  /** On output: the name of the policy that is set. */
-  policy?: string;
-}
-export interface ArmSpec { id?: string; features?: number[] }
+/** bandit.v1.PolicyConfig and the configs of every policy: generated from the protos. */
+export * from './policy_config';
 export interface PendingConfig {
   capacity?: Int64Input;
   rewardWaitMs?: Int64Input;

@@ -138,7 +138,11 @@ class BanditClient {
   }
 
   /**
-   * The retry / deadline / error-mapping core.
+   * The retry / deadline / error-mapping core. A loop rather than gRPC's service-config
+   * retryPolicy, which cannot keep what this client promises: a retry policy per call
+   * (opts.retry), which a channel's service config cannot vary; every error carrying the
+   * attempts made and a deadline error naming the last attempt's status (gRPC's retries are
+   * invisible above the channel, interceptors included).
    * @param {string} method
    * @param {object} request
    * @param {{timeoutMs?: number|null, deadline?: Date|number, retry?: object}} [opts]

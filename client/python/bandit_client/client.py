@@ -228,6 +228,11 @@ class BanditClient:
     # ---- the retry / deadline / error-mapping core ----
     # (every call carries the instance as the routing header x-bandit-instance, so a proxy in
     # front of a cluster, HAProxy with balance hdr(x-bandit-instance), keeps it on one node)
+    # A loop here rather than gRPC's service-config retryPolicy, which cannot keep what this
+    # client promises: the policy also applies to a channel the caller built (channel=), which
+    # a service config can only be given at creation; max_attempts is the caller's (gRPC caps
+    # it at 5); every error carries the attempts made and a deadline error names the last
+    # attempt's status (gRPC's retries are invisible above the channel, interceptors included).
     def _call(self, method, request, timeout, retry=None):
         timeout = self.timeout if timeout is None else timeout
         policy = self.retry if retry is None else retry

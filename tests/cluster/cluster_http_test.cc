@@ -25,7 +25,7 @@
 #include "tests/integration/server_process.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using bandit::client::BanditClient;
 using bandit::client::ClientOptions;

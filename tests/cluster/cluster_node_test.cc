@@ -14,7 +14,7 @@
 #include "tests/integration/postgres_process.h"
 
 namespace bandit::server::cluster {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using bandit::testing::PostgresProcess;
 using bandit::testing::SharedPostgres;

@@ -11,7 +11,7 @@
 #include <vector>
 
 namespace bandit::server::cluster {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 std::vector<std::string> Keys(int n) {
   std::vector<std::string> keys;

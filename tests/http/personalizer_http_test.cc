@@ -19,7 +19,7 @@
 #include "tests/security/test_certs.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using bandit::client::BanditClient;
 using bandit::client::ClientOptions;
@@ -647,7 +647,7 @@ TEST(PersonalizerHttpRoot, DefaultInstanceAndAutoCreateWithoutAuth) {
 }  // namespace bandit
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 TEST(InstanceBoundTokens, ParseAndCheck) {
   auto auth = server::Authorizer::Parse(

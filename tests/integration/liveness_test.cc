@@ -23,7 +23,7 @@
 #include "tests/integration/server_process.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using bandit::testing::EnvOr;
 using bandit::testing::ServerProcess;

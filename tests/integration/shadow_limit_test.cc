@@ -10,7 +10,7 @@
 #include "tests/integration/server_process.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using absl::StatusCode;
 using bandit::client::BanditClient;

@@ -14,7 +14,7 @@
 #include <vector>
 
 namespace bandit::ope {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 ScoredEvent Event(int a, double mu, double r, std::vector<double> pi, std::vector<double> q) {
   ScoredEvent e;

@@ -20,7 +20,7 @@
 #include "tools/ope/evaluate.h"
 
 namespace bandit::ope {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 namespace v1 = bandit::v1;
 

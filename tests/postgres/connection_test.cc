@@ -12,7 +12,7 @@
 #include "tests/integration/postgres_process.h"
 
 namespace bandit::server::pg {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using bandit::testing::SharedPostgres;
 

@@ -29,7 +29,7 @@
 #include "tests/integration/server_process.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using bandit::client::BanditClient;
 using bandit::testing::HttpGet;

@@ -5,7 +5,7 @@
 #include "server/decision_service.h"
 
 namespace bandit::server {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 namespace v1 = bandit::v1;
 

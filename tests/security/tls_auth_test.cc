@@ -21,7 +21,7 @@
 #include "tests/security/test_certs.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using absl::StatusCode;
 using client::BanditClient;

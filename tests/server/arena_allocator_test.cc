@@ -7,7 +7,7 @@
 #include "bandit/v1/service.pb.h"
 
 namespace bandit::server {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using Alloc = ArenaMessageAllocator<bandit::v1::SelectRequest, bandit::v1::Decision>;
 

@@ -16,7 +16,7 @@
 #include "tests/server/server_test_util.h"
 
 namespace bandit::server {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 TEST(ManualClock, TimersTickWhenTheClockPassesTheirDueTime) {
   ManualClock clock(1000);

@@ -18,7 +18,7 @@
 #include <gtest/gtest.h>
 
 namespace bandit::server {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 uint32_t Zlib(absl::string_view d) {
   return static_cast<uint32_t>(

@@ -27,7 +27,7 @@
 #include "tests/server/server_test_util.h"
 
 namespace bandit::server {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 namespace v1 = bandit::v1;
 using google::protobuf::util::MessageDifferencer;

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace bandit::server {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using absl::StatusCode;
 namespace v1 = bandit::v1;

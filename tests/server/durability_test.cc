@@ -22,7 +22,7 @@
 #include "tests/server/server_test_util.h"
 
 namespace bandit::server {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using absl::StatusCode;
 namespace v1 = bandit::v1;

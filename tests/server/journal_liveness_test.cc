@@ -20,7 +20,7 @@ class JournalTestPeer {
   static absl::StatusOr<uint64_t> RotateFlushed(Journal& j) { return j.RotateFlushed(); }
 };
 
-namespace {
+namespace BANDIT_UNITY_ID {
 
 // What a waiter was told, if anything yet.
 struct Answer {

@@ -12,7 +12,7 @@
 #include "tests/server/fault_injection_fs.h"
 
 namespace bandit::server {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 namespace v1 = bandit::v1;
 

@@ -25,7 +25,7 @@
 #include "tools/ope/evaluate.h"
 
 namespace bandit::server {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using absl::StatusCode;
 using ::testing::HasSubstr;
@@ -908,7 +908,9 @@ TEST(NamedInputs, ShadowsBeyondTheDenseBoundEstimateAsBanditOpeDoes) {
     EXPECT_NEAR(sh.dm().value(), e.DirectMethod().value, 1e-12);
     EXPECT_NEAR(sh.dr().value(), e.DoublyRobust().value, 1e-12);
     EXPECT_NEAR(sh.dr().se(), e.DoublyRobust().se, 1e-12);
-    if (sh.name() == "twin") EXPECT_DOUBLE_EQ(sh.ips().value(), sh.served().value());
+    if (sh.name() == "twin") {
+      EXPECT_DOUBLE_EQ(sh.ips().value(), sh.served().value());
+    }
   }
   EXPECT_NE(out.shadows(1).ips().value(), out.shadows(1).served().value());
 
@@ -1010,12 +1012,16 @@ TEST(NamedInputs, DiagonalPolicyAtBits18ReplaysExactlyAfterACrash) {
     add.set_shadow("s");
     ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
         "policy { glb_omd { covariance: COVARIANCE_DIAGONAL max_feature_norm: 1000 } } seed: 9", add.mutable_config()));
-    if (*log != 0) ASSERT_TRUE(twin.AddShadow(add, &out).ok());
+    if (*log != 0) {
+      ASSERT_TRUE(twin.AddShadow(add, &out).ok());
+    }
     std::string pending_a, pending_twin;
     {
       Node a(&fs, &clock);
       ASSERT_TRUE(a.svc.CreateInstance(Create("x", config), &out).ok());
-      if (*log != 0) ASSERT_TRUE(a.svc.AddShadow(add, &out).ok());
+      if (*log != 0) {
+        ASSERT_TRUE(a.svc.AddShadow(add, &out).ok());
+      }
       for (int round = 0; round < 120; ++round) {
         ASSERT_EQ(PlayNamed(a.svc, round), PlayNamed(twin, round));
         if (round == 60) {

@@ -13,7 +13,7 @@
 #include "core/rng.h"
 
 namespace bandit::server {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 // Ids of both kinds the table keys differently: an instance's (FormatEventId) and any other.
 PendingDecision Decision(int i, int64_t expires) {

@@ -19,7 +19,7 @@
 #include "server/storage/journal.h"
 
 namespace bandit::server {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 namespace v1 = bandit::v1;
 

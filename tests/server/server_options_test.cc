@@ -12,7 +12,7 @@
 #include "server/storage/storage_factory.h"
 
 namespace bandit::server {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 void ExpectRefused(const ServerOptions& o, const std::string& words) {
   absl::StatusOr<ServerOptions> s = SanitizeOptions(o);

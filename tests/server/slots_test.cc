@@ -26,7 +26,7 @@
 #include "tests/server/server_test_util.h"
 
 namespace bandit::server {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using absl::StatusCode;
 using ::testing::HasSubstr;

@@ -7,7 +7,7 @@
 #include "tests/server/fault_injection_fs.h"
 
 namespace bandit::server {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 bandit::v1::InstanceSnapshot Snap(const std::string& name, int64_t rounds) {
   bandit::v1::InstanceSnapshot s;

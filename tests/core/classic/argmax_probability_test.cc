@@ -12,7 +12,7 @@
 #include "core/rng.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using Family = ArgmaxProbability::Family;
 

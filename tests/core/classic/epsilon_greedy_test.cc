@@ -9,7 +9,7 @@
 #include "core/registry.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 bandit::v1::PolicyConfig Config(double epsilon, int arms) {
   bandit::v1::PolicyConfig c;

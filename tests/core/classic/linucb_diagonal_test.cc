@@ -12,7 +12,7 @@
 #include "core/rng.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 bandit::v1::PolicyConfig Config(int d, double lambda, double alpha, bool diagonal = true) {
   bandit::v1::PolicyConfig c;

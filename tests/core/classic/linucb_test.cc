@@ -8,7 +8,7 @@
 #include "core/rng.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 bandit::v1::PolicyConfig Config(int d, double lambda = 1.0, double alpha = 1.0) {
   bandit::v1::PolicyConfig c;

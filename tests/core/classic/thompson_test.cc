@@ -13,7 +13,7 @@
 #include "core/rng.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using TC = bandit::v1::ThompsonConfig;
 

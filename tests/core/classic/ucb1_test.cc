@@ -8,7 +8,7 @@
 #include "core/rng.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 bandit::v1::PolicyConfig Config(int arms, std::optional<double> c = std::nullopt) {
   bandit::v1::PolicyConfig cfg;

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 // Mean absolute error of z(x)'z(y) against k(x, y) over fixed point pairs.
 double MeanError(ShiftInvariantKernel kind, int64_t D, uint64_t seed) {

@@ -14,7 +14,7 @@
 #include <vector>
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 constexpr int kDraws = 20000;
 // Kolmogorov-Smirnov critical value at significance 1e-6: sqrt(-ln(alpha / 2) / (2 n)).

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 // The slow exact coalesced form: first-appearance order, each value the sum in vector order.
 CoalescedTerms SlowCoalesce(const SparseVector& x) {

@@ -38,7 +38,7 @@
 #include "core/registry.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 namespace v1 = bandit::v1;
 using google::protobuf::FieldDescriptor;

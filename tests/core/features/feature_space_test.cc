@@ -16,7 +16,7 @@
 #include "core/features/vw_hash.h"
 
 namespace bandit::features {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using ::testing::HasSubstr;
 

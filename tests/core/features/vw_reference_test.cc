@@ -18,7 +18,7 @@
 #include "core/features/feature_space.h"
 
 namespace bandit::features {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 enum class Format { kDsjson, kText, kTextAdf };
 

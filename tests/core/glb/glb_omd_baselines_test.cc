@@ -18,7 +18,7 @@
 #include "tests/core/glb/glb_test_util.h"
 
 namespace bandit::glb {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using testing::MustCreate;
 

@@ -13,7 +13,7 @@
 #include "core/rng.h"
 
 namespace bandit::glb {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 bandit::v1::PolicyConfig Config(int d, double S, double lambda, bool diagonal = true) {
   bandit::v1::PolicyConfig c;

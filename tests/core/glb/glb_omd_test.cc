@@ -11,7 +11,7 @@
 #include "glb_test_util.h"
 
 namespace bandit::glb {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using testing::MustCreate;
 

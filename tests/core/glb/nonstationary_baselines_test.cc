@@ -13,7 +13,7 @@
 #include "glb_test_util.h"
 
 namespace bandit::glb {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 GlbParams Logistic(int d, double S, double lambda) {
   GlbParams p;

@@ -6,7 +6,7 @@
 #include "glb_test_util.h"
 
 namespace bandit::glb {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 Eigen::MatrixXd RandomSpd(Rng& rng, int d, double cond) {
   Eigen::MatrixXd a(d, d);

@@ -13,7 +13,7 @@
 #include "tests/core/kernel/kernel_testing.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 constexpr double kBandwidth = 0.3;
 constexpr double kLambda = 0.05;

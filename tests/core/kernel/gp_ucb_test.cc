@@ -9,7 +9,7 @@
 #include "tests/core/kernel/kernel_testing.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 Observation Obs(const std::string& id, double r) {
   Observation o;

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using bandit::v1::KernelSpec;
 

@@ -10,7 +10,7 @@
 #include "core/rng.h"
 
 namespace bandit::mixture {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 // Exact minimizer of a' K a + b' a over the simplex by enumerating supports (KKT conditions).
 Vector QuadraticSimplexMin(const Matrix& K, const Vector& b) {

@@ -14,7 +14,7 @@
 #include "core/sim/generators_env.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using bandit::v1::MixtureConfig;
 using mixture::MixturePolicy;

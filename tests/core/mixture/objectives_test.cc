@@ -14,7 +14,7 @@
 #include "core/rng.h"
 
 namespace bandit::mixture {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 struct Pool {
   std::vector<Vector> x;  // raw samples

@@ -5,7 +5,7 @@
 #include "core/registry.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using bandit::v1::MixtureConfig;
 

@@ -12,7 +12,7 @@
 #include "core/sim/generators_env.h"
 
 namespace bandit::mixture {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 struct Pool {
   Matrix samples;

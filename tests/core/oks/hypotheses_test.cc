@@ -7,7 +7,7 @@
 #include "core/oks/rf_hypotheses.h"
 
 namespace bandit::oks {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 Eigen::VectorXd RandomPoint(Rng& rng, int d) {
   Eigen::VectorXd x(d);

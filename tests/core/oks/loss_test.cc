@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace bandit::oks {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 constexpr LossKind kAll[] = {LossKind::kLogistic, LossKind::kSquare, LossKind::kSquaredHinge,
                              LossKind::kAbsolute, LossKind::kHinge};

@@ -9,7 +9,7 @@
 #include "core/registry.h"
 
 namespace bandit::oks {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 using bandit::v1::OksConfig;
 

@@ -8,7 +8,7 @@
 #include "core/rng.h"
 
 namespace bandit::oks {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 // The OMD step eq. (3) as an optimization problem, solved by a generic method:
 //   q_{t+1} = argmin_{q in simplex} <c~, q> + D_psi(q, q_t),  psi(q) = sum_i -(8/eta_i) q_i^{1/8}.

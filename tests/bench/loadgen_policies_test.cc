@@ -11,7 +11,7 @@
 #include "core/registry.h"
 
 namespace bandit::loadgen {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 TEST(LoadgenPolicies, InProcessTimesEveryRegisteredExampleAndEachBuilds) {
   const auto cases = InProcessCases(20, 50);

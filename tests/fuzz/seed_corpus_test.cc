@@ -21,7 +21,7 @@
 #include "fuzz/seed_configs.h"
 
 namespace bandit::fuzz {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 namespace v1 = bandit::v1;
 

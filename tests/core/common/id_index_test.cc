@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace bandit {
-namespace {
+namespace BANDIT_UNITY_ID {
 
 std::string ActionField(int i) { return absl::StrCat("actions[", i, "].id"); }
 

@@ -10,7 +10,7 @@
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
-#include "absl/container/flat_hash_map.h"
+#include "bandit/v1/options.pb.h"
 #include "absl/strings/str_cat.h"
 #include "server/decision_log/decision_log.h"
 #include "server/instance_state.h"
@@ -22,71 +22,12 @@ namespace {
 constexpr int64_t kDefaultPendingCapacity = 100'000;
 constexpr int64_t kDefaultRewardWaitMs = 600'000;
 
-// What a numeric policy-config field sizes. Every integer field (and every repeated message
-// field) reachable from PolicyConfig is classified in the table below by its full name, and a
-// test fails while any is not (UnclassifiedPolicyConfigFields), so a new policy cannot slip a
-// size past the limits by naming its field differently.
-enum class Sizes { kNotASize, kFeatureDim, kArmCount };
-
-const absl::flat_hash_map<std::string, Sizes>& SizeFields() {
-  static const auto* fields = new absl::flat_hash_map<std::string, Sizes>{
-      // A dimension of the vectors or matrices a policy allocates: --max_feature_dim.
-      {"bandit.v1.LinUcbConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.GlbOmdConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.DomdGlbConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.GlmUcbConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.GlmEpsilonGreedyConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.MixtureConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.MixtureConfig.random_features", Sizes::kFeatureDim},
-      {"bandit.v1.OksConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.OksConfig.random_features", Sizes::kFeatureDim},
-      // Support vectors kept per kernel: the kernel matrix is budget x budget.
-      {"bandit.v1.OksConfig.support_budget", Sizes::kFeatureDim},
-      // Arms (a count, or the length of a repeated field): --max_arms.
-      {"bandit.v1.PolicyConfig.num_arms", Sizes::kArmCount},
-      {"bandit.v1.PolicyConfig.arms", Sizes::kArmCount},
-      {"bandit.v1.MixtureConfig.num_arms", Sizes::kArmCount},
-      // Not sizes: iteration counts, horizons and windows of the paper baselines, a degree.
-      {"bandit.v1.ThompsonConfig.propensity_samples", Sizes::kNotASize},
-      {"bandit.v1.DomdGlbConfig.horizon", Sizes::kNotASize},
-      {"bandit.v1.DomdGlbConfig.num_changes", Sizes::kNotASize},
-      {"bandit.v1.GlmUcbConfig.window", Sizes::kNotASize},
-      {"bandit.v1.KernelSpec.degree", Sizes::kNotASize},
-      {"bandit.v1.BkbConfig.horizon", Sizes::kNotASize},
-      // A few kernels, each its own learner; bounded by the message size like any list.
-      {"bandit.v1.OksConfig.kernels", Sizes::kNotASize},
-      {"bandit.v1.MixtureConfig.warm_start", Sizes::kNotASize},
-      {"bandit.v1.MixtureConfig.eg_steps", Sizes::kNotASize},
-      {"bandit.v1.OksConfig.horizon", Sizes::kNotASize},
-      // The DOMD-GLB paper's nonstationary baselines (core/glb/nonstationary_mle.h). Only
-      // restart_glb is served; its rounds kept are capped by the policy (restart_period <= 1e5).
-      {"bandit.v1.RestartGlbConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.RestartGlbConfig.restart_period", Sizes::kNotASize},
-      {"bandit.v1.RestartGlbConfig.horizon", Sizes::kNotASize},
-      {"bandit.v1.DiscountedGlmUcbConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.DiscountedGlmUcbConfig.horizon", Sizes::kNotASize},
-      {"bandit.v1.DiscountedGlmUcbConfig.num_changes", Sizes::kNotASize},
-      {"bandit.v1.DiscountedGlmUcbConfig.projection_steps", Sizes::kNotASize},
-      {"bandit.v1.MasterGlmUcbConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.MasterGlmUcbConfig.horizon", Sizes::kNotASize},
-      {"bandit.v1.MasterGlmUcbConfig.block_order", Sizes::kNotASize},
-      // The GLB-OMD paper's baselines (gloc and ecolog are served; the others are sim-only).
-      {"bandit.v1.GlmUcbConfig.horizon", Sizes::kNotASize},
-      {"bandit.v1.GlocConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.EcologConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.RsGlincbConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.RsGlincbConfig.horizon", Sizes::kNotASize},
-      {"bandit.v1.OfuglbConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.OfulogRConfig.dimension", Sizes::kFeatureDim},
-      // BKB and GP-UCB on per-request candidates: the feature dimension, and the caps on the
-      // pulled points they keep (bounded by the policies' own validation).
-      {"bandit.v1.BkbConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.BkbConfig.resample_every", Sizes::kNotASize},
-      {"bandit.v1.BkbConfig.max_points", Sizes::kNotASize},
-      {"bandit.v1.GpUcbConfig.dimension", Sizes::kFeatureDim},
-      {"bandit.v1.GpUcbConfig.max_pulls", Sizes::kNotASize},
-  };
-  return *fields;
+// What a numeric policy-config field sizes: its (bandit.v1.size) option in the protos
+// (proto/bandit/v1/options.proto). Every integer field (and every repeated message field)
+// reachable from PolicyConfig declares one, and a test fails while any does not
+// (UnclassifiedPolicyConfigFields), so a new policy cannot slip a size past the limits.
+bandit::v1::SizeKind SizeOf(const google::protobuf::FieldDescriptor* f) {
+  return f->options().GetExtension(bandit::v1::size);
 }
 
 bool Classifiable(const google::protobuf::FieldDescriptor* f) {
@@ -109,13 +50,14 @@ void Unclassified(const google::protobuf::Descriptor* d, std::set<std::string>* 
   if (!seen->insert(d->full_name()).second) return;
   for (int i = 0; i < d->field_count(); ++i) {
     const auto* f = d->field(i);
-    if (Classifiable(f) && !SizeFields().contains(f->full_name())) out->push_back(f->full_name());
+    if (Classifiable(f) && SizeOf(f) == bandit::v1::SIZE_KIND_UNSPECIFIED)
+      out->push_back(f->full_name());
     if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE)
       Unclassified(f->message_type(), seen, out);
   }
 }
 
-// Size limits on the policy config, whatever the policy, from the table above. Checked before
+// Size limits on the policy config, whatever the policy, from its fields' size options. Checked before
 // the policy is built, so a config cannot make the server allocate more than the limits allow.
 absl::Status CheckConfigSizes(const google::protobuf::Message& m, const InstanceLimits& limits,
                               const std::string& path, int depth = 0) {
@@ -125,13 +67,12 @@ absl::Status CheckConfigSizes(const google::protobuf::Message& m, const Instance
   refl->ListFields(m, &fields);
   for (const auto* f : fields) {
     const std::string field = absl::StrCat(path, ".", f->name());
-    const auto kind = SizeFields().find(f->full_name());
-    const Sizes size = kind == SizeFields().end() ? Sizes::kNotASize : kind->second;
+    const bandit::v1::SizeKind size = SizeOf(f);
     int64_t v = 0;
     if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
       if (f->is_repeated()) {
         const int n = refl->FieldSize(m, f);
-        if (size == Sizes::kArmCount && n > limits.max_arms)
+        if (size == bandit::v1::SIZE_KIND_ARM_COUNT && n > limits.max_arms)
           return absl::InvalidArgumentError(absl::StrCat(
               field, " has ", n, " arms, expected at most ", limits.max_arms, " (--max_arms)"));
         for (int i = 0; i < n; ++i)
@@ -162,7 +103,7 @@ absl::Status CheckConfigSizes(const google::protobuf::Message& m, const Instance
       default:
         continue;
     }
-    if (size == Sizes::kFeatureDim) {
+    if (size == bandit::v1::SIZE_KIND_FEATURE_DIM) {
       // A diagonal-covariance form (LinUCB, GLB-OMD) keeps O(dimension) state: its own bound.
       const auto* cov = m.GetDescriptor()->FindFieldByName("covariance");
       const bool diagonal =
@@ -174,7 +115,7 @@ absl::Status CheckConfigSizes(const google::protobuf::Message& m, const Instance
             absl::StrCat(field, " is ", v, ", expected at most ", max,
                          diagonal ? " (--max_diagonal_feature_dim)" : " (--max_feature_dim)"));
     }
-    if (size == Sizes::kArmCount && v > limits.max_arms)
+    if (size == bandit::v1::SIZE_KIND_ARM_COUNT && v > limits.max_arms)
       return absl::InvalidArgumentError(
           absl::StrCat(field, " is ", v, ", expected at most ", limits.max_arms, " (--max_arms)"));
   }

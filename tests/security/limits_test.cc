@@ -127,7 +127,7 @@ TEST_F(LimitsTest, EverySizeFieldIsCheckedWhateverItsName) {
 }
 
 // Every integer field of every policy config is classified as a size (checked against a
-// limit) or explicitly not one; a new field must be added to the table in instance_config.cc.
+// limit) or explicitly not one, by its (bandit.v1.size) option in the protos.
 TEST(SizeFields, EveryPolicyConfigIntegerFieldIsClassified) {
   const std::vector<std::string> unclassified = UnclassifiedPolicyConfigFields();
   EXPECT_TRUE(unclassified.empty()) << "unclassified: " << absl::StrJoin(unclassified, ", ");

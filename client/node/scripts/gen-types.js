@@ -15,9 +15,15 @@ const PACKAGE_DIR = path.resolve(__dirname, '..');
 const PROTO_DIR = process.env.BANDIT_PROTO_DIR || path.resolve(PACKAGE_DIR, '..', '..', 'proto');
 const OUT = path.join(PACKAGE_DIR, 'src', 'policy_config.d.ts');
 
+// options.proto extends google/protobuf/descriptor.proto: taken from protobufjs's bundled copy,
+// as @grpc/proto-loader does.
+protobuf.common('descriptor',
+  require('protobufjs/google/protobuf/descriptor.json').nested.google.nested.protobuf.nested);
+
 function load() {
   const root = new protobuf.Root();
-  root.resolvePath = (origin, target) => path.join(PROTO_DIR, target);
+  root.resolvePath = (origin, target) =>
+    target.startsWith('google/protobuf/') ? target : path.join(PROTO_DIR, target);
   root.loadSync('bandit/v1/policy.proto', { keepCase: false, alternateCommentMode: true });
   root.resolveAll();
   return root;

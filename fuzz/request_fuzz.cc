@@ -18,7 +18,7 @@
 #include <fuzzer/FuzzedDataProvider.h>
 #include <google/protobuf/text_format.h>
 
-#include "server/decision_service.h"
+#include "server/service/decision_service.h"
 #include "server/storage/snapshot_store.h"
 
 namespace {

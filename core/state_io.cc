@@ -60,8 +60,13 @@ absl::Status StateReader::Get(absl::string_view name, Eigen::MatrixXd* m, int64_
                               int64_t cols) const {
   for (const auto& t : in_.tensors()) {
     if (t.name() != name) continue;
-    if ((rows >= 0 && t.rows() != rows) || (cols >= 0 && t.cols() != cols) ||
-        t.rows() * t.cols() != t.data_size())
+    // The declared shape must be non-negative and hold exactly the values given; the product
+    // is checked by division, so huge dimensions whose product wraps around cannot pass.
+    const bool fills = t.rows() >= 0 && t.cols() >= 0 &&
+                       (t.cols() == 0 ? t.data_size() == 0
+                                      : t.data_size() % t.cols() == 0 &&
+                                            t.data_size() / t.cols() == t.rows());
+    if ((rows >= 0 && t.rows() != rows) || (cols >= 0 && t.cols() != cols) || !fills)
       return absl::InvalidArgumentError(absl::StrCat("state tensor '", name, "' is ", t.rows(), "x",
                                                      t.cols(), " with ", t.data_size(),
                                                      " values, expected ", rows, "x", cols));

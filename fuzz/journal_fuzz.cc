@@ -13,8 +13,8 @@
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include "absl/strings/str_format.h"
-#include "server/decision_service.h"
-#include "server/persistence.h"
+#include "server/service/decision_service.h"
+#include "server/service/persistence.h"
 #include "server/storage/journal.h"
 #include "tests/server/fault_injection_fs.h"
 

@@ -1,5 +1,5 @@
-// libFuzzer target: the Personalizer HTTP API's entry (server/http/personalizer_api.h), what the
-// HTTP listener hands every request to, on arbitrary method, path, key and body.
+// libFuzzer target: the Personalizer HTTP API's entry (server/api/http/personalizer_api.h), what
+// the HTTP listener hands every request to, on arbitrary method, path, key and body.
 //
 // The first byte picks the method and the key, the second the path (one of Personalizer's routes
 // on the instance, at the root, on a missing instance, or the input's own bytes); the rest is
@@ -20,10 +20,10 @@
 #include <google/protobuf/text_format.h>
 #include <rapidjson/document.h>
 
-#include "server/auth.h"
-#include "server/clock.h"
-#include "server/decision_service.h"
-#include "server/http/personalizer_api.h"
+#include "server/api/auth.h"
+#include "server/api/http/personalizer_api.h"
+#include "server/env/clock.h"
+#include "server/service/decision_service.h"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include <google/protobuf/text_format.h>
 
 #include "fuzz/seed_configs.h"
-#include "server/decision_service.h"
+#include "server/service/decision_service.h"
 #include "server/storage/snapshot_store.h"
 
 namespace {

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "server/instance.h"
+#include "server/instance/instance.h"
 #include "server/storage/snapshot_store.h"
 
 namespace {

@@ -8,8 +8,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/synchronization/mutex.h"
-#include "server/log.h"
-#include "server/memory_budget.h"
+#include "server/env/log.h"
+#include "server/instance/memory_budget.h"
 #include "server/server.h"
 
 namespace {

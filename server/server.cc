@@ -20,7 +20,7 @@
 #include "server/cluster/cluster_metrics.h"
 #include "server/cluster/cluster_node.h"
 #include "server/cluster/router.h"
-#include "server/log.h"
+#include "server/env/log.h"
 #include "server/storage/storage_factory.h"
 
 namespace bandit::server {
@@ -298,7 +298,7 @@ void BanditServer::StartSweeper() {
         absl::Milliseconds(srv->options_.expiry_sweep_ms))) {
       srv->service_->ExpireAll();
       // At the memory budget (something was refused since the last sweep), or once a minute,
-      // the allocator's free pages go back to the system (server/memory_budget.h).
+      // the allocator's free pages go back to the system (server/instance/memory_budget.h).
       if (srv->service_->memory()->TakeRefusedSinceTrim() ||
           std::chrono::steady_clock::now() - last_trim > std::chrono::minutes(1)) {
         TrimAllocator();

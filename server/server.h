@@ -14,17 +14,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
-#include "server/auth.h"
-#include "server/decision_service.h"
-#include "server/grpc_service.h"
-#include "server/http/http_server.h"
-#include "server/http/personalizer_api.h"
-#include "server/metrics.h"
-#include "server/persistence.h"
+#include "server/api/auth.h"
+#include "server/api/grpc_service.h"
+#include "server/api/http/http_server.h"
+#include "server/api/http/personalizer_api.h"
+#include "server/api/tls.h"
+#include "server/metrics/metrics.h"
+#include "server/metrics/storage_metrics.h"
 #include "server/server_options.h"
+#include "server/service/decision_service.h"
+#include "server/service/persistence.h"
 #include "server/storage/instance_fence.h"
-#include "server/storage_metrics.h"
-#include "server/tls.h"
 
 namespace bandit::server::cluster {
 class ClusterNode;

@@ -7,12 +7,12 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/clock.h"
-#include "server/decision_service.h"
-#include "server/http/personalizer_api.h"
+#include "server/api/http/personalizer_api.h"
+#include "server/api/tls.h"
+#include "server/env/clock.h"
+#include "server/env/file_system.h"
+#include "server/service/decision_service.h"
 #include "server/storage/durability.h"
-#include "server/storage/file_system.h"
-#include "server/tls.h"
 
 namespace bandit::server {
 
@@ -61,7 +61,7 @@ struct ServerOptions {
   UidSource* uids = RandomUids();
   // TLS on the gRPC port (off = plaintext; a warning is logged unless listening on loopback).
   TlsOptions tls;
-  // Token file (see server/auth.h); empty = no authentication.
+  // Token file (see server/api/auth.h); empty = no authentication.
   std::string tokens_file;
   // Cluster mode (server/cluster/cluster_node.h): several nodes on one PostgreSQL database
   // (storage = postgres, durability = always). node_id empty = "<hostname>-<port>"; advertise
@@ -73,7 +73,7 @@ struct ServerOptions {
   // Cluster mode: the longest a call forwarded to an instance's owner may run (the caller's
   // deadline when sooner), so that a forward never outlives a shutdown's grace period by much.
   int64_t forward_deadline_ms = 30'000;
-  // Azure Personalizer's REST API over HTTP/JSON (server/http/): empty = off. Same TLS files,
+  // Azure Personalizer's REST API over HTTP/JSON (server/api/http/): empty = off. Same TLS files,
   // tokens and body limit (max_message_bytes) as gRPC.
   std::string http_listen;
   int http_threads = 64;

@@ -33,8 +33,8 @@
 #include "absl/strings/str_format.h"
 #include "bench/decision_log/bench_common.h"
 #include "client/cpp/decision_log_format.h"
-#include "server/decision_service.h"
-#include "server/persistence.h"
+#include "server/service/decision_service.h"
+#include "server/service/persistence.h"
 
 ABSL_FLAG(int, rounds, 20000, "Select + Update rounds per run");
 ABSL_FLAG(int, reps, 5, "interleaved repetitions of (off, on)");

@@ -28,8 +28,8 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "bench/decision_log/bench_common.h"
-#include "server/decision_log/decision_log.h"
-#include "server/storage/file_system.h"
+#include "server/env/file_system.h"
+#include "server/instance/decision_log/decision_log.h"
 #include "server/storage/journal.h"
 #include "server/storage/snapshot_store.h"
 

@@ -30,8 +30,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/decision_log/bench_common.h"
-#include "server/decision_service.h"
-#include "server/persistence.h"
+#include "server/service/decision_service.h"
+#include "server/service/persistence.h"
 
 ABSL_FLAG(int, rounds, 20000, "Select + Update rounds per run");
 ABSL_FLAG(int, reps, 5, "interleaved repetitions of (without, with shadows)");

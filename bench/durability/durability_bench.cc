@@ -21,8 +21,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "server/decision_service.h"
-#include "server/persistence.h"
+#include "server/service/decision_service.h"
+#include "server/service/persistence.h"
 #include "server/storage/postgres/postgres_storage.h"
 
 #include <libpq-fe.h>

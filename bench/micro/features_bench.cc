@@ -21,8 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/features/feature_space.h"
 #include "core/registry.h"
-#include "server/clock.h"
-#include "server/decision_service.h"
+#include "server/env/clock.h"
+#include "server/service/decision_service.h"
 
 namespace bandit {
 namespace {

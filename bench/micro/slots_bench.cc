@@ -10,8 +10,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "server/clock.h"
-#include "server/decision_service.h"
+#include "server/env/clock.h"
+#include "server/service/decision_service.h"
 
 namespace bandit {
 namespace {

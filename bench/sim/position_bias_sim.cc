@@ -20,8 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "bench/sim/sim.h"
-#include "server/clock.h"
-#include "server/decision_service.h"
+#include "server/env/clock.h"
+#include "server/service/decision_service.h"
 
 namespace bandit::sim {
 namespace {

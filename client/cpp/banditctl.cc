@@ -34,7 +34,7 @@
 #include "client/cpp/decision_log_format.h"
 #include "client/cpp/named_request.h"
 #include "core/features/personalizer_defaults.h"
-#include "server/storage/file_system.h"
+#include "server/env/file_system.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "banditd address");
 ABSL_FLAG(bool, json, false, "Print responses as JSON");

@@ -17,8 +17,8 @@
 // Effective sample size (Kish): (sum w)^2 / sum w^2.
 //
 // Shared by bandit-ope (tools/ope, progressive evaluation of a log) and the server's shadow
-// policies (server/shadows.h, the same evaluation live); both save and restore the running sums
-// (bandit/v1/ope.proto) so an evaluation resumes exactly.
+// policies (server/instance/shadows.h, the same evaluation live); both save and restore the running
+// sums (bandit/v1/ope.proto) so an evaluation resumes exactly.
 #pragma once
 
 #include <cstdint>

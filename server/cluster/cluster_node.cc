@@ -4,7 +4,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/cluster/rendezvous.h"
-#include "server/log.h"
+#include "server/env/log.h"
 #include "server/storage/postgres/connection.h"
 
 namespace bandit::server::cluster {

@@ -43,8 +43,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/clock.h"
-#include "server/instance.h"
+#include "server/env/clock.h"
+#include "server/instance/instance.h"
 #include "server/storage/instance_fence.h"
 
 namespace bandit::server::cluster {

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "server/cluster/router.h"
-#include "server/service_calls.h"
+#include "server/service/service_calls.h"
 
 namespace bandit::server::cluster {
 

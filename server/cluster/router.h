@@ -32,7 +32,7 @@
 #include "proto/bandit/v1/metadata.h"
 #include "server/cluster/cluster_node.h"
 #include "server/cluster/stream_forward.h"
-#include "server/rpcs.h"
+#include "server/service/rpcs.h"
 
 namespace bandit::server::cluster {
 

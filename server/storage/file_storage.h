@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "server/storage/file_system.h"
+#include "server/env/file_system.h"
 #include "server/storage/journal.h"
 #include "server/storage/snapshot_store.h"
 #include "server/storage/storage.h"

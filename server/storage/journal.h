@@ -26,9 +26,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "bandit/v1/storage.pb.h"
-#include "server/clock.h"
+#include "server/env/clock.h"
+#include "server/env/file_system.h"
 #include "server/storage/durability.h"
-#include "server/storage/file_system.h"
 
 namespace bandit::server {
 

@@ -6,12 +6,12 @@
 #include <utility>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "bandit/v1/storage.pb.h"
-#include "server/storage/file_system.h"
+#include "server/env/file_system.h"
 
 namespace bandit::server {
 

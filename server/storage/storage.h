@@ -1,7 +1,7 @@
 // Where journal records and snapshots live. One implementation per backend: FileStorage
 // (journal segments + snapshot files under a directory, server/storage/file_storage.h); a
-// database backend implements the same interface. Persistence (server/persistence.h) talks only
-// to this interface, and the request path only reaches it through Instance::Commit and
+// database backend implements the same interface. Persistence (server/service/persistence.h) talks
+// only to this interface, and the request path only reaches it through Instance::Commit and
 // DecisionService::WhenDurable.
 #pragma once
 

@@ -32,7 +32,7 @@
 #include "absl/strings/numbers.h"
 #include "client/cpp/bandit_client.h"
 #include "server/cluster/rendezvous.h"
-#include "server/decision_service.h"
+#include "server/service/decision_service.h"
 #include "tests/integration/postgres_process.h"
 #include "tests/integration/server_process.h"
 

@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "client/cpp/bandit_client.h"
-#include "server/auth.h"
+#include "server/api/auth.h"
 #include "tests/integration/server_process.h"
 #include "tests/security/test_certs.h"
 

@@ -20,7 +20,7 @@
 
 #include "client/cpp/bandit_client.h"
 #include "core/rng.h"
-#include "server/decision_service.h"
+#include "server/service/decision_service.h"
 #include "server/storage/snapshot_store.h"
 #include "tests/integration/postgres_process.h"
 #include "tests/integration/server_process.h"

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "server/decision_service.h"
+#include "server/service/decision_service.h"
 #include "tests/server/server_test_util.h"
 
 namespace bandit::server {

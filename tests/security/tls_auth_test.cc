@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "client/cpp/bandit_client.h"
-#include "server/auth.h"
+#include "server/api/auth.h"
 #include "tests/integration/server_process.h"
 #include "tests/security/test_certs.h"
 

@@ -1,6 +1,6 @@
 // ArenaMessageAllocator: messages live on an arena, a released holder is reused with fresh
 // (empty) messages, spilled blocks do not leak into the next use, the pool is bounded.
-#include "server/arena_allocator.h"
+#include "server/api/arena_allocator.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/decision_service.h"
+#include "server/service/decision_service.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/file_node.h"
 #include "tests/server/server_test_util.h"

@@ -1,7 +1,7 @@
 // The time seam: ManualClock's timers tick exactly when the clock is moved past their due time
 // (fixed delay, once per Advance, never after cancellation); SystemClock's timers tick on their
 // own thread and stop when destroyed; the snapshot interval runs on the injected clock.
-#include "server/clock.h"
+#include "server/env/clock.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
-#include "server/decision_service.h"
-#include "server/persistence.h"
+#include "server/service/decision_service.h"
+#include "server/service/persistence.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/server_test_util.h"
 

@@ -17,11 +17,11 @@
 #include <limits>
 #include <random>
 
-#include "server/decision_log/decision_log.h"
-#include "server/decision_service.h"
-#include "server/instance.h"
+#include "server/env/file_system.h"
+#include "server/instance/decision_log/decision_log.h"
+#include "server/instance/instance.h"
+#include "server/service/decision_service.h"
 #include "server/storage/crc32.h"
-#include "server/storage/file_system.h"
 #include "server/storage/snapshot_store.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/server_test_util.h"

@@ -17,9 +17,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cpp/decision_log_format.h"
-#include "server/decision_service.h"
-#include "server/instance.h"
-#include "server/persistence.h"
+#include "server/instance/instance.h"
+#include "server/service/decision_service.h"
+#include "server/service/persistence.h"
 #include "server/storage/file_storage.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/file_node.h"

@@ -1,6 +1,6 @@
 // DecisionService in-process, with a manual clock: the request logic the gRPC layer adapts.
-#include "server/decision_service.h"
-#include "server/pending_table.h"
+#include "server/service/decision_service.h"
+#include "server/instance/pending_table.h"
 #include "tests/server/server_test_util.h"
 
 #include <google/protobuf/text_format.h>

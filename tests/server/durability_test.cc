@@ -14,8 +14,8 @@
 #include <map>
 #include <thread>
 
-#include "server/decision_service.h"
-#include "server/persistence.h"
+#include "server/service/decision_service.h"
+#include "server/service/persistence.h"
 #include "server/storage/postgres/postgres_storage.h"
 #include "tests/integration/postgres_process.h"
 #include "tests/server/fault_injection_fs.h"

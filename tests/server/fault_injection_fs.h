@@ -13,7 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/storage/file_system.h"
+#include "server/env/file_system.h"
 
 namespace bandit::server {
 

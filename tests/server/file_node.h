@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "server/decision_service.h"
-#include "server/persistence.h"
+#include "server/service/decision_service.h"
+#include "server/service/persistence.h"
 #include "server/storage/file_storage.h"
 #include "tests/server/fault_injection_fs.h"
 

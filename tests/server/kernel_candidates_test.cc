@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/rng.h"
-#include "server/decision_service.h"
+#include "server/service/decision_service.h"
 #include "tests/server/server_test_util.h"
 
 namespace bandit::server {

@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/rng.h"
-#include "server/decision_service.h"
+#include "server/service/decision_service.h"
 #include "server/storage/snapshot_store.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/file_node.h"

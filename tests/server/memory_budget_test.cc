@@ -1,6 +1,6 @@
-// The node's memory budget (server/memory_budget.h): what each operation is admitted against,
-// what a refusal says, and that a refused call leaves everything as it was.
-#include "server/memory_budget.h"
+// The node's memory budget (server/instance/memory_budget.h): what each operation is admitted
+// against, what a refusal says, and that a refused call leaves everything as it was.
+#include "server/instance/memory_budget.h"
 
 #include <filesystem>
 #include <fstream>
@@ -12,8 +12,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/registry.h"
-#include "server/decision_service.h"
-#include "server/persistence.h"
+#include "server/service/decision_service.h"
+#include "server/service/persistence.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/server_test_util.h"
 

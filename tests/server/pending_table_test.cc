@@ -1,7 +1,7 @@
 // PendingTable against a plain reference model (a vector scanned linearly): the same decisions
 // come out, in expiry order, whatever mix of inserts, rewards and expiries; the memory of
 // finished events is bounded and answers with the right fate.
-#include "server/pending_table.h"
+#include "server/instance/pending_table.h"
 
 #include <gtest/gtest.h>
 

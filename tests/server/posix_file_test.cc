@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/storage/file_system.h"
+#include "server/env/file_system.h"
 #include "server/storage/journal.h"
 
 namespace bandit::server {

@@ -8,7 +8,7 @@
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
-#include "server/decision_service.h"
+#include "server/service/decision_service.h"
 
 namespace bandit::server::testing {
 

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "server/decision_service.h"
-#include "server/metrics.h"
-#include "server/persistence.h"
+#include "server/metrics/metrics.h"
+#include "server/service/decision_service.h"
+#include "server/service/persistence.h"
 #include "server/storage/snapshot_store.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/server_test_util.h"

@@ -17,13 +17,13 @@
 
 #include "bandit/v1/storage.pb.h"
 #include "client/cpp/decision_log_format.h"
-#include "tools/ope/evaluate.h"
-#include "server/decision_service.h"
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
+#include "server/service/decision_service.h"
 #include "server/storage/snapshot_store.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/file_node.h"
 #include "tests/server/server_test_util.h"
+#include "tools/ope/evaluate.h"
 
 namespace bandit::server {
 namespace BANDIT_UNITY_ID {

@@ -175,9 +175,10 @@ absl::StatusOr<Evaluator::Scored> Evaluator::Score(const v1::LoggedDecision& d,
     if (!d.named_context().empty())
       if (auto s = space_->Parse(d.named_context(), "c", limits, false, &shared); !s.ok())
         return fail(std::string(s.message()));
-    // A slot of a multi-slot decision is featurized as the server did (server/named_inputs.cc):
-    // with several slots, or a slot with features of its own, in VW's CCB form (the slot's
-    // features and index added to the context, the slot space's interactions).
+    // A slot of a multi-slot decision is featurized as the server did
+    // (server/instance/named_inputs.cc): with several slots, or a slot with features of its own, in
+    // VW's CCB form (the slot's features and index added to the context, the slot space's
+    // interactions).
     const features::FeatureSpace* used = space_.get();
     if (!d.slot_id().empty() && (slots_in_decision > 1 || !d.slot_features().empty())) {
       if (!slot_space_) {

@@ -1,11 +1,11 @@
 // The metadata keys of bandit.v1.BanditService, part of its wire API beside service.proto: the
-// server (server/grpc_service.cc, server/cluster/) and the C++ client (client/cpp/) use these
+// server (server/api/grpc_service.cc, server/cluster/) and the C++ client (client/cpp/) use these
 // names; the Python and Node clients spell the routing header once each, as a named constant.
 #pragma once
 
 namespace bandit::v1 {
 
-// The caller's bearer token ("Bearer TOKEN", server/auth.h).
+// The caller's bearer token ("Bearer TOKEN", server/api/auth.h).
 inline constexpr char kAuthorizationKey[] = "authorization";
 // The instance a call is about, sent by the clients with every call on one instance, so that a
 // proxy in front of a cluster (HAProxy: balance hdr(x-bandit-instance)) keeps an instance on

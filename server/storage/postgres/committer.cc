@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "server/log.h"
+#include "server/env/log.h"
 #include "server/storage/crc32.h"
 #include "server/storage/postgres/migrations.h"
 #include "server/storage/postgres/postgres_storage.h"

@@ -8,7 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/log.h"
+#include "server/env/log.h"
 
 namespace bandit::server::pg {
 namespace {

@@ -4,8 +4,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "server/log.h"
-#include "server/version.h"
+#include "server/env/log.h"
+#include "server/env/version.h"
 
 namespace bandit::server::pg {
 namespace {

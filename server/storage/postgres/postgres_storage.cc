@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/log.h"
+#include "server/env/log.h"
 #include "server/storage/postgres/migrations.h"
 #include "server/storage/snapshot_store.h"
 

@@ -1,0 +1,139 @@
+// gRPC callback-API adapter: one handler per RPC in server/service/rpcs.h, each checks the caller's
+// role, times the call, runs the DecisionService method of the same name and finishes the
+// reactor. Handlers hold no state of their own and never see storage.
+//
+// Every method is registered raw (request and response as bytes) and parses its request itself
+// into a pooled arena: gRPC's typed callback handlers answer a payload that does not parse with
+// UNIMPLEMENTED and an empty message, which clients and proxies read as "no such method". Here
+// it is INVALID_ARGUMENT naming the message that was expected, counted in
+// bandit_rpc_unparseable_requests_total.
+#pragma once
+
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/status.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
+#include "bandit/v1/service.grpc.pb.h"
+#include "server/api/arena_allocator.h"
+#include "server/api/auth.h"
+#include "server/metrics/metrics.h"
+#include "server/service/decision_service.h"
+#include "server/service/rpcs.h"
+
+namespace bandit::server {
+
+namespace cluster {
+class Router;
+}
+
+// The one absl::Status -> grpc::Status conversion (same code numbers; message capped).
+grpc::Status ToGrpcStatus(const absl::Status& s);
+
+class GrpcBanditService final : public bandit::v1::BanditService::CallbackService {
+ public:
+  // `auth` may be null (no authentication); when set, every handler checks the caller's token
+  // against RequiredRole(rpc) before doing anything. `router` is set in cluster mode (see
+  // below), null otherwise.
+  GrpcBanditService(DecisionService* service, Metrics* metrics, const Authorizer* auth = nullptr,
+                    cluster::Router* router = nullptr);
+
+  using Ctx = grpc::CallbackServerContext;
+  using Reactor = grpc::ServerUnaryReactor;
+
+  // Shutdown, once the grace period is over: answers every call still waiting (for durability
+  // or snapshot I/O) with `status`, and every call that would start waiting from now on. Their
+  // late completions are dropped. Returns how many calls were cut.
+  int CutPendingCalls(const absl::Status& status);
+  // Age of the oldest call waiting for its records to become durable (0 if none).
+  double OldestDurableWaitSeconds() const;
+
+  // Cluster mode: each call asks the router (server/cluster/router.h) where it goes; a call for
+  // an instance another node owns is forwarded there, and every answer carries the serving
+  // node's id in the trailing metadata x-bandit-node. The router answers UNAVAILABLE
+  // ("joining") until its cluster node is set.
+
+ private:
+  // Parses the request bytes into `Req` on the call's arena (INVALID_ARGUMENT if they are not
+  // one), then Handle().
+  template <typename Req, typename Resp, typename Method>
+  Reactor* HandleBytes(Ctx* ctx, Rpc rpc, Method method, const grpc::ByteBuffer* in,
+                       grpc::ByteBuffer* out);
+  // Checks the role, then calls `method` in whichever of the service's three shapes it has:
+  //   read:     Status (const Req&, Resp*)
+  //   write:    Status (const Req&, Resp*, uint64_t* written_seq); acknowledged only once the
+  //             service says the call's newest record is as durable as --durability promises
+  //             (in `always`, after the group-commit fsync, off this thread)
+  //   deferred: void (const Req&, Resp*, std::function<void(absl::Status)> done); finished
+  //             when `done` runs (work the service does off the RPC thread)
+  template <typename Method, typename Req, typename Resp>
+  Reactor* Handle(Ctx* ctx, Rpc rpc, Method method, grpc::MessageHolder<Req, Resp>* call,
+                  grpc::ByteBuffer* out);
+  // The pooled arenas of the per-round RPCs; other RPCs get a fresh arena per call.
+  template <typename Req, typename Resp>
+  grpc::MessageHolder<Req, Resp>* AllocateMessages();
+  void Finish(Reactor* reactor, Rpc rpc, std::chrono::steady_clock::time_point start,
+              const absl::Status& status);
+  // ExportDecisionLog, registered raw like the unary methods (a payload that does not parse is
+  // INVALID_ARGUMENT): the decision log in chunks, one in flight at a time (bounded memory
+  // whatever the log's length); the next chunk is read when the previous one was written.
+  class DecisionLogWriter;
+
+  // Calls whose handler returned before their answer was ready. Each is answered exactly once,
+  // by whoever claims it first: its completion or CutPendingCalls. Shared with the completion
+  // callbacks, which may run after a cut.
+  class PendingCalls {
+   public:
+    struct Call {
+      Reactor* reactor;
+      Rpc rpc;
+      std::chrono::steady_clock::time_point start;
+      bool durability;  // waiting for the journal (else for snapshot I/O)
+    };
+    // The id to Claim() it by later, or nullopt once cut (answer it now with cut_status()).
+    std::optional<uint64_t> Add(const Call& call);
+    std::optional<Call> Claim(uint64_t id);
+    std::vector<Call> Cut(const absl::Status& status);
+    absl::Status cut_status() const;
+    double OldestDurableWaitSeconds() const;
+
+   private:
+    mutable absl::Mutex mu_;
+    uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+    std::map<uint64_t, Call> calls_ ABSL_GUARDED_BY(mu_);  // by id = arrival order
+    std::optional<absl::Status> cut_ ABSL_GUARDED_BY(mu_);
+  };
+  // Registers `call` and returns its id, or answers it at once (and returns nullopt) when
+  // pending calls were already cut.
+  std::optional<uint64_t> AddPending(const PendingCalls::Call& call);
+
+  // Cluster mode: answers or forwards the call if it is not this node's to serve; false when
+  // the call is to be served here.
+  template <typename Req, typename Resp>
+  bool RouteElsewhere(Ctx* ctx, Reactor* reactor, Rpc rpc,
+                      std::chrono::steady_clock::time_point start,
+                      grpc::MessageHolder<Req, Resp>* call, grpc::ByteBuffer* out);
+  // Cluster mode: ListInstances of every live node (the router merges the pages).
+  void ListAcrossCluster(Ctx* ctx, Reactor* reactor, std::chrono::steady_clock::time_point start,
+                         grpc::MessageHolder<bandit::v1::ListInstancesRequest,
+                                             bandit::v1::ListInstancesResponse>* call,
+                         grpc::ByteBuffer* out);
+
+  cluster::Router* const router_;
+  const std::shared_ptr<PendingCalls> pending_ = std::make_shared<PendingCalls>();
+  RoundMessageAllocators allocators_;
+  DecisionService* service_;
+  Metrics* metrics_;
+  const Authorizer* auth_;
+};
+
+}  // namespace bandit::server

@@ -1,0 +1,374 @@
+// What one bandit instance has learned and is waiting for: its config, its policy, its pending
+// decisions and its counters. Pure: no lock, no clock, no storage. The caller
+// (server/instance/instance.h) serializes access, supplies the time and makes each change durable.
+//
+// Every change validates before it changes anything (on error nothing has changed) and then
+// describes itself as a journal record: replaying that record through the same method
+// reproduces the change exactly, which is how recovery works.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "bandit/v1/service.pb.h"
+#include "bandit/v1/storage.pb.h"
+#include "core/features/feature_space.h"
+#include "core/policy.h"
+#include "server/instance/decision_log/decision_log.h"
+#include "server/instance/pending_table.h"
+#include "server/instance/shadows.h"
+
+namespace bandit::server {
+
+// Per-instance limits (banditd flags, see main.cc). Request-shape limits answer INVALID_ARGUMENT
+// (the same request will never succeed); limits on what the server holds answer
+// RESOURCE_EXHAUSTED (a later request may succeed once something is freed).
+struct InstanceLimits {
+  int64_t max_candidates = 10'000;    // candidate vectors per Select
+  int64_t max_vector_size = 100'000;  // entries of one feature vector / x / embedding
+  int64_t max_pending_capacity = 10'000'000;
+  int64_t max_arms_per_request = 10'000;
+  // The two below default to "no limit" so that recovery (which builds instances with default
+  // limits) never refuses what the server once accepted; banditd's flags set real values.
+  // Every config field that sizes a vector or matrix (dimension, random features, support
+  // budget; the classification is in instance_config.cc).
+  int64_t max_feature_dim = std::numeric_limits<int32_t>::max();
+  // The same for the diagonal-covariance forms of LinUCB and GLB-OMD (O(dimension) state, sparse
+  // inputs): --max_diagonal_feature_dim.
+  int64_t max_diagonal_feature_dim = std::numeric_limits<int32_t>::max();
+  // Arms of one instance: config arms / num_arms at create, and the total after AddArms.
+  int64_t max_arms = std::numeric_limits<int32_t>::max();
+  // Instance name length (core's CheckId also caps ids at 128 characters).
+  int64_t max_name_length = 128;
+  // Shadow policies per instance (each costs about a policy's Select and Update per round;
+  // banditd --max_shadows). Checked when AddShadow is asked for, with the server's current
+  // value (DecisionService passes it), never on replay: a restart with a lower limit keeps the
+  // shadows the server once accepted and refuses new ones.
+  int64_t max_shadows = 8;
+  // Named inputs (instances with a feature space): per JSON document.
+  features::InputLimits named;
+};
+
+// The longest reward wait (config.pending.reward_wait_ms): 7 days.
+constexpr int64_t kMaxRewardWaitMs = 7LL * 24 * 3600 * 1000;
+
+// Fills the defaults of an instance config (pending capacity, reward wait, expiry action, seed
+// from the name) and checks it against `limits`: sizes anywhere in the policy config, ranges of
+// everything outside it. instance_config.cc.
+absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limits,
+                             bandit::v1::InstanceConfig* c);
+// Integer (and repeated message) fields reachable from PolicyConfig that instance_config.cc
+// does not classify as a size or not a size; must be empty (a test checks it).
+std::vector<std::string> UnclassifiedPolicyConfigFields();
+
+class InstanceState {
+ public:
+  // Validates the name and config, fills defaults, creates the policy. `uid` is the event-id
+  // prefix (makes event ids unique across instances and restarts).
+  static absl::StatusOr<std::unique_ptr<InstanceState>> Create(
+      const bandit::v1::CreateInstanceRequest& req, const InstanceLimits& limits, uint64_t uid);
+  // Rebuilds the state exactly as it was when `snap` was taken (recovery, import).
+  static absl::StatusOr<std::unique_ptr<InstanceState>> FromSnapshot(
+      const bandit::v1::InstanceSnapshot& snap, const InstanceLimits& limits);
+  // The complete state, except where it stands in the journal (the durable side adds that).
+  // With `log`, the decision log is not decoded into snap->decision_log but shared as it is
+  // held (cheap under the instance's lock; encoded or decoded later, outside it).
+  void Save(bandit::v1::InstanceSnapshot* snap,
+            std::unique_ptr<DecisionLog::Frozen>* log = nullptr) const;
+
+  // A Select request's vectors, checked and converted (the caller does this before taking its
+  // lock: the critical section is what every concurrent caller of the instance waits for).
+  struct SelectInputs {
+    SelectInputs();
+    ~SelectInputs();
+    SelectInputs(const SelectInputs&) = delete;
+    SelectInputs& operator=(const SelectInputs&) = delete;
+    std::vector<Vector>* candidates;  // per-thread scratch, reused across calls
+    // Named actions featurized for a policy that takes sparse input (TakesSparseInputs): the
+    // candidates as sparse vectors, `candidates` empty. Per-thread scratch too.
+    std::vector<SparseVector>* sparse;
+    bool is_sparse = false;
+    Vector x;
+    // Named actions: candidate k is req.actions(action_of[k]) (excluded actions have none).
+    std::vector<int> action_of;
+    // A multi-slot Select (req.slots), per slot in the request's order: what each action (named
+    // action or dense candidate, by position) looks like to the policy in that slot.
+    struct Slot {
+      // Per action (empty where the slot may not choose it); none at all when the slot sees
+      // the request's own vectors (*SelectInputs::candidates: dense, no slot features).
+      std::vector<Vector> candidates;
+      // Named actions for a policy that takes sparse input (SelectInputs::is_sparse): the same
+      // per action as sparse vectors, `candidates` empty.
+      std::vector<SparseVector> sparse_candidates;
+      std::vector<char> allowed;       // per action: not excluded for the request or the slot
+      int baseline = -1;               // position of the slot's baseline action
+    };
+    std::vector<Slot> slots;
+    // An instance over its own arm set: slots over its arms (filled by SelectContextFor under
+    // the lock, since the arm set is the instance's), and the arms a decision may choose (not
+    // in excluded_actions, per slot not taken) with their slots, in arm order.
+    bool arm_set_slots = false;
+    std::vector<char> allowed_arms;
+    std::vector<int> offered_arms;
+  };
+  // With a feature space (`space`), a request's named context and actions become the
+  // candidates (sparse vectors with `sparse`, see TakesSparseInputs); without one, named inputs
+  // are refused (and with one, dense candidates are).
+  static absl::Status ParseSelectInputs(const bandit::v1::SelectRequest& req,
+                                        const InstanceLimits& limits,
+                                        const features::FeatureSpace* space, SelectInputs* in,
+                                        bool sparse = false);
+  // Whether named inputs reach the served policy as sparse vectors: the instance has a feature
+  // space and its policy takes sparse input (the diagonal-covariance forms). Changes only when
+  // the served policy does (PromoteShadow); SelectContextFor densifies sparse inputs parsed for
+  // a policy since replaced.
+  bool TakesSparseInputs() const { return feature_space_ != nullptr && policy_->TakesSparse(); }
+  // The inputs of a Select journaled as its decision log entry (JournalRecord.logged_select:
+  // a LoggedDecision without its outcome), for replay: its candidates, checked like a request's; and the
+  // event id it produced. DATA_LOSS when the entry cannot be a Select's.
+  static absl::Status LoggedSelectInputs(absl::string_view entry, const InstanceLimits& limits,
+                                         SelectInputs* in, std::string* event_id);
+  // Checks the inputs against the policy's context kind; changes nothing in the instance. For
+  // an arm set, resolves the request's excluded arms and slots into `in` (by the arm ids).
+  absl::StatusOr<SelectContext> SelectContextFor(const bandit::v1::SelectRequest& req,
+                                                 SelectInputs& in) const;
+  // Decides and records the pending decision. `replay_event_id` is set on replay: the decision
+  // must reproduce the journaled event id. The record borrows `req`, or with the decision log
+  // on a per-thread copy of the log entry (see Instance::Commit, which hands either back).
+  absl::Status Select(const SelectContext& ctx, const bandit::v1::SelectRequest& req,
+                      const SelectInputs& in, int64_t now, bandit::v1::Decision* out,
+                      bandit::v1::JournalRecord* rec, const std::string* replay_event_id);
+  // Activates a decision made with defer_activation (ApplyChange, live and on replay): from now
+  // on it is learned from; rewards it received before are learned now (EARLIEST) or with the
+  // others when its wait ends (SUM). NOT_FOUND for an unknown event, FAILED_PRECONDITION for
+  // one no longer pending, INVALID_ARGUMENT for one already active.
+  absl::Status Activate(const bandit::v1::ActivateRequest& req, int64_t now);
+  // Replay of a DecidedSelect record (a Select of a read-only policy, journaled by outcome).
+  absl::Status ReplayDecided(const bandit::v1::DecidedSelect& rec);
+
+  // Checks an Update's own fields (finite numbers, fidelity range, embedding size); returns the
+  // embedding. Changes nothing.
+  absl::StatusOr<Vector> CheckUpdate(const bandit::v1::UpdateRequest& req) const;
+  // Whether an Update's target can take it now: the status Update would return before changing
+  // anything (unknown event or slot, a finished one, a target that keeps no embedding). Changes
+  // nothing.
+  absl::Status CheckTarget(const bandit::v1::UpdateRequest& req) const;
+  // Joins the reward to its decision (or takes logged data) and learns at `now` (the time the
+  // decision log records for the outcome). The record borrows `req`.
+  absl::Status Update(const bandit::v1::UpdateRequest& req, Vector embedding, int64_t now,
+                      bandit::v1::UpdateResponse* out, bandit::v1::JournalRecord* rec);
+  // Applies the expiry action to every decision whose wait has passed at `now`; returns how many
+  // (and, when any, sets `rec` to the expiry record).
+  int64_t ExpireDue(int64_t now, bandit::v1::JournalRecord* rec);
+
+  // The changes other than decisions and rewards, each applied by its one definition
+  // (server/instance/instance_operations.h: ApplyChange, for the live path and replay alike).
+  absl::Status Reset();
+  // The server's limits on an AddArms or RemoveArms it is asked for (arms per request,
+  // INVALID_ARGUMENT; arms an instance holds, RESOURCE_EXHAUSTED); changes nothing. Not checked
+  // on replay: what the server once accepted is applied whatever its limits are now.
+  absl::Status AdmitArms(const bandit::v1::AddArmsRequest& req) const;
+  absl::Status AdmitArmRemoval(const bandit::v1::RemoveArmsRequest& req) const;
+  // All-or-nothing: either every arm is added/removed or none is.
+  absl::Status AddArms(const bandit::v1::AddArmsRequest& req);
+  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req);
+  // A new configuration, keeping what was learned (Policy::Reconfigure): validated once, by
+  // the policy's factory; on error nothing changed. The config changes below go through it.
+  absl::Status ApplyConfig(bandit::v1::InstanceConfig next);
+  // The settings that may change live (ConfigureInstance): each field set replaces the
+  // config's, all validated before anything changes. Decisions already pending keep their
+  // deadline, their reward aggregation and the learning mode they were made under.
+  absl::Status Configure(const bandit::v1::ConfigureInstanceRequest& req);
+  // Mixture instances (FD, KD): replaces the reference distribution; learned state is kept.
+  absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req);
+  // Shadow policies (server/instance/shadows.h). AddShadow validates against the served policy and
+  // config; PromoteShadow makes the shadow the served policy with what it learned (the policy
+  // served until then is dropped) and the decisions still pending are then learned by it as
+  // logged data. On error nothing changed. RESOURCE_EXHAUSTED when the instance already has
+  // `max_shadows` shadows. AddShadow completes `req`'s config (seed, arms) so that the record
+  // journaled replays into the same shadow.
+  absl::Status AddShadow(bandit::v1::AddShadowRequest* req, int64_t max_shadows);
+  absl::Status RemoveShadow(const bandit::v1::RemoveShadowRequest& req);
+  absl::Status PromoteShadow(const bandit::v1::PromoteShadowRequest& req);
+  // The shadows with their running estimates (for metrics scrapes: reads only).
+  void DescribeShadows(bandit::v1::Instance* out) const { shadows_.Describe(out); }
+  // Most reference values (embeddings x dimension, or mean + covariance) an instance keeps.
+  static constexpr int64_t kMaxReferenceValues = int64_t{1} << 22;
+
+  void Describe(bandit::v1::Instance* out) const;
+  // Counters and policy summary only (cheap; for metrics scrapes).
+  bandit::v1::InstanceStats Stats(std::vector<std::pair<std::string, double>>* summary) const;
+
+  const std::string& name() const { return name_; }
+  uint64_t uid() const { return uid_; }
+  // The decision log (empty and disabled unless config.decision_log.enabled).
+  const DecisionLog& decision_log() const { return log_; }
+  const bandit::v1::InstanceConfig& config() const { return config_; }
+  // The served policy's weights over its features (empty when it has none).
+  Vector PolicyWeights() const { return policy_->Weights(); }
+  // The instance's feature space (null without one); fixed for the instance's life.
+  const std::shared_ptr<const features::FeatureSpace>& feature_space() const {
+    return feature_space_;
+  }
+
+  // What the instance holds in memory, by kind, for the node's memory budget
+  // (server/instance/memory_budget.h). Policy and shadows: their StateBytes(); pending: the pending
+  // table's Bytes(); log: the decision log's MemoryBytes(); overhead: kInstanceOverheadBytes and
+  // the config as held. With `refresh` every figure is recounted; without it the policy's and
+  // the shadows' are recounted only where they can change in a round at constant cost (a
+  // policy over candidates or a point input, whose StateBytes() reads sizes; an arm-set
+  // policy's state changes size only with its arms, which `refresh` callers change).
+  struct Memory {
+    int64_t policy = 0, pending = 0, log = 0, shadows = 0, overhead = 0;
+    int64_t total() const { return policy + pending + log + shadows + overhead; }
+  };
+  Memory MemoryBytes(bool refresh);
+  // Memory of an instance outside the figures above: the Instance and InstanceState objects,
+  // its counters, the registry's entry, its empty tables (docs/memory.md has the measurement).
+  static constexpr int64_t kInstanceOverheadBytes = 4096;
+  // The containers of an arm set of `arms` arms that StateBytes() (which counts the ids'
+  // characters and the features) leaves out, in the served policy and in each arm-set shadow:
+  // an id string each, and the id -> slot hash table at up to 16/7 slots per arm (its load
+  // factor after a doubling). Counted in the overhead.
+  static int64_t ArmContainerBytes(int64_t arms);
+  // The footprint `req` declares before anything is built: its normalized config's policy
+  // footprint (core/footprint.h) plus the overhead. The errors of Create for a config that
+  // does not normalize or names no served policy.
+  static absl::StatusOr<int64_t> DeclaredBytes(const bandit::v1::CreateInstanceRequest& req,
+                                               const InstanceLimits& limits);
+  // The same for an instance restored from `snap` (import): its config's, its shadows'
+  // policies', and its pending decisions and decision log as they will be held.
+  static absl::StatusOr<int64_t> DeclaredBytes(const bandit::v1::InstanceSnapshot& snap,
+                                               const InstanceLimits& limits);
+  // The most one more decision over `in` may add: its pending entry (the chosen candidate's
+  // features in each slot, ids, memo) and, with a decision log, its entry (every candidate).
+  int64_t NewDecisionBytes(const SelectInputs& in) const;
+  // The memory the change `rec` (a JournalRecord of ApplyChange) may need beyond what the
+  // instance holds, from configs only: AddArms the arms' share of every policy's footprint,
+  // AddShadow the shadow's policy, Reset and SetMixtureReference a fresh policy (built before
+  // the old one is dropped); 0 for the changes that only free.
+  int64_t ChangeBytes(const bandit::v1::JournalRecord& rec) const;
+
+  // Deterministic default seed of an instance: FNV-1a of its name.
+  static uint64_t SeedFromName(const std::string& name);
+
+ private:
+  InstanceState(std::string name, bandit::v1::InstanceConfig config, std::unique_ptr<Policy> policy,
+                const InstanceLimits& limits, uint64_t uid);
+
+  // A multi-slot Select (Select with in.slots): the slots filled in order, each by the policy
+  // over the actions still available to it.
+  absl::Status SelectSlots(const SelectContext& ctx, const bandit::v1::SelectRequest& req,
+                           const SelectInputs& in, int64_t now, bandit::v1::Decision* out,
+                           bandit::v1::JournalRecord* rec, const std::string* replay_event_id);
+  // Per slot position statistics (InstanceStats.slot_positions); nothing for position -1 (a
+  // single decision).
+  void CountSlot(int position, int64_t decisions, int64_t updates, double reward);
+  // The ids of the arms at `offered` (slots, in arm order); every arm's when it is empty.
+  std::vector<std::string> OfferedArmIds(const std::vector<int>& offered) const;
+  // Decision `d` over the arm set as a decision among the arms at `offered`: its arm as a
+  // position among them and its vectors restricted to them (what the log and shadows see).
+  static Decision AmongOffered(const Decision& d, const std::vector<int>& offered);
+  // The checks every new decision passes before the policy is asked: room in the pending table
+  // and a free, well-formed caller-chosen event id.
+  absl::Status CheckNewDecision(const bandit::v1::SelectRequest& req) const;
+  // Learns `reward` for `target` (a pending decision or one of its slots) as the served policy
+  // and the shadows do for a joined reward, and counts it; on error nothing changed.
+  absl::Status LearnPending(const PendingDecision& target, double reward);
+  // The served decision of a Select in APPRENTICE or LOGGING_ONLY mode: the baseline (the first
+  // action offered), propensity 1. In APPRENTICE, `policy` is the policy's own decision over the
+  // same actions: `p` gets its probability of the baseline and whether it chose it.
+  Decision BaselineDecision(const SelectContext& ctx, const SelectInputs& in,
+                            const Decision* policy, PendingDecision* p) const;
+  // The served decision of a slot in APPRENTICE or LOGGING_ONLY mode: the slot's baseline (the
+  // action at `baseline`, one of `offered`), propensity 1, as a position among `offered`. In
+  // APPRENTICE, `policy` is the policy's own decision among `offered`, as in BaselineDecision.
+  static Decision SlotBaselineDecision(const std::vector<int>& offered, int baseline,
+                                       const Decision* policy, PendingDecision* p);
+  // Whether a decision's rewards are added up until its wait ends (the aggregation it was made
+  // under).
+  bool SumsRewards(const PendingDecision& event) const;
+  // A reward (or expiry default) of `target` was learned: the apprentice estimates take it.
+  void CountApprentice(const PendingDecision& target, double reward);
+  // What every Select leaves behind: the pending decision and the round counters.
+  void RecordDecision(PendingDecision p, double estimated_gap);
+  // Logs a decision just made; returns how many old ones retention dropped.
+  int64_t AppendToLog(const Decision& d, const SelectContext& ctx,
+                      const bandit::v1::SelectRequest& req, const SelectInputs& in,
+                      const std::string& event_id, uint64_t seq, int64_t now);
+  // Whether the log entry of a Select over `ctx` can stand in for its request in the journal: a
+  // policy over candidates, all of one length (the entry holds them flat). The caller checks
+  // that the request did not ask for scores (the entry does not say).
+  bool LogEntryHoldsTheCandidates(const SelectContext& ctx) const;
+  // What the served policy learns for a pending decision's reward (or expiry default).
+  Observation PendingObservation(const PendingDecision& p) const;
+  // Sparse vectors of this instance's feature space as dense ones (`out` resized to match):
+  // for shadows that score dense vectors, and for a dense policy promoted over sparse inputs.
+  void DensifyAll(std::span<const SparseVector> xs, std::vector<Vector>* out) const;
+  // The weight space of the feature space (2^bits), 0 without one.
+  int64_t FeatureDimension() const {
+    return feature_space_ != nullptr ? feature_space_->dimension() : 0;
+  }
+  // A stored pending decision's sparse choice (with its slots'): lengths equal, indices within
+  // 2^bits, values finite, and only on an instance with a feature space. Before FromRecord.
+  absl::Status CheckSparseChoice(const bandit::v1::PendingDecisionRecord& r) const;
+  // After the served decision `d`: each shadow's view of the context (ShadowSet::Score).
+  void ScoreShadows(const Decision& d, const SelectContext& ctx, const SelectInputs& in,
+                    PendingDecision* p);
+  // The answer to a reward or activation for an event that is not pending: FAILED_PRECONDITION
+  // when it finished (rewarded, expired), NOT_FOUND when it was never this instance's.
+  absl::Status NotPendingError(const std::string& event_id) const;
+  // The part of `event` a reward with `slot_id` is for: a slot (null if it has none of that id)
+  // or, for a single decision, the event itself.
+  static PendingDecision* TargetOf(PendingDecision* event, const std::string& slot_id);
+  // Whether rewards for `event` are kept rather than learned at once (awaiting activation, or
+  // SUM aggregation).
+  bool KeepsRewards(const PendingDecision& event) const;
+  // `target` (of `event`) was learned: marks it done and logs its outcome; takes the event from
+  // the pending table once every slot is done (after which both pointers are invalid).
+  void FinishTarget(PendingDecision* event, PendingDecision* target,
+                    bandit::v1::DecisionOutcome outcome, double reward, int64_t now);
+  absl::StatusOr<Observation> ObservationFor(const bandit::v1::UpdateRequest& req,
+                                             const PendingDecision** pending) const;
+  void SyncConfigArms();
+  void RollBack(const bandit::v1::PolicyConfig& config, const bandit::v1::PolicyState& state);
+
+  const std::string name_;
+  const InstanceLimits limits_;
+  const uint64_t uid_;
+  bandit::v1::InstanceConfig config_;  // arms kept current
+  std::unique_ptr<Policy> policy_;
+  std::shared_ptr<const features::FeatureSpace> feature_space_;
+  PendingTable pending_;
+  DecisionLog log_;
+  ShadowSet shadows_;
+  // APPRENTICE mode: the policy's value against the baseline's (Instance.apprentice). The
+  // baseline was served with propensity 1, so each event's importance weight is the policy's
+  // probability of the baseline (IPS, Horvitz & Thompson 1952, and SNIPS, core/ope/estimators.h,
+  // with mu(a_t|x_t) = 1).
+  // The apprentice figures pooled (apprentice_) and, for multi-slot decisions, per slot
+  // position (apprentice_slots_[position], positions from 15 on in 15, as slot_positions).
+  struct ApprenticeFigures {
+    ope::Estimators estimators;
+    int64_t chose_baseline = 0;
+    double imitated_reward = 0;
+    void Count(const PendingDecision& target, double reward);
+    void Save(bandit::v1::ApprenticeSnapshot* out) const;
+    absl::Status Restore(const bandit::v1::ApprenticeSnapshot& in);
+    void Describe(bandit::v1::ApprenticeStatus* out) const;
+  };
+  ApprenticeFigures apprentice_;
+  std::vector<ApprenticeFigures> apprentice_slots_;
+  uint64_t next_seq_ = 1;  // of event ids
+  bandit::v1::InstanceStats stats_;
+  Memory memory_;  // the last MemoryBytes()
+};
+
+}  // namespace bandit::server

@@ -1,0 +1,422 @@
+#include "server/instance/instance_state.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "core/arms.h"
+#include "core/common/sparse.h"
+#include "core/registry.h"
+#include "server/instance/instance_state_internal.h"
+#include "server/instance/named_inputs.h"
+
+
+namespace bandit::server {
+namespace {
+
+void SetEstimate(const ope::Interval& i, bandit::v1::Estimate* out) {
+  out->set_value(i.value);
+  out->set_se(i.se);
+  out->set_lo(i.lo);
+  out->set_hi(i.hi);
+}
+}  // namespace
+
+namespace instance_state_internal {
+// Whether `policy` can run in `mode`: the baseline modes serve the first action offered, which
+// policies over an arm set or candidates have; a point-input policy's actions are its own.
+absl::Status CheckLearningMode(int mode, const Policy& policy, absl::string_view field) {
+  if (!bandit::v1::LearningMode_IsValid(mode))
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is ", mode, ", expected ONLINE, APPRENTICE or LOGGING_ONLY"));
+  if (mode == bandit::v1::APPRENTICE || mode == bandit::v1::LOGGING_ONLY) {
+    if (policy.context_kind() == ContextKind::kPoint)
+      return absl::FailedPreconditionError(absl::StrCat(
+          field, " is ", bandit::v1::LearningMode_Name(static_cast<bandit::v1::LearningMode>(mode)),
+          ", expected ONLINE for policy '", policy.name(),
+          "': it decides over an input x, with no baseline action to serve"));
+  }
+  return absl::OkStatus();
+}
+
+bandit::v1::LearningMode ModeOf(const bandit::v1::InstanceConfig& c) {
+  return c.learning_mode() == bandit::v1::LEARNING_MODE_UNSPECIFIED ? bandit::v1::ONLINE
+                                                                     : c.learning_mode();
+}
+
+}  // namespace instance_state_internal
+
+void InstanceState::ApprenticeFigures::Count(const PendingDecision& target, double reward) {
+  estimators.AddTerms(target.apprentice_target, 1.0, reward, 0.0, 0.0);
+  if (target.apprentice_chose_baseline) {
+    ++chose_baseline;
+    imitated_reward += reward;
+  }
+}
+
+void InstanceState::ApprenticeFigures::Save(bandit::v1::ApprenticeSnapshot* out) const {
+  estimators.Save(out->mutable_estimators());
+  out->set_policy_chose_baseline(chose_baseline);
+  out->set_imitated_reward_sum(imitated_reward);
+}
+
+absl::Status InstanceState::ApprenticeFigures::Restore(const bandit::v1::ApprenticeSnapshot& in) {
+  if (auto s = estimators.Restore(in.estimators()); !s.ok()) return s;
+  if (in.policy_chose_baseline() < 0 || in.policy_chose_baseline() > in.estimators().events() ||
+      !std::isfinite(in.imitated_reward_sum()))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "policy_chose_baseline ", in.policy_chose_baseline(), " or imitated_reward_sum ",
+        in.imitated_reward_sum(), " is not what ", in.estimators().events(),
+        " events could make"));
+  chose_baseline = in.policy_chose_baseline();
+  imitated_reward = in.imitated_reward_sum();
+  return absl::OkStatus();
+}
+
+bool InstanceState::SumsRewards(const PendingDecision& event) const {
+  const bandit::v1::RewardAggregation a =
+      event.aggregation != bandit::v1::REWARD_AGGREGATION_UNSPECIFIED
+          ? bandit::v1::RewardAggregation(event.aggregation)
+          : config_.pending().reward_aggregation();
+  return a == bandit::v1::SUM;
+}
+
+void InstanceState::CountApprentice(const PendingDecision& target, double reward) {
+  if (target.learning_mode != bandit::v1::APPRENTICE) return;
+  apprentice_.Count(target, reward);
+  if (target.slot_index < 0) return;  // a single decision
+  const size_t position = static_cast<size_t>(std::min(target.slot_index, kLastSlotPosition));
+  if (apprentice_slots_.size() <= position) apprentice_slots_.resize(position + 1);
+  apprentice_slots_[position].Count(target, reward);
+}
+
+absl::Status InstanceState::Reset() {
+  auto fresh = CreatePolicy(config_.policy(), config_.seed());
+  if (!fresh.ok()) return fresh.status();
+  // Shadows restart with the instance (their estimates were about the policy just forgotten).
+  if (auto s = shadows_.Reset(); !s.ok()) return s;
+  policy_ = *std::move(fresh);
+  pending_.Clear();
+  apprentice_ = ApprenticeFigures();
+  apprentice_slots_.clear();
+  // The log is a record of what happened, not learned state: it stays, and the decisions whose
+  // rewards can no longer be joined say so.
+  log_.DiscardPending(0);
+  const int64_t evicted = stats_.decision_log_evicted();
+  stats_.Clear();
+  stats_.set_decision_log_evicted(evicted);
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req) {
+  using bandit::v1::MixtureObjective;
+  if (!config_.policy().has_mixture())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "instance '", name_, "' runs policy '", policy_->name(),
+        "', which has no reference distribution; expected a mixture instance (FD or KD)"));
+  const MixtureObjective objective = config_.policy().mixture().objective();
+  if (objective != bandit::v1::FD && objective != bandit::v1::KD &&
+      objective != bandit::v1::OBJECTIVE_UNSPECIFIED)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "instance '", name_, "' scores with ", bandit::v1::MixtureObjective_Name(objective),
+        ", which uses no reference; expected an FD or KD mixture"));
+  const bool stats = req.mean_size() > 0 || req.covariance_size() > 0;
+  const bool embeddings = req.embeddings_size() > 0;
+  if (stats == embeddings)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected either mean and covariance or embeddings, got ", stats ? "both" : "neither"));
+  if (stats && req.append())
+    return absl::InvalidArgumentError("append applies to embeddings, not to mean and covariance");
+  if (stats && objective == bandit::v1::KD)
+    return absl::InvalidArgumentError(
+        "KD compares against reference embeddings, expected embeddings rather than mean and "
+        "covariance");
+
+  // The request becomes a new config (the reference lives in the mixture config, so a reset,
+  // a snapshot or an export keeps it); the policy factory validates it, once, in
+  // ApplyConfig (shapes, finiteness, a symmetric PSD covariance). Checked here only what the
+  // config cannot express: one embedding per row, and the server's bound on their total.
+  InstanceConfig next = config_;
+  auto* m = next.mutable_policy()->mutable_mixture();
+  const int d = m->dimension();
+  if (stats) {
+    m->mutable_reference_mean()->Assign(req.mean().begin(), req.mean().end());
+    m->mutable_reference_covariance()->Assign(req.covariance().begin(), req.covariance().end());
+    m->clear_reference_samples();
+  } else {
+    if (!req.append()) m->clear_reference_samples();
+    m->clear_reference_mean();
+    m->clear_reference_covariance();
+    const int64_t total = m->reference_samples_size() + int64_t{req.embeddings_size()} * d;
+    if (total > kMaxReferenceValues)
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the reference would hold ", total,
+                       " values (embeddings x dimension), expected at most ", kMaxReferenceValues));
+    m->mutable_reference_samples()->Reserve(static_cast<int>(total));
+    for (int i = 0; i < req.embeddings_size(); ++i) {
+      const auto& e = req.embeddings(i).values();
+      if (e.size() != d)
+        return absl::InvalidArgumentError(absl::StrCat("embeddings[", i, "] has ", e.size(),
+                                                       " values, expected the dimension ", d));
+      m->mutable_reference_samples()->Add(e.begin(), e.end());
+    }
+  }
+  if (auto s = ApplyConfig(std::move(next)); !s.ok())
+    return absl::Status(s.code(), absl::StrCat("reference: ", s.message()));
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::Configure(const bandit::v1::ConfigureInstanceRequest& req) {
+  if (!req.has_reward_wait_ms() && !req.has_on_expiry() && !req.has_default_reward() &&
+      !req.has_reward_aggregation() && !req.has_epsilon() && !req.has_learning_mode())
+    return absl::InvalidArgumentError(
+        "no setting is set, expected at least one of reward_wait_ms, on_expiry, default_reward, "
+        "reward_aggregation, epsilon, learning_mode");
+  // Checked as NormalizeConfig checks them at creation, all before anything changes.
+  const bandit::v1::RewardAggregation aggregation_before = config_.pending().reward_aggregation();
+  InstanceConfig next = config_;
+  auto* p = next.mutable_pending();
+  if (req.has_reward_wait_ms()) {
+    if (req.reward_wait_ms() < 1 || req.reward_wait_ms() > kMaxRewardWaitMs)
+      return absl::InvalidArgumentError(absl::StrCat("reward_wait_ms is ", req.reward_wait_ms(),
+                                                     ", expected 1..", kMaxRewardWaitMs,
+                                                     " (7 days)"));
+    p->set_reward_wait_ms(req.reward_wait_ms());
+  }
+  if (req.has_on_expiry()) {
+    if (!bandit::v1::ExpiryAction_IsValid(req.on_expiry()))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "on_expiry is ", req.on_expiry(), ", expected APPLY_DEFAULT or DROP"));
+    p->set_on_expiry(req.on_expiry() == bandit::v1::EXPIRY_ACTION_UNSPECIFIED
+                         ? bandit::v1::APPLY_DEFAULT
+                         : req.on_expiry());
+  }
+  if (req.has_default_reward()) {
+    if (!std::isfinite(req.default_reward()))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "default_reward is ", req.default_reward(), ", expected a finite number"));
+    p->set_default_reward(req.default_reward());
+  }
+  if (req.has_reward_aggregation()) {
+    if (!bandit::v1::RewardAggregation_IsValid(req.reward_aggregation()))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reward_aggregation is ", req.reward_aggregation(), ", expected EARLIEST or SUM"));
+    p->set_reward_aggregation(req.reward_aggregation() ==
+                                      bandit::v1::REWARD_AGGREGATION_UNSPECIFIED
+                                  ? bandit::v1::EARLIEST
+                                  : req.reward_aggregation());
+  }
+  if (req.has_learning_mode()) {
+    if (auto s = CheckLearningMode(req.learning_mode(), *policy_, "learning_mode"); !s.ok())
+      return s;
+    next.set_learning_mode(req.learning_mode() == bandit::v1::LEARNING_MODE_UNSPECIFIED
+                               ? bandit::v1::ONLINE
+                               : req.learning_mode());
+  }
+  if (req.has_epsilon()) {
+    if (!(req.epsilon() >= 0.0 && req.epsilon() <= 1.0))
+      return absl::InvalidArgumentError(
+          absl::StrCat("epsilon is ", req.epsilon(), ", expected a number in [0, 1]"));
+    auto* policy = next.mutable_policy();
+    if (policy->has_epsilon_greedy()) {
+      policy->mutable_epsilon_greedy()->set_epsilon(req.epsilon());
+    } else if (policy->has_glm_epsilon_greedy()) {
+      policy->mutable_glm_epsilon_greedy()->set_epsilon(req.epsilon());
+    } else {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "epsilon is set, but instance '", name_, "' runs policy '", policy_->name(),
+          "', which has no epsilon; expected epsilon_greedy or glm_epsilon_greedy"));
+    }
+    // The policy takes the new epsilon keeping what it learned (Policy::Reconfigure); the last
+    // step that can fail, so nothing has changed if it does.
+    if (auto s = ApplyConfig(next); !s.ok()) return s;
+  }
+  // Decisions already pending keep the aggregation they were made under.
+  if (p->reward_aggregation() != aggregation_before) {
+    pending_.ForEach([&](PendingDecision& d) {
+      if (d.aggregation == bandit::v1::REWARD_AGGREGATION_UNSPECIFIED)
+        d.aggregation = aggregation_before;
+    });
+  }
+  config_ = std::move(next);
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::ApplyConfig(InstanceConfig next) {
+  if (auto s = ReconfigurePolicy(*policy_, next.policy(), next.seed()); !s.ok()) return s;
+  config_ = std::move(next);
+  SyncConfigArms();
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::AdmitArms(const bandit::v1::AddArmsRequest& req) const {
+  if (req.arms_size() == 0)
+    return absl::InvalidArgumentError("arms is empty, expected at least one arm");
+  if (req.arms_size() > limits_.max_arms_per_request)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "arms has ", req.arms_size(), " entries, expected at most ", limits_.max_arms_per_request));
+  if (const int64_t have = static_cast<int64_t>(policy_->ArmIds().size());
+      have + req.arms_size() > limits_.max_arms)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "instance '", name_, "' has ", have, " arms; adding ", req.arms_size(),
+        " would exceed the configured maximum of ", limits_.max_arms, " (--max_arms)"));
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::AdmitArmRemoval(const bandit::v1::RemoveArmsRequest& req) const {
+  if (req.arm_ids_size() == 0)
+    return absl::InvalidArgumentError("arm_ids is empty, expected at least one arm id");
+  if (req.arm_ids_size() > limits_.max_arms_per_request)
+    return absl::InvalidArgumentError(absl::StrCat("arm_ids has ", req.arm_ids_size(),
+                                                   " entries, expected at most ",
+                                                   limits_.max_arms_per_request));
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::AddArms(const bandit::v1::AddArmsRequest& req) {
+  bandit::v1::PolicyState before;
+  policy_->Save(&before);
+  const bandit::v1::PolicyConfig config_before = config_.policy();
+  for (int i = 0; i < req.arms_size(); ++i) {
+    if (auto s = policy_->AddArm(req.arms(i)); !s.ok()) {
+      RollBack(config_before, before);
+      return absl::Status(s.code(), absl::StrCat("arms[", i, "]: ", s.message()));
+    }
+    *config_.mutable_policy()->add_arms() = req.arms(i);
+  }
+  if (auto s = shadows_.AddArms(req); !s.ok()) {
+    RollBack(config_before, before);
+    return s;
+  }
+  SyncConfigArms();
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::RemoveArms(const bandit::v1::RemoveArmsRequest& req) {
+  bandit::v1::PolicyState before;
+  policy_->Save(&before);
+  const bandit::v1::PolicyConfig config_before = config_.policy();
+  for (int i = 0; i < req.arm_ids_size(); ++i) {
+    if (auto s = policy_->RemoveArm(req.arm_ids(i)); !s.ok()) {
+      RollBack(config_before, before);
+      return absl::Status(s.code(), absl::StrCat("arm_ids[", i, "]: ", s.message()));
+    }
+  }
+  if (auto s = shadows_.RemoveArms(req); !s.ok()) {
+    RollBack(config_before, before);
+    return s;
+  }
+  SyncConfigArms();
+  return absl::OkStatus();
+}
+
+void InstanceState::RollBack(const bandit::v1::PolicyConfig& config,
+                             const bandit::v1::PolicyState& state) {
+  // A multi-arm change failed part-way: rebuild the policy exactly as it was before the request.
+  *config_.mutable_policy() = config;
+  auto fresh = CreatePolicy(config, config_.seed());
+  if (fresh.ok() && (*fresh)->Restore(state).ok()) policy_ = *std::move(fresh);
+}
+
+bandit::v1::InstanceStats InstanceState::Stats(
+    std::vector<std::pair<std::string, double>>* summary) const {
+  bandit::v1::InstanceStats stats = stats_;
+  stats.set_pending(pending_.size());
+  stats.set_state_bytes(policy_->StateBytes());
+  stats.set_decision_log_events(log_.events());
+  stats.set_decision_log_first_ms(log_.first_decided_ms());
+  stats.set_decision_log_last_ms(log_.last_decided_ms());
+  stats.set_decision_log_bytes(log_.bytes());
+  if (summary) *summary = policy_->Summary();
+  return stats;
+}
+
+void InstanceState::Describe(bandit::v1::Instance* out) const {
+  out->Clear();
+  out->set_name(name_);
+  *out->mutable_config() = config_;
+  *out->mutable_stats() = stats_;
+  out->mutable_stats()->set_pending(pending_.size());
+  out->mutable_stats()->set_state_bytes(policy_->StateBytes());
+  out->mutable_stats()->set_decision_log_events(log_.events());
+  out->mutable_stats()->set_decision_log_first_ms(log_.first_decided_ms());
+  out->mutable_stats()->set_decision_log_last_ms(log_.last_decided_ms());
+  out->mutable_stats()->set_decision_log_bytes(log_.bytes());
+  for (const auto& [k, v] : policy_->Summary()) (*out->mutable_summary())[k] = v;
+  for (const auto& id : policy_->ArmIds()) out->add_arm_ids(id);
+  const Vector w = policy_->Weights();
+  out->mutable_weights()->Assign(w.data(), w.data() + w.size());
+  shadows_.Describe(out);
+  if (apprentice_.estimators.events() > 0 || ModeOf(config_) == bandit::v1::APPRENTICE) {
+    auto* a = out->mutable_apprentice();
+    apprentice_.Describe(a);
+    for (size_t k = 0; k < apprentice_slots_.size(); ++k) {
+      auto* slot = a->add_slots();
+      slot->set_position(static_cast<int32_t>(k));
+      apprentice_slots_[k].Describe(slot);
+    }
+  }
+}
+
+void InstanceState::ApprenticeFigures::Describe(bandit::v1::ApprenticeStatus* a) const {
+  a->set_events(estimators.events());
+  bandit::v1::OpeEstimatorState sums;  // the reward sum as added up, not mean x count
+  estimators.Save(&sums);
+  a->set_reward_sum(sums.logged_sum());
+  SetEstimate(estimators.Logged(), a->mutable_baseline());
+  SetEstimate(estimators.Ips(), a->mutable_ips());
+  SetEstimate(estimators.Snips(), a->mutable_snips());
+  a->set_policy_chose_baseline(chose_baseline);
+  a->set_imitated_reward_sum(imitated_reward);
+  a->set_effective_sample_size(estimators.EffectiveSampleSize());
+}
+
+absl::Status InstanceState::AddShadow(bandit::v1::AddShadowRequest* req, int64_t max_shadows) {
+  // Within kMaxDenseDimension shadows score and learn dense vectors (and keep a dense direct
+  // model): over named features that is 2^bits per action, admitted within the full-matrix
+  // bound only. Beyond it they take the sparse vectors (ShadowSet::Prepare).
+  if (feature_space_ != nullptr && ShadowSet::SparseDimension(config_) == 0 &&
+      feature_space_->dimension() > limits_.max_feature_dim)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shadow '", req->shadow(), "' would score dense vectors of dimension 2^",
+        feature_space_->options().bits, " = ", feature_space_->dimension(),
+        ", expected at most --max_feature_dim=", limits_.max_feature_dim,
+        ": shadows are not available on an instance with this many feature bits"));
+  auto shadow = shadows_.Prepare(
+      name_, *policy_, config_, *req,
+      [&](InstanceConfig* c) { return NormalizeConfig(name_ + ":" + req->shadow(), limits_, c); },
+      max_shadows);
+  if (!shadow.ok()) return shadow.status();
+  // Journaled normalized (seed and arms filled in), so replay builds the same shadow.
+  *req->mutable_config() = shadow->config;
+  shadows_.Insert(*std::move(shadow));
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::RemoveShadow(const bandit::v1::RemoveShadowRequest& req) {
+  auto taken = shadows_.Take(name_, req.shadow());
+  if (!taken.ok()) return taken.status();
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::PromoteShadow(const bandit::v1::PromoteShadowRequest& req) {
+  auto taken = shadows_.Take(name_, req.shadow());
+  if (!taken.ok()) return taken.status();
+  // The shadow's policy object, with everything it learned and its random engine, becomes the
+  // served policy; its config becomes the instance's (so Reset and recovery rebuild it).
+  *config_.mutable_policy() = taken->config.policy();
+  config_.set_seed(taken->config.seed());
+  policy_ = std::move(taken->policy);
+  // Decisions still pending were made by the policy just dropped: their memos mean nothing to
+  // the new one, which learns their rewards as logged data.
+  pending_.ForEach([](PendingDecision& p) {
+    p.learn_direct = true;
+    p.memo.resize(0);
+  });
+  SyncConfigArms();
+  return absl::OkStatus();
+}
+
+}  // namespace bandit::server

@@ -1,0 +1,321 @@
+#include "server/instance/named_inputs.h"
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/features/config.h"
+#include "core/features/dense.h"
+#include "core/id_index.h"
+
+namespace bandit::server {
+namespace {
+
+constexpr size_t kMaxActionIdBytes = 256;  // Personalizer's limit on an action id
+
+}  // namespace
+
+bool IsDiagonalCovariance(const bandit::v1::PolicyConfig& policy) {
+  switch (policy.policy_case()) {
+    case bandit::v1::PolicyConfig::kLinucb:
+      return policy.linucb().covariance() == bandit::v1::COVARIANCE_DIAGONAL;
+    case bandit::v1::PolicyConfig::kGlbOmd:
+      return policy.glb_omd().covariance() == bandit::v1::COVARIANCE_DIAGONAL;
+    default:
+      return false;
+  }
+}
+
+absl::Status NormalizeFeatureSpace(int64_t max_feature_dim, int64_t max_diagonal_feature_dim,
+                                   bandit::v1::InstanceConfig* c) {
+  if (!c->has_feature_space()) return absl::OkStatus();
+  auto* fs = c->mutable_feature_space();
+  if (fs->version() == 0) fs->set_version(kFeaturizationVersion);
+  if (fs->version() > kFeaturizationVersion)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.feature_space.version is ", fs->version(), ", expected at most ",
+        kFeaturizationVersion, " (written by a newer server: its weights would be remapped)"));
+  if (fs->version() < 1)
+    return absl::InvalidArgumentError(absl::StrCat("config.feature_space.version is ",
+                                                   fs->version(), ", expected 1"));
+  if (auto space = FeatureSpaceOf(*c); !space.ok()) return space.status();
+  const int64_t dimension = int64_t{1} << fs->bits();
+  if (IsDiagonalCovariance(c->policy())) {
+    if (dimension > max_diagonal_feature_dim)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config.feature_space.bits is ", fs->bits(), ": a diagonal-covariance policy of "
+          "dimension 2^", fs->bits(), " = ", dimension, " exceeds --max_diagonal_feature_dim=",
+          max_diagonal_feature_dim, "; use bits <= ",
+          63 - __builtin_clzll(static_cast<uint64_t>(max_diagonal_feature_dim))));
+    return features::SetPolicyDimension(dimension, c->mutable_policy());
+  }
+  if (dimension > max_feature_dim)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.feature_space.bits is ", fs->bits(), ": a policy of dimension 2^", fs->bits(),
+        " = ", dimension, " exceeds --max_feature_dim=", max_feature_dim,
+        " (these policies keep d x d matrices); use bits <= ",
+        63 - __builtin_clzll(static_cast<uint64_t>(max_feature_dim)),
+        ", or linucb / glb_omd with covariance: COVARIANCE_DIAGONAL for a larger space"));
+  return features::SetPolicyDimension(dimension, c->mutable_policy());
+}
+
+absl::StatusOr<std::shared_ptr<const features::FeatureSpace>> FeatureSpaceOf(
+    const bandit::v1::InstanceConfig& c) {
+  if (!c.has_feature_space()) return std::shared_ptr<const features::FeatureSpace>();
+  const features::FeatureSpaceOptions o = features::OptionsOf(c.feature_space());
+  auto space = features::FeatureSpace::Create(o);
+  if (!space.ok())
+    return absl::InvalidArgumentError(absl::StrCat("config.", space.status().message()));
+  return std::make_shared<const features::FeatureSpace>(*std::move(space));
+}
+
+bool HasNamedInputs(const bandit::v1::SelectRequest& req) {
+  return req.actions_size() > 0 || !req.context().empty() || req.excluded_actions_size() > 0 ||
+         req.explain();
+}
+
+bool HasNamedInputs(const bandit::v1::DirectObservation& direct) {
+  return direct.has_action() || !direct.context().empty();
+}
+
+absl::Status CheckNamedActions(const bandit::v1::SelectRequest& req, int64_t max_actions,
+                               std::vector<std::string>* ids, std::vector<bool>* excluded) {
+  if (req.candidates_size() > 0 || req.x_size() > 0)
+    return absl::InvalidArgumentError(
+        "candidates or x is set with named actions, expected one or the other");
+  if (req.actions_size() == 0)
+    return absl::InvalidArgumentError("actions is empty, expected at least one named action");
+  if (req.actions_size() > max_actions)
+    return absl::InvalidArgumentError(absl::StrCat("actions has ", req.actions_size(),
+                                                   " entries, expected at most ", max_actions,
+                                                   " (--max_candidates)"));
+  IdIndex position;
+  auto action_field = [](int i) { return absl::StrCat("actions[", i, "].id"); };
+  for (int i = 0; i < req.actions_size(); ++i) {
+    const std::string& id = req.actions(i).id();
+    if (id.empty() || id.size() > kMaxActionIdBytes)
+      return absl::InvalidArgumentError(absl::StrCat("actions[", i, "].id has ", id.size(),
+                                                     " bytes, expected 1..", kMaxActionIdBytes));
+    if (auto s = position.Append(id, action_field); !s.ok()) return s;
+  }
+  excluded->assign(req.actions_size(), false);
+  for (int i = 0; i < req.excluded_actions_size(); ++i) {
+    auto at = position.Position(absl::StrCat("excluded_actions[", i, "]"), req.excluded_actions(i),
+                                "the actions");
+    if (!at.ok()) return at.status();
+    (*excluded)[*at] = true;
+  }
+  if (ids != nullptr) {
+    ids->clear();
+    for (const auto& a : req.actions()) ids->push_back(a.id());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FeaturizeSelect(const features::FeatureSpace& space,
+                             const features::InputLimits& limits, int64_t max_actions,
+                             const bandit::v1::SelectRequest& req, std::vector<Vector>* candidates,
+                             std::vector<int>* action_of, std::vector<SparseVector>* sparse_out) {
+  std::vector<bool> excluded;
+  if (auto s = CheckNamedActions(req, max_actions, nullptr, &excluded); !s.ok()) return s;
+  thread_local features::ParsedFeatures shared;
+  thread_local features::ParsedFeatures action;
+  thread_local features::SparseFeatures sparse;
+  thread_local std::string path;  // reused: a request names one document per action
+  shared.Clear();
+  if (!req.context().empty())
+    if (auto s = space.Parse(req.context(), "context", limits, false, &shared); !s.ok()) return s;
+  candidates->clear();
+  action_of->clear();
+  size_t featurized = 0;  // sparse_out's elements are reused: their arrays keep their capacity
+  for (int i = 0; i < req.actions_size(); ++i) {
+    action.Clear();
+    const std::string& json = req.actions(i).features();
+    if (!json.empty()) {
+      path.clear();
+      absl::StrAppend(&path, "actions[", i, "].features");
+      if (auto s = space.Parse(json, path, limits, false, &action); !s.ok()) return s;
+    }
+    if (excluded[i]) continue;
+    path.clear();
+    absl::StrAppend(&path, "actions[", i, "]");
+    if (auto s = space.CheckTerms(action, &shared, limits.max_terms, path); !s.ok()) return s;
+    if (sparse_out) {
+      if (sparse_out->size() <= featurized) sparse_out->emplace_back();
+      SparseVector& x = (*sparse_out)[featurized++];
+      space.Featurize(action, &shared, &x.index, &x.value);
+    } else {
+      space.Featurize(action, &shared, false, &sparse);
+      candidates->push_back(features::ToDense(sparse, space.dimension()));
+    }
+    action_of->push_back(i);
+  }
+  if (sparse_out) sparse_out->resize(featurized);
+  if (action_of->empty())
+    return absl::InvalidArgumentError(
+        "excluded_actions excludes every action, expected at least one action to choose from");
+  return absl::OkStatus();
+}
+
+absl::Status FeaturizeSlots(const features::FeatureSpace& space,
+                            const features::InputLimits& limits,
+                            const bandit::v1::SelectRequest& req,
+                            std::vector<InstanceState::SelectInputs::Slot>* slots,
+                            bool sparse) {
+  features::ParsedFeatures shared;
+  if (!req.context().empty())
+    if (auto s = space.Parse(req.context(), "context", limits, false, &shared); !s.ok()) return s;
+  std::vector<features::ParsedFeatures> actions(req.actions_size());
+  for (int i = 0; i < req.actions_size(); ++i) {
+    const std::string& json = req.actions(i).features();
+    if (!json.empty())
+      if (auto s = space.Parse(json, absl::StrCat("actions[", i, "].features"), limits, false,
+                               &actions[i]);
+          !s.ok())
+        return s;
+  }
+  std::vector<features::ParsedFeatures> slot_features(req.slots_size());
+  for (int k = 0; k < req.slots_size(); ++k) {
+    const std::string& json = req.slots(k).features();
+    if (!json.empty())
+      if (auto s = space.Parse(json, absl::StrCat("slots[", k, "].features"), limits, false,
+                               &slot_features[k]);
+          !s.ok())
+        return s;
+  }
+  // VW's CCB adds the slot's features and index (and the interactions with the index) once a
+  // decision has several slots or its first slot has features of its own; a single plain slot is
+  // featurized as a single decision.
+  const bool augment = req.slots_size() > 1 || slot_features[0].size() > 0;
+  std::optional<features::FeatureSpace> slot_space;
+  if (augment) {
+    auto s = space.ForSlots();
+    if (!s.ok()) return s.status();
+    slot_space = *std::move(s);
+  }
+  const features::FeatureSpace& used = augment ? *slot_space : space;
+  const bool sparse_out = sparse;
+  features::SparseFeatures terms;
+  for (int k = 0; k < req.slots_size(); ++k) {
+    features::ParsedFeatures context = shared;
+    if (augment) used.AddSlotFeatures(slot_features[k], k, false, &context);
+    auto& out = (*slots)[k];
+    if (sparse_out) {
+      out.sparse_candidates.assign(req.actions_size(), SparseVector());
+    } else {
+      out.candidates.assign(req.actions_size(), Vector());
+    }
+    for (int i = 0; i < req.actions_size(); ++i) {
+      if (!out.allowed[i]) continue;
+      if (auto s = used.CheckTerms(actions[i], &context, limits.max_terms,
+                                   absl::StrCat("slots[", k, "] with actions[", i, "]"));
+          !s.ok())
+        return s;
+      used.Featurize(actions[i], &context, false, &terms);
+      if (sparse_out) {
+        out.sparse_candidates[i].index = terms.index;
+        out.sparse_candidates[i].value = terms.value;
+      } else {
+        out.candidates[i] = features::ToDense(terms, used.dimension());
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Vector> FeaturizeDirect(const features::FeatureSpace& space,
+                                       const features::InputLimits& limits,
+                                       const bandit::v1::DirectObservation& direct) {
+  auto sparse = FeaturizeDirectSparse(space, limits, direct);
+  if (!sparse.ok()) return sparse.status();
+  return Densify(*sparse, space.dimension());
+}
+
+Vector Densify(const SparseVector& x, int64_t dimension) {
+  Vector v = Vector::Zero(dimension);
+  for (size_t k = 0; k < x.index.size(); ++k) v[x.index[k]] += x.value[k];
+  return v;
+}
+
+absl::StatusOr<SparseVector> FeaturizeDirectSparse(const features::FeatureSpace& space,
+                                                   const features::InputLimits& limits,
+                                                   const bandit::v1::DirectObservation& direct) {
+  if (direct.features_size() > 0 || direct.x_size() > 0 || !direct.arm_id().empty())
+    return absl::InvalidArgumentError(
+        "direct.features, x or arm_id is set with a named action, expected one or the other");
+  if (!direct.has_action())
+    return absl::InvalidArgumentError(
+        "direct.action is missing, expected the played action (id and features)");
+  features::ParsedFeatures shared, action;
+  if (!direct.context().empty())
+    if (auto s = space.Parse(direct.context(), "direct.context", limits, false, &shared); !s.ok())
+      return s;
+  if (!direct.action().features().empty())
+    if (auto s = space.Parse(direct.action().features(), "direct.action.features", limits, false,
+                             &action);
+        !s.ok())
+      return s;
+  if (auto s = space.CheckTerms(action, &shared, limits.max_terms, "direct.action"); !s.ok())
+    return s;
+  features::SparseFeatures f;
+  space.Featurize(action, &shared, false, &f);
+  SparseVector out;
+  out.index = std::move(f.index);
+  out.value = std::move(f.value);
+  return out;
+}
+
+void WriteNamedDecision(const bandit::v1::SelectRequest& req, absl::Span<const int> action_of,
+                        bandit::v1::Decision* out) {
+  const int chosen_candidate = out->arm_index();
+  const int chosen = action_of[chosen_candidate];
+  out->set_arm_index(chosen);
+  out->set_action_id(req.actions(chosen).id());
+  if (!req.return_scores() || out->scores_size() != static_cast<int>(action_of.size())) return;
+  // Personalizer's ranking: the chosen action first, then the others by the policy's score;
+  // probabilities where the policy has them, otherwise 1 for the (deterministic) choice.
+  const bool probabilities = out->score_kind() == bandit::v1::PROBABILITY;
+  std::vector<int> order(action_of.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    if ((a == chosen_candidate) != (b == chosen_candidate)) return a == chosen_candidate;
+    return out->scores(a) > out->scores(b);
+  });
+  std::vector<bool> offered(req.actions_size(), false);
+  for (int k : order) {
+    auto* r = out->add_ranking();
+    r->set_id(req.actions(action_of[k]).id());
+    r->set_probability(probabilities ? out->scores(k) : (k == chosen_candidate ? 1.0 : 0.0));
+    offered[action_of[k]] = true;
+  }
+  for (int i = 0; i < req.actions_size(); ++i) {
+    if (offered[i]) continue;
+    auto* r = out->add_ranking();
+    r->set_id(req.actions(i).id());
+    r->set_probability(0.0);
+  }
+}
+
+void ExplainChoice(const features::FeatureSpace& space, const features::InputLimits& limits,
+                   const bandit::v1::SelectRequest& req, const Vector& weights,
+                   bandit::v1::Decision* out) {
+  // The request was parsed once already: these parses succeed.
+  features::ParsedFeatures shared, action;
+  if (!req.context().empty()) (void)space.Parse(req.context(), "context", limits, true, &shared);
+  const std::string& json = req.actions(out->arm_index()).features();
+  if (!json.empty()) (void)space.Parse(json, "action", limits, true, &action);
+  features::SparseFeatures f;
+  space.Featurize(action, &shared, /*audit=*/true, &f);
+  const bool has_weights = weights.size() == space.dimension();
+  for (size_t i = 0; i < f.index.size(); ++i) {
+    auto* w = out->add_explanation();
+    w->set_name(f.names[i]);
+    w->set_index(f.index[i]);
+    w->set_value(f.value[i]);
+    w->set_weight(has_weights ? weights[f.index[i]] : 0.0);
+  }
+}
+
+}  // namespace bandit::server

@@ -1,0 +1,480 @@
+#include "server/service/decision_service.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "server/service/status_util.h"
+#include "server/storage/snapshot_store.h"
+
+namespace bandit::server {
+
+DecisionService::DecisionService(const Clock* clock, ServiceLimits limits, UidSource* uids)
+    : clock_(clock),
+      uids_(uids),
+      limits_(limits),
+      memory_(std::make_shared<MemoryBudget>(limits.max_memory_bytes)),
+      registry_(limits.max_instances) {}
+
+absl::Status DecisionService::CheckNameFree(const std::string& name) {
+  auto existing = registry_.Get(name);
+  if (existing.ok())
+    return absl::AlreadyExistsError(absl::StrCat("instance '", name, "' already exists"));
+  if (existing.status().code() != absl::StatusCode::kNotFound) return existing.status();
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::Register(std::shared_ptr<Instance> inst,
+                                       bandit::v1::JournalRecord rec, MemoryOp op,
+                                       bandit::v1::Instance* out, uint64_t* written_seq) {
+  // What it holds now, charged before it is journaled: a refused instance leaves no record.
+  if (auto s = inst->ChargeTo(memory_, op); !s.ok()) return s;
+  if (storage_ != nullptr) {
+    // Journaled before anyone can see the instance, so its own records always come after.
+    if (auto s = storage_->health(); !s.ok()) return s;
+    if (auto s = inst->AttachNew(storage_, std::move(rec), written_seq); !s.ok()) return s;
+  }
+  if (auto s = registry_.Add(inst); !s.ok()) return s;
+  inst->Describe(out);
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::CreateInstance(const bandit::v1::CreateInstanceRequest& req,
+                                             bandit::v1::Instance* out, uint64_t* written_seq) {
+  absl::MutexLock lock(&lifecycle_mu_);
+  if (auto s = CheckNameFree(req.name()); !s.ok()) return s;
+  // Admitted by the footprint its config declares, before anything is built (a config that
+  // does not normalize gets Create's own error below).
+  if (auto declared = InstanceState::DeclaredBytes(req, limits_.instance); declared.ok()) {
+    if (auto s = memory_->Admit(*declared, MemoryOp::kCreate,
+                                absl::StrCat("instance '", req.name(), "' (its config declares ",
+                                             *declared, " bytes)"));
+        !s.ok())
+      return s;
+  }
+  auto inst = Instance::Create(req, clock_, limits_.instance, uids_->NewUid());
+  if (!inst.ok()) return inst.status();
+  bandit::v1::JournalRecord rec;
+  rec.mutable_create()->set_name(req.name());
+  *rec.mutable_create()->mutable_config() = (*inst)->config();
+  return Register(*std::move(inst), std::move(rec), MemoryOp::kCreate, out, written_seq);
+}
+
+void DecisionService::AttachStorage(Storage* storage,
+                                    std::function<void(const std::string&)> on_deleted) {
+  absl::MutexLock lock(&lifecycle_mu_);
+  storage_ = storage;
+  on_deleted_ = std::move(on_deleted);
+  for (const auto& inst : registry_.All()) inst->AttachStorage(storage);
+}
+
+void DecisionService::WhenDurable(uint64_t written_seq,
+                                  std::function<void(absl::Status)> done) const {
+  // In everysec and none a write is acknowledged once appended (the append checked the
+  // storage's health); only `always` waits for the group commit.
+  if (!MustWaitForDurability(written_seq)) {
+    done(absl::OkStatus());
+    return;
+  }
+  storage_->WhenDurable(written_seq, std::move(done));
+}
+
+absl::Status DecisionService::ReadDecisionLog(const bandit::v1::ExportDecisionLogRequest& req,
+                                              DecisionLogCursor* cursor,
+                                              bandit::v1::DecisionLogChunk* out, bool* done) {
+  if (req.name().empty())
+    return absl::InvalidArgumentError("name is empty, expected the instance whose log to export");
+  if (req.since_ms() < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("since_ms is ", req.since_ms(), ", expected 0 (unbounded) or more"));
+  if (req.until_ms() < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("until_ms is ", req.until_ms(), ", expected 0 (unbounded) or more"));
+  if (req.until_ms() > 0 && req.until_ms() <= req.since_ms())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "until_ms is ", req.until_ms(), ", expected more than since_ms ", req.since_ms()));
+  if (req.max_events() < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_events is ", req.max_events(), ", expected 0 (all) or more"));
+  auto inst = registry_.Get(req.name());
+  if (!inst.ok()) return inst.status();
+  if (cursor->sent == 0 && cursor->after_seq == 0) cursor->after_seq = req.after_event_seq();
+  int64_t budget = kDecisionLogChunkEvents;
+  if (req.max_events() > 0) budget = std::min(budget, req.max_events() - cursor->sent);
+  out->Clear();
+  bool more = false;
+  if (budget > 0) {
+    if (auto s = (*inst)->ReadDecisionLog(cursor->after_seq, req.since_ms(), req.until_ms(), budget,
+                                          kDecisionLogChunkBytes, out, &more);
+        !s.ok())
+      return s;
+  }
+  // Thompson sampling entries: their probabilities from their posteriors, outside the lock.
+  for (bandit::v1::LoggedDecision& d : *out->mutable_decisions()) {
+    if (!d.has_posteriors() || d.probabilities_size() > 0) continue;
+    absl::StatusOr<ArgmaxPosteriors> posteriors = DecisionLog::PosteriorsOf(d);
+    absl::StatusOr<Vector> p =
+        posteriors.ok() ? cursor->probabilities.Of(*posteriors) : posteriors.status();
+    // Restore and import refuse invalid posteriors: this is a defect, not a user's error.
+    if (!p.ok())
+      return absl::InternalError(absl::StrCat("decision log of instance '", req.name(),
+                                              "', event '", d.event_id(),
+                                              "', posteriors: ", p.status().message()));
+    d.mutable_probabilities()->Assign(p->data(), p->data() + p->size());
+    // The chosen action's entry is the propensity the decision was served with (Thompson's
+    // Select with return_scores does the same).
+    if (d.has_propensity() && d.chosen_index() >= 0 && d.chosen_index() < d.probabilities_size())
+      d.set_probabilities(d.chosen_index(), d.propensity());
+  }
+  if (out->decisions_size() > 0) {
+    cursor->after_seq = out->decisions(out->decisions_size() - 1).event_seq();
+    cursor->sent += out->decisions_size();
+  }
+  *done = !more || (req.max_events() > 0 && cursor->sent >= req.max_events());
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::ExportInstance(const bandit::v1::ExportInstanceRequest& req,
+                                             bandit::v1::ExportInstanceResponse* out) {
+  auto inst = registry_.Get(req.name());
+  if (!inst.ok()) return inst.status();
+  const Instance::StorableSnapshot image = (*inst)->SnapshotForStorage();
+  std::string snapshot = SnapshotStore::Encode(image.state, image.log.get());
+  // The response adds a tag and a length to the snapshot: refused here with what to do rather
+  // than by gRPC's send limit, whose error names neither the instance nor a way out.
+  constexpr int64_t kResponseOverhead = 16;
+  if (static_cast<int64_t>(snapshot.size()) + kResponseOverhead > limits_.max_message_bytes) {
+    const bandit::v1::InstanceStats stats = (*inst)->Stats(nullptr);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "instance '", req.name(), "' exports as ", snapshot.size(),
+        " bytes, more than the server's gRPC message limit of ", limits_.max_message_bytes,
+        " bytes (--max_message_bytes); its decision log holds ", stats.decision_log_events(),
+        " decisions (", stats.decision_log_bytes(),
+        " bytes). Either raise --max_message_bytes on the server and the client's limit "
+        "(banditctl --max_message_bytes), or save the log with ExportDecisionLog (banditctl log) "
+        "and lower config.decision_log.max_events / max_bytes (or disable the log) before "
+        "exporting the instance"));
+  }
+  out->set_snapshot(std::move(snapshot));
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::ImportInstance(const bandit::v1::ImportInstanceRequest& req,
+                                             bandit::v1::Instance* out, uint64_t* written_seq) {
+  auto snap = SnapshotStore::Decode(req.snapshot());
+  if (!snap.ok())
+    return absl::InvalidArgumentError(absl::StrCat("snapshot: ", snap.status().message()));
+  if (!req.name().empty()) snap->set_name(req.name());
+  snap->set_last_journal_seq(0);
+  // An import is a new instance on this server: its shadows count against this server's limit
+  // as AddShadow's would (recovery, which restores what was once accepted, does not come here).
+  if (snap->shadows_size() > limits_.instance.max_shadows)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "snapshot of instance '", snap->name(), "' has ", snap->shadows_size(),
+        " shadows, more than the configured maximum of ", limits_.instance.max_shadows,
+        " (--max_shadows); remove shadows before exporting, or raise the limit"));
+  absl::MutexLock lock(&lifecycle_mu_);
+  if (auto s = CheckNameFree(snap->name()); !s.ok()) return s;
+  if (auto declared = InstanceState::DeclaredBytes(*snap, limits_.instance); declared.ok()) {
+    if (auto s = memory_->Admit(
+            *declared, MemoryOp::kImport,
+            absl::StrCat("instance '", snap->name(), "' (its snapshot's policy, shadows, ",
+                         snap->pending_size(), " pending decisions and ",
+                         snap->decision_log_size(), " logged decisions)"));
+        !s.ok())
+      return s;
+  }
+  auto inst = Instance::FromSnapshot(*snap, clock_, limits_.instance);
+  if (!inst.ok()) return inst.status();
+  bandit::v1::JournalRecord rec;
+  *rec.mutable_import() = *std::move(snap);
+  return Register(*std::move(inst), std::move(rec), MemoryOp::kImport, out, written_seq);
+}
+
+absl::Status DecisionService::GetInstance(const bandit::v1::GetInstanceRequest& req,
+                                          bandit::v1::Instance* out) {
+  auto inst = registry_.Get(req.name());
+  if (!inst.ok()) return inst.status();
+  (*inst)->Describe(out);
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::ListInstances(const bandit::v1::ListInstancesRequest& req,
+                                            bandit::v1::ListInstancesResponse* out) {
+  int size = req.page_size() == 0 ? 100 : req.page_size();
+  if (size < 0 || size > limits_.max_page_size)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_size is ", req.page_size(), ", expected 0 (default 100) to ", limits_.max_page_size));
+  // The page token is the last name of the previous page; names sort after "".
+  auto page = registry_.ListAfter(req.page_token(), size + 1);
+  const bool more = static_cast<int>(page.size()) > size;
+  if (more) page.pop_back();
+  for (const auto& inst : page) inst->Describe(out->add_instances());
+  if (more && !page.empty()) out->set_next_page_token(page.back()->name());
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::DeleteInstance(const bandit::v1::DeleteInstanceRequest& req,
+                                             bandit::v1::DeleteInstanceResponse*,
+                                             uint64_t* written_seq) {
+  absl::MutexLock lock(&lifecycle_mu_);
+  auto inst = registry_.Get(req.name());
+  if (inst.ok()) {
+    if (auto s = (*inst)->MarkDeleted(written_seq); !s.ok()) return s;
+  } else if (inst.status().code() == absl::StatusCode::kNotFound ||
+             inst.status().code() == absl::StatusCode::kInvalidArgument) {
+    return inst.status();
+  }
+  if (auto s = registry_.Remove(req.name()); !s.ok()) return s;
+  if (on_deleted_) on_deleted_(req.name());
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::ChangeAndDescribe(const std::string& name,
+                                                bandit::v1::JournalRecord change,
+                                                bandit::v1::Instance* out, uint64_t* written_seq) {
+  auto inst = registry_.Get(name);
+  if (!inst.ok()) return inst.status();
+  Admission admission;
+  admission.max_shadows = limits_.instance.max_shadows;
+  if (auto s = (*inst)->Change(std::move(change), admission, written_seq); !s.ok()) return s;
+  (*inst)->Describe(out);
+  return absl::OkStatus();
+}
+
+// Each request becomes its change's record (server/instance/instance_operations.h), once, here.
+
+absl::Status DecisionService::ResetInstance(const bandit::v1::ResetInstanceRequest& req,
+                                            bandit::v1::Instance* out, uint64_t* written_seq) {
+  bandit::v1::JournalRecord change;
+  change.set_reset(true);
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
+}
+
+absl::Status DecisionService::AddArms(const bandit::v1::AddArmsRequest& req,
+                                      bandit::v1::Instance* out, uint64_t* written_seq) {
+  bandit::v1::JournalRecord change;
+  *change.mutable_add_arms() = req;
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
+}
+
+absl::Status DecisionService::RemoveArms(const bandit::v1::RemoveArmsRequest& req,
+                                         bandit::v1::Instance* out, uint64_t* written_seq) {
+  bandit::v1::JournalRecord change;
+  *change.mutable_remove_arms() = req;
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
+}
+
+absl::Status DecisionService::SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
+                                                  bandit::v1::Instance* out,
+                                                  uint64_t* written_seq) {
+  bandit::v1::JournalRecord change;
+  *change.mutable_set_mixture_reference() = req;
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
+}
+
+absl::Status DecisionService::ConfigureInstance(const bandit::v1::ConfigureInstanceRequest& req,
+                                                bandit::v1::Instance* out,
+                                                uint64_t* written_seq) {
+  bandit::v1::JournalRecord change;
+  *change.mutable_configure() = req;
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
+}
+
+absl::Status DecisionService::AddShadow(const bandit::v1::AddShadowRequest& req,
+                                        bandit::v1::Instance* out, uint64_t* written_seq) {
+  bandit::v1::JournalRecord change;
+  *change.mutable_add_shadow() = req;
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
+}
+
+absl::Status DecisionService::RemoveShadow(const bandit::v1::RemoveShadowRequest& req,
+                                           bandit::v1::Instance* out, uint64_t* written_seq) {
+  bandit::v1::JournalRecord change;
+  *change.mutable_remove_shadow() = req;
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
+}
+
+absl::Status DecisionService::PromoteShadow(const bandit::v1::PromoteShadowRequest& req,
+                                            bandit::v1::Instance* out, uint64_t* written_seq) {
+  bandit::v1::JournalRecord change;
+  *change.mutable_promote_shadow() = req;
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
+}
+
+absl::Status DecisionService::Activate(const bandit::v1::ActivateRequest& req,
+                                       bandit::v1::ActivateResponse* out, uint64_t* written_seq) {
+  (void)out;  // nothing to report beyond the status
+  auto inst = registry_.Get(req.instance());
+  if (!inst.ok()) return inst.status();
+  bandit::v1::JournalRecord change;
+  *change.mutable_activate() = req;
+  return (*inst)->Change(std::move(change), Admission(), written_seq);
+}
+
+absl::Status DecisionService::Select(const bandit::v1::SelectRequest& req,
+                                     bandit::v1::Decision* out, uint64_t* written_seq) {
+  auto inst = registry_.Get(req.instance());
+  if (!inst.ok()) return inst.status();
+  return (*inst)->Select(req, out, written_seq);
+}
+
+absl::Status DecisionService::Update(const bandit::v1::UpdateRequest& req,
+                                     bandit::v1::UpdateResponse* out, uint64_t* written_seq) {
+  auto inst = registry_.Get(req.instance());
+  if (!inst.ok()) return inst.status();
+  return (*inst)->Update(req, out, written_seq);
+}
+
+namespace {
+
+// A batch's items grouped by instance: each group's items in request order, the groups in the
+// order their instance first appears.
+struct InstanceGroup {
+  const std::string* instance;
+  std::vector<int> items;
+};
+
+template <typename Request>
+std::vector<InstanceGroup> GroupByInstance(
+    const google::protobuf::RepeatedPtrField<Request>& requests) {
+  std::vector<InstanceGroup> groups;
+  absl::flat_hash_map<absl::string_view, size_t> index;
+  for (int i = 0; i < requests.size(); ++i) {
+    const std::string& name = requests.Get(i).instance();
+    auto [it, inserted] = index.try_emplace(name, groups.size());
+    if (inserted) groups.push_back({&name, {}});
+    groups[it->second].items.push_back(i);
+  }
+  return groups;
+}
+
+// Runs a batch one instance group at a time: one registry lookup and one Instance batch call
+// (one lock, one storage append) per group. Fills `results` and `statuses` in request order.
+template <typename Request, typename Result, typename RunGroup>
+void RunByInstance(const InstanceRegistry& registry,
+                   const google::protobuf::RepeatedPtrField<Request>& requests,
+                   google::protobuf::RepeatedPtrField<Result>* results,
+                   google::protobuf::RepeatedPtrField<bandit::v1::ItemStatus>* statuses,
+                   const RunGroup& run_group) {
+  const int n = requests.size();
+  const int base = results->size();
+  for (int i = 0; i < n; ++i) results->Add();
+  std::vector<absl::Status> item_status(n);
+  std::vector<const Request*> group_requests;
+  std::vector<Result*> group_results;
+  std::vector<absl::Status> group_status;
+  for (const InstanceGroup& group : GroupByInstance(requests)) {
+    auto inst = registry.Get(*group.instance);
+    if (!inst.ok()) {
+      for (int i : group.items) item_status[i] = inst.status();
+      continue;
+    }
+    group_requests.clear();
+    group_results.clear();
+    for (int i : group.items) {
+      group_requests.push_back(&requests.Get(i));
+      group_results.push_back(results->Mutable(base + i));
+    }
+    group_status.assign(group.items.size(), absl::OkStatus());
+    run_group(**inst, group_requests, group_results, absl::MakeSpan(group_status));
+    for (size_t k = 0; k < group.items.size(); ++k)
+      item_status[group.items[k]] = std::move(group_status[k]);
+  }
+  for (int i = 0; i < n; ++i) {
+    auto* status = statuses->Add();
+    if (item_status[i].ok()) continue;
+    ToItemStatus(item_status[i], status);
+    results->Mutable(base + i)->Clear();  // an empty result where the status is not OK
+  }
+}
+
+absl::Status CheckBatchSize(int items, int64_t max_items) {
+  if (items > max_items)
+    return absl::InvalidArgumentError(
+        absl::StrCat("requests has ", items, " items, expected at most ", max_items));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status DecisionService::SelectBatch(const bandit::v1::SelectBatchRequest& req,
+                                          bandit::v1::SelectBatchResponse* out,
+                                          uint64_t* written_seq) {
+  if (auto s = CheckBatchSize(req.requests_size(), limits_.max_batch_items); !s.ok()) return s;
+  RunByInstance(
+      registry_, req.requests(), out->mutable_decisions(), out->mutable_statuses(),
+      [&](Instance& inst, const std::vector<const bandit::v1::SelectRequest*>& reqs,
+          const std::vector<bandit::v1::Decision*>& outs, absl::Span<absl::Status> statuses) {
+        inst.SelectBatch(reqs, outs, statuses, written_seq);
+      });
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::UpdateBatch(const bandit::v1::UpdateBatchRequest& req,
+                                          bandit::v1::UpdateBatchResponse* out,
+                                          uint64_t* written_seq) {
+  if (auto s = CheckBatchSize(req.requests_size(), limits_.max_batch_items); !s.ok()) return s;
+  if (req.all_or_none()) {
+    for (int i = 1; i < req.requests_size(); ++i)
+      if (req.requests(i).instance() != req.requests(0).instance())
+        return absl::InvalidArgumentError(absl::StrCat(
+            "requests[", i, "].instance is '", req.requests(i).instance(), "', expected '",
+            req.requests(0).instance(), "' as requests[0]: an all_or_none batch is for one instance"));
+  }
+  RunByInstance(
+      registry_, req.requests(), out->mutable_responses(), out->mutable_statuses(),
+      [&](Instance& inst, const std::vector<const bandit::v1::UpdateRequest*>& reqs,
+          const std::vector<bandit::v1::UpdateResponse*>& outs, absl::Span<absl::Status> statuses) {
+        inst.UpdateBatch(reqs, outs, statuses, written_seq, req.all_or_none());
+      });
+  if (req.all_or_none()) {
+    // Refused as a whole (every item has the refusal): the batch's status, not each item's.
+    const auto& statuses = out->statuses();
+    const bool refused =
+        !statuses.empty() &&
+        std::all_of(statuses.begin(), statuses.end(), [&](const bandit::v1::ItemStatus& item) {
+          return item.code() == static_cast<int>(absl::StatusCode::kInvalidArgument) &&
+                 item.message() == statuses[0].message();
+        });
+    if (refused) {
+      absl::Status status(absl::StatusCode::kInvalidArgument, statuses[0].message());
+      out->Clear();
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void DecisionService::SetSnapshotRunner(SnapshotRunner runner) {
+  absl::MutexLock lock(&lifecycle_mu_);
+  snapshot_runner_ = std::move(runner);
+}
+
+void DecisionService::SnapshotInstances(const bandit::v1::SnapshotInstancesRequest& req,
+                                        bandit::v1::SnapshotInstancesResponse* out,
+                                        std::function<void(absl::Status)> done) {
+  SnapshotRunner runner;
+  {
+    absl::MutexLock lock(&lifecycle_mu_);
+    runner = snapshot_runner_;
+  }
+  if (!runner) {
+    done(absl::FailedPreconditionError("this server keeps no durable state"));
+    return;
+  }
+  runner(req.name(), [out, done = std::move(done)](absl::StatusOr<int64_t> written) {
+    if (written.ok()) out->set_snapshots_written(*written);
+    done(written.status());
+  });
+}
+
+int64_t DecisionService::ExpireAll() {
+  int64_t n = 0;
+  for (const auto& inst : registry_.All()) n += inst->ExpireDue();
+  return n;
+}
+
+}  // namespace bandit::server

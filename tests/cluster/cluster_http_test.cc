@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cpp/bandit_client.h"
 #include "server/cluster/rendezvous.h"
+#include "tests/common/temp_dir.h"
 #include "tests/integration/postgres_process.h"
 #include "tests/integration/server_process.h"
 
@@ -44,8 +45,7 @@ constexpr char kConfig[] =
 class ClusterHttp : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/cluster-http-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = bandit::testing::NewTempDir("cluster-http");
     const std::string tokens = dir_ + "/tokens";
     {
       std::ofstream f(tokens);

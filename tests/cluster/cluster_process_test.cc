@@ -33,6 +33,7 @@
 #include "client/cpp/bandit_client.h"
 #include "server/cluster/rendezvous.h"
 #include "server/service/decision_service.h"
+#include "tests/common/temp_dir.h"
 #include "tests/integration/postgres_process.h"
 #include "tests/integration/server_process.h"
 
@@ -119,8 +120,7 @@ bool Connectable(int port) {
 class HaproxyProcess {
  public:
   explicit HaproxyProcess(const std::vector<int>& backends) {
-    char tmpl[] = "/tmp/bandit-haproxy-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = bandit::testing::NewTempDir("bandit-haproxy");
     port_ = FreePort();
     std::ofstream cfg(dir_ + "/haproxy.cfg");
     cfg << "global\n    maxconn 1024\n"

@@ -31,6 +31,7 @@
 #include "absl/strings/str_replace.h"
 #include "client/cpp/bandit_client.h"
 #include "core/registry.h"
+#include "tests/common/temp_dir.h"
 #include "tests/integration/server_process.h"
 
 namespace {
@@ -110,8 +111,7 @@ std::string UrlEncode(const std::string& s) {
 class PrometheusProcess {
  public:
   explicit PrometheusProcess(int banditd_metrics_port) {
-    char tmpl[] = "/tmp/deploy-prom-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = bandit::testing::NewTempDir("deploy-prom");
     const std::string deploy = SourceDir() + "/deploy/prometheus";
     fs::copy_file(deploy + "/alerts.yml", dir_ + "/alerts.yml");
     for (int attempt = 0; attempt < 3 && port_ == 0; ++attempt) {

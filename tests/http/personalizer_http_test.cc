@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "client/cpp/bandit_client.h"
 #include "server/api/auth.h"
+#include "tests/common/temp_dir.h"
 #include "tests/integration/server_process.h"
 #include "tests/security/test_certs.h"
 
@@ -133,8 +134,7 @@ v1::SelectRequest SelectOf(const std::string& instance, const std::string& conte
 class PersonalizerHttp : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/personalizer-http-XXXXXX";
-    tokens_dir_ = mkdtemp(tmpl);
+    tokens_dir_ = bandit::testing::NewTempDir("personalizer-http");
     server_ = std::make_unique<ServerProcess>(std::vector<std::string>{
         "--http_listen=127.0.0.1:0", "--tokens_file=" + TokensFile(tokens_dir_),
         "--max_message_bytes=65536", "--durability=always"});

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "client/cpp/bandit_client.h"
+#include "tests/common/temp_dir.h"
 #include "tests/integration/server_process.h"
 
 namespace bandit {
@@ -165,8 +166,8 @@ TEST(Banditd, BatchCallsOverTheWire) {
 }
 
 TEST(Banditd, ConfigFileCreatesInstancesAtStart) {
-  char tmpl[] = "/tmp/banditd-config-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const bandit::testing::TempDir temp("banditd-config");
+  const std::string& dir = temp.path();
   {
     std::ofstream f(dir + "/instances.textproto");
     f << "instances { name: \"from-config\" config { policy { ucb1 {} num_arms: 2 } } }\n";
@@ -177,12 +178,11 @@ TEST(Banditd, ConfigFileCreatesInstancesAtStart) {
   auto got = client.GetInstance("from-config");
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->arm_ids_size(), 2);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Banditd, BadConfigFileStopsStartWithAClearError) {
-  char tmpl[] = "/tmp/banditd-config-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const bandit::testing::TempDir temp("banditd-config");
+  const std::string& dir = temp.path();
   {
     std::ofstream f(dir + "/bad.textproto");
     f << "instances { name: \"x\" config { policy { ucb1 {} num_arms: 0 } } }\n";
@@ -190,7 +190,6 @@ TEST(Banditd, BadConfigFileStopsStartWithAClearError) {
   ServerProcess server({"--config=" + dir + "/bad.textproto"});
   EXPECT_FALSE(server.running());
   EXPECT_NE(server.Log().find("instance 'x'"), std::string::npos) << server.Log();
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Banditd, SigtermDrainsAndExitsCleanly) {

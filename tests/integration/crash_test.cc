@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cpp/bandit_client.h"
 #include "core/rng.h"
+#include "tests/common/temp_dir.h"
 #include "tests/integration/server_process.h"
 
 namespace bandit {
@@ -76,8 +77,8 @@ CycleResult LoadThenKill(ServerProcess& server, int threads, int kill_after_ms,
 
 void RunCrashCycles(const std::string& durability, std::chrono::milliseconds window,
                     bool expect_all_acknowledged) {
-  char tmpl[] = "/tmp/banditd-crash-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const bandit::testing::TempDir temp("banditd-crash");
+  const std::string& dir = temp.path();
   const std::vector<std::string> args = {"--durability=" + durability,
                                          "--snapshot_every_changes=150"};
   Rng rng(2024);  // deterministic kill moments
@@ -130,7 +131,6 @@ void RunCrashCycles(const std::string& durability, std::chrono::milliseconds win
   else
     EXPECT_GE(got->stats().updates(), early);
   server.Stop(SIGTERM);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Crash, AlwaysLosesNoAcknowledgedUpdate) {
@@ -141,8 +141,8 @@ TEST(Crash, AlwaysLosesNoAcknowledgedUpdate) {
 // each, from several clients, then kill -9. Every item acknowledged OK is recovered, per
 // instance; then one batch acknowledged and killed at once is recovered exactly.
 TEST(Crash, AlwaysRecoversEveryAcknowledgedBatchItem) {
-  char tmpl[] = "/tmp/banditd-crash-batch-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const bandit::testing::TempDir temp("banditd-crash-batch");
+  const std::string& dir = temp.path();
   const std::vector<std::string> args = {"--durability=always", "--snapshot_every_changes=150"};
   const std::vector<std::string> names = {"ba", "bb"};
   constexpr int kThreads = 3, kItems = 8;  // good items per batch, alternating instances
@@ -245,7 +245,6 @@ TEST(Crash, AlwaysRecoversEveryAcknowledgedBatchItem) {
   EXPECT_EQ(got->stats().updates(), before_last_batch.updates() + 4);
   EXPECT_EQ(got->stats().pending(), before_last_batch.pending() + 1);
   server.Stop(SIGTERM);
-  std::filesystem::remove_all(dir);
 }
 
 // Multi-slot decisions in `always`: two real banditd processes get the same requests (caller-
@@ -255,8 +254,8 @@ TEST(Crash, AlwaysRecoversEveryAcknowledgedBatchItem) {
 // statistics and shadow estimates as the uninterrupted twin), the pending slots can still be
 // rewarded and the deferred decisions activated, and the next decisions are the twin's.
 TEST(Crash, MultiSlotDecisionsPendingAndDeferredSurviveKillNineExactly) {
-  char tmpl[] = "/tmp/banditd-crash-slots-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const bandit::testing::TempDir temp("banditd-crash-slots");
+  const std::string& dir = temp.path();
   const std::vector<std::string> args = {"--durability=always", "--snapshot_every_changes=40"};
   std::filesystem::create_directories(dir + "/killed");
   std::filesystem::create_directories(dir + "/twin");
@@ -389,7 +388,6 @@ TEST(Crash, MultiSlotDecisionsPendingAndDeferredSurviveKillNineExactly) {
       << ga->shadows(0).ShortDebugString() << "\n" << gb->shadows(0).ShortDebugString();
   twin.Stop(SIGTERM);
   killed.Stop(SIGTERM);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Crash, EverysecLosesAtMostTheLastSecond) {

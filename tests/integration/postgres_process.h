@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tests/common/temp_dir.h"
 
 namespace bandit::testing {
 
@@ -32,9 +33,7 @@ class PostgresProcess {
   // replays it as after a crash. Benchmarks keep fsync on.
   explicit PostgresProcess(bool durable_fsync = false) : fsync_(durable_fsync) {
     bin_ = FindBinDir();
-    char tmpl[] = "/tmp/bandit-pg-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-    dir_ = tmpl;
+    dir_ = bandit::testing::NewTempDir("bandit-pg");
     if (geteuid() == 0) {
       const passwd* pw = getpwnam("postgres");
       if (pw == nullptr)

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tests/common/temp_dir.h"
 
 namespace bandit::testing {
 
@@ -31,8 +32,7 @@ class ServerProcess {
   // extra_args are appended to the banditd command line. data_dir empty = a fresh temp dir.
   explicit ServerProcess(std::vector<std::string> extra_args = {}, std::string data_dir = "") {
     if (data_dir.empty()) {
-      char tmpl[] = "/tmp/banditd-test-XXXXXX";
-      data_dir = mkdtemp(tmpl);
+      data_dir = bandit::testing::NewTempDir("banditd-test");
       owns_dir_ = true;
     }
     data_dir_ = data_dir;

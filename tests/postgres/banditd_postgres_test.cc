@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "client/cpp/bandit_client.h"
+#include "tests/common/temp_dir.h"
 #include "tests/integration/postgres_process.h"
 #include "tests/integration/server_process.h"
 
@@ -111,8 +112,8 @@ TEST(BanditdOnPostgres, KillNineUnderLoadLosesNoAcknowledgedUpdate) {
   const std::vector<std::string> args = {"--storage=postgres",
                                          "--postgres_dsn=" + SharedPostgres().CreateDatabase(),
                                          "--durability=always", "--snapshot_every_changes=150"};
-  char tmpl[] = "/tmp/banditd-pgcrash-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const bandit::testing::TempDir temp("banditd-pgcrash");
+  const std::string& dir = temp.path();
   int64_t acknowledged = 0, attempted = 0;
   const int kill_after_ms[] = {600, 900, 450};
   for (int cycle = 0; cycle <= 3; ++cycle) {
@@ -137,7 +138,6 @@ TEST(BanditdOnPostgres, KillNineUnderLoadLosesNoAcknowledgedUpdate) {
     acknowledged += load.acknowledged;
     attempted += load.attempted;
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(BanditdOnPostgres, PostgresStoppedUnderLoadThenBackWithoutRestart) {
@@ -206,8 +206,8 @@ TEST(BanditdOnPostgres, PostgresStoppedUnderLoadThenBackWithoutRestart) {
 // password must not surface later as a vague connection failure); a readable one is used.
 TEST(BanditdOnPostgres, PasswordFileIsReadAtStartAndItsProblemsNamed) {
   const std::string dsn = bandit::testing::SharedPostgres().CreateDatabase();
-  char tmpl[] = "/tmp/bandit-pwfile-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const bandit::testing::TempDir temp("bandit-pwfile");
+  const std::string& dir = temp.path();
   {
     ServerProcess missing({"--storage=postgres", "--postgres_dsn=" + dsn,
                            "--postgres_password_file=" + dir + "/absent"});
@@ -237,7 +237,6 @@ TEST(BanditdOnPostgres, PasswordFileIsReadAtStartAndItsProblemsNamed) {
     EXPECT_EQ(*health, grpc::health::v1::HealthCheckResponse::SERVING);
     EXPECT_FALSE(absl::StrContains(good.Log(), "s3cret-Pw")) << good.Log();
   }
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cpp/bandit_client.h"
 #include "server/storage/postgres/postgres_storage.h"
+#include "tests/common/temp_dir.h"
 #include "tests/integration/postgres_process.h"
 #include "tests/integration/server_process.h"
 
@@ -119,12 +120,8 @@ class Divergence : public ::testing::TestWithParam<bool> {
 
 TEST_P(Divergence, AJournalThatWentBackwardsIsRefusedNeverServed) {
   const std::string dsn = SharedPostgres().CreateDatabase();
-  char tmpl[] = "/tmp/banditd-diverge-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  struct RemoveDir {  // also when an assertion ends the test early
-    std::string dir;
-    ~RemoveDir() { std::filesystem::remove_all(dir); }
-  } remove_dir{dir};
+  const bandit::testing::TempDir temp("banditd-diverge");
+  const std::string& dir = temp.path();
   std::string acked_seq, held_seq;
   {
     ServerProcess server(Args(dsn, "n1"), dir);

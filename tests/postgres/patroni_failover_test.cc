@@ -30,6 +30,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/cpp/bandit_client.h"
+#include "tests/common/temp_dir.h"
 #include "tests/integration/postgres_process.h"
 #include "tests/integration/server_process.h"
 
@@ -74,8 +75,7 @@ class PatroniCluster {
  public:
   // synchronous: Patroni's synchronous_mode (else asynchronous streaming replication).
   explicit PatroniCluster(bool synchronous = true) : synchronous_(synchronous) {
-    char tmpl[] = "/tmp/bandit-patroni-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = bandit::testing::NewTempDir("bandit-patroni");
     const passwd* pw = getpwnam("postgres");
     if (pw == nullptr) throw std::runtime_error("no `postgres` user");
     uid_ = pw->pw_uid;

@@ -22,6 +22,7 @@
 #include "core/rng.h"
 #include "server/service/decision_service.h"
 #include "server/storage/snapshot_store.h"
+#include "tests/common/temp_dir.h"
 #include "tests/integration/postgres_process.h"
 #include "tests/integration/server_process.h"
 
@@ -241,19 +242,17 @@ void CrashAndCompare(const std::vector<std::string>& args, const std::string& di
 }
 
 TEST(ShadowCrash, FileBackendAlways) {
-  char tmpl[] = "/tmp/banditd-shadow-crash-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const bandit::testing::TempDir temp("banditd-shadow-crash");
+  const std::string& dir = temp.path();
   CrashAndCompare({"--durability=always", "--snapshot_every_changes=50"}, dir);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(ShadowCrash, PostgresAlways) {
-  char tmpl[] = "/tmp/banditd-shadow-crash-pg-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const bandit::testing::TempDir temp("banditd-shadow-crash-pg");
+  const std::string& dir = temp.path();
   CrashAndCompare({"--storage=postgres", "--postgres_dsn=" + SharedPostgres().CreateDatabase(),
                    "--durability=always", "--snapshot_every_changes=50"},
                   dir);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "tests/common/temp_dir.h"
 
 namespace bandit::testing {
 
@@ -32,8 +33,7 @@ struct TestCerts {
   // Creates everything under a fresh temp dir; `ok` says whether openssl succeeded.
   static TestCerts Make() {
     TestCerts c;
-    char tmpl[] = "/tmp/bandit-certs-XXXXXX";
-    c.dir = mkdtemp(tmpl);
+    c.dir = bandit::testing::NewTempDir("bandit-certs");
     const std::string d = c.dir;
     const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
     {

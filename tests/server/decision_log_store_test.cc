@@ -23,6 +23,7 @@
 #include "server/service/decision_service.h"
 #include "server/storage/crc32.h"
 #include "server/storage/snapshot_store.h"
+#include "tests/common/temp_dir.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/server_test_util.h"
 
@@ -301,15 +302,11 @@ TEST(DecisionLogStore, ASnapshotFileWrittenFromThePiecesHoldsTheSnapshotFormatEx
   EXPECT_EQ(written->size(), expected.size());
   EXPECT_TRUE(*written == expected);
 
-  std::string tmpl =
-      (std::filesystem::temp_directory_path() / "decision_log_store_test.XXXXXX").string();
-  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-  SnapshotStore on_disk(PosixFileSystem(), tmpl);
+  const bandit::testing::TempDir dir("decision_log_store_test");
+  SnapshotStore on_disk(PosixFileSystem(), dir.path());
   ASSERT_TRUE(on_disk.Init().ok());
   ASSERT_TRUE(on_disk.Write(snap, frozen.get()).ok());
-  auto read = PosixFileSystem()->ReadFile(tmpl + "/big.snap");
-  std::error_code ec;
-  std::filesystem::remove_all(tmpl, ec);
+  auto read = PosixFileSystem()->ReadFile(dir.File("big.snap"));
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->size(), expected.size());
   EXPECT_TRUE(*read == expected);

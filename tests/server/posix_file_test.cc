@@ -17,27 +17,14 @@
 #include "absl/strings/str_cat.h"
 #include "server/env/file_system.h"
 #include "server/storage/journal.h"
+#include "tests/common/temp_dir.h"
 
 namespace bandit::server {
 namespace BANDIT_UNITY_ID {
 
 namespace v1 = bandit::v1;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "posix_file_test.XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using bandit::testing::TempDir;
 
 struct FileStat {
   int64_t size = 0;
@@ -57,7 +44,7 @@ std::string RandomBytes(std::mt19937_64& rng, size_t n) {
 }
 
 TEST(PosixFile, ReservedBlocksNeverShowAsDataAndCloseGivesThemBack) {
-  TempDir dir;
+  TempDir dir("posix_file_test");
   FileSystem* fs = PosixFileSystem();
   const std::string path = dir.path() + "/f";
   std::mt19937_64 rng(1);
@@ -109,7 +96,7 @@ TEST(PosixFile, ReservedBlocksNeverShowAsDataAndCloseGivesThemBack) {
 }
 
 TEST(PosixFile, FileWrittenAtomicallyFromPiecesHoldsExactlyThePieces) {
-  TempDir dir;
+  TempDir dir("posix_file_test");
   FileSystem* fs = PosixFileSystem();
   std::mt19937_64 rng(2);
   std::vector<std::string> pieces;
@@ -147,7 +134,7 @@ v1::JournalRecord SelectRecord(std::mt19937_64& rng, int i) {
 }
 
 TEST(PosixFile, JournalSegmentsWithReservedBlocksReadBackEveryRecordAndNothingMore) {
-  TempDir dir;
+  TempDir dir("posix_file_test");
   FileSystem* fs = PosixFileSystem();
   const std::string jdir = dir.path() + "/j";
   std::mt19937_64 rng(3);

@@ -45,7 +45,9 @@ struct Node {
   ~Node() {
     // Everything appended reaches the files before the "process" ends, without the final
     // snapshot round of a graceful Close: the next node recovers snapshot + journal tail.
-    if (persistence) EXPECT_TRUE(persistence->storage()->Flush().ok());
+    if (persistence) {
+      EXPECT_TRUE(persistence->storage()->Flush().ok());
+    }
   }
   SequentialUids uids;
   DecisionService svc;

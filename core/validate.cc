@@ -7,16 +7,15 @@ absl::Status CheckVector(absl::string_view field, const Eigen::VectorXd& v, int6
     return absl::InvalidArgumentError(
         absl::StrCat(field, " has ", v.size(), " values, expected ", dim));
   for (int64_t i = 0; i < v.size(); ++i)
-    if (!std::isfinite(v[i]))
+    if (!IsInputNumber(v[i]))
       return absl::InvalidArgumentError(
-          absl::StrCat(field, "[", i, "] is ", v[i], ", expected a finite number"));
+          absl::StrCat(field, "[", i, "] is ", v[i], ", ", kInputNumberExpected));
   return absl::OkStatus();
 }
 
 absl::Status CheckFinite(absl::string_view field, double value) {
-  if (!std::isfinite(value))
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, " is ", value, ", expected a finite number"));
+  if (!IsInputNumber(value))
+    return absl::InvalidArgumentError(absl::StrCat(field, " is ", value, ", ", kInputNumberExpected));
   return absl::OkStatus();
 }
 

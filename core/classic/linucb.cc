@@ -53,7 +53,7 @@ absl::StatusOr<Decision> LinUcb::Select(const SelectContext& ctx) {
   const int d = dimension();
   for (int i = 0; i < n; ++i)
     if (ctx.candidates[i].size() != d ||
-        !ctx.candidates[i].allFinite())  // name built on error only
+        !IsInputVector(ctx.candidates[i]))  // name built on error only
       return CheckVector(absl::StrCat("candidates[", i, "]"), ctx.candidates[i], d);
 
   UcbChoice choice(n, ctx.want_scores);

@@ -23,7 +23,7 @@ absl::StatusOr<Decision> LinUcbDiagonal::Select(const SelectContext& ctx) {
   const int d = dimension();
   if (!sparse)
     for (int i = 0; i < n; ++i)
-      if (ctx.candidates[i].size() != d || !ctx.candidates[i].allFinite())
+      if (ctx.candidates[i].size() != d || !IsInputVector(ctx.candidates[i]))
         return CheckVector(absl::StrCat("candidates[", i, "]"), ctx.candidates[i], d);
   UcbChoice choice(n, ctx.want_scores);
   for (int i = 0; i < n; ++i) {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/validate.h"
 
 namespace bandit {
 
@@ -17,9 +18,9 @@ absl::Status CheckSparse(absl::string_view field, const SparseVector& x, int64_t
     if (x.index[k] >= dimension)
       return absl::InvalidArgumentError(absl::StrCat(field, ".index[", k, "] is ", x.index[k],
                                                      ", expected below the dimension ", dimension));
-    if (!std::isfinite(x.value[k]))
+    if (!IsInputNumber(x.value[k]))
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ".value[", k, "] is ", x.value[k], ", expected a finite number"));
+          absl::StrCat(field, ".value[", k, "] is ", x.value[k], ", ", kInputNumberExpected));
   }
   return absl::OkStatus();
 }
@@ -30,7 +31,7 @@ bool SparseIsValid(const SparseVector& x, int64_t dimension) {
   uint32_t max_index = 0;
   bool finite = true;
   for (uint32_t i : x.index) max_index = std::max(max_index, i);
-  for (double v : x.value) finite &= std::isfinite(v);
+  for (double v : x.value) finite &= IsInputNumber(v);
   return finite && (x.index.empty() || int64_t{max_index} < dimension);
 }
 

@@ -12,7 +12,7 @@ absl::Status CheckCandidates(std::span<const Vector> candidates, int d, double m
     // One pass for the common case; the field name is only built for an error (this runs for
     // every candidate of every Select).
     const double n = c.size() == d ? c.norm() : 0.0;
-    if (c.size() == d && std::isfinite(n) && n <= max_norm * (1 + 1e-9)) continue;
+    if (c.size() == d && std::isfinite(n) && n <= max_norm * (1 + 1e-9) && IsInputVector(c)) continue;
     const std::string field = absl::StrCat("candidates[", i, "]");
     if (auto s = CheckVector(field, c, d); !s.ok()) return s;
     return absl::InvalidArgumentError(

@@ -30,7 +30,7 @@ absl::Status GlbOmdDiagonal::Terms(absl::FunctionRef<std::string()> field,
     if (!SparseIsValid(*sparse, p_.d)) return CheckSparse(field(), *sparse, p_.d);
     scorer_.Coalesce(*sparse, out);
   } else {
-    if (dense->size() != p_.d || !dense->allFinite()) return CheckVector(field(), *dense, p_.d);
+    if (dense->size() != p_.d || !IsInputVector(*dense)) return CheckVector(field(), *dense, p_.d);
     Coalescer::FromDense(*dense, out);
   }
   double n2 = 0;

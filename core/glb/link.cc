@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/validate.h"
 
 namespace bandit::glb {
 
@@ -81,8 +82,8 @@ double GlmLink::M(double z) const {
 }
 
 absl::Status GlmLink::CheckReward(absl::string_view field, double r) const {
-  if (!std::isfinite(r))
-    return absl::InvalidArgumentError(absl::StrCat(field, " is ", r, ", expected a finite number"));
+  if (!IsInputNumber(r))
+    return absl::InvalidArgumentError(absl::StrCat(field, " is ", r, ", ", kInputNumberExpected));
   switch (kind_) {
     case LinkKind::kLogistic:
       if (r < 0 || r > 1)

@@ -260,9 +260,9 @@ absl::Status OnlineKernelSelection::ValidateUpdate(const Observation& obs) const
         "the kernel that made the prediction, which a direct observation (no memo) does not "
         "carry; expected an Update joined to a Select");
   if (auto s = CheckVector("x", obs.features, dim_); !s.ok()) return s;
-  if (!std::isfinite(obs.reward))
+  if (!IsInputNumber(obs.reward))
     return absl::InvalidArgumentError(
-        absl::StrCat("label y is ", obs.reward, ", expected a finite number"));
+        absl::StrCat("label y is ", obs.reward, ", ", kInputNumberExpected));
   if (classification_ && obs.reward != 1.0 && obs.reward != -1.0)
     return absl::InvalidArgumentError(
         absl::StrCat("label y is ", obs.reward, ", expected -1 or +1 for classification"));

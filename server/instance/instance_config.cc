@@ -12,6 +12,7 @@
 
 #include "bandit/v1/options.pb.h"
 #include "absl/strings/str_cat.h"
+#include "core/validate.h"
 #include "server/instance/decision_log/decision_log.h"
 #include "server/instance/instance_state.h"
 #include "server/instance/named_inputs.h"
@@ -159,9 +160,9 @@ absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limi
     return absl::InvalidArgumentError(
         "config.pending.reward_aggregation is not a known RewardAggregation, expected EARLIEST "
         "or SUM");
-  if (!std::isfinite(p->default_reward()))
+  if (!IsInputNumber(p->default_reward()))
     return absl::InvalidArgumentError(absl::StrCat(
-        "config.pending.default_reward is ", p->default_reward(), ", expected a finite number"));
+        "config.pending.default_reward is ", p->default_reward(), ", ", kInputNumberExpected));
   if (auto s = DecisionLog::Normalize(c->mutable_decision_log()); !s.ok()) return s;
   if (c->seed() == 0) c->set_seed(InstanceState::SeedFromName(name));
   return absl::OkStatus();

@@ -194,9 +194,9 @@ absl::Status InstanceState::Configure(const bandit::v1::ConfigureInstanceRequest
                          : req.on_expiry());
   }
   if (req.has_default_reward()) {
-    if (!std::isfinite(req.default_reward()))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "default_reward is ", req.default_reward(), ", expected a finite number"));
+    if (!IsInputNumber(req.default_reward()))
+      return absl::InvalidArgumentError(
+          absl::StrCat("default_reward is ", req.default_reward(), ", ", kInputNumberExpected));
     p->set_default_reward(req.default_reward());
   }
   if (req.has_reward_aggregation()) {

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/validate.h"
 #include "server/instance/instance_state.h"
 
 namespace bandit::server {
@@ -18,9 +19,9 @@ namespace instance_state_internal {
 
 using bandit::v1::InstanceConfig;
 
-// Copies `values` into `out` after checking size and finiteness; `field()` names the field in
-// the error and is only called on error (no string is built per candidate on the hot path).
-// Reuses `out`'s storage when the size matches.
+// Copies `values` into `out` after checking its size and that each is an input number
+// (core/validate.h); `field()` names the field in the error and is only called on error (no
+// string is built per candidate on the hot path). Reuses `out`'s storage when the size matches.
 template <typename Repeated, typename FieldName>
 absl::Status CopyChecked(const Repeated& values, int64_t max_size, Vector* out, FieldName field) {
   // RepeatedField's size is an int, a Span's a size_t: compared as int64_t.
@@ -28,14 +29,13 @@ absl::Status CopyChecked(const Repeated& values, int64_t max_size, Vector* out, 
   if (size > max_size)
     return absl::InvalidArgumentError(
         absl::StrCat(field(), " has ", size, " values, expected at most ", max_size));
-  // All finite iff the sum of v * 0 is 0 (inf * 0 and NaN * 0 are NaN): one vectorised pass
-  // instead of a test and branch per value; the offending index is searched for on error only.
+  // One vectorised pass; the offending index is searched for on error only.
   const Eigen::Map<const Eigen::ArrayXd> a(values.data(), values.size());
-  if (!((a * 0.0).sum() == 0.0)) {
+  if (!(a.abs() <= kMaxInputMagnitude).all()) {
     for (int64_t i = 0; i < size; ++i)
-      if (!std::isfinite(values[i]))
+      if (!IsInputNumber(values[i]))
         return absl::InvalidArgumentError(
-            absl::StrCat(field(), "[", i, "] is ", values[i], ", expected a finite number"));
+            absl::StrCat(field(), "[", i, "] is ", values[i], ", ", kInputNumberExpected));
   }
   *out = Eigen::Map<const Vector>(values.data(), values.size());
   return absl::OkStatus();

@@ -9,6 +9,7 @@
 #include "core/arms.h"
 #include "core/common/sparse.h"
 #include "core/registry.h"
+#include "core/validate.h"
 #include "server/instance/instance_state_internal.h"
 #include "server/instance/named_inputs.h"
 
@@ -17,9 +18,8 @@ namespace bandit::server {
 namespace {
 
 absl::Status CheckOptionalFinite(absl::string_view field, bool has, double value) {
-  if (has && !std::isfinite(value))
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, " is ", value, ", expected a finite number"));
+  if (has && !IsInputNumber(value))
+    return absl::InvalidArgumentError(absl::StrCat(field, " is ", value, ", ", kInputNumberExpected));
   return absl::OkStatus();
 }
 

@@ -266,7 +266,7 @@ TEST(Slots, AllOrNoneRewardsApplyEveryItemOrNone) {
        absl::StrCat("requests[1]: slot_id 'footer' is not a slot of event '", d.event_id(),
                     "', expected one of: hero, tile1, tile2")},
       {batch({{"hero", 1.0}, {"tile1", std::nan("")}}),
-       "requests[1]: reward is nan, expected a finite number"},
+       "requests[1]: reward is nan, expected a finite number of magnitude at most 1e+100"},
       {batch({{"tile1", 1.0}, {"hero", 0.5}, {"tile1", 0.0}}),
        absl::StrCat("requests[2] rewards event '", d.event_id(),
                     "' slot 'tile1' as requests[0] does, expected one reward for each")},

@@ -36,6 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/policy.h"
 #include "core/registry.h"
+#include "core/validate.h"
 
 namespace bandit {
 namespace BANDIT_UNITY_ID {
@@ -487,6 +488,45 @@ TEST_P(Conformance, RefusedCallsLeaveTheStateUnchanged) {
   ASSERT_TRUE(policy_->Update(good).ok());
   ASSERT_TRUE(twin->Update(good).ok());
   ExpectSameDecisions(*policy_, *world_, *twin, twin_world, 10, "after the refused calls");
+}
+
+// Check 1 at the edge of the doubles: inputs at the largest magnitude taken (kMaxInputMagnitude)
+// and finite ones beyond it, repeated, are either refused with the state unchanged or taken into
+// a state that its snapshot restores (a sum that overflowed to infinity would leave an instance
+// its own snapshot cannot rebuild).
+TEST_P(Conformance, HugeFiniteInputsLeaveARestorableState) {
+  Run(*policy_, *world_, 20);
+  ASSERT_FALSE(HasFailure());
+  const double kMax = std::numeric_limits<double>::max();
+  for (double magnitude : {kMaxInputMagnitude, 1e154, 1e300, kMax}) {
+    for (int edit = 0; edit < 3; ++edit) {
+      for (int repeat = 0; repeat < 3; ++repeat) {
+        const SelectContext ctx = world_->NextContext(false);
+        auto decision = policy_->Select(ctx);
+        ASSERT_TRUE(decision.ok()) << decision.status();
+        Observation obs = world_->Observe(*decision);
+        // edit 0: the features scaled, 1: the reward, 2: both.
+        if (edit != 1 && obs.features.size() > 0) obs.features *= magnitude;
+        if (edit != 0) obs.reward = obs.reward < 0 ? -magnitude : magnitude;
+        const std::string what = absl::StrCat("Update with ", edit == 1 ? "" : "features x ",
+                                              edit == 0 ? "" : "reward ", magnitude);
+        const std::string before = Snapshot(*policy_);
+        const absl::Status s = policy_->Update(obs);
+        if (!s.ok()) {
+          EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << what << ": " << s;
+          EXPECT_TRUE(SameState(Snapshot(*policy_), before)) << what << " (" << s
+                                                             << ") changed the state";
+          continue;
+        }
+        v1::PolicyState state;
+        policy_->Save(&state);
+        auto restored = Make(kSeed + 1);
+        ASSERT_NE(restored, nullptr);
+        const absl::Status r = restored->Restore(state);
+        ASSERT_TRUE(r.ok()) << what << " was accepted into a state that does not restore: " << r;
+      }
+    }
+  }
 }
 
 // An arm set emptied by RemoveArm refuses Select with FAILED_PRECONDITION and no change.

@@ -262,6 +262,8 @@ void InstanceState::SyncConfigArms() {
     }
   }
   config_.mutable_policy()->set_num_arms(0);
+  // A mixture's own arm count must agree with the arm set when set; 0 means "the arm set's".
+  if (config_.policy().has_mixture()) config_.mutable_policy()->mutable_mixture()->set_num_arms(0);
 }
 
 InstanceState::SelectInputs::SelectInputs() {

@@ -23,6 +23,7 @@
 namespace bandit {
 
 using bandit::v1::PolicyConfig;
+using bandit::v1::SimPolicyConfig;
 
 const std::vector<PolicyRegistration>& RegisteredPolicies() {
   static const auto* registrations = new std::vector<PolicyRegistration>{
@@ -142,49 +143,49 @@ const std::vector<PolicyRegistration>& RegisteredPolicies() {
        &footprint::Ecolog},
       {PolicyConfig::kRestartGlb,
        "restart_glb",
-       &glb::MakeNonstationaryGlmUcb,
+       &glb::MakeRestartGlb,
        {{"restart_glb { dimension: 3 restart_period: 40 }", StateGrowth::kBounded}},
        &footprint::RestartGlb},
   };
   return *registrations;
 }
 
-const std::vector<PolicyRegistration>& SimOnlyPolicies() {
+const std::vector<SimPolicyRegistration>& SimOnlyPolicies() {
   // Every example here grows: keeping every past round is why these are not served.
-  static const auto* registrations = new std::vector<PolicyRegistration>{
-      {PolicyConfig::kOfuglb,
+  static const auto* registrations = new std::vector<SimPolicyRegistration>{
+      {SimPolicyConfig::kOfuglb,
        "ofuglb",
        &glb::MakeOfuglb,
        {{"ofuglb { dimension: 3 }", StateGrowth::kGrows}}},
-      {PolicyConfig::kOfulogR,
+      {SimPolicyConfig::kOfulogR,
        "ofulog_r",
        &glb::MakeOfulogR,
        {{"ofulog_r { dimension: 3 }", StateGrowth::kGrows}}},
-      {PolicyConfig::kRsGlincb,
+      {SimPolicyConfig::kRsGlincb,
        "rs_glincb",
        &glb::MakeRsGlincb,
        {{"rs_glincb { dimension: 3 }", StateGrowth::kGrows}}},
-      {PolicyConfig::kDGlucb,
+      {SimPolicyConfig::kDGlucb,
        "d_glucb",
-       &glb::MakeNonstationaryGlmUcb,
+       &glb::MakeDiscountedGlmUcb,
        {{"d_glucb { dimension: 3 gamma: 0.9 }", StateGrowth::kGrows}}},
-      {PolicyConfig::kScDGlucb,
+      {SimPolicyConfig::kScDGlucb,
        "sc_d_glucb",
-       &glb::MakeNonstationaryGlmUcb,
+       &glb::MakeDiscountedGlmUcb,
        {{"sc_d_glucb { dimension: 3 gamma: 0.9 }", StateGrowth::kGrows}}},
-      {PolicyConfig::kBvdGlmUcb,
+      {SimPolicyConfig::kBvdGlmUcb,
        "bvd_glm_ucb",
-       &glb::MakeNonstationaryGlmUcb,
+       &glb::MakeDiscountedGlmUcb,
        {{"bvd_glm_ucb { dimension: 3 gamma: 0.9 }", StateGrowth::kGrows}}},
-      {PolicyConfig::kScbWeightUcb,
+      {SimPolicyConfig::kScbWeightUcb,
        "scb_weight_ucb",
-       &glb::MakeNonstationaryGlmUcb,
+       &glb::MakeDiscountedGlmUcb,
        {{"scb_weight_ucb { dimension: 3 gamma: 0.9 }", StateGrowth::kGrows}}},
-      {PolicyConfig::kScbPwWeightUcb,
+      {SimPolicyConfig::kScbPwWeightUcb,
        "scb_pw_weight_ucb",
-       &glb::MakeNonstationaryGlmUcb,
+       &glb::MakeDiscountedGlmUcb,
        {{"scb_pw_weight_ucb { dimension: 3 gamma: 0.9 }", StateGrowth::kGrows}}},
-      {PolicyConfig::kMasterGlmUcb,
+      {SimPolicyConfig::kMasterGlmUcb,
        "master_glm_ucb",
        &glb::MakeMasterGlmUcb,
        {{"master_glm_ucb { dimension: 3 horizon: 1000 }", StateGrowth::kGrows}}},
@@ -192,10 +193,17 @@ const std::vector<PolicyRegistration>& SimOnlyPolicies() {
   return *registrations;
 }
 
-absl::StatusOr<std::unique_ptr<Policy>> CreateSimPolicy(const PolicyConfig& config, uint64_t seed) {
+absl::StatusOr<std::unique_ptr<Policy>> CreateSimPolicy(const SimPolicyConfig& config,
+                                                        uint64_t seed) {
+  if (config.has_served()) return CreatePolicy(config.served(), seed);
   for (const auto& r : SimOnlyPolicies())
     if (r.config_case == config.policy_case()) return r.make(config, seed);
-  return CreatePolicy(config, seed);
+  if (config.policy_case() == SimPolicyConfig::POLICY_NOT_SET)
+    return absl::InvalidArgumentError(
+        "config.policy is not set, expected a served policy (`served { ... }`) or a "
+        "simulation-only baseline");
+  return absl::InvalidArgumentError(absl::StrCat("config.policy case ", config.policy_case(),
+                                                 " is not a policy this build knows"));
 }
 
 absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const PolicyConfig& config, uint64_t seed) {
@@ -203,13 +211,6 @@ absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const PolicyConfig& config,
     return absl::InvalidArgumentError("config.policy is not set, expected one policy config");
   for (const auto& r : RegisteredPolicies())
     if (r.config_case == config.policy_case()) return r.make(config, seed);
-  for (const auto& r : SimOnlyPolicies())
-    if (r.config_case == config.policy_case())
-      return absl::InvalidArgumentError(absl::StrCat(
-          "config.policy '", r.name,
-          "' is not served: it keeps every past round, so its state "
-          "grows without bound; it runs in bandit-sim only. Expected a served policy (bounded "
-          "alternatives: glb_omd, domd_glb, gloc, ecolog, restart_glb)"));
   return absl::InvalidArgumentError(absl::StrCat("config.policy case ", config.policy_case(),
                                                  " is not a policy this server knows"));
 }

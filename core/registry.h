@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "bandit/v1/policy.pb.h"
+#include "bandit/v1/sim_policy.pb.h"
 #include "core/policy.h"
 
 namespace bandit {
@@ -41,22 +42,31 @@ struct PolicyRegistration {
   // candidates); at least one for every policy, served or simulation-only.
   std::vector<PolicyExample> examples = {};
   // Required of every served policy (the server admits instances with it; the conformance
-  // suite checks each example against it); simulation-only policies have none.
+  // suite checks each example against it).
   PolicyFootprint footprint = nullptr;
 };
 
 const std::vector<PolicyRegistration>& RegisteredPolicies();
 
 // Policies that run only in simulation (bandit-sim): their state grows with the rounds (every
-// past round is revisited), so the server refuses them. CreatePolicy names them in its error.
-const std::vector<PolicyRegistration>& SimOnlyPolicies();
+// past round is revisited), so they are not served, and their configs are not in the served
+// API's PolicyConfig but in SimPolicyConfig (proto/bandit/v1/sim_policy.proto).
+using SimPolicyFactory = absl::StatusOr<std::unique_ptr<Policy>> (*)(
+    const bandit::v1::SimPolicyConfig& config, uint64_t seed);
+struct SimPolicyRegistration {
+  bandit::v1::SimPolicyConfig::PolicyCase config_case;
+  absl::string_view name;
+  SimPolicyFactory make;
+  std::vector<PolicyExample> examples;  // configs in SimPolicyConfig's text format
+};
+const std::vector<SimPolicyRegistration>& SimOnlyPolicies();
 
-// CreatePolicy, plus the simulation-only policies (for bandit-sim and tests).
-absl::StatusOr<std::unique_ptr<Policy>> CreateSimPolicy(const bandit::v1::PolicyConfig& config,
+// A served policy (`served`, built by CreatePolicy) or a simulation-only one (for bandit-sim and
+// tests).
+absl::StatusOr<std::unique_ptr<Policy>> CreateSimPolicy(const bandit::v1::SimPolicyConfig& config,
                                                         uint64_t seed);
 
 // INVALID_ARGUMENT when no policy is set, the policy is unknown, or its parameters are invalid.
-// Sim-only policies (above) are refused: they are not served.
 absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const bandit::v1::PolicyConfig& config,
                                                      uint64_t seed);
 

@@ -140,19 +140,22 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
   auto gamma = args.Double("gamma", 0.0);
   if (!gamma.ok()) return gamma.status();
 
-  std::function<absl::StatusOr<bandit::v1::PolicyConfig>(const std::string&)> make_config;
-  make_config = [&](const std::string& algo) -> absl::StatusOr<bandit::v1::PolicyConfig> {
+  std::function<absl::StatusOr<bandit::v1::SimPolicyConfig>(const std::string&)> make_config;
+  make_config = [&](const std::string& algo) -> absl::StatusOr<bandit::v1::SimPolicyConfig> {
     // glb_omd_diag, linucb_diag: the same config with covariance: COVARIANCE_DIAGONAL.
     if (algo == "glb_omd_diag" || algo == "linucb_diag") {
       auto c = make_config(algo.substr(0, algo.size() - 5));
       if (!c.ok()) return c.status();
-      if (c->has_glb_omd())
-        c->mutable_glb_omd()->set_covariance(bandit::v1::COVARIANCE_DIAGONAL);
+      bandit::v1::PolicyConfig* served = c->mutable_served();
+      if (served->has_glb_omd())
+        served->mutable_glb_omd()->set_covariance(bandit::v1::COVARIANCE_DIAGONAL);
       else
-        c->mutable_linucb()->set_covariance(bandit::v1::COVARIANCE_DIAGONAL);
+        served->mutable_linucb()->set_covariance(bandit::v1::COVARIANCE_DIAGONAL);
       return c;
     }
-    bandit::v1::PolicyConfig c;
+    // A served policy's config goes into `c`; a simulation-only baseline's replaces it in `sim`.
+    bandit::v1::SimPolicyConfig sim;
+    bandit::v1::PolicyConfig& c = *sim.mutable_served();
     const auto plink = ProtoLink(link.kind());
     if (algo == "glb_omd") {
       auto* g = c.mutable_glb_omd();
@@ -221,7 +224,7 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
       g->set_delta(*delta);
       g->set_radius_multiplier(*radius);
     } else if (algo == "rs_glincb") {
-      auto* g = c.mutable_rs_glincb();
+      auto* g = sim.mutable_rs_glincb();
       g->set_dimension(ec.d);
       g->set_link(plink);
       g->set_s(ec.S);
@@ -234,14 +237,14 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
       g->set_horizon(ec.T);
       if (has_reward_bound) g->set_reward_bound(*reward_bound);
     } else if (algo == "ofuglb") {
-      auto* g = c.mutable_ofuglb();
+      auto* g = sim.mutable_ofuglb();
       g->set_dimension(ec.d);
       g->set_link(plink);
       g->set_s(ec.S);
       g->set_delta(*delta);
       g->set_radius_multiplier(*radius);
     } else if (algo == "ofulog_r") {
-      auto* g = c.mutable_ofulog_r();
+      auto* g = sim.mutable_ofulog_r();
       g->set_dimension(ec.d);
       g->set_s(ec.S);
       g->set_lambda(lambda);  // lambda_t = lambda log(1 + t)
@@ -260,12 +263,12 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
       g->set_path_length(path_length);
     } else if (algo == "d_glucb" || algo == "sc_d_glucb" || algo == "bvd_glm_ucb" ||
                algo == "scb_weight_ucb" || algo == "scb_pw_weight_ucb") {
-      bandit::v1::DiscountedGlmUcbConfig* g = algo == "d_glucb"       ? c.mutable_d_glucb()
-                                              : algo == "sc_d_glucb"  ? c.mutable_sc_d_glucb()
-                                              : algo == "bvd_glm_ucb" ? c.mutable_bvd_glm_ucb()
+      bandit::v1::DiscountedGlmUcbConfig* g = algo == "d_glucb"       ? sim.mutable_d_glucb()
+                                              : algo == "sc_d_glucb"  ? sim.mutable_sc_d_glucb()
+                                              : algo == "bvd_glm_ucb" ? sim.mutable_bvd_glm_ucb()
                                               : algo == "scb_weight_ucb"
-                                                  ? c.mutable_scb_weight_ucb()
-                                                  : c.mutable_scb_pw_weight_ucb();
+                                                  ? sim.mutable_scb_weight_ucb()
+                                                  : sim.mutable_scb_pw_weight_ucb();
       g->set_dimension(ec.d);
       g->set_link(plink);
       g->set_s(ec.S);
@@ -282,7 +285,7 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
         g->set_num_changes(std::max<int64_t>(changes, 1));
       }
     } else if (algo == "master_glm_ucb") {
-      auto* g = c.mutable_master_glm_ucb();
+      auto* g = sim.mutable_master_glm_ucb();
       g->set_dimension(ec.d);
       g->set_link(plink);
       g->set_s(ec.S);
@@ -313,7 +316,7 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
           "eps_greedy|gloc|ecolog|rs_glincb|ofuglb|ofulog_r|restart_glb|d_glucb|sc_d_glucb|"
           "bvd_glm_ucb|scb_weight_ucb|scb_pw_weight_ucb|master_glm_ucb"));
     }
-    return c;
+    return sim;
   };
 
   nlohmann::json results = nlohmann::json::array();

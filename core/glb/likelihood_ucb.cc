@@ -9,7 +9,7 @@
 namespace bandit::glb {
 
 absl::StatusOr<std::unique_ptr<Policy>> LikelihoodUcb::MakeOfuglb(
-    const bandit::v1::PolicyConfig& config, uint64_t) {
+    const bandit::v1::SimPolicyConfig& config, uint64_t) {
   const auto& c = config.ofuglb();
   auto p = ParseParams("ofuglb", c);
   if (!p.ok()) return p.status();
@@ -21,7 +21,7 @@ absl::StatusOr<std::unique_ptr<Policy>> LikelihoodUcb::MakeOfuglb(
 }
 
 absl::StatusOr<std::unique_ptr<Policy>> LikelihoodUcb::MakeOfulogR(
-    const bandit::v1::PolicyConfig& config, uint64_t) {
+    const bandit::v1::SimPolicyConfig& config, uint64_t) {
   auto p = ParseParams("ofulog_r", config.ofulog_r());
   if (!p.ok()) return p.status();
   return std::unique_ptr<Policy>(new LikelihoodUcb(Kind::kOfulogR, *p));

@@ -25,6 +25,7 @@
 
 #include "core/glb/common.h"
 #include "core/glb/mle.h"
+#include "bandit/v1/sim_policy.pb.h"
 #include "core/policy.h"
 
 namespace bandit::glb {
@@ -32,9 +33,9 @@ namespace bandit::glb {
 class LikelihoodUcb final : public Policy {
  public:
   enum class Kind { kOfuglb, kOfulogR };
-  static absl::StatusOr<std::unique_ptr<Policy>> MakeOfuglb(const bandit::v1::PolicyConfig& c,
+  static absl::StatusOr<std::unique_ptr<Policy>> MakeOfuglb(const bandit::v1::SimPolicyConfig& c,
                                                             uint64_t seed);
-  static absl::StatusOr<std::unique_ptr<Policy>> MakeOfulogR(const bandit::v1::PolicyConfig& c,
+  static absl::StatusOr<std::unique_ptr<Policy>> MakeOfulogR(const bandit::v1::SimPolicyConfig& c,
                                                              uint64_t seed);
   LikelihoodUcb(Kind kind, const GlbParams& p);
 
@@ -70,11 +71,11 @@ class LikelihoodUcb final : public Policy {
   double f_hat_ = 0.0;  // likelihood at theta_hat_t
 };
 
-inline absl::StatusOr<std::unique_ptr<Policy>> MakeOfuglb(const bandit::v1::PolicyConfig& c,
+inline absl::StatusOr<std::unique_ptr<Policy>> MakeOfuglb(const bandit::v1::SimPolicyConfig& c,
                                                           uint64_t seed) {
   return LikelihoodUcb::MakeOfuglb(c, seed);
 }
-inline absl::StatusOr<std::unique_ptr<Policy>> MakeOfulogR(const bandit::v1::PolicyConfig& c,
+inline absl::StatusOr<std::unique_ptr<Policy>> MakeOfulogR(const bandit::v1::SimPolicyConfig& c,
                                                            uint64_t seed) {
   return LikelihoodUcb::MakeOfulogR(c, seed);
 }

@@ -389,29 +389,31 @@ absl::Status CheckCommonRanges(absl::string_view field, const C& c) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Policy>> NonstationaryGlmUcb::Make(
-    const bandit::v1::PolicyConfig& config, uint64_t seed) {
-  using PC = bandit::v1::PolicyConfig;
-  if (config.policy_case() == PC::kRestartGlb) {
-    const auto& c = config.restart_glb();
-    auto p = ParseParams("restart_glb", c);
-    if (!p.ok()) return p.status();
-    if (auto s = CheckCommonRanges("restart_glb", c); !s.ok()) return s;
-    int64_t h = 0;
-    if (c.has_restart_period()) {
-      h = c.restart_period();
-      if (h < 1 || h > kMaxRestartPeriod)
-        return absl::InvalidArgumentError(
-            absl::StrCat("restart_glb.restart_period is ", h, ", expected 1..", kMaxRestartPeriod));
-    } else {
-      if (!c.has_horizon() || !c.has_path_length())
-        return absl::InvalidArgumentError(
-            "restart_glb.restart_period is unset; expected it, or horizon >= 2 and path_length "
-            "(H = ceil((d T / (1 + P_T))^(2/3)))");
-      h = std::min(RestartGlbPeriod(p->d, c.horizon(), c.path_length()), kMaxRestartPeriod);
-    }
-    return std::unique_ptr<Policy>(new NonstationaryGlmUcb(MleUcbKind::kGlmUcb, *p, 1.0, h, 50));
+absl::StatusOr<std::unique_ptr<Policy>> NonstationaryGlmUcb::MakeRestartGlb(
+    const bandit::v1::PolicyConfig& config, uint64_t) {
+  const auto& c = config.restart_glb();
+  auto p = ParseParams("restart_glb", c);
+  if (!p.ok()) return p.status();
+  if (auto s = CheckCommonRanges("restart_glb", c); !s.ok()) return s;
+  int64_t h = 0;
+  if (c.has_restart_period()) {
+    h = c.restart_period();
+    if (h < 1 || h > kMaxRestartPeriod)
+      return absl::InvalidArgumentError(
+          absl::StrCat("restart_glb.restart_period is ", h, ", expected 1..", kMaxRestartPeriod));
+  } else {
+    if (!c.has_horizon() || !c.has_path_length())
+      return absl::InvalidArgumentError(
+          "restart_glb.restart_period is unset; expected it, or horizon >= 2 and path_length "
+          "(H = ceil((d T / (1 + P_T))^(2/3)))");
+    h = std::min(RestartGlbPeriod(p->d, c.horizon(), c.path_length()), kMaxRestartPeriod);
   }
+  return std::unique_ptr<Policy>(new NonstationaryGlmUcb(MleUcbKind::kGlmUcb, *p, 1.0, h, 50));
+}
+
+absl::StatusOr<std::unique_ptr<Policy>> NonstationaryGlmUcb::MakeDiscounted(
+    const bandit::v1::SimPolicyConfig& config, uint64_t) {
+  using PC = bandit::v1::SimPolicyConfig;
   MleUcbKind kind;
   const bandit::v1::DiscountedGlmUcbConfig* c = nullptr;
   switch (config.policy_case()) {
@@ -561,7 +563,7 @@ std::vector<std::pair<std::string, double>> NonstationaryGlmUcb::Summary() const
 
 // ---------------------------------------------------------------- MASTER
 
-absl::StatusOr<std::unique_ptr<Policy>> MasterGlmUcb::Make(const bandit::v1::PolicyConfig& config,
+absl::StatusOr<std::unique_ptr<Policy>> MasterGlmUcb::Make(const bandit::v1::SimPolicyConfig& config,
                                                            uint64_t seed) {
   const auto& c = config.master_glm_ucb();
   auto p = ParseParams("master_glm_ucb", c);

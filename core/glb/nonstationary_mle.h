@@ -66,6 +66,7 @@
 #include <vector>
 
 #include "core/glb/common.h"
+#include "bandit/v1/sim_policy.pb.h"
 #include "core/policy.h"
 #include "core/rng.h"
 #include "core/state_io.h"
@@ -150,8 +151,11 @@ class MleUcbCore {
 // rounds (0 = never).
 class NonstationaryGlmUcb final : public Policy {
  public:
-  static absl::StatusOr<std::unique_ptr<Policy>> Make(const bandit::v1::PolicyConfig& config,
-                                                      uint64_t seed);
+  // RestartGLB (served) and the discounted baselines (bandit-sim only).
+  static absl::StatusOr<std::unique_ptr<Policy>> MakeRestartGlb(
+      const bandit::v1::PolicyConfig& config, uint64_t seed);
+  static absl::StatusOr<std::unique_ptr<Policy>> MakeDiscounted(
+      const bandit::v1::SimPolicyConfig& config, uint64_t seed);
   NonstationaryGlmUcb(MleUcbKind kind, const GlbParams& p, double gamma, int64_t restart_period,
                       int projection_steps);
 
@@ -197,7 +201,7 @@ class NonstationaryGlmUcb final : public Policy {
 // GLM-UCB; the radius multiplier scales the base instances' radius and hence rho.
 class MasterGlmUcb final : public Policy {
  public:
-  static absl::StatusOr<std::unique_ptr<Policy>> Make(const bandit::v1::PolicyConfig& config,
+  static absl::StatusOr<std::unique_ptr<Policy>> Make(const bandit::v1::SimPolicyConfig& config,
                                                       uint64_t seed);
   MasterGlmUcb(const GlbParams& p, int64_t horizon, int block_order, uint64_t seed);
 
@@ -239,12 +243,16 @@ class MasterGlmUcb final : public Policy {
   int64_t restarts_ = 0;
 };
 
-inline absl::StatusOr<std::unique_ptr<Policy>> MakeNonstationaryGlmUcb(
+inline absl::StatusOr<std::unique_ptr<Policy>> MakeRestartGlb(
     const bandit::v1::PolicyConfig& config, uint64_t seed) {
-  return NonstationaryGlmUcb::Make(config, seed);
+  return NonstationaryGlmUcb::MakeRestartGlb(config, seed);
+}
+inline absl::StatusOr<std::unique_ptr<Policy>> MakeDiscountedGlmUcb(
+    const bandit::v1::SimPolicyConfig& config, uint64_t seed) {
+  return NonstationaryGlmUcb::MakeDiscounted(config, seed);
 }
 inline absl::StatusOr<std::unique_ptr<Policy>> MakeMasterGlmUcb(
-    const bandit::v1::PolicyConfig& config, uint64_t seed) {
+    const bandit::v1::SimPolicyConfig& config, uint64_t seed) {
   return MasterGlmUcb::Make(config, seed);
 }
 

@@ -16,7 +16,7 @@ double LogDet(const Matrix& m) {
 }
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Policy>> RsGlincb::Make(const bandit::v1::PolicyConfig& config,
+absl::StatusOr<std::unique_ptr<Policy>> RsGlincb::Make(const bandit::v1::SimPolicyConfig& config,
                                                        uint64_t) {
   const auto& c = config.rs_glincb();
   auto p = ParseParams("rs_glincb", c);

@@ -20,13 +20,14 @@
 
 #include "core/glb/common.h"
 #include "core/glb/mle.h"
+#include "bandit/v1/sim_policy.pb.h"
 #include "core/policy.h"
 
 namespace bandit::glb {
 
 class RsGlincb final : public Policy {
  public:
-  static absl::StatusOr<std::unique_ptr<Policy>> Make(const bandit::v1::PolicyConfig& config,
+  static absl::StatusOr<std::unique_ptr<Policy>> Make(const bandit::v1::SimPolicyConfig& config,
                                                       uint64_t seed);
   RsGlincb(const GlbParams& p, int64_t horizon, double reward_bound);
 
@@ -58,7 +59,7 @@ class RsGlincb final : public Policy {
   int64_t switches_ = 0;
 };
 
-inline absl::StatusOr<std::unique_ptr<Policy>> MakeRsGlincb(const bandit::v1::PolicyConfig& c,
+inline absl::StatusOr<std::unique_ptr<Policy>> MakeRsGlincb(const bandit::v1::SimPolicyConfig& c,
                                                             uint64_t seed) {
   return RsGlincb::Make(c, seed);
 }

@@ -20,20 +20,13 @@ export interface PolicyConfig {
   gpUcb?: GpUcbConfig;
   oks?: OksConfig;
   mixture?: MixtureConfig;
-  /** Nonstationary baselines of the DOMD-GLB paper (60-69). Only restart_glb is served. */
+  /**
+   * The DOMD-GLB paper's baselines (60-69) and the GLB-OMD paper's (70-79) that are served;
+   * the others keep every past round and run in bandit-sim only (sim_policy.proto).
+   */
   restartGlb?: RestartGlbConfig;
-  dGlucb?: DiscountedGlmUcbConfig;
-  scDGlucb?: DiscountedGlmUcbConfig;
-  bvdGlmUcb?: DiscountedGlmUcbConfig;
-  scbWeightUcb?: DiscountedGlmUcbConfig;
-  scbPwWeightUcb?: DiscountedGlmUcbConfig;
-  masterGlmUcb?: MasterGlmUcbConfig;
-  /** GLB-OMD paper baselines: 70-79. */
   gloc?: GlocConfig;
   ecolog?: EcologConfig;
-  rsGlincb?: RsGlincbConfig;
-  ofuglb?: OfuglbConfig;
-  ofulogR?: OfulogRConfig;
   /** Finite arm set for finite-arm policies (K-armed classic, BKB, GP-UCB, mixtures). */
   arms?: ArmSpec[];
   /** Shorthand for K arms with ids "0".."K-1" and no features (ignored when `arms` is set). */
@@ -53,17 +46,8 @@ export interface PolicyConfig {
     | 'oks'
     | 'mixture'
     | 'restartGlb'
-    | 'dGlucb'
-    | 'scDGlucb'
-    | 'bvdGlmUcb'
-    | 'scbWeightUcb'
-    | 'scbPwWeightUcb'
-    | 'masterGlmUcb'
     | 'gloc'
-    | 'ecolog'
-    | 'rsGlincb'
-    | 'ofuglb'
-    | 'ofulogR';
+    | 'ecolog';
 }
 
 /** bandit.v1.EpsilonGreedyConfig */
@@ -399,51 +383,6 @@ export interface RestartGlbConfig {
 }
 
 /**
- * bandit.v1.DiscountedGlmUcbConfig
- * The discounted (exponentially weighted) MLE baselines: D-GLUCB, SC-D-GLUCB, BVD-GLM-UCB,
- * SCB-WeightUCB, SCB-PW-WeightUCB. Which one runs is the PolicyConfig field that carries it.
- */
-export interface DiscountedGlmUcbConfig {
-  dimension?: number;
-  link?: Link;
-  s?: number;
-  lambda?: number;
-  delta?: number;
-  radiusMultiplier?: number;
-  dispersion?: number;
-  maxFeatureNorm?: number;
-  /**
-   * Discount gamma in (0, 1); if unset, the baseline's own tuning from horizon and path_length
-   * (drifting) or num_changes (piecewise stationary).
-   */
-  gamma?: number;
-  horizon?: Int64Input;
-  pathLength?: number;
-  numChanges?: Int64Input;
-  /** Projected-gradient iterations of the (non-convex) projection step; default 50. */
-  projectionSteps?: number;
-}
-
-/**
- * bandit.v1.MasterGlmUcbConfig
- * MASTER (Wei & Luo 2021, Algorithms 1-2) over GLM-UCB base instances.
- */
-export interface MasterGlmUcbConfig {
-  dimension?: number;
-  link?: Link;
-  s?: number;
-  lambda?: number;
-  delta?: number;
-  radiusMultiplier?: number;
-  dispersion?: number;
-  maxFeatureNorm?: number;
-  /** Horizon T (the tests' thresholds use log(T / delta) and log2 T); required. */
-  horizon?: Int64Input;
-  /** Block scale n: blocks of 2^n rounds (default 12, as in the DOMD-GLB paper's experiments). */
-  blockOrder?: number;
-}
-
-/**
  * bandit.v1.GlocConfig
  * GLOC (Jun, Bhargava, Nowak, Willett 2017): online Newton step + online-to-confidence-set
  * conversion. O(d^2) state: served.
@@ -472,61 +411,6 @@ export interface EcologConfig {
   delta?: number;
   radiusMultiplier?: number;
   maxFeatureNorm?: number;
-}
-
-/**
- * bandit.v1.RsGlincbConfig
- * RS-GLinCB (Sawarni, Das, Barman, Sinha 2024): rarely-switching GLM UCB with a warm-up by
- * design-matrix uncertainty. Refits an MLE on stored rounds at O(log T) switches: state grows
- * with the rounds, bandit-sim only.
- */
-export interface RsGlincbConfig {
-  dimension?: number;
-  link?: Link;
-  s?: number;
-  /** default d; theory_lambda gives d log(T / delta) */
-  lambda?: number;
-  delta?: number;
-  radiusMultiplier?: number;
-  maxFeatureNorm?: number;
-  /** T, enters gamma and the radius; default 3000 */
-  horizon?: Int64Input;
-  /** Reward bound R (Poisson needs one; the GLB-OMD paper uses 100). Default 1 / 100 / 1. */
-  rewardBound?: number;
-  theoryLambda?: boolean;
-}
-
-/**
- * bandit.v1.OfuglbConfig
- * OFUGLB (Lee, Yun, Jun 2024): likelihood-ratio confidence set around the norm-constrained MLE,
- * optimistic arm by max over the set (GLB-OMD eq. (44)). Logistic and Poisson. State grows with
- * the rounds: bandit-sim only.
- */
-export interface OfuglbConfig {
-  dimension?: number;
-  link?: Link;
-  s?: number;
-  delta?: number;
-  /** multiplies beta_t (not beta_t^2) */
-  radiusMultiplier?: number;
-  maxFeatureNorm?: number;
-}
-
-/**
- * bandit.v1.OfulogRConfig
- * OFULog-r (Abeille, Faury, Calauzenes 2021): likelihood-ratio set around the regularized MLE,
- * logistic only. State grows with the rounds: bandit-sim only.
- */
-export interface OfulogRConfig {
-  dimension?: number;
-  s?: number;
-  /** lambda_t = lambda * log(1 + t); default lambda = d */
-  lambda?: number;
-  delta?: number;
-  radiusMultiplier?: number;
-  maxFeatureNorm?: number;
-  /** lambda_t = d log(max(e, t / delta)) (the theory choice) instead of lambda log(1 + t). */
-  theoryLambda?: boolean;
 }
 
 /**

@@ -25,6 +25,7 @@
 #include <optional>
 #include <ostream>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,11 +59,14 @@ struct Case {
 
 std::vector<Case> AllCases() {
   std::vector<Case> out;
-  for (bool served : {true, false})
-    for (const auto& r : served ? RegisteredPolicies() : SimOnlyPolicies())
+  auto add = [&out](const auto& registrations, bool served) {
+    for (const auto& r : registrations)
       for (size_t i = 0; i < r.examples.size(); ++i)
         out.push_back({absl::StrCat(served ? "" : "sim_", r.name, "_", i), std::string(r.name),
                        std::string(r.examples[i].config), r.examples[i].growth, served});
+  };
+  add(RegisteredPolicies(), true);
+  add(SimOnlyPolicies(), false);
   return out;
 }
 
@@ -85,11 +89,13 @@ std::string Snapshot(const Policy& p) {
 
 // The config's `dimension` (the policy's own sub-message), read by reflection so no policy is
 // named here; 0 when the config has none.
-int ConfigDimension(const v1::PolicyConfig& config) {
-  const FieldDescriptor* f =
-      v1::PolicyConfig::descriptor()->FindFieldByNumber(config.policy_case());
+int ConfigDimension(const v1::SimPolicyConfig& config) {
+  const google::protobuf::Message& m =
+      config.has_served() ? static_cast<const google::protobuf::Message&>(config.served()) : config;
+  const FieldDescriptor* f = m.GetReflection()->GetOneofFieldDescriptor(
+      m, m.GetDescriptor()->FindOneofByName("policy"));
   if (f == nullptr) return 0;
-  const auto& sub = config.GetReflection()->GetMessage(config, f);
+  const auto& sub = m.GetReflection()->GetMessage(m, f);
   const FieldDescriptor* dim = sub.GetDescriptor()->FindFieldByName("dimension");
   if (dim == nullptr || dim->cpp_type() != FieldDescriptor::CPPTYPE_INT32) return 0;
   return sub.GetReflection()->GetInt32(sub, dim);
@@ -179,13 +185,16 @@ class Conformance : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     const Case& c = GetParam();
-    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(c.text, &config_))
+    // A served example is a PolicyConfig; a simulation-only one a SimPolicyConfig.
+    ASSERT_TRUE(c.served ? google::protobuf::TextFormat::ParseFromString(c.text, config_.mutable_served())
+                         : google::protobuf::TextFormat::ParseFromString(c.text, &config_))
         << "example config of '" << c.policy << "' does not parse: " << c.text;
     policy_ = Make();
     ASSERT_NE(policy_, nullptr);
     const ContextKind kind = policy_->context_kind();
     const int dim = ConfigDimension(config_);
-    const int arm_dim = config_.arms_size() > 0 ? config_.arms(0).features_size() : 0;
+    const auto& served = config_.served();
+    const int arm_dim = served.arms_size() > 0 ? served.arms(0).features_size() : 0;
     // A finite-arm policy with a `dimension` reads it as the embedding of its Updates (mixtures).
     world_.emplace(kind, kind == ContextKind::kNone ? 0 : dim, arm_dim,
                    kind == ContextKind::kNone ? dim : 0, kSeed * 1000 + 1);
@@ -195,7 +204,7 @@ class Conformance : public ::testing::TestWithParam<Case> {
   }
 
   std::unique_ptr<Policy> Make(uint64_t seed = kSeed) {
-    auto p = GetParam().served ? CreatePolicy(config_, seed) : CreateSimPolicy(config_, seed);
+    auto p = GetParam().served ? CreatePolicy(config_.served(), seed) : CreateSimPolicy(config_, seed);
     EXPECT_TRUE(p.ok()) << p.status() << " for " << GetParam().text;
     return p.ok() ? *std::move(p) : nullptr;
   }
@@ -236,37 +245,58 @@ class Conformance : public ::testing::TestWithParam<Case> {
         << what << ": states differ after " << rounds << " rounds";
   }
 
-  v1::PolicyConfig config_;
+  v1::SimPolicyConfig config_;  // `served` for a served policy's example
   std::unique_ptr<Policy> policy_;
   std::optional<World> world_;
 };
 
 TEST(ConformanceRegistry, EveryPolicyHasAnExampleThatBuildsAsItself) {
   ASSERT_FALSE(RegisteredPolicies().empty());
-  for (bool served : {true, false}) {
-    for (const auto& r : served ? RegisteredPolicies() : SimOnlyPolicies()) {
-      EXPECT_FALSE(r.examples.empty()) << "policy '" << r.name << "' has no example config";
-      // The server admits a served policy's instances by its declared footprint.
-      if (served) {
-        EXPECT_NE(r.footprint, nullptr) << "policy '" << r.name << "' declares none";
-      }
-      for (const auto& e : r.examples) {
-        v1::PolicyConfig config;
-        ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(std::string(e.config), &config))
-            << e.config;
-        EXPECT_EQ(config.policy_case(), r.config_case) << e.config;
-        auto p = CreateSimPolicy(config, kSeed);
-        ASSERT_TRUE(p.ok()) << p.status() << " for " << e.config;
-        EXPECT_EQ((*p)->name(), r.name) << e.config;
-        // The server serves exactly the registered policies; a simulation-only one is refused,
-        // and is simulation-only because its state grows.
-        EXPECT_EQ(CreatePolicy(config, kSeed).ok(), served) << e.config;
-        if (!served) {
-          EXPECT_EQ(e.growth, StateGrowth::kGrows) << e.config;
-        }
-      }
+  for (const auto& r : RegisteredPolicies()) {
+    EXPECT_FALSE(r.examples.empty()) << "policy '" << r.name << "' has no example config";
+    // The server admits a served policy's instances by its declared footprint.
+    EXPECT_NE(r.footprint, nullptr) << "policy '" << r.name << "' declares none";
+    for (const auto& e : r.examples) {
+      v1::PolicyConfig config;
+      ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(std::string(e.config), &config))
+          << e.config;
+      EXPECT_EQ(config.policy_case(), r.config_case) << e.config;
+      auto p = CreatePolicy(config, kSeed);
+      ASSERT_TRUE(p.ok()) << p.status() << " for " << e.config;
+      EXPECT_EQ((*p)->name(), r.name) << e.config;
     }
   }
+  for (const auto& r : SimOnlyPolicies()) {
+    EXPECT_FALSE(r.examples.empty()) << "policy '" << r.name << "' has no example config";
+    for (const auto& e : r.examples) {
+      v1::SimPolicyConfig config;
+      ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(std::string(e.config), &config))
+          << e.config;
+      EXPECT_EQ(config.policy_case(), r.config_case) << e.config;
+      auto p = CreateSimPolicy(config, kSeed);
+      ASSERT_TRUE(p.ok()) << p.status() << " for " << e.config;
+      EXPECT_EQ((*p)->name(), r.name) << e.config;
+      // Simulation-only because its state grows.
+      EXPECT_EQ(e.growth, StateGrowth::kGrows) << e.config;
+    }
+  }
+}
+
+// The served API's PolicyConfig lists exactly the served policies, and SimPolicyConfig exactly
+// the simulation-only ones (besides `served`): a policy cannot be named where it is not built.
+TEST(ConformanceRegistry, TheConfigProtosListExactlyTheRegisteredPolicies) {
+  auto cases = [](const google::protobuf::Descriptor* d) {
+    std::set<int> out;
+    const auto* oneof = d->FindOneofByName("policy");
+    for (int i = 0; i < oneof->field_count(); ++i) out.insert(oneof->field(i)->number());
+    return out;
+  };
+  std::set<int> served, sim;
+  for (const auto& r : RegisteredPolicies()) served.insert(r.config_case);
+  for (const auto& r : SimOnlyPolicies()) sim.insert(r.config_case);
+  EXPECT_EQ(cases(v1::PolicyConfig::descriptor()), served);
+  sim.insert(v1::SimPolicyConfig::kServed);
+  EXPECT_EQ(cases(v1::SimPolicyConfig::descriptor()), sim);
 }
 
 // A refused call, and the code it must get when the refusal is about a shape or a number
@@ -588,7 +618,7 @@ TEST_P(Conformance, StateBytesFollowTheDeclaredGrowth) {
   const StateGrowth growth = GetParam().growth;
   int64_t declared = -1;
   if (GetParam().served) {
-    auto d = DeclaredStateBytes(config_);
+    auto d = DeclaredStateBytes(config_.served());
     ASSERT_TRUE(d.ok()) << d.status();
     declared = *d;
     ASSERT_LE(policy_->StateBytes(), declared) << "when built: declared footprint too small";

@@ -1,6 +1,8 @@
 // Helpers shared by the GLB tests (header only; the *_test.cc files form test_core_glb).
 #pragma once
 
+#include <google/protobuf/text_format.h>
+
 #include <memory>
 #include <vector>
 
@@ -60,10 +62,27 @@ inline double UniformRegret(sim::GlbEnv& env, int64_t rounds, int arms) {
   return r;
 }
 
-inline std::unique_ptr<Policy> MustCreate(const bandit::v1::PolicyConfig& c, uint64_t seed) {
-  auto p = CreateSimPolicy(c, seed);  // includes the sim-only baselines
+inline std::unique_ptr<Policy> MustCreate(const bandit::v1::SimPolicyConfig& c, uint64_t seed) {
+  auto p = CreateSimPolicy(c, seed);  // a served policy or a simulation-only baseline
   EXPECT_TRUE(p.ok()) << p.status();
   return p.ok() ? *std::move(p) : nullptr;
+}
+inline std::unique_ptr<Policy> MustCreate(const bandit::v1::PolicyConfig& c, uint64_t seed) {
+  auto p = CreatePolicy(c, seed);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *std::move(p) : nullptr;
+}
+
+// A config in text: a served policy's (PolicyConfig) or a simulation-only baseline's
+// (SimPolicyConfig).
+inline bandit::v1::SimPolicyConfig SimConfig(const std::string& text) {
+  bandit::v1::SimPolicyConfig c;
+  google::protobuf::TextFormat::Parser quiet;  // a served policy's text is tried second
+  quiet.RecordErrorsTo(nullptr);
+  if (quiet.ParseFromString(text, &c)) return c;
+  c.Clear();
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, c.mutable_served())) << text;
+  return c;
 }
 
 }  // namespace bandit::glb::testing

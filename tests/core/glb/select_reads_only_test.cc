@@ -19,11 +19,7 @@ struct Case {
   std::string config_text;
 };
 
-bandit::v1::PolicyConfig Parse(const std::string& text) {
-  bandit::v1::PolicyConfig c;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &c)) << text;
-  return c;
-}
+bandit::v1::SimPolicyConfig Parse(const std::string& text) { return testing::SimConfig(text); }
 
 std::string Saved(const Policy& p) {
   bandit::v1::PolicyState s;

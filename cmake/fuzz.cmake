@@ -42,8 +42,8 @@ if(BANDIT_FUZZ)
   # use RapidJSON only (all of them: the linker keeps one copy of each inline RapidJSON function,
   # from whichever file it meets first); every other check stays on there, and everywhere else.
   # Out of the server's unity batches, or the batch's flags would apply to them instead.
-  set_source_files_properties(${CMAKE_SOURCE_DIR}/server/api/http/personalizer_api.cc
-    ${CMAKE_SOURCE_DIR}/server/api/http/personalizer_errors.cc
+  file(GLOB _personalizer_srcs ${CMAKE_SOURCE_DIR}/server/api/http/personalizer_*.cc)
+  set_source_files_properties(${_personalizer_srcs}
     ${CMAKE_SOURCE_DIR}/fuzz/personalizer_fuzz.cc PROPERTIES COMPILE_OPTIONS
     -fno-sanitize=pointer-overflow SKIP_UNITY_BUILD_INCLUSION ON)
   add_custom_target(fuzz_all DEPENDS ${BANDIT_FUZZ_TARGETS})

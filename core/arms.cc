@@ -102,6 +102,15 @@ void ArmSet::Save(StateWriter& w) const {
 
 absl::Status ArmSet::Restore(const StateReader& r) {
   std::vector<std::string> ids = r.ArmIds();
+  // A state names each arm once (Add refuses a repeat); one that repeats an id would make Find
+  // answer for one of its slots only, so it is refused like any other inconsistent state.
+  IdIndex slot_of;
+  for (const std::string& id : ids) {
+    if (auto s = slot_of.Append(id, [](int i) { return absl::StrCat("arm_ids[", i, "]"); });
+        !s.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("the state's ", s.message(), ", expected unique arm ids"));
+  }
   Eigen::MatrixXd feats(dim_, 0);
   if (use_features_ == ArmFeatures::kRequired) {
     if (auto s = r.Get("arm_features", &feats, dim_, static_cast<int64_t>(ids.size())); !s.ok())
@@ -109,7 +118,7 @@ absl::Status ArmSet::Restore(const StateReader& r) {
   }
   ids_ = std::move(ids);
   features_ = std::move(feats);
-  slot_of_ = IdIndex::OfDistinct(ids_);
+  slot_of_ = std::move(slot_of);
   return absl::OkStatus();
 }
 

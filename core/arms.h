@@ -44,6 +44,8 @@ class ArmSet {
   absl::StatusOr<int> Remove(absl::string_view id);
 
   void Save(StateWriter& w) const;
+  // INVALID_ARGUMENT, the set unchanged, for a state that repeats an arm id or whose feature
+  // matrix does not match its ids.
   absl::Status Restore(const StateReader& r);
   int64_t Bytes() const;
 

@@ -14,13 +14,13 @@
 
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <rapidjson/document.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/cpp/bandit_client.h"
 #include "server/cluster/rendezvous.h"
+#include "tests/common/httplib_client.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/postgres_process.h"
 #include "tests/integration/server_process.h"
@@ -74,22 +74,14 @@ class ClusterHttp : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  struct Answer {
-    int status = 0;
-    std::string body;
-  };
-  // One request with `key`; a 503 (an instance between owners, a node still
-  // joining) is retried for up to 20 s, as a client's retry policy would.
+  using Answer = bandit::testing::HttpAnswer;
+  // One POST with `key`; a 503 (an instance between owners, a node still joining) is retried
+  // for up to 20 s, as a client's retry policy would.
   Answer Send(const std::string& node, const std::string& path, const std::string& body,
               const char* key = kWriter) {
     Answer a;
     for (int i = 0; i < 400; ++i) {
-      httplib::Client http("127.0.0.1", http_.at(node));
-      http.set_read_timeout(10, 0);
-      httplib::Headers headers{{"Ocp-Apim-Subscription-Key", key}};
-      httplib::Result r = http.Post(path.c_str(), headers, body, "application/json");
-      a = Answer();
-      if (r) a = {r->status, r->body};
+      a = bandit::testing::SendHttp(http_.at(node), "POST", path, body, key);
       if (a.status != 503 && a.status != 0) return a;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -173,16 +165,12 @@ TEST_F(ClusterHttp, RankOnANodeThatDoesNotOwnTheInstanceDecidesAsTheOwner) {
     // Rank on n1, which does not own the instance.
     Answer ranked = Send("n1", absl::StrCat("/instances/", name, "/personalizer/v1.0/rank"), body);
     ASSERT_EQ(ranked.status, 201) << ranked.body << nodes_["n1"]->Log();
-    rapidjson::Document doc;
-    ASSERT_FALSE(doc.Parse(ranked.body.c_str()).HasParseError()) << ranked.body;
     auto d = Retry([&] { return grpc_["n2"]->Select(select); });
     ASSERT_TRUE(d.ok()) << d.status();
-    EXPECT_EQ(doc["rewardActionId"].GetString(), d->action_id()) << "round " << t;
-    ASSERT_EQ(doc["ranking"].Size(), static_cast<unsigned>(d->ranking_size()));
-    for (int i = 0; i < d->ranking_size(); ++i) {
-      EXPECT_EQ(doc["ranking"][i]["id"].GetString(), d->ranking(i).id());
-      EXPECT_DOUBLE_EQ(doc["ranking"][i]["probability"].GetDouble(), d->ranking(i).probability());
-    }
+    ASSERT_NO_FATAL_FAILURE(
+        bandit::testing::ExpectRankingOf(ranked.body, *d, absl::StrCat("round ", t)));
+    rapidjson::Document doc;
+    ASSERT_FALSE(doc.Parse(ranked.body.c_str()).HasParseError());
     // The reward on the owner (and every third one through n1 again).
     const std::string chosen = d->action_id();
     const double reward = (t % 3 == 0) == (chosen == "a") && (chosen == "a" || chosen == "b");

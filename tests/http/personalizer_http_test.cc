@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "client/cpp/bandit_client.h"
 #include "server/api/auth.h"
+#include "tests/common/httplib_client.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/server_process.h"
 #include "tests/security/test_certs.h"
@@ -55,40 +56,11 @@ int HttpPort(const ServerProcess& server) {
   return http;
 }
 
-struct Answer {
-  int status = 0;
-  std::string body;
-  std::string code;    // error.code, when the body is Personalizer's error
-  std::string target;  // error.target
-  httplib::Headers headers;
-};
+using Answer = bandit::testing::HttpAnswer;
 
 Answer Send(int port, const std::string& method, const std::string& path,
             const std::string& body = "", const char* key = kWriter) {
-  httplib::Client http("127.0.0.1", port);
-  http.set_read_timeout(10, 0);
-  httplib::Headers headers;
-  if (key != nullptr) headers.emplace("Ocp-Apim-Subscription-Key", key);
-  auto send = [&]() -> httplib::Result {
-    if (method == "GET") return http.Get(path.c_str(), headers);
-    if (method == "POST") return http.Post(path.c_str(), headers, body, "application/json");
-    if (method == "PUT") return http.Put(path.c_str(), headers, body, "application/json");
-    if (method == "DELETE") return http.Delete(path.c_str(), headers);
-    return http.Patch(path.c_str(), headers, body, "application/json");
-  };
-  httplib::Result r = send();
-  Answer a;
-  if (!r) return a;
-  a.status = r->status;
-  a.body = r->body;
-  a.headers = r->headers;
-  rapidjson::Document doc;
-  if (!doc.Parse(a.body.c_str()).HasParseError() && doc.IsObject() && doc.HasMember("error")) {
-    const auto& e = doc["error"];
-    if (e.HasMember("code") && e["code"].IsString()) a.code = e["code"].GetString();
-    if (e.HasMember("target") && e["target"].IsString()) a.target = e["target"].GetString();
-  }
-  return a;
+  return bandit::testing::SendHttp(port, method, path, body, key);
 }
 
 v1::CreateInstanceRequest Create(const std::string& name, const std::string& text = kConfig) {
@@ -171,17 +143,13 @@ TEST_F(PersonalizerHttp, RankOverHttpDecidesAsSelectOverGrpc) {
     const std::string body = RankBody(t, &context, &excluded);
     Answer a = Send(port_, "POST", "/instances/over-http/personalizer/v1.0/rank", body);
     ASSERT_EQ(a.status, 201) << a.body;
-    rapidjson::Document doc;
-    ASSERT_FALSE(doc.Parse(a.body.c_str()).HasParseError()) << a.body;
     auto d = grpc_->Select(SelectOf("over-grpc", context, excluded));
     ASSERT_TRUE(d.ok()) << d.status();
     // Identical decision: the chosen action, and the whole ranking with its probabilities.
-    EXPECT_EQ(doc["rewardActionId"].GetString(), d->action_id()) << "round " << t;
-    ASSERT_EQ(doc["ranking"].Size(), static_cast<unsigned>(d->ranking_size()));
-    for (int i = 0; i < d->ranking_size(); ++i) {
-      EXPECT_EQ(doc["ranking"][i]["id"].GetString(), d->ranking(i).id());
-      EXPECT_DOUBLE_EQ(doc["ranking"][i]["probability"].GetDouble(), d->ranking(i).probability());
-    }
+    ASSERT_NO_FATAL_FAILURE(
+        bandit::testing::ExpectRankingOf(a.body, *d, absl::StrCat("round ", t)));
+    rapidjson::Document doc;
+    ASSERT_FALSE(doc.Parse(a.body.c_str()).HasParseError());
     // The same reward on both: the user "student" likes "a", the others "b".
     const std::string chosen = d->action_id();
     const double reward = (t % 3 == 0) == (chosen == "a") && (chosen == "a" || chosen == "b");

@@ -10,7 +10,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/service/decision_service.h"
-#include "tests/server/fault_injection_fs.h"
 #include "tests/server/file_node.h"
 #include "tests/server/server_test_util.h"
 
@@ -120,17 +119,12 @@ TEST(CallerEventId, ATakenOrMalformedIdIsRefusedAndChangesNothing) {
 class CallerEventIdReplay : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CallerEventIdReplay, ReplaysExactlyAfterACrash) {
-  using Node = testing::FileNode;
-  ManualClock clock;
-  FaultInjectionFs fs;
-  DecisionService twin(&clock);
-  v1::Instance out;
-  ASSERT_TRUE(twin.CreateInstance(Create("x", GetParam()), &out).ok());
   // Every third round names its own event; each reward comes a round after its decision.
   // Returns the caller-chosen id (server-made ids differ between the two: each has its own
   // uid) and the arm.
   const bool arm_set = std::string(GetParam()).find("num_arms") != std::string::npos;
-  auto play = [&](DecisionService& svc, int round, std::vector<std::string>* unrewarded) {
+  auto play = [&](DecisionService& svc, ManualClock&, int round,
+                  std::vector<std::string>* unrewarded) {
     v1::SelectRequest req = arm_set ? v1::SelectRequest() : Request("x", round, "");
     req.set_instance("x");
     if (round % 3 == 0) req.set_event_id(absl::StrCat("user-", round));
@@ -148,23 +142,9 @@ TEST_P(CallerEventIdReplay, ReplaysExactlyAfterACrash) {
     unrewarded->push_back(d.event_id());
     return std::make_pair(req.event_id().empty() ? std::string() : d.event_id(), d.arm_index());
   };
-  std::vector<std::string> unrewarded_a, unrewarded_twin;
-  {
-    Node a(&fs, &clock);
-    ASSERT_TRUE(a.svc.CreateInstance(Create("x", GetParam()), &out).ok());
-    for (int round = 0; round < 60; ++round) {
-      ASSERT_EQ(play(a.svc, round, &unrewarded_a), play(twin, round, &unrewarded_twin));
-      if (round == 30) {  // then journal replay
-        ASSERT_TRUE(a.persistence->SnapshotAll().ok());
-      }
-    }
-    ASSERT_TRUE(a.persistence->storage()->Flush().ok());
-    fs.Crash();
-  }
-  Node b(&fs, &clock);
   // Round 59's decision is still pending: its reward, sent after the restart, joins.
-  for (int round = 60; round < 120; ++round)
-    ASSERT_EQ(play(b.svc, round, &unrewarded_a), play(twin, round, &unrewarded_twin)) << round;
+  testing::ReplaysAsATwinAfterACrash<std::vector<std::string>>(
+      GetParam(), 60, play, [](DecisionService&, DecisionService&) {});
 }
 
 INSTANTIATE_TEST_SUITE_P(

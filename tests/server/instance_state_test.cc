@@ -8,14 +8,13 @@
 #include <limits>
 #include <string>
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/registry.h"
 #include "server/instance/instance_operations.h"
+#include "tests/common/deterministic_bytes.h"
 #include "tests/server/server_test_util.h"
 
 namespace bandit::server {
@@ -39,13 +38,7 @@ std::unique_ptr<InstanceState> Make(const char* config = kArms, uint64_t uid = 3
 std::string Bytes(const InstanceState& s) {
   v1::InstanceSnapshot snap;
   s.Save(&snap);
-  std::string out;
-  google::protobuf::io::StringOutputStream stream(&out);
-  google::protobuf::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);
-  snap.SerializeToCodedStream(&coded);
-  coded.Trim();
-  return out;
+  return bandit::testing::DeterministicBytes(snap);
 }
 
 // Select and Update records borrow the caller's request (and a per-thread copy of the log

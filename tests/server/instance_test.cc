@@ -9,14 +9,13 @@
 #include <string>
 #include <vector>
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
 #include "server/env/clock.h"
 #include "server/instance/instance_operations.h"
 #include "server/storage/storage.h"
+#include "tests/common/deterministic_bytes.h"
 #include "tests/server/server_test_util.h"
 
 namespace bandit::server {
@@ -73,13 +72,7 @@ std::string Bytes(Instance& inst, bool without_rejected = false) {
   v1::InstanceSnapshot snap = inst.Snapshot();
   snap.clear_last_journal_seq();
   if (without_rejected) snap.mutable_stats()->clear_rejected_rewards();
-  std::string out;
-  google::protobuf::io::StringOutputStream stream(&out);
-  google::protobuf::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);
-  snap.SerializeToCodedStream(&coded);
-  coded.Trim();
-  return out;
+  return bandit::testing::DeterministicBytes(snap);
 }
 
 struct Live {

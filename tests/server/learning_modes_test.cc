@@ -17,7 +17,6 @@
 #include "absl/strings/str_cat.h"
 #include "core/rng.h"
 #include "server/service/decision_service.h"
-#include "server/storage/snapshot_store.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/file_node.h"
 #include "tests/server/server_test_util.h"
@@ -28,24 +27,12 @@ namespace BANDIT_UNITY_ID {
 using absl::StatusCode;
 using google::protobuf::util::MessageDifferencer;
 using testing::Create;
+using testing::InstanceOf;
+using testing::SnapshotOf;
 namespace v1 = bandit::v1;
 
-constexpr char kEps[] = "policy { epsilon_greedy { epsilon: 0.3 } num_arms: 4 } seed: 77";
-constexpr double kArmMean[] = {0.2, 0.5, 0.35, 0.8};
-
-v1::InstanceSnapshot SnapshotOf(DecisionService& svc, const std::string& name) {
-  auto snap = SnapshotStore::Decode(testing::Exported(svc, name));
-  EXPECT_TRUE(snap.ok()) << snap.status();
-  return snap.ok() ? *snap : v1::InstanceSnapshot();
-}
-
-v1::Instance Get(DecisionService& svc, const std::string& name) {
-  v1::GetInstanceRequest req;
-  req.set_name(name);
-  v1::Instance out;
-  EXPECT_TRUE(svc.GetInstance(req, &out).ok());
-  return out;
-}
+constexpr auto& kEps = testing::kFourArmEps;
+constexpr auto& kArmMean = testing::kFourArmMeans;
 
 absl::Status Configure(DecisionService& svc, const std::string& name, const std::string& text,
                        v1::Instance* out = nullptr) {
@@ -105,9 +92,7 @@ TEST_F(LearningModeTest, LoggingOnlyServesTheBaselineAndLearnsNothing) {
   // Some learned state first: the policy's state must be kept as it is, not merely left empty.
   ASSERT_TRUE(Configure(svc_, "a", "learning_mode: ONLINE").ok());
   Rng env(3);
-  testing::PlayRounds(svc_, "a", 0, 100, [&](const v1::Decision& d, int, v1::UpdateRequest* up) {
-    up->set_reward(env.Uniform() < kArmMean[std::stoi(d.arm_id())] ? 1.0 : 0.0);
-  });
+  testing::PlayBernoulli(svc_, "a", 100, env);
   ASSERT_TRUE(Configure(svc_, "a", "learning_mode: LOGGING_ONLY").ok());
   const std::string before = SnapshotOf(svc_, "a").policy().SerializeAsString();
   const v1::InstanceStats stats_before = testing::Stats(svc_, "a");
@@ -138,7 +123,7 @@ TEST_F(LearningModeTest, LoggingOnlyServesTheBaselineAndLearnsNothing) {
   EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused;
   EXPECT_EQ(testing::Exported(svc_, "a"), exported);
   // Not an apprentice: no estimates.
-  EXPECT_FALSE(Get(svc_, "a").has_apprentice());
+  EXPECT_FALSE(InstanceOf(svc_, "a").has_apprentice());
 }
 
 // Candidates: the baseline is the first candidate offered; an expired decision's default reward
@@ -165,7 +150,7 @@ TEST_F(LearningModeTest, LoggingOnlyOverCandidates) {
     }
   }
   clock_.Advance(2000);
-  const v1::InstanceStats stats = Get(svc_, "c").stats();  // expires the other ten
+  const v1::InstanceStats stats = InstanceOf(svc_, "c").stats();  // expires the other ten
   EXPECT_EQ(stats.updates(), 20);
   EXPECT_EQ(stats.expired(), 10);
   EXPECT_DOUBLE_EQ(stats.reward_sum(), 10 * 1.0 + 10 * 0.5);
@@ -204,7 +189,7 @@ TEST_F(LearningModeTest, ApprenticeLearnsTheBaselineAndEstimatesThePolicy) {
   }
   EXPECT_TRUE(MessageDifferencer::Equals(SnapshotOf(svc_, "a").policy(),
                                          SnapshotOf(svc_, "twin").policy()));
-  const v1::Instance inst = Get(svc_, "a");
+  const v1::Instance inst = InstanceOf(svc_, "a");
   EXPECT_EQ(inst.stats().updates(), kRounds);
   ASSERT_TRUE(inst.has_apprentice());
   const v1::ApprenticeStatus& a = inst.apprentice();
@@ -236,7 +221,7 @@ TEST_F(LearningModeTest, ApprenticeLearnsTheBaselineAndEstimatesThePolicy) {
     ASSERT_TRUE(Reward(svc_, "twin", twin.event_id(), r).ok());
   }
   // Events of ONLINE decisions are not the apprentice's.
-  EXPECT_EQ(Get(svc_, "a").apprentice().events(), kRounds);
+  EXPECT_EQ(InstanceOf(svc_, "a").apprentice().events(), kRounds);
 }
 
 // A decision is learned as the mode it was made under says, whatever the mode when its reward
@@ -355,7 +340,7 @@ TEST_F(LearningModeTest, ApprenticeServesEachSlotsBaselineAndLearnsItsReward) {
   }
   EXPECT_TRUE(MessageDifferencer::Equals(SnapshotOf(svc_, "a").policy(),
                                          SnapshotOf(svc_, "twin").policy()));
-  const v1::Instance inst = Get(svc_, "a");
+  const v1::Instance inst = InstanceOf(svc_, "a");
   EXPECT_EQ(inst.stats().rounds(), kRounds);
   EXPECT_EQ(inst.stats().updates(), 3 * kRounds);
   ASSERT_EQ(inst.stats().slot_positions_size(), 3);
@@ -397,7 +382,7 @@ TEST_F(LearningModeTest, ApprenticeServesEachSlotsBaselineAndLearnsItsReward) {
     }
   }
   // Events of ONLINE decisions are not the apprentice's.
-  EXPECT_EQ(Get(svc_, "a").apprentice().events(), 3 * kRounds);
+  EXPECT_EQ(InstanceOf(svc_, "a").apprentice().events(), 3 * kRounds);
 }
 
 // LOGGING_ONLY over multi-slot decisions: each slot serves its baseline; rewards join and
@@ -420,7 +405,7 @@ TEST_F(LearningModeTest, LoggingOnlyServesEachSlotsBaselineAndLearnsNothing) {
     }
   }
   EXPECT_EQ(SnapshotOf(svc_, "a").policy().SerializeAsString(), before);
-  const v1::Instance inst = Get(svc_, "a");
+  const v1::Instance inst = InstanceOf(svc_, "a");
   EXPECT_EQ(inst.stats().updates(), 200);
   EXPECT_EQ(inst.stats().pending(), 0);
   EXPECT_NEAR(inst.stats().reward_sum(), reward_sum, 1e-9);
@@ -501,15 +486,15 @@ TEST_F(LearningModeTest, PendingDecisionsKeepTheirWaitAndAggregation) {
   const v1::Decision third = SelectOrDie(svc_, "a");  // expires at t0 + 5000 with 0.75
   (void)third;
   clock_.Advance(1000);
-  v1::InstanceStats s = Get(svc_, "a").stats();  // applies expiry
+  v1::InstanceStats s = InstanceOf(svc_, "a").stats();  // applies expiry
   EXPECT_EQ(s.updates(), 2);
   EXPECT_DOUBLE_EQ(s.reward_sum(), 3.0 + 1.0);
   clock_.Advance(4000);
-  s = Get(svc_, "a").stats();
+  s = InstanceOf(svc_, "a").stats();
   EXPECT_EQ(s.updates(), 3);
   EXPECT_DOUBLE_EQ(s.reward_sum(), 3.0 + 1.0 + 0.75);
   // The copy's old decision summed too.
-  const v1::InstanceStats c = Get(svc_, "copy").stats();
+  const v1::InstanceStats c = InstanceOf(svc_, "copy").stats();
   EXPECT_EQ(c.updates(), 2);  // old_d at its deadline (3.0), new_d's default (0.75)
   EXPECT_DOUBLE_EQ(c.reward_sum(), 3.0 + 0.75);
 }
@@ -518,9 +503,7 @@ TEST_F(LearningModeTest, PendingDecisionsKeepTheirWaitAndAggregation) {
 TEST_F(LearningModeTest, EpsilonChangesLive) {
   CreateOrDie("a", kEps);
   Rng env(2);
-  testing::PlayRounds(svc_, "a", 0, 400, [&](const v1::Decision& d, int, v1::UpdateRequest* up) {
-    up->set_reward(env.Uniform() < kArmMean[std::stoi(d.arm_id())] ? 1.0 : 0.0);
-  });
+  testing::PlayBernoulli(svc_, "a", 400, env);
   const v1::InstanceSnapshot before = SnapshotOf(svc_, "a");
   v1::Instance out;
   ASSERT_TRUE(Configure(svc_, "a", "epsilon: 0.05", &out).ok());
@@ -721,7 +704,8 @@ TEST(LearningModeReplay, MultiSlotApprenticeReplaysExactlyAfterACrash) {
     ASSERT_TRUE(SlotReward(b.svc, "x", open_a, slot, 1.0).ok());
     ASSERT_TRUE(SlotReward(twin, "x", open_t, slot, 1.0).ok());
   }
-  EXPECT_TRUE(MessageDifferencer::Equals(Get(b.svc, "x").apprentice(), Get(twin, "x").apprentice()));
+  EXPECT_TRUE(MessageDifferencer::Equals(InstanceOf(b.svc, "x").apprentice(),
+                                         InstanceOf(twin, "x").apprentice()));
   ASSERT_TRUE(Configure(b.svc, "x", "learning_mode: ONLINE").ok());
   ASSERT_TRUE(Configure(twin, "x", "learning_mode: ONLINE").ok());
   EXPECT_EQ(play(b.svc, env_a, 30, &open_a), play(twin, env_t, 30, &open_t));

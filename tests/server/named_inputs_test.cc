@@ -503,27 +503,10 @@ using Node = testing::FileNode;
 
 
 TEST(NamedInputs, NamedSelectsReplayExactlyAfterACrash) {
-  ManualClock clock;
-  FaultInjectionFs fs;
-  DecisionService twin(&clock);
-  v1::Instance out;
-  const std::string config = absl::StrCat(kNamed, " decision_log { enabled: true }");
-  ASSERT_TRUE(twin.CreateInstance(Create("x", config), &out).ok());
-  {
-    Node a(&fs, &clock);
-    ASSERT_TRUE(a.svc.CreateInstance(Create("x", config), &out).ok());
-    for (int round = 0; round < 200; ++round) {
-      ASSERT_EQ(PlayNamed(a.svc, round), PlayNamed(twin, round));
-      if (round == 100) {
-        ASSERT_TRUE(a.persistence->SnapshotAll().ok());  // then journal replay
-      }
-    }
-    ASSERT_TRUE(a.persistence->storage()->Flush().ok());
-    fs.Crash();
-  }
-  Node b(&fs, &clock);
-  for (int round = 200; round < 400; ++round)
-    ASSERT_EQ(PlayNamed(b.svc, round), PlayNamed(twin, round)) << round;
+  testing::ReplaysAsATwinAfterACrash<int>(
+      absl::StrCat(kNamed, " decision_log { enabled: true }"), 200,
+      [](DecisionService& svc, ManualClock&, int round, int*) { return PlayNamed(svc, round); },
+      [](DecisionService&, DecisionService&) {});
 }
 
 

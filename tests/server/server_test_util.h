@@ -8,7 +8,9 @@
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
+#include "core/rng.h"
 #include "server/service/decision_service.h"
+#include "server/storage/snapshot_store.h"
 
 namespace bandit::server::testing {
 
@@ -65,12 +67,39 @@ inline std::string Exported(DecisionService& svc, const std::string& name) {
   return resp.snapshot();
 }
 
-inline bandit::v1::InstanceStats Stats(DecisionService& svc, const std::string& name) {
+// The instance's exported state, decoded.
+inline bandit::v1::InstanceSnapshot SnapshotOf(DecisionService& svc, const std::string& name) {
+  auto snap = SnapshotStore::Decode(Exported(svc, name));
+  EXPECT_TRUE(snap.ok()) << snap.status();
+  return snap.ok() ? *snap : bandit::v1::InstanceSnapshot();
+}
+
+// The instance as GetInstance describes it.
+inline bandit::v1::Instance InstanceOf(DecisionService& svc, const std::string& name) {
   bandit::v1::GetInstanceRequest req;
   req.set_name(name);
   bandit::v1::Instance out;
   EXPECT_TRUE(svc.GetInstance(req, &out).ok());
-  return out.stats();
+  return out;
+}
+
+inline bandit::v1::InstanceStats Stats(DecisionService& svc, const std::string& name) {
+  return InstanceOf(svc, name).stats();
+}
+
+// A seeded epsilon-greedy instance over four arms ("0" to "3"), and the means of the Bernoulli
+// rewards PlayBernoulli draws for them.
+inline constexpr char kFourArmEps[] =
+    "policy { epsilon_greedy { epsilon: 0.3 } num_arms: 4 } seed: 77";
+inline constexpr double kFourArmMeans[] = {0.2, 0.5, 0.35, 0.8};
+
+// Rounds [0, rounds) on instance `name` (arms "0" to "3"): each decision rewarded 1 with its
+// arm's kFourArmMeans probability, else 0, drawn from `env`.
+inline void PlayBernoulli(DecisionService& svc, const std::string& name, int rounds, Rng& env) {
+  PlayRounds(svc, name, 0, rounds,
+             [&](const bandit::v1::Decision& d, int, bandit::v1::UpdateRequest* up) {
+               up->set_reward(env.Uniform() < kFourArmMeans[std::stoi(d.arm_id())] ? 1.0 : 0.0);
+             });
 }
 
 // The instance's whole decision log, in order.

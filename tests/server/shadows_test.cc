@@ -29,9 +29,8 @@ using google::protobuf::util::MessageDifferencer;
 using testing::Create;
 namespace v1 = bandit::v1;
 
-constexpr char kEps[] = "policy { epsilon_greedy { epsilon: 0.3 } num_arms: 4 } seed: 77";
-// Bernoulli arms of known means.
-constexpr double kArmMean[] = {0.2, 0.5, 0.35, 0.8};
+constexpr auto& kEps = testing::kFourArmEps;
+constexpr auto& kArmMean = testing::kFourArmMeans;  // Bernoulli arms of known means
 
 v1::AddShadowRequest Shadow(const std::string& instance, const std::string& shadow,
                             const std::string& config_text) {
@@ -57,31 +56,11 @@ class ShadowTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s;
     return out;
   }
-  v1::Instance Get(const std::string& name) {
-    v1::GetInstanceRequest req;
-    req.set_name(name);
-    v1::Instance out;
-    EXPECT_TRUE(svc_.GetInstance(req, &out).ok());
-    return out;
-  }
-  std::string Export(const std::string& name) {
-    v1::ExportInstanceRequest req;
-    req.set_name(name);
-    v1::ExportInstanceResponse out;
-    EXPECT_TRUE(svc_.ExportInstance(req, &out).ok());
-    return out.snapshot();
-  }
-  v1::InstanceSnapshot Snapshot(const std::string& name) {
-    auto snap = SnapshotStore::Decode(Export(name));
-    EXPECT_TRUE(snap.ok()) << snap.status();
-    return snap.ok() ? *snap : v1::InstanceSnapshot();
-  }
-  // Rounds on an arm-set instance, Bernoulli rewards from kArmMean (seeded).
+  v1::Instance Get(const std::string& name) { return testing::InstanceOf(svc_, name); }
+  std::string Export(const std::string& name) { return testing::Exported(svc_, name); }
+  v1::InstanceSnapshot Snapshot(const std::string& name) { return testing::SnapshotOf(svc_, name); }
   void PlayBernoulli(const std::string& name, int rounds, Rng& env) {
-    testing::PlayRounds(
-        svc_, name, 0, rounds, [&](const v1::Decision& d, int, v1::UpdateRequest* up) {
-          up->set_reward(env.Uniform() < kArmMean[std::stoi(d.arm_id())] ? 1.0 : 0.0);
-        });
+    testing::PlayBernoulli(svc_, name, rounds, env);
   }
 
   ManualClock clock_;

@@ -19,8 +19,6 @@
 #include "client/cpp/decision_log_format.h"
 #include "server/metrics/metrics.h"
 #include "server/service/decision_service.h"
-#include "server/storage/snapshot_store.h"
-#include "tests/server/fault_injection_fs.h"
 #include "tests/server/file_node.h"
 #include "tests/server/server_test_util.h"
 #include "tools/ope/evaluate.h"
@@ -51,9 +49,7 @@ v1::SelectRequest SlotRequest(const std::string& instance, int n, std::vector<st
 
 // The learned state (and random engine) of an instance's policy.
 std::string PolicyState(DecisionService& svc, const std::string& name) {
-  auto snap = SnapshotStore::Decode(Exported(svc, name));
-  EXPECT_TRUE(snap.ok()) << snap.status();
-  return snap.ok() ? snap->policy().SerializeAsString() : "";
+  return testing::SnapshotOf(svc, name).policy().SerializeAsString();
 }
 
 constexpr auto& Reward = testing::SlotReward;
@@ -454,14 +450,8 @@ TEST(Slots, DeferredDecisionsLearnOnlyOnceActivated) {
 }
 
 TEST(Slots, PendingSlotsActivationsAndKeptRewardsReplayExactlyAfterACrash) {
-  using Node = testing::FileNode;
-  ManualClock clock, twin_clock;  // advanced alike
-  FaultInjectionFs fs;
-  DecisionService twin(&twin_clock);
-  v1::Instance out;
   const std::string config =
       absl::StrCat(kEpsGreedy, " pending { reward_wait_ms: 50 } decision_log { enabled: true }");
-  ASSERT_TRUE(twin.CreateInstance(Create("x", config), &out).ok());
   // Round t: a 2-slot decision over 4 candidates, deferred every third round, activated a round
   // later; each slot's reward comes a round later (the first slot's only on even rounds).
   struct Open {
@@ -488,30 +478,17 @@ TEST(Slots, PendingSlotsActivationsAndKeptRewardsReplayExactlyAfterACrash) {
     at.Advance(t % 5 == 0 ? 60 : 1);  // now and then a wait passes
     return arms;
   };
-  std::vector<Open> open_a, open_twin;
-  {
-    Node a(&fs, &clock);
-    ASSERT_TRUE(a.svc.CreateInstance(Create("x", config), &out).ok());
-    for (int t = 0; t < 80; ++t) {
-      ASSERT_EQ(play(a.svc, clock, t, &open_a), play(twin, twin_clock, t, &open_twin)) << t;
-      if (t == 40) {
-        ASSERT_TRUE(a.persistence->SnapshotAll().ok());
-      }
-    }
-    ASSERT_TRUE(a.persistence->storage()->Flush().ok());
-    fs.Crash();
-  }
-  Node b(&fs, &clock);
-  // The last decision is still pending (with its kept state) and is activated and rewarded by
-  // the next round, on the restarted node as on the twin (each with its own event ids: each
-  // instance has its own uid).
-  for (int t = 80; t < 160; ++t)
-    ASSERT_EQ(play(b.svc, clock, t, &open_a), play(twin, twin_clock, t, &open_twin)) << t;
-  EXPECT_EQ(Stats(b.svc, "x").updates(), Stats(twin, "x").updates());
-  EXPECT_GT(Stats(twin, "x").not_activated(), 0);  // the schedule lets some waits pass
-  EXPECT_GT(Stats(twin, "x").activated(), 0);
-  EXPECT_EQ(Stats(b.svc, "x").not_activated(), Stats(twin, "x").not_activated());
-  EXPECT_DOUBLE_EQ(Stats(b.svc, "x").reward_sum(), Stats(twin, "x").reward_sum());
+  // Round 79's decision is still pending across the crash (with its kept state) and is
+  // activated and rewarded by the next round, on the restarted node as on the twin (each with
+  // its own event ids: each instance has its own uid).
+  testing::ReplaysAsATwinAfterACrash<std::vector<Open>>(
+      config, 80, play, [](DecisionService& restarted, DecisionService& twin) {
+        EXPECT_EQ(Stats(restarted, "x").updates(), Stats(twin, "x").updates());
+        EXPECT_GT(Stats(twin, "x").not_activated(), 0);  // the schedule lets some waits pass
+        EXPECT_GT(Stats(twin, "x").activated(), 0);
+        EXPECT_EQ(Stats(restarted, "x").not_activated(), Stats(twin, "x").not_activated());
+        EXPECT_DOUBLE_EQ(Stats(restarted, "x").reward_sum(), Stats(twin, "x").reward_sum());
+      });
 }
 
 absl::Status DirectReward(DecisionService& svc, const std::string& name, const std::string& arm,
@@ -642,15 +619,9 @@ TEST(Slots, ExcludedArmsOfAnArmSetAreNeverChosen) {
 // Arm-set slots, some deferred, through a crash: the restarted node goes on exactly as an
 // uninterrupted twin (Thompson: the random engine and the pending slots come back too).
 TEST(Slots, ArmSetSlotsReplayExactlyAfterACrash) {
-  using Node = testing::FileNode;
-  ManualClock clock, twin_clock;
-  FaultInjectionFs fs;
-  DecisionService twin(&twin_clock);
-  v1::Instance out;
   const std::string config =
       "policy { thompson {} num_arms: 5 } seed: 4 pending { reward_wait_ms: 50 } "
       "decision_log { enabled: true }";
-  ASSERT_TRUE(twin.CreateInstance(Create("x", config), &out).ok());
   auto play = [&](DecisionService& svc, ManualClock& at, int t, std::vector<std::string>* open) {
     std::vector<std::string> seen;
     for (const auto& e : *open) {
@@ -673,25 +644,12 @@ TEST(Slots, ArmSetSlotsReplayExactlyAfterACrash) {
     at.Advance(t % 7 == 0 ? 60 : 1);
     return seen;
   };
-  std::vector<std::string> open_a, open_twin;
-  {
-    Node a(&fs, &clock);
-    ASSERT_TRUE(a.svc.CreateInstance(Create("x", config), &out).ok());
-    for (int t = 0; t < 60; ++t) {
-      ASSERT_EQ(play(a.svc, clock, t, &open_a), play(twin, twin_clock, t, &open_twin)) << t;
-      if (t == 30) {
-        ASSERT_TRUE(a.persistence->SnapshotAll().ok());
-      }
-    }
-    ASSERT_TRUE(a.persistence->storage()->Flush().ok());
-    fs.Crash();
-  }
-  Node b(&fs, &clock);
-  for (int t = 60; t < 120; ++t)
-    ASSERT_EQ(play(b.svc, clock, t, &open_a), play(twin, twin_clock, t, &open_twin)) << t;
-  EXPECT_EQ(Stats(b.svc, "x").updates(), Stats(twin, "x").updates());
-  EXPECT_GT(Stats(twin, "x").updates(), 60);
-  EXPECT_EQ(PolicyState(b.svc, "x"), PolicyState(twin, "x"));
+  testing::ReplaysAsATwinAfterACrash<std::vector<std::string>>(
+      config, 60, play, [](DecisionService& restarted, DecisionService& twin) {
+        EXPECT_EQ(Stats(restarted, "x").updates(), Stats(twin, "x").updates());
+        EXPECT_GT(Stats(twin, "x").updates(), 60);
+        EXPECT_EQ(PolicyState(restarted, "x"), PolicyState(twin, "x"));
+      });
 }
 
 // Named multi-slot decisions: each slot's vectors carry the slot's features and index as VW's

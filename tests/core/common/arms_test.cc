@@ -1,8 +1,8 @@
 // ArmSet, the finite arm set with stable ids, against a slow exact model (a vector of ids and
 // a vector of feature columns): a seeded random sequence of adds and removes keeps ids, slots,
 // lookups and features equal to the model's; refusals carry exact messages and change nothing;
-// Save/Restore round-trips. Also the id rule, the allowed-arms helpers against brute force,
-// and ArmMeans against the arithmetic mean.
+// Save/Restore round-trips, and a state repeating an arm id is refused. Also the id rule, the
+// allowed-arms helpers against brute force, and ArmMeans against the arithmetic mean.
 #include "core/arms.h"
 
 #include <gtest/gtest.h>
@@ -123,6 +123,34 @@ TEST(ArmSet, SaveRestoreRoundTripsIdsAndFeatures) {
   ArmSet untouched = FromIds({"only"}, ArmFeatures::kRequired);
   EXPECT_EQ(untouched.Restore(StateReader(st)).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(untouched.ids(), std::vector<std::string>{"only"});
+}
+
+TEST(ArmSet, RestoreRefusesAStateThatRepeatsAnArmIdAndChangesNothing) {
+  ArmSet set = FromIds({"p", "q", "r"}, ArmFeatures::kRequired);
+  v1::PolicyState st;
+  StateWriter w(&st, "t", 1);
+  set.Save(w);
+  ASSERT_EQ(st.arm_ids_size(), 3);
+  st.set_arm_ids(2, "p");  // p, q, p: the feature matrix still has one column per id
+  ArmSet untouched = FromIds({"only"}, ArmFeatures::kRequired);
+  EXPECT_EQ(untouched.Restore(StateReader(st)),
+            absl::InvalidArgumentError(
+                "the state's arm_ids[2] 'p' repeats arm_ids[0], expected unique arm ids"));
+  EXPECT_EQ(untouched.ids(), std::vector<std::string>{"only"});
+  EXPECT_EQ(untouched.features(), FromIds({"only"}, ArmFeatures::kRequired).features());
+  EXPECT_EQ(untouched.Find("only"), std::optional<int>(0));
+  EXPECT_EQ(untouched.Find("p"), std::nullopt);
+  // Without features too (ids only).
+  ArmSet plain = FromIds({"a", "b"});
+  v1::PolicyState ids_only;
+  StateWriter wi(&ids_only, "t", 1);
+  plain.Save(wi);
+  ids_only.set_arm_ids(1, "a");
+  EXPECT_EQ(plain.Restore(StateReader(ids_only)),
+            absl::InvalidArgumentError(
+                "the state's arm_ids[1] 'a' repeats arm_ids[0], expected unique arm ids"));
+  EXPECT_EQ(plain.ids(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(plain.Find("b"), std::optional<int>(1));
 }
 
 TEST(ArmIds, TheIdRuleAtItsBoundaries) {

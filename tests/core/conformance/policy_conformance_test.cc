@@ -29,8 +29,6 @@
 #include <string>
 #include <vector>
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
@@ -38,6 +36,7 @@
 #include "core/policy.h"
 #include "core/registry.h"
 #include "core/validate.h"
+#include "tests/common/deterministic_bytes.h"
 
 namespace bandit {
 namespace BANDIT_UNITY_ID {
@@ -77,14 +76,7 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.text; }
 std::string Snapshot(const Policy& p) {
   v1::PolicyState state;
   p.Save(&state);
-  std::string out;
-  {
-    google::protobuf::io::StringOutputStream raw(&out);
-    google::protobuf::io::CodedOutputStream coded(&raw);
-    coded.SetSerializationDeterministic(true);
-    state.SerializeToCodedStream(&coded);
-  }
-  return out;
+  return testing::DeterministicBytes(state);
 }
 
 // The config's `dimension` (the policy's own sub-message), read by reflection so no policy is

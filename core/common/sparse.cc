@@ -98,6 +98,18 @@ void Coalescer::FromDense(const Vector& x, CoalescedTerms* out) {
     }
 }
 
+void DiagonalScorer::SetWide(uint32_t i, double weight, double inv_precision) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  coord_[i] = Coord{nan, nan};  // a term that reads it makes the fast sums NaN
+  wide_[i] = Wide{weight, inv_precision};
+}
+
+DiagonalScorer::Wide DiagonalScorer::Figures(uint32_t i) const {
+  const Coord c = coord_[i];
+  if (std::isnan(c.weight)) return wide_.at(i);
+  return Wide{c.weight, c.inv_precision};
+}
+
 bool DiagonalScorer::Score(const SparseVector& x, double* mean, double* var, double* norm2) {
   const size_t n = x.index.size();
   if (x.value.size() != n) return false;
@@ -117,22 +129,21 @@ bool DiagonalScorer::Score(const SparseVector& x, double* mean, double* var, dou
     if (k + kAhead < n && x.index[k + kAhead] < d) __builtin_prefetch(&coord_[x.index[k + kAhead]]);
     const double xi = x.value[k];
     finite &= std::isfinite(xi);
-    const Coord& c = coord_[i];
-    m += xi * c.weight;
-    v += xi * xi * c.inv_precision;
+    const Coord c = coord_[i];
+    m += xi * static_cast<double>(c.weight);
+    v += xi * xi * static_cast<double>(c.inv_precision);
     s += xi * xi;
   }
   coalescer_.Unmark(x.index.data(), k);
-  if (k < n) {
-    // A repeat or a bad index: the exact path over the coalesced form (same sums, same order
-    // when there is no repeat).
-    if (!SparseIsValid(x, dimension())) return false;
+  if (k == n && !finite) return false;
+  if (k < n || std::isnan(m) || std::isnan(v)) {
+    // A repeat, a bad index or a coordinate held in double: the exact path over the coalesced
+    // form (same sums, same order when there is no repeat).
+    if (k < n && !SparseIsValid(x, dimension())) return false;
     coalescer_.Coalesce(x, &terms_);
     Score(terms_, &m, &v);
     s = 0;
     for (double xi : terms_.value) s += xi * xi;
-  } else if (!finite) {
-    return false;
   }
   *mean = m;
   *var = v;
@@ -143,14 +154,24 @@ bool DiagonalScorer::Score(const SparseVector& x, double* mean, double* var, dou
 void DiagonalScorer::Score(const CoalescedTerms& x, double* mean, double* var) const {
   double m = 0, v = 0;
   const size_t n = x.index.size();
-  // At 2^18 coordinates and more the pairs live beyond L2: ask for a later term's line early.
+  // At 2^18 coordinates and more the pairs live beyond L1: ask for a later term's line early.
   constexpr size_t kAhead = 16;
   for (size_t q = 0; q < n; ++q) {
     if (q + kAhead < n) __builtin_prefetch(&coord_[x.index[q + kAhead]]);
-    const Coord& c = coord_[x.index[q]];
+    const Coord c = coord_[x.index[q]];
     const double xi = x.value[q];
-    m += xi * c.weight;
-    v += xi * xi * c.inv_precision;
+    m += xi * static_cast<double>(c.weight);
+    v += xi * xi * static_cast<double>(c.inv_precision);
+  }
+  if (std::isnan(m) || std::isnan(v)) {
+    // A coordinate held in double (NaN-marked): the same sums with its double figures.
+    m = v = 0;
+    for (size_t q = 0; q < n; ++q) {
+      const Wide c = Figures(x.index[q]);
+      const double xi = x.value[q];
+      m += xi * c.weight;
+      v += xi * xi * c.inv_precision;
+    }
   }
   *mean = m;
   *var = v;

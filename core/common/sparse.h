@@ -52,6 +52,8 @@ class Coalescer {
 
  private:
   friend class DiagonalScorer;  // its one-pass Score uses the bitmap
+  // Empties the table of positions, sized for a vector of n terms.
+  void StartTable(size_t n);
   // The position in the coalesced output of `index`, for a vector that repeats one.
   uint32_t& PositionOf(uint32_t index);
   // Clears the bitmap's marks of `n` indices (each marked once), for the next vector.
@@ -139,6 +141,10 @@ class DiagonalScorer {
            (a >= std::numeric_limits<float>::min() || v == 0);
   }
   void SetWide(uint32_t i, double weight, double inv_precision);
+  // x's coalesced form into terms_, given that x's terms [0, k) are distinct and marked in the
+  // bitmap and `valid` says whether their values are input numbers: false unless x is valid
+  // (SparseIsValid). Leaves the bitmap clear.
+  bool CoalesceFrom(const SparseVector& x, size_t k, bool valid);
   // The figures of coordinate i in double precision: the held pair, or the double beside it.
   Wide Figures(uint32_t i) const;
   std::vector<Coord> coord_;

@@ -125,6 +125,22 @@ TEST_F(DiagonalScorerTest, OnePassEqualsTheCoalescedFormBitForBit) {
   }
   EXPECT_GT(with_repeats, 100);  // both paths taken
   EXPECT_LT(with_repeats, 290);
+  // 0 to 12 repeats in an otherwise distinct vector, at its start, middle and end: a repeat is
+  // found by a scan of the terms so far for the first few, then through the table.
+  for (int repeats = 0; repeats <= 12; ++repeats) {
+    for (int where = 0; where < 3; ++where) {
+      SparseVector x;
+      for (uint32_t k = 0; k < 200; ++k) {
+        x.index.push_back((k * 97 + 11) % kDimension);  // distinct
+        x.value.push_back(std::ldexp(1.0 + k, -3));
+      }
+      for (int r = 0; r < repeats; ++r) {
+        const size_t at = where == 0 ? 1 + r : where == 1 ? 100 + r : 199 - r;
+        x.index[at] = x.index[r % (where == 0 ? 1 : 50)];
+      }
+      ExpectScoresExactly(x);
+    }
+  }
 }
 
 TEST_F(DiagonalScorerTest, RefusesBadInputAndScoresTheNextOneExactly) {
@@ -137,9 +153,20 @@ TEST_F(DiagonalScorerTest, RefusesBadInputAndScoresTheNextOneExactly) {
   SparseVector infinite_after_repeat = good;
   infinite_after_repeat.index[10] = infinite_after_repeat.index[5];
   infinite_after_repeat.value[90] = std::numeric_limits<double>::infinity();
+  SparseVector bad_index_after_repeat = infinite_after_repeat;
+  bad_index_after_repeat.value[90] = 1;
+  bad_index_after_repeat.index[80] = kDimension;
+  // Finite, but beyond the input bound (IsInputNumber): refused as SparseIsValid refuses it,
+  // with and without a repeat before it.
+  SparseVector too_large = good;
+  too_large.value[50] = 1e200;
+  SparseVector too_large_after_repeat = infinite_after_repeat;
+  too_large_after_repeat.value[90] = -1e101;
   SparseVector mismatched = good;
   mismatched.value.pop_back();
-  for (const SparseVector* x : {&bad_index, &not_finite, &infinite_after_repeat, &mismatched}) {
+  for (const SparseVector* x : {&bad_index, &not_finite, &infinite_after_repeat,
+                                &bad_index_after_repeat, &too_large, &too_large_after_repeat,
+                                &mismatched}) {
     double mean = 7, var = 7, norm2 = 7;
     EXPECT_FALSE(scorer_.Score(*x, &mean, &var, &norm2));
     EXPECT_EQ(mean, 7);  // nothing written

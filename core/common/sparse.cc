@@ -102,19 +102,8 @@ void Coalescer::FromDense(const Vector& x, CoalescedTerms* out) {
     }
 }
 
-void DiagonalScorer::SetWide(uint32_t i, double weight, double inv_precision) {
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  coord_[i] = Coord{nan, nan};  // a term that reads it makes the fast sums NaN
-  wide_[i] = Wide{weight, inv_precision};
-}
-
-DiagonalScorer::Wide DiagonalScorer::Figures(uint32_t i) const {
-  const Coord c = coord_[i];
-  if (std::isnan(c.weight)) return wide_.at(i);
-  return Wide{c.weight, c.inv_precision};
-}
-
-bool DiagonalScorer::Score(const SparseVector& x, double* mean, double* var, double* norm2) {
+bool DiagonalScorer::Score(const SparseVector& x, FiguresOf figures, double* mean, double* var,
+                           double* norm2) {
   const size_t n = x.index.size();
   if (x.value.size() != n) return false;
   const uint64_t d = static_cast<uint64_t>(dimension());
@@ -145,13 +134,13 @@ bool DiagonalScorer::Score(const SparseVector& x, double* mean, double* var, dou
       // A coordinate held in double: the same sums in the same order with its figures.
       terms_.index.assign(x.index.begin(), x.index.end());
       terms_.value.assign(x.value.begin(), x.value.end());
-      Score(terms_, &m, &v);
+      Score(terms_, figures, &m, &v);
     }
   } else {
     // A bad index, or a repeat: terms [0, k) are first appearances, marked in the bitmap, so
     // the coalesced form goes on from k (checking the rest), then is scored exactly.
     if (!CoalesceFrom(x, k, valid)) return false;
-    Score(terms_, &m, &v);
+    Score(terms_, figures, &m, &v);
     s = 0;
     for (double xi : terms_.value) s += xi * xi;
   }
@@ -209,7 +198,8 @@ bool DiagonalScorer::CoalesceFrom(const SparseVector& x, size_t k, bool valid) {
   return valid;
 }
 
-void DiagonalScorer::Score(const CoalescedTerms& x, double* mean, double* var) const {
+void DiagonalScorer::Score(const CoalescedTerms& x, FiguresOf figures, double* mean,
+                           double* var) const {
   double m = 0, v = 0;
   const size_t n = x.index.size();
   // At 2^18 coordinates and more the pairs live beyond L1: ask for a later term's line early.
@@ -222,10 +212,13 @@ void DiagonalScorer::Score(const CoalescedTerms& x, double* mean, double* var) c
     v += xi * xi * static_cast<double>(c.inv_precision);
   }
   if (std::isnan(m) || std::isnan(v)) {
-    // A coordinate held in double (NaN-marked): the same sums with its double figures.
+    // A coordinate single precision does not hold (NaN-marked): the same sums with its double
+    // figures.
     m = v = 0;
     for (size_t q = 0; q < n; ++q) {
-      const Wide c = Figures(x.index[q]);
+      const Coord& held = coord_[x.index[q]];
+      const Figures c =
+          IsWide(held) ? figures(x.index[q]) : Figures{held.weight, held.inv_precision};
       const double xi = x.value[q];
       m += xi * c.weight;
       v += xi * xi * c.inv_precision;

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
@@ -80,27 +80,37 @@ class Coalescer {
 // precision from the rounded figures, so the mean and the variance differ from the same
 // formulas over the double figures by a relative 2^-24 of their terms (see Score). A figure that
 // single precision cannot hold to its relative precision (beyond FLT_MAX, or nonzero below
-// FLT_MIN: extreme inputs) is kept in double beside the array, the pair marked NaN, and a
-// candidate that meets a mark is scored again from the doubles.
+// FLT_MIN: extreme inputs) marks its pair NaN; a candidate that meets a mark is scored again
+// with that coordinate's double figures, which the caller computes from its state of record
+// (FiguresOf), so no memory beyond the array is ever taken.
 class DiagonalScorer {
  public:
+  // A coordinate's figures in double precision.
+  struct Figures {
+    double weight;
+    double inv_precision;
+  };
+  // The figures the caller passed to Set(i, ...) last, computed again from its state: asked for
+  // the coordinates single precision does not hold.
+  using FiguresOf = absl::FunctionRef<Figures(uint32_t)>;
+
   DiagonalScorer(int64_t dimension, double weight, double inv_precision)
       : coord_(dimension), coalescer_(dimension) {
-    // Every coordinate starts at the same figures: one decision for all of them.
+    // Every coordinate starts at the same figures.
     Set(0, weight, inv_precision);
-    if (wide_.empty()) {
-      std::fill(coord_.begin(), coord_.end(), coord_[0]);
-    } else {
-      for (int64_t i = 1; i < dimension; ++i) Set(static_cast<uint32_t>(i), weight, inv_precision);
-    }
+    std::fill(coord_.begin(), coord_.end(), coord_[0]);
+    wide_count_ = IsWide(coord_[0]) ? dimension : 0;
   }
   void Set(uint32_t i, double weight, double inv_precision) {
     const float w = static_cast<float>(weight), p = static_cast<float>(inv_precision);
+    const bool was_wide = IsWide(coord_[i]);
     if (Holds(weight, w) && Holds(inv_precision, p)) {
       coord_[i] = Coord{w, p};
-      if (!wide_.empty()) wide_.erase(i);
+      wide_count_ -= was_wide;
     } else {
-      SetWide(i, weight, inv_precision);
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      coord_[i] = Coord{nan, nan};  // a term that reads it makes the one-pass sums NaN
+      wide_count_ += !was_wide;
     }
   }
   // mean = sum_i x_i w_i, var = sum_i x_i^2 / a_i and norm2 = sum_i x_i^2 over x's coordinates
@@ -110,29 +120,25 @@ class DiagonalScorer {
   // plus the double sums' own rounding.
   // Checks x as it goes: false, and nothing written, unless SparseIsValid(x, dimension()).
   // A vector without repeats (most hashed vectors) is read once: checked, told apart from a
-  // repeat and scored in one pass; one with a repeat is coalesced first.
-  bool Score(const SparseVector& x, double* mean, double* var, double* norm2);
-  void Score(const CoalescedTerms& x, double* mean, double* var) const;
+  // repeat and scored in one pass; one with a repeat is coalesced on from the repeat.
+  bool Score(const SparseVector& x, FiguresOf figures, double* mean, double* var, double* norm2);
+  void Score(const CoalescedTerms& x, FiguresOf figures, double* mean, double* var) const;
   // x's coordinates, as Coalescer::Coalesce.
   void Coalesce(const SparseVector& x, CoalescedTerms* out) { coalescer_.Coalesce(x, out); }
   int64_t dimension() const { return static_cast<int64_t>(coord_.size()); }
-  // The scoring pairs, the coalescer's bitmap and the figures kept in double.
+  // The scoring pairs and the coalescer's bitmap.
   int64_t bytes() const {
-    return dimension() * static_cast<int64_t>(sizeof(Coord)) + coalescer_.bytes() +
-           static_cast<int64_t>(wide_.capacity() * sizeof(std::pair<uint32_t, Wide>));
+    return dimension() * static_cast<int64_t>(sizeof(Coord)) + coalescer_.bytes();
   }
-  // How many coordinates' figures single precision does not hold (kept in double).
-  int64_t wide_count() const { return static_cast<int64_t>(wide_.size()); }
+  // How many coordinates' figures single precision does not hold (scored from FiguresOf).
+  int64_t wide_count() const { return wide_count_; }
 
  private:
   struct Coord {
     float weight;
     float inv_precision;
   };
-  struct Wide {
-    double weight;
-    double inv_precision;
-  };
+  static bool IsWide(const Coord& c) { return std::isnan(c.weight); }
   // Whether f, the single-precision rounding of v, keeps v to single precision's relative
   // precision: finite and, unless v is 0, normal (a subnormal or a flush to 0 loses digits).
   static bool Holds(double v, float f) {
@@ -140,15 +146,12 @@ class DiagonalScorer {
     return a <= std::numeric_limits<float>::max() &&
            (a >= std::numeric_limits<float>::min() || v == 0);
   }
-  void SetWide(uint32_t i, double weight, double inv_precision);
   // x's coalesced form into terms_, given that x's terms [0, k) are distinct and marked in the
   // bitmap and `valid` says whether their values are input numbers: false unless x is valid
   // (SparseIsValid). Leaves the bitmap clear.
   bool CoalesceFrom(const SparseVector& x, size_t k, bool valid);
-  // The figures of coordinate i in double precision: the held pair, or the double beside it.
-  Wide Figures(uint32_t i) const;
   std::vector<Coord> coord_;
-  absl::flat_hash_map<uint32_t, Wide> wide_;
+  int64_t wide_count_ = 0;
   Coalescer coalescer_;
   CoalescedTerms terms_;  // scratch
 };

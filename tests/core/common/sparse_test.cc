@@ -86,6 +86,10 @@ class DiagonalScorerTest : public ::testing::Test {
     if (!Holds(w) || !Holds(p)) return {w, p};
     return {static_cast<float>(w), static_cast<float>(p)};
   }
+  // The double figures the scorer asks for where single precision does not hold them.
+  auto figures() const {
+    return [this](uint32_t i) { return DiagonalScorer::Figures{weight_[i], inv_precision_[i]}; };
+  }
   void Set(uint32_t i, double weight, double inv_precision) {
     weight_[i] = weight;
     inv_precision_[i] = inv_precision;
@@ -104,7 +108,7 @@ class DiagonalScorerTest : public ::testing::Test {
   }
   void ExpectScoresExactly(const SparseVector& x) {
     double mean = -1, var = -1, norm2 = -1, m, v, n2;
-    ASSERT_TRUE(scorer_.Score(x, &mean, &var, &norm2));
+    ASSERT_TRUE(scorer_.Score(x, figures(), &mean, &var, &norm2));
     Slow(x, &m, &v, &n2);
     EXPECT_EQ(mean, m);
     EXPECT_EQ(var, v);
@@ -168,7 +172,7 @@ TEST_F(DiagonalScorerTest, RefusesBadInputAndScoresTheNextOneExactly) {
                                 &bad_index_after_repeat, &too_large, &too_large_after_repeat,
                                 &mismatched}) {
     double mean = 7, var = 7, norm2 = 7;
-    EXPECT_FALSE(scorer_.Score(*x, &mean, &var, &norm2));
+    EXPECT_FALSE(scorer_.Score(*x, figures(), &mean, &var, &norm2));
     EXPECT_EQ(mean, 7);  // nothing written
     EXPECT_FALSE(SparseIsValid(*x, kDimension));
     EXPECT_FALSE(CheckSparse("x", *x, kDimension).ok());
@@ -185,9 +189,8 @@ TEST_F(DiagonalScorerTest, RefusesBadInputAndScoresTheNextOneExactly) {
 }
 
 // Figures that single precision cannot hold (beyond FLT_MAX, subnormal or flushed to 0 in
-// float) are kept in double and score exactly as the double figures, on both paths (one pass
-// and coalesced); set back to ordinary figures, the coordinate is held in single precision
-// again.
+// float) are scored with the caller's double figures, exactly, on both paths (one pass and
+// coalesced); set back to ordinary figures, the coordinate is held in single precision again.
 TEST_F(DiagonalScorerTest, FiguresBeyondSinglePrecisionScoreInDouble) {
   EXPECT_EQ(scorer_.wide_count(), 0);
   const int64_t narrow_bytes = scorer_.bytes();
@@ -195,17 +198,17 @@ TEST_F(DiagonalScorerTest, FiguresBeyondSinglePrecisionScoreInDouble) {
   const double fmin = std::numeric_limits<float>::min();
   // weight, inverse precision: each out of single precision's range in a different way, and
   // the edge cases that it still holds (FLT_MAX and FLT_MIN themselves, zero).
-  const std::vector<std::pair<double, double>> figures = {
+  const std::vector<std::pair<double, double>> extreme = {
       {1e39, 1.0},  {-3 * fmax, 0.5}, {1e-39, 1.0},   {0.5, 1e-300}, {0.25, 1e45},
       {fmax, fmin}, {0.0, 1.0},       {-fmin, 1e-3}};
   std::vector<uint32_t> coords;
-  for (size_t q = 0; q < figures.size(); ++q) {
+  for (size_t q = 0; q < extreme.size(); ++q) {
     const uint32_t i = static_cast<uint32_t>(37 * q + 5);
     coords.push_back(i);
-    Set(i, figures[q].first, figures[q].second);
+    Set(i, extreme[q].first, extreme[q].second);
   }
   EXPECT_EQ(scorer_.wide_count(), 5);
-  EXPECT_GT(scorer_.bytes(), narrow_bytes);
+  EXPECT_EQ(scorer_.bytes(), narrow_bytes);  // their double figures come from the caller
   std::mt19937_64 rng(13);
   for (int round = 0; round < 40; ++round) {
     SparseVector x = RandomVector(rng, kDimension, 30, round % 2 ? kDimension : 400);
@@ -214,7 +217,7 @@ TEST_F(DiagonalScorerTest, FiguresBeyondSinglePrecisionScoreInDouble) {
     ExpectScoresExactly(x);
     double mean, var;
     CoalescedTerms terms = SlowCoalesce(x);
-    scorer_.Score(terms, &mean, &var);
+    scorer_.Score(terms, figures(), &mean, &var);
     double m, v, n2;
     Slow(x, &m, &v, &n2);
     EXPECT_EQ(mean, m);
@@ -234,7 +237,7 @@ TEST_F(DiagonalScorerTest, SinglePrecisionWithinItsStatedBound) {
   for (int round = 0; round < 200; ++round) {
     const SparseVector x = RandomVector(rng, kDimension, 1 + round % 400, kDimension);
     double mean, var, norm2;
-    ASSERT_TRUE(scorer_.Score(x, &mean, &var, &norm2));
+    ASSERT_TRUE(scorer_.Score(x, figures(), &mean, &var, &norm2));
     const CoalescedTerms t = SlowCoalesce(x);
     double m = 0, v = 0, abs_m = 0;
     for (size_t q = 0; q < t.index.size(); ++q) {

@@ -60,23 +60,27 @@ int64_t Thompson(const PolicyConfig& c) {
 // The diagonal forms' Coalescer: one bit per coordinate, in 64-bit words.
 int64_t CoalescingBitmap(int64_t d) { return (d + 63) / 64 * 8; }
 
+// The diagonal forms' scoring pairs: each coordinate's weight and inverse precision in single
+// precision (two floats).
+int64_t ScoringPairs(int64_t d) { return d * 2 * static_cast<int64_t>(sizeof(float)); }
+
 // LinUCB: A^-1 (d x d), b and theta (d each), the update count. The diagonal form: diag(A) and
-// b, and each coordinate's weight and 1/a_i side by side for scoring (4 doubles per coordinate),
-// and the sparse inputs' coalescing bitmap (1 bit per coordinate).
+// b, each coordinate's weight and 1/a_i side by side for scoring, and the sparse inputs'
+// coalescing bitmap (1 bit per coordinate).
 int64_t LinUcb(const PolicyConfig& c) {
   const int64_t d = NonNegative(c.linucb().dimension());
   if (c.linucb().covariance() == bandit::v1::COVARIANCE_DIAGONAL)
-    return Doubles(4 * d) + CoalescingBitmap(d) + kCounter;
+    return Doubles(2 * d) + ScoringPairs(d) + CoalescingBitmap(d) + kCounter;
   return Doubles(d * d + 2 * d) + kCounter;
 }
 // GLB-OMD, DOMD-GLB: H and H^-1 (d x d), theta (d), the round counter. The diagonal form: theta
-// and diag(H), the scoring pairs (4 doubles per coordinate), and per coordinate its place in
+// and diag(H), the scoring pairs, and per coordinate its place in
 // the support (reserved at d, 4 bytes), a membership flag (1) and the projection's scratch
 // position (8), and the coalescing bitmap.
 int64_t GlbOmd(const PolicyConfig& c) {
   const int64_t d = NonNegative(c.glb_omd().dimension());
   if (c.glb_omd().covariance() == bandit::v1::COVARIANCE_DIAGONAL)
-    return d * (Doubles(4) + 4 + 1 + 8) + CoalescingBitmap(d) + kCounter;
+    return d * (Doubles(2) + 4 + 1 + 8) + ScoringPairs(d) + CoalescingBitmap(d) + kCounter;
   return Doubles(2 * d * d + d) + kCounter;
 }
 int64_t DomdGlb(const PolicyConfig& c) {

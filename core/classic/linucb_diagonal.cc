@@ -26,16 +26,20 @@ absl::StatusOr<Decision> LinUcbDiagonal::Select(const SelectContext& ctx) {
       if (ctx.candidates[i].size() != d || !IsInputVector(ctx.candidates[i]))
         return CheckVector(absl::StrCat("candidates[", i, "]"), ctx.candidates[i], d);
   UcbChoice choice(n, ctx.want_scores);
+  // What Update and Restore hand the scorer, for a coordinate single precision cannot hold.
+  const auto figures = [this](uint32_t j) {
+    return DiagonalScorer::Figures{b_[j] / a_[j], 1.0 / a_[j]};
+  };
   for (int i = 0; i < n; ++i) {
     // mean = x'theta, var = ||x||^2 in diag(A)^{-1}
     double mean = 0, var = 0, norm2 = 0;
     if (sparse) {
       // Checked as scored: Select changes no state, so an error part-way leaves nothing behind.
-      if (!scorer_.Score(ctx.sparse_candidates[i], &mean, &var, &norm2))
+      if (!scorer_.Score(ctx.sparse_candidates[i], figures, &mean, &var, &norm2))
         return CheckSparse(absl::StrCat("candidates[", i, "]"), ctx.sparse_candidates[i], d);
     } else {
       Coalescer::FromDense(ctx.candidates[i], &terms_);
-      scorer_.Score(terms_, &mean, &var);
+      scorer_.Score(terms_, figures, &mean, &var);
     }
     choice.Offer(i, mean, alpha_ * std::sqrt(var));
   }

@@ -7,7 +7,7 @@
 // Exact when the features never share a round (one-hot arms); otherwise the cross terms of A are
 // dropped, so theta is a per-coordinate ridge estimate rather than the joint one and the width
 // ignores correlations. Cost: O(nnz) per candidate and per update, state O(d) (a and b, and
-// theta and 1/a kept beside them for scoring).
+// theta and 1/a kept beside them for scoring, in single precision: core/common/sparse.h).
 // Candidates and the chosen features may be sparse (Policy::TakesSparse) or dense. Deterministic:
 // the lowest-index maximiser is chosen, propensity 1.
 #pragma once
@@ -47,7 +47,8 @@ class LinUcbDiagonal final : public Policy {
   Vector a_;  // diag(A)
   Vector b_;  // sum r x
   int64_t updates_ = 0;
-  // theta_i = b_i / a_i and 1 / a_i, kept with every change of a and b (derived, not saved).
+  // theta_i = b_i / a_i and 1 / a_i, kept with every change of a and b (derived, not saved;
+  // single precision, set from the same doubles on Restore).
   DiagonalScorer scorer_;
   CoalescedTerms terms_;  // scratch
 };

@@ -56,17 +56,7 @@ void Coalescer::Coalesce(const SparseVector& x, CoalescedTerms* out) {
       continue;
     }
     if (!indexed) {
-      // Sized for the whole vector: every later first appearance is inserted too.
-      size_t cap = 16;
-      while (cap < 2 * n) cap *= 2;
-      if (table_.size() < cap) {
-        table_.assign(cap, Slot{0, 0, 0});
-        stamp_now_ = 0;
-      }
-      if (++stamp_now_ == 0) {  // wrapped: every old stamp could look current
-        for (Slot& s : table_) s.stamp = 0;
-        stamp_now_ = 1;
-      }
+      StartTable(n);
       for (size_t q = 0; q < m; ++q) PositionOf(index[q]) = static_cast<uint32_t>(q);
       indexed = true;
     }
@@ -75,6 +65,20 @@ void Coalescer::Coalesce(const SparseVector& x, CoalescedTerms* out) {
   Unmark(index, m);
   out->index.resize(m);
   out->value.resize(m);
+}
+
+void Coalescer::StartTable(size_t n) {
+  // Sized for the whole vector: every later first appearance is inserted too.
+  size_t cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  if (table_.size() < cap) {
+    table_.assign(cap, Slot{0, 0, 0});
+    stamp_now_ = 0;
+  }
+  if (++stamp_now_ == 0) {  // wrapped: every old stamp could look current
+    for (Slot& s : table_) s.stamp = 0;
+    stamp_now_ = 1;
+  }
 }
 
 uint32_t& Coalescer::PositionOf(uint32_t index) {
@@ -98,14 +102,15 @@ void Coalescer::FromDense(const Vector& x, CoalescedTerms* out) {
     }
 }
 
-bool DiagonalScorer::Score(const SparseVector& x, double* mean, double* var, double* norm2) {
+bool DiagonalScorer::Score(const SparseVector& x, FiguresOf figures, double* mean, double* var,
+                           double* norm2) {
   const size_t n = x.index.size();
   if (x.value.size() != n) return false;
   const uint64_t d = static_cast<uint64_t>(dimension());
   uint64_t* seen = coalescer_.seen_.data();
   constexpr size_t kAhead = 16;  // see Score(CoalescedTerms)
   double m = 0, v = 0, s = 0;
-  bool finite = true;
+  bool valid = true;  // every value an input number (IsInputNumber), as SparseIsValid asks
   size_t k = 0;
   for (; k < n; ++k) {
     const uint32_t i = x.index[k];
@@ -116,23 +121,28 @@ bool DiagonalScorer::Score(const SparseVector& x, double* mean, double* var, dou
     word |= bit;
     if (k + kAhead < n && x.index[k + kAhead] < d) __builtin_prefetch(&coord_[x.index[k + kAhead]]);
     const double xi = x.value[k];
-    finite &= std::isfinite(xi);
-    const Coord& c = coord_[i];
-    m += xi * c.weight;
-    v += xi * xi * c.inv_precision;
+    valid &= IsInputNumber(xi);
+    const Coord c = coord_[i];
+    m += xi * static_cast<double>(c.weight);
+    v += xi * xi * static_cast<double>(c.inv_precision);
     s += xi * xi;
   }
-  coalescer_.Unmark(x.index.data(), k);
-  if (k < n) {
-    // A repeat or a bad index: the exact path over the coalesced form (same sums, same order
-    // when there is no repeat).
-    if (!SparseIsValid(x, dimension())) return false;
-    coalescer_.Coalesce(x, &terms_);
-    Score(terms_, &m, &v);
+  if (k == n) {
+    coalescer_.Unmark(x.index.data(), n);
+    if (!valid) return false;
+    if (std::isnan(m) || std::isnan(v)) {
+      // A coordinate held in double: the same sums in the same order with its figures.
+      terms_.index.assign(x.index.begin(), x.index.end());
+      terms_.value.assign(x.value.begin(), x.value.end());
+      Score(terms_, figures, &m, &v);
+    }
+  } else {
+    // A bad index, or a repeat: terms [0, k) are first appearances, marked in the bitmap, so
+    // the coalesced form goes on from k (checking the rest), then is scored exactly.
+    if (!CoalesceFrom(x, k, valid)) return false;
+    Score(terms_, figures, &m, &v);
     s = 0;
     for (double xi : terms_.value) s += xi * xi;
-  } else if (!finite) {
-    return false;
   }
   *mean = m;
   *var = v;
@@ -140,17 +150,79 @@ bool DiagonalScorer::Score(const SparseVector& x, double* mean, double* var, dou
   return true;
 }
 
-void DiagonalScorer::Score(const CoalescedTerms& x, double* mean, double* var) const {
+bool DiagonalScorer::CoalesceFrom(const SparseVector& x, size_t k, bool valid) {
+  // A repeat is found by a linear scan of the terms so far while repeats are few (hashed
+  // features collide once or twice in a vector), then through the coalescer's table: O(n) for
+  // any vector, and no table built for the usual single repeat.
+  constexpr int kScans = 4;
+  const size_t n = x.index.size();
+  const uint64_t d = static_cast<uint64_t>(dimension());
+  uint64_t* seen = coalescer_.seen_.data();
+  terms_.index.assign(x.index.begin(), x.index.begin() + k);
+  terms_.value.assign(x.value.begin(), x.value.begin() + k);
+  int scans = 0;
+  bool indexed = false;  // whether the coalescer's table holds the positions
+  for (; k < n && valid; ++k) {
+    const uint32_t i = x.index[k];
+    if (i >= d) {
+      valid = false;
+      break;
+    }
+    const double xi = x.value[k];
+    valid &= IsInputNumber(xi);
+    uint64_t& word = seen[i >> 6];
+    const uint64_t bit = uint64_t{1} << (i & 63);
+    if (!(word & bit)) {
+      word |= bit;
+      if (indexed) coalescer_.PositionOf(i) = static_cast<uint32_t>(terms_.index.size());
+      terms_.index.push_back(i);
+      terms_.value.push_back(xi);
+      continue;
+    }
+    if (!indexed && scans < kScans) {
+      ++scans;
+      const size_t q = static_cast<size_t>(
+          std::find(terms_.index.begin(), terms_.index.end(), i) - terms_.index.begin());
+      terms_.value[q] += xi;
+      continue;
+    }
+    if (!indexed) {
+      coalescer_.StartTable(n);
+      for (size_t q = 0; q < terms_.index.size(); ++q)
+        coalescer_.PositionOf(terms_.index[q]) = static_cast<uint32_t>(q);
+      indexed = true;
+    }
+    terms_.value[coalescer_.PositionOf(i)] += xi;
+  }
+  coalescer_.Unmark(terms_.index.data(), terms_.index.size());
+  return valid;
+}
+
+void DiagonalScorer::Score(const CoalescedTerms& x, FiguresOf figures, double* mean,
+                           double* var) const {
   double m = 0, v = 0;
   const size_t n = x.index.size();
-  // At 2^18 coordinates and more the pairs live beyond L2: ask for a later term's line early.
+  // At 2^18 coordinates and more the pairs live beyond L1: ask for a later term's line early.
   constexpr size_t kAhead = 16;
   for (size_t q = 0; q < n; ++q) {
     if (q + kAhead < n) __builtin_prefetch(&coord_[x.index[q + kAhead]]);
-    const Coord& c = coord_[x.index[q]];
+    const Coord c = coord_[x.index[q]];
     const double xi = x.value[q];
-    m += xi * c.weight;
-    v += xi * xi * c.inv_precision;
+    m += xi * static_cast<double>(c.weight);
+    v += xi * xi * static_cast<double>(c.inv_precision);
+  }
+  if (std::isnan(m) || std::isnan(v)) {
+    // A coordinate single precision does not hold (NaN-marked): the same sums with its double
+    // figures.
+    m = v = 0;
+    for (size_t q = 0; q < n; ++q) {
+      const Coord& held = coord_[x.index[q]];
+      const Figures c =
+          IsWide(held) ? figures(x.index[q]) : Figures{held.weight, held.inv_precision};
+      const double xi = x.value[q];
+      m += xi * c.weight;
+      v += xi * xi * c.inv_precision;
+    }
   }
   *mean = m;
   *var = v;

@@ -54,18 +54,22 @@ absl::StatusOr<Decision> GlbOmdDiagonal::Select(const SelectContext& ctx) {
   const double beta = Beta();
   Vector ucb(n), logit(n);
   int arm = -1;
+  // What Update and Restore hand the scorer, for a coordinate single precision cannot hold.
+  const auto figures = [this](uint32_t j) {
+    return DiagonalScorer::Figures{theta_[j], 1.0 / h_[j]};
+  };
   for (int i = 0; i < n; ++i) {
     // Checked as scored: Select changes no state, so an error part-way leaves nothing behind.
     const auto field = [i] { return absl::StrCat("candidates[", i, "]"); };
     double z = 0, w2 = 0;  // x'theta_t, ||x||^2 in diag(H_t)^{-1}
     if (sparse) {
       double n2 = 0;
-      if (!scorer_.Score(ctx.sparse_candidates[i], &z, &w2, &n2))
+      if (!scorer_.Score(ctx.sparse_candidates[i], figures, &z, &w2, &n2))
         return CheckSparse(field(), ctx.sparse_candidates[i], p_.d);
       if (auto s = CheckNorm(field, n2); !s.ok()) return s;
     } else {
       if (auto s = Terms(field, nullptr, &ctx.candidates[i], &terms_); !s.ok()) return s;
-      scorer_.Score(terms_, &z, &w2);
+      scorer_.Score(terms_, figures, &z, &w2);
     }
     logit[i] = z;
     ucb[i] = z + beta * std::sqrt(w2);            // eq. (6)

@@ -66,7 +66,8 @@ class GlbOmdDiagonal final : public Policy {
   Vector h_;             // diag(H_t)
   int64_t t_ = 0;        // updates so far; the next round is t_ + 1
   double norm2_ = 0;     // ||theta_t||^2, kept with theta (recomputed on Restore)
-  // theta_i and 1 / h_i, kept with every change of theta and h (derived, not saved).
+  // theta_i and 1 / h_i, kept with every change of theta and h (derived, not saved; single
+  // precision, set from the same doubles on Restore: core/common/sparse.h).
   DiagonalScorer scorer_;
   CoalescedTerms terms_;  // scratch
   // Coordinates ever touched by an update (theta is 0 elsewhere), in order of first touch: the

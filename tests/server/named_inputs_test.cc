@@ -597,9 +597,9 @@ TEST(NamedInputs, DiagonalPolicyAtBits18DecidesAsTheCorePolicyOnTheSparseVectors
   v1::GetInstanceRequest get;
   get.set_name("d");
   ASSERT_TRUE(svc.GetInstance(get, &out).ok());
-  // O(2^bits) state: diag(A) and b, theta and 1/a beside them for scoring, and the coalescing
-  // bitmap (1 bit per coordinate).
-  EXPECT_EQ(out.stats().state_bytes(), (int64_t{1} << 18) * (16 + 16) + (int64_t{1} << 18) / 8 + 8);
+  // O(2^bits) state: diag(A) and b, theta and 1/a beside them for scoring (single precision),
+  // and the coalescing bitmap (1 bit per coordinate).
+  EXPECT_EQ(out.stats().state_bytes(), (int64_t{1} << 18) * (16 + 8) + (int64_t{1} << 18) / 8 + 8);
   const Vector w = (*core)->Weights();
   ASSERT_EQ(out.weights_size(), w.size());
   for (int j = 0; j < w.size(); ++j) ASSERT_EQ(out.weights(j), w[j]) << j;

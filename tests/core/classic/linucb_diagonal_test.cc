@@ -88,9 +88,9 @@ TEST(LinUcbDiagonal, FactoryBoundsAndForm) {
   EXPECT_TRUE(p->TakesSparse());
   EXPECT_NE(dynamic_cast<LinUcbDiagonal*>(p.get()), nullptr);
   // State O(d): a and b (8 bytes each per coordinate), theta and 1/a beside them for scoring
-  // (16 bytes per coordinate), the sparse inputs' coalescing bitmap (1 bit per coordinate), the
-  // update count.
-  EXPECT_EQ(p->StateBytes(), (int64_t{1} << 18) * (16 + 16) + (int64_t{1} << 18) / 8 + 8);
+  // (single precision: 8 bytes per coordinate), the sparse inputs' coalescing bitmap (1 bit per
+  // coordinate), the update count.
+  EXPECT_EQ(p->StateBytes(), (int64_t{1} << 18) * (16 + 8) + (int64_t{1} << 18) / 8 + 8);
   // The full form keeps its bound and says what to use beyond it.
   auto full = CreatePolicy(Config(1 << 18, 1.0, 1.0, false), 1);
   ASSERT_EQ(full.status().code(), absl::StatusCode::kInvalidArgument);
@@ -105,7 +105,11 @@ TEST(LinUcbDiagonal, FactoryBoundsAndForm) {
 }
 
 // Same data through the policy (sparse vectors with repeated indices, and dense vectors) and
-// through the slow formula: the same decisions, bit-identical state, scores to rounding.
+// through the slow formula: the same decisions, bit-identical state, scores within the bound of
+// the policy's single-precision scoring figures (theta_i and 1/a_i rounded to float, each
+// product and sum in double: a relative 2^-24 of sum_i |x_i theta_i| in the mean and of the
+// variance, so at most alpha sqrt(var) 2^-25 in the width), plus the double sums' rounding.
+// The decisions agree exactly: no two arms of this seeded data score within that bound.
 TEST(LinUcbDiagonal, MatchesSlowDiagonalFormula) {
   const int d = 64, arms = 8;
   const double lambda = 0.5, alpha = 0.8;
@@ -139,8 +143,15 @@ TEST(LinUcbDiagonal, MatchesSlowDiagonalFormula) {
     ASSERT_EQ(ds->arm, arm) << "round " << t;
     ASSERT_EQ(dd->arm, arm) << "round " << t;
     for (int i = 0; i < arms; ++i) {
-      EXPECT_NEAR(ds->scores[i], scores[i], 1e-12 * (1 + std::abs(scores[i])));
-      EXPECT_NEAR(dd->scores[i], scores[i], 1e-12 * (1 + std::abs(scores[i])));
+      double abs_mean = 0, var = 0;
+      for (int j = 0; j < d; ++j) {
+        abs_mean += std::abs(dense[i][j] * slow.b[j] / slow.a[j]);
+        var += dense[i][j] * dense[i][j] / slow.a[j];
+      }
+      const double bound = std::ldexp(1.0, -24) * (abs_mean + alpha * std::sqrt(var)) +
+                           1e-12 * (1 + std::abs(scores[i]));
+      EXPECT_NEAR(ds->scores[i], scores[i], bound);
+      EXPECT_NEAR(dd->scores[i], scores[i], bound);
     }
     const double r = dense[arm].dot(w) + 0.1 * rng.Normal();
     Observation so;
@@ -241,6 +252,56 @@ TEST(LinUcbDiagonal, ExactResumeAndValidateBeforeMutate) {
   full->Save(&full_state);
   EXPECT_EQ(Make(Config(8, 1.0, 1.0))->Restore(full_state).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Rewards of 1e60 drive theta far beyond single precision's range on the coordinates they
+// touch: those figures are scored in double (core/common/sparse.h), so the scores stay finite
+// and within the stated bound of the slow formula, and a restored twin scores to the same bits.
+TEST(LinUcbDiagonal, FiguresBeyondSinglePrecisionScoreAndResumeExactly) {
+  const int d = 32;
+  const double lambda = 1.0, alpha = 0.5;
+  auto p = Make(Config(d, lambda, alpha));
+  SlowDiagonal slow(d, lambda, alpha);
+  Rng rng(23);
+  std::vector<SparseVector> xs;
+  std::vector<Vector> dense;
+  for (int i = 0; i < 6; ++i) {
+    xs.push_back(RandomSparse(rng, d, 5));
+    dense.push_back(Dense(xs.back(), d));
+  }
+  for (int t = 0; t < 30; ++t) {
+    Observation o;
+    o.sparse_features = xs[t % 6];
+    o.reward = t % 6 == 2 ? 1e60 : rng.Normal();
+    ASSERT_TRUE(p->Update(o).ok());
+    slow.Update(dense[t % 6], o.reward);
+  }
+  SelectContext ctx;
+  ctx.sparse_candidates = xs;
+  ctx.want_scores = true;
+  auto dec = p->Select(ctx);
+  ASSERT_TRUE(dec.ok()) << dec.status();
+  std::vector<double> scores;
+  EXPECT_EQ(dec->arm, slow.Select(dense, &scores));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(dec->scores[i])) << i;
+    double abs_mean = 0, var = 0;
+    for (int j = 0; j < d; ++j) {
+      abs_mean += std::abs(dense[i][j] * slow.b[j] / slow.a[j]);
+      var += dense[i][j] * dense[i][j] / slow.a[j];
+    }
+    EXPECT_NEAR(dec->scores[i], scores[i],
+                std::ldexp(1.0, -24) * (abs_mean + alpha * std::sqrt(var)) +
+                    1e-12 * std::abs(scores[i]));
+  }
+  EXPECT_GT(std::abs(scores[2]), 1e50);  // the arm whose coordinates left single precision
+  bandit::v1::PolicyState saved;
+  p->Save(&saved);
+  auto q = Make(Config(d, lambda, alpha));
+  ASSERT_TRUE(q->Restore(saved).ok());
+  auto again = q->Select(ctx);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->scores, dec->scores);
 }
 
 }  // namespace

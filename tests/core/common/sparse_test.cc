@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -68,22 +69,46 @@ class DiagonalScorerTest : public ::testing::Test {
     for (uint32_t i = 0; i < kDimension; ++i) {
       weight_.push_back(w(rng));
       inv_precision_.push_back(inv(rng));
-      scorer_.Set(i, weight_[i], inv_precision_[i]);
+      Set(i, weight_[i], inv_precision_[i]);
     }
+  }
+  // Whether single precision holds v to its relative precision: finite and, unless v is 0,
+  // normal once rounded.
+  static bool Holds(double v) {
+    const float f = std::fabs(static_cast<float>(v));
+    return f <= std::numeric_limits<float>::max() &&
+           (f >= std::numeric_limits<float>::min() || v == 0);
+  }
+  // Coordinate i's figures as the scorer holds them: both rounded to single precision, or both
+  // kept in double when single precision cannot hold one of them.
+  std::pair<double, double> Held(uint32_t i) const {
+    const double w = weight_[i], p = inv_precision_[i];
+    if (!Holds(w) || !Holds(p)) return {w, p};
+    return {static_cast<float>(w), static_cast<float>(p)};
+  }
+  // The double figures the scorer asks for where single precision does not hold them.
+  auto figures() const {
+    return [this](uint32_t i) { return DiagonalScorer::Figures{weight_[i], inv_precision_[i]}; };
+  }
+  void Set(uint32_t i, double weight, double inv_precision) {
+    weight_[i] = weight;
+    inv_precision_[i] = inv_precision;
+    scorer_.Set(i, weight, inv_precision);
   }
   // The dense form's figures, summed over the slow coalesced terms in their order.
   void Slow(const SparseVector& x, double* mean, double* var, double* norm2) const {
     const CoalescedTerms t = SlowCoalesce(x);
     *mean = *var = *norm2 = 0;
     for (size_t q = 0; q < t.index.size(); ++q) {
-      *mean += t.value[q] * weight_[t.index[q]];
-      *var += t.value[q] * t.value[q] * inv_precision_[t.index[q]];
+      const auto [w, p] = Held(t.index[q]);
+      *mean += t.value[q] * w;
+      *var += t.value[q] * t.value[q] * p;
       *norm2 += t.value[q] * t.value[q];
     }
   }
   void ExpectScoresExactly(const SparseVector& x) {
     double mean = -1, var = -1, norm2 = -1, m, v, n2;
-    ASSERT_TRUE(scorer_.Score(x, &mean, &var, &norm2));
+    ASSERT_TRUE(scorer_.Score(x, figures(), &mean, &var, &norm2));
     Slow(x, &m, &v, &n2);
     EXPECT_EQ(mean, m);
     EXPECT_EQ(var, v);
@@ -104,6 +129,22 @@ TEST_F(DiagonalScorerTest, OnePassEqualsTheCoalescedFormBitForBit) {
   }
   EXPECT_GT(with_repeats, 100);  // both paths taken
   EXPECT_LT(with_repeats, 290);
+  // 0 to 12 repeats in an otherwise distinct vector, at its start, middle and end: a repeat is
+  // found by a scan of the terms so far for the first few, then through the table.
+  for (int repeats = 0; repeats <= 12; ++repeats) {
+    for (int where = 0; where < 3; ++where) {
+      SparseVector x;
+      for (uint32_t k = 0; k < 200; ++k) {
+        x.index.push_back((k * 97 + 11) % kDimension);  // distinct
+        x.value.push_back(std::ldexp(1.0 + k, -3));
+      }
+      for (int r = 0; r < repeats; ++r) {
+        const size_t at = where == 0 ? 1 + r : where == 1 ? 100 + r : 199 - r;
+        x.index[at] = x.index[r % (where == 0 ? 1 : 50)];
+      }
+      ExpectScoresExactly(x);
+    }
+  }
 }
 
 TEST_F(DiagonalScorerTest, RefusesBadInputAndScoresTheNextOneExactly) {
@@ -116,11 +157,22 @@ TEST_F(DiagonalScorerTest, RefusesBadInputAndScoresTheNextOneExactly) {
   SparseVector infinite_after_repeat = good;
   infinite_after_repeat.index[10] = infinite_after_repeat.index[5];
   infinite_after_repeat.value[90] = std::numeric_limits<double>::infinity();
+  SparseVector bad_index_after_repeat = infinite_after_repeat;
+  bad_index_after_repeat.value[90] = 1;
+  bad_index_after_repeat.index[80] = kDimension;
+  // Finite, but beyond the input bound (IsInputNumber): refused as SparseIsValid refuses it,
+  // with and without a repeat before it.
+  SparseVector too_large = good;
+  too_large.value[50] = 1e200;
+  SparseVector too_large_after_repeat = infinite_after_repeat;
+  too_large_after_repeat.value[90] = -1e101;
   SparseVector mismatched = good;
   mismatched.value.pop_back();
-  for (const SparseVector* x : {&bad_index, &not_finite, &infinite_after_repeat, &mismatched}) {
+  for (const SparseVector* x : {&bad_index, &not_finite, &infinite_after_repeat,
+                                &bad_index_after_repeat, &too_large, &too_large_after_repeat,
+                                &mismatched}) {
     double mean = 7, var = 7, norm2 = 7;
-    EXPECT_FALSE(scorer_.Score(*x, &mean, &var, &norm2));
+    EXPECT_FALSE(scorer_.Score(*x, figures(), &mean, &var, &norm2));
     EXPECT_EQ(mean, 7);  // nothing written
     EXPECT_FALSE(SparseIsValid(*x, kDimension));
     EXPECT_FALSE(CheckSparse("x", *x, kDimension).ok());
@@ -134,6 +186,71 @@ TEST_F(DiagonalScorerTest, RefusesBadInputAndScoresTheNextOneExactly) {
     ExpectScoresExactly(good);
   }
   EXPECT_TRUE(SparseIsValid(good, kDimension));
+}
+
+// Figures that single precision cannot hold (beyond FLT_MAX, subnormal or flushed to 0 in
+// float) are scored with the caller's double figures, exactly, on both paths (one pass and
+// coalesced); set back to ordinary figures, the coordinate is held in single precision again.
+TEST_F(DiagonalScorerTest, FiguresBeyondSinglePrecisionScoreInDouble) {
+  EXPECT_EQ(scorer_.wide_count(), 0);
+  const int64_t narrow_bytes = scorer_.bytes();
+  const double fmax = std::numeric_limits<float>::max();
+  const double fmin = std::numeric_limits<float>::min();
+  // weight, inverse precision: each out of single precision's range in a different way, and
+  // the edge cases that it still holds (FLT_MAX and FLT_MIN themselves, zero).
+  const std::vector<std::pair<double, double>> extreme = {
+      {1e39, 1.0},  {-3 * fmax, 0.5}, {1e-39, 1.0},   {0.5, 1e-300}, {0.25, 1e45},
+      {fmax, fmin}, {0.0, 1.0},       {-fmin, 1e-3}};
+  std::vector<uint32_t> coords;
+  for (size_t q = 0; q < extreme.size(); ++q) {
+    const uint32_t i = static_cast<uint32_t>(37 * q + 5);
+    coords.push_back(i);
+    Set(i, extreme[q].first, extreme[q].second);
+  }
+  EXPECT_EQ(scorer_.wide_count(), 5);
+  EXPECT_EQ(scorer_.bytes(), narrow_bytes);  // their double figures come from the caller
+  std::mt19937_64 rng(13);
+  for (int round = 0; round < 40; ++round) {
+    SparseVector x = RandomVector(rng, kDimension, 30, round % 2 ? kDimension : 400);
+    x.index[round % 30] = coords[round % coords.size()];  // every figure met, at every place
+    x.index[(round + 7) % 30] = coords[(round + 3) % coords.size()];
+    ExpectScoresExactly(x);
+    double mean, var;
+    CoalescedTerms terms = SlowCoalesce(x);
+    scorer_.Score(terms, figures(), &mean, &var);
+    double m, v, n2;
+    Slow(x, &m, &v, &n2);
+    EXPECT_EQ(mean, m);
+    EXPECT_EQ(var, v);
+  }
+  for (uint32_t i : coords) Set(i, 0.5, 0.5);
+  EXPECT_EQ(scorer_.wide_count(), 0);
+  for (int round = 0; round < 10; ++round)
+    ExpectScoresExactly(RandomVector(rng, kDimension, 50, 400));
+}
+
+// The single-precision figures against the double formula: within the bound the class states,
+// a relative 2^-24 of the sum of the terms' magnitudes (plus the double sums' own rounding).
+TEST_F(DiagonalScorerTest, SinglePrecisionWithinItsStatedBound) {
+  std::mt19937_64 rng(17);
+  int differ = 0;
+  for (int round = 0; round < 200; ++round) {
+    const SparseVector x = RandomVector(rng, kDimension, 1 + round % 400, kDimension);
+    double mean, var, norm2;
+    ASSERT_TRUE(scorer_.Score(x, figures(), &mean, &var, &norm2));
+    const CoalescedTerms t = SlowCoalesce(x);
+    double m = 0, v = 0, abs_m = 0;
+    for (size_t q = 0; q < t.index.size(); ++q) {
+      m += t.value[q] * weight_[t.index[q]];
+      abs_m += std::fabs(t.value[q] * weight_[t.index[q]]);
+      v += t.value[q] * t.value[q] * inv_precision_[t.index[q]];
+    }
+    const double u = std::ldexp(1.0, -24), sums = 1e-12;
+    EXPECT_LE(std::fabs(mean - m), u * abs_m + sums * abs_m) << round;
+    EXPECT_LE(std::fabs(var - v), u * v + sums * v) << round;
+    differ += mean != m;
+  }
+  EXPECT_GT(differ, 150) << "single precision should be visible in the sums";
 }
 
 }  // namespace

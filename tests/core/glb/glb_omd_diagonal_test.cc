@@ -100,11 +100,11 @@ TEST(GlbOmdDiagonal, FactoryBoundsAndForm) {
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->name(), "glb_omd");
   EXPECT_TRUE(p->TakesSparse());
-  // theta, diag(H), theta and 1/h beside them for scoring, the support (reserved at d), its
-  // membership flags and the projection's scratch positions, the coalescing bitmap (1 bit per
-  // coordinate).
+  // theta, diag(H), theta and 1/h beside them for scoring (single precision: 8 bytes), the
+  // support (reserved at d), its membership flags and the projection's scratch positions, the
+  // coalescing bitmap (1 bit per coordinate).
   EXPECT_EQ(p->StateBytes(),
-            (int64_t{1} << 18) * (16 + 16 + 4 + 1 + 8) + (int64_t{1} << 18) / 8 + 8);
+            (int64_t{1} << 18) * (16 + 8 + 4 + 1 + 8) + (int64_t{1} << 18) / 8 + 8);
   EXPECT_EQ(CreatePolicy(Config(1 << 18, 1.0, 1.0, false), 1).status().code(),
             absl::StatusCode::kInvalidArgument);
   auto bad = Config(4, 1.0, 1.0);

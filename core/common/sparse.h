@@ -99,18 +99,14 @@ class DiagonalScorer {
     // Every coordinate starts at the same figures.
     Set(0, weight, inv_precision);
     std::fill(coord_.begin(), coord_.end(), coord_[0]);
-    wide_count_ = IsWide(coord_[0]) ? dimension : 0;
   }
   void Set(uint32_t i, double weight, double inv_precision) {
     const float w = static_cast<float>(weight), p = static_cast<float>(inv_precision);
-    const bool was_wide = IsWide(coord_[i]);
     if (Holds(weight, w) && Holds(inv_precision, p)) {
       coord_[i] = Coord{w, p};
-      wide_count_ -= was_wide;
     } else {
       const float nan = std::numeric_limits<float>::quiet_NaN();
       coord_[i] = Coord{nan, nan};  // a term that reads it makes the one-pass sums NaN
-      wide_count_ += !was_wide;
     }
   }
   // mean = sum_i x_i w_i, var = sum_i x_i^2 / a_i and norm2 = sum_i x_i^2 over x's coordinates
@@ -130,8 +126,11 @@ class DiagonalScorer {
   int64_t bytes() const {
     return dimension() * static_cast<int64_t>(sizeof(Coord)) + coalescer_.bytes();
   }
-  // How many coordinates' figures single precision does not hold (scored from FiguresOf).
-  int64_t wide_count() const { return wide_count_; }
+  // How many coordinates' figures single precision does not hold (scored from FiguresOf):
+  // counted from the marks, O(dimension), for tests and diagnostics.
+  int64_t wide_count() const {
+    return std::count_if(coord_.begin(), coord_.end(), [](const Coord& c) { return IsWide(c); });
+  }
 
  private:
   struct Coord {
@@ -151,7 +150,6 @@ class DiagonalScorer {
   // (SparseIsValid). Leaves the bitmap clear.
   bool CoalesceFrom(const SparseVector& x, size_t k, bool valid);
   std::vector<Coord> coord_;
-  int64_t wide_count_ = 0;
   Coalescer coalescer_;
   CoalescedTerms terms_;  // scratch
 };

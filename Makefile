@@ -2,9 +2,12 @@
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
+# Tests run twice as many at once as there are cores: most of their time they wait on processes
+# they started (PostgreSQL, Patroni, etcd, banditd, npm), not on the CPU.
+TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 DEPS_STAMP := $(BUILD_DIR)/.deps-ok
 
-.PHONY: all build build-serve run test bench deps clean sanitize fuzz fuzz-check build-fuzz-clang soak repro-glb repro-kernel-mixture
+.PHONY: all build build-tests build-serve run test bench deps clean sanitize fuzz fuzz-check build-fuzz-clang soak repro-glb repro-kernel-mixture
 
 all: build
 
@@ -19,6 +22,10 @@ $(BUILD_DIR)/CMakeCache.txt: $(DEPS_STAMP)
 
 # Everything: libraries, binaries, tests, benchmarks.
 build: $(BUILD_DIR)/CMakeCache.txt
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target all benchmarks
+
+# What the tests run: CMake's `all` (everything but the benchmarks).
+build-tests: $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # Only what `make run` runs: the server and its CLI (a fraction of the full build).
@@ -28,8 +35,8 @@ build-serve: $(BUILD_DIR)/CMakeCache.txt
 run: build-serve
 	./$(BUILD_DIR)/bin/banditd
 
-test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+test: build-tests
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(TEST_JOBS)
 
 bench: build
 	./bench/run_all.sh $(BUILD_DIR)

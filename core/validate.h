@@ -23,7 +23,9 @@ inline constexpr double kMaxInputMagnitude = 1e100;
 inline constexpr char kInputNumberExpected[] = "expected a finite number of magnitude at most 1e+100";
 // A finite number of magnitude at most kMaxInputMagnitude (false for NaN).
 inline bool IsInputNumber(double v) { return std::abs(v) <= kMaxInputMagnitude; }
-inline bool IsInputVector(const Eigen::VectorXd& v) {
+// Every entry an input number, in one vectorised pass; a Ref so that a vector mapped over a
+// request's values is checked without a copy.
+inline bool IsInputVector(const Eigen::Ref<const Eigen::VectorXd>& v) {
   return (v.array().abs() <= kMaxInputMagnitude).all();
 }
 

@@ -30,14 +30,14 @@ absl::Status CopyChecked(const Repeated& values, int64_t max_size, Vector* out, 
     return absl::InvalidArgumentError(
         absl::StrCat(field(), " has ", size, " values, expected at most ", max_size));
   // One vectorised pass; the offending index is searched for on error only.
-  const Eigen::Map<const Eigen::ArrayXd> a(values.data(), values.size());
-  if (!(a.abs() <= kMaxInputMagnitude).all()) {
+  const Eigen::Map<const Vector> mapped(values.data(), values.size());
+  if (!IsInputVector(mapped)) {
     for (int64_t i = 0; i < size; ++i)
       if (!IsInputNumber(values[i]))
         return absl::InvalidArgumentError(
             absl::StrCat(field(), "[", i, "] is ", values[i], ", ", kInputNumberExpected));
   }
-  *out = Eigen::Map<const Vector>(values.data(), values.size());
+  *out = mapped;
   return absl::OkStatus();
 }
 

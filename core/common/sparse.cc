@@ -25,6 +25,20 @@ absl::Status CheckSparse(absl::string_view field, const SparseVector& x, int64_t
   return absl::OkStatus();
 }
 
+namespace {
+// Above every sum of squares of input numbers' magnitudes up to 3e99 (and below 1e200, the
+// square of the input bound kMaxInputMagnitude, by a margin far beyond rounding).
+constexpr double kSquaresBound = 1e199;
+static_assert(kSquaresBound < kMaxInputMagnitude * kMaxInputMagnitude / 2);
+
+// Whether every value is an input number (IsInputNumber); no early exit, so it vectorizes.
+bool ValuesAreInputNumbers(const double* value, size_t n) {
+  bool finite = true;
+  for (size_t k = 0; k < n; ++k) finite &= IsInputNumber(value[k]);
+  return finite;
+}
+}  // namespace
+
 bool SparseIsValid(const SparseVector& x, int64_t dimension) {
   if (x.index.size() != x.value.size()) return false;
   // No early exit: both reductions vectorize.
@@ -110,7 +124,6 @@ bool DiagonalScorer::Score(const SparseVector& x, FiguresOf figures, double* mea
   uint64_t* seen = coalescer_.seen_.data();
   constexpr size_t kAhead = 16;  // see Score(CoalescedTerms)
   double m = 0, v = 0, s = 0;
-  bool valid = true;  // every value an input number (IsInputNumber), as SparseIsValid asks
   size_t k = 0;
   for (; k < n; ++k) {
     const uint32_t i = x.index[k];
@@ -121,7 +134,6 @@ bool DiagonalScorer::Score(const SparseVector& x, FiguresOf figures, double* mea
     word |= bit;
     if (k + kAhead < n && x.index[k + kAhead] < d) __builtin_prefetch(&coord_[x.index[k + kAhead]]);
     const double xi = x.value[k];
-    valid &= IsInputNumber(xi);
     const Coord c = coord_[i];
     m += xi * static_cast<double>(c.weight);
     v += xi * xi * static_cast<double>(c.inv_precision);
@@ -129,7 +141,10 @@ bool DiagonalScorer::Score(const SparseVector& x, FiguresOf figures, double* mea
   }
   if (k == n) {
     coalescer_.Unmark(x.index.data(), n);
-    if (!valid) return false;
+    // The values are checked through their sum of squares: a sum of nonnegative terms is at
+    // least each of them, so s <= kSquaresBound puts every |x_i| below sqrt(kSquaresBound),
+    // within the input bound. Only a larger s (or NaN) needs the values read again.
+    if (!(s <= kSquaresBound) && !ValuesAreInputNumbers(x.value.data(), n)) return false;
     if (std::isnan(m) || std::isnan(v)) {
       // A coordinate held in double: the same sums in the same order with its figures.
       terms_.index.assign(x.index.begin(), x.index.end());
@@ -139,7 +154,7 @@ bool DiagonalScorer::Score(const SparseVector& x, FiguresOf figures, double* mea
   } else {
     // A bad index, or a repeat: terms [0, k) are first appearances, marked in the bitmap, so
     // the coalesced form goes on from k (checking the rest), then is scored exactly.
-    if (!CoalesceFrom(x, k, valid)) return false;
+    if (!CoalesceFrom(x, k, ValuesAreInputNumbers(x.value.data(), k))) return false;
     Score(terms_, figures, &m, &v);
     s = 0;
     for (double xi : terms_.value) s += xi * xi;

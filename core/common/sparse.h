@@ -56,9 +56,11 @@ class Coalescer {
   void StartTable(size_t n);
   // The position in the coalesced output of `index`, for a vector that repeats one.
   uint32_t& PositionOf(uint32_t index);
-  // Clears the bitmap's marks of `n` indices (each marked once), for the next vector.
+  // Clears the bitmap's marks of `n` indices, for the next vector. The bitmap holds no other
+  // marks (every call leaves it clear), so each index's whole word is zeroed: a store per index
+  // instead of a read, modify and write.
   void Unmark(const uint32_t* index, size_t n) {
-    for (size_t q = 0; q < n; ++q) seen_[index[q] >> 6] &= ~(uint64_t{1} << (index[q] & 63));
+    for (size_t q = 0; q < n; ++q) seen_[index[q] >> 6] = 0;
   }
   std::vector<uint64_t> seen_;
   struct Slot {

@@ -292,7 +292,16 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
   in->action_of.clear();
   in->slots.clear();
   in->is_sparse = false;
-  in->sparse->clear();
+  // The sparse scratch keeps its vectors for FeaturizeSelect, which refills them in place (their
+  // arrays keep their capacity: a Select of 50 actions would otherwise allocate, zero and free
+  // 100 arrays); every other form, and a refused request, leaves it empty.
+  struct EmptySparseUnlessRefilled {
+    SelectInputs* in;
+    bool refilled = false;
+    ~EmptySparseUnlessRefilled() {
+      if (!refilled) in->sparse->clear();
+    }
+  } empty_sparse{in};
   in->arm_set_slots = false;
   in->allowed_arms.clear();
   in->offered_arms.clear();
@@ -389,8 +398,11 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
           "to send named features)");
     in->x.resize(0);
     in->is_sparse = sparse;
-    return FeaturizeSelect(*space, limits.named, limits.max_candidates, req, in->candidates,
-                           &in->action_of, sparse ? in->sparse : nullptr);
+    absl::Status s = FeaturizeSelect(*space, limits.named, limits.max_candidates, req,
+                                     in->candidates, &in->action_of,
+                                     sparse ? in->sparse : nullptr);
+    empty_sparse.refilled = sparse && s.ok();
+    return s;
   }
   if (space != nullptr && req.candidates_size() > 0)
     return absl::InvalidArgumentError(

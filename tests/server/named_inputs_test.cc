@@ -564,6 +564,19 @@ TEST(NamedInputs, DiagonalPolicyAtBits18DecidesAsTheCorePolicyOnTheSparseVectors
   int differ_from_first = 0;
   for (int round = 0; round < 200; ++round) {
     v1::SelectRequest named = NamedRequest("d", round);
+    // The server refills one per-thread set of sparse vectors in place: requests of fewer
+    // actions between longer ones, and refused requests part-way through the actions, must
+    // leave nothing of an earlier request behind.
+    if (round % 6 == 5) {
+      named.mutable_actions()->DeleteSubrange(2, named.actions_size() - 2);
+      named.clear_excluded_actions();
+    }
+    if (round % 9 == 0) {
+      v1::SelectRequest refused = named;
+      refused.mutable_actions(refused.actions_size() - 1)->set_features("{\"Action\":");
+      v1::Decision no;
+      ASSERT_EQ(svc.Select(refused, &no).code(), StatusCode::kInvalidArgument) << round;
+    }
     std::vector<int> action_of;
     std::vector<SparseVector> xs = SparseCandidates(named, 18, &action_of);
     SelectContext ctx;

@@ -166,11 +166,14 @@ TEST_F(DiagonalScorerTest, RefusesBadInputAndScoresTheNextOneExactly) {
   too_large.value[50] = 1e200;
   SparseVector too_large_after_repeat = infinite_after_repeat;
   too_large_after_repeat.value[90] = -1e101;
+  SparseVector too_large_before_repeat = good;  // in the terms read before the repeat
+  too_large_before_repeat.value[3] = 2e100;
+  too_large_before_repeat.index[10] = too_large_before_repeat.index[5];
   SparseVector mismatched = good;
   mismatched.value.pop_back();
   for (const SparseVector* x : {&bad_index, &not_finite, &infinite_after_repeat,
                                 &bad_index_after_repeat, &too_large, &too_large_after_repeat,
-                                &mismatched}) {
+                                &too_large_before_repeat, &mismatched}) {
     double mean = 7, var = 7, norm2 = 7;
     EXPECT_FALSE(scorer_.Score(*x, figures(), &mean, &var, &norm2));
     EXPECT_EQ(mean, 7);  // nothing written
@@ -186,6 +189,16 @@ TEST_F(DiagonalScorerTest, RefusesBadInputAndScoresTheNextOneExactly) {
     ExpectScoresExactly(good);
   }
   EXPECT_TRUE(SparseIsValid(good, kDimension));
+  // The input bound itself is accepted, with and without a repeat, and scored exactly.
+  SparseVector at_bound = good;
+  at_bound.value[20] = 1e100;
+  at_bound.value[40] = -1e100;
+  SparseVector at_bound_repeat = at_bound;
+  at_bound_repeat.index[60] = at_bound_repeat.index[30];
+  for (const SparseVector* x : {&at_bound, &at_bound_repeat}) {
+    EXPECT_TRUE(SparseIsValid(*x, kDimension));
+    ExpectScoresExactly(*x);
+  }
 }
 
 // Figures that single precision cannot hold (beyond FLT_MAX, subnormal or flushed to 0 in

@@ -273,6 +273,69 @@ TEST(FeatureSpace, CheckTermsCountsWhatFeaturizeMakes) {
   }
 }
 
+// The terms of every interaction against VW's fold written out term by term (InteractionIndex,
+// masked; the values' float product), over namespace sizes 1 to 9 (every remainder of the
+// featurizer's four-at-a-time loop, self-interactions starting at every offset) and both hash
+// widths, with and without audit names (the documents parsed with their names).
+TEST(FeatureSpace, InteractionTermsEqualVwsFoldTermByTerm) {
+  auto doc = [](char ns, int n, int salt) {
+    std::string s = absl::StrCat("{\"", std::string(1, ns), "\":{");
+    for (int i = 0; i < n; ++i)
+      absl::StrAppend(&s, i ? "," : "", "\"", std::string(1, ns), i, "\":",
+                      i % 3 == 0 ? absl::StrCat("\"v", salt, "_", i, "\"")
+                                 : absl::StrCat(0.1 * (i + salt) + 1e-7 * i));
+    return s + "}}";
+  };
+  for (int bits : {18, 30})
+    for (const auto& inter : std::vector<std::string>{"ab", "aa", "ba", "aab", "abb", "bbb"})
+      for (int na = 1; na <= 9; ++na)
+        for (int nb : {1, 4, 7, 9}) {
+          FeatureSpace space = Space(bits, {inter});
+          ParsedFeatures a, b;
+          ASSERT_TRUE(space.Parse(doc('a', na, nb), "a", InputLimits(), true, &a).ok());
+          ASSERT_TRUE(space.Parse(doc('b', nb, na), "b", InputLimits(), true, &b).ok());
+          const uint64_t mask = (uint64_t{1} << bits) - 1;
+          std::vector<uint32_t> index;
+          std::vector<double> value;
+          const std::vector<ParsedFeature>& fa = a.Find('a')->features;
+          const std::vector<ParsedFeature>& fb = b.Find('b')->features;
+          auto of = [&](char c) -> const std::vector<ParsedFeature>& { return c == 'a' ? fa : fb; };
+          for (const auto* g : {&fa, &fb})
+            for (const ParsedFeature& f : *g) {
+              index.push_back(static_cast<uint32_t>(f.index & mask));
+              value.push_back(f.value);
+            }
+          index.push_back(static_cast<uint32_t>(kConstantFeature & mask));
+          value.push_back(1.0);
+          const auto& g0 = of(inter[0]);
+          const auto& g1 = of(inter[1]);
+          for (size_t i = 0; i < g0.size(); ++i)
+            for (size_t j = inter[0] == inter[1] ? i : 0; j < g1.size(); ++j) {
+              if (inter.size() == 2) {
+                index.push_back(
+                    static_cast<uint32_t>(InteractionIndex(g0[i].index, g1[j].index) & mask));
+                value.push_back(static_cast<double>(g0[i].value * g1[j].value));
+                continue;
+              }
+              const auto& g2 = of(inter[2]);
+              for (size_t q = inter[1] == inter[2] ? j : 0; q < g2.size(); ++q) {
+                index.push_back(static_cast<uint32_t>(
+                    InteractionIndex(InteractionIndex(g0[i].index, g1[j].index), g2[q].index) &
+                    mask));
+                value.push_back(static_cast<double>(g0[i].value * g1[j].value * g2[q].value));
+              }
+            }
+          for (bool audit : {false, true}) {
+            SparseFeatures out;
+            space.Featurize(a, &b, audit, &out);
+            const std::string what = absl::StrCat(bits, " ", inter, " ", na, " ", nb, " ", audit);
+            ASSERT_EQ(out.index, index) << what;
+            ASSERT_EQ(out.value, value) << what;
+            EXPECT_EQ(out.names.size(), audit ? index.size() : 0) << what;
+          }
+        }
+}
+
 TEST(FeatureSpace, OptionsAreValidated) {
   FeatureSpaceOptions o;
   o.bits = 31;

@@ -249,21 +249,7 @@ void InstanceState::SyncConfigArms() {
   // The config always lists the current arm set (so Reset and snapshots keep runtime changes).
   const std::vector<std::string> ids = policy_->ArmIds();
   if (ids.empty() && config_.policy().arms_size() == 0) return;
-  absl::flat_hash_map<std::string, bandit::v1::ArmSpec> old;
-  for (const auto& a : config_.policy().arms()) old[a.id()] = a;
-  auto* arms = config_.mutable_policy()->mutable_arms();
-  arms->Clear();
-  for (const auto& id : ids) {
-    auto it = old.find(id);
-    if (it != old.end()) {
-      *arms->Add() = it->second;
-    } else {
-      arms->Add()->set_id(id);
-    }
-  }
-  config_.mutable_policy()->set_num_arms(0);
-  // A mixture's own arm count must agree with the arm set when set; 0 means "the arm set's".
-  if (config_.policy().has_mixture()) config_.mutable_policy()->mutable_mixture()->set_num_arms(0);
+  SetConfigArms(ids, config_.mutable_policy());
 }
 
 InstanceState::SelectInputs::SelectInputs() {

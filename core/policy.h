@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -44,6 +45,29 @@ struct SparseVector {
   size_t size() const { return index.size(); }
 };
 
+// Which form of per-arm scores a caller of Select accepts. A caller's option, not a policy's:
+// every policy reads it, and only a policy whose probability vector costs far more than its
+// decision (Thompson sampling's quadrature per arm) treats kScoresOrPosteriors apart from
+// kScores. Converts from and to bool (false = kNone, true = kScores) because most policies
+// and callers only ask "are scores wanted".
+struct ScoreRequest {
+  enum Form : uint8_t {
+    kNone,     // the decision alone
+    kScores,   // fill Decision::scores
+    // Scores, or in their place the posteriors a probability vector is a function of
+    // (Decision::argmax_posteriors(), for a later ArgmaxProbabilities) with the chosen
+    // action's propensity. The decision log asks this way.
+    kScoresOrPosteriors,
+  };
+  Form form = kNone;
+
+  constexpr ScoreRequest() = default;
+  constexpr ScoreRequest(Form f) : form(f) {}                        // NOLINT: implicit
+  constexpr ScoreRequest(bool scores) : form(scores ? kScores : kNone) {}  // NOLINT: implicit
+  constexpr operator bool() const { return form != kNone; }            // NOLINT: implicit
+  constexpr bool posteriors_suffice() const { return form == kScoresOrPosteriors; }
+};
+
 // Inputs of one Select call.
 struct SelectContext {
   std::span<const Vector> candidates;  // kCandidates
@@ -56,12 +80,8 @@ struct SelectContext {
   // its propensity is conditional on the mask (a multi-slot decision's later slots, a request's
   // excluded arms). Every kNone policy honours it; the conformance suite checks that.
   std::span<const char> allowed_arms;
-  bool want_scores = false;            // fill Decision::scores
-  // With want_scores, the caller also accepts the posteriors a probability vector is a function
-  // of in its place (Decision::argmax_posteriors, for a later ArgmaxProbabilities): a policy
-  // whose vector costs far more than its decision (Thompson sampling's quadrature per arm)
-  // then gives those and the chosen action's propensity. The decision log asks this way.
-  bool posteriors_suffice = false;
+  // Which form of per-arm scores the caller accepts (see ScoreRequest); false: none.
+  ScoreRequest want_scores;
 };
 
 // Independent posteriors, one per action, whose probabilities of holding the largest draw are
@@ -72,6 +92,15 @@ struct ArgmaxPosteriors {
   Vector first, second;
 };
 
+// Online kernel selection's (core/oks) prediction f_t(x_t) of the chosen hypothesis at the
+// request's input.
+struct KernelPrediction {
+  double value = 0.0;
+};
+
+// What one policy family reports beside the common fields of a Decision: at most one of them.
+using DecisionExtension = std::variant<std::monostate, ArgmaxPosteriors, KernelPrediction>;
+
 // Output of one Select call.
 struct Decision {
   int arm = -1;             // index into candidates / arm slots / kernels / generators
@@ -79,9 +108,8 @@ struct Decision {
   double propensity = 1.0;  // probability the policy gave `arm`
   Vector scores;            // per-arm score or probability (when want_scores)
   bandit::v1::ScoreKind score_kind = bandit::v1::SCORE_KIND_UNSPECIFIED;
-  // In place of a probability vector, when the context said posteriors_suffice.
-  std::optional<ArgmaxPosteriors> argmax_posteriors;
-  std::optional<double> prediction;                         // kernel selection
+  // A family's own output (set it by assignment, read it with the accessors below).
+  DecisionExtension extension;
   std::vector<std::pair<std::string, double>> diagnostics;  // e.g. {"ucb", 1.2}
   // Model's own estimated gap: best estimated mean minus the chosen arm's estimated mean, at
   // decision time (NaN if the policy has no estimates). Feeds the estimated-regret metric.
@@ -89,6 +117,25 @@ struct Decision {
   // Whatever the policy needs back at Update time (e.g. OKS's sampling probabilities). The
   // server stores it with the pending decision and hands it back in Observation::memo.
   Vector memo;
+
+  // In place of a probability vector, when the context accepted kScoresOrPosteriors; null
+  // otherwise.
+  const ArgmaxPosteriors* argmax_posteriors() const {
+    return std::get_if<ArgmaxPosteriors>(&extension);
+  }
+  ArgmaxPosteriors* argmax_posteriors() { return std::get_if<ArgmaxPosteriors>(&extension); }
+  // Kernel selection's prediction; none for other policies.
+  std::optional<double> prediction() const {
+    if (const auto* p = std::get_if<KernelPrediction>(&extension)) return p->value;
+    return std::nullopt;
+  }
+};
+
+// The mixtures' (core/mixture) observation of a generated sample: its embedding and, when
+// the caller scored it, its fidelity in [0, 1]. Other policies ignore it.
+struct GeneratedSample {
+  Vector embedding;
+  std::optional<double> fidelity;
 };
 
 // Inputs of one Update call: what was chosen, and what was observed.
@@ -102,8 +149,7 @@ struct Observation {
   Vector memo;                     // Decision::memo of the joined Select; empty for direct updates
   bool direct = false;             // true for logged data (no prior Select)
   double reward = 0.0;             // reward, or the label y for kernel selection
-  Vector embedding;                // mixtures: the generated sample's embedding
-  std::optional<double> fidelity;  // mixtures: fidelity score in [0, 1]
+  std::optional<GeneratedSample> sample;  // mixtures: what the chosen generator produced
 };
 
 class Policy {

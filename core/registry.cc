@@ -1,5 +1,6 @@
 #include "core/registry.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/classic/epsilon_greedy.h"
 #include "core/footprint.h"
@@ -236,6 +237,24 @@ absl::Status ReconfigurePolicy(Policy& live, const PolicyConfig& next, uint64_t 
                                                       (*fresh)->name(),
                                                       "' live; create a new instance"));
   return live.Reconfigure(**fresh);
+}
+
+void SetConfigArms(std::span<const std::string> ids, PolicyConfig* config) {
+  absl::flat_hash_map<std::string, bandit::v1::ArmSpec> old;
+  for (const auto& a : config->arms()) old[a.id()] = a;
+  auto* arms = config->mutable_arms();
+  arms->Clear();
+  for (const auto& id : ids) {
+    auto it = old.find(id);
+    if (it != old.end()) {
+      *arms->Add() = it->second;
+    } else {
+      arms->Add()->set_id(id);
+    }
+  }
+  config->set_num_arms(0);
+  // A mixture's own arm count must agree with the arm set when set; 0 means "the arm set's".
+  if (config->has_mixture()) config->mutable_mixture()->set_num_arms(0);
 }
 
 }  // namespace bandit

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
 #include <vector>
 #include "absl/strings/string_view.h"
 
@@ -78,5 +80,12 @@ absl::StatusOr<int64_t> DeclaredStateBytes(const bandit::v1::PolicyConfig& confi
 // a policy from it, so `next` stays creatable for a reset or a recovery), then
 // Policy::Reconfigure. On error `live` is unchanged.
 absl::Status ReconfigurePolicy(Policy& live, const bandit::v1::PolicyConfig& next, uint64_t seed);
+
+// Makes `config` hold the arm set `ids`, in slot order: one ArmSpec per id (the one `config`
+// listed for that id, else a bare id), and every arm count cleared (num_arms, and a family's
+// own, e.g. a mixture's), since 0 means "the arm set's". The server keeps an instance's config
+// this way, so Reset, snapshots and recovery rebuild the arm set that was live. Which family
+// fields count arms is known here, beside the registrations, not by the server.
+void SetConfigArms(std::span<const std::string> ids, bandit::v1::PolicyConfig* config);
 
 }  // namespace bandit

@@ -115,8 +115,9 @@ struct Env {
       const double mean = (dec->arm + 1.0) / (arms + 1.0);
       obs.reward = rng.Bernoulli(mean) ? 1.0 : 0.0;
       // Mixtures learn from the generated sample's embedding: a noisy arm-specific point.
-      obs.embedding = Vector(d);
-      for (int j = 0; j < d; ++j) obs.embedding[j] = 0.3 * dec->arm + 0.5 * rng.Normal();
+      Vector embedding(d);
+      for (int j = 0; j < d; ++j) embedding[j] = 0.3 * dec->arm + 0.5 * rng.Normal();
+      obs.sample = GeneratedSample{std::move(embedding), std::nullopt};
     }
     return p.Update(obs);
   }

@@ -55,7 +55,7 @@ void BM_MixtureGreedyRound(benchmark::State& state) {
     auto d = p->Select({});
     Observation o;
     o.arm_id = d->arm_id;
-    o.embedding = env.Sample(d->arm, rng);
+    o.sample = GeneratedSample{env.Sample(d->arm, rng), std::nullopt};
     (void)p->Update(o);
   };
   for (int64_t t = 0; t < state.range(2); ++t) step();

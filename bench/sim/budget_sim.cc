@@ -144,7 +144,7 @@ absl::StatusOr<RunResult> RunOnce(const Setup& s, Method m, int64_t size, double
       ctx.point = &x;
       auto d = policy->Select(ctx);
       if (!d.ok()) return d.status();
-      f = *d->prediction;
+      f = *d->prediction();
       Observation o;
       o.features = x;
       o.memo = d->memo;

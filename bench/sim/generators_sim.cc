@@ -330,10 +330,10 @@ absl::StatusOr<nlohmann::json> RunGenerators(absl::string_view env_name, const S
         Observation obs;
         obs.arm = dec->arm;
         obs.arm_id = dec->arm_id;
-        obs.embedding = x;
+        obs.sample = GeneratedSample{x, std::nullopt};
         if (fidelity) {
-          obs.fidelity = (*fidelity)(x);
-          fid_sum += *obs.fidelity;
+          obs.sample->fidelity = (*fidelity)(x);
+          fid_sum += *obs.sample->fidelity;
         }
         if (auto s = (*policy)->Update(obs); !s.ok()) return s;
         seconds += std::chrono::duration<double>(Clock::now() - start).count();

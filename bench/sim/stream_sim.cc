@@ -161,7 +161,7 @@ absl::StatusOr<nlohmann::json> RunStream(absl::string_view env, const SimArgs& a
           ctx.point = &x;
           auto d = (*pol)->Select(ctx);
           if (!d.ok()) return d.status();
-          const double f = *d->prediction;
+          const double f = *d->prediction();
           total +=
               classification ? ((f < 0 ? -1.0 : 1.0) != y ? 1.0 : 0.0) : oks::Loss(loss_kind, f, y);
           picks[d->arm] += 1.0;

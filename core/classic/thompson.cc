@@ -208,7 +208,7 @@ absl::StatusOr<Decision> Thompson::Select(const SelectContext& ctx) {
       p[d.arm] = std::max(sub.Of(chosen), kPropensityFloor);
     } else {
       const ArgmaxProbability& posteriors = Posteriors();
-      if (ctx.want_scores && !ctx.posteriors_suffice) {
+      if (ctx.want_scores && !ctx.want_scores.posteriors_suffice()) {
         // All() integrates on nodes shared by every arm, Of() on the chosen arm's own: they
         // agree within the quadrature's error, and the propensity is Of()'s whether or not the
         // scores were asked for (so is the vector's entry for the chosen arm).
@@ -221,11 +221,11 @@ absl::StatusOr<Decision> Thompson::Select(const SelectContext& ctx) {
       p[d.arm] = std::max(p[d.arm], kPropensityFloor);
     }
     d.propensity = p[d.arm];
-    if (ctx.want_scores && ctx.posteriors_suffice && !masked &&
+    if (ctx.want_scores.posteriors_suffice() && !masked &&
         method_ != PropensityMethod::kMonteCarlo) {
       // The vector is a quadrature per arm: the caller computes it from the posteriors when it
       // needs it (ArgmaxProbabilities), the served decision needs only its own arm's.
-      d.argmax_posteriors = PosteriorShapes();
+      d.extension = PosteriorShapes();
     } else if (ctx.want_scores) {
       d.scores = std::move(p);
       d.score_kind = bandit::v1::PROBABILITY;

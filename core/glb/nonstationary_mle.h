@@ -58,6 +58,9 @@
 // State: RestartGLB keeps at most H rounds (bounded: served). The discounted methods keep every
 // round (their weights never reach zero) and MASTER keeps its live instances' rounds: O(t) state,
 // simulation only (bandit-sim), see core/registry.cc.
+//
+// Sources: nonstationary_mle.cc holds the engine and the restart and discounted policies,
+// master_glm_ucb.cc MASTER (a scheduler of engines with nonstationarity tests, another idea).
 #pragma once
 
 #include <map>

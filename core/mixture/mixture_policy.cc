@@ -229,10 +229,14 @@ absl::StatusOr<Decision> MixturePolicy::Select(const SelectContext& ctx) {
 }
 
 absl::Status MixturePolicy::Update(const Observation& obs) {
-  if (auto s = CheckVector("embedding", obs.embedding, params_.dimension); !s.ok()) return s;
-  if (auto s = features_.Check("embedding", obs.embedding); !s.ok()) return s;
-  if (obs.fidelity) {
-    if (auto s = CheckRange("fidelity", *obs.fidelity, 0.0, 1.0); !s.ok()) return s;
+  // No sample reads as an empty embedding: refused for its dimension, with the message of any
+  // other wrong-sized embedding.
+  static const GeneratedSample kNoSample;
+  const GeneratedSample& sample = obs.sample ? *obs.sample : kNoSample;
+  if (auto s = CheckVector("embedding", sample.embedding, params_.dimension); !s.ok()) return s;
+  if (auto s = features_.Check("embedding", sample.embedding); !s.ok()) return s;
+  if (sample.fidelity) {
+    if (auto s = CheckRange("fidelity", *sample.fidelity, 0.0, 1.0); !s.ok()) return s;
   } else if (params_.fidelity_weight > 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("fidelity is missing, expected a fidelity score in [0, 1] (fidelity_weight = ",
@@ -242,8 +246,8 @@ absl::Status MixturePolicy::Update(const Observation& obs) {
   if (!slot)
     return absl::NotFoundError(absl::StrCat("arm id '", obs.arm_id, "' is not in the arm set"));
   Vector phi;
-  features_.Map(obs.embedding, &phi);
-  stats_.Add(*slot, phi, obs.fidelity);
+  features_.Map(sample.embedding, &phi);
+  stats_.Add(*slot, phi, sample.fidelity);
   return absl::OkStatus();
 }
 

@@ -238,7 +238,7 @@ absl::StatusOr<Decision> OnlineKernelSelection::Select(const SelectContext& ctx)
   const double f = hyp_->Eval(d.arm, *ctx.point);
   d.arm_id = absl::StrCat(d.arm);
   d.propensity = p[d.arm];
-  d.prediction = f;
+  d.extension = KernelPrediction{f};
   if (ctx.want_scores) {
     d.scores = p;
     d.score_kind = bandit::v1::PROBABILITY;

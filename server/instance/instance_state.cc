@@ -54,7 +54,7 @@ void WriteDecision(const Decision& d, const std::string& event_id, int64_t expir
     out->mutable_scores()->Assign(d.scores.data(), d.scores.data() + d.scores.size());
     out->set_score_kind(d.score_kind);
   }
-  if (d.prediction) out->set_prediction(*d.prediction);
+  if (auto f = d.prediction()) out->set_prediction(*f);
   for (const auto& [k, v] : d.diagnostics) (*out->mutable_diagnostics())[k] = v;
   out->set_expires_at_ms(expires_at_ms);
 }
@@ -71,9 +71,9 @@ void LogDistribution(const Decision& d, int num_actions, DecisionLog::Context* e
   if (d.score_kind == bandit::v1::PROBABILITY && d.scores.size() == num_actions &&
       num_actions > 0) {
     e->probabilities = std::span<const double>(d.scores.data(), d.scores.size());
-  } else if (d.argmax_posteriors.has_value() && d.argmax_posteriors->first.size() == num_actions &&
-             num_actions > 0) {
-    e->posteriors = &*d.argmax_posteriors;
+  } else if (const ArgmaxPosteriors* posteriors = d.argmax_posteriors();
+             posteriors != nullptr && posteriors->first.size() == num_actions && num_actions > 0) {
+    e->posteriors = posteriors;
   } else if (d.propensity == 1.0 && num_actions > 0 && d.arm >= 0 && d.arm < num_actions) {
     // A deterministic choice: every other action had probability 0.
     e->one_hot_actions = num_actions;
@@ -249,21 +249,7 @@ void InstanceState::SyncConfigArms() {
   // The config always lists the current arm set (so Reset and snapshots keep runtime changes).
   const std::vector<std::string> ids = policy_->ArmIds();
   if (ids.empty() && config_.policy().arms_size() == 0) return;
-  absl::flat_hash_map<std::string, bandit::v1::ArmSpec> old;
-  for (const auto& a : config_.policy().arms()) old[a.id()] = a;
-  auto* arms = config_.mutable_policy()->mutable_arms();
-  arms->Clear();
-  for (const auto& id : ids) {
-    auto it = old.find(id);
-    if (it != old.end()) {
-      *arms->Add() = it->second;
-    } else {
-      arms->Add()->set_id(id);
-    }
-  }
-  config_.mutable_policy()->set_num_arms(0);
-  // A mixture's own arm count must agree with the arm set when set; 0 means "the arm set's".
-  if (config_.policy().has_mixture()) config_.mutable_policy()->mutable_mixture()->set_num_arms(0);
+  SetConfigArms(ids, config_.mutable_policy());
 }
 
 InstanceState::SelectInputs::SelectInputs() {
@@ -565,17 +551,20 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   SelectContext policy_ctx = ctx;
   // Shadows score against the served policy's actions (a point policy's count is its
   // distribution's length).
-  policy_ctx.want_scores = ctx.want_scores || log_.enabled() || !shadows_.empty();
   // Unless the caller asked for the scores, the log takes a Thompson decision's posteriors
   // (its vector is computed from them at export) and shadows of an arm-set policy need only
   // the arm count.
-  policy_ctx.posteriors_suffice = !ctx.want_scores;
+  if (ctx.want_scores)
+    policy_ctx.want_scores = ScoreRequest::kScores;
+  else if (log_.enabled() || !shadows_.empty())
+    policy_ctx.want_scores = ScoreRequest::kScoresOrPosteriors;
+  else
+    policy_ctx.want_scores = ScoreRequest::kNone;
   // APPRENTICE: the policy decides, for its probability of the baseline, which needs its whole
   // distribution. LOGGING_ONLY: the policy is not asked (its state, random engine included,
   // does not change).
   if (mode == bandit::v1::APPRENTICE) {
-    policy_ctx.want_scores = true;
-    policy_ctx.posteriors_suffice = false;
+    policy_ctx.want_scores = ScoreRequest::kScores;
   }
   PendingDecision p;
   absl::StatusOr<Decision> d = Decision();

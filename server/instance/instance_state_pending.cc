@@ -277,14 +277,19 @@ absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector 
       return journal();
     }
   }
-  obs->embedding = std::move(embedding);
-  if (req.has_fidelity()) obs->fidelity = req.fidelity();
+  // A request with neither field carries no sample: a mixture then refuses the update for its
+  // missing embedding, any other policy never reads one.
+  if (embedding.size() > 0 || req.has_fidelity()) {
+    obs->sample.emplace();
+    obs->sample->embedding = std::move(embedding);
+    if (req.has_fidelity()) obs->sample->fidelity = req.fidelity();
+  }
   // A decision made in LOGGING_ONLY mode is not learned by the policy (its reward still counts).
   if (target == nullptr || target->learning_mode != bandit::v1::LOGGING_ONLY)
     if (auto s = policy_->Update(*obs); !s.ok())
       return s;  // pending kept: a fixed reward may follow
   if (target != nullptr && !shadows_.empty())
-    shadows_.Learn(*target, FeatureDimension(), req.reward(), obs->embedding, obs->fidelity);
+    shadows_.Learn(*target, FeatureDimension(), req.reward(), obs->sample);
   if (target != nullptr) {
     CountApprentice(*target, req.reward());
     CountSlot(target->slot_index, 0, 1, req.reward());
@@ -319,7 +324,7 @@ absl::Status InstanceState::LearnPending(const PendingDecision& target, double r
   // The shadows learn what the served policy learned (as bandit-ope does with the expiry
   // defaults of a log).
   if (!shadows_.empty())
-    shadows_.Learn(target, FeatureDimension(), reward, Vector(), std::nullopt);
+    shadows_.Learn(target, FeatureDimension(), reward, std::nullopt);
   CountApprentice(target, reward);
   CountSlot(target.slot_index, 0, 1, reward);
   stats_.set_updates(SaturatingAdd(stats_.updates(), 1));

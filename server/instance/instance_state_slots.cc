@@ -158,8 +158,7 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
   // APPRENTICE: the policy decides each slot for its probability of the slot's baseline, which
   // needs its whole distribution (as in a single Select).
   if (mode == bandit::v1::APPRENTICE) {
-    policy_ctx.want_scores = true;
-    policy_ctx.posteriors_suffice = false;
+    policy_ctx.want_scores = ScoreRequest::kScores;
   }
   std::vector<char> taken(n, 0);
   // Reused per thread: assigning a vector of the same length keeps its storage.
@@ -366,9 +365,9 @@ Decision InstanceState::AmongOffered(const Decision& d, const std::vector<int>& 
     return r;
   };
   if (d.scores.size() > 0) out.scores = restrict(d.scores);
-  if (d.argmax_posteriors) {
-    out.argmax_posteriors->first = restrict(d.argmax_posteriors->first);
-    out.argmax_posteriors->second = restrict(d.argmax_posteriors->second);
+  if (const ArgmaxPosteriors* posteriors = d.argmax_posteriors()) {
+    out.argmax_posteriors()->first = restrict(posteriors->first);
+    out.argmax_posteriors()->second = restrict(posteriors->second);
   }
   return out;
 }

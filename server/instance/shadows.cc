@@ -247,7 +247,7 @@ void ShadowSet::Score(const ope::LoggedContext& ctx, int served_action, double s
 }
 
 void ShadowSet::Learn(const PendingDecision& p, int64_t dimension, double reward,
-                      const Vector& embedding, std::optional<double> fidelity) {
+                      const std::optional<GeneratedSample>& sample) {
   // The chosen candidate in both forms: sparse as the decision kept it, dense (made once, when
   // a shadow reads it) for the shadows that take dense vectors.
   const bool sparse_choice = !p.sparse_index.empty();
@@ -296,8 +296,7 @@ void ShadowSet::Learn(const PendingDecision& p, int64_t dimension, double reward
       ++s.errors;
       continue;
     }
-    obs->embedding = embedding;
-    obs->fidelity = fidelity;
+    obs->sample = sample;
     if (!s.policy->Update(*obs).ok()) {
       ++s.errors;
       continue;

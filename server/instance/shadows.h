@@ -99,11 +99,11 @@ class ShadowSet {
              std::vector<ShadowScore>* out);
   // The reward of a decision the served policy learned: every shadow that scored it adds the
   // event to its estimates (and, for a slot of a multi-slot decision, to its slot position's),
-  // then it and its direct model learn (x_t, a_t, r_t). `embedding`
-  // and `fidelity` are the Update's (mixture policies). A sparse choice (the pending decision's
+  // then it and its direct model learn (x_t, a_t, r_t). `sample` is
+  // the Update's generated sample (mixture policies). A sparse choice (the pending decision's
   // sparse_index/value) is densified to `dimension` for the shadows that take dense vectors.
-  void Learn(const PendingDecision& p, int64_t dimension, double reward, const Vector& embedding,
-             std::optional<double> fidelity);
+  void Learn(const PendingDecision& p, int64_t dimension, double reward,
+             const std::optional<GeneratedSample>& sample);
   // Arm-set instances: the instance's arm changes, on every shadow (policy and config). All or
   // nothing: on error every shadow is as before.
   absl::Status AddArms(const bandit::v1::AddArmsRequest& req);

@@ -141,7 +141,8 @@ class World {
     }
     Vector noise(embedding_dim_);
     for (int j = 0; j < embedding_dim_; ++j) noise[j] = Uniform(-0.1, 0.1);
-    if (embedding_dim_ > 0) obs.embedding = noise.array() + 0.5 * (d.arm + 1);
+    if (embedding_dim_ > 0)
+      obs.sample = GeneratedSample{noise.array() + 0.5 * (d.arm + 1), std::nullopt};
     return obs;
   }
 
@@ -228,8 +229,9 @@ class Conformance : public ::testing::TestWithParam<Case> {
       ASSERT_EQ(da.arm_id, db.arm_id) << what << ", round " << t;
       ASSERT_TRUE(SameNumber(da.propensity, db.propensity))
           << what << ", round " << t << ": " << da.propensity << " vs " << db.propensity;
-      if (da.prediction || db.prediction) {
-        ASSERT_TRUE(da.prediction && db.prediction && SameNumber(*da.prediction, *db.prediction))
+      if (da.prediction() || db.prediction()) {
+        ASSERT_TRUE(da.prediction() && db.prediction() &&
+                    SameNumber(*da.prediction(), *db.prediction()))
             << what << ", round " << t;
       }
     }
@@ -396,11 +398,12 @@ std::vector<BadCall> BadUpdates(const World& w, const Observation& good) {
   if (w.embedding_dim() > 0) {
     const int e = w.embedding_dim();
     add("Update with an embedding of dimension d+1", inv,
-        [e](Observation& o) { o.embedding = Vector::Constant(e + 1, 0.5); });
-    add("Update with no embedding", inv, [](Observation& o) { o.embedding = Vector(); });
-    add("Update with a NaN embedding", inv, [](Observation& o) { o.embedding[0] = kNaN; });
-    add("Update with a fidelity above 1", inv, [](Observation& o) { o.fidelity = 1.5; });
-    add("Update with a NaN fidelity", inv, [](Observation& o) { o.fidelity = kNaN; });
+        [e](Observation& o) { o.sample->embedding = Vector::Constant(e + 1, 0.5); });
+    add("Update with no embedding", inv, [](Observation& o) { o.sample->embedding = Vector(); });
+    add("Update with no sample", inv, [](Observation& o) { o.sample.reset(); });
+    add("Update with a NaN embedding", inv, [](Observation& o) { o.sample->embedding[0] = kNaN; });
+    add("Update with a fidelity above 1", inv, [](Observation& o) { o.sample->fidelity = 1.5; });
+    add("Update with a NaN fidelity", inv, [](Observation& o) { o.sample->fidelity = kNaN; });
   }
   return out;
 }

@@ -64,7 +64,7 @@ int Step(Policy& p, const sim::GeneratorsEnv& env, Rng& rng, bool want_scores = 
   EXPECT_TRUE(d.ok()) << d.status();
   Observation obs;
   obs.arm_id = d->arm_id;
-  obs.embedding = env.Sample(d->arm, rng);
+  obs.sample = GeneratedSample{env.Sample(d->arm, rng), std::nullopt};
   EXPECT_TRUE(p.Update(obs).ok());
   return d->arm;
 }
@@ -148,7 +148,7 @@ TEST(MixturePolicy, WarmStartIsRoundRobinWithPropensityOneThenSamplesFromAlpha) 
     EXPECT_EQ(d->scores, Vector::Unit(4, t % 4));
     Observation obs;
     obs.arm_id = d->arm_id;
-    obs.embedding = env.Sample(d->arm, rng);
+    obs.sample = GeneratedSample{env.Sample(d->arm, rng), std::nullopt};
     ASSERT_TRUE((*p)->Update(obs).ok());
   }
   for (int t = 0; t < 20; ++t) {
@@ -163,7 +163,7 @@ TEST(MixturePolicy, WarmStartIsRoundRobinWithPropensityOneThenSamplesFromAlpha) 
     EXPECT_EQ((*p)->Weights(), d->scores);
     Observation obs;
     obs.arm_id = d->arm_id;
-    obs.embedding = env.Sample(d->arm, rng);
+    obs.sample = GeneratedSample{env.Sample(d->arm, rng), std::nullopt};
     ASSERT_TRUE((*p)->Update(obs).ok());
   }
 }
@@ -179,26 +179,26 @@ TEST(MixturePolicy, BadInputLeavesStateUnchanged) {
     auto d = (*p)->Select({});
     Observation obs;
     obs.arm_id = d->arm_id;
-    obs.embedding = env.Sample(d->arm, rng);
-    obs.fidelity = 0.5;
+    obs.sample = GeneratedSample{env.Sample(d->arm, rng), 0.5};
     ASSERT_TRUE((*p)->Update(obs).ok());
   }
   bandit::v1::PolicyState before, after;
   (*p)->Save(&before);
   Observation obs;
   obs.arm_id = "1";
-  obs.fidelity = 0.3;
-  obs.embedding = Vector::Ones(5);  // wrong dimension
+  obs.sample.emplace();
+  obs.sample->fidelity = 0.3;
+  obs.sample->embedding = Vector::Ones(5);  // wrong dimension
   EXPECT_EQ((*p)->Update(obs).code(), absl::StatusCode::kInvalidArgument);
-  obs.embedding = Vector::Ones(4);
-  obs.embedding[2] = std::numeric_limits<double>::infinity();
+  obs.sample->embedding = Vector::Ones(4);
+  obs.sample->embedding[2] = std::numeric_limits<double>::infinity();
   EXPECT_EQ((*p)->Update(obs).code(), absl::StatusCode::kInvalidArgument);
-  obs.embedding = Vector::Ones(4);
-  obs.fidelity = 1.5;
+  obs.sample->embedding = Vector::Ones(4);
+  obs.sample->fidelity = 1.5;
   EXPECT_EQ((*p)->Update(obs).code(), absl::StatusCode::kInvalidArgument);
-  obs.fidelity = std::nullopt;  // required: fidelity_weight > 0
+  obs.sample->fidelity = std::nullopt;  // required: fidelity_weight > 0
   EXPECT_EQ((*p)->Update(obs).code(), absl::StatusCode::kInvalidArgument);
-  obs.fidelity = 0.5;
+  obs.sample->fidelity = 0.5;
   obs.arm_id = "nope";
   EXPECT_EQ((*p)->Update(obs).code(), absl::StatusCode::kNotFound);
   (*p)->Save(&after);
@@ -219,7 +219,7 @@ TEST(MixturePolicy, CosineKernelRejectsZeroEmbedding) {
   ASSERT_TRUE(p.ok());
   Observation obs;
   obs.arm_id = "0";
-  obs.embedding = Vector::Zero(3);
+  obs.sample = GeneratedSample{Vector::Zero(3), std::nullopt};
   EXPECT_EQ((*p)->Update(obs).code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -302,8 +302,8 @@ TEST(MixturePolicy, SummaryReportsScoreOfCollectedSamplesAndGap) {
     auto d = (*p)->Select({});
     Observation obs;
     obs.arm_id = d->arm_id;
-    obs.embedding = env.Sample(d->arm, rng);
-    xs.push_back(obs.embedding);
+    obs.sample = GeneratedSample{env.Sample(d->arm, rng), std::nullopt};
+    xs.push_back(obs.sample->embedding);
     ASSERT_TRUE((*p)->Update(obs).ok());
   }
   // FD of the pooled raw samples, computed directly.

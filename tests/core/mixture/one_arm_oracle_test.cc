@@ -37,7 +37,7 @@ TEST(OneArmOracle, SamplesOnlyTheConfiguredArmAfterWarmStart) {
     }
     Observation obs;
     obs.arm_id = d->arm_id;
-    obs.embedding = Eigen::Vector3d(1.0 + t % 3, 0.5, -0.25 * (t % 2));
+    obs.sample = GeneratedSample{Eigen::Vector3d(1.0 + t % 3, 0.5, -0.25 * (t % 2)), std::nullopt};
     ASSERT_TRUE((*p)->Update(obs).ok());
   }
   EXPECT_EQ(warm, 6);

@@ -68,7 +68,7 @@ TEST(CosSinMap, ThroughTheOksPolicySaveRestoreContinues) {
     o.memo = d->memo;
     o.reward = x[0] > x[1] ? 1.0 : -1.0;
     EXPECT_TRUE(p.Update(o).ok());
-    return std::pair{d->arm, *d->prediction};
+    return std::pair{d->arm, *d->prediction()};
   };
   for (int t = 0; t < 100; ++t) round(*a, RandomPoint(data, 2));
   bandit::v1::PolicyState st;

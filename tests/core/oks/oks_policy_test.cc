@@ -75,7 +75,7 @@ std::pair<int, double> Round(Policy& p, Stream& s) {
   o.memo = d->memo;
   o.reward = y;
   EXPECT_TRUE(p.Update(o).ok());
-  return {d->arm, *d->prediction};
+  return {d->arm, *d->prediction()};
 }
 
 TEST(Oks, OksPlusPlusParametersMatchHandComputedValues) {
@@ -162,7 +162,7 @@ TEST(Oks, IoksUpdateFollowsAlgorithm2) {
     // Lines 8-9: eq. (4) then eq. (5).
     Eigen::VectorXd ct = Eigen::VectorXd::Zero(3);
     ct[d->arm] =
-        IoksLossEstimate(std::abs(*d->prediction - y), d->propensity, eta_before.maxCoeff());
+        IoksLossEstimate(std::abs(*d->prediction() - y), d->propensity, eta_before.maxCoeff());
     const Eigen::VectorXd q_expect = TsallisOmdStep(q_before, eta_before, ct);
     const Eigen::VectorXd q = p->QDistribution();
     for (int i = 0; i < 3; ++i) EXPECT_NEAR(q[i], q_expect[i], 1e-15);
@@ -379,7 +379,7 @@ TEST(Oks, SelectReportsProbabilitiesAndLabel) {
   EXPECT_EQ(d->memo[kMemoArm], d->arm);
   bool has_label = false;
   for (const auto& [k, v] : d->diagnostics)
-    if (k == "label") has_label = (v == (*d->prediction < 0 ? -1.0 : 1.0));
+    if (k == "label") has_label = (v == (*d->prediction() < 0 ? -1.0 : 1.0));
   EXPECT_TRUE(has_label);
 }
 
@@ -397,7 +397,7 @@ TEST(Oks, RandomFeatureOksPlusPlusLearnsOverSeeds) {
       ctx.point = &x;
       auto d = p->Select(ctx);
       ASSERT_TRUE(d.ok());
-      if ((*d->prediction < 0 ? -1.0 : 1.0) != y) ++mistakes;
+      if ((*d->prediction() < 0 ? -1.0 : 1.0) != y) ++mistakes;
       ASSERT_TRUE(p->Update(Obs(x, y, {d->memo.data(), d->memo.data() + 4})).ok());
     }
     EXPECT_LT(static_cast<double>(mistakes) / T, 0.30) << "seed " << seed;

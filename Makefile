@@ -2,9 +2,9 @@
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
-# Tests run twice as many at once as there are cores: most of their time they wait on processes
-# they started (PostgreSQL, Patroni, etcd, banditd, npm), not on the CPU.
-TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
+# Tests run twice as many at once as there are build jobs: most of their time they wait on
+# processes they started (PostgreSQL, Patroni, etcd, banditd, npm), not on the CPU.
+TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
 DEPS_STAMP := $(BUILD_DIR)/.deps-ok
 
 .PHONY: all build build-tests build-serve run test bench deps clean sanitize fuzz fuzz-check build-fuzz-clang soak repro-glb repro-kernel-mixture

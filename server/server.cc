@@ -9,6 +9,7 @@
 #include <map>
 
 #include <google/protobuf/text_format.h>
+#include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
@@ -468,12 +469,34 @@ void BanditServer::Shutdown() {
   // the final snapshot) forever. So it runs on its own thread, and at the deadline the calls
   // still waiting for durability or snapshot I/O are answered here.
   auto drained = std::make_shared<absl::Notification>();
-  std::thread drain([grpc = server_.get(), deadline, drained] {
+  auto shutting_down = std::make_shared<absl::Notification>();
+  std::thread drain([grpc = server_.get(), deadline, drained, shutting_down] {
+    shutting_down->Notify();
     grpc->Shutdown(deadline);
     drained->Notify();
   });
+  // gRPC's drain also waits for every client connection to close after its GOAWAY, and an idle
+  // client may read the GOAWAY only at its next poll (gRPC C++ clients with no call running
+  // poll every 5 s), so a shutdown with no call left could wait out the whole grace period.
+  // Once no call of this service has been in flight for a few polls, the connections are closed
+  // here, as gRPC itself closes them at the deadline (cancelling what else still runs there:
+  // health watches, reflection streams).
+  shutting_down->WaitForNotification();
+  constexpr absl::Duration kPoll = absl::Milliseconds(10);
+  constexpr int kIdlePolls = 3;
+  int idle_polls = 0;
+  bool closed_idle = false;
+  while (!drained->WaitForNotificationWithTimeout(kPoll) &&
+         std::chrono::system_clock::now() < deadline) {
+    idle_polls = grpc_service_->ActiveCalls() == 0 ? idle_polls + 1 : 0;
+    if (idle_polls >= kIdlePolls && !closed_idle) {
+      grpc_server_cancel_all_calls(server_->c_server());
+      closed_idle = true;
+    }
+  }
   if (drained->WaitForNotificationWithDeadline(absl::FromChrono(deadline))) {
-    BANDIT_LOG_INFO("drained: every call was answered within the grace period");
+    BANDIT_LOG_INFO("drained: every call was answered within the grace period",
+                    closed_idle ? " (then the idle connections were closed)" : "");
   } else {
     const int cut = grpc_service_->CutPendingCalls(absl::UnavailableError(
         "the server is shutting down and its grace period ended before this call was answered; "

@@ -105,12 +105,35 @@ cluster::Router::Metadata CallerMetadata(const grpc::CallbackServerContext& ctx)
 
 }  // namespace
 
+class GrpcBanditService::CountedReactor final : public grpc::ServerUnaryReactor {
+ public:
+  explicit CountedReactor(std::atomic<int64_t>* active) : active_(active) {
+    active_->fetch_add(1, std::memory_order_relaxed);
+  }
+  void OnDone() override {
+    active_->fetch_sub(1, std::memory_order_release);
+    delete this;
+  }
+  // Its reactions are trivial (OnCancel does nothing, OnDone a decrement and a delete), so gRPC
+  // may run them inline, as it does for its DefaultReactor: otherwise each call's OnDone is
+  // scheduled on gRPC's executor, a thread hop that measured 6% of the round rate.
+  bool InternalInlineable() override { return true; }
+
+ private:
+  std::atomic<int64_t>* const active_;
+};
+
+GrpcBanditService::Reactor* GrpcBanditService::NewReactor() {
+  return new CountedReactor(&active_calls_);
+}
+
 class GrpcBanditService::DecisionLogWriter final
     : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       public cluster::ForwardedStream::Sink {
  public:
   DecisionLogWriter(GrpcBanditService* owner, Ctx* ctx, const grpc::ByteBuffer* in)
       : owner_(owner), ctx_(ctx), start_(std::chrono::steady_clock::now()) {
+    owner_->active_calls_.fetch_add(1, std::memory_order_relaxed);
     auto* bytes = const_cast<grpc::ByteBuffer*>(in);
     const size_t size = bytes == nullptr ? 0 : bytes->Length();
     if (bytes == nullptr ||
@@ -150,7 +173,10 @@ class GrpcBanditService::DecisionLogWriter final
     }
     Next();
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    owner_->active_calls_.fetch_sub(1, std::memory_order_release);
+    delete this;
+  }
   void OnCancel() override {
     absl::MutexLock lock(&forward_mu_);
     if (forward_ != nullptr) forward_->Cancel();
@@ -318,7 +344,7 @@ GrpcBanditService::Reactor* GrpcBanditService::HandleBytes(Ctx* ctx, Rpc rpc, Me
       !grpc::SerializationTraits<Req>::Deserialize(bytes, call->request()).ok()) {
     call->Release();
     if (metrics_ != nullptr) metrics_->CountUnparseable(rpc);
-    Reactor* reactor = ctx->DefaultReactor();
+    Reactor* reactor = NewReactor();
     Finish(reactor, rpc, std::chrono::steady_clock::now(),
            absl::InvalidArgumentError(absl::StrCat(
                "the request payload (", size, " bytes) is not a valid protobuf-encoded ",
@@ -407,7 +433,7 @@ GrpcBanditService::Reactor* GrpcBanditService::Handle(Ctx* ctx, Rpc rpc, Method 
                                                       grpc::MessageHolder<Req, Resp>* call,
                                                       grpc::ByteBuffer* out) {
   const auto start = std::chrono::steady_clock::now();
-  Reactor* reactor = ctx->DefaultReactor();
+  Reactor* reactor = NewReactor();
   if (auth_ != nullptr) {
     if (absl::Status denied = auth_->Check(rpc, *ctx, cluster::RoutingKeyOf(*call->request()).name);
         !denied.ok()) {

@@ -56,6 +56,9 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   int CutPendingCalls(const absl::Status& status);
   // Age of the oldest call waiting for its records to become durable (0 if none).
   double OldestDurableWaitSeconds() const;
+  // Calls of this service that gRPC has handed over and not yet seen done (answered and sent,
+  // or cancelled): a call counts from its handler's start to its reactor's OnDone.
+  int64_t ActiveCalls() const { return active_calls_.load(std::memory_order_acquire); }
 
   // Cluster mode: each call asks the router (server/cluster/router.h) where it goes; a call for
   // an instance another node owns is forwarded there, and every answer carries the serving
@@ -128,7 +131,12 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
                                              bandit::v1::ListInstancesResponse>* call,
                          grpc::ByteBuffer* out);
 
+  // A unary call's reactor, counted in active_calls_ until gRPC is done with the call.
+  class CountedReactor;
+  Reactor* NewReactor();
+
   cluster::Router* const router_;
+  std::atomic<int64_t> active_calls_{0};
   const std::shared_ptr<PendingCalls> pending_ = std::make_shared<PendingCalls>();
   RoundMessageAllocators allocators_;
   DecisionService* service_;

@@ -2,9 +2,12 @@
 // (answered UNAVAILABLE/CANCELLED), then the final snapshot and journal flush run, and nothing
 // acknowledged is lost. The call is held by real I/O: its snapshot goes into a named pipe that
 // the test reads only after the cut (a disk slower than the grace period).
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -138,6 +141,47 @@ TEST(Shutdown, CallHeldPastTheGracePeriodIsCutAndTheFinalSnapshotStillRuns) {
   EXPECT_EQ(got->stats().updates(), acked);
   auto held_after = after.GetInstance("held");
   EXPECT_TRUE(held_after.ok()) << held_after.status();
+}
+
+// A client connection that stays open without a call must not hold the shutdown: gRPC's own
+// drain waits for each connection to acknowledge its GOAWAY, which an idle client may read only
+// at its next poll (gRPC C++ clients poll every 5 s when no call runs), and a client that never
+// reads would hold it to the end of the grace period. The connection here is HTTP/2 at the byte
+// level: the client preface and SETTINGS, the server's SETTINGS read, then nothing is read.
+TEST(Shutdown, AConnectionThatNeverReadsDoesNotHoldTheDrain) {
+  constexpr int kGraceMs = 10000;
+  ServerProcess server({"--grace_period_ms=" + std::to_string(kGraceMs)});
+  ASSERT_TRUE(server.running()) << server.Log();
+  BanditClient client(server.target());
+  ASSERT_TRUE(client.CreateInstance(Create("a", "policy { epsilon_greedy {} num_arms: 2 }")).ok());
+
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+  // RFC 9113 3.4: the preface, then a SETTINGS frame (length 0, type 4, no flags, stream 0).
+  const std::string hello = std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") +
+                            std::string("\0\0\0\x04\0\0\0\0\0", 9);
+  ASSERT_EQ(write(fd, hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+  // The server's SETTINGS arrive once its transport for this connection is up.
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 10000), 1);
+  char frame[9];
+  ASSERT_EQ(read(fd, frame, sizeof(frame)), static_cast<ssize_t>(sizeof(frame)));
+  EXPECT_EQ(frame[3], 0x04) << "expected the server's SETTINGS frame first";
+
+  const int status = server.Stop(SIGTERM);
+  close(fd);
+  ASSERT_TRUE(WIFEXITED(status)) << server.Log();
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const std::string log = server.Log();
+  EXPECT_NE(log.find("drained: every call was answered within the grace period"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("grace period of"), std::string::npos) << log;
 }
 
 }  // namespace

@@ -49,6 +49,38 @@ bool SparseIsValid(const SparseVector& x, int64_t dimension) {
   return finite && (x.index.empty() || int64_t{max_index} < dimension);
 }
 
+void Coalescer::Coalesce(const SparseVector& x, CoalescedTerms* out) {
+  const size_t n = x.index.size();
+  out->index.resize(n);
+  out->value.resize(n);
+  uint32_t* index = out->index.data();
+  double* value = out->value.data();
+  size_t m = 0;
+  bool indexed = false;  // whether table_ holds the positions (after a first repeat)
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t i = x.index[k];
+    uint64_t& word = seen_[i >> 6];
+    const uint64_t bit = uint64_t{1} << (i & 63);
+    if (!(word & bit)) {
+      word |= bit;
+      if (indexed) PositionOf(i) = static_cast<uint32_t>(m);
+      index[m] = i;
+      value[m] = x.value[k];
+      ++m;
+      continue;
+    }
+    if (!indexed) {
+      StartTable(n);
+      for (size_t q = 0; q < m; ++q) PositionOf(index[q]) = static_cast<uint32_t>(q);
+      indexed = true;
+    }
+    value[PositionOf(i)] += x.value[k];
+  }
+  Unmark(index, m);
+  out->index.resize(m);
+  out->value.resize(m);
+}
+
 void Coalescer::StartTable(size_t n) {
   // Sized for the whole vector: every later first appearance is inserted too.
   size_t cap = 16;
@@ -122,13 +154,7 @@ bool DiagonalScorer::Score(const SparseVector& x, FiguresOf figures, double* mea
   } else {
     // A bad index, or a repeat: terms [0, k) are first appearances, marked in the bitmap, so
     // the coalesced form goes on from k (checking the rest), then is scored exactly.
-    terms_.index.assign(x.index.begin(), x.index.begin() + static_cast<std::ptrdiff_t>(k));
-    terms_.value.assign(x.value.begin(), x.value.begin() + static_cast<std::ptrdiff_t>(k));
-    if (!ValuesAreInputNumbers(x.value.data(), k)) {
-      coalescer_.Unmark(terms_.index.data(), k);
-      return false;
-    }
-    if (!coalescer_.CoalesceFrom(x, k, &terms_)) return false;
+    if (!CoalesceFrom(x, k, ValuesAreInputNumbers(x.value.data(), k))) return false;
     Score(terms_, figures, &m, &v);
     s = 0;
     for (double xi : terms_.value) s += xi * xi;
@@ -139,48 +165,51 @@ bool DiagonalScorer::Score(const SparseVector& x, FiguresOf figures, double* mea
   return true;
 }
 
-bool Coalescer::CoalesceFrom(const SparseVector& x, size_t k, CoalescedTerms* out) {
+bool DiagonalScorer::CoalesceFrom(const SparseVector& x, size_t k, bool valid) {
   // A repeat is found by a linear scan of the terms so far while repeats are few (hashed
-  // features collide once or twice in a vector), then through the table of positions: O(n) for
+  // features collide once or twice in a vector), then through the coalescer's table: O(n) for
   // any vector, and no table built for the usual single repeat.
   constexpr int kScans = 4;
   const size_t n = x.index.size();
-  bool valid = x.value.size() == n;
+  const uint64_t d = static_cast<uint64_t>(dimension());
+  uint64_t* seen = coalescer_.seen_.data();
+  terms_.index.assign(x.index.begin(), x.index.begin() + k);
+  terms_.value.assign(x.value.begin(), x.value.begin() + k);
   int scans = 0;
-  bool indexed = false;  // whether table_ holds the positions
+  bool indexed = false;  // whether the coalescer's table holds the positions
   for (; k < n && valid; ++k) {
     const uint32_t i = x.index[k];
-    if (i >= dimension_) {
+    if (i >= d) {
       valid = false;
       break;
     }
     const double xi = x.value[k];
     valid &= IsInputNumber(xi);
-    uint64_t& word = seen_[i >> 6];
+    uint64_t& word = seen[i >> 6];
     const uint64_t bit = uint64_t{1} << (i & 63);
     if (!(word & bit)) {
       word |= bit;
-      if (indexed) PositionOf(i) = static_cast<uint32_t>(out->index.size());
-      out->index.push_back(i);
-      out->value.push_back(xi);
+      if (indexed) coalescer_.PositionOf(i) = static_cast<uint32_t>(terms_.index.size());
+      terms_.index.push_back(i);
+      terms_.value.push_back(xi);
       continue;
     }
     if (!indexed && scans < kScans) {
       ++scans;
       const size_t q = static_cast<size_t>(
-          std::find(out->index.begin(), out->index.end(), i) - out->index.begin());
-      out->value[q] += xi;
+          std::find(terms_.index.begin(), terms_.index.end(), i) - terms_.index.begin());
+      terms_.value[q] += xi;
       continue;
     }
     if (!indexed) {
-      StartTable(n);
-      for (size_t q = 0; q < out->index.size(); ++q)
-        PositionOf(out->index[q]) = static_cast<uint32_t>(q);
+      coalescer_.StartTable(n);
+      for (size_t q = 0; q < terms_.index.size(); ++q)
+        coalescer_.PositionOf(terms_.index[q]) = static_cast<uint32_t>(q);
       indexed = true;
     }
-    out->value[PositionOf(i)] += xi;
+    terms_.value[coalescer_.PositionOf(i)] += xi;
   }
-  Unmark(out->index.data(), out->index.size());
+  coalescer_.Unmark(terms_.index.data(), terms_.index.size());
   return valid;
 }
 

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -43,20 +42,10 @@ bool SparseIsValid(const SparseVector& x, int64_t dimension);
 // vectors cost one bit test per term.
 class Coalescer {
  public:
-  explicit Coalescer(int64_t dimension)
-      : dimension_(static_cast<uint64_t>(dimension)), seen_((dimension + 63) / 64, 0) {}
+  explicit Coalescer(int64_t dimension) : seen_((dimension + 63) / 64, 0) {}
   // A checked sparse vector: its coordinates in order of first appearance, each value the sum
   // of the vector's values at that index in the vector's order (as the dense form adds them).
-  void Coalesce(const SparseVector& x, CoalescedTerms* out) {
-    out->clear();
-    [[maybe_unused]] const bool checked = CoalesceFrom(x, 0, out);
-    assert(checked);
-  }
-  // Coalesce from x's term k on, given that its terms [0, k) are distinct, marked in the bitmap
-  // and already in `out` as they are in x. Checks the terms from k: false unless each index is
-  // below the dimension and each value an input number (IsInputNumber); either way the bitmap
-  // is left clear.
-  bool CoalesceFrom(const SparseVector& x, size_t k, CoalescedTerms* out);
+  void Coalesce(const SparseVector& x, CoalescedTerms* out);
   // A dense vector's nonzero coordinates, in index order.
   static void FromDense(const Vector& x, CoalescedTerms* out);
   int64_t bytes() const { return static_cast<int64_t>(seen_.size() * sizeof(uint64_t)); }
@@ -73,7 +62,6 @@ class Coalescer {
   void Unmark(const uint32_t* index, size_t n) {
     for (size_t q = 0; q < n; ++q) seen_[index[q] >> 6] = 0;
   }
-  const uint64_t dimension_;
   std::vector<uint64_t> seen_;
   struct Slot {
     uint32_t key, pos, stamp;
@@ -159,6 +147,10 @@ class DiagonalScorer {
     return a <= std::numeric_limits<float>::max() &&
            (a >= std::numeric_limits<float>::min() || v == 0);
   }
+  // x's coalesced form into terms_, given that x's terms [0, k) are distinct and marked in the
+  // bitmap and `valid` says whether their values are input numbers: false unless x is valid
+  // (SparseIsValid). Leaves the bitmap clear.
+  bool CoalesceFrom(const SparseVector& x, size_t k, bool valid);
   std::vector<Coord> coord_;
   Coalescer coalescer_;
   CoalescedTerms terms_;  // scratch

@@ -33,6 +33,10 @@ ABSL_FLAG(int, actions, 50, "actions per Rank");
 ABSL_FLAG(int, inflight, 64, "requests in flight (one thread and connection each)");
 ABSL_FLAG(double, seconds, 10, "duration of each phase");
 ABSL_FLAG(int, rounds, 2, "phases per transport (alternating HTTP, gRPC)");
+ABSL_FLAG(bool, http_nodelay, true,
+          "TCP_NODELAY on the HTTP clients' sockets, as gRPC sets on its own (cpp-httplib's client "
+          "leaves Nagle on: it writes the headers and the body apart, and the body waits for the "
+          "server's delayed ACK of the headers, 40 ms on Linux)");
 ABSL_FLAG(std::string, config, "",
           "text-format InstanceConfig of both instances (empty = Personalizer's defaults, "
           "core/features/personalizer_defaults.h)");
@@ -42,8 +46,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // HTTP requests that failed, by cause (printed to stderr after each HTTP phase).
-// The cause says whether it came in the phase's first second, when every thread opens its
-// connection at once.
+// The cause says whether the request was its connection's first (every thread opens its
+// connection at once when the phase starts) and whether it ended in the phase's first second.
 absl::Mutex failures_mu;
 std::map<std::string, int64_t> failures ABSL_GUARDED_BY(failures_mu);
 std::atomic<Clock::rep> phase_start{0};
@@ -132,35 +136,49 @@ int main(int argc, char** argv) {
 
   struct Http {
     int port;
+    bool nodelay;
     std::string path;
     const std::vector<std::string>* features;
-    std::unique_ptr<httplib::Client> Open() const {
-      auto c = std::make_unique<httplib::Client>("127.0.0.1", port);
-      c->set_keep_alive(true);
-      c->set_read_timeout(60, 0);
+    // One thread's client and the requests answered since it last (re)connected: a failure
+    // closes the connection and the next request opens a new one.
+    struct Conn {
+      std::unique_ptr<httplib::Client> client;
+      int64_t answered = 0;
+    };
+    Conn Open() const {
+      Conn c{std::make_unique<httplib::Client>("127.0.0.1", port)};
+      c.client->set_keep_alive(true);
+      c.client->set_read_timeout(60, 0);
+      c.client->set_tcp_nodelay(nodelay);
       return c;
     }
-    bool Once(std::unique_ptr<httplib::Client>& c, int n) const {
+    bool Once(Conn& c, int n) const {
       std::string body = absl::StrCat("{\"contextFeatures\":", Context(n), ",\"actions\":[");
       for (size_t a = 0; a < features->size(); ++a)
         absl::StrAppend(&body, a ? "," : "", "{\"id\":\"item", a, "\",\"features\":",
                         (*features)[a], "}");
       body += "]}";
-      auto r = c->Post(path.c_str(), body, "application/json");
+      auto r = c.client->Post(path.c_str(), body, "application/json");
+      const int64_t answered = c.answered;
+      c.answered = r ? answered + 1 : 0;
       if (r && r->status == 201) return true;
-      // What failed, for the report: the client library's error, or the status answered.
+      // What failed, for the report: the client library's error, or the status answered; whether
+      // it was the connection's first request (a connection refused before it served, whatever
+      // the time the failure showed) and whether it ended in the phase's first second.
       const bool first_second =
           Clock::now() - Clock::time_point(Clock::duration(phase_start.load())) <
           std::chrono::seconds(1);
       const std::string kind = absl::StrCat(
           r ? absl::StrCat("status ", r->status)
             : absl::StrCat("client error ", httplib::to_string(r.error())),
-          first_second ? " (in the phase's first second)" : " (after the first second)");
+          answered == 0 ? " (first request of a connection, "
+                        : " (on a connection that had answered, ",
+          first_second ? "in the phase's first second)" : "after the first second)");
       absl::MutexLock lock(&failures_mu);
       ++failures[kind];
       return false;
     }
-  } http{port, "/instances/" + http_instance + "/personalizer/v1.0/rank", &features};
+  } http{port, absl::GetFlag(FLAGS_http_nodelay), "/instances/" + http_instance + "/personalizer/v1.0/rank", &features};
 
   struct Grpc {
     std::string target, instance;

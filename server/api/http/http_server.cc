@@ -1,8 +1,11 @@
 #include "server/api/http/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +17,13 @@ namespace {
 
 constexpr int kPrecreatedStatuses[] = {200, 201, 204, 400, 401, 403, 404, 405, 429, 500, 503};
 constexpr time_t kKeepAliveSeconds = 2;
+// The listening socket's accept queue. cpp-httplib 0.11 listens with a backlog of 5
+// (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's library), which keep-alive clients opening
+// their connections at once overflow: the kernel drops their SYNs and answers the rest with SYN
+// cookies, and a cookie connection whose first segment meets the full queue is reset at its next
+// one, after the client sent its request (the client sees the connection closed before the
+// response). The kernel caps this at net.core.somaxconn.
+constexpr int kListenBacklog = SOMAXCONN;
 
 // The answer to a request the library refused before routing it (too large, malformed), in
 // Personalizer's shape. Its 413 becomes Personalizer's 400 PayloadSizeExceeded.
@@ -102,6 +112,14 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   server.set_keep_alive_max_count(100'000);
   server.set_keep_alive_timeout(kKeepAliveSeconds);
   server.set_tcp_nodelay(true);
+  // The listening socket, to raise its backlog once the library has bound it and listened on it
+  // (listen() again on a listening socket only changes the backlog). The library calls this for
+  // each address it tries; the last call is the socket that bound.
+  auto listen_fd = std::make_shared<int>(-1);
+  server.set_socket_options([listen_fd](socket_t sock) {
+    httplib::default_socket_options(sock);
+    *listen_fd = sock;
+  });
   const int64_t max_body = options.max_body_bytes;
   auto handle = [api, metrics](const httplib::Request& req, httplib::Response& res) {
     const auto start = std::chrono::steady_clock::now();
@@ -157,6 +175,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
           absl::StrCat("--http_listen=", options.listen, ": could not bind (in use?)"));
     s->port_ = port;
   }
+  if (::listen(*listen_fd, kListenBacklog) != 0)
+    return absl::UnavailableError(absl::StrCat("--http_listen=", options.listen,
+                                               ": could not set the accept queue to ",
+                                               kListenBacklog, ": ", std::strerror(errno)));
   s->listener_ = std::thread([self = s.get()] {
     self->server_->listen_after_bind();
     self->listener_done_.Notify();

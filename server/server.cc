@@ -244,6 +244,10 @@ absl::Status BanditServer::StartGrpc() {
                              static_cast<int>(options.keepalive_timeout_ms));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // gRPC sets SO_REUSEPORT by default, so a second banditd (a double start, a restart whose old
+  // process has not exited) would bind the same port and the kernel would split connections
+  // between two servers of different state. One process per port: the second one fails here.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0)
     return absl::UnavailableError(absl::StrCat("cannot listen on --listen=", options.listen));

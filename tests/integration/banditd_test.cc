@@ -82,6 +82,35 @@ TEST(Banditd, LifecycleSelectUpdateOverTheWire) {
   EXPECT_EQ(client.Select(sel).status().code(), StatusCode::kNotFound);
 }
 
+// A second banditd on a port the first serves must fail to start, not share the port: with
+// SO_REUSEPORT (gRPC's and cpp-httplib's default) both would bind it and the kernel would split
+// connections between two servers of different state.
+TEST(Banditd, ASecondServerOnTheSamePortRefusesToStart) {
+  ServerProcess first({"--http_listen=127.0.0.1:0"});
+  ASSERT_TRUE(first.running()) << first.Log();
+  int grpc_port = 0, metrics_port = 0, http_port = 0;
+  std::ifstream(first.dir() + "/ports") >> grpc_port >> metrics_port >> http_port;
+  ASSERT_GT(http_port, 0) << "expected the ports file to hold GRPC METRICS HTTP";
+
+  ServerProcess same_grpc({"--listen=127.0.0.1:" + std::to_string(grpc_port)});
+  EXPECT_FALSE(same_grpc.running());
+  EXPECT_NE(same_grpc.Log().find("cannot listen on --listen=127.0.0.1:" +
+                                 std::to_string(grpc_port)),
+            std::string::npos)
+      << same_grpc.Log();
+
+  ServerProcess same_http({"--http_listen=127.0.0.1:" + std::to_string(http_port)});
+  EXPECT_FALSE(same_http.running());
+  EXPECT_NE(same_http.Log().find("--http_listen=127.0.0.1:" + std::to_string(http_port) +
+                                 ": could not bind"),
+            std::string::npos)
+      << same_http.Log();
+
+  // The first one still serves.
+  BanditClient client(first.target());
+  EXPECT_TRUE(client.CreateInstance(Create("still", "policy { epsilon_greedy {} num_arms: 2 }")).ok());
+}
+
 TEST(Banditd, OversizedRequestIsRefused) {
   ServerProcess server({"--max_message_bytes=65536"});
   ASSERT_TRUE(server.running()) << server.Log();

@@ -114,10 +114,13 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   server.set_tcp_nodelay(true);
   // The listening socket, to raise its backlog once the library has bound it and listened on it
   // (listen() again on a listening socket only changes the backlog). The library calls this for
-  // each address it tries; the last call is the socket that bound.
+  // each address it tries; the last call is the socket that bound. Its options are the library's
+  // defaults but SO_REUSEPORT, which would let a second banditd bind the same port and the
+  // kernel split connections between two servers of different state: SO_REUSEADDR only.
   auto listen_fd = std::make_shared<int>(-1);
   server.set_socket_options([listen_fd](socket_t sock) {
-    httplib::default_socket_options(sock);
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     *listen_fd = sock;
   });
   const int64_t max_body = options.max_body_bytes;

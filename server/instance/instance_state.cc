@@ -158,6 +158,20 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
         return absl::InvalidArgumentError(
             absl::StrCat("snapshot of instance '", snap.name(), "' repeats arm id '", id, "'"));
     }
+    // The config lists every arm with its spec (SyncConfigArms). When the arms carry features,
+    // an arm of the state that the config does not list would be listed without them, and the
+    // instance's next snapshot would not restore (found by fuzzing).
+    const auto& arms = in.config_.policy().arms();
+    if (std::any_of(arms.begin(), arms.end(), [](const auto& a) { return a.features_size(); })) {
+      absl::flat_hash_set<std::string> listed;
+      for (const auto& a : arms) listed.insert(a.id());
+      for (const auto& id : in.policy_->ArmIds())
+        if (!listed.contains(id))
+          return absl::InvalidArgumentError(absl::StrCat(
+              "snapshot of instance '", snap.name(), "' has arm '", id,
+              "' in its policy state but not in config.policy.arms, expected every arm listed "
+              "with its features"));
+    }
   }
   // Pending decisions go back in expiry order. A live instance can hold them out of order (the
   // wall clock stepped back, or an imported instance came from a server whose clock was ahead),

@@ -9,6 +9,7 @@
 #include <string>
 
 #include <google/protobuf/text_format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -253,6 +254,24 @@ TEST(InstanceState, ArmChangesKeepASnapshotThatRestores) {
     }
   }
   EXPECT_GT(changed, 10);
+}
+
+// A snapshot whose config does not list an arm of its policy state, when the arms carry
+// features, is refused: restored, that arm would be listed without features, and the instance's
+// own next snapshot would not restore (found by fuzzing: a config arm's tag mutated away).
+TEST(InstanceState, ASnapshotWhoseConfigMissesAFeaturedArmIsRefused) {
+  auto s = Make("policy { gp_ucb {} arms { id: 'a' features: [0, 1] } "
+                "arms { id: 'b' features: [1, 0] } } seed: 5");
+  ASSERT_NE(s, nullptr);
+  v1::InstanceSnapshot snap;
+  s->Save(&snap);
+  ASSERT_TRUE(InstanceState::FromSnapshot(snap, InstanceLimits{}).ok());
+  snap.mutable_config()->mutable_policy()->mutable_arms()->RemoveLast();
+  auto restored = InstanceState::FromSnapshot(snap, InstanceLimits{});
+  ASSERT_FALSE(restored.ok());
+  EXPECT_EQ(restored.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(restored.status().message()),
+              ::testing::HasSubstr("has arm 'b' in its policy state but not in config.policy.arms"));
 }
 
 TEST(InstanceState, ExpiryFollowsTheRewardWaitExactly) {

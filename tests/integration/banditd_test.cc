@@ -94,9 +94,9 @@ TEST(Banditd, ASecondServerOnTheSamePortRefusesToStart) {
 
   ServerProcess same_grpc({"--listen=127.0.0.1:" + std::to_string(grpc_port)});
   EXPECT_FALSE(same_grpc.running());
-  EXPECT_NE(same_grpc.Log().find("cannot listen on --listen=127.0.0.1:" +
-                                 std::to_string(grpc_port)),
-            std::string::npos)
+  EXPECT_NE(
+      same_grpc.Log().find("cannot listen on --listen=127.0.0.1:" + std::to_string(grpc_port)),
+      std::string::npos)
       << same_grpc.Log();
 
   ServerProcess same_http({"--http_listen=127.0.0.1:" + std::to_string(http_port)});
@@ -108,7 +108,8 @@ TEST(Banditd, ASecondServerOnTheSamePortRefusesToStart) {
 
   // The first one still serves.
   BanditClient client(first.target());
-  EXPECT_TRUE(client.CreateInstance(Create("still", "policy { epsilon_greedy {} num_arms: 2 }")).ok());
+  EXPECT_TRUE(
+      client.CreateInstance(Create("still", "policy { epsilon_greedy {} num_arms: 2 }")).ok());
 }
 
 TEST(Banditd, OversizedRequestIsRefused) {

@@ -163,8 +163,8 @@ TEST(Shutdown, AConnectionThatNeverReadsDoesNotHoldTheDrain) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
   // RFC 9113 3.4: the preface, then a SETTINGS frame (length 0, type 4, no flags, stream 0).
-  const std::string hello = std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") +
-                            std::string("\0\0\0\x04\0\0\0\0\0", 9);
+  const std::string hello =
+      std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + std::string("\0\0\0\x04\0\0\0\0\0", 9);
   ASSERT_EQ(write(fd, hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
   // The server's SETTINGS arrive once its transport for this connection is up.
   pollfd p{fd, POLLIN, 0};
@@ -178,8 +178,7 @@ TEST(Shutdown, AConnectionThatNeverReadsDoesNotHoldTheDrain) {
   ASSERT_TRUE(WIFEXITED(status)) << server.Log();
   EXPECT_EQ(WEXITSTATUS(status), 0);
   const std::string log = server.Log();
-  EXPECT_NE(log.find("drained: every call was answered within the grace period"),
-            std::string::npos)
+  EXPECT_NE(log.find("drained: every call was answered within the grace period"), std::string::npos)
       << log;
   EXPECT_EQ(log.find("grace period of"), std::string::npos) << log;
 }

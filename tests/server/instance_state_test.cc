@@ -8,8 +8,8 @@
 #include <limits>
 #include <string>
 
-#include <google/protobuf/text_format.h>
 #include <gmock/gmock.h>
+#include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -260,8 +260,9 @@ TEST(InstanceState, ArmChangesKeepASnapshotThatRestores) {
 // features, is refused: restored, that arm would be listed without features, and the instance's
 // own next snapshot would not restore (found by fuzzing: a config arm's tag mutated away).
 TEST(InstanceState, ASnapshotWhoseConfigMissesAFeaturedArmIsRefused) {
-  auto s = Make("policy { gp_ucb {} arms { id: 'a' features: [0, 1] } "
-                "arms { id: 'b' features: [1, 0] } } seed: 5");
+  auto s = Make(
+      "policy { gp_ucb {} arms { id: 'a' features: [0, 1] } "
+      "arms { id: 'b' features: [1, 0] } } seed: 5");
   ASSERT_NE(s, nullptr);
   v1::InstanceSnapshot snap;
   s->Save(&snap);
@@ -270,8 +271,9 @@ TEST(InstanceState, ASnapshotWhoseConfigMissesAFeaturedArmIsRefused) {
   auto restored = InstanceState::FromSnapshot(snap, InstanceLimits{});
   ASSERT_FALSE(restored.ok());
   EXPECT_EQ(restored.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(restored.status().message()),
-              ::testing::HasSubstr("has arm 'b' in its policy state but not in config.policy.arms"));
+  EXPECT_THAT(
+      std::string(restored.status().message()),
+      ::testing::HasSubstr("has arm 'b' in its policy state but not in config.policy.arms"));
 }
 
 TEST(InstanceState, ExpiryFollowsTheRewardWaitExactly) {

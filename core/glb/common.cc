@@ -108,16 +108,22 @@ int ArgmaxUcb(std::span<const Vector> candidates, const Vector& theta, const Mat
   return best;
 }
 
-Decision UcbDecision(const GlmLink& link, int arm, const Vector& ucb, const Vector& logit,
-                     double beta, bool want_scores) {
+Decision OptimisticDecision(int arm, const Vector& ucb, double estimated_gap, bool want_scores) {
   Decision d;
   d.arm = arm;
   d.propensity = 1.0;
-  d.estimated_gap = link.Mu(logit.maxCoeff()) - link.Mu(logit[arm]);
+  d.estimated_gap = estimated_gap;
   if (want_scores) {
     d.scores = ucb;
     d.score_kind = bandit::v1::UPPER_CONFIDENCE_BOUND;
   }
+  return d;
+}
+
+Decision UcbDecision(const GlmLink& link, int arm, const Vector& ucb, const Vector& logit,
+                     double beta, bool want_scores) {
+  Decision d =
+      OptimisticDecision(arm, ucb, link.Mu(logit.maxCoeff()) - link.Mu(logit[arm]), want_scores);
   d.diagnostics = {{"ucb", ucb[arm]},
                    {"mean", link.Mu(logit[arm])},
                    {"bonus", ucb[arm] - logit[arm]},

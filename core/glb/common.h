@@ -59,7 +59,12 @@ absl::Status RestoreOmdState(const StateReader& r, int d, Vector* theta, Matrix*
 int ArgmaxUcb(std::span<const Vector> candidates, const Vector& theta, const Matrix& h_inv,
               double beta, Vector* ucb, Vector* mean_logit);
 
-// Fills a Decision for a deterministic UCB choice.
+// A deterministic UCB choice of `arm` over the candidates' optimistic scores `ucb`: propensity 1,
+// the model's estimated gap, and the scores when asked for. Callers add their diagnostics.
+Decision OptimisticDecision(int arm, const Vector& ucb, double estimated_gap, bool want_scores);
+
+// OptimisticDecision for GLM scores: the gap and the mean through the link, with the UCB
+// diagnostics (ucb, mean, bonus, beta).
 Decision UcbDecision(const GlmLink& link, int arm, const Vector& ucb, const Vector& logit,
                      double beta, bool want_scores);
 

@@ -83,14 +83,7 @@ absl::StatusOr<Decision> MasterGlmUcb::Select(const SelectContext& ctx) {
   if (p_.link.kind() == LinkKind::kLogistic) g = std::clamp(g, 0.0, 1.0);
   pending_optimistic_ = g;
   has_pending_ = true;
-  Decision d;
-  d.arm = arm;
-  d.propensity = 1.0;
-  d.estimated_gap = mean.maxCoeff() - mean[arm];
-  if (ctx.want_scores) {
-    d.scores = ucb;
-    d.score_kind = bandit::v1::UPPER_CONFIDENCE_BOUND;
-  }
+  Decision d = OptimisticDecision(arm, ucb, mean.maxCoeff() - mean[arm], ctx.want_scores);
   d.diagnostics = {{"ucb", ucb[arm]},
                    {"mean", mean[arm]},
                    {"active_order", ActiveOrder()},

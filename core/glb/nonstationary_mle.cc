@@ -491,14 +491,7 @@ absl::StatusOr<Decision> NonstationaryGlmUcb::Select(const SelectContext& ctx) {
   if (auto s = CheckCandidates(ctx.candidates, p_.d, p_.max_feature_norm); !s.ok()) return s;
   Vector ucb, mean;
   const int arm = core_.Argmax(ctx.candidates, &ucb, &mean);
-  Decision d;
-  d.arm = arm;
-  d.propensity = 1.0;
-  d.estimated_gap = mean.maxCoeff() - mean[arm];
-  if (ctx.want_scores) {
-    d.scores = ucb;
-    d.score_kind = bandit::v1::UPPER_CONFIDENCE_BOUND;
-  }
+  Decision d = OptimisticDecision(arm, ucb, mean.maxCoeff() - mean[arm], ctx.want_scores);
   d.diagnostics = {{"ucb", ucb[arm]}, {"mean", mean[arm]}, {"radius", core_.Radius()}};
   return d;
 }

@@ -132,6 +132,7 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
                          grpc::ByteBuffer* out);
 
   // A unary call's reactor, counted in active_calls_ until gRPC is done with the call.
+  class ActiveCall;
   class CountedReactor;
   Reactor* NewReactor();
 

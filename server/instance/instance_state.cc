@@ -151,8 +151,9 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
   {
     // Policies' Restore does not re-validate arm ids (core ArmSet::Restore); a state with
     // duplicate or malformed ids would make a config the next Create refuses (found by fuzzing).
+    const std::vector<std::string> ids = in.policy_->ArmIds();
     absl::flat_hash_set<std::string> seen;
-    for (const auto& id : in.policy_->ArmIds()) {
+    for (const auto& id : ids) {
       if (auto s = CheckId("snapshot arm id", id); !s.ok()) return s;
       if (!seen.insert(id).second)
         return absl::InvalidArgumentError(
@@ -165,7 +166,7 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
     if (std::any_of(arms.begin(), arms.end(), [](const auto& a) { return a.features_size(); })) {
       absl::flat_hash_set<std::string> listed;
       for (const auto& a : arms) listed.insert(a.id());
-      for (const auto& id : in.policy_->ArmIds())
+      for (const auto& id : ids)
         if (!listed.contains(id))
           return absl::InvalidArgumentError(absl::StrCat(
               "snapshot of instance '", snap.name(), "' has arm '", id,

@@ -20,6 +20,7 @@
 #include "core/kernel/gp_ucb.h"
 #include "core/mixture/mixture_factory.h"
 #include "core/oks/oks_policy.h"
+#include "core/vw/cb_learner.h"
 
 namespace bandit {
 
@@ -61,6 +62,19 @@ const std::vector<PolicyRegistration>& RegisteredPolicies() {
        &glb::MakeGlmEpsilonGreedy,
        {{"glm_epsilon_greedy { dimension: 3 epsilon: 0.3 }", StateGrowth::kGrows}},
        &footprint::GlmEpsilonGreedy},
+      {PolicyConfig::kVw,
+       "vw",
+       &vw::CbLearner::Make,
+       {{"vw { arguments: '--cb_explore_adf --epsilon 0.2 -b 2' dimension: 4 }",
+         StateGrowth::kConstant},
+        {"vw { arguments: '--cb_adf --sgd -l 0.1 -b 2' dimension: 4 }", StateGrowth::kConstant},
+        {"vw { arguments: '--cb_explore_adf --squarecb --power_t 0 -b 3' dimension: 8 }",
+         StateGrowth::kConstant},
+        {"vw { arguments: '--cb_explore_adf --softmax --lambda 2 --l2 1e-4 -b 2' dimension: 4 }",
+         StateGrowth::kConstant},
+        {"vw { arguments: '--cb_explore_adf --first 3 --epsilon 0.1 -b 2' dimension: 4 }",
+         StateGrowth::kConstant}},
+       &vw::Footprint},
       {PolicyConfig::kLinucb,
        "linucb",
        &MakeLinUcb,

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -504,6 +506,64 @@ FeatureSpace::FeatureSpace(FeatureSpaceOptions options)
   SortAndFilterDuplicates(&fixed_interactions_);
 }
 
+std::optional<float> ParseVwFloat(std::string_view text) {
+  // parse_primitives.h parse_float: digits accumulated in a float, then scaled by a float power
+  // of ten from fast_pow10.h's table (10^k built by repeated *10 and /10 in float). Not correctly
+  // rounded, so a value can differ from strtof's by an ulp: VW's value is the one it learns from.
+  size_t at = 0;
+  float sign = 1;
+  if (at < text.size() && text[at] == '-') {
+    sign = -1;
+    ++at;
+  }
+  const auto digit = [&](size_t i) { return i < text.size() && text[i] >= '0' && text[i] <= '9'; };
+  float acc = 0;
+  const size_t first_digit = at;
+  while (digit(at)) acc = acc * 10 + static_cast<float>(text[at++] - '0');
+  int num_dec = 0;
+  bool any_digit = at > first_digit;
+  if (at < text.size() && text[at] == '.') {
+    ++at;
+    while (digit(at)) {
+      any_digit = true;
+      if (num_dec < 35) {
+        acc = acc * 10 + static_cast<float>(text[at] - '0');
+        ++num_dec;
+      }
+      ++at;
+    }
+  }
+  int exponent = 0;
+  if (at < text.size() && (text[at] == 'e' || text[at] == 'E')) {
+    ++at;
+    int exp_sign = 1;
+    if (at < text.size() && text[at] == '-') {
+      exp_sign = -1;
+      ++at;
+    }
+    while (digit(at)) exponent = exponent * 10 + (text[at++] - '0');
+    exponent *= exp_sign;
+  }
+  if (at == text.size() && any_digit) {
+    const int k = static_cast<int8_t>(exponent - num_dec);
+    float pow10 = 1;
+    if (k >= 0) {
+      for (int i = 0; i < k && i <= FLT_MAX_10_EXP; ++i) pow10 *= 10.f;
+      if (k > FLT_MAX_10_EXP + 1) pow10 = std::numeric_limits<float>::infinity();
+    } else {
+      for (int i = 0; i < -k && i <= -FLT_MIN_10_EXP; ++i) pow10 /= 10.f;
+      if (-k > -FLT_MIN_10_EXP) pow10 = 0;
+    }
+    return sign * (acc * pow10);
+  }
+  // Not the easy case: VW falls back to strtof, which must read the whole token here.
+  const std::string copy(text);
+  char* stop = nullptr;
+  const float f = std::strtof(copy.c_str(), &stop);
+  if (copy.empty() || *stop != '\0') return std::nullopt;
+  return f;
+}
+
 absl::StatusOr<FeatureSpace> FeatureSpace::Create(const FeatureSpaceOptions& options) {
   if (options.bits < 1 || options.bits > 30)
     return absl::InvalidArgumentError(absl::StrCat(
@@ -620,10 +680,9 @@ absl::Status FeatureSpace::ParseText(std::string_view line, std::string_view pat
       if (at < line.size() && line[at] == ':') {
         size_t start = ++at;
         while (at < line.size() && !ends_token(line[at])) ++at;
-        std::string v(line.substr(start, at - start));
-        char* stop = nullptr;
-        scale = std::strtof(v.c_str(), &stop);
-        if (v.empty() || *stop != '\0' || !std::isfinite(scale))
+        const std::optional<float> parsed = ParseVwFloat(line.substr(start, at - start));
+        scale = parsed.value_or(0.0f);
+        if (!parsed || !std::isfinite(scale))
           return fail(absl::StrCat("expected a finite namespace value after '", ns_name, ":'"));
       }
     }
@@ -642,15 +701,13 @@ absl::Status FeatureSpace::ParseText(std::string_view line, std::string_view pat
       if (at < line.size() && line[at] == ':') {
         size_t start = ++at;
         while (at < line.size() && !ends_token(line[at])) ++at;
-        std::string v(line.substr(start, at - start));
-        char* stop = nullptr;
-        const float f = std::strtof(v.c_str(), &stop);
-        if (!v.empty() && *stop == '\0') {
-          if (!std::isfinite(f))
+        const std::string_view v = line.substr(start, at - start);
+        if (const std::optional<float> f = ParseVwFloat(v)) {
+          if (!std::isfinite(*f))
             return fail(absl::StrCat("expected a finite value for feature '", name, "'"));
-          value = f;
+          value = *f;
         } else {
-          string_value = v;  // name:string, VW's chain hash
+          string_value = std::string(v);  // name:string, VW's chain hash
         }
       }
       if (string_value.empty()) value *= scale;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -91,6 +92,11 @@ struct SparseFeatures {
     names.clear();
   }
 };
+
+// A number as VW's text parser reads it (parse_primitives.h parse_float: a float accumulator
+// scaled by a float power of ten, an ulp off strtof at times), or none when `text` is not a
+// whole number.
+std::optional<float> ParseVwFloat(std::string_view text);
 
 class FeatureSpace {
  public:

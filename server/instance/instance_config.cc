@@ -116,6 +116,10 @@ absl::Status CheckConfigSizes(const google::protobuf::Message& m, const Instance
             absl::StrCat(field, " is ", v, ", expected at most ", max,
                          diagonal ? " (--max_diagonal_feature_dim)" : " (--max_feature_dim)"));
     }
+    if (size == bandit::v1::SIZE_KIND_LINEAR_FEATURE_DIM && v > limits.max_diagonal_feature_dim)
+      return absl::InvalidArgumentError(absl::StrCat(field, " is ", v, ", expected at most ",
+                                                     limits.max_diagonal_feature_dim,
+                                                     " (--max_diagonal_feature_dim)"));
     if (size == bandit::v1::SIZE_KIND_ARM_COUNT && v > limits.max_arms)
       return absl::InvalidArgumentError(
           absl::StrCat(field, " is ", v, ", expected at most ", limits.max_arms, " (--max_arms)"));

@@ -6,9 +6,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/features/config.h"
 #include "core/features/dense.h"
 #include "core/id_index.h"
+#include "core/vw/options.h"
 
 namespace bandit::server {
 namespace {
@@ -17,19 +19,66 @@ constexpr size_t kMaxActionIdBytes = 256;  // Personalizer's limit on an action 
 
 }  // namespace
 
-bool IsDiagonalCovariance(const bandit::v1::PolicyConfig& policy) {
+bool KeepsOnlyVectors(const bandit::v1::PolicyConfig& policy) {
   switch (policy.policy_case()) {
     case bandit::v1::PolicyConfig::kLinucb:
       return policy.linucb().covariance() == bandit::v1::COVARIANCE_DIAGONAL;
     case bandit::v1::PolicyConfig::kGlbOmd:
       return policy.glb_omd().covariance() == bandit::v1::COVARIANCE_DIAGONAL;
+    case bandit::v1::PolicyConfig::kVw:
+      return true;
     default:
       return false;
   }
 }
 
+// A vw policy's feature space, from its arguments: set where the config has none; one that
+// is set must agree.
+absl::Status FeatureSpaceFromVwArguments(bandit::v1::InstanceConfig* c) {
+  auto vw = vw::ParseVwArguments(c->policy().vw().arguments());
+  if (!vw.ok()) return vw.status();
+  const features::FeatureSpaceOptions& want = vw->space;
+  if (!c->has_feature_space()) {
+    auto* fs = c->mutable_feature_space();
+    fs->set_bits(want.bits);
+    for (const auto& i : want.interactions) fs->add_interactions(i);
+    fs->set_hash_seed(want.hash_seed);
+    fs->set_no_constant(!want.constant);
+    fs->set_ignore(want.ignore);
+    return absl::OkStatus();
+  }
+  const features::FeatureSpaceOptions given = features::OptionsOf(c->feature_space());
+  const auto letters = [](std::string s) {
+    std::sort(s.begin(), s.end());
+    s.erase(std::unique(s.begin(), s.end()), s.end());
+    return s;
+  };
+  const auto differs = [](absl::string_view field, const std::string& given,
+                          const std::string& args) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.feature_space.", field, " is ", given, " but the vw arguments give ", args,
+        ", expected them to agree (or no feature_space: it is taken from the arguments)"));
+  };
+  if (given.bits != want.bits)
+    return differs("bits", absl::StrCat(given.bits), absl::StrCat(want.bits, " (-b)"));
+  if (given.interactions != want.interactions)
+    return differs("interactions", absl::StrCat("[", absl::StrJoin(given.interactions, " "), "]"),
+                   absl::StrCat("[", absl::StrJoin(want.interactions, " "), "]"));
+  if (given.hash_seed != want.hash_seed)
+    return differs("hash_seed", absl::StrCat(given.hash_seed), absl::StrCat(want.hash_seed));
+  if (given.constant != want.constant)
+    return differs("no_constant", given.constant ? "false" : "true",
+                   want.constant ? "the constant" : "--noconstant");
+  if (letters(given.ignore) != letters(want.ignore))
+    return differs("ignore", absl::StrCat("'", given.ignore, "'"),
+                   absl::StrCat("'", want.ignore, "'"));
+  return absl::OkStatus();
+}
+
 absl::Status NormalizeFeatureSpace(int64_t max_feature_dim, int64_t max_diagonal_feature_dim,
                                    bandit::v1::InstanceConfig* c) {
+  if (c->policy().has_vw())
+    if (auto s = FeatureSpaceFromVwArguments(c); !s.ok()) return s;
   if (!c->has_feature_space()) return absl::OkStatus();
   auto* fs = c->mutable_feature_space();
   if (fs->version() == 0) fs->set_version(kFeaturizationVersion);
@@ -42,7 +91,7 @@ absl::Status NormalizeFeatureSpace(int64_t max_feature_dim, int64_t max_diagonal
                                                    fs->version(), ", expected 1"));
   if (auto space = FeatureSpaceOf(*c); !space.ok()) return space.status();
   const int64_t dimension = int64_t{1} << fs->bits();
-  if (IsDiagonalCovariance(c->policy())) {
+  if (KeepsOnlyVectors(c->policy())) {
     if (dimension > max_diagonal_feature_dim)
       return absl::InvalidArgumentError(absl::StrCat(
           "config.feature_space.bits is ", fs->bits(), ": a diagonal-covariance policy of "
@@ -277,11 +326,13 @@ void WriteNamedDecision(const bandit::v1::SelectRequest& req, absl::Span<const i
   // Personalizer's ranking: the chosen action first, then the others by the policy's score;
   // probabilities where the policy has them, otherwise 1 for the (deterministic) choice.
   const bool probabilities = out->score_kind() == bandit::v1::PROBABILITY;
+  // A predicted cost ranks the lowest first; every other score the highest.
+  const bool costs = out->score_kind() == bandit::v1::PREDICTED_COST;
   std::vector<int> order(action_of.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     if ((a == chosen_candidate) != (b == chosen_candidate)) return a == chosen_candidate;
-    return out->scores(a) > out->scores(b);
+    return costs ? out->scores(a) < out->scores(b) : out->scores(a) > out->scores(b);
   });
   std::vector<bool> offered(req.actions_size(), false);
   for (int k : order) {

@@ -20,13 +20,16 @@ namespace bandit::server {
 // The featurization rules this server applies (FeatureSpaceConfig.version).
 inline constexpr int32_t kFeaturizationVersion = 1;
 
-// Whether a policy config is a diagonal-covariance form (LinUCB, GLB-OMD with covariance
-// COVARIANCE_DIAGONAL): its state is O(dimension) and it takes sparse vectors, so the
-// full-matrix bound on the dimension does not apply to it, `max_diagonal_feature_dim` does.
-bool IsDiagonalCovariance(const bandit::v1::PolicyConfig& policy);
+// Whether a policy config keeps only vectors of its dimension: a diagonal-covariance form
+// (LinUCB, GLB-OMD with covariance COVARIANCE_DIAGONAL) or Vowpal Wabbit's learner (vw). Its
+// state is O(dimension) and it takes sparse vectors, so the full-matrix bound on the dimension
+// does not apply to it, `max_diagonal_feature_dim` does.
+bool KeepsOnlyVectors(const bandit::v1::PolicyConfig& policy);
 
 // Checks an instance config's feature space and fills its defaults: the version, and the
-// policy's `dimension` (2^bits) when left 0. INVALID_ARGUMENT when the policy has no dimension
+// policy's `dimension` (2^bits) when left 0. A vw policy's arguments state the feature space
+// (-b, -q, --interactions, --cubic, --noconstant, --hash_seed, --ignore): it is set from them
+// when the config has none, and one that disagrees is refused. INVALID_ARGUMENT when the policy has no dimension
 // (it does not decide over candidate vectors), states another one, or 2^bits exceeds
 // `max_feature_dim` (`max_diagonal_feature_dim` for a diagonal-covariance policy); or when the
 // config was written by a newer featurization.

@@ -120,7 +120,7 @@ export interface Instance {
 export interface ListInstancesResponse { instances: Instance[]; nextPageToken: string }
 
 export type ScoreKind = 'SCORE_KIND_UNSPECIFIED' | 'UPPER_CONFIDENCE_BOUND' | 'PROBABILITY'
-  | 'ESTIMATED_MEAN' | 'POSTERIOR_SAMPLE';
+  | 'ESTIMATED_MEAN' | 'POSTERIOR_SAMPLE' | 'PREDICTED_COST';
 export interface Decision {
   eventId: string;
   armIndex: number;

@@ -27,6 +27,8 @@ export interface PolicyConfig {
   restartGlb?: RestartGlbConfig;
   gloc?: GlocConfig;
   ecolog?: EcologConfig;
+  /** Vowpal Wabbit's contextual-bandit learner, configured by its command line. */
+  vw?: VwConfig;
   /** Finite arm set for finite-arm policies (K-armed classic, BKB, GP-UCB, mixtures). */
   arms?: ArmSpec[];
   /** Shorthand for K arms with ids "0".."K-1" and no features (ignored when `arms` is set). */
@@ -47,7 +49,8 @@ export interface PolicyConfig {
     | 'mixture'
     | 'restartGlb'
     | 'gloc'
-    | 'ecolog';
+    | 'ecolog'
+    | 'vw';
 }
 
 /** bandit.v1.EpsilonGreedyConfig */
@@ -411,6 +414,30 @@ export interface EcologConfig {
   delta?: number;
   radiusMultiplier?: number;
   maxFeatureNorm?: number;
+}
+
+/**
+ * bandit.v1.VwConfig
+ * Vowpal Wabbit's contextual-bandit learner, configured by VW's own command line
+ * (docs/algorithms.md, "Vowpal Wabbit's contextual-bandit learner"). For example
+ * vw { arguments: "--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q :: -b 18" }
+ * The arguments also set the instance's feature space (-b, -q, --interactions, --cubic,
+ * --noconstant, --hash_seed, --ignore): a feature_space left unset is taken from them, one that
+ * is set must agree.
+ */
+export interface VwConfig {
+  /**
+   * VW's command line: the reduction (--cb_adf or --cb_explore_adf), its explorer, the
+   * regressor's options and the feature space. What is not served is refused with
+   * INVALID_ARGUMENT naming the flag.
+   */
+  arguments?: string;
+  /**
+   * The weight space 2^b: set from the arguments (or from the feature space); a stated value
+   * must equal 2^b. The state is a few floats per weight (no d x d matrix), so it is bounded by
+   * --max_diagonal_feature_dim.
+   */
+  dimension?: number;
 }
 
 /**

@@ -740,6 +740,10 @@ TEST_P(Conformance, EveryArmAllowedDecidesAsNoMask) {
 // zero coordinates left out, give the same decisions and end in the same state, RNG included.
 TEST_P(Conformance, SparseInputDecidesAsItsDenseForm) {
   if (!policy_->TakesSparse()) GTEST_SKIP() << "takes dense vectors only";
+  // Vowpal Wabbit's learner updates a repeated index once per occurrence, as VW does (its
+  // adaptive and normalized sums see each term): split halves are another example there, by
+  // design; its exactness is checked against VW itself (tests/core/vw).
+  if (policy_->name() == "vw") GTEST_SKIP() << "VW's terms are not coalesced";
   auto twin = Make();
   ASSERT_NE(twin, nullptr);
   World twin_world = *world_;

@@ -1,0 +1,394 @@
+#include "core/vw/cb_learner.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/sparse.h"
+#include "core/state_io.h"
+#include "core/validate.h"
+
+namespace bandit::vw {
+namespace {
+
+// VW::math::are_same_rel at VW's default tolerance: how fill_tied finds the actions tied with
+// the best.
+bool SameRelative(float a, float b) {
+  return std::fabs(a - b) <= 1e-4f * (std::fabs(a) + std::fabs(b));
+}
+
+// explore_internal.h enforce_minimum_probability(epsilon, consider_zero_valued_elements = true):
+// no probability below epsilon / K, the excess taken from the largest ones.
+void EnforceMinimumProbability(float epsilon, std::vector<std::pair<float, uint32_t>>& pmf) {
+  if (epsilon == 0.f || pmf.empty()) return;
+  const size_t support = pmf.size();
+  if (epsilon > 0.999f) {
+    for (auto& p : pmf) p.first = 1.f / static_cast<float>(support);
+    return;
+  }
+  const float minimum = epsilon / static_cast<float>(support);
+  std::vector<float> sorted(support);
+  for (size_t i = 0; i < support; ++i) sorted[i] = pmf[i].first;
+  std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+  size_t idx = 0, rho_idx = 0;
+  float running_sum = 0.f, rho_sum = sorted[0];
+  for (const float prob : sorted) {
+    running_sum += prob;
+    if (prob > ((support - idx - 1) * minimum + running_sum - 1.f) / (idx + 1.f) + minimum) {
+      rho_idx = idx;
+      rho_sum = running_sum;
+    }
+    ++idx;
+  }
+  const float tau = ((support - rho_idx - 1.f) * minimum + rho_sum - 1.f) / (rho_idx + 1.f);
+  for (auto& p : pmf) p.first = std::max(p.first - tau, minimum);
+}
+
+// The largest feature value VW holds (a float).
+constexpr double kMaxFloatValue = FLT_MAX;
+
+absl::Status CheckActionVector(absl::string_view field, const SparseVector& x, int64_t dim) {
+  if (auto s = CheckSparse(field, x, dim); !s.ok()) return s;
+  for (size_t k = 0; k < x.size(); ++k)
+    if (std::fabs(x.value[k]) > kMaxFloatValue)
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".value[", k, "] is ", x.value[k],
+                       ", expected a finite float (VW keeps feature values as floats)"));
+  return absl::OkStatus();
+}
+
+void DenseToTerms(const Vector& v, SparseVector* out) {
+  out->index.clear();
+  out->value.clear();
+  for (int i = 0; i < v.size(); ++i)
+    if (v[i] != 0) {
+      out->index.push_back(static_cast<uint32_t>(i));
+      out->value.push_back(v[i]);
+    }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Policy>> CbLearner::Make(const bandit::v1::PolicyConfig& config,
+                                                        uint64_t seed) {
+  const auto& c = config.vw();
+  auto options = ParseVwArguments(c.arguments());
+  if (!options.ok()) return options.status();
+  const int64_t space = int64_t{1} << options->space.bits;
+  if (c.dimension() < 0 || c.dimension() > space)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vw.dimension is ", c.dimension(), ", expected at most 2^b = ", space,
+        " from the arguments' -b ", options->space.bits, " (or 0 to take it from them)"));
+  auto learner = std::make_unique<CbLearner>(*std::move(options), seed);
+  if (c.dimension() != 0) learner->dimension_ = c.dimension();
+  return std::unique_ptr<Policy>(std::move(learner));
+}
+
+CbLearner::CbLearner(VwOptions options, uint64_t seed)
+    : o_(std::move(options)), regressor_(o_.regressor, o_.space.bits), rng_(seed) {
+  first_remaining_ = o_.first_rounds;
+  dimension_ = 1 << o_.space.bits;
+}
+
+void CbLearner::Explore(std::vector<std::pair<float, uint32_t>>& a_s, Prediction* out) const {
+  const size_t k = a_s.size();
+  switch (o_.explorer) {
+    case Explorer::kNone:
+      for (auto& a : a_s) a.first = 0.f;
+      a_s[0].first = 1.f;
+      break;
+    case Explorer::kEpsilon: {  // cb_explore_adf_greedy.cc update_example_prediction
+      size_t tied = 1;
+      while (tied < k && SameRelative(a_s[tied].first, a_s[0].first)) ++tied;
+      const float prob = o_.epsilon / static_cast<float>(k);
+      for (auto& a : a_s) a.first = prob;
+      if (!o_.first_only) {
+        for (size_t i = 0; i < tied; ++i) a_s[i].first += (1.f - o_.epsilon) / tied;
+      } else {
+        a_s[0].first += 1.f - o_.epsilon;
+      }
+      break;
+    }
+    case Explorer::kFirst:  // cb_explore_adf_first.cc
+      if (first_remaining_ > 0) {
+        const float prob = 1.f / static_cast<float>(k);
+        for (auto& a : a_s) a.first = prob;
+      } else {
+        for (auto& a : a_s) a.first = 0.f;
+        a_s[0].first = 1.f;
+      }
+      EnforceMinimumProbability(o_.epsilon, a_s);
+      break;
+    case Explorer::kSoftmax: {  // explore_internal.h generate_softmax(-lambda, ...)
+      const float lambda = -o_.lambda;
+      float extreme = a_s[0].first;
+      for (const auto& a : a_s)
+        extreme = lambda > 0 ? std::max(extreme, a.first) : std::min(extreme, a.first);
+      float norm = 0.f;
+      for (auto& a : a_s) {
+        a.first = std::exp(lambda * (a.first - extreme));
+        norm += a.first;
+      }
+      for (auto& a : a_s) a.first /= norm;
+      EnforceMinimumProbability(o_.epsilon, a_s);
+      break;
+    }
+    case Explorer::kSquareCb: {  // cb_explore_adf_squarecb.cc predict (not --elim)
+      const float gamma =
+          o_.gamma_scale * static_cast<float>(std::pow(static_cast<double>(squarecb_rounds_),
+                                                       static_cast<double>(o_.gamma_exponent)));
+      size_t a_min = 0;
+      float min_cost = a_s[0].first;
+      for (size_t a = 0; a < k; ++a)
+        if (a_s[a].first < min_cost) {
+          a_min = a;
+          min_cost = a_s[a].first;
+        }
+      float total = 0.f;
+      for (size_t a = 0; a < k; ++a) {
+        if (a == a_min) continue;
+        const float pa = 1.f / (static_cast<float>(k) + gamma * (a_s[a].first - min_cost));
+        a_s[a].first = pa;
+        total += pa;
+      }
+      a_s[a_min].first = 1.f - total;
+      EnforceMinimumProbability(o_.epsilon, a_s);
+      break;
+    }
+  }
+  out->pmf.assign(k, 0.f);
+  for (const auto& a : a_s) out->pmf[a.second] = a.first;
+}
+
+void CbLearner::Predict(std::span<const SparseVector> actions, Prediction* out) const {
+  const size_t k = actions.size();
+  out->costs.resize(k);
+  // csoaa_ldf's rank prediction: each action's partial prediction, sorted by (cost, index).
+  std::vector<std::pair<float, uint32_t>> a_s(k);
+  for (size_t i = 0; i < k; ++i) {
+    out->costs[i] = regressor_.Predict(actions[i]);
+    a_s[i] = {out->costs[i], static_cast<uint32_t>(i)};
+  }
+  std::sort(a_s.begin(), a_s.end());
+  out->best = static_cast<int>(a_s[0].second);
+  Explore(a_s, out);
+}
+
+absl::StatusOr<Decision> CbLearner::Select(const SelectContext& ctx) {
+  const bool sparse = !ctx.sparse_candidates.empty();
+  const int n = static_cast<int>(sparse ? ctx.sparse_candidates.size() : ctx.candidates.size());
+  if (n == 0)
+    return absl::InvalidArgumentError("candidates is empty, expected at least one action");
+  const int d = dimension();
+  std::span<const SparseVector> actions = ctx.sparse_candidates;
+  if (sparse) {
+    for (int i = 0; i < n; ++i)
+      if (auto s =
+              CheckActionVector(absl::StrCat("candidates[", i, "]"), ctx.sparse_candidates[i], d);
+          !s.ok())
+        return s;
+  } else {
+    dense_terms_.resize(n);
+    for (int i = 0; i < n; ++i) {
+      if (auto s = CheckVector(absl::StrCat("candidates[", i, "]"), ctx.candidates[i], d); !s.ok())
+        return s;
+      DenseToTerms(ctx.candidates[i], &dense_terms_[i]);
+      if (auto s = CheckActionVector(absl::StrCat("candidates[", i, "]"), dense_terms_[i], d);
+          !s.ok())
+        return s;
+    }
+    actions = std::span<const SparseVector>(dense_terms_.data(), n);
+  }
+  Prediction p;
+  Predict(actions, &p);
+  Decision out;
+  if (o_.reduction == Reduction::kCbAdf) {
+    out.arm = p.best;
+    out.propensity = 1.0;
+  } else {
+    out.arm = rng_.Categorical(p.pmf);
+    out.propensity = p.pmf[out.arm];
+  }
+  const float min_cost = p.costs[p.best];
+  out.estimated_gap = static_cast<double>(p.costs[out.arm]) - min_cost;
+  if (ctx.want_scores) {
+    out.scores.resize(n);
+    if (o_.reduction == Reduction::kCbAdf) {
+      for (int i = 0; i < n; ++i) out.scores[i] = p.costs[i];
+      out.score_kind = bandit::v1::PREDICTED_COST;
+    } else {
+      for (int i = 0; i < n; ++i) out.scores[i] = p.pmf[i];
+      out.score_kind = bandit::v1::PROBABILITY;
+    }
+  }
+  // What the Update needs back: the propensity VW's label carries, the number of actions
+  // offered (MTR's importance weight) and the chosen action's position (SquareCB's).
+  out.memo = Vector(3);
+  out.memo << out.propensity, n, out.arm;
+  return out;
+}
+
+bool CbLearner::Learn(const SparseVector& chosen, int chosen_index, int num_actions, float cost,
+                      float probability) {
+  // gen_cs_example_mtr and learn_mtr (cb_adf.cc): the counts include this round.
+  const uint64_t event_sum = event_sum_ + 1;
+  const uint64_t action_sum = action_sum_ + static_cast<uint64_t>(num_actions);
+  float p = probability;
+  // cb_explore_adf_squarecb.cc learn: probability 1 (no importance weighting) on every action
+  // but the last offered.
+  if (o_.explorer == Explorer::kSquareCb && chosen_index != num_actions - 1) p = 1.f;
+  const float clipped = std::max(p, o_.clip_p);
+  const float weight =
+      1.f * (1.f / clipped * (static_cast<float>(event_sum) / static_cast<float>(action_sum)));
+  if (!regressor_.Learn(chosen, cost, weight)) return false;
+  event_sum_ = event_sum;
+  action_sum_ = action_sum;
+  if (o_.explorer == Explorer::kSquareCb) ++squarecb_rounds_;
+  if (o_.explorer == Explorer::kFirst && first_remaining_ > 0) --first_remaining_;
+  return true;
+}
+
+absl::Status CbLearner::Update(const Observation& obs) {
+  const int d = dimension();
+  SparseVector dense;
+  const SparseVector* x = nullptr;
+  if (obs.sparse_features) {
+    if (auto s = CheckActionVector("features", *obs.sparse_features, d); !s.ok()) return s;
+    x = &*obs.sparse_features;
+  } else {
+    if (auto s = CheckVector("features", obs.features, d); !s.ok()) return s;
+    DenseToTerms(obs.features, &dense);
+    if (auto s = CheckActionVector("features", dense, d); !s.ok()) return s;
+    x = &dense;
+  }
+  if (auto s = CheckFinite("reward", obs.reward); !s.ok()) return s;
+  if (std::fabs(obs.reward) > kMaxFloatValue)
+    return absl::InvalidArgumentError(
+        absl::StrCat("reward is ", obs.reward, ", expected a finite float (VW's cost is a float)"));
+  // A logged observation (no Select of this policy) is learned as chosen for sure among one.
+  float probability = 1.f;
+  int num_actions = 1, chosen_index = 0;
+  if (obs.memo.size() != 0) {
+    if (obs.memo.size() != 3 || !(obs.memo[0] > 0 && obs.memo[0] <= 1) || !(obs.memo[1] >= 1) ||
+        !(obs.memo[2] >= 0 && obs.memo[2] < obs.memo[1]) || obs.memo[1] > 1e9)
+      return absl::InvalidArgumentError(
+          "memo is not a vw decision's (expected propensity in (0, 1], the number of actions "
+          "and the chosen position)");
+    probability = static_cast<float>(obs.memo[0]);
+    num_actions = static_cast<int>(obs.memo[1]);
+    chosen_index = static_cast<int>(obs.memo[2]);
+  }
+  if (!Learn(*x, chosen_index, num_actions, -static_cast<float>(obs.reward), probability))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the update with reward ", obs.reward,
+        " and these feature values would overflow VW's "
+        "float weights (nothing was learned); expected smaller feature values or rewards"));
+  return absl::OkStatus();
+}
+
+void CbLearner::Save(bandit::v1::PolicyState* out) const {
+  StateWriter w(out, name(), 1);
+  // The floats of the weight array that learning moved (a float is exact in a double), by
+  // position.
+  const auto& weights = regressor_.weights();
+  int64_t moved = 0;
+  for (size_t i = 0; i < weights.size(); ++i) moved += weights[i] != regressor_.InitialValue(i);
+  Vector at(moved), value(moved);
+  int64_t j = 0;
+  for (size_t i = 0; i < weights.size(); ++i)
+    if (weights[i] != regressor_.InitialValue(i)) {
+      at[j] = static_cast<double>(i);
+      value[j++] = weights[i];
+    }
+  w.Put("weight_position", at);
+  w.Put("weight_value", value);
+  const auto& s = regressor_.scalars();
+  w.PutScalar("normalized_sum_norm_x", s.normalized_sum_norm_x);
+  w.PutScalar("total_weight", s.total_weight);
+  w.PutScalar("t", s.t);
+  w.PutScalar("min_label", s.min_label);
+  w.PutScalar("max_label", s.max_label);
+  w.PutScalar("gravity", s.gravity);
+  w.PutScalar("contraction", s.contraction);
+  w.PutInt("event_sum", static_cast<int64_t>(event_sum_));
+  w.PutInt("action_sum", static_cast<int64_t>(action_sum_));
+  w.PutInt("squarecb_rounds", static_cast<int64_t>(squarecb_rounds_));
+  w.PutInt("first_remaining", static_cast<int64_t>(first_remaining_));
+  w.PutRng(rng_);
+}
+
+absl::Status CbLearner::Restore(const bandit::v1::PolicyState& state) {
+  StateReader r(state);
+  if (auto s = r.Expect(name(), 1); !s.ok()) return s;
+  Vector at, value;
+  if (auto s = r.Get("weight_position", &at); !s.ok()) return s;
+  if (auto s = r.Get("weight_value", &value, at.size()); !s.ok()) return s;
+  std::vector<float> weights(regressor_.weights().size());
+  for (size_t i = 0; i < weights.size(); ++i) weights[i] = regressor_.InitialValue(i);
+  for (int64_t j = 0; j < at.size(); ++j) {
+    const double i = at[j];
+    if (!(i >= 0 && i < static_cast<double>(weights.size()) && i == std::floor(i)) ||
+        !(std::fabs(value[j]) <= kMaxFloatValue))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "vw state weight_position[", j, "] = ", i, " with value ", value[j],
+          ", expected an integer position below ", weights.size(), " and a finite float"));
+    weights[static_cast<size_t>(i)] = static_cast<float>(value[j]);
+  }
+  Regressor::Scalars s;
+  double min_label = 0, max_label = 0;
+  int64_t event_sum = 0, action_sum = 0, squarecb_rounds = 0, first_remaining = 0;
+  for (auto [field, out] : {std::pair{"normalized_sum_norm_x", &s.normalized_sum_norm_x},
+                            {"total_weight", &s.total_weight},
+                            {"t", &s.t},
+                            {"min_label", &min_label},
+                            {"max_label", &max_label},
+                            {"gravity", &s.gravity},
+                            {"contraction", &s.contraction}})
+    if (auto st = r.GetScalar(field, out); !st.ok()) return st;
+  for (auto [field, out] : {std::pair{"event_sum", &event_sum},
+                            {"action_sum", &action_sum},
+                            {"squarecb_rounds", &squarecb_rounds},
+                            {"first_remaining", &first_remaining}})
+    if (auto st = r.GetInt(field, out); !st.ok()) return st;
+  if (event_sum < 0 || action_sum < event_sum || squarecb_rounds < 0 || first_remaining < 0 ||
+      first_remaining > static_cast<int64_t>(o_.first_rounds))
+    return absl::InvalidArgumentError(
+        "vw state counts are inconsistent, expected 0 <= event_sum <= action_sum and "
+        "0 <= first_remaining <= --first");
+  Rng rng;
+  if (auto st = r.GetRng(&rng); !st.ok()) return st;
+  s.min_label = static_cast<float>(min_label);
+  s.max_label = static_cast<float>(max_label);
+  if (auto st = regressor_.Restore(std::move(weights), s); !st.ok()) return st;
+  event_sum_ = static_cast<uint64_t>(event_sum);
+  action_sum_ = static_cast<uint64_t>(action_sum);
+  squarecb_rounds_ = static_cast<uint64_t>(squarecb_rounds);
+  first_remaining_ = static_cast<uint64_t>(first_remaining);
+  rng_ = rng;
+  return absl::OkStatus();
+}
+
+int64_t CbLearner::StateBytes() const {
+  return regressor_.StateBytes() + 4 * static_cast<int64_t>(sizeof(uint64_t));
+}
+
+std::vector<std::pair<std::string, double>> CbLearner::Summary() const {
+  return {
+      {"rounds_learned", static_cast<double>(event_sum_)},
+      {"actions_per_round",
+       event_sum_ == 0 ? 0.0 : static_cast<double>(action_sum_) / static_cast<double>(event_sum_)},
+      {"total_weight", regressor_.scalars().total_weight}};
+}
+
+int64_t Footprint(const bandit::v1::PolicyConfig& config) {
+  auto o = ParseVwArguments(config.vw().arguments());
+  if (!o.ok()) return 0;
+  const Regressor probe_shape_only(o->regressor, 1);  // the stride, from the update's options
+  return (int64_t{4} << (o->space.bits + probe_shape_only.stride_shift())) +
+         static_cast<int64_t>(sizeof(Regressor::Scalars)) +
+         4 * static_cast<int64_t>(sizeof(uint64_t));
+}
+
+}  // namespace bandit::vw

@@ -1,0 +1,95 @@
+// Vowpal Wabbit's contextual-bandit learner (policy { vw { arguments: "..." } }): VW 9.11.2's
+// cb_adf reduction over its linear regressor (core/vw/regressor.h), with cb_explore_adf's
+// explorers, configured by VW's own command line (core/vw/options.h).
+//
+// A round as VW computes it for a multiline example (shared features merged into each action,
+// as the feature space does; reductions/cb/cb_adf.cc, csoaa_ldf.cc, cb_explore_adf_*.cc):
+// - predict: each action's cost c_a = <w, x_a> (csoaa_ldf's partial prediction); the actions
+//   sorted by (cost, index); --cb_adf chooses the first (propensity 1), --cb_explore_adf turns
+//   the sorted costs into a pmf:
+//     epsilon-greedy: epsilon / K each, plus (1 - epsilon) split over the actions tied with the
+//       best within relative 1e-4 (--first_only: all of it to the best);
+//     --first N: uniform for the first N rounds learned, then all on the best;
+//     --softmax: p_a proportional to exp(-lambda (c_a - min c));
+//     --squarecb: p_a = 1 / (K + gamma (c_a - min c)) for a not the best, the rest to the best,
+//       gamma = gamma_scale * t^gamma_exponent, t the rounds learned (Foster and Rakhlin 2020);
+//   then (--first, --softmax, --squarecb) no probability below epsilon / K
+//   (explore_internal.h enforce_minimum_probability).
+// - learn (--cb_type mtr, VW's default): the chosen action's features regress its cost with
+//   importance weight (1 / max(p, clip_p)) * (rounds / actions offered, summed over rounds)
+//   (cb_adf.cc learn_mtr); --squarecb learns without importance weights (p = 1), except, as
+//   VW does, when the chosen action was the last one offered.
+// VW never samples; Select samples the pmf with the instance's seeded engine (core/rng.h), so
+// the same seed replays the same choices. An Update with reward r teaches the cost -r at the
+// propensity the Select gave (Personalizer's convention); a Select never changes the model.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/policy.h"
+#include "core/rng.h"
+#include "core/vw/options.h"
+#include "core/vw/regressor.h"
+
+namespace bandit::vw {
+
+class CbLearner final : public Policy {
+ public:
+  static absl::StatusOr<std::unique_ptr<Policy>> Make(const bandit::v1::PolicyConfig& config,
+                                                      uint64_t seed);
+  CbLearner(VwOptions options, uint64_t seed);
+
+  absl::string_view name() const override { return "vw"; }
+  ContextKind context_kind() const override { return ContextKind::kCandidates; }
+  bool TakesSparse() const override { return true; }
+  // --cb_adf decides deterministically; the explorers draw from the engine.
+  bool SelectReadsOnly() const override { return o_.reduction == Reduction::kCbAdf; }
+  absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
+  absl::Status Update(const Observation& obs) override;
+  void Save(bandit::v1::PolicyState* out) const override;
+  absl::Status Restore(const bandit::v1::PolicyState& state) override;
+  int64_t StateBytes() const override;
+  std::vector<std::pair<std::string, double>> Summary() const override;
+
+  // VW's prediction for one round, without sampling: each action's cost and (cb_explore_adf)
+  // probability, in the order offered.
+  struct Prediction {
+    std::vector<float> costs;
+    std::vector<float> pmf;  // --cb_adf: 1 on the chosen action
+    int best = -1;           // the lowest cost, ties to the lower index
+  };
+  void Predict(std::span<const SparseVector> actions, Prediction* out) const;
+  // VW's learn of a labeled round: `chosen` (the chosen_index-th of num_actions offered) cost
+  // `cost` and was chosen with `probability`.
+  // false, and nothing changed, when the update would leave a weight or a sum non-finite.
+  bool Learn(const SparseVector& chosen, int chosen_index, int num_actions, float cost,
+             float probability);
+
+  const VwOptions& options() const { return o_; }
+  const Regressor& regressor() const { return regressor_; }
+  // The length of dense candidates: 2^b, or the config's smaller `dimension`.
+  int dimension() const { return dimension_; }
+
+ private:
+  void Explore(std::vector<std::pair<float, uint32_t>>& sorted, Prediction* out) const;
+
+  VwOptions o_;
+  Regressor regressor_;
+  Rng rng_;
+  // cb_adf's per-model MTR counts: rounds learned and actions offered in them.
+  uint64_t event_sum_ = 0;
+  uint64_t action_sum_ = 0;
+  uint64_t squarecb_rounds_ = 0;  // SquareCB's counter (rounds learned)
+  uint64_t first_remaining_ = 0;  // --first: uniform rounds left
+  int dimension_ = 0;
+  // Scratch for dense candidates taken as sparse.
+  std::vector<SparseVector> dense_terms_;
+};
+
+// The bytes CbLearner's state takes for `config` (its weight array and counters), before it is
+// built; 0 for a config whose arguments do not parse (CreatePolicy refuses it).
+int64_t Footprint(const bandit::v1::PolicyConfig& config);
+
+}  // namespace bandit::vw

@@ -1,0 +1,94 @@
+// Vowpal Wabbit's linear regressor: its gradient-descent learner (VW 9.11.2,
+// vowpalwabbit/core/src/reductions/gd.cc, with scorer.cc's label range and the squared loss of
+// loss_functions.cc), in single precision as VW computes it, term for term in VW's order, so its
+// predictions are VW's to the last bit on the same machine.
+//
+// The weights are one flat array of floats with a stride: for each hashed index the weight, and
+// with the adaptive or normalized update the sum of squared gradients, the largest |x| seen (the
+// normalizer) and the per-round rate, side by side (VW's layout, so a feature's update touches
+// one cache line). One learn on (x, label y, importance weight h), with p = <w, x> clamped to the
+// labels seen:
+//   adaptive:   G_i += h * 4 (p - y)^2 * x_i^2                          (gd.cc pred_per_update_feature)
+//   normalized: N_i = max(N_i, |x_i|), w_i rescaled when N_i grows; the update is scaled by
+//               (sum of h / sum of h * sum_i x_i^2 / N_i^2)^(1/2)      (gd.cc average_update)
+//   rate:       r_i = G_i^(-power_t) * N_i^(2 (power_t - 1))  (1 / (sqrt(G_i) N_i) at power_t 0.5)
+//   invariant:  u = (y - p) (1 - exp(-2 eta h s)) / s with s = sum_i r_i x_i^2   (the importance-
+//               aware update of Karampatziakis and Langford 2011; 2 (y - p) eta h when eta h s
+//               is below 1e-6), otherwise u = 2 (y - p) eta h
+//   w_i += u * (x_i * r_i)
+// Plain SGD (--sgd) scales eta h by t^(-power_t), t the rounds learned (from --initial_t, 1 by
+// default). --l1 and --l2 keep VW's lazy truncation (gravity) and contraction.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/policy.h"
+#include "core/vw/options.h"
+
+namespace bandit::vw {
+
+class Regressor {
+ public:
+  Regressor(const RegressorOptions& options, int bits);
+
+  // VW's partial prediction <w, x> (truncated by the l1 gravity, times the l2 contraction),
+  // accumulated in single precision in the terms' order. x's indices must be below 2^bits.
+  float Predict(const SparseVector& x) const;
+  // One learn of VW's gd under its scorer: the label joins the range predictions are clamped to,
+  // then the update above. weight > 0. false, with the state as it was, when the update would
+  // leave a number non-finite (VW would keep the inf or NaN; a snapshot could not hold it).
+  bool Learn(const SparseVector& x, float label, float weight);
+
+  int bits() const { return bits_; }
+  int stride_shift() const { return stride_shift_; }
+  // The float array as VW lays it out: 2^bits entries of 2^stride_shift floats.
+  const std::vector<float>& weights() const { return weights_; }
+  float weight(uint32_t index) const {
+    return weights_[static_cast<size_t>(index) << stride_shift_];
+  }
+  // What the array holds at `position` before any learning (a snapshot keeps the others).
+  float InitialValue(size_t position) const;
+
+  // The scalar state beside the weights, in VW's model file's terms.
+  struct Scalars {
+    double normalized_sum_norm_x = 0;
+    double total_weight = 0;
+    double t = 0;  // VW's sd->t less the unlabeled examples: initial t plus rounds learned
+    float min_label = 0;
+    float max_label = 0;
+    double gravity = 0;
+    double contraction = 1;
+  };
+  const Scalars& scalars() const { return s_; }
+  // Restores a saved state (a snapshot's or a model file's). INVALID_ARGUMENT when the array has
+  // the wrong length or a number is not finite.
+  absl::Status Restore(std::vector<float> weights, const Scalars& scalars);
+
+  int64_t StateBytes() const {
+    return static_cast<int64_t>(weights_.size() * sizeof(float)) + sizeof(Scalars);
+  }
+
+ private:
+  template <bool kAdaptive, bool kNormalized, bool kSqrtRate>
+  float PredPerUpdate(const SparseVector& x, float weight, float grad_squared,
+                      float* update_multiplier);
+  float Sensitivity(const SparseVector& x, float weight, float grad_squared,
+                    float* update_multiplier);
+  void SyncWeights();
+  void LearnUnchecked(const SparseVector& x, float label, float weight);
+  // Each touched index's block of floats, for undoing a learn that overflowed.
+  std::vector<std::pair<size_t, float>> undo_;
+
+  RegressorOptions o_;
+  int bits_;
+  int stride_shift_;
+  bool sqrt_rate_;
+  float eta_;  // the learning rate, times initial t^power_t for plain SGD (gd_setup)
+  float neg_norm_power_;
+  float neg_power_t_;
+  std::vector<float> weights_;
+  Scalars s_;
+};
+
+}  // namespace bandit::vw

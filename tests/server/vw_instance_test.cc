@@ -1,0 +1,125 @@
+// A vw instance through DecisionService: its feature space comes from VW's arguments (a stated
+// one must agree), and with named features it serves exactly what the learner predicts for the
+// hashed vectors (the pmf as scores and as Personalizer's ranking), learning VW's label
+// (chosen : -reward : propensity) from each reward.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/features/feature_space.h"
+#include "core/vw/cb_learner.h"
+#include "server/service/decision_service.h"
+#include "tests/server/server_test_util.h"
+
+namespace bandit::server {
+namespace BANDIT_UNITY_ID {
+
+using testing::Create;
+namespace v1 = bandit::v1;
+
+constexpr char kArguments[] = "--cb_explore_adf --epsilon 0.2 -q UA -l 0.1 -b 10";
+
+v1::SelectRequest Round(int round) {
+  v1::SelectRequest req;
+  req.set_instance("v");
+  req.set_return_scores(true);
+  req.set_context(absl::StrCat(R"({"User":{"country":")", round % 3 == 0 ? "US" : "DE",
+                               R"(","age":)", 20 + round % 7, "}}"));
+  for (int a = 0; a < 4; ++a) {
+    auto* action = req.add_actions();
+    action->set_id(absl::StrCat("item-", a));
+    action->set_features(absl::StrCat(R"({"Action":{"genre":"g)", a, R"(","price":)", a + 1, "}}"));
+  }
+  return req;
+}
+
+TEST(VwInstance, FeatureSpaceComesFromTheArguments) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(
+      svc.CreateInstance(
+             Create("v", absl::StrCat("policy { vw { arguments: '", kArguments, "' } }")), &out)
+          .ok());
+  EXPECT_EQ(out.config().feature_space().bits(), 10);
+  ASSERT_EQ(out.config().feature_space().interactions_size(), 1);
+  EXPECT_EQ(out.config().feature_space().interactions(0), "UA");
+  EXPECT_EQ(out.config().policy().vw().dimension(), 1024);
+  // A feature space that agrees is accepted; one that does not is refused, naming the field.
+  EXPECT_TRUE(svc.CreateInstance(Create("w", absl::StrCat("policy { vw { arguments: '", kArguments,
+                                                          "' } } feature_space { bits: 10 "
+                                                          "interactions: 'UA' }")),
+                                 &out)
+                  .ok());
+  absl::Status s = svc.CreateInstance(
+      Create("x", absl::StrCat("policy { vw { arguments: '", kArguments,
+                               "' } } feature_space { bits: 12 interactions: 'UA' }")),
+      &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("feature_space.bits is 12"), std::string::npos) << s;
+  s = svc.CreateInstance(Create("y", "policy { vw { arguments: '--cb_explore_adf --bag 3' } }"),
+                         &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--bag"), std::string::npos) << s;
+}
+
+TEST(VwInstance, ServesWhatTheLearnerPredictsAndLearnsVwsLabel) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("v", absl::StrCat("policy { vw { arguments: '", kArguments,
+                                                          "' } } seed: 11")),
+                                 &out)
+                  .ok());
+  auto options = vw::ParseVwArguments(kArguments);
+  ASSERT_TRUE(options.ok());
+  vw::CbLearner twin(*options, 0);
+  auto space = *features::FeatureSpace::Create(options->space);
+  features::InputLimits limits;
+  std::map<int, int> chosen_count;
+  for (int round = 0; round < 200; ++round) {
+    const v1::SelectRequest req = Round(round);
+    v1::Decision d;
+    ASSERT_TRUE(svc.Select(req, &d).ok()) << round;
+    // The twin's prediction from the same hashed vectors.
+    features::ParsedFeatures shared, action;
+    ASSERT_TRUE(space.Parse(req.context(), "context", limits, false, &shared).ok());
+    std::vector<SparseVector> xs(req.actions_size());
+    for (int a = 0; a < req.actions_size(); ++a) {
+      action.Clear();
+      ASSERT_TRUE(space.Parse(req.actions(a).features(), "a", limits, false, &action).ok());
+      space.Featurize(action, &shared, &xs[a].index, &xs[a].value);
+    }
+    vw::CbLearner::Prediction p;
+    twin.Predict(xs, &p);
+    ASSERT_EQ(d.ranking_size(), 4);
+    for (const auto& r : d.ranking()) {
+      const int a = r.id().back() - '0';
+      EXPECT_FLOAT_EQ(static_cast<float>(r.probability()), p.pmf[a]) << round;
+    }
+    EXPECT_FLOAT_EQ(static_cast<float>(d.propensity()), p.pmf[d.arm_index()]);
+    ++chosen_count[d.arm_index()];
+    // Action 2 pays, more for US users.
+    const double reward = d.arm_index() == 2 ? (round % 3 == 0 ? 1.0 : 0.6) : 0.0;
+    v1::UpdateRequest u;
+    u.set_instance("v");
+    u.set_event_id(d.event_id());
+    u.set_reward(reward);
+    v1::UpdateResponse resp;
+    ASSERT_TRUE(svc.Update(u, &resp).ok()) << round;
+    twin.Learn(xs[d.arm_index()], d.arm_index(), 4, -static_cast<float>(reward),
+               static_cast<float>(d.propensity()));
+  }
+  // It learned: the paying action is the greedy one (0.8 + 0.2/4) in the end, chosen most.
+  v1::Decision last;
+  ASSERT_TRUE(svc.Select(Round(200), &last).ok());
+  for (const auto& r : last.ranking())
+    if (r.id() == "item-2") EXPECT_NEAR(r.probability(), 0.85, 1e-6);
+  EXPECT_GT(chosen_count[2], 100);
+}
+
+}  // namespace BANDIT_UNITY_ID
+}  // namespace bandit::server

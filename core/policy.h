@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -68,6 +69,14 @@ struct ScoreRequest {
   constexpr bool posteriors_suffice() const { return form == kScoresOrPosteriors; }
 };
 
+// A policy's read-only share of one Select, computed ahead by Policy::PrepareSelect (what a
+// policy whose Select costs far more than its draw can split off, so that concurrent Selects of
+// one instance compute it in parallel under the instance's shared lock).
+class PreparedSelect {
+ public:
+  virtual ~PreparedSelect() = default;
+};
+
 // Inputs of one Select call.
 struct SelectContext {
   std::span<const Vector> candidates;  // kCandidates
@@ -82,6 +91,10 @@ struct SelectContext {
   std::span<const char> allowed_arms;
   // Which form of per-arm scores the caller accepts (see ScoreRequest); false: none.
   ScoreRequest want_scores;
+  // What this policy's PrepareSelect computed for the same inputs, or null. The policy uses it
+  // only if it is still current (made by this policy on the model as it is now) and otherwise
+  // computes afresh, so a decision is the same with or without it.
+  const PreparedSelect* prepared = nullptr;
 };
 
 // Independent posteriors, one per action, whose probabilities of holding the largest draw are
@@ -172,6 +185,15 @@ class Policy {
   // that returns true has a test that checks the invariant.
   virtual bool SelectReadsOnly() const { return false; }
   virtual absl::Status Update(const Observation& obs) = 0;
+
+  // The read-only share of a Select (see PreparedSelect), or null when the policy does not split
+  // its Select (the default) or the inputs are invalid (Select then reports the error). Reads
+  // the state only: callers run it concurrently with other PrepareSelect calls, never with a
+  // call that changes the policy.
+  virtual bool PreparesSelect() const { return false; }
+  virtual std::unique_ptr<PreparedSelect> PrepareSelect(const SelectContext& /*ctx*/) const {
+    return nullptr;
+  }
 
   // Finite arm set (kNone policies). Default: the policy has no arm set.
   virtual std::vector<std::string> ArmIds() const { return {}; }

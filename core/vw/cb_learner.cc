@@ -176,33 +176,64 @@ void CbLearner::Predict(std::span<const SparseVector> actions, Prediction* out) 
   Explore(a_s, out);
 }
 
-absl::StatusOr<Decision> CbLearner::Select(const SelectContext& ctx) {
+class CbLearner::Prepared final : public PreparedSelect {
+ public:
+  const CbLearner* owner = nullptr;
+  uint64_t model_version = 0;
+  size_t actions = 0;
+  Prediction prediction;
+};
+
+absl::StatusOr<std::span<const SparseVector>> CbLearner::Actions(
+    const SelectContext& ctx, std::vector<SparseVector>* scratch) const {
   const bool sparse = !ctx.sparse_candidates.empty();
   const int n = static_cast<int>(sparse ? ctx.sparse_candidates.size() : ctx.candidates.size());
   if (n == 0)
     return absl::InvalidArgumentError("candidates is empty, expected at least one action");
   const int d = dimension();
-  std::span<const SparseVector> actions = ctx.sparse_candidates;
   if (sparse) {
     for (int i = 0; i < n; ++i)
       if (auto s =
               CheckActionVector(absl::StrCat("candidates[", i, "]"), ctx.sparse_candidates[i], d);
           !s.ok())
         return s;
-  } else {
-    dense_terms_.resize(n);
-    for (int i = 0; i < n; ++i) {
-      if (auto s = CheckVector(absl::StrCat("candidates[", i, "]"), ctx.candidates[i], d); !s.ok())
-        return s;
-      DenseToTerms(ctx.candidates[i], &dense_terms_[i]);
-      if (auto s = CheckActionVector(absl::StrCat("candidates[", i, "]"), dense_terms_[i], d);
-          !s.ok())
-        return s;
-    }
-    actions = std::span<const SparseVector>(dense_terms_.data(), n);
+    return ctx.sparse_candidates;
   }
-  Prediction p;
-  Predict(actions, &p);
+  scratch->resize(n);
+  for (int i = 0; i < n; ++i) {
+    if (auto s = CheckVector(absl::StrCat("candidates[", i, "]"), ctx.candidates[i], d); !s.ok())
+      return s;
+    DenseToTerms(ctx.candidates[i], &(*scratch)[i]);
+    if (auto s = CheckActionVector(absl::StrCat("candidates[", i, "]"), (*scratch)[i], d); !s.ok())
+      return s;
+  }
+  return std::span<const SparseVector>(scratch->data(), n);
+}
+
+std::unique_ptr<PreparedSelect> CbLearner::PrepareSelect(const SelectContext& ctx) const {
+  std::vector<SparseVector> scratch;
+  auto actions = Actions(ctx, &scratch);
+  if (!actions.ok()) return nullptr;
+  auto prepared = std::make_unique<Prepared>();
+  prepared->owner = this;
+  prepared->model_version = model_version_;
+  prepared->actions = actions->size();
+  Predict(*actions, &prepared->prediction);
+  return prepared;
+}
+
+absl::StatusOr<Decision> CbLearner::Select(const SelectContext& ctx) {
+  std::vector<SparseVector> scratch;
+  auto actions = Actions(ctx, &scratch);
+  if (!actions.ok()) return actions.status();
+  const int n = static_cast<int>(actions->size());
+  const auto* prepared = dynamic_cast<const Prepared*>(ctx.prepared);
+  Prediction fresh;
+  const bool current = prepared != nullptr && prepared->owner == this &&
+                       prepared->model_version == model_version_ &&
+                       prepared->actions == actions->size();
+  if (!current) Predict(*actions, &fresh);
+  const Prediction& p = current ? prepared->prediction : fresh;
   Decision out;
   if (o_.reduction == Reduction::kCbAdf) {
     out.arm = p.best;
@@ -243,6 +274,7 @@ bool CbLearner::Learn(const SparseVector& chosen, int chosen_index, int num_acti
   const float weight =
       1.f * (1.f / clipped * (static_cast<float>(event_sum) / static_cast<float>(action_sum)));
   if (!regressor_.Learn(chosen, cost, weight)) return false;
+  ++model_version_;
   event_sum_ = event_sum;
   action_sum_ = action_sum;
   if (o_.explorer == Explorer::kSquareCb) ++squarecb_rounds_;
@@ -367,6 +399,7 @@ absl::Status CbLearner::Restore(const bandit::v1::PolicyState& state) {
   squarecb_rounds_ = static_cast<uint64_t>(squarecb_rounds);
   first_remaining_ = static_cast<uint64_t>(first_remaining);
   rng_ = rng;
+  ++model_version_;
   return absl::OkStatus();
 }
 

@@ -47,6 +47,10 @@ class CbLearner final : public Policy {
   // --cb_adf decides deterministically; the explorers draw from the engine.
   bool SelectReadsOnly() const override { return o_.reduction == Reduction::kCbAdf; }
   absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
+  // The prediction (every action's cost and probability) is the whole cost of a Select: it is
+  // prepared under the instance's shared lock, and Select only draws.
+  bool PreparesSelect() const override { return true; }
+  std::unique_ptr<PreparedSelect> PrepareSelect(const SelectContext& ctx) const override;
   absl::Status Update(const Observation& obs) override;
   void Save(bandit::v1::PolicyState* out) const override;
   absl::Status Restore(const bandit::v1::PolicyState& state) override;
@@ -74,6 +78,10 @@ class CbLearner final : public Policy {
 
  private:
   void Explore(std::vector<std::pair<float, uint32_t>>& sorted, Prediction* out) const;
+  // The candidates checked, as sparse terms (dense ones converted into `scratch`).
+  absl::StatusOr<std::span<const SparseVector>> Actions(const SelectContext& ctx,
+                                                        std::vector<SparseVector>* scratch) const;
+  class Prepared;
 
   VwOptions o_;
   Regressor regressor_;
@@ -84,8 +92,9 @@ class CbLearner final : public Policy {
   uint64_t squarecb_rounds_ = 0;  // SquareCB's counter (rounds learned)
   uint64_t first_remaining_ = 0;  // --first: uniform rounds left
   int dimension_ = 0;
-  // Scratch for dense candidates taken as sparse.
-  std::vector<SparseVector> dense_terms_;
+  // Counts every change of what Predict reads (learns and restores): a prepared prediction is
+  // current while it is unchanged.
+  uint64_t model_version_ = 0;
 };
 
 // The bytes CbLearner's state takes for `config` (its weight array and counters), before it is

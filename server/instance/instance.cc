@@ -339,7 +339,16 @@ absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::
                                                 sparse_inputs_.load(std::memory_order_relaxed));
       !s.ok())
     return s;
+  // A policy whose prediction is the cost of its Select (Vowpal Wabbit's learner) computes it
+  // under the shared lock, so concurrent Selects of one instance run on every core; the
+  // exclusive section below only draws and records, in journal order, and the policy discards a
+  // prediction an Update made stale in between (the decision is the one it would make alone).
+  if (prepares_select_.load(std::memory_order_relaxed)) {
+    absl::ReaderMutexLock shared(&mu_);
+    state_->PrepareSelect(req, in);
+  }
   absl::MutexLock lock(&mu_);
+  prepares_select_.store(state_->PreparesSelect(), std::memory_order_relaxed);
   return SelectLocked(req, in, clock_->NowMs(), out, written_seq, nullptr);
 }
 
@@ -350,6 +359,7 @@ absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, Select
   out->Clear();  // a caller may reuse its Decision: nothing of the last one stays
   auto ctx = state_->SelectContextFor(req, in);
   if (!ctx.ok()) return ctx.status();
+  ctx->prepared = in.prepared.get();
   if (!replay_event_id) ExpireDueLocked(now, written_seq);
   // Admitted before the decision is made: what its pending entry and log entry may take.
   if (budget_ != nullptr && budget_->limited() && !replaying_) {

@@ -203,6 +203,9 @@ class Instance {
   std::atomic<bool> sparse_inputs_;
 
   mutable absl::Mutex mu_;
+  // Whether the served policy splits its Select (Policy::PreparesSelect), as last seen under the
+  // lock: a hint for taking the shared side first (a stale value only costs a recomputation).
+  std::atomic<bool> prepares_select_{true};
   const std::unique_ptr<InstanceState> state_ ABSL_PT_GUARDED_BY(mu_);
   Storage* storage_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool deleted_ ABSL_GUARDED_BY(mu_) = false;

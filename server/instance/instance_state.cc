@@ -552,6 +552,16 @@ absl::StatusOr<SelectContext> InstanceState::SelectContextFor(const bandit::v1::
   return ctx;
 }
 
+void InstanceState::PrepareSelect(const bandit::v1::SelectRequest& req, SelectInputs& in) const {
+  in.prepared.reset();
+  if (!policy_->PreparesSelect() || in.arm_set_slots || !in.slots.empty() ||
+      policy_->context_kind() != ContextKind::kCandidates || ModeOf(config_) == bandit::v1::LOGGING_ONLY)
+    return;
+  auto ctx = SelectContextFor(req, in);
+  if (!ctx.ok()) return;
+  in.prepared = policy_->PrepareSelect(*ctx);
+}
+
 absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::SelectRequest& req,
                                    const SelectInputs& in, int64_t now, bandit::v1::Decision* out,
                                    bandit::v1::JournalRecord* rec,

@@ -117,6 +117,9 @@ class InstanceState {
     bool arm_set_slots = false;
     std::vector<char> allowed_arms;
     std::vector<int> offered_arms;
+    // The served policy's read-only share of this Select, computed ahead under the instance's
+    // shared lock (PrepareSelect), or null.
+    std::unique_ptr<PreparedSelect> prepared;
   };
   // With a feature space (`space`), a request's named context and actions become the
   // candidates (sparse vectors with `sparse`, see TakesSparseInputs); without one, named inputs
@@ -139,6 +142,11 @@ class InstanceState {
   // an arm set, resolves the request's excluded arms and slots into `in` (by the arm ids).
   absl::StatusOr<SelectContext> SelectContextFor(const bandit::v1::SelectRequest& req,
                                                  SelectInputs& in) const;
+  // For a served policy that splits its Select (Policy::PreparesSelect) and a one-slot request
+  // over candidates: its read-only share, into `in.prepared`. Reads the state only, so
+  // concurrent Selects run it under the instance's shared lock.
+  void PrepareSelect(const bandit::v1::SelectRequest& req, SelectInputs& in) const;
+  bool PreparesSelect() const { return policy_->PreparesSelect(); }
   // Decides and records the pending decision. `replay_event_id` is set on replay: the decision
   // must reproduce the journaled event id. The record borrows `req`, or with the decision log
   // on a per-thread copy of the log entry (see Instance::Commit, which hands either back).

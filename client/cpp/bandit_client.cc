@@ -145,13 +145,28 @@ absl::StatusOr<v1::Instance> BanditClient::RemoveArms(const v1::RemoveArmsReques
   return Call<v1::RemoveArmsRequest, v1::Instance>(&BanditService::Stub::RemoveArms, req);
 }
 
-absl::StatusOr<std::string> BanditClient::ExportInstance(const std::string& name) {
+absl::StatusOr<std::string> BanditClient::ExportInstance(const std::string& name,
+                                                         v1::ModelFormat format) {
   v1::ExportInstanceRequest req;
   req.set_name(name);
+  req.set_format(format);
   auto resp = Call<v1::ExportInstanceRequest, v1::ExportInstanceResponse>(
       &BanditService::Stub::ExportInstance, req);
   if (!resp.ok()) return resp.status();
+  if (format == v1::VW) return std::move(*resp->mutable_vw_model());
   return std::move(*resp->mutable_snapshot());
+}
+
+absl::StatusOr<v1::Instance> BanditClient::ImportVwModel(const std::string& name,
+                                                         const std::string& model,
+                                                         const std::string& extra_arguments,
+                                                         const v1::InstanceConfig& config) {
+  v1::ImportInstanceRequest req;
+  req.set_name(name);
+  req.set_vw_model(model);
+  req.set_vw_extra_arguments(extra_arguments);
+  *req.mutable_config() = config;
+  return Call<v1::ImportInstanceRequest, v1::Instance>(&BanditService::Stub::ImportInstance, req);
 }
 
 absl::StatusOr<v1::Instance> BanditClient::ImportInstance(const std::string& name,

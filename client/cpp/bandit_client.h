@@ -56,7 +56,15 @@ class BanditClient {
       const bandit::v1::ConfigureInstanceRequest& req);
   // The instance's complete exported state (opaque bytes), and its import under `name`
   // (empty = the exported name).
-  absl::StatusOr<std::string> ExportInstance(const std::string& name);
+  // The instance's snapshot, or with format VW its Vowpal Wabbit model file (a vw instance).
+  absl::StatusOr<std::string> ExportInstance(
+      const std::string& name, bandit::v1::ModelFormat format = bandit::v1::SNAPSHOT);
+  // A new vw instance from a Vowpal Wabbit model file (`vw -f`), with the arguments the file
+  // does not keep and the rest of its config (no policy).
+  absl::StatusOr<bandit::v1::Instance> ImportVwModel(const std::string& name,
+                                                     const std::string& model,
+                                                     const std::string& extra_arguments,
+                                                     const bandit::v1::InstanceConfig& config);
   absl::StatusOr<bandit::v1::Instance> ImportInstance(const std::string& name,
                                                       const std::string& snapshot);
   absl::StatusOr<bandit::v1::Decision> Select(const bandit::v1::SelectRequest& req);

@@ -75,6 +75,8 @@ ABSL_FLAG(std::string, features, "", "update: played arm's features (direct upda
 ABSL_FLAG(std::string, reward, "", "update: the reward (or label)");
 ABSL_FLAG(std::string, arms, "", "add-arms/remove-arms: comma-separated arm ids");
 ABSL_FLAG(std::string, file, "", "export: write the instance state here; import: read it");
+ABSL_FLAG(std::string, vw_arguments, "",
+          "import --format=vw: VW arguments the model file does not keep (--l1, --l2)");
 ABSL_FLAG(std::string, embeddings_file, "",
           "set-reference: reference embeddings, one per line, values separated by commas");
 ABSL_FLAG(bool, append, false, "set-reference: add the embeddings to the current reference");
@@ -83,7 +85,10 @@ ABSL_FLAG(std::string, covariance, "", "set-reference: FD reference covariance, 
 ABSL_FLAG(std::string, since, "",
           "log: decisions made at or after this time (RFC 3339 or epoch ms)");
 ABSL_FLAG(std::string, until, "", "log: decisions made before this time (RFC 3339 or epoch ms)");
-ABSL_FLAG(std::string, format, "dsjson", "log: dsjson (Vowpal Wabbit --dsjson), jsonl or csv");
+ABSL_FLAG(std::string, format, "",
+          "log: dsjson (Vowpal Wabbit --dsjson; the default), jsonl or csv. export/import: "
+          "snapshot (the service's own, everything; the default) or vw (Vowpal Wabbit's model "
+          "file, what `vw -f` writes and `vw -i` reads: a vw instance's model)");
 ABSL_FLAG(uint64_t, after_seq, 0, "log: only decisions after this event_seq (resume an export)");
 ABSL_FLAG(int64_t, max_events, 0, "log: at most this many decisions (0 = all)");
 ABSL_FLAG(std::string, token, "",
@@ -387,7 +392,8 @@ int main(int argc, char** argv) {
     return PrintOr(client.RemoveArms(req));
   }
   if (cmd == "log") {
-    auto format = bandit::client::ParseLogFormat(absl::GetFlag(FLAGS_format));
+    const std::string given = absl::GetFlag(FLAGS_format);
+    auto format = bandit::client::ParseLogFormat(given.empty() ? "dsjson" : given);
     if (!format.ok()) return Usage(std::string(format.status().message()));
     bandit::v1::ExportDecisionLogRequest req;
     req.set_name(name);
@@ -423,8 +429,13 @@ int main(int argc, char** argv) {
   if (cmd == "export" || cmd == "import") {
     const std::string file = absl::GetFlag(FLAGS_file);
     if (file.empty()) return Usage(cmd + " needs --file");
+    const std::string format =
+        absl::GetFlag(FLAGS_format).empty() ? "snapshot" : absl::GetFlag(FLAGS_format);
+    if (format != "snapshot" && format != "vw")
+      return Usage(absl::StrCat("--format is '", format, "', expected snapshot or vw"));
+    const bool vw = format == "vw";
     if (cmd == "export") {
-      auto state = client.ExportInstance(name);
+      auto state = client.ExportInstance(name, vw ? bandit::v1::VW : bandit::v1::SNAPSHOT);
       if (!state.ok()) return PrintOr(absl::StatusOr<bandit::v1::Instance>(state.status()));
       if (auto s = WriteFile(file, *state); !s.ok())
         return Usage(absl::StrCat("cannot write --file=", file, ": ", s.message()));
@@ -433,6 +444,12 @@ int main(int argc, char** argv) {
     }
     std::string state;
     if (!ReadFile(file, &state)) return Usage("cannot read --file=" + file);
+    if (vw) {
+      bandit::v1::InstanceConfig config;
+      if (!google::protobuf::TextFormat::ParseFromString(absl::GetFlag(FLAGS_config), &config))
+        return Usage("--config is not a text-format bandit.v1.InstanceConfig");
+      return PrintOr(client.ImportVwModel(name, state, absl::GetFlag(FLAGS_vw_arguments), config));
+    }
     return PrintOr(client.ImportInstance(name, state));
   }
   if (cmd == "set-reference") {

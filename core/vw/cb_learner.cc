@@ -403,6 +403,21 @@ absl::Status CbLearner::Restore(const bandit::v1::PolicyState& state) {
   return absl::OkStatus();
 }
 
+absl::Status CbLearner::Load(std::vector<float> weights, const Regressor::Scalars& scalars,
+                             const Counters& counters) {
+  if (counters.action_sum < counters.event_sum || counters.first_remaining > o_.first_rounds)
+    return absl::InvalidArgumentError(
+        "vw counts are inconsistent, expected event_sum <= action_sum and first_remaining <= "
+        "--first");
+  if (auto s = regressor_.Restore(std::move(weights), scalars); !s.ok()) return s;
+  event_sum_ = counters.event_sum;
+  action_sum_ = counters.action_sum;
+  squarecb_rounds_ = counters.squarecb_rounds;
+  first_remaining_ = counters.first_remaining;
+  ++model_version_;
+  return absl::OkStatus();
+}
+
 int64_t CbLearner::StateBytes() const {
   return regressor_.StateBytes() + 4 * static_cast<int64_t>(sizeof(uint64_t));
 }

@@ -71,6 +71,20 @@ class CbLearner final : public Policy {
   bool Learn(const SparseVector& chosen, int chosen_index, int num_actions, float cost,
              float probability);
 
+  // What the learner counts beside its regressor (a model file keeps them).
+  struct Counters {
+    uint64_t event_sum = 0, action_sum = 0;  // cb_adf's MTR counts
+    uint64_t squarecb_rounds = 0;            // --squarecb's counter
+    uint64_t first_remaining = 0;            // --first's uniform rounds left
+  };
+  Counters counters() const {
+    return {event_sum_, action_sum_, squarecb_rounds_, first_remaining_};
+  }
+  // Takes a learned state read elsewhere (a VW model file). INVALID_ARGUMENT, nothing changed,
+  // for a regressor state of the wrong shape or counts that cannot be.
+  absl::Status Load(std::vector<float> weights, const Regressor::Scalars& scalars,
+                    const Counters& counters);
+
   const VwOptions& options() const { return o_; }
   const Regressor& regressor() const { return regressor_; }
   // The length of dense candidates: 2^b, or the config's smaller `dimension`.

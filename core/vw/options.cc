@@ -164,6 +164,7 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
       absl::StrSplit(arguments, absl::ByAnyChar(" \t\n\r"), absl::SkipEmpty());
   // Each served flag's values, in the order given.
   std::map<std::string, std::vector<std::string>, std::less<>> given;
+  std::vector<std::pair<std::string, std::string>> supplied;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string& token = tokens[i];
     std::string name;
@@ -203,6 +204,7 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
       if (has_inline) return FlagError(name, "takes no value");
       if (!values.empty()) return FlagError(name, "is given twice");
       values.push_back("");
+      supplied.emplace_back(name, "");
       continue;
     }
     std::string value = inline_value;
@@ -213,6 +215,7 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
     if (spec->second.arity == Arity::kValue && !values.empty())
       return FlagError(name, "is given twice, expected once");
     values.push_back(value);
+    supplied.emplace_back(name, value);
   }
   const auto has = [&](absl::string_view f) { return given.find(f) != given.end(); };
   const auto value = [&](absl::string_view f) -> const std::string& {
@@ -221,6 +224,7 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
 
   VwOptions o;
   o.arguments = absl::StrJoin(tokens, " ");
+  o.supplied = std::move(supplied);
   // The reduction.
   if (has("cb_explore_adf")) {
     o.reduction = Reduction::kCbExploreAdf;

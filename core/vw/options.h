@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
@@ -63,6 +65,9 @@ struct VwOptions {
   features::FeatureSpaceOptions space;
   // The arguments as given, whitespace normalized (what the instance reports).
   std::string arguments;
+  // Each flag given, by VW's long name, with its value ("" for a switch), in the order given
+  // (a model file keeps some of them).
+  std::vector<std::pair<std::string, std::string>> supplied;
 };
 
 // Parses VW's arguments. INVALID_ARGUMENT, naming the flag and what was expected, for an

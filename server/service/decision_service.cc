@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/vw/model_file.h"
 #include "server/service/status_util.h"
 #include "server/storage/snapshot_store.h"
 
@@ -141,6 +142,12 @@ absl::Status DecisionService::ExportInstance(const bandit::v1::ExportInstanceReq
   auto inst = registry_.Get(req.name());
   if (!inst.ok()) return inst.status();
   const Instance::StorableSnapshot image = (*inst)->SnapshotForStorage();
+  if (req.format() == bandit::v1::VW) {
+    auto model = vw::ModelFileFromState(image.state.config().policy(), image.state.policy());
+    if (!model.ok()) return model.status();
+    out->set_vw_model(*std::move(model));
+    return absl::OkStatus();
+  }
   std::string snapshot = SnapshotStore::Encode(image.state, image.log.get());
   // The response adds a tag and a length to the snapshot: refused here with what to do rather
   // than by gRPC's send limit, whose error names neither the instance nor a way out.
@@ -161,11 +168,38 @@ absl::Status DecisionService::ExportInstance(const bandit::v1::ExportInstanceReq
   return absl::OkStatus();
 }
 
+absl::StatusOr<bandit::v1::InstanceSnapshot> DecisionService::SnapshotOfVwModel(
+    const bandit::v1::ImportInstanceRequest& req) {
+  if (!req.snapshot().empty())
+    return absl::InvalidArgumentError("snapshot and vw_model are both set, expected one");
+  if (req.name().empty())
+    return absl::InvalidArgumentError("name is empty, expected the new instance's name (a VW "
+                                      "model file has none)");
+  if (req.config().has_policy())
+    return absl::InvalidArgumentError(
+        "config.policy is set, expected none: the policy is the VW model file's");
+  auto model = vw::StateFromModelFile(req.vw_model(), req.vw_extra_arguments());
+  if (!model.ok()) return model.status();
+  // A new instance of the file's arguments (its config normalized as a create's), holding the
+  // file's learned state.
+  bandit::v1::CreateInstanceRequest create;
+  create.set_name(req.name());
+  *create.mutable_config() = req.config();
+  create.mutable_config()->mutable_policy()->mutable_vw()->set_arguments(model->arguments);
+  auto fresh = Instance::Create(create, clock_, limits_.instance, uids_->NewUid());
+  if (!fresh.ok()) return fresh.status();
+  bandit::v1::InstanceSnapshot snap = (*fresh)->SnapshotForStorage().state;
+  *snap.mutable_policy() = std::move(model->state);
+  return snap;
+}
+
 absl::Status DecisionService::ImportInstance(const bandit::v1::ImportInstanceRequest& req,
                                              bandit::v1::Instance* out, uint64_t* written_seq) {
-  auto snap = SnapshotStore::Decode(req.snapshot());
-  if (!snap.ok())
+  absl::StatusOr<bandit::v1::InstanceSnapshot> snap =
+      req.vw_model().empty() ? SnapshotStore::Decode(req.snapshot()) : SnapshotOfVwModel(req);
+  if (!snap.ok() && req.vw_model().empty())
     return absl::InvalidArgumentError(absl::StrCat("snapshot: ", snap.status().message()));
+  if (!snap.ok()) return snap.status();
   if (!req.name().empty()) snap->set_name(req.name());
   snap->set_last_journal_seq(0);
   // An import is a new instance on this server: its shadows count against this server's limit

@@ -76,6 +76,9 @@ class DecisionService {
                            bandit::v1::UpdateBatchResponse* out, uint64_t* written_seq = nullptr);
   absl::Status ExportInstance(const bandit::v1::ExportInstanceRequest& req,
                               bandit::v1::ExportInstanceResponse* out);
+  // ImportInstance's snapshot of a VW model file (vw_model): a new vw instance with its state.
+  absl::StatusOr<bandit::v1::InstanceSnapshot> SnapshotOfVwModel(
+      const bandit::v1::ImportInstanceRequest& req);
   absl::Status ImportInstance(const bandit::v1::ImportInstanceRequest& req,
                               bandit::v1::Instance* out, uint64_t* written_seq = nullptr);
   // One chunk of ExportDecisionLog's stream. `cursor` starts zeroed; each call fills `out` with

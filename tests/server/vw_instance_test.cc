@@ -125,6 +125,70 @@ TEST(VwInstance, ServesWhatTheLearnerPredictsAndLearnsVwsLabel) {
   EXPECT_GT(chosen_count[2], 100);
 }
 
+// A vw instance exports as VW's model file, and a model file imports as a vw instance that
+// predicts what the exported one predicts (and exports the same bytes).
+TEST(VwInstance, ExportsAndImportsVwModelFiles) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(
+      svc.CreateInstance(
+             Create("v", absl::StrCat("policy { vw { arguments: '", kArguments, "' } }")), &out)
+          .ok());
+  for (int round = 0; round < 50; ++round) {
+    v1::Decision d;
+    ASSERT_TRUE(svc.Select(Round(round), &d).ok());
+    v1::UpdateRequest u;
+    u.set_instance("v");
+    u.set_event_id(d.event_id());
+    u.set_reward(d.arm_index() == 1 ? 1.0 : 0.0);
+    v1::UpdateResponse resp;
+    ASSERT_TRUE(svc.Update(u, &resp).ok());
+  }
+  v1::ExportInstanceRequest ex;
+  ex.set_name("v");
+  ex.set_format(v1::VW);
+  v1::ExportInstanceResponse model;
+  ASSERT_TRUE(svc.ExportInstance(ex, &model).ok());
+  EXPECT_EQ(model.vw_model().substr(4, 6), "9.11.2");
+  v1::ImportInstanceRequest im;
+  im.set_name("w");
+  im.set_vw_model(model.vw_model());
+  im.mutable_config()->set_seed(99);
+  absl::Status imported = svc.ImportInstance(im, &out);
+  ASSERT_TRUE(imported.ok()) << imported;
+  EXPECT_EQ(out.config().policy().vw().arguments(),
+            "-b 10 --cb_explore_adf --cb_type mtr --epsilon 0.200000002980232 "
+            "--learning_rate 0.100000001490116 --quadratic UA");
+  EXPECT_EQ(out.config().feature_space().bits(), 10);
+  v1::Decision a, b;
+  v1::SelectRequest req = Round(7);
+  ASSERT_TRUE(svc.Select(req, &a).ok());
+  req.set_instance("w");
+  ASSERT_TRUE(svc.Select(req, &b).ok());
+  std::map<std::string, double> pa, pb;
+  for (const auto& r : a.ranking()) pa[r.id()] = r.probability();
+  for (const auto& r : b.ranking()) pb[r.id()] = r.probability();
+  EXPECT_EQ(pa, pb);
+  ex.set_name("w");
+  v1::ExportInstanceResponse again;
+  ASSERT_TRUE(svc.ExportInstance(ex, &again).ok());
+  EXPECT_EQ(again.vw_model(), model.vw_model());
+  // Refused: a policy beside the file, bytes that are not a model, no name, a non-vw export.
+  im.set_name("x");
+  im.mutable_config()->mutable_policy()->mutable_linucb();
+  EXPECT_EQ(svc.ImportInstance(im, &out).code(), absl::StatusCode::kInvalidArgument);
+  im.mutable_config()->clear_policy();
+  im.set_vw_model("not a model");
+  EXPECT_EQ(svc.ImportInstance(im, &out).code(), absl::StatusCode::kInvalidArgument);
+  im.set_vw_model(model.vw_model());
+  im.set_name("");
+  EXPECT_EQ(svc.ImportInstance(im, &out).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(svc.CreateInstance(Create("l", "policy { linucb { dimension: 2 } }"), &out).ok());
+  ex.set_name("l");
+  EXPECT_EQ(svc.ExportInstance(ex, &again).code(), absl::StatusCode::kFailedPrecondition);
+}
+
 // Selects of one instance prepare their predictions concurrently (the shared side of its lock)
 // while Updates land between them: every decision is still the one the journal's order gives,
 // so a restart that replays the journal ends in exactly the live state.

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "core/features/personalizer_defaults.h"
+#include "core/vw/model_file.h"
 #include "server/api/http/personalizer_internal.h"
 
 namespace bandit::server::http {
@@ -29,7 +31,17 @@ ApiResponse PersonalizerApi::ImportModel(const Target& target, absl::string_view
   }
   bandit::v1::ImportInstanceRequest import;
   import.set_name(target.instance);
-  import.set_snapshot(std::string(body));
+  if (vw::IsModelFile(body)) {
+    // A Vowpal Wabbit model file (what Personalizer's own model export held, `vw -f`): a vw
+    // instance of the file's arguments with Personalizer's other defaults (reward wait, default
+    // reward).
+    import.set_vw_model(std::string(body));
+    *import.mutable_config() = features::PersonalizerDefaultConfig();
+    import.mutable_config()->clear_policy();
+    import.mutable_config()->clear_feature_space();
+  } else {
+    import.set_snapshot(std::string(body));
+  }
   bandit::v1::Instance imported;
   absl::Status s = target.calls->ImportInstance(import, &imported, &written_seq);
   if (!s.ok() && !existed)
@@ -39,6 +51,8 @@ ApiResponse PersonalizerApi::ImportModel(const Target& target, absl::string_view
                  kRoute);
   if (!s.ok()) {
     import.set_snapshot(std::move(*kept.mutable_snapshot()));
+    import.clear_vw_model();
+    import.clear_config();
     if (absl::Status back = target.calls->ImportInstance(import, &imported, &written_seq); !back.ok())
       return Error(absl::InternalError(
                        absl::StrCat("the model was refused (", s.message(),

@@ -45,6 +45,11 @@ POLICIES = {
     "GLB-OMD": ({"glb_omd": GLB_OMD}, BITS),
     "GLB-OMD diagonal": ({"glb_omd": dict(GLB_OMD, covariance="COVARIANCE_DIAGONAL")}, BITS),
     "GLB-OMD diagonal 2^18": ({"glb_omd": dict(GLB_OMD, covariance="COVARIANCE_DIAGONAL")}, 18),
+    # Vowpal Wabbit's learner, as VW itself runs it (core/vw): SquareCB, and Personalizer's
+    # learning settings with -q CA (this data has the two namespaces C and A).
+    "VW squarecb 2^18": ({"vw": {"arguments": "--cb_explore_adf --squarecb -q CA -b 18"}}, 18),
+    "VW epsilon 0.2 2^18": ({"vw": {"arguments": "--cb_explore_adf --epsilon 0.2 --power_t 0 "
+                                                 "-l 0.001 --cb_type mtr -q CA -b 18"}}, 18),
     # Its maximum-likelihood refit over every past round takes minutes per pass at 2^10: run
     # with --policies to include it.
     "GLM-eps-greedy": ({"glm_epsilon_greedy": {"epsilon": 0.05, "link": "LOGISTIC",

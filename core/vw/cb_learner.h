@@ -92,6 +92,10 @@ class CbLearner final : public Policy {
 
  private:
   void Explore(std::vector<std::pair<float, uint32_t>>& sorted, Prediction* out) const;
+  // Predict, checking each vector (indices below the dimension, finite float values) as it goes
+  // when `check`: INVALID_ARGUMENT naming candidates[i] otherwise.
+  absl::Status PredictChecked(std::span<const SparseVector> actions, bool check,
+                              Prediction* out) const;
   // The candidates checked, as sparse terms (dense ones converted into `scratch`).
   absl::StatusOr<std::span<const SparseVector>> Actions(const SelectContext& ctx,
                                                         std::vector<SparseVector>* scratch) const;

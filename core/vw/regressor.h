@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/policy.h"
@@ -35,6 +36,10 @@ class Regressor {
   // VW's partial prediction <w, x> (truncated by the l1 gravity, times the l2 contraction),
   // accumulated in single precision in the terms' order. x's indices must be below 2^bits.
   float Predict(const SparseVector& x) const;
+  // Predict of each of `xs`, bit for bit: each sum takes its terms in their order, and four sums
+  // run interleaved so the CPU overlaps their additions (one sum is a chain of dependent
+  // additions, which VW's order forbids reassociating).
+  void PredictAll(std::span<const SparseVector> xs, float* out) const;
   // One learn of VW's gd under its scorer: the label joins the range predictions are clamped to,
   // then the update above. weight > 0. false, with the state as it was, when the update would
   // leave a number non-finite (VW would keep the inf or NaN; a snapshot could not hold it).
@@ -66,7 +71,8 @@ class Regressor {
   absl::Status Restore(std::vector<float> weights, const Scalars& scalars);
 
   int64_t StateBytes() const {
-    return static_cast<int64_t>(weights_.size() * sizeof(float)) + sizeof(Scalars);
+    return static_cast<int64_t>((weights_.size() + mirror_.size()) * sizeof(float)) +
+           sizeof(Scalars);
   }
 
  private:
@@ -88,6 +94,10 @@ class Regressor {
   float neg_norm_power_;
   float neg_power_t_;
   std::vector<float> weights_;
+  // weights_'s weights alone (every 2^stride_shift-th float), what Predict reads; empty with a
+  // stride of 1. Kept equal to them after every change.
+  std::vector<float> mirror_;
+  void RefreshMirror();
   Scalars s_;
 };
 

@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""Vowpal Wabbit's learner served by banditd against VW's own daemon, side by side in one run.
+
+    bench/vw/daemon_compare.py BUILD_DIR [--vw PATH] [--seconds 10] [--inflight 8] [--rounds 2]
+
+The workload: a context of 20 features in 2 namespaces, 50 actions of 10 features each, VW's
+JSON, Personalizer's learning settings `--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001
+--cb_type mtr -q :: -b 18`. A round is a decision and its reward:
+  - banditd (gRPC): Select with the context and the 50 actions (scores returned), then Update
+    with the reward, on one `vw` instance with those arguments;
+  - VW's daemon (`vw --daemon --json`, children as cores): one labeled example (VW predicts,
+    then learns it), the label on the action a client-side draw picked.
+`--inflight` client processes (one connection each) run for `--seconds` per phase, phases
+alternating banditd / VW `--rounds` times. Reported per phase: rounds/s, the server's CPU per
+round (user + system time of banditd, or of VW's daemon and its children, from /proc) and the
+cores it used (CPU seconds per second). Needs VW's runtime libraries (libfmt9, zlib).
+"""
+import argparse, json, multiprocessing as mp, os, random, signal, socket, subprocess, sys, tempfile, time
+
+ARGS = "--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q :: -b 18"
+TICKS = os.sysconf("SC_CLK_TCK")
+# gRPC's channels do not survive a fork: the clients start fresh interpreters.
+SPAWN = mp.get_context("spawn")
+
+
+def context(i):
+    u = {f"u{f}": f"v{(i * 7 + f * 3) % 13}" for f in range(10)}
+    c = {f"c{f}": 0.1 * ((i + f) % 9) for f in range(10)}
+    return {"User": u, "Context": c}
+
+
+def actions():
+    return [{"Action": {f"a{f}": f"x{(a * 11 + f) % 97}" for f in range(10)}} for a in range(50)]
+
+
+def cpu_seconds(pids):
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except FileNotFoundError:
+            pass
+    return total / TICKS
+
+
+def children(pid):
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def vw_client(port, seconds, seed, counter):
+    rng = random.Random(seed)
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    acts = actions()
+    done, end, i = 0, time.time() + seconds, seed * 1000
+    buf = b""
+    while time.time() < end:
+        multi = [dict(a) for a in acts]
+        chosen = rng.randrange(50)
+        multi[chosen] = dict(multi[chosen], _label=f"0:{-1.0 if chosen % 5 == 0 else 0.0}:0.2")
+        ex = dict(context(i), _multi=multi)
+        s.sendall((json.dumps(ex) + "\n").encode())
+        while b"\n\n" not in buf:
+            buf += s.recv(65536)
+        buf = buf.split(b"\n\n", 1)[1]
+        done += 1
+        i += 1
+    counter.put(done)
+
+
+def bandit_client(gen, target, seconds, seed, counter):
+    sys.path.append(gen)
+    import grpc
+    from bandit_pb.bandit.v1 import service_pb2 as pb, service_pb2_grpc as rpc
+    stub = rpc.BanditServiceStub(grpc.insecure_channel(target))
+    acts = [json.dumps(a) for a in actions()]
+    done, end, i = 0, time.time() + seconds, seed * 1000
+    while time.time() < end:
+        req = pb.SelectRequest(instance="vw", context=json.dumps(context(i)), return_scores=True)
+        for k, a in enumerate(acts):
+            req.actions.add(id=f"a{k}", features=a)
+        d = stub.Select(req)
+        stub.Update(pb.UpdateRequest(instance="vw", event_id=d.event_id,
+                                     reward=1.0 if d.arm_index % 5 == 0 else 0.0))
+        done += 1
+        i += 1
+    counter.put(done)
+
+
+def phase(name, pids_of, client, args, inflight, seconds):
+    counter = SPAWN.Queue()
+    procs = [SPAWN.Process(target=client, args=(*args, seconds, s + 1, counter)) for s in range(inflight)]
+    cpu0, t0 = cpu_seconds(pids_of()), time.time()
+    for p in procs:
+        p.start()
+    rounds = sum(counter.get() for _ in procs)
+    for p in procs:
+        p.join()
+    wall, cpu = time.time() - t0, cpu_seconds(pids_of()) - cpu0
+    print(f"{name:8s} {rounds / wall:9.0f} rounds/s  {1000 * cpu / max(rounds, 1):6.3f} ms CPU/round"
+          f"  {cpu / wall:4.2f} cores", flush=True)
+    return rounds / wall, cpu / max(rounds, 1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--vw", default=os.environ.get("VW", os.path.join(
+        os.path.dirname(__file__), "../../../shared/tools/vw/vw")))
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--inflight", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=2)
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp()
+    grpc_port, vw_port = 50900 + os.getpid() % 50, 26900 + os.getpid() % 50
+    banditd = subprocess.Popen([os.path.join(a.build, "bin/banditd"), f"--listen=127.0.0.1:{grpc_port}",
+                                f"--data_dir={tmp}/data", "--metrics_listen=", "--durability=none"],
+                               stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/banditd.log", "w"))
+    vw = subprocess.Popen([a.vw, *ARGS.split(), "--json", "--daemon", "--foreground", "--port", str(vw_port),
+                           "--num_children", str(os.cpu_count()), "--quiet"],
+                          stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/vw.log", "w"))
+    try:
+        time.sleep(2)
+        sys.path.append(os.path.join(a.build, "python_gen"))
+        import grpc
+        from bandit_pb.bandit.v1 import service_pb2 as pb, service_pb2_grpc as rpc
+        stub = rpc.BanditServiceStub(grpc.insecure_channel(f"127.0.0.1:{grpc_port}"))
+        cfg = pb.InstanceConfig()
+        cfg.policy.vw.arguments = ARGS
+        cfg.pending.reward_wait_ms = 600000
+        stub.CreateInstance(pb.CreateInstanceRequest(name="vw", config=cfg))
+        print(f"workload: 20 context features, 50 actions x 10, {ARGS}; {a.inflight} in flight, "
+              f"{a.seconds:g} s phases, {os.cpu_count()} cores")
+        gen = os.path.join(a.build, "python_gen")
+        results = {"banditd": [], "vw": []}
+        for _ in range(a.rounds):
+            results["banditd"].append(phase("banditd", lambda: [banditd.pid], bandit_client,
+                                            (gen, f"127.0.0.1:{grpc_port}"), a.inflight, a.seconds))
+            results["vw"].append(phase("vw", lambda: [vw.pid, *children(vw.pid)], vw_client,
+                                       (vw_port,), a.inflight, a.seconds))
+        med = lambda xs: sorted(xs)[len(xs) // 2]
+        b_rps, v_rps = med([r for r, _ in results["banditd"]]), med([r for r, _ in results["vw"]])
+        b_cpu, v_cpu = med([c for _, c in results["banditd"]]), med([c for _, c in results["vw"]])
+        print(f"median: banditd {b_rps:.0f} rounds/s, {1000 * b_cpu:.3f} ms CPU/round; "
+              f"VW {v_rps:.0f} rounds/s, {1000 * v_cpu:.3f} ms CPU/round; "
+              f"ratio {b_rps / v_rps:.2f}x rounds/s, {b_cpu / v_cpu:.2f}x CPU/round")
+    finally:
+        banditd.send_signal(signal.SIGTERM)
+        vw.send_signal(signal.SIGTERM)
+        banditd.wait(timeout=30)
+        vw.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

@@ -228,6 +228,11 @@ class Policy {
   virtual std::vector<std::pair<std::string, double>> Summary() const { return {}; }
   // A per-arm vector worth showing (e.g. mixture weights alpha); optional.
   virtual Vector Weights() const { return Vector(); }
+  // A contextual policy whose learned vector is too large to copy per request (Vowpal Wabbit's
+  // 2^18 weights): the weight of one coordinate, for explain. Others: none, Weights() serves.
+  virtual std::optional<double> CoordinateWeight(uint32_t /*index*/) const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace bandit

@@ -56,6 +56,12 @@ class CbLearner final : public Policy {
   absl::Status Restore(const bandit::v1::PolicyState& state) override;
   int64_t StateBytes() const override;
   std::vector<std::pair<std::string, double>> Summary() const override;
+  // Each hashed index's weight (explain); Weights() stays empty: 2^b of them per GetInstance
+  // would be megabytes.
+  std::optional<double> CoordinateWeight(uint32_t index) const override {
+    if (index >= (uint32_t{1} << o_.space.bits)) return 0.0;
+    return regressor_.EffectiveWeight(index);
+  }
 
   // VW's prediction for one round, without sampling: each action's cost and (cb_explore_adf)
   // probability, in the order offered.

@@ -107,6 +107,12 @@ float Regressor::Predict(const SparseVector& x) const {
   return p * static_cast<float>(s_.contraction);
 }
 
+float Regressor::EffectiveWeight(uint32_t index) const {
+  const float w = weight(index);
+  return (o_.l1 > 0 ? TruncWeight(w, static_cast<float>(s_.gravity)) : w) *
+         static_cast<float>(s_.contraction);
+}
+
 void Regressor::PredictAll(std::span<const SparseVector> xs, float* out) const {
   if (o_.l1 > 0) {
     for (size_t a = 0; a < xs.size(); ++a) out[a] = Predict(xs[a]);

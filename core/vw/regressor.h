@@ -52,6 +52,9 @@ class Regressor {
   float weight(uint32_t index) const {
     return weights_[static_cast<size_t>(index) << stride_shift_];
   }
+  // The weight a prediction multiplies index's value by (after l1's truncation and l2's
+  // contraction).
+  float EffectiveWeight(uint32_t index) const;
   // What the array holds at `position` before any learning (a snapshot keeps the others).
   float InitialValue(size_t position) const;
 

@@ -395,7 +395,7 @@ absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, Select
   if (!in.action_of.empty()) {
     WriteNamedDecision(req, in.action_of, out);
     if (req.explain() && feature_space_ && !replay_event_id)
-      ExplainChoice(*feature_space_, limits_.named, req, state_->PolicyWeights(), out);
+      ExplainChoice(*feature_space_, limits_.named, req, state_->PolicyCoordinateWeights(), out);
   }
   return Commit(rec, now, written_seq);
 }

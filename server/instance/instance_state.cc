@@ -552,6 +552,15 @@ absl::StatusOr<SelectContext> InstanceState::SelectContextFor(const bandit::v1::
   return ctx;
 }
 
+std::function<double(uint32_t)> InstanceState::PolicyCoordinateWeights() const {
+  const Policy* policy = policy_.get();
+  if (policy->CoordinateWeight(0).has_value())
+    return [policy](uint32_t i) { return policy->CoordinateWeight(i).value_or(0.0); };
+  Vector w = policy->Weights();
+  if (feature_space_ == nullptr || w.size() != feature_space_->dimension()) w.resize(0);
+  return [w = std::move(w)](uint32_t i) { return i < w.size() ? w[i] : 0.0; };
+}
+
 void InstanceState::PrepareSelect(const bandit::v1::SelectRequest& req, SelectInputs& in) const {
   in.prepared.reset();
   if (!policy_->PreparesSelect() || in.arm_set_slots || !in.slots.empty() ||

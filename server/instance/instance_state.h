@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -221,6 +222,9 @@ class InstanceState {
   const bandit::v1::InstanceConfig& config() const { return config_; }
   // The served policy's weights over its features (empty when it has none).
   Vector PolicyWeights() const { return policy_->Weights(); }
+  // The served policy's weight of each coordinate of its vector (explain): its CoordinateWeight,
+  // or its Weights() where those are the vector's (2^bits entries); 0 where it has none.
+  std::function<double(uint32_t)> PolicyCoordinateWeights() const;
   // The instance's feature space (null without one); fixed for the instance's life.
   const std::shared_ptr<const features::FeatureSpace>& feature_space() const {
     return feature_space_;

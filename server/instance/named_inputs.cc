@@ -350,8 +350,8 @@ void WriteNamedDecision(const bandit::v1::SelectRequest& req, absl::Span<const i
 }
 
 void ExplainChoice(const features::FeatureSpace& space, const features::InputLimits& limits,
-                   const bandit::v1::SelectRequest& req, const Vector& weights,
-                   bandit::v1::Decision* out) {
+                   const bandit::v1::SelectRequest& req,
+                   const std::function<double(uint32_t)>& weight_of, bandit::v1::Decision* out) {
   // The request was parsed once already: these parses succeed.
   features::ParsedFeatures shared, action;
   if (!req.context().empty()) (void)space.Parse(req.context(), "context", limits, true, &shared);
@@ -359,13 +359,12 @@ void ExplainChoice(const features::FeatureSpace& space, const features::InputLim
   if (!json.empty()) (void)space.Parse(json, "action", limits, true, &action);
   features::SparseFeatures f;
   space.Featurize(action, &shared, /*audit=*/true, &f);
-  const bool has_weights = weights.size() == space.dimension();
   for (size_t i = 0; i < f.index.size(); ++i) {
     auto* w = out->add_explanation();
     w->set_name(f.names[i]);
     w->set_index(f.index[i]);
     w->set_value(f.value[i]);
-    w->set_weight(has_weights ? weights[f.index[i]] : 0.0);
+    w->set_weight(weight_of(f.index[i]));
   }
 }
 

@@ -4,6 +4,7 @@
 // live and on replay, so a journaled named request replays to the same vectors.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -92,9 +93,9 @@ void WriteNamedDecision(const bandit::v1::SelectRequest& req, absl::Span<const i
 
 // Fills out->explanation for SelectRequest.explain: the chosen action's features with the
 // context merged in, interactions included (VW's audit names), and the policy's weight at each
-// index (`weights`, the policy's estimate over 2^bits, or empty when it has none).
+// index (`weight_of`, InstanceState::PolicyCoordinateWeights).
 void ExplainChoice(const features::FeatureSpace& space, const features::InputLimits& limits,
-                   const bandit::v1::SelectRequest& req, const Vector& weights,
-                   bandit::v1::Decision* out);
+                   const bandit::v1::SelectRequest& req,
+                   const std::function<double(uint32_t)>& weight_of, bandit::v1::Decision* out);
 
 }  // namespace bandit::server

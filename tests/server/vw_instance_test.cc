@@ -125,6 +125,44 @@ TEST(VwInstance, ServesWhatTheLearnerPredictsAndLearnsVwsLabel) {
   EXPECT_GT(chosen_count[2], 100);
 }
 
+// explain: the chosen action's terms with the learner's weights; their dot product is the
+// chosen action's predicted cost, as the cb_adf reduction scores it.
+TEST(VwInstance, ExplainShowsEachTermsWeight) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(
+      svc.CreateInstance(Create("v", "policy { vw { arguments: '--cb_adf -q UA -b 12' } }"), &out)
+          .ok());
+  EXPECT_EQ(out.weights_size(), 0);  // 2^b weights are not copied into GetInstance
+  for (int round = 0; round < 40; ++round) {
+    v1::SelectRequest req = Round(round);
+    req.set_instance("v");
+    v1::Decision d;
+    ASSERT_TRUE(svc.Select(req, &d).ok());
+    v1::UpdateRequest u;
+    u.set_instance("v");
+    u.set_event_id(d.event_id());
+    u.set_reward(d.arm_index() == 3 ? 1.0 : 0.2);
+    v1::UpdateResponse resp;
+    ASSERT_TRUE(svc.Update(u, &resp).ok());
+  }
+  v1::SelectRequest req = Round(41);
+  req.set_instance("v");
+  req.set_explain(true);
+  v1::Decision d;
+  ASSERT_TRUE(svc.Select(req, &d).ok());
+  ASSERT_EQ(d.explanation_size(), 9);  // 2 user, 2 action features, the constant, 4 UA pairs
+  float cost = 0;
+  int nonzero = 0;
+  for (const auto& e : d.explanation()) {
+    cost += static_cast<float>(e.weight()) * static_cast<float>(e.value());
+    nonzero += e.weight() != 0;
+  }
+  EXPECT_GT(nonzero, 0);
+  EXPECT_FLOAT_EQ(cost, static_cast<float>(d.scores(d.arm_index())));
+}
+
 // A vw instance exports as VW's model file, and a model file imports as a vw instance that
 // predicts what the exported one predicts (and exports the same bytes).
 TEST(VwInstance, ExportsAndImportsVwModelFiles) {

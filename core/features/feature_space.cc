@@ -290,8 +290,8 @@ class Reader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Reader> {
   bool Key(const char* str, rapidjson::SizeType length, bool) {
     if (skip_) return true;
     if (static_cast<int64_t>(length) > limits_.max_string_bytes)
-      return Fail(absl::StrCat("a key of at most ", limits_.max_string_bytes, " bytes (got ",
-                               length, ")"));
+      return Fail(
+          absl::StrCat("a key of at most ", limits_.max_string_bytes, " bytes (got ", length, ")"));
     key_ = std::string_view(str, length);
     text_ = false;
     if (!key_.empty() && key_[0] == '_') {
@@ -323,10 +323,10 @@ class Reader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Reader> {
  private:
   struct Frame {
     enum Kind { kObject, kArray, kTopArray } kind = kObject;
-    std::string_view key;       // kObject: the member holding the child being read
-    int64_t count = 0;          // kArray / kTopArray: elements read so far
-    int64_t element = -1;       // kObject inside an array: its position
-    uint64_t array_hash = 0;    // kArray: VW's array_hash (the next element's index)
+    std::string_view key;     // kObject: the member holding the child being read
+    int64_t count = 0;        // kArray / kTopArray: elements read so far
+    int64_t element = -1;     // kObject inside an array: its position
+    uint64_t array_hash = 0;  // kArray: VW's array_hash (the next element's index)
   };
 
   bool InArray() const { return !frames_.empty() && frames_.back().kind == Frame::kArray; }
@@ -417,9 +417,9 @@ class Reader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Reader> {
     FeatureGroup& g = out_->Get(ns.letter);
     g.features.push_back(ParsedFeature{index, value});
     if (audit_) {
-      g.names.push_back(ns.name == " " ? std::string(audit_name)
-                                       : absl::StrCat(std::string(ns.name), "^",
-                                                      std::string(audit_name)));
+      g.names.push_back(ns.name == " "
+                            ? std::string(audit_name)
+                            : absl::StrCat(std::string(ns.name), "^", std::string(audit_name)));
     }
     return true;
   }
@@ -571,9 +571,11 @@ absl::StatusOr<FeatureSpace> FeatureSpace::Create(const FeatureSpaceOptions& opt
   for (size_t i = 0; i < options.interactions.size(); ++i) {
     const std::string& s = options.interactions[i];
     if (s.size() < 2 || s.size() > 3)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "feature_space.interactions[", i, "] must be 2 or 3 namespace letters (VW's -q UA, "
-          "--interactions UAB, ':' for any), got '", s, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("feature_space.interactions[", i,
+                       "] must be 2 or 3 namespace letters (VW's -q UA, "
+                       "--interactions UAB, ':' for any), got '",
+                       s, "'"));
     for (unsigned char c : s)
       if (c < ' ' || c > '~')
         return absl::InvalidArgumentError(absl::StrCat(
@@ -592,7 +594,8 @@ absl::StatusOr<FeatureSpace> FeatureSpace::ForSlots() const {
   for (const std::string& inter : options_.interactions) {
     if (inter.size() > 2)
       return absl::InvalidArgumentError(absl::StrCat(
-          "feature_space.interactions has '", inter, "', expected pairs only with slots (a "
+          "feature_space.interactions has '", inter,
+          "', expected pairs only with slots (a "
           "multi-slot decision interacts every term with the slot index: a triple would make "
           "four-way terms, which are not built)"));
     o.interactions.push_back(inter + static_cast<char>(kCcbIdNamespace));
@@ -619,8 +622,7 @@ void FeatureSpace::AddSlotFeatures(const ParsedFeatures& slot, int index, bool a
 }
 
 absl::Status FeatureSpace::Parse(std::string_view json, std::string_view path,
-                                 const InputLimits& limits, bool audit,
-                                 ParsedFeatures* out) const {
+                                 const InputLimits& limits, bool audit, ParsedFeatures* out) const {
   if (static_cast<int64_t>(json.size()) > limits.max_json_bytes)
     return absl::InvalidArgumentError(absl::StrCat(std::string(path), ": expected at most ",
                                                    limits.max_json_bytes, " bytes of JSON, got ",
@@ -634,8 +636,7 @@ absl::Status FeatureSpace::Parse(std::string_view json, std::string_view path,
   // VW's flags exactly (in situ, nothing else). The parser recurses per nesting level, which
   // the reader bounds: it refuses an object or array deeper than max_depth before RapidJSON
   // descends into it (skipped values included).
-  const rapidjson::ParseResult result =
-      parser.Parse<rapidjson::kParseInsituFlag>(stream, reader);
+  const rapidjson::ParseResult result = parser.Parse<rapidjson::kParseInsituFlag>(stream, reader);
   if (!reader.status().ok()) return reader.status();
   if (result.IsError())
     return absl::InvalidArgumentError(absl::StrCat(std::string(path), ": malformed JSON at byte ",
@@ -770,8 +771,9 @@ absl::Status FeatureSpace::CheckTerms(const ParsedFeatures& action, const Parsed
   if (shared) count(*shared);
   double terms = options_.constant ? 1 : 0;
   for (unsigned char c : letters) terms += static_cast<double>(size[c]);
-  std::sort(letters.begin(), letters.end(),
-            [](char a, char b) { return static_cast<unsigned char>(a) < static_cast<unsigned char>(b); });
+  std::sort(letters.begin(), letters.end(), [](char a, char b) {
+    return static_cast<unsigned char>(a) < static_cast<unsigned char>(b);
+  });
   if (!options_.interactions.empty()) {
     for (const std::string& inter : InteractionsFor(letters)) {
       auto n = [&](size_t i) {
@@ -783,10 +785,10 @@ absl::Status FeatureSpace::CheckTerms(const ParsedFeatures& action, const Parsed
     }
   }
   if (terms > static_cast<double>(max_terms))
-    return absl::InvalidArgumentError(absl::StrCat(
-        std::string(path), ": expected at most ", max_terms,
-        " terms per action (features plus their interactions), got ",
-        static_cast<int64_t>(std::min(terms, 9e18))));
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(path), ": expected at most ", max_terms,
+                     " terms per action (features plus their interactions), got ",
+                     static_cast<int64_t>(std::min(terms, 9e18))));
   return absl::OkStatus();
 }
 
@@ -877,10 +879,10 @@ void FeatureSpace::FeaturizeInto(const ParsedFeatures& action, const ParsedFeatu
                  static_cast<int>(inter.size())};
       if (!r.g[0] || !r.g[1] || (r.arity == 3 && !r.g[2])) continue;
       const bool triple = r.arity == 3;
-      total += static_cast<size_t>(InteractionTerms(
-          static_cast<double>(r.g[0]->size), static_cast<double>(r.g[1]->size),
-          triple ? static_cast<double>(r.g[2]->size) : 0.0, triple, r.g[0] == r.g[1],
-          triple && r.g[1] == r.g[2]));
+      total += static_cast<size_t>(
+          InteractionTerms(static_cast<double>(r.g[0]->size), static_cast<double>(r.g[1]->size),
+                           triple ? static_cast<double>(r.g[2]->size) : 0.0, triple,
+                           r.g[0] == r.g[1], triple && r.g[1] == r.g[2]));
       resolved.push_back(r);
     }
   }
@@ -891,15 +893,25 @@ void FeatureSpace::FeaturizeInto(const ParsedFeatures& action, const ParsedFeatu
   double* value = value_out->data();
   const uint64_t m = mask();
   size_t k = 0;
-  for (const auto& g : merged)
+  // VW's order of the merged example's namespaces: the action's own (the shared features of the
+  // same letter concatenated), the constant (added to the action example when it was parsed),
+  // then the shared namespaces the action has not (appended by shared_feature_merger). The
+  // order is the order of a prediction's float sum, which VW's bits depend on.
+  const auto constant_before = [&](const MergedGroup& g) { return g.first == nullptr; };
+  bool constant_done = !options_.constant;
+  const auto add_constant = [&] {
+    index[k] = static_cast<uint32_t>(kConstantFeature & m);
+    value[k++] = 1.0;
+    constant_done = true;
+  };
+  for (const auto& g : merged) {
+    if (!constant_done && constant_before(g)) add_constant();
     for (size_t i = 0; i < g.size; ++i) {
       index[k] = static_cast<uint32_t>(g.features[i].index & m);
       value[k++] = g.features[i].value;
     }
-  if (options_.constant) {
-    index[k] = static_cast<uint32_t>(kConstantFeature & m);
-    value[k++] = 1.0;
   }
+  if (!constant_done) add_constant();
   if (!resolved.empty()) {
     // The interacted groups' indices (low 32 bits) and values side by side, for FoldTerms.
     thread_local std::vector<uint32_t> low_index;
@@ -953,9 +965,15 @@ void FeatureSpace::FeaturizeInto(const ParsedFeatures& action, const ParsedFeatu
     // The terms' names, in the order the loops above made the terms.
     names->clear();
     names->reserve(total);
-    for (const auto& g : merged)
+    bool named_constant = !options_.constant;
+    for (const auto& g : merged) {
+      if (!named_constant && constant_before(g)) {
+        names->push_back("Constant");
+        named_constant = true;
+      }
       for (size_t i = 0; i < g.size; ++i) names->push_back(g.name(i));
-    if (options_.constant) names->push_back("Constant");
+    }
+    if (!named_constant) names->push_back("Constant");
     for (const Resolved& r : resolved) {
       const MergedGroup& a = *r.g[0];
       const MergedGroup& b = *r.g[1];
@@ -976,8 +994,8 @@ void FeatureSpace::FeaturizeInto(const ParsedFeatures& action, const ParsedFeatu
   }
 }
 
-void FeatureSpace::Featurize(const ParsedFeatures& action, const ParsedFeatures* shared,
-                             bool audit, SparseFeatures* out) const {
+void FeatureSpace::Featurize(const ParsedFeatures& action, const ParsedFeatures* shared, bool audit,
+                             SparseFeatures* out) const {
   if (audit) {
     FeaturizeInto<true>(action, shared, &out->index, &out->value, &out->names);
   } else {

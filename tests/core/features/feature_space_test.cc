@@ -300,13 +300,18 @@ TEST(FeatureSpace, InteractionTermsEqualVwsFoldTermByTerm) {
           const std::vector<ParsedFeature>& fa = a.Find('a')->features;
           const std::vector<ParsedFeature>& fb = b.Find('b')->features;
           auto of = [&](char c) -> const std::vector<ParsedFeature>& { return c == 'a' ? fa : fb; };
-          for (const auto* g : {&fa, &fb})
+          // VW's namespace order: the action's ('a'), the constant added when the action was
+          // parsed, then the shared ones ('b') the merger appends.
+          for (const auto* g : {&fa, &fb}) {
             for (const ParsedFeature& f : *g) {
               index.push_back(static_cast<uint32_t>(f.index & mask));
               value.push_back(f.value);
             }
-          index.push_back(static_cast<uint32_t>(kConstantFeature & mask));
-          value.push_back(1.0);
+            if (g == &fa) {
+              index.push_back(static_cast<uint32_t>(kConstantFeature & mask));
+              value.push_back(1.0);
+            }
+          }
           const auto& g0 = of(inter[0]);
           const auto& g1 = of(inter[1]);
           for (size_t i = 0; i < g0.size(); ++i)

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -185,6 +187,64 @@ TEST(VwModelFile, VwReadsOursAndWeReadVws) {
     }
     EXPECT_TRUE(SameAsVw(as_we_go, ReadPredictions(Read(dir + "/continued.txt")),
                          "learning on from VW's model"));
+  }
+}
+
+// The strongest form of "the same learner": after the same stream, every float VW keeps in its
+// model (each weight, its adaptive sum and normalizer, the normalizer's sums, the label range)
+// equals ours bit for bit.
+TEST(VwModelFile, LearnedStateEqualsVwsBitForBit) {
+  const std::string vw = VwBinary();
+  if (!VwRuns(vw)) GTEST_SKIP() << "VW 9.11.2 not found at " << vw << " (set $VW): skipped";
+  const std::string dir = ::testing::TempDir() + "/vw_bit_for_bit";
+  std::filesystem::create_directories(dir);
+  const std::string stream = GenerateStream(7, 400);
+  std::ofstream(dir + "/stream.dat") << stream;
+  const auto examples = ReadExamples(stream);
+  const std::vector<std::string> cases = {
+      "--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q :: -b 18",
+      "--cb_explore_adf --squarecb -q UA",
+      "--cb_explore_adf --cubic UCA -b 20",
+      "--cb_explore_adf --epsilon 0.3 -q :: --noconstant --hash_seed 7 --ignore C",
+      "--cb_adf -q UA",
+      "--cb_adf --sgd -l 0.05",
+      "--cb_adf --adaptive -l 0.3 --interactions UCA",
+      "--cb_adf --normalized -l 0.2",
+      "--cb_adf --power_t 0.25 --initial_t 5 -q UA",
+      "--cb_adf --l1 0.00001 -q UA",
+      "--cb_adf --l2 0.0001 -q UA",
+  };
+  for (const std::string& arguments : cases) {
+    SCOPED_TRACE(arguments);
+    auto options = ParseVwArguments(arguments);
+    ASSERT_TRUE(options.ok());
+    options->regressor.simd_inv_sqrt = true;  // as the prebuilt VW was built
+    auto space = *features::FeatureSpace::Create(options->space);
+    CbLearner learner(*options, 1);
+    Train(learner, space, examples);
+    RunVw(vw, absl::StrCat(arguments, " -d ", dir, "/stream.dat -f ", dir, "/vw.bin"), dir);
+    auto theirs = ReadModelFile(Read(dir + "/vw.bin"), "", 1);
+    ASSERT_TRUE(theirs.ok()) << theirs.status();
+    const Regressor& a = theirs->learner->regressor();
+    const Regressor& b = learner.regressor();
+    // The floats a model file keeps per weight (the rate beside them is recomputed per learn).
+    const int kept = 1 + options->regressor.adaptive + options->regressor.normalized;
+    const size_t stride = size_t{1} << b.stride_shift();
+    int differ = 0;
+    for (size_t i = 0; i < b.weights().size(); i += stride)
+      for (int j = 0; j < kept; ++j)
+        if (a.weights()[i + j] != b.weights()[i + j] && ++differ <= 3)
+          ADD_FAILURE() << "index " << i / stride << " float " << j << ": VW " << a.weights()[i + j]
+                        << ", ours " << b.weights()[i + j];
+    EXPECT_EQ(differ, 0);
+    EXPECT_EQ(a.scalars().normalized_sum_norm_x, b.scalars().normalized_sum_norm_x);
+    EXPECT_EQ(a.scalars().total_weight, b.scalars().total_weight);
+    EXPECT_EQ(a.scalars().min_label, b.scalars().min_label);
+    EXPECT_EQ(a.scalars().max_label, b.scalars().max_label);
+    EXPECT_EQ(a.scalars().contraction, b.scalars().contraction);
+    EXPECT_EQ(a.scalars().gravity, b.scalars().gravity);
+    EXPECT_EQ(theirs->learner->counters().event_sum, learner.counters().event_sum);
+    EXPECT_EQ(theirs->learner->counters().action_sum, learner.counters().action_sum);
   }
 }
 

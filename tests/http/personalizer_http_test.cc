@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <google/protobuf/text_format.h>
@@ -281,10 +282,10 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
   a = Send(port_, "POST", "/personalizer/v1.0/rank", deferred_body, kShopKey);
   ASSERT_EQ(a.status, 201) << a.body;
   EXPECT_NE(a.body.find("\"eventId\":\"view-7\""), std::string::npos) << a.body;
-  EXPECT_EQ(Send(port_, "POST", "/personalizer/v1.0/events/view-7/reward", "{\"value\": 1}",
-                 kShopKey)
-                .status,
-            204);
+  EXPECT_EQ(
+      Send(port_, "POST", "/personalizer/v1.0/events/view-7/reward", "{\"value\": 1}", kShopKey)
+          .status,
+      204);
   EXPECT_EQ(Stats("shop").updates(), 1);  // kept, not learned yet
   EXPECT_EQ(Send(port_, "POST", "/personalizer/v1.0/events/view-7/activate", "", kShopKey).status,
             204);
@@ -293,8 +294,9 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
   // Multi-slot (v1.1-preview.3): two slots, distinct actions, a reward per slot.
   std::string multi = RankBody(3, &context, &excluded);
   multi.pop_back();
-  multi += ",\"eventId\":\"page-9\",\"slots\":[{\"id\":\"hero\",\"baselineAction\":\"a\"},"
-           "{\"id\":\"side\",\"baselineAction\":\"b\",\"excludedActions\":[\"d\"]}]}";
+  multi +=
+      ",\"eventId\":\"page-9\",\"slots\":[{\"id\":\"hero\",\"baselineAction\":\"a\"},"
+      "{\"id\":\"side\",\"baselineAction\":\"b\",\"excludedActions\":[\"d\"]}]}";
   const std::string ms = "/personalizer/v1.1-preview.3/multislot";
   a = Send(port_, "POST", ms + "/rank", multi, kShopKey);
   ASSERT_EQ(a.status, 201) << a.body;
@@ -308,15 +310,16 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
   EXPECT_NE(hero, side);
   EXPECT_NE(side, "d");
   const int64_t before = Stats("shop").updates();
-  EXPECT_EQ(Send(port_, "POST", ms + "/events/page-9/reward",
-                 "{\"reward\":[{\"slotId\":\"hero\",\"value\":1},{\"slotId\":\"side\",\"value\":0}]}",
-                 kShopKey)
-                .status,
-            204);
+  EXPECT_EQ(
+      Send(port_, "POST", ms + "/events/page-9/reward",
+           "{\"reward\":[{\"slotId\":\"hero\",\"value\":1},{\"slotId\":\"side\",\"value\":0}]}",
+           kShopKey)
+          .status,
+      204);
   EXPECT_EQ(Stats("shop").updates(), before + 2);
   // A slot the decision does not have: Personalizer's 400, nothing learned.
-  a = Send(port_, "POST", ms + "/rank", multi.substr(0, multi.find(",\"eventId\"")) +
-                                             ",\"slots\":[{\"id\":\"hero\"}]}",
+  a = Send(port_, "POST", ms + "/rank",
+           multi.substr(0, multi.find(",\"eventId\"")) + ",\"slots\":[{\"id\":\"hero\"}]}",
            kShopKey);
   ASSERT_EQ(a.status, 201) << a.body;
   slots.Parse(a.body.c_str());
@@ -329,9 +332,10 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
   // Several slot rewards are all applied or none: a bad one after a good one (a slot the
   // decision does not have, a slot named twice, a number out of range) refuses the whole list,
   // and the good one is still open afterwards.
-  a = Send(port_, "POST", ms + "/rank", multi.substr(0, multi.find(",\"eventId\"")) +
-                                             ",\"eventId\":\"page-10\",\"slots\":[{\"id\":"
-                                             "\"hero\"},{\"id\":\"side\"}]}",
+  a = Send(port_, "POST", ms + "/rank",
+           multi.substr(0, multi.find(",\"eventId\"")) +
+               ",\"eventId\":\"page-10\",\"slots\":[{\"id\":"
+               "\"hero\"},{\"id\":\"side\"}]}",
            kShopKey);
   ASSERT_EQ(a.status, 201) << a.body;
   const v1::InstanceStats stats_before = Stats("shop");
@@ -386,10 +390,9 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
   EXPECT_NE(
       metrics.find("bandit_http_request_duration_seconds_count{code=\"201\",route=\"rank\"} 2"),
       std::string::npos);  // the first rank and the deferred one
-  EXPECT_NE(
-      metrics.find(
-          "bandit_http_request_duration_seconds_count{code=\"201\",route=\"multislot\"} 3"),
-      std::string::npos);
+  EXPECT_NE(metrics.find(
+                "bandit_http_request_duration_seconds_count{code=\"201\",route=\"multislot\"} 3"),
+            std::string::npos);
   EXPECT_NE(
       metrics.find("bandit_http_request_duration_seconds_count{code=\"404\",route=\"rank\"} 1"),
       std::string::npos);
@@ -469,8 +472,8 @@ TEST_F(PersonalizerHttp, ServiceConfigurationChangesLiveAndLearningModes) {
     std::string multi = RankBody(t, &context, &excluded);
     multi.pop_back();
     const std::string hero_baseline = t % 2 ? "d" : "b";
-    multi += absl::StrCat(",\"slots\":[{\"id\":\"hero\",\"baselineAction\":\"",
-                          hero_baseline, "\"},{\"id\":\"side\",\"baselineAction\":\"a\"}]}");
+    multi += absl::StrCat(",\"slots\":[{\"id\":\"hero\",\"baselineAction\":\"", hero_baseline,
+                          "\"},{\"id\":\"side\",\"baselineAction\":\"a\"}]}");
     Answer a =
         Send(port_, "POST", "/instances/modes/personalizer/v1.1-preview.3/multislot/rank", multi);
     ASSERT_EQ(a.status, 201) << a.body;
@@ -509,8 +512,9 @@ TEST_F(PersonalizerHttp, ServiceConfigurationChangesLiveAndLearningModes) {
 // logs/properties: the date range of the decision log, from its oldest and newest decisions'
 // times (checked against the log as exported over gRPC); an empty range without decisions.
 TEST_F(PersonalizerHttp, LogsPropertiesGiveTheDecisionLogsDateRange) {
-  ASSERT_TRUE(grpc_->CreateInstance(Create("logged", std::string(kConfig) +
-                                                         " decision_log { enabled: true }"))
+  ASSERT_TRUE(grpc_
+                  ->CreateInstance(
+                      Create("logged", std::string(kConfig) + " decision_log { enabled: true }"))
                   .ok());
   const std::string path = "/instances/logged/personalizer/v1.1-preview.3/logs/properties";
   Answer empty = Send(port_, "GET", path, "", kReader);
@@ -593,6 +597,56 @@ TEST_F(PersonalizerHttp, ModelExportedFromOneInstanceContinuesExactlyOnAnother) 
   EXPECT_EQ(Stats("target").updates(), 0);
 }
 
+// PUT model with a Vowpal Wabbit model file (what Personalizer's model export held): the
+// instance becomes a vw instance of the file's arguments and ranks as the exported one does.
+TEST_F(PersonalizerHttp, ModelPutAsAVwModelFileRanksAsItsSource) {
+  ASSERT_TRUE(
+      grpc_
+          ->CreateInstance(Create("vwsource",
+                                  "policy { vw { arguments: '--cb_explore_adf --epsilon 0.2 "
+                                  "-q :: -b 16' } } seed: 3"))
+          .ok());
+  std::string context;
+  std::vector<std::string> excluded;
+  for (int t = 0; t < 30; ++t) {
+    Answer a = Send(port_, "POST", "/instances/vwsource/personalizer/v1.0/rank",
+                    RankBody(t, &context, &excluded));
+    ASSERT_EQ(a.status, 201) << a.body;
+    rapidjson::Document doc;
+    doc.Parse(a.body.c_str());
+    ASSERT_EQ(Send(port_, "POST",
+                   absl::StrCat("/instances/vwsource/personalizer/v1.0/events/",
+                                doc["eventId"].GetString(), "/reward"),
+                   absl::StrCat("{\"value\":", t % 3 == 0 ? 1 : 0, "}"))
+                  .status,
+              204);
+  }
+  auto model = grpc_->ExportInstance("vwsource", bandit::v1::VW);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Answer put =
+      Send(port_, "PUT", "/instances/vwtarget/personalizer/v1.1-preview.3/model", *model, kAdmin);
+  ASSERT_EQ(put.status, 204) << put.body;
+  auto target = grpc_->GetInstance("vwtarget");
+  ASSERT_TRUE(target.ok()) << target.status();
+  EXPECT_TRUE(target->config().policy().has_vw());
+  for (int t = 30; t < 40; ++t) {
+    const std::string body = RankBody(t, &context, &excluded);
+    Answer s = Send(port_, "POST", "/instances/vwsource/personalizer/v1.0/rank", body);
+    Answer d = Send(port_, "POST", "/instances/vwtarget/personalizer/v1.0/rank", body);
+    ASSERT_EQ(s.status, 201);
+    ASSERT_EQ(d.status, 201);
+    rapidjson::Document sd, dd;
+    sd.Parse(s.body.c_str());
+    dd.Parse(d.body.c_str());
+    std::map<std::string, double> ps, pd;
+    for (const auto& r : sd["ranking"].GetArray())
+      ps[r["id"].GetString()] = r["probability"].GetDouble();
+    for (const auto& r : dd["ranking"].GetArray())
+      pd[r["id"].GetString()] = r["probability"].GetDouble();
+    EXPECT_EQ(ps, pd) << t;
+  }
+}
+
 TEST(PersonalizerHttpRoot, DefaultInstanceAndAutoCreateWithoutAuth) {
   ServerProcess server({"--http_listen=127.0.0.1:0", "--personalizer_default_instance=home",
                         "--personalizer_auto_create"});
@@ -611,7 +665,7 @@ TEST(PersonalizerHttpRoot, DefaultInstanceAndAutoCreateWithoutAuth) {
   EXPECT_EQ(home->stats().rounds(), 1);
 }
 
-}  // namespace
+}  // namespace BANDIT_UNITY_ID
 }  // namespace bandit
 
 namespace bandit {
@@ -706,5 +760,5 @@ TEST(PersonalizerHttpTls, RankOverHttpsWithTheGrpcPortsCertificate) {
   certs.Remove();
 }
 
-}  // namespace
+}  // namespace BANDIT_UNITY_ID
 }  // namespace bandit

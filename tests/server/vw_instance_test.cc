@@ -2,6 +2,7 @@
 // one must agree), and with named features it serves exactly what the learner predicts for the
 // hashed vectors (the pmf as scores and as Personalizer's ranking), learning VW's label
 // (chosen : -reward : propensity) from each reward.
+#include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -161,6 +162,48 @@ TEST(VwInstance, ExplainShowsEachTermsWeight) {
   }
   EXPECT_GT(nonzero, 0);
   EXPECT_FLOAT_EQ(cost, static_cast<float>(d.scores(d.arm_index())));
+}
+
+// A vw shadow that is the served vw policy's twin (same arguments, same seed) makes the served
+// choices with the served probabilities: every importance weight is 1 and its IPS estimate is
+// the served mean reward, computed here from the rewards sent. A LinUCB shadow of the same
+// instance runs beside it over the same hashed vectors.
+TEST(VwInstance, ShadowsOfAndBesideAVwInstance) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  const std::string policy = absl::StrCat("policy { vw { arguments: '", kArguments, "' } }");
+  ASSERT_TRUE(svc.CreateInstance(Create("v", absl::StrCat(policy, " seed: 5")), &out).ok());
+  for (const auto& [name, config] : std::vector<std::pair<std::string, std::string>>{
+           {"twin", absl::StrCat(policy, " seed: 5")},
+           {"linucb", "policy { linucb { covariance: COVARIANCE_DIAGONAL } } seed: 9"}}) {
+    v1::AddShadowRequest req;
+    req.set_name("v");
+    req.set_shadow(name);
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(config, req.mutable_config()));
+    absl::Status added = svc.AddShadow(req, &out);
+    ASSERT_TRUE(added.ok()) << name << ": " << added;
+  }
+  double reward_sum = 0;
+  const int kRounds = 300;
+  for (int round = 0; round < kRounds; ++round) {
+    v1::Decision d;
+    ASSERT_TRUE(svc.Select(Round(round), &d).ok());
+    const double reward = d.arm_index() == 2 ? 1.0 : 0.0;
+    reward_sum += reward;
+    v1::UpdateRequest u;
+    u.set_instance("v");
+    u.set_event_id(d.event_id());
+    u.set_reward(reward);
+    v1::UpdateResponse resp;
+    ASSERT_TRUE(svc.Update(u, &resp).ok());
+  }
+  const v1::Instance inst = testing::InstanceOf(svc, "v");
+  ASSERT_EQ(inst.shadows_size(), 2);
+  for (const auto& s : inst.shadows()) {
+    EXPECT_EQ(s.events(), kRounds) << s.name();
+    if (s.name() == "twin") EXPECT_NEAR(s.ips().value(), reward_sum / kRounds, 1e-12);
+  }
 }
 
 // A vw instance exports as VW's model file, and a model file imports as a vw instance that

@@ -178,8 +178,12 @@ float Regressor::PredPerUpdate(const SparseVector& x, float weight, float grad_s
     }
     // compute_rate_decay
     float rate = 1.f;
-    if constexpr (kAdaptive)
-      rate = kSqrtRate ? InvSqrt(w[a], o_.simd_inv_sqrt) : std::pow(w[a], neg_power_t_);
+    if constexpr (kAdaptive) {
+      // G^-power_t; G^-0 is 1 exactly (IEEE pow), so power_t 0 (Personalizer's) skips the call.
+      rate = kSqrtRate             ? InvSqrt(w[a], o_.simd_inv_sqrt)
+             : neg_power_t_ == 0.f ? 1.f
+                                   : std::pow(w[a], neg_power_t_);
+    }
     if constexpr (kNormalized) {
       if constexpr (kSqrtRate) {
         const float inv_norm = 1.f / w[nz];

@@ -89,6 +89,23 @@ std::string RankBody(int t, std::string* context, std::vector<std::string>* excl
   return body;
 }
 
+// Rounds [from, to) of RankBody on `instance` over Personalizer's API, each rewarded with
+// value(t).
+template <typename Value>
+void RankAndReward(int port, const std::string& instance, int from, int to, Value value) {
+  std::string context;
+  std::vector<std::string> excluded;
+  const std::string base = absl::StrCat("/instances/", instance, "/personalizer/v1.0/");
+  for (int t = from; t < to; ++t) {
+    Answer a = Send(port, "POST", base + "rank", RankBody(t, &context, &excluded));
+    ASSERT_EQ(a.status, 201) << a.body;
+    rapidjson::Document doc;
+    doc.Parse(a.body.c_str());
+    const std::string reward = absl::StrCat(base, "events/", doc["eventId"].GetString(), "/reward");
+    ASSERT_EQ(Send(port, "POST", reward, absl::StrCat("{\"value\":", value(t), "}")).status, 204);
+  }
+}
+
 v1::SelectRequest SelectOf(const std::string& instance, const std::string& context,
                            const std::vector<std::string>& excluded) {
   v1::SelectRequest req;
@@ -282,10 +299,10 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
   a = Send(port_, "POST", "/personalizer/v1.0/rank", deferred_body, kShopKey);
   ASSERT_EQ(a.status, 201) << a.body;
   EXPECT_NE(a.body.find("\"eventId\":\"view-7\""), std::string::npos) << a.body;
-  EXPECT_EQ(
-      Send(port_, "POST", "/personalizer/v1.0/events/view-7/reward", "{\"value\": 1}", kShopKey)
-          .status,
-      204);
+  EXPECT_EQ(Send(port_, "POST", "/personalizer/v1.0/events/view-7/reward", "{\"value\": 1}",
+                 kShopKey)
+                .status,
+            204);
   EXPECT_EQ(Stats("shop").updates(), 1);  // kept, not learned yet
   EXPECT_EQ(Send(port_, "POST", "/personalizer/v1.0/events/view-7/activate", "", kShopKey).status,
             204);
@@ -294,9 +311,8 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
   // Multi-slot (v1.1-preview.3): two slots, distinct actions, a reward per slot.
   std::string multi = RankBody(3, &context, &excluded);
   multi.pop_back();
-  multi +=
-      ",\"eventId\":\"page-9\",\"slots\":[{\"id\":\"hero\",\"baselineAction\":\"a\"},"
-      "{\"id\":\"side\",\"baselineAction\":\"b\",\"excludedActions\":[\"d\"]}]}";
+  multi += ",\"eventId\":\"page-9\",\"slots\":[{\"id\":\"hero\",\"baselineAction\":\"a\"},"
+           "{\"id\":\"side\",\"baselineAction\":\"b\",\"excludedActions\":[\"d\"]}]}";
   const std::string ms = "/personalizer/v1.1-preview.3/multislot";
   a = Send(port_, "POST", ms + "/rank", multi, kShopKey);
   ASSERT_EQ(a.status, 201) << a.body;
@@ -310,16 +326,15 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
   EXPECT_NE(hero, side);
   EXPECT_NE(side, "d");
   const int64_t before = Stats("shop").updates();
-  EXPECT_EQ(
-      Send(port_, "POST", ms + "/events/page-9/reward",
-           "{\"reward\":[{\"slotId\":\"hero\",\"value\":1},{\"slotId\":\"side\",\"value\":0}]}",
-           kShopKey)
-          .status,
-      204);
+  EXPECT_EQ(Send(port_, "POST", ms + "/events/page-9/reward",
+                 "{\"reward\":[{\"slotId\":\"hero\",\"value\":1},{\"slotId\":\"side\",\"value\":0}]}",
+                 kShopKey)
+                .status,
+            204);
   EXPECT_EQ(Stats("shop").updates(), before + 2);
   // A slot the decision does not have: Personalizer's 400, nothing learned.
-  a = Send(port_, "POST", ms + "/rank",
-           multi.substr(0, multi.find(",\"eventId\"")) + ",\"slots\":[{\"id\":\"hero\"}]}",
+  a = Send(port_, "POST", ms + "/rank", multi.substr(0, multi.find(",\"eventId\"")) +
+                                             ",\"slots\":[{\"id\":\"hero\"}]}",
            kShopKey);
   ASSERT_EQ(a.status, 201) << a.body;
   slots.Parse(a.body.c_str());
@@ -332,10 +347,9 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
   // Several slot rewards are all applied or none: a bad one after a good one (a slot the
   // decision does not have, a slot named twice, a number out of range) refuses the whole list,
   // and the good one is still open afterwards.
-  a = Send(port_, "POST", ms + "/rank",
-           multi.substr(0, multi.find(",\"eventId\"")) +
-               ",\"eventId\":\"page-10\",\"slots\":[{\"id\":"
-               "\"hero\"},{\"id\":\"side\"}]}",
+  a = Send(port_, "POST", ms + "/rank", multi.substr(0, multi.find(",\"eventId\"")) +
+                                             ",\"eventId\":\"page-10\",\"slots\":[{\"id\":"
+                                             "\"hero\"},{\"id\":\"side\"}]}",
            kShopKey);
   ASSERT_EQ(a.status, 201) << a.body;
   const v1::InstanceStats stats_before = Stats("shop");
@@ -390,9 +404,10 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
   EXPECT_NE(
       metrics.find("bandit_http_request_duration_seconds_count{code=\"201\",route=\"rank\"} 2"),
       std::string::npos);  // the first rank and the deferred one
-  EXPECT_NE(metrics.find(
-                "bandit_http_request_duration_seconds_count{code=\"201\",route=\"multislot\"} 3"),
-            std::string::npos);
+  EXPECT_NE(
+      metrics.find(
+          "bandit_http_request_duration_seconds_count{code=\"201\",route=\"multislot\"} 3"),
+      std::string::npos);
   EXPECT_NE(
       metrics.find("bandit_http_request_duration_seconds_count{code=\"404\",route=\"rank\"} 1"),
       std::string::npos);
@@ -472,8 +487,8 @@ TEST_F(PersonalizerHttp, ServiceConfigurationChangesLiveAndLearningModes) {
     std::string multi = RankBody(t, &context, &excluded);
     multi.pop_back();
     const std::string hero_baseline = t % 2 ? "d" : "b";
-    multi += absl::StrCat(",\"slots\":[{\"id\":\"hero\",\"baselineAction\":\"", hero_baseline,
-                          "\"},{\"id\":\"side\",\"baselineAction\":\"a\"}]}");
+    multi += absl::StrCat(",\"slots\":[{\"id\":\"hero\",\"baselineAction\":\"",
+                          hero_baseline, "\"},{\"id\":\"side\",\"baselineAction\":\"a\"}]}");
     Answer a =
         Send(port_, "POST", "/instances/modes/personalizer/v1.1-preview.3/multislot/rank", multi);
     ASSERT_EQ(a.status, 201) << a.body;
@@ -512,9 +527,8 @@ TEST_F(PersonalizerHttp, ServiceConfigurationChangesLiveAndLearningModes) {
 // logs/properties: the date range of the decision log, from its oldest and newest decisions'
 // times (checked against the log as exported over gRPC); an empty range without decisions.
 TEST_F(PersonalizerHttp, LogsPropertiesGiveTheDecisionLogsDateRange) {
-  ASSERT_TRUE(grpc_
-                  ->CreateInstance(
-                      Create("logged", std::string(kConfig) + " decision_log { enabled: true }"))
+  ASSERT_TRUE(grpc_->CreateInstance(Create("logged", std::string(kConfig) +
+                                                         " decision_log { enabled: true }"))
                   .ok());
   const std::string path = "/instances/logged/personalizer/v1.1-preview.3/logs/properties";
   Answer empty = Send(port_, "GET", path, "", kReader);
@@ -553,19 +567,7 @@ TEST_F(PersonalizerHttp, ModelExportedFromOneInstanceContinuesExactlyOnAnother) 
           .ok());
   std::string context;
   std::vector<std::string> excluded;
-  for (int t = 0; t < 20; ++t) {
-    Answer a = Send(port_, "POST", "/instances/source/personalizer/v1.0/rank",
-                    RankBody(t, &context, &excluded));
-    ASSERT_EQ(a.status, 201);
-    rapidjson::Document doc;
-    doc.Parse(a.body.c_str());
-    ASSERT_EQ(Send(port_, "POST",
-                   absl::StrCat("/instances/source/personalizer/v1.0/events/",
-                                doc["eventId"].GetString(), "/reward"),
-                   absl::StrCat("{\"value\":", t % 2, "}"))
-                  .status,
-              204);
-  }
+  ASSERT_NO_FATAL_FAILURE(RankAndReward(port_, "source", 0, 20, [](int t) { return t % 2; }));
   Answer model =
       Send(port_, "GET", "/instances/source/personalizer/v1.1-preview.3/model", "", kAdmin);
   ASSERT_EQ(model.status, 200);
@@ -608,19 +610,8 @@ TEST_F(PersonalizerHttp, ModelPutAsAVwModelFileRanksAsItsSource) {
           .ok());
   std::string context;
   std::vector<std::string> excluded;
-  for (int t = 0; t < 30; ++t) {
-    Answer a = Send(port_, "POST", "/instances/vwsource/personalizer/v1.0/rank",
-                    RankBody(t, &context, &excluded));
-    ASSERT_EQ(a.status, 201) << a.body;
-    rapidjson::Document doc;
-    doc.Parse(a.body.c_str());
-    ASSERT_EQ(Send(port_, "POST",
-                   absl::StrCat("/instances/vwsource/personalizer/v1.0/events/",
-                                doc["eventId"].GetString(), "/reward"),
-                   absl::StrCat("{\"value\":", t % 3 == 0 ? 1 : 0, "}"))
-                  .status,
-              204);
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      RankAndReward(port_, "vwsource", 0, 30, [](int t) { return t % 3 == 0 ? 1 : 0; }));
   auto model = grpc_->ExportInstance("vwsource", bandit::v1::VW);
   ASSERT_TRUE(model.ok()) << model.status();
   Answer put =
@@ -665,7 +656,7 @@ TEST(PersonalizerHttpRoot, DefaultInstanceAndAutoCreateWithoutAuth) {
   EXPECT_EQ(home->stats().rounds(), 1);
 }
 
-}  // namespace BANDIT_UNITY_ID
+}  // namespace
 }  // namespace bandit
 
 namespace bandit {
@@ -760,5 +751,5 @@ TEST(PersonalizerHttpTls, RankOverHttpsWithTheGrpcPortsCertificate) {
   certs.Remove();
 }
 
-}  // namespace BANDIT_UNITY_ID
+}  // namespace
 }  // namespace bandit

@@ -41,6 +41,16 @@ v1::SelectRequest Round(int round) {
   return req;
 }
 
+// The reward of decision `d` of instance "v".
+absl::Status Reward(DecisionService& svc, const v1::Decision& d, double reward) {
+  v1::UpdateRequest u;
+  u.set_instance("v");
+  u.set_event_id(d.event_id());
+  u.set_reward(reward);
+  v1::UpdateResponse resp;
+  return svc.Update(u, &resp);
+}
+
 TEST(VwInstance, FeatureSpaceComesFromTheArguments) {
   ManualClock clock;
   DecisionService svc(&clock);
@@ -109,12 +119,7 @@ TEST(VwInstance, ServesWhatTheLearnerPredictsAndLearnsVwsLabel) {
     ++chosen_count[d.arm_index()];
     // Action 2 pays, more for US users.
     const double reward = d.arm_index() == 2 ? (round % 3 == 0 ? 1.0 : 0.6) : 0.0;
-    v1::UpdateRequest u;
-    u.set_instance("v");
-    u.set_event_id(d.event_id());
-    u.set_reward(reward);
-    v1::UpdateResponse resp;
-    ASSERT_TRUE(svc.Update(u, &resp).ok()) << round;
+    ASSERT_TRUE(Reward(svc, d, reward).ok()) << round;
     twin.Learn(xs[d.arm_index()], d.arm_index(), 4, -static_cast<float>(reward),
                static_cast<float>(d.propensity()));
   }
@@ -141,12 +146,7 @@ TEST(VwInstance, ExplainShowsEachTermsWeight) {
     req.set_instance("v");
     v1::Decision d;
     ASSERT_TRUE(svc.Select(req, &d).ok());
-    v1::UpdateRequest u;
-    u.set_instance("v");
-    u.set_event_id(d.event_id());
-    u.set_reward(d.arm_index() == 3 ? 1.0 : 0.2);
-    v1::UpdateResponse resp;
-    ASSERT_TRUE(svc.Update(u, &resp).ok());
+    ASSERT_TRUE(Reward(svc, d, d.arm_index() == 3 ? 1.0 : 0.2).ok());
   }
   v1::SelectRequest req = Round(41);
   req.set_instance("v");
@@ -191,12 +191,7 @@ TEST(VwInstance, ShadowsOfAndBesideAVwInstance) {
     ASSERT_TRUE(svc.Select(Round(round), &d).ok());
     const double reward = d.arm_index() == 2 ? 1.0 : 0.0;
     reward_sum += reward;
-    v1::UpdateRequest u;
-    u.set_instance("v");
-    u.set_event_id(d.event_id());
-    u.set_reward(reward);
-    v1::UpdateResponse resp;
-    ASSERT_TRUE(svc.Update(u, &resp).ok());
+    ASSERT_TRUE(Reward(svc, d, reward).ok());
   }
   const v1::Instance inst = testing::InstanceOf(svc, "v");
   ASSERT_EQ(inst.shadows_size(), 2);
@@ -219,12 +214,7 @@ TEST(VwInstance, ExportsAndImportsVwModelFiles) {
   for (int round = 0; round < 50; ++round) {
     v1::Decision d;
     ASSERT_TRUE(svc.Select(Round(round), &d).ok());
-    v1::UpdateRequest u;
-    u.set_instance("v");
-    u.set_event_id(d.event_id());
-    u.set_reward(d.arm_index() == 1 ? 1.0 : 0.0);
-    v1::UpdateResponse resp;
-    ASSERT_TRUE(svc.Update(u, &resp).ok());
+    ASSERT_TRUE(Reward(svc, d, d.arm_index() == 1 ? 1.0 : 0.0).ok());
   }
   v1::ExportInstanceRequest ex;
   ex.set_name("v");
@@ -310,12 +300,7 @@ TEST(VwInstance, ConcurrentSelectsReplayExactly) {
             ++failures;
             continue;
           }
-          v1::UpdateRequest u;
-          u.set_instance("v");
-          u.set_event_id(d.event_id());
-          u.set_reward(d.arm_index() == 2 ? 1.0 : 0.0);
-          v1::UpdateResponse resp;
-          if (!svc.Update(u, &resp).ok()) ++failures;
+          if (!Reward(svc, d, d.arm_index() == 2 ? 1.0 : 0.0).ok()) ++failures;
         }
       });
     for (auto& th : threads) th.join();

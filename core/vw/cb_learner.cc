@@ -46,6 +46,9 @@ void EnforceMinimumProbability(float epsilon, std::vector<std::pair<float, uint3
   for (auto& p : pmf) p.first = std::max(p.first - tau, minimum);
 }
 
+// The counters beside the regressor (Counters).
+constexpr int64_t kCounterBytes = 4 * static_cast<int64_t>(sizeof(uint64_t));
+
 // The largest feature value VW holds (a float).
 constexpr double kMaxFloatValue = FLT_MAX;
 
@@ -412,22 +415,17 @@ absl::Status CbLearner::Restore(const bandit::v1::PolicyState& state) {
                             {"squarecb_rounds", &squarecb_rounds},
                             {"first_remaining", &first_remaining}})
     if (auto st = r.GetInt(field, out); !st.ok()) return st;
-  if (event_sum < 0 || action_sum < event_sum || squarecb_rounds < 0 || first_remaining < 0 ||
-      first_remaining > static_cast<int64_t>(o_.first_rounds))
-    return absl::InvalidArgumentError(
-        "vw state counts are inconsistent, expected 0 <= event_sum <= action_sum and "
-        "0 <= first_remaining <= --first");
+  if (event_sum < 0 || action_sum < 0 || squarecb_rounds < 0 || first_remaining < 0)
+    return absl::InvalidArgumentError("vw state counts are negative, expected counts >= 0");
   Rng rng;
   if (auto st = r.GetRng(&rng); !st.ok()) return st;
   s.min_label = static_cast<float>(min_label);
   s.max_label = static_cast<float>(max_label);
-  if (auto st = regressor_.Restore(std::move(weights), s); !st.ok()) return st;
-  event_sum_ = static_cast<uint64_t>(event_sum);
-  action_sum_ = static_cast<uint64_t>(action_sum);
-  squarecb_rounds_ = static_cast<uint64_t>(squarecb_rounds);
-  first_remaining_ = static_cast<uint64_t>(first_remaining);
+  const Counters counters{static_cast<uint64_t>(event_sum), static_cast<uint64_t>(action_sum),
+                          static_cast<uint64_t>(squarecb_rounds),
+                          static_cast<uint64_t>(first_remaining)};
+  if (auto st = Load(std::move(weights), s, counters); !st.ok()) return st;
   rng_ = rng;
-  ++model_version_;
   return absl::OkStatus();
 }
 
@@ -446,9 +444,7 @@ absl::Status CbLearner::Load(std::vector<float> weights, const Regressor::Scalar
   return absl::OkStatus();
 }
 
-int64_t CbLearner::StateBytes() const {
-  return regressor_.StateBytes() + 4 * static_cast<int64_t>(sizeof(uint64_t));
-}
+int64_t CbLearner::StateBytes() const { return regressor_.StateBytes() + kCounterBytes; }
 
 std::vector<std::pair<std::string, double>> CbLearner::Summary() const {
   return {
@@ -461,12 +457,7 @@ std::vector<std::pair<std::string, double>> CbLearner::Summary() const {
 int64_t Footprint(const bandit::v1::PolicyConfig& config) {
   auto o = ParseVwArguments(config.vw().arguments());
   if (!o.ok()) return 0;
-  const Regressor probe_shape_only(o->regressor, 1);  // the stride, from the update's options
-  const int shift = probe_shape_only.stride_shift();
-  // The strided array, and beside it the weights alone when strided (Regressor's mirror).
-  return (int64_t{4} << (o->space.bits + shift)) + (shift > 0 ? int64_t{4} << o->space.bits : 0) +
-         static_cast<int64_t>(sizeof(Regressor::Scalars)) +
-         4 * static_cast<int64_t>(sizeof(uint64_t));
+  return Regressor::Bytes(o->regressor, o->space.bits) + kCounterBytes;
 }
 
 }  // namespace bandit::vw

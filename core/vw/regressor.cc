@@ -54,8 +54,7 @@ float SquaredLoss(float min_label, float max_label, float prediction, float labe
 }  // namespace
 
 Regressor::Regressor(const RegressorOptions& options, int bits) : o_(options), bits_(bits) {
-  const bool stateful = o_.adaptive || o_.normalized;
-  stride_shift_ = stateful ? 2 : 0;  // gd_setup: ceil_log_2(stride - 1) of 4 or 1 floats
+  stride_shift_ = StrideShift(o_);
   sqrt_rate_ = o_.power_t == 0.5f;
   neg_norm_power_ = o_.adaptive ? o_.power_t - 1.f : -1.f;
   neg_power_t_ = -o_.power_t;
@@ -71,13 +70,16 @@ Regressor::Regressor(const RegressorOptions& options, int bits) : o_(options), b
     if (!o_.initial_t_given) s_.t = 1.0;
     eta_ *= std::pow(static_cast<float>(s_.t), o_.power_t);
   }
-  weights_.assign(size_t{1} << (bits_ + stride_shift_), 0.f);
-  // gd.cc save_load: with the adaptive update, initial_t > 0 counts as that many earlier squared
-  // gradients in every weight's adaptive sum.
-  if (o_.adaptive && o_.initial_t_given && o_.initial_t > 0)
-    for (size_t i = 1; i < weights_.size(); i += size_t{1} << stride_shift_)
-      weights_[i] = o_.initial_t;
+  weights_.resize(size_t{1} << (bits_ + stride_shift_));
+  for (size_t i = 0; i < weights_.size(); ++i) weights_[i] = InitialValue(i);
   if (stride_shift_ > 0) mirror_.assign(size_t{1} << bits_, 0.f);
+}
+
+int64_t Regressor::Bytes(const RegressorOptions& options, int bits) {
+  const int shift = StrideShift(options);
+  // The strided array, and beside it the weights alone when strided (the mirror).
+  return (int64_t{4} << (bits + shift)) + (shift > 0 ? int64_t{4} << bits : 0) +
+         static_cast<int64_t>(sizeof(Scalars));
 }
 
 void Regressor::RefreshMirror() {
@@ -86,6 +88,8 @@ void Regressor::RefreshMirror() {
 }
 
 float Regressor::InitialValue(size_t position) const {
+  // gd.cc save_load: with the adaptive update, initial_t > 0 counts as that many earlier squared
+  // gradients in every weight's adaptive sum.
   const bool adaptive_seeded = o_.adaptive && o_.initial_t_given && o_.initial_t > 0;
   return adaptive_seeded && (position & ((size_t{1} << stride_shift_) - 1)) == 1 ? o_.initial_t
                                                                                  : 0.f;

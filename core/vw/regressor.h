@@ -73,9 +73,14 @@ class Regressor {
   // the wrong length or a number is not finite.
   absl::Status Restore(std::vector<float> weights, const Scalars& scalars);
 
-  int64_t StateBytes() const {
-    return static_cast<int64_t>((weights_.size() + mirror_.size()) * sizeof(float)) +
-           sizeof(Scalars);
+  // The bytes of a regressor of these options over 2^bits weights, before it is built; what
+  // StateBytes reports.
+  static int64_t Bytes(const RegressorOptions& options, int bits);
+  int64_t StateBytes() const { return Bytes(o_, bits_); }
+  // log2 of the floats kept per weight: 4 (weight, adaptive sum, normalizer, rate) when the
+  // update is adaptive or normalized, else 1 (gd_setup's stride).
+  static int StrideShift(const RegressorOptions& options) {
+    return options.adaptive || options.normalized ? 2 : 0;
   }
 
  private:

@@ -73,6 +73,8 @@ const std::vector<PolicyRegistration>& RegisteredPolicies() {
         {"vw { arguments: '--cb_explore_adf --softmax --lambda 2 --l2 1e-4 -b 2' dimension: 4 }",
          StateGrowth::kConstant},
         {"vw { arguments: '--cb_explore_adf --first 3 --epsilon 0.1 -b 2' dimension: 4 }",
+         StateGrowth::kConstant},
+        {"vw { arguments: '--cb_explore_adf --bag 3 --greedify -b 4' dimension: 4 }",
          StateGrowth::kConstant}},
        &vw::Footprint},
       {PolicyConfig::kLinucb,

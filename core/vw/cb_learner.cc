@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <iterator>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/sparse.h"
@@ -46,8 +49,31 @@ void EnforceMinimumProbability(float epsilon, std::vector<std::pair<float, uint3
   for (auto& p : pmf) p.first = std::max(p.first - tau, minimum);
 }
 
-// The counters beside the regressor (Counters).
-constexpr int64_t kCounterBytes = 4 * static_cast<int64_t>(sizeof(uint64_t));
+// The counters beside the regressor (Counters): two MTR counts per regressor, and three more.
+int64_t CounterBytes(const VwOptions& o) {
+  return static_cast<int64_t>(sizeof(uint64_t)) * (3 + 2 * static_cast<int64_t>(o.bag_size));
+}
+
+// bs.h weight_gen: a Poisson(1) draw from VW's merand48 (common/random_details.h), by its
+// cumulative probabilities.
+uint32_t PoissonWeight(uint64_t& state) {
+  state = 0xeece66d5deece66dULL * state + 2147483647;
+  uint32_t bits = static_cast<uint32_t>((state >> 25) & 0x7FFFFF) | (127u << 23);
+  float u;
+  std::memcpy(&u, &bits, sizeof(u));
+  u -= 1;
+  static constexpr double kCumulative[] = {
+      0.3678794411714423215955,  0.735758882342884643191,   0.919698602928605803989,
+      0.9810118431238461909214,  0.9963401531726562876545,  0.9994058151824183070012,
+      0.9999167588507119768923,  0.9999897508033253583053,  0.9999988747974020309819,
+      0.9999998885745216612793,  0.9999999899522336243091,  0.9999999991683892573118,
+      0.9999999999364022267287,  0.999999999995480147453,   0.9999999999996999989333,
+      0.9999999999999813223654,  0.9999999999999989050799,  0.9999999999999999393572,
+      0.999999999999999996817,   0.9999999999999999998412};
+  for (uint32_t k = 0; k < std::size(kCumulative); ++k)
+    if (u <= kCumulative[k]) return k;
+  return 20;
+}
 
 // The largest feature value VW holds (a float).
 constexpr double kMaxFloatValue = FLT_MAX;
@@ -106,9 +132,86 @@ absl::StatusOr<std::unique_ptr<Policy>> CbLearner::Make(const bandit::v1::Policy
 }
 
 CbLearner::CbLearner(VwOptions options, uint64_t seed)
-    : o_(std::move(options)), regressor_(o_.regressor, o_.space.bits), rng_(seed) {
+    : o_(std::move(options)),
+      regressor_(o_.regressor, o_.weight_bits, static_cast<int>(o_.bag_size)),
+      rng_(seed) {
   first_remaining_ = o_.first_rounds;
   dimension_ = 1 << o_.space.bits;
+  event_sums_.assign(o_.bag_size, 0);
+  action_sums_.assign(o_.bag_size, 0);
+  bag_random_state_ = o_.random_seed;
+  bag_shift_ = o_.weight_bits - o_.space.bits;
+}
+
+CbLearner::Counters CbLearner::counters() const {
+  Counters c;
+  c.event_sum = event_sums_[0];
+  c.action_sum = action_sums_[0];
+  c.squarecb_rounds = squarecb_rounds_;
+  c.first_remaining = first_remaining_;
+  c.random_state = bag_random_state_;
+  c.bag_event_sums.assign(event_sums_.begin() + 1, event_sums_.end());
+  c.bag_action_sums.assign(action_sums_.begin() + 1, action_sums_.end());
+  return c;
+}
+
+std::optional<double> CbLearner::CoordinateWeight(uint32_t index) const {
+  if (index >= (uint32_t{1} << o_.space.bits)) return 0.0;
+  double sum = 0;
+  for (uint32_t m = 0; m < o_.bag_size; ++m)
+    sum += regressor_.EffectiveWeight((index << bag_shift_) | m);
+  return sum / static_cast<double>(o_.bag_size);
+}
+
+void CbLearner::ModelTerms(const SparseVector& x, uint32_t model, SparseVector* out) const {
+  out->index.resize(x.size());
+  for (size_t k = 0; k < x.size(); ++k) out->index[k] = (x.index[k] << bag_shift_) | model;
+  out->value = x.value;
+}
+
+void CbLearner::PredictBag(std::span<const SparseVector> actions, Prediction* out) const {
+  const size_t k = actions.size();
+  std::vector<SparseVector> terms(k);
+  std::vector<float> costs(k), scores(k, 0.f), top_actions(k, 0.f);
+  std::vector<std::pair<float, uint32_t>> a_s(k);
+  for (uint32_t m = 0; m < o_.bag_size; ++m) {
+    for (size_t a = 0; a < k; ++a) ModelTerms(actions[a], m, &terms[a]);
+    for (size_t a = 0; a < k; a += 4)
+      regressor_.PredictAll(
+          std::span<const SparseVector>(terms).subspan(a, std::min<size_t>(4, k - a)),
+          costs.data() + a);
+    for (size_t a = 0; a < k; ++a) {
+      a_s[a] = {costs[a], static_cast<uint32_t>(a)};
+      scores[a] += costs[a];
+    }
+    std::sort(a_s.begin(), a_s.end());
+    if (!o_.first_only) {
+      size_t tied = 1;
+      while (tied < k && SameRelative(a_s[tied].first, a_s[0].first)) ++tied;
+      for (size_t j = 0; j < tied; ++j) top_actions[a_s[j].second] += 1.f / tied;
+    } else {
+      top_actions[a_s[0].second] += 1.f;
+    }
+  }
+  // generate_bag: the votes' shares (their sum taken in double), all on the first when none.
+  const float num_models =
+      static_cast<float>(std::accumulate(top_actions.begin(), top_actions.end(), 0.));
+  std::vector<std::pair<float, uint32_t>> pmf(k);
+  for (size_t a = 0; a < k; ++a) pmf[a] = {0.f, static_cast<uint32_t>(a)};
+  if (num_models <= 1e-6) {
+    pmf[0].first = 1.f;
+  } else {
+    const float normalizer = 1.f / num_models;
+    for (size_t a = 0; a < k; ++a) pmf[a].first = top_actions[a] * normalizer;
+  }
+  EnforceMinimumProbability(o_.epsilon, pmf);
+  out->pmf.resize(k);
+  for (size_t a = 0; a < k; ++a) out->pmf[a] = pmf[a].first;
+  // The costs reported: the regressors' mean.
+  out->costs.resize(k);
+  for (size_t a = 0; a < k; ++a) out->costs[a] = scores[a] / static_cast<float>(o_.bag_size);
+  out->best = static_cast<int>(std::min_element(out->costs.begin(), out->costs.end()) -
+                               out->costs.begin());
 }
 
 void CbLearner::Explore(std::vector<std::pair<float, uint32_t>>& a_s, Prediction* out) const {
@@ -176,6 +279,8 @@ void CbLearner::Explore(std::vector<std::pair<float, uint32_t>>& a_s, Prediction
       EnforceMinimumProbability(o_.epsilon, a_s);
       break;
     }
+    case Explorer::kBag:  // PredictBag
+      break;
   }
   out->pmf.assign(k, 0.f);
   for (const auto& a : a_s) out->pmf[a.second] = a.first;
@@ -188,6 +293,14 @@ void CbLearner::Predict(std::span<const SparseVector> actions, Prediction* out) 
 absl::Status CbLearner::PredictChecked(std::span<const SparseVector> actions, bool check,
                                        Prediction* out) const {
   const size_t k = actions.size();
+  if (o_.explorer == Explorer::kBag) {
+    if (check)
+      for (size_t i = 0; i < k; ++i)
+        if (!ActionVectorValid(actions[i], dimension()))
+          return CheckActionVector(absl::StrCat("candidates[", i, "]"), actions[i], dimension());
+    PredictBag(actions, out);
+    return absl::OkStatus();
+  }
   out->costs.resize(k);
   // csoaa_ldf's rank prediction: each action's partial prediction, four actions at a time, each
   // group checked just before it is read (one pass over the vectors while they are in cache).
@@ -293,20 +406,41 @@ absl::StatusOr<Decision> CbLearner::Select(const SelectContext& ctx) {
 
 bool CbLearner::Learn(const SparseVector& chosen, int chosen_index, int num_actions, float cost,
                       float probability) {
-  // gen_cs_example_mtr and learn_mtr (cb_adf.cc): the counts include this round.
-  const uint64_t event_sum = event_sum_ + 1;
-  const uint64_t action_sum = action_sum_ + static_cast<uint64_t>(num_actions);
   float p = probability;
   // cb_explore_adf_squarecb.cc learn: probability 1 (no importance weighting) on every action
   // but the last offered.
   if (o_.explorer == Explorer::kSquareCb && chosen_index != num_actions - 1) p = 1.f;
   const float clipped = std::max(p, o_.clip_p);
-  const float weight =
-      1.f * (1.f / clipped * (static_cast<float>(event_sum) / static_cast<float>(action_sum)));
-  if (!regressor_.Learn(chosen, cost, weight)) return false;
+  // Each regressor's learns (--bag: as many as its bootstrap draw, cb_explore_adf_bag.cc learn),
+  // each counted first in its MTR counts (gen_cs_example_mtr), then weighted by them
+  // (learn_mtr).
+  std::vector<uint64_t> event_sums = event_sums_, action_sums = action_sums_;
+  uint64_t random_state = bag_random_state_;
+  std::vector<SparseVector> terms(o_.bag_size > 1 ? o_.bag_size : 0);
+  std::vector<Regressor::Step> steps;
+  for (uint32_t m = 0; m < o_.bag_size; ++m) {
+    const uint32_t count = o_.explorer != Explorer::kBag ? 1
+                           : (o_.greedify && m == 0)    ? 1
+                                                        : PoissonWeight(random_state);
+    if (count == 0) continue;
+    const SparseVector* x = &chosen;
+    if (bag_shift_ > 0) {
+      ModelTerms(chosen, m, &terms[m]);
+      x = &terms[m];
+    }
+    for (uint32_t j = 0; j < count; ++j) {
+      event_sums[m] += 1;
+      action_sums[m] += static_cast<uint64_t>(num_actions);
+      const float weight = 1.f * (1.f / clipped * (static_cast<float>(event_sums[m]) /
+                                                   static_cast<float>(action_sums[m])));
+      steps.push_back({x, weight, m});
+    }
+  }
+  if (!regressor_.LearnRound(steps, cost)) return false;
   ++model_version_;
-  event_sum_ = event_sum;
-  action_sum_ = action_sum;
+  event_sums_ = std::move(event_sums);
+  action_sums_ = std::move(action_sums);
+  bag_random_state_ = random_state;
   if (o_.explorer == Explorer::kSquareCb) ++squarecb_rounds_;
   if (o_.explorer == Explorer::kFirst && first_remaining_ > 0) --first_remaining_;
   return true;
@@ -375,10 +509,30 @@ void CbLearner::Save(bandit::v1::PolicyState* out) const {
   w.PutScalar("max_label", s.max_label);
   w.PutScalar("gravity", s.gravity);
   w.PutScalar("contraction", s.contraction);
-  w.PutInt("event_sum", static_cast<int64_t>(event_sum_));
-  w.PutInt("action_sum", static_cast<int64_t>(action_sum_));
+  w.PutInt("event_sum", static_cast<int64_t>(event_sums_[0]));
+  w.PutInt("action_sum", static_cast<int64_t>(action_sums_[0]));
   w.PutInt("squarecb_rounds", static_cast<int64_t>(squarecb_rounds_));
   w.PutInt("first_remaining", static_cast<int64_t>(first_remaining_));
+  if (o_.explorer == Explorer::kBag) {
+    // The other regressors' counts (exact in a double below 2^53) and the bootstrap's state.
+    const auto rest = [](const std::vector<uint64_t>& v) {
+      Vector out(static_cast<int64_t>(v.size()) - 1);
+      for (size_t i = 1; i < v.size(); ++i)
+        out[static_cast<int64_t>(i) - 1] = static_cast<double>(v[i]);
+      return out;
+    };
+    w.Put("bag_event_sums", rest(event_sums_));
+    w.Put("bag_action_sums", rest(action_sums_));
+    const auto& sums = regressor_.other_sums();
+    Vector norm(static_cast<int64_t>(sums.size())), total(static_cast<int64_t>(sums.size()));
+    for (size_t i = 0; i < sums.size(); ++i) {
+      norm[static_cast<int64_t>(i)] = sums[i].normalized_sum_norm_x;
+      total[static_cast<int64_t>(i)] = sums[i].total_weight;
+    }
+    w.Put("bag_normalized_sum_norm_x", norm);
+    w.Put("bag_total_weight", total);
+    w.PutInt("bag_random_state", static_cast<int64_t>(bag_random_state_));
+  }
   w.PutRng(rng_);
 }
 
@@ -417,47 +571,98 @@ absl::Status CbLearner::Restore(const bandit::v1::PolicyState& state) {
     if (auto st = r.GetInt(field, out); !st.ok()) return st;
   if (event_sum < 0 || action_sum < 0 || squarecb_rounds < 0 || first_remaining < 0)
     return absl::InvalidArgumentError("vw state counts are negative, expected counts >= 0");
+  std::vector<Regressor::Sums> other_sums;
+  Counters counters;
+  counters.event_sum = static_cast<uint64_t>(event_sum);
+  counters.action_sum = static_cast<uint64_t>(action_sum);
+  counters.squarecb_rounds = static_cast<uint64_t>(squarecb_rounds);
+  counters.first_remaining = static_cast<uint64_t>(first_remaining);
+  if (o_.explorer == Explorer::kBag) {
+    const int64_t others = static_cast<int64_t>(o_.bag_size) - 1;
+    Vector events, actions;
+    if (auto st = r.Get("bag_event_sums", &events, others); !st.ok()) return st;
+    if (auto st = r.Get("bag_action_sums", &actions, others); !st.ok()) return st;
+    for (int64_t i = 0; i < others; ++i) {
+      if (!(events[i] >= 0 && events[i] <= 0x1p53 && events[i] == std::floor(events[i]) &&
+            actions[i] >= 0 && actions[i] <= 0x1p53 && actions[i] == std::floor(actions[i])))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "vw state bag counts [", i, "] are ", events[i], " and ", actions[i],
+            ", expected whole counts in [0, 2^53]"));
+      counters.bag_event_sums.push_back(static_cast<uint64_t>(events[i]));
+      counters.bag_action_sums.push_back(static_cast<uint64_t>(actions[i]));
+    }
+    int64_t state = 0;
+    if (auto st = r.GetInt("bag_random_state", &state); !st.ok()) return st;
+    counters.random_state = static_cast<uint64_t>(state);
+    Vector norm, total;
+    if (auto st = r.Get("bag_normalized_sum_norm_x", &norm, others); !st.ok()) return st;
+    if (auto st = r.Get("bag_total_weight", &total, others); !st.ok()) return st;
+    for (int64_t i = 0; i < others; ++i) other_sums.push_back({norm[i], total[i]});
+  }
   Rng rng;
   if (auto st = r.GetRng(&rng); !st.ok()) return st;
   s.min_label = static_cast<float>(min_label);
   s.max_label = static_cast<float>(max_label);
-  const Counters counters{static_cast<uint64_t>(event_sum), static_cast<uint64_t>(action_sum),
-                          static_cast<uint64_t>(squarecb_rounds),
-                          static_cast<uint64_t>(first_remaining)};
-  if (auto st = Load(std::move(weights), s, counters); !st.ok()) return st;
+  if (auto st = Load(std::move(weights), s, counters, std::move(other_sums)); !st.ok()) return st;
   rng_ = rng;
   return absl::OkStatus();
 }
 
 absl::Status CbLearner::Load(std::vector<float> weights, const Regressor::Scalars& scalars,
-                             const Counters& counters) {
-  if (counters.action_sum < counters.event_sum || counters.first_remaining > o_.first_rounds)
+                             const Counters& counters, std::vector<Regressor::Sums> other_sums) {
+  // The regressors' MTR counts: the first's, then the others' (none given: 0, as VW's model
+  // file leaves them).
+  std::vector<uint64_t> events(o_.bag_size, 0), actions(o_.bag_size, 0);
+  events[0] = counters.event_sum;
+  actions[0] = counters.action_sum;
+  if (!counters.bag_event_sums.empty() || !counters.bag_action_sums.empty()) {
+    if (counters.bag_event_sums.size() != o_.bag_size - 1 ||
+        counters.bag_action_sums.size() != o_.bag_size - 1)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "vw counts are for ", counters.bag_event_sums.size() + 1, " and ",
+          counters.bag_action_sums.size() + 1, " regressors, expected --bag ", o_.bag_size));
+    std::copy(counters.bag_event_sums.begin(), counters.bag_event_sums.end(), events.begin() + 1);
+    std::copy(counters.bag_action_sums.begin(), counters.bag_action_sums.end(),
+              actions.begin() + 1);
+  }
+  for (size_t m = 0; m < events.size(); ++m)
+    if (actions[m] < events[m])
+      return absl::InvalidArgumentError(
+          absl::StrCat("vw counts are inconsistent: regressor ", m, " has event_sum ", events[m],
+                       " > action_sum ", actions[m], ", expected event_sum <= action_sum"));
+  if (counters.first_remaining > o_.first_rounds)
     return absl::InvalidArgumentError(
-        "vw counts are inconsistent, expected event_sum <= action_sum and first_remaining <= "
-        "--first");
-  if (auto s = regressor_.Restore(std::move(weights), scalars); !s.ok()) return s;
-  event_sum_ = counters.event_sum;
-  action_sum_ = counters.action_sum;
+        "vw counts are inconsistent, expected first_remaining <= --first");
+  if (auto s = regressor_.Restore(std::move(weights), scalars, std::move(other_sums)); !s.ok())
+    return s;
+  event_sums_ = std::move(events);
+  action_sums_ = std::move(actions);
+  bag_random_state_ = counters.random_state;
   squarecb_rounds_ = counters.squarecb_rounds;
   first_remaining_ = counters.first_remaining;
   ++model_version_;
   return absl::OkStatus();
 }
 
-int64_t CbLearner::StateBytes() const { return regressor_.StateBytes() + kCounterBytes; }
+int64_t CbLearner::StateBytes() const { return regressor_.StateBytes() + CounterBytes(o_); }
 
 std::vector<std::pair<std::string, double>> CbLearner::Summary() const {
-  return {
-      {"rounds_learned", static_cast<double>(event_sum_)},
-      {"actions_per_round",
-       event_sum_ == 0 ? 0.0 : static_cast<double>(action_sum_) / static_cast<double>(event_sum_)},
-      {"total_weight", regressor_.scalars().total_weight}};
+  // The rounds learned: t less where it started (--bag's first regressor may skip rounds).
+  const RegressorOptions& r = o_.regressor;
+  const double t0 = r.initial_t_given ? r.initial_t : (!r.adaptive && !r.normalized) ? 1.0 : 0.0;
+  const double rounds = regressor_.scalars().t - t0;
+  return {{"rounds_learned", rounds},
+          {"actions_per_round", event_sums_[0] == 0 ? 0.0
+                                                    : static_cast<double>(action_sums_[0]) /
+                                                          static_cast<double>(event_sums_[0])},
+          {"total_weight", regressor_.scalars().total_weight}};
 }
 
 int64_t Footprint(const bandit::v1::PolicyConfig& config) {
   auto o = ParseVwArguments(config.vw().arguments());
   if (!o.ok()) return 0;
-  return Regressor::Bytes(o->regressor, o->space.bits) + kCounterBytes;
+  return Regressor::Bytes(o->regressor, o->weight_bits, static_cast<int>(o->bag_size)) +
+         CounterBytes(*o);
 }
 
 }  // namespace bandit::vw

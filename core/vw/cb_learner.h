@@ -13,12 +13,16 @@
 //     --softmax: p_a proportional to exp(-lambda (c_a - min c));
 //     --squarecb: p_a = 1 / (K + gamma (c_a - min c)) for a not the best, the rest to the best,
 //       gamma = gamma_scale * t^gamma_exponent, t the rounds learned (Foster and Rakhlin 2020);
-//   then (--first, --softmax, --squarecb) no probability below epsilon / K
+//     --bag N: each of N regressors votes for its best actions (1 / ties each), p_a the share
+//       of the votes (cb_explore_adf_bag.cc, generate_bag);
+//   then (--first, --softmax, --squarecb, --bag) no probability below epsilon / K
 //   (explore_internal.h enforce_minimum_probability).
 // - learn (--cb_type mtr, VW's default): the chosen action's features regress its cost with
 //   importance weight (1 / max(p, clip_p)) * (rounds / actions offered, summed over rounds)
 //   (cb_adf.cc learn_mtr); --squarecb learns without importance weights (p = 1), except, as
-//   VW does, when the chosen action was the last one offered.
+//   VW does, when the chosen action was the last one offered. --bag learns each regressor
+//   k ~ Poisson(1) times (VW's bs weight_gen on its merand48 state, seeded by --random_seed;
+//   --greedify: the first exactly once), each with its own MTR counts.
 // VW never samples; Select samples the pmf with the instance's seeded engine (core/rng.h), so
 // the same seed replays the same choices. An Update with reward r teaches the cost -r at the
 // propensity the Select gave (Personalizer's convention); a Select never changes the model.
@@ -58,10 +62,8 @@ class CbLearner final : public Policy {
   std::vector<std::pair<std::string, double>> Summary() const override;
   // Each hashed index's weight (explain); Weights() stays empty: 2^b of them per GetInstance
   // would be megabytes.
-  std::optional<double> CoordinateWeight(uint32_t index) const override {
-    if (index >= (uint32_t{1} << o_.space.bits)) return 0.0;
-    return regressor_.EffectiveWeight(index);
-  }
+  // --bag: the mean of its regressors' weights.
+  std::optional<double> CoordinateWeight(uint32_t index) const override;
 
   // VW's prediction for one round, without sampling: each action's cost and (cb_explore_adf)
   // probability, in the order offered.
@@ -77,27 +79,35 @@ class CbLearner final : public Policy {
   bool Learn(const SparseVector& chosen, int chosen_index, int num_actions, float cost,
              float probability);
 
-  // What the learner counts beside its regressor (a model file keeps them).
+  // What the learner counts beside its regressor (a model file keeps them, but for --bag's
+  // other regressors' counts).
   struct Counters {
-    uint64_t event_sum = 0, action_sum = 0;  // cb_adf's MTR counts
+    uint64_t event_sum = 0, action_sum = 0;  // cb_adf's MTR counts (--bag: the first regressor's)
     uint64_t squarecb_rounds = 0;            // --squarecb's counter
     uint64_t first_remaining = 0;            // --first's uniform rounds left
+    uint64_t random_state = 0;               // --bag's merand48 state
+    // --bag's other regressors' MTR counts; empty: 0 (as VW starts them on reading a model).
+    std::vector<uint64_t> bag_event_sums, bag_action_sums;
   };
-  Counters counters() const {
-    return {event_sum_, action_sum_, squarecb_rounds_, first_remaining_};
-  }
+  Counters counters() const;
   // Takes a learned state read elsewhere (a VW model file). INVALID_ARGUMENT, nothing changed,
   // for a regressor state of the wrong shape or counts that cannot be.
+  // `other_sums`: --bag's other regressors' normalizer sums (empty: 0, as from a model file).
   absl::Status Load(std::vector<float> weights, const Regressor::Scalars& scalars,
-                    const Counters& counters);
+                    const Counters& counters, std::vector<Regressor::Sums> other_sums = {});
 
   const VwOptions& options() const { return o_; }
   const Regressor& regressor() const { return regressor_; }
-  // The length of dense candidates: 2^b, or the config's smaller `dimension`.
+  // The length of dense candidates: 2^b (less --bag's bits), or the config's smaller
+  // `dimension`.
   int dimension() const { return dimension_; }
 
  private:
   void Explore(std::vector<std::pair<float, uint32_t>>& sorted, Prediction* out) const;
+  // --bag's prediction: each regressor's costs, its vote, the pmf from the votes.
+  void PredictBag(std::span<const SparseVector> actions, Prediction* out) const;
+  // x's terms as regressor `model` of --bag reads them (VW's interleaved offsets).
+  void ModelTerms(const SparseVector& x, uint32_t model, SparseVector* out) const;
   // Predict, checking each vector (indices below the dimension, finite float values) as it goes
   // when `check`: INVALID_ARGUMENT naming candidates[i] otherwise.
   absl::Status PredictChecked(std::span<const SparseVector> actions, bool check,
@@ -110,9 +120,12 @@ class CbLearner final : public Policy {
   VwOptions o_;
   Regressor regressor_;
   Rng rng_;
-  // cb_adf's per-model MTR counts: rounds learned and actions offered in them.
-  uint64_t event_sum_ = 0;
-  uint64_t action_sum_ = 0;
+  // cb_adf's per-model MTR counts (one per --bag regressor): rounds learned and actions offered
+  // in them.
+  std::vector<uint64_t> event_sums_;
+  std::vector<uint64_t> action_sums_;
+  uint64_t bag_random_state_ = 0;  // --bag's bootstrap draws (VW's merand48 state)
+  int bag_shift_ = 0;              // ceil(log2 --bag)
   uint64_t squarecb_rounds_ = 0;  // SquareCB's counter (rounds learned)
   uint64_t first_remaining_ = 0;  // --first: uniform rounds left
   int dimension_ = 0;

@@ -26,6 +26,7 @@ enum class Kind { kSwitch, kFloat, kInteger, kString };
 const std::map<std::string, Kind>& KeptOptions() {
   static const auto* kept = new std::map<std::string, Kind>{
       {"adaptive", Kind::kSwitch},
+      {"bag", Kind::kInteger},
       {"cb_adf", Kind::kSwitch},
       {"cb_explore_adf", Kind::kSwitch},
       {"cb_type", Kind::kString},
@@ -36,6 +37,7 @@ const std::map<std::string, Kind>& KeptOptions() {
       {"first_only", Kind::kSwitch},
       {"gamma_exponent", Kind::kFloat},
       {"gamma_scale", Kind::kFloat},
+      {"greedify", Kind::kSwitch},
       {"hash_seed", Kind::kInteger},
       {"interactions", Kind::kString},
       {"invariant", Kind::kSwitch},
@@ -127,7 +129,7 @@ std::string OptionValue(Kind kind, const std::string& value) {
 
 // The kept options as VW's header writes them: sorted by long name, " --name value" each, the
 // inserted cb_adf options included, then --ignore's letters as one sorted set.
-std::string OptionsString(const VwOptions& o) {
+std::string OptionsString(const VwOptions& o, uint64_t random_state) {
   std::map<std::string, std::vector<std::string>> kept;
   kept["cb_adf"] = {""};
   kept["cb_type"] = {"mtr"};
@@ -147,6 +149,8 @@ std::string OptionsString(const VwOptions& o) {
   std::set<char> ignore(o.space.ignore.begin(), o.space.ignore.end());
   if (!ignore.empty())
     absl::StrAppend(&out, " --ignore ", std::string(ignore.begin(), ignore.end()));
+  // save_load_header: the random state, where it moved from 0 (--bag's draws), as --random_seed.
+  if (random_state != 0) absl::StrAppend(&out, " --random_seed ", random_state);
   return out;
 }
 
@@ -167,16 +171,16 @@ std::string WriteModelFile(const CbLearner& learner) {
   w.Put<char>('m', true);
   w.Put<float>(s.min_label, true);
   w.Put<float>(s.max_label, true);
-  w.Put<uint32_t>(static_cast<uint32_t>(o.space.bits), true);
+  w.Put<uint32_t>(static_cast<uint32_t>(o.weight_bits), true);
   w.Put<uint32_t>(0, true);  // lda
   w.Put<uint32_t>(0, true);  // ngrams
   w.Put<uint32_t>(0, true);  // skips
-  w.String(OptionsString(o), true);
+  const CbLearner::Counters c = learner.counters();
+  w.String(OptionsString(o, c.random_state), true);
   const uint32_t checksum = w.hash();
   w.Put<uint32_t>(4);
   w.Put<uint32_t>(checksum);
   // The reductions, top of the stack first.
-  const CbLearner::Counters c = learner.counters();
   if (o.explorer == Explorer::kSquareCb) w.Put<uint64_t>(c.squarecb_rounds);
   if (o.explorer == Explorer::kFirst) w.Put<uint64_t>(c.first_remaining);
   w.Put<uint64_t>(c.event_sum);
@@ -251,9 +255,15 @@ absl::StatusOr<ModelFile> ReadModelFile(absl::string_view bytes, absl::string_vi
   std::vector<std::string> tokens = absl::StrSplit(options, ' ', absl::SkipEmpty());
   std::vector<std::string> arguments = {absl::StrCat("-b ", bits)};
   const bool explore = std::find(tokens.begin(), tokens.end(), "--cb_explore_adf") != tokens.end();
+  const bool bag = std::find(tokens.begin(), tokens.end(), "--bag") != tokens.end();
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string& t = tokens[i];
     if (t == "--csoaa_rank" || (t == "--cb_adf" && explore)) continue;
+    // The random state VW saves whatever its reductions; only --bag's draws read it here.
+    if (t == "--random_seed" && !bag) {
+      ++i;
+      continue;
+    }
     if (t == "--csoaa_ldf") {
       if (i + 1 < tokens.size() && tokens[i + 1] == "multiline") {
         ++i;
@@ -273,6 +283,7 @@ absl::StatusOr<ModelFile> ReadModelFile(absl::string_view bytes, absl::string_vi
 
   // The reductions' blocks.
   CbLearner::Counters c;
+  c.random_state = parsed->random_seed;  // the state the header saved
   if (parsed->explorer == Explorer::kSquareCb && !in.Get(&c.squarecb_rounds))
     return Corrupt("truncated in --squarecb's counter");
   if (parsed->explorer == Explorer::kFirst && !in.Get(&c.first_remaining))

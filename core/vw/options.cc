@@ -1,5 +1,6 @@
 #include "core/vw/options.h"
 
+#include <cstdint>
 #include <cmath>
 #include <map>
 #include <set>
@@ -31,6 +32,9 @@ const std::map<std::string, FlagSpec, std::less<>>& ServedFlags() {
       {"softmax", {Arity::kFlag}},
       {"lambda", {Arity::kValue}},
       {"squarecb", {Arity::kFlag}},
+      {"bag", {Arity::kValue}},
+      {"greedify", {Arity::kFlag}},
+      {"random_seed", {Arity::kValue}},
       {"gamma_scale", {Arity::kValue}},
       {"gamma_exponent", {Arity::kValue}},
       {"clip_p", {Arity::kValue}},
@@ -57,7 +61,6 @@ const std::map<std::string, FlagSpec, std::less<>>& ServedFlags() {
 // VW flags this learner knows and does not serve (yet), with what to do instead.
 const std::map<std::string, std::string, std::less<>>& UnservedFlags() {
   static const auto* flags = new std::map<std::string, std::string, std::less<>>{
-      {"bag", "bagging (--bag) is not served; use --epsilon, --first, --softmax or --squarecb"},
       {"cover",
        "online cover (--cover) is not served; use --epsilon, --first, --softmax or --squarecb"},
       {"regcb", "RegCB (--regcb) is not served; use --squarecb"},
@@ -70,9 +73,6 @@ const std::map<std::string, std::string, std::less<>>& UnservedFlags() {
        "this learner; a multi-slot decision on a vw instance is not served yet"},
       {"cb_explore", "--cb_explore (actions without features) is not served; use --cb_explore_adf"},
       {"cb", "--cb (actions without features) is not served; use --cb_adf"},
-      {"random_seed",
-       "--random_seed only seeds --bag and --cover, which are not served; the "
-       "instance's seed drives the service's sampling"},
       {"large_action_space", "--large_action_space is not served"},
       {"baseline", "--baseline is not served"},
       {"ignore_linear", "--ignore_linear is not served; use --ignore"},
@@ -252,11 +252,11 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
 
   // The explorer.
   std::vector<std::string> explorers;
-  for (const char* e : {"first", "softmax", "squarecb"})
+  for (const char* e : {"first", "softmax", "squarecb", "bag"})
     if (has(e)) explorers.push_back(absl::StrCat("--", e));
   if (o.reduction == Reduction::kCbAdf) {
     for (const char* f : {"epsilon", "first_only", "first", "softmax", "lambda", "squarecb",
-                          "gamma_scale", "gamma_exponent"})
+                          "gamma_scale", "gamma_exponent", "bag", "greedify"})
       if (has(f))
         return FlagError(f, "does nothing with --cb_adf (VW ignores it): add --cb_explore_adf");
     o.explorer = Explorer::kNone;
@@ -274,6 +274,9 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
       o.explorer = Explorer::kSoftmax;
     } else if (has("squarecb")) {
       o.explorer = Explorer::kSquareCb;
+    } else if (has("bag")) {
+      o.explorer = Explorer::kBag;  // epsilon 0 unless given (cb_explore_adf_bag_setup)
+      if (auto s = ParseUint("bag", value("bag"), 1, 1024, &o.bag_size); !s.ok()) return s;
     } else {
       o.explorer = Explorer::kEpsilon;
       o.epsilon = 0.05f;
@@ -281,7 +284,7 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
     if (has("epsilon"))
       if (auto s = ParseFloat("epsilon", value("epsilon"), 0, 1, &o.epsilon); !s.ok()) return s;
     if (has("first_only")) {
-      if (o.explorer != Explorer::kEpsilon)
+      if (o.explorer != Explorer::kEpsilon && o.explorer != Explorer::kBag)
         return FlagError("first_only",
                          "only changes epsilon-greedy exploration, not " + explorers.front());
       o.first_only = true;
@@ -291,6 +294,8 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
         return FlagError("lambda", "does nothing without --softmax (VW ignores it)");
       if (auto s = ParseFloat("lambda", value("lambda"), -1e6f, 1e6f, &o.lambda); !s.ok()) return s;
     }
+    if (has("greedify") && o.explorer != Explorer::kBag)
+      return FlagError("greedify", "does nothing without --bag (VW ignores it)");
     for (const char* g : {"gamma_scale", "gamma_exponent"})
       if (has(g) && o.explorer != Explorer::kSquareCb)
         return FlagError(g, "does nothing without --squarecb (VW ignores it)");
@@ -303,6 +308,17 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
           !s.ok())
         return s;
   }
+
+  if (has("random_seed")) {
+    if (o.explorer != Explorer::kBag)
+      return FlagError("random_seed",
+                       "only seeds --bag's bootstrap here (VW ignores it otherwise); the "
+                       "instance's seed drives the service's sampling");
+    if (auto s = ParseUint("random_seed", value("random_seed"), 0, UINT64_MAX, &o.random_seed);
+        !s.ok())
+      return s;
+  }
+  o.greedify = has("greedify");
 
   // The regressor (VW's gd_setup).
   RegressorOptions& r = o.regressor;
@@ -345,6 +361,17 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
       return s;
     space.bits = static_cast<int>(bits);
   }
+  // --bag interleaves its regressors in the array (parse_args.cc parse_sources: the feature
+  // width rounded up to a power of 2), so each hashes into fewer bits.
+  o.weight_bits = space.bits;
+  int bag_shift = 0;
+  while ((uint64_t{1} << bag_shift) < o.bag_size) ++bag_shift;
+  if (bag_shift >= space.bits)
+    return FlagError("bag", absl::StrCat("is ", o.bag_size, " with -b ", space.bits,
+                                         ": each of its regressors would have ",
+                                         space.bits - bag_shift,
+                                         " bits, expected a larger -b or a smaller --bag"));
+  space.bits -= bag_shift;
   for (const char* kind : {"quadratic", "cubic", "interactions"}) {
     if (!has(kind)) continue;
     for (const std::string& term : given.find(kind)->second) {

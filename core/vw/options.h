@@ -28,6 +28,7 @@ enum class Explorer {
   kFirst,     // --first N: uniform for the first N learned rounds, then greedy
   kSoftmax,   // --softmax --lambda L
   kSquareCb,  // --squarecb (--gamma_scale, --gamma_exponent)
+  kBag,       // --bag N: N bootstrapped regressors vote for their best actions
 };
 
 struct RegressorOptions {
@@ -61,6 +62,16 @@ struct VwOptions {
   float gamma_scale = 10.0f;
   float gamma_exponent = 0.5f;
   float clip_p = 0.0f;  // --clip_p: the smallest probability an importance weight divides by
+  // --bag N: N regressors in one weight array, each trained on a Poisson(1) bootstrap of the
+  // rounds (drawn from VW's merand48 seeded by --random_seed; --greedify trains the first on
+  // every round once). The array keeps -b's size, so each regressor hashes into
+  // b - ceil(log2 N) bits (VW interleaves them: index i of regressor m is i * 2^ceil(log2 N) + m).
+  uint64_t bag_size = 1;
+  bool greedify = false;
+  uint64_t random_seed = 0;
+  // log2 of the weight array's slots: -b. The feature space's bits are this less
+  // ceil(log2 --bag).
+  int weight_bits = 18;
   RegressorOptions regressor;
   features::FeatureSpaceOptions space;
   // The arguments as given, whitespace normalized (what the instance reports).

@@ -53,14 +53,16 @@ float SquaredLoss(float min_label, float max_label, float prediction, float labe
 
 }  // namespace
 
-Regressor::Regressor(const RegressorOptions& options, int bits) : o_(options), bits_(bits) {
+Regressor::Regressor(const RegressorOptions& options, int bits, int models)
+    : o_(options), bits_(bits), other_sums_(static_cast<size_t>(std::max(models, 1) - 1)) {
   stride_shift_ = StrideShift(o_);
   sqrt_rate_ = o_.power_t == 0.5f;
   neg_norm_power_ = o_.adaptive ? o_.power_t - 1.f : -1.f;
   neg_power_t_ = -o_.power_t;
   eta_ = o_.learning_rate;
   // parse_args: --initial_t sets sd->t; gd_setup starts plain SGD at t = 1 unless given, and
-  // seeds the normalizer's sums as if initial_t rounds of norm 1 had been seen.
+  // seeds the (first regressor's) normalizer sums as if initial_t rounds of norm 1 had been
+  // seen.
   s_.t = o_.initial_t_given ? o_.initial_t : 0.0;
   if (s_.t > 0) {
     s_.normalized_sum_norm_x = s_.t;
@@ -75,11 +77,12 @@ Regressor::Regressor(const RegressorOptions& options, int bits) : o_(options), b
   if (stride_shift_ > 0) mirror_.assign(size_t{1} << bits_, 0.f);
 }
 
-int64_t Regressor::Bytes(const RegressorOptions& options, int bits) {
+int64_t Regressor::Bytes(const RegressorOptions& options, int bits, int models) {
   const int shift = StrideShift(options);
   // The strided array, and beside it the weights alone when strided (the mirror).
   return (int64_t{4} << (bits + shift)) + (shift > 0 ? int64_t{4} << bits : 0) +
-         static_cast<int64_t>(sizeof(Scalars));
+         static_cast<int64_t>(sizeof(Scalars)) +
+         static_cast<int64_t>(sizeof(Sums)) * (std::max(models, 1) - 1);
 }
 
 void Regressor::RefreshMirror() {
@@ -146,7 +149,7 @@ void Regressor::PredictAll(std::span<const SparseVector> xs, float* out) const {
 // multiplier (also returned in update_multiplier).
 template <bool kAdaptive, bool kNormalized, bool kSqrtRate>
 float Regressor::PredPerUpdate(const SparseVector& x, float weight, float grad_squared,
-                               float* update_multiplier) {
+                               Sums& sums, float* update_multiplier) {
   constexpr int a = 1;                                     // adaptive slot
   constexpr int nz = kAdaptive ? 2 : 1;                    // normalizer slot
   constexpr int spare = kAdaptive && kNormalized ? 3 : 2;  // the rate
@@ -201,11 +204,11 @@ float Regressor::PredPerUpdate(const SparseVector& x, float weight, float grad_s
   }
   if constexpr (kNormalized) {
     // VW's h is the example's importance weight; gd keeps these sums in double.
-    s_.normalized_sum_norm_x += static_cast<double>(weight) * norm_x;
-    s_.total_weight += weight;
+    sums.normalized_sum_norm_x += static_cast<double>(weight) * norm_x;
+    sums.total_weight += weight;
     // average_update
-    const float total = static_cast<float>(s_.total_weight);
-    const float sum_norm = static_cast<float>(s_.normalized_sum_norm_x);
+    const float total = static_cast<float>(sums.total_weight);
+    const float sum_norm = static_cast<float>(sums.normalized_sum_norm_x);
     float multiplier;
     if constexpr (kSqrtRate) {
       const float avg_norm = total / sum_norm;
@@ -219,21 +222,19 @@ float Regressor::PredPerUpdate(const SparseVector& x, float weight, float grad_s
   return pred_per_update;
 }
 
-float Regressor::Sensitivity(const SparseVector& x, float weight, float grad_squared,
+float Regressor::Sensitivity(const SparseVector& x, float weight, float grad_squared, Sums& sums,
                              float* update_multiplier) {
   const bool a = o_.adaptive, nz = o_.normalized;
+  float* m = update_multiplier;
   if (a && nz)
-    return sqrt_rate_
-               ? PredPerUpdate<true, true, true>(x, weight, grad_squared, update_multiplier)
-               : PredPerUpdate<true, true, false>(x, weight, grad_squared, update_multiplier);
+    return sqrt_rate_ ? PredPerUpdate<true, true, true>(x, weight, grad_squared, sums, m)
+                      : PredPerUpdate<true, true, false>(x, weight, grad_squared, sums, m);
   if (a)
-    return sqrt_rate_
-               ? PredPerUpdate<true, false, true>(x, weight, grad_squared, update_multiplier)
-               : PredPerUpdate<true, false, false>(x, weight, grad_squared, update_multiplier);
+    return sqrt_rate_ ? PredPerUpdate<true, false, true>(x, weight, grad_squared, sums, m)
+                      : PredPerUpdate<true, false, false>(x, weight, grad_squared, sums, m);
   if (nz)
-    return sqrt_rate_
-               ? PredPerUpdate<false, true, true>(x, weight, grad_squared, update_multiplier)
-               : PredPerUpdate<false, true, false>(x, weight, grad_squared, update_multiplier);
+    return sqrt_rate_ ? PredPerUpdate<false, true, true>(x, weight, grad_squared, sums, m)
+                      : PredPerUpdate<false, true, false>(x, weight, grad_squared, sums, m);
   // Plain: the example's sum of squared feature values.
   float sum = 0.f;
   for (size_t k = 0; k < x.size(); ++k) {
@@ -243,34 +244,62 @@ float Regressor::Sensitivity(const SparseVector& x, float weight, float grad_squ
   return sum;
 }
 
-bool Regressor::Learn(const SparseVector& x, float label, float weight) {
-  const Scalars before = s_;
-  const size_t stride = size_t{1} << stride_shift_;
-  undo_.clear();
-  for (size_t k = 0; k < x.size(); ++k) {
-    const size_t at = static_cast<size_t>(x.index[k]) << stride_shift_;
-    for (size_t j = 0; j < stride; ++j) undo_.emplace_back(at + j, weights_[at + j]);
-  }
-  LearnUnchecked(x, label, weight);
+bool Regressor::SumsFinite() const {
   bool finite = std::isfinite(s_.normalized_sum_norm_x) && std::isfinite(s_.total_weight) &&
                 std::isfinite(s_.contraction) && std::isfinite(s_.gravity) &&
                 std::isfinite(s_.min_label) && std::isfinite(s_.max_label);
-  for (const auto& [at, old] : undo_) finite = finite && std::isfinite(weights_[at]);
-  if (finite) {
+  for (const Sums& m : other_sums_)
+    finite = finite && std::isfinite(m.normalized_sum_norm_x) && std::isfinite(m.total_weight);
+  return finite;
+}
+
+bool Regressor::LearnRound(std::span<const Step> steps, float label) {
+  const Scalars before = s_;
+  const std::vector<Sums> other_before = other_sums_;
+  const size_t stride = size_t{1} << stride_shift_;
+  undo_.clear();
+  bool finite = true;
+  for (const Step& step : steps) {
+    const SparseVector& x = *step.x;
+    for (size_t k = 0; k < x.size(); ++k) {
+      const size_t at = static_cast<size_t>(x.index[k]) << stride_shift_;
+      for (size_t j = 0; j < stride; ++j) undo_.emplace_back(at + j, weights_[at + j]);
+    }
+    const size_t touched = undo_.size();
+    LearnUnchecked(step, label);
+    // The next step's prediction reads the mirror.
     if (stride_shift_ > 0)
-      for (size_t k = 0; k < x.size(); ++k)
-        mirror_[x.index[k]] = weights_[static_cast<size_t>(x.index[k]) << stride_shift_];
+      for (const uint32_t i : x.index)
+        mirror_[i] = weights_[static_cast<size_t>(i) << stride_shift_];
+    finite = SumsFinite();
+    for (size_t u = touched - x.size() * stride; u < touched && finite; ++u)
+      finite = std::isfinite(weights_[undo_[u].first]);
+    if (!finite) break;
+  }
+  if (finite) {
+    // shared_data::update: the round counts once learned (unlabeled rounds cancel out in VW).
+    s_.t += 1.0;
     return true;
   }
   // Undo, last write first (an index may repeat). (With --l1/--l2 a learn may also fold the
   // gravity and contraction into every weight; an overflow in that same learn is not undone
   // outside the touched weights.)
   for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) weights_[it->first] = it->second;
+  if (stride_shift_ > 0)
+    for (const auto& [at, old] : undo_)
+      if ((at & ((size_t{1} << stride_shift_) - 1)) == 0)
+        mirror_[at >> stride_shift_] = weights_[at];
   s_ = before;
+  other_sums_ = other_before;
   return false;
 }
 
-void Regressor::LearnUnchecked(const SparseVector& x, float label, float weight) {
+void Regressor::LearnUnchecked(const Step& step, float label) {
+  const SparseVector& x = *step.x;
+  const float weight = step.weight;
+  // The first regressor's sums are the scalars'; the others' beside them.
+  Sums first{s_.normalized_sum_norm_x, s_.total_weight};
+  Sums& sums = step.model == 0 ? first : other_sums_[step.model - 1];
   // scorer.cc: the label joins the range before the base learns.
   s_.min_label = std::min(s_.min_label, label);
   s_.max_label = std::max(s_.max_label, label);
@@ -283,7 +312,11 @@ void Regressor::LearnUnchecked(const SparseVector& x, float label, float weight)
   float update_multiplier = 1.f;
   if (SquaredLoss(s_.min_label, s_.max_label, prediction, label) > 0.f) {
     const float grad_squared = weight * (4.f * (prediction - label) * (prediction - label));
-    const float pred_per_update = Sensitivity(x, weight, grad_squared, &update_multiplier);
+    const float pred_per_update = Sensitivity(x, weight, grad_squared, sums, &update_multiplier);
+    if (step.model == 0) {
+      s_.normalized_sum_norm_x = first.normalized_sum_norm_x;
+      s_.total_weight = first.total_weight;
+    }
     // get_scale: eta h, and t^(-power_t) when not adaptive (t counts the rounds learned).
     float update_scale = eta_ * weight;
     if (!o_.adaptive) update_scale *= std::pow(static_cast<float>(s_.t + weight), neg_power_t_);
@@ -320,8 +353,6 @@ void Regressor::LearnUnchecked(const SparseVector& x, float label, float weight)
     }
   }
   if (s_.contraction < 1e-9 || s_.gravity > 1e3) SyncWeights();
-  // shared_data::update: the round counts once learned (unlabeled rounds cancel out in VW).
-  s_.t += 1.0;
 }
 
 void Regressor::SyncWeights() {
@@ -336,7 +367,16 @@ void Regressor::SyncWeights() {
   s_.contraction = 1.;
 }
 
-absl::Status Regressor::Restore(std::vector<float> weights, const Scalars& scalars) {
+absl::Status Regressor::Restore(std::vector<float> weights, const Scalars& scalars,
+                                std::vector<Sums> other_sums) {
+  if (other_sums.empty()) other_sums.resize(other_sums_.size());
+  if (other_sums.size() != other_sums_.size())
+    return absl::InvalidArgumentError(absl::StrCat("vw normalizer sums for ",
+                                                   other_sums.size() + 1, " regressors, expected ",
+                                                   other_sums_.size() + 1));
+  for (const Sums& m : other_sums)
+    if (!std::isfinite(m.normalized_sum_norm_x) || !std::isfinite(m.total_weight))
+      return absl::InvalidArgumentError("vw regressor state holds a non-finite number");
   if (weights.size() != weights_.size())
     return absl::InvalidArgumentError(
         absl::StrCat("vw weights have ", weights.size(), " floats, expected ", weights_.size()));
@@ -351,6 +391,7 @@ absl::Status Regressor::Restore(std::vector<float> weights, const Scalars& scala
   weights_ = std::move(weights);
   RefreshMirror();
   s_ = scalars;
+  other_sums_ = std::move(other_sums);
   return absl::OkStatus();
 }
 

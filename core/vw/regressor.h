@@ -31,7 +31,9 @@ namespace bandit::vw {
 
 class Regressor {
  public:
-  Regressor(const RegressorOptions& options, int bits);
+  // `models` regressors share the array (--bag's, interleaved by the caller's indices); each
+  // keeps its own normalizer sums (gd.cc gd_per_model_states), indexed by Step::model.
+  Regressor(const RegressorOptions& options, int bits, int models = 1);
 
   // VW's partial prediction <w, x> (truncated by the l1 gravity, times the l2 contraction),
   // accumulated in single precision in the terms' order. x's indices must be below 2^bits.
@@ -43,7 +45,20 @@ class Regressor {
   // One learn of VW's gd under its scorer: the label joins the range predictions are clamped to,
   // then the update above. weight > 0. false, with the state as it was, when the update would
   // leave a number non-finite (VW would keep the inf or NaN; a snapshot could not hold it).
-  bool Learn(const SparseVector& x, float label, float weight);
+  // A round counts once in t (shared_data::update), however many learns it makes.
+  bool Learn(const SparseVector& x, float label, float weight) {
+    const Step step{&x, weight};
+    return LearnRound(std::span<const Step>(&step, 1), label);
+  }
+  // The learns of one round in order (--bag's regressors, each as often as its bootstrap drew
+  // it; none at all is a round too), all or none: false, with the state as it was before the
+  // first, when any would leave a number non-finite.
+  struct Step {
+    const SparseVector* x;
+    float weight;
+    uint32_t model = 0;  // whose normalizer sums the learn moves
+  };
+  bool LearnRound(std::span<const Step> steps, float label);
 
   int bits() const { return bits_; }
   int stride_shift() const { return stride_shift_; }
@@ -58,7 +73,8 @@ class Regressor {
   // What the array holds at `position` before any learning (a snapshot keeps the others).
   float InitialValue(size_t position) const;
 
-  // The scalar state beside the weights, in VW's model file's terms.
+  // The scalar state beside the weights, in VW's model file's terms (the sums: the first
+  // regressor's).
   struct Scalars {
     double normalized_sum_norm_x = 0;
     double total_weight = 0;
@@ -69,14 +85,23 @@ class Regressor {
     double contraction = 1;
   };
   const Scalars& scalars() const { return s_; }
-  // Restores a saved state (a snapshot's or a model file's). INVALID_ARGUMENT when the array has
-  // the wrong length or a number is not finite.
-  absl::Status Restore(std::vector<float> weights, const Scalars& scalars);
+  // The other regressors' normalizer sums (VW's model file keeps only the first's).
+  struct Sums {
+    double normalized_sum_norm_x = 0;
+    double total_weight = 0;
+  };
+  const std::vector<Sums>& other_sums() const { return other_sums_; }
+  // Restores a saved state (a snapshot's or a model file's; `other_sums` empty: 0, as VW reads a
+  // model file). INVALID_ARGUMENT when the array has the wrong length or a number is not finite.
+  absl::Status Restore(std::vector<float> weights, const Scalars& scalars,
+                       std::vector<Sums> other_sums = {});
 
   // The bytes of a regressor of these options over 2^bits weights, before it is built; what
   // StateBytes reports.
-  static int64_t Bytes(const RegressorOptions& options, int bits);
-  int64_t StateBytes() const { return Bytes(o_, bits_); }
+  static int64_t Bytes(const RegressorOptions& options, int bits, int models = 1);
+  int64_t StateBytes() const {
+    return Bytes(o_, bits_, static_cast<int>(other_sums_.size()) + 1);
+  }
   // log2 of the floats kept per weight: 4 (weight, adaptive sum, normalizer, rate) when the
   // update is adaptive or normalized, else 1 (gd_setup's stride).
   static int StrideShift(const RegressorOptions& options) {
@@ -85,12 +110,13 @@ class Regressor {
 
  private:
   template <bool kAdaptive, bool kNormalized, bool kSqrtRate>
-  float PredPerUpdate(const SparseVector& x, float weight, float grad_squared,
+  float PredPerUpdate(const SparseVector& x, float weight, float grad_squared, Sums& sums,
                       float* update_multiplier);
-  float Sensitivity(const SparseVector& x, float weight, float grad_squared,
+  float Sensitivity(const SparseVector& x, float weight, float grad_squared, Sums& sums,
                     float* update_multiplier);
   void SyncWeights();
-  void LearnUnchecked(const SparseVector& x, float label, float weight);
+  void LearnUnchecked(const Step& step, float label);
+  bool SumsFinite() const;
   // Each touched index's block of floats, for undoing a learn that overflowed.
   std::vector<std::pair<size_t, float>> undo_;
 
@@ -107,6 +133,7 @@ class Regressor {
   std::vector<float> mirror_;
   void RefreshMirror();
   Scalars s_;
+  std::vector<Sums> other_sums_;
 };
 
 }  // namespace bandit::vw

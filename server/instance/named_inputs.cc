@@ -60,7 +60,11 @@ absl::Status FeatureSpaceFromVwArguments(bandit::v1::InstanceConfig* c) {
         ", expected them to agree (or no feature_space: it is taken from the arguments)"));
   };
   if (given.bits != want.bits)
-    return differs("bits", absl::StrCat(given.bits), absl::StrCat(want.bits, " (-b)"));
+    return differs("bits", absl::StrCat(given.bits),
+                   vw->weight_bits == want.bits
+                       ? absl::StrCat(want.bits, " (-b)")
+                       : absl::StrCat(want.bits, " (-b ", vw->weight_bits, " less ceil(log2 --bag ",
+                                      vw->bag_size, "))"));
   if (given.interactions != want.interactions)
     return differs("interactions", absl::StrCat("[", absl::StrJoin(given.interactions, " "), "]"),
                    absl::StrCat("[", absl::StrJoin(want.interactions, " "), "]"));

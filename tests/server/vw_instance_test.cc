@@ -75,10 +75,21 @@ TEST(VwInstance, FeatureSpaceComesFromTheArguments) {
       &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("feature_space.bits is 12"), std::string::npos) << s;
-  s = svc.CreateInstance(Create("y", "policy { vw { arguments: '--cb_explore_adf --bag 3' } }"),
+  // --bag's regressors share -b's array, each in 2 bits fewer for 3 of them.
+  ASSERT_TRUE(svc.CreateInstance(Create("b", "policy { vw { arguments: '--cb_explore_adf --bag 3 "
+                                             "-b 12' } }"),
+                                 &out)
+                  .ok());
+  EXPECT_EQ(out.config().feature_space().bits(), 10);
+  s = svc.CreateInstance(Create("c", "policy { vw { arguments: '--cb_explore_adf --bag 3 -b 12' } }"
+                                     " feature_space { bits: 12 }"),
                          &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("--bag"), std::string::npos) << s;
+  s = svc.CreateInstance(Create("y", "policy { vw { arguments: '--cb_explore_adf --cover 3' } }"),
+                         &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--cover"), std::string::npos) << s;
 }
 
 TEST(VwInstance, ServesWhatTheLearnerPredictsAndLearnsVwsLabel) {

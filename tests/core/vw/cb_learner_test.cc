@@ -109,6 +109,8 @@ TEST(VwTestSuite, RecordedPredictionsReproduced) {
        "pred-sets/ref/cbe_adf_epsilon.predict"},
       {127, "--cb_explore_adf --softmax --lambda 1 --noconstant", "train-sets/cb_test.ldf",
        "pred-sets/ref/cbe_adf_softmax.predict"},
+      {128, "--cb_explore_adf --bag 3 --noconstant", "train-sets/cb_test.ldf",
+       "pred-sets/ref/cbe_adf_bag.predict"},
       {129, "--cb_explore_adf --first 2 --noconstant", "train-sets/cb_test.ldf",
        "pred-sets/ref/cbe_adf_first.predict"},
       {198, "--cb_explore_adf --softmax --lambda 100000 --noconstant", "train-sets/cb_test.ldf",
@@ -162,6 +164,11 @@ TEST(VwSideBySide, PredictionsEqualVw) {
       "--cb_adf --l1 0.00001 -q UA",
       "--cb_adf --clip_p 0.4 -q UA",
       "--cb_explore_adf --cubic UCA -b 20",
+      // Bagging: the bootstrap's draws, each regressor's counts, the interleaved weights.
+      "--cb_explore_adf --bag 5 -q UA -b 18",
+      "--cb_explore_adf --bag 3 --greedify --epsilon 0.05 --random_seed 7 -q ::",
+      "--cb_explore_adf --bag 4 --first_only --sgd -l 0.1 -b 16",
+      "--cb_explore_adf --bag 2 --power_t 0 -l 0.01 --random_seed 123456789 -q UA",
   };
   // VW_CASES="args;args" compares other command lines instead (for a new option's first run).
   if (const char* only = std::getenv("VW_CASES")) cases = absl::StrSplit(only, ';');
@@ -216,7 +223,12 @@ TEST(VwArguments, DefaultsAreVws) {
 TEST(VwArguments, RefusedWithTheFlagNamed) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"", "--cb_adf or --cb_explore_adf"},
-      {"--cb_explore_adf --bag 5", "--bag"},
+      {"--cb_explore_adf --bag 0", "--bag is '0'"},
+      {"--cb_explore_adf --bag 4 -b 2", "--bag is 4 with -b 2"},
+      {"--cb_explore_adf --bag 3 --squarecb", "two explorers"},
+      {"--cb_adf --bag 3", "--bag does nothing with --cb_adf"},
+      {"--cb_explore_adf --greedify", "--greedify does nothing without --bag"},
+      {"--cb_explore_adf --random_seed 3", "--random_seed only seeds --bag"},
       {"--cb_explore_adf --cover 3", "--cover"},
       {"--cb_adf --cb_type ips", "--cb_type"},
       {"--cb_adf --cb_type dr", "--cb_type"},

@@ -55,6 +55,7 @@ const std::vector<std::string> kArguments = {
     "--cb_adf --sgd -l 0.05 --hash_seed 3 --ignore C",
     "--cb_adf --adaptive -l 0.3 --interactions UCA",
     "--cb_adf --normalized -l 0.2 --cubic UCA",
+    "--cb_explore_adf --bag 4 --greedify -q UA -b 16",
 };
 
 TEST(VwModelFile, ReadsBackWhatItWrites) {
@@ -213,6 +214,8 @@ TEST(VwModelFile, LearnedStateEqualsVwsBitForBit) {
       "--cb_adf --power_t 0.25 --initial_t 5 -q UA",
       "--cb_adf --l1 0.00001 -q UA",
       "--cb_adf --l2 0.0001 -q UA",
+      "--cb_explore_adf --bag 5 --epsilon 0.02 -q UA",
+      "--cb_explore_adf --bag 3 --random_seed 99 --first_only --power_t 0 -l 0.01",
   };
   for (const std::string& arguments : cases) {
     SCOPED_TRACE(arguments);
@@ -245,6 +248,8 @@ TEST(VwModelFile, LearnedStateEqualsVwsBitForBit) {
     EXPECT_EQ(a.scalars().gravity, b.scalars().gravity);
     EXPECT_EQ(theirs->learner->counters().event_sum, learner.counters().event_sum);
     EXPECT_EQ(theirs->learner->counters().action_sum, learner.counters().action_sum);
+    // --bag's bootstrap state, as VW saves it (its --random_seed).
+    EXPECT_EQ(theirs->learner->counters().random_state, learner.counters().random_state);
   }
 }
 

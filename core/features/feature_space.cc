@@ -112,6 +112,16 @@ void SortAndFilterDuplicates(std::vector<std::string>* interactions) {
   *interactions = std::move(result);
 }
 
+// parse_args.cc parse_feature_tweaks: VW sorts the whole list (sort_interactions_comparator: by
+// length, then by letters as unsigned bytes) before filtering it, and sums an action's terms in
+// that order, interaction by interaction.
+void SortInteractions(std::vector<std::string>* interactions) {
+  std::sort(interactions->begin(), interactions->end(),
+            [](const std::string& a, const std::string& b) {
+              return a.size() != b.size() ? a.size() < b.size() : a < b;
+            });
+}
+
 // VW's expand_quadratics_wildcard_interactions: every pair (a, b) of letters with a <= b.
 std::vector<std::string> ExpandQuadraticWildcard(const std::string& letters) {
   std::set<std::string> pairs;
@@ -503,6 +513,7 @@ FeatureSpace::FeatureSpace(FeatureSpaceOptions options)
   for (const auto& i : options_.interactions)
     if (i.find(static_cast<char>(kWildcardNamespace)) != std::string::npos) has_wildcard_ = true;
   fixed_interactions_ = options_.interactions;
+  SortInteractions(&fixed_interactions_);
   SortAndFilterDuplicates(&fixed_interactions_);
 }
 
@@ -748,9 +759,7 @@ std::vector<std::string> FeatureSpace::CompileInteractions(const std::string& le
       for (auto& c : CompileWildcard(i, interactable)) compiled.push_back(std::move(c));
     }
   }
-  std::sort(compiled.begin(), compiled.end(), [](const std::string& a, const std::string& b) {
-    return a.size() != b.size() ? a.size() < b.size() : a < b;
-  });
+  SortInteractions(&compiled);
   SortAndFilterDuplicates(&compiled);
   return compiled;
 }

@@ -215,6 +215,8 @@ TEST(VwModelFile, LearnedStateEqualsVwsBitForBit) {
       "--cb_adf --l1 0.00001 -q UA",
       "--cb_adf --l2 0.0001 -q UA",
       "--cb_explore_adf --bag 5 --epsilon 0.02 -q UA",
+      // VW sorts the interactions (by length, then letters) before it sums their terms.
+      "--cb_adf -q UA -q CA --interactions UAC -q AA",
       "--cb_explore_adf --bag 3 --random_seed 99 --first_only --power_t 0 -l 0.01",
   };
   for (const std::string& arguments : cases) {

@@ -186,6 +186,19 @@ class Policy {
   virtual bool SelectReadsOnly() const { return false; }
   virtual absl::Status Update(const Observation& obs) = 0;
 
+  // Multi-slot featurization kept as policy state (Vowpal Wabbit's conditional contextual
+  // bandits, --ccb_explore_adf): whether a decision's slots carry their index ("index<k>" and
+  // its interactions). kPerDecision (every other policy): a decision with several slots or a
+  // featured first slot does, as the request alone says. A policy that keeps the state decides
+  // slots only (a single decision names one slot) and is kBeforeFirst until a decision carried
+  // the index, kAlways after (VW's sticky has_seen_multi_slot_example), or kNever
+  // (--ccb_no_slot_index; the slots' features are still added).
+  enum class SlotIndex { kPerDecision, kBeforeFirst, kAlways, kNever };
+  virtual SlotIndex slot_index() const { return SlotIndex::kPerDecision; }
+  // Told when a decision had several slots or a featured first slot (VW's rule): kBeforeFirst
+  // turns kAlways (kNever stays, keeping the fact as VW's model file does).
+  virtual void SawMultiSlotDecision() {}
+
   // The read-only share of a Select (see PreparedSelect), or null when the policy does not split
   // its Select (the default) or the inputs are invalid (Select then reports the error). Reads
   // the state only: callers run it concurrently with other PrepareSelect calls, never with a

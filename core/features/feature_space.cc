@@ -625,11 +625,34 @@ void FeatureSpace::AddSlotFeatures(const ParsedFeatures& slot, int index, bool a
     to.features.insert(to.features.end(), g.features.begin(), g.features.end());
     if (audit) to.names.insert(to.names.end(), g.names.begin(), g.names.end());
   }
+  if (index < 0) return;
   const std::string name = absl::StrCat("index", index);
   FeatureGroup& id = shared->Get(kCcbIdNamespace);
   id.features.push_back(
       ParsedFeature{HashString(name, HashString("_id", options_.hash_seed)) & mask(), 1.0f});
   if (audit) id.names.push_back(absl::StrCat("_ccb_slot_index^", name));
+}
+
+void FeatureSpace::SlotContexts(const ParsedFeatures& shared, std::span<const ParsedFeatures> slots,
+                                bool slot_index, bool audit,
+                                std::vector<ParsedFeatures>* out) const {
+  out->assign(slots.size(), shared);
+  // conditional_contextual_bandit.cc inject_slot_features and remove_slot_features: a namespace
+  // a slot adds to the shared example is truncated to empty afterwards but stays in its place
+  // (example.cc truncate_example_namespace only pops the last one, the slot index).
+  std::vector<unsigned char> brought;
+  for (size_t k = 0; k < slots.size(); ++k) {
+    ParsedFeatures& context = (*out)[k];
+    for (unsigned char letter : brought) context.Get(letter);
+    for (const FeatureGroup& g : slots[k].groups) {
+      if (g.letter == kConstantNamespace || g.features.empty()) continue;
+      const unsigned char to = g.letter == kDefaultNamespace ? kCcbSlotNamespace : g.letter;
+      if (shared.Find(to) == nullptr &&
+          std::find(brought.begin(), brought.end(), to) == brought.end())
+        brought.push_back(to);
+    }
+    AddSlotFeatures(slots[k], slot_index ? static_cast<int>(k) : -1, audit, &context);
+  }
 }
 
 absl::Status FeatureSpace::Parse(std::string_view json, std::string_view path,

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -145,8 +146,15 @@ class FeatureSpace {
   // VW's CCB does for that slot: the slot's default-namespace features into the slot namespace
   // (139), its other namespaces into the shared namespaces of the same letter, then the feature
   // "index<k>" of the slot-index namespace (140).
+  // (index < 0: no index feature, VW's --ccb_no_slot_index.)
   void AddSlotFeatures(const ParsedFeatures& slot, int index, bool audit,
                        ParsedFeatures* shared) const;
+  // Each slot's shared context as VW's CCB builds it, slot after slot in one example: the shared
+  // groups, then the namespaces earlier slots brought into the shared example (empty: VW leaves
+  // them in place after an earlier slot, and their positions order the float sum of the later
+  // slots' terms), then slot k's features (AddSlotFeatures), with "index<k>" when `slot_index`.
+  void SlotContexts(const ParsedFeatures& shared, std::span<const ParsedFeatures> slots,
+                    bool slot_index, bool audit, std::vector<ParsedFeatures>* out) const;
 
   // The interactions VW evaluates for an example holding `letters` (sorted, unique): explicit
   // ones with wildcards expanded over the interactable letters, sorted and deduplicated by VW's

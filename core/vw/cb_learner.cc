@@ -150,9 +150,16 @@ CbLearner::Counters CbLearner::counters() const {
   c.squarecb_rounds = squarecb_rounds_;
   c.first_remaining = first_remaining_;
   c.random_state = bag_random_state_;
+  c.slot_index_seen = slot_index_seen_;
   c.bag_event_sums.assign(event_sums_.begin() + 1, event_sums_.end());
   c.bag_action_sums.assign(action_sums_.begin() + 1, action_sums_.end());
   return c;
+}
+
+Policy::SlotIndex CbLearner::slot_index() const {
+  if (!o_.ccb) return SlotIndex::kPerDecision;
+  if (o_.ccb_no_slot_index) return SlotIndex::kNever;
+  return slot_index_seen_ ? SlotIndex::kAlways : SlotIndex::kBeforeFirst;
 }
 
 std::optional<double> CbLearner::CoordinateWeight(uint32_t index) const {
@@ -464,6 +471,10 @@ absl::Status CbLearner::Update(const Observation& obs) {
   if (std::fabs(obs.reward) > kMaxFloatValue)
     return absl::InvalidArgumentError(
         absl::StrCat("reward is ", obs.reward, ", expected a finite float (VW's cost is a float)"));
+  if (o_.ccb && obs.memo.size() == 0)
+    return absl::InvalidArgumentError(
+        "a --ccb_explore_adf learner learns a slot of its own multi-slot decision, expected an "
+        "update of a decision it made (logged data without its slots is not taken)");
   // A logged observation (no Select of this policy) is learned as chosen for sure among one.
   float probability = 1.f;
   int num_actions = 1, chosen_index = 0;
@@ -533,6 +544,7 @@ void CbLearner::Save(bandit::v1::PolicyState* out) const {
     w.Put("bag_total_weight", total);
     w.PutInt("bag_random_state", static_cast<int64_t>(bag_random_state_));
   }
+  if (o_.ccb) w.PutInt("slot_index_seen", slot_index_seen_ ? 1 : 0);
   w.PutRng(rng_);
 }
 
@@ -599,6 +611,14 @@ absl::Status CbLearner::Restore(const bandit::v1::PolicyState& state) {
     if (auto st = r.Get("bag_total_weight", &total, others); !st.ok()) return st;
     for (int64_t i = 0; i < others; ++i) other_sums.push_back({norm[i], total[i]});
   }
+  if (o_.ccb) {
+    int64_t seen = 0;
+    if (auto st = r.GetInt("slot_index_seen", &seen); !st.ok()) return st;
+    if (seen != 0 && seen != 1)
+      return absl::InvalidArgumentError(
+          absl::StrCat("vw state slot_index_seen is ", seen, ", expected 0 or 1"));
+    counters.slot_index_seen = seen == 1;
+  }
   Rng rng;
   if (auto st = r.GetRng(&rng); !st.ok()) return st;
   s.min_label = static_cast<float>(min_label);
@@ -638,6 +658,7 @@ absl::Status CbLearner::Load(std::vector<float> weights, const Regressor::Scalar
   event_sums_ = std::move(events);
   action_sums_ = std::move(actions);
   bag_random_state_ = counters.random_state;
+  slot_index_seen_ = o_.ccb && counters.slot_index_seen;
   squarecb_rounds_ = counters.squarecb_rounds;
   first_remaining_ = counters.first_remaining;
   ++model_version_;

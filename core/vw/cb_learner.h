@@ -56,6 +56,13 @@ class CbLearner final : public Policy {
   bool PreparesSelect() const override { return true; }
   std::unique_ptr<PreparedSelect> PrepareSelect(const SelectContext& ctx) const override;
   absl::Status Update(const Observation& obs) override;
+  SlotIndex slot_index() const override;
+  void SawMultiSlotDecision() override {
+    if (o_.ccb && !slot_index_seen_) {
+      slot_index_seen_ = true;
+      ++model_version_;
+    }
+  }
   void Save(bandit::v1::PolicyState* out) const override;
   absl::Status Restore(const bandit::v1::PolicyState& state) override;
   int64_t StateBytes() const override;
@@ -86,6 +93,7 @@ class CbLearner final : public Policy {
     uint64_t squarecb_rounds = 0;            // --squarecb's counter
     uint64_t first_remaining = 0;            // --first's uniform rounds left
     uint64_t random_state = 0;               // --bag's merand48 state
+    bool slot_index_seen = false;            // --ccb_explore_adf's has_seen_multi_slot_example
     // --bag's other regressors' MTR counts; empty: 0 (as VW starts them on reading a model).
     std::vector<uint64_t> bag_event_sums, bag_action_sums;
   };
@@ -125,6 +133,8 @@ class CbLearner final : public Policy {
   std::vector<uint64_t> event_sums_;
   std::vector<uint64_t> action_sums_;
   uint64_t bag_random_state_ = 0;  // --bag's bootstrap draws (VW's merand48 state)
+  // --ccb_explore_adf: a decision had several slots or a featured first slot.
+  bool slot_index_seen_ = false;
   int bag_shift_ = 0;              // ceil(log2 --bag)
   uint64_t squarecb_rounds_ = 0;  // SquareCB's counter (rounds learned)
   uint64_t first_remaining_ = 0;  // --first: uniform rounds left

@@ -30,6 +30,8 @@ const std::map<std::string, Kind>& KeptOptions() {
       {"cb_adf", Kind::kSwitch},
       {"cb_explore_adf", Kind::kSwitch},
       {"cb_type", Kind::kString},
+      {"ccb_explore_adf", Kind::kSwitch},
+      {"ccb_no_slot_index", Kind::kSwitch},
       {"clip_p", Kind::kFloat},
       {"cubic", Kind::kString},
       {"epsilon", Kind::kFloat},
@@ -136,10 +138,11 @@ std::string OptionsString(const VwOptions& o, uint64_t random_state) {
   kept["csoaa_ldf"] = {"multiline"};
   kept["csoaa_rank"] = {""};
   if (o.reduction == Reduction::kCbExploreAdf) kept["cb_explore_adf"] = {""};
+  if (o.ccb) kept["cb_sample"] = {""};  // inserted by ccb_explore_adf's setup
   for (const auto& [name, value] : o.supplied) {
     auto it = KeptOptions().find(name);
     if (it == KeptOptions().end() || name == "cb_adf" || name == "cb_type" ||
-        name == "cb_explore_adf")
+        name == "cb_explore_adf" || name == "cb_sample")
       continue;
     kept[name].push_back(OptionValue(it->second, value));
   }
@@ -180,7 +183,9 @@ std::string WriteModelFile(const CbLearner& learner) {
   const uint32_t checksum = w.hash();
   w.Put<uint32_t>(4);
   w.Put<uint32_t>(checksum);
-  // The reductions, top of the stack first.
+  // The reductions, top of the stack first: ccb's flag (conditional_contextual_bandit.cc
+  // save_load), the explorer's counter, cb_adf's counts, gd.
+  if (o.ccb) w.Put<uint8_t>(c.slot_index_seen ? 1 : 0);
   if (o.explorer == Explorer::kSquareCb) w.Put<uint64_t>(c.squarecb_rounds);
   if (o.explorer == Explorer::kFirst) w.Put<uint64_t>(c.first_remaining);
   w.Put<uint64_t>(c.event_sum);
@@ -258,7 +263,7 @@ absl::StatusOr<ModelFile> ReadModelFile(absl::string_view bytes, absl::string_vi
   const bool bag = std::find(tokens.begin(), tokens.end(), "--bag") != tokens.end();
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string& t = tokens[i];
-    if (t == "--csoaa_rank" || (t == "--cb_adf" && explore)) continue;
+    if (t == "--csoaa_rank" || t == "--cb_sample" || (t == "--cb_adf" && explore)) continue;
     // The random state VW saves whatever its reductions; only --bag's draws read it here.
     if (t == "--random_seed" && !bag) {
       ++i;
@@ -284,6 +289,11 @@ absl::StatusOr<ModelFile> ReadModelFile(absl::string_view bytes, absl::string_vi
   // The reductions' blocks.
   CbLearner::Counters c;
   c.random_state = parsed->random_seed;  // the state the header saved
+  if (parsed->ccb) {
+    uint8_t seen = 0;
+    if (!in.Get(&seen) || seen > 1) return Corrupt("truncated or corrupt in ccb's flag");
+    c.slot_index_seen = seen == 1;
+  }
   if (parsed->explorer == Explorer::kSquareCb && !in.Get(&c.squarecb_rounds))
     return Corrupt("truncated in --squarecb's counter");
   if (parsed->explorer == Explorer::kFirst && !in.Get(&c.first_remaining))

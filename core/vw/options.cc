@@ -25,6 +25,9 @@ const std::map<std::string, FlagSpec, std::less<>>& ServedFlags() {
   static const auto* flags = new std::map<std::string, FlagSpec, std::less<>>{
       {"cb_adf", {Arity::kFlag}},
       {"cb_explore_adf", {Arity::kFlag}},
+      {"ccb_explore_adf", {Arity::kFlag}},
+      {"ccb_no_slot_index", {Arity::kFlag}},
+      {"cb_sample", {Arity::kFlag}},
       {"cb_type", {Arity::kValue}},
       {"epsilon", {Arity::kValue}},
       {"first_only", {Arity::kFlag}},
@@ -68,9 +71,6 @@ const std::map<std::string, std::string, std::less<>>& UnservedFlags() {
       {"rnd", "random network distillation (--rnd) is not served"},
       {"synthcover", "synthetic cover (--synthcover) is not served"},
       {"elim", "SquareCB's elimination variant (--elim) is not served"},
-      {"ccb_explore_adf",
-       "conditional contextual bandits (--ccb_explore_adf) are not served by "
-       "this learner; a multi-slot decision on a vw instance is not served yet"},
       {"cb_explore", "--cb_explore (actions without features) is not served; use --cb_explore_adf"},
       {"cb", "--cb (actions without features) is not served; use --cb_adf"},
       {"large_action_space", "--large_action_space is not served"},
@@ -226,7 +226,13 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
   o.arguments = absl::StrJoin(tokens, " ");
   o.supplied = std::move(supplied);
   // The reduction.
-  if (has("cb_explore_adf")) {
+  if (has("ccb_explore_adf")) {
+    o.reduction = Reduction::kCbExploreAdf;  // VW inserts --cb_explore_adf under it
+    o.ccb = true;
+    o.ccb_no_slot_index = has("ccb_no_slot_index");
+  } else if (has("ccb_no_slot_index")) {
+    return FlagError("ccb_no_slot_index", "does nothing without --ccb_explore_adf");
+  } else if (has("cb_explore_adf")) {
     o.reduction = Reduction::kCbExploreAdf;
   } else if (has("cb_adf")) {
     o.reduction = Reduction::kCbAdf;
@@ -309,6 +315,13 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
         return s;
   }
 
+  // cb_sample is CCB's own reduction (a model file names it).
+  if (has("cb_sample") && !o.ccb)
+    return FlagError("cb_sample", "is --ccb_explore_adf's own reduction and is not set by hand");
+  if (o.ccb && o.explorer == Explorer::kBag)
+    return FlagError("bag",
+                     "with --ccb_explore_adf: VW then draws the bootstrap and an unlabeled slot's "
+                     "choice from one generator, which the service's sampling cannot reproduce");
   if (has("random_seed")) {
     if (o.explorer != Explorer::kBag)
       return FlagError("random_seed",
@@ -341,6 +354,11 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
   } else if (named_update && !(r.adaptive && r.normalized)) {
     r.learning_rate = 10.0f;  // gd_setup: the default rate of a non-default update
   }
+  if (o.ccb && !r.adaptive)
+    return absl::InvalidArgumentError(
+        "vw.arguments: --ccb_explore_adf with an update that is not adaptive: VW's step size "
+        "then counts decisions, not slots, which a service learning each slot as its reward "
+        "arrives does not know; use the default update or name --adaptive");
   if (has("power_t"))
     if (auto s = ParseFloat("power_t", value("power_t"), 0, 1e3f, &r.power_t); !s.ok()) return s;
   if (has("initial_t")) {

@@ -66,6 +66,12 @@ struct VwOptions {
   // rounds (drawn from VW's merand48 seeded by --random_seed; --greedify trains the first on
   // every round once). The array keeps -b's size, so each regressor hashes into
   // b - ceil(log2 N) bits (VW interleaves them: index i of regressor m is i * 2^ceil(log2 N) + m).
+  // --ccb_explore_adf: multi-slot decisions as VW's conditional contextual bandits make them
+  // (cb_explore_adf once per slot over the actions earlier slots left; each slot's features and,
+  // once any decision had several slots or a featured first slot, its index "index<k>" and the
+  // interactions with it). --ccb_no_slot_index: the index never.
+  bool ccb = false;
+  bool ccb_no_slot_index = false;
   uint64_t bag_size = 1;
   bool greedify = false;
   uint64_t random_seed = 0;

@@ -249,7 +249,7 @@ TEST(VwArguments, RefusedWithTheFlagNamed) {
       {"--cb_explore_adf --sgd --adaptive", "--sgd"},
       {"--cb_explore_adf --dsjson", "--dsjson"},
       {"--cb_explore_adf 0.2", "'0.2' is not an option"},
-      {"--ccb_explore_adf", "--ccb_explore_adf"},
+      {"--ccb_explore_adf --cover 2", "--cover"},
   };
   for (const auto& [arguments, expected] : refused) {
     auto o = ParseVwArguments(arguments);

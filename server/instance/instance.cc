@@ -39,6 +39,7 @@ Instance::Instance(std::unique_ptr<InstanceState> state, const Clock* clock,
       limits_(limits),
       feature_space_(state->feature_space()),
       sparse_inputs_(state->TakesSparseInputs()),
+      slot_index_(state->SlotIndexState()),
       state_(std::move(state)) {}
 
 Instance::~Instance() {
@@ -269,8 +270,9 @@ void Instance::SelectBatch(absl::Span<const bandit::v1::SelectRequest* const> re
   SelectInputs in;
   RunHeld(reqs.size(), statuses, written_seq, [&](size_t i, int64_t now) {
     mu_.AssertHeld();
-    absl::Status s = InstanceState::ParseSelectInputs(*reqs[i], limits_, feature_space_.get(), &in,
-                                                      state_->TakesSparseInputs());
+    absl::Status s =
+        InstanceState::ParseSelectInputs(*reqs[i], limits_, feature_space_.get(), &in,
+                                         state_->TakesSparseInputs(), state_->SlotIndexState());
     if (s.ok()) s = SelectLocked(*reqs[i], in, now, outs[i], written_seq, nullptr);
     return s;
   });
@@ -336,7 +338,8 @@ absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::
   // concurrent caller of this instance waits for.
   SelectInputs in;
   if (auto s = InstanceState::ParseSelectInputs(req, limits_, feature_space_.get(), &in,
-                                                sparse_inputs_.load(std::memory_order_relaxed));
+                                                sparse_inputs_.load(std::memory_order_relaxed),
+                                                slot_index_.load(std::memory_order_relaxed));
       !s.ok())
     return s;
   // A policy whose prediction is the cost of its Select (Vowpal Wabbit's learner) computes it
@@ -349,7 +352,17 @@ absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::
   }
   absl::MutexLock lock(&mu_);
   prepares_select_.store(state_->PreparesSelect(), std::memory_order_relaxed);
-  return SelectLocked(req, in, clock_->NowMs(), out, written_seq, nullptr);
+  // The policy's multi-slot featurization state moved since the request was featurized (a
+  // Select before this one had several slots): featurized again, as the journal's replay will.
+  if (in.slot_index != state_->SlotIndexState())
+    if (auto s = InstanceState::ParseSelectInputs(req, limits_, feature_space_.get(), &in,
+                                                  state_->TakesSparseInputs(),
+                                                  state_->SlotIndexState());
+        !s.ok())
+      return s;
+  absl::Status s = SelectLocked(req, in, clock_->NowMs(), out, written_seq, nullptr);
+  slot_index_.store(state_->SlotIndexState(), std::memory_order_relaxed);
+  return s;
 }
 
 absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, SelectInputs& in,
@@ -523,7 +536,8 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
       bandit::v1::Decision out;
       SelectInputs in;
       s = InstanceState::ParseSelectInputs(rec.select(), limits_, feature_space_.get(), &in,
-                                           state_->TakesSparseInputs());
+                                           state_->TakesSparseInputs(),
+                                           state_->SlotIndexState());
       if (s.ok()) s = SelectLocked(rec.select(), in, now, &out, nullptr, &rec.event_id());
       break;
     }

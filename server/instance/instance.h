@@ -206,6 +206,10 @@ class Instance {
   // Whether the served policy splits its Select (Policy::PreparesSelect), as last seen under the
   // lock: a hint for taking the shared side first (a stale value only costs a recomputation).
   std::atomic<bool> prepares_select_{true};
+  // The served policy's multi-slot featurization state (Policy::slot_index) as last seen under
+  // the lock: what a Select featurizes its slots for before the lock; a stale value is caught
+  // under the lock, where the request is featurized again.
+  std::atomic<Policy::SlotIndex> slot_index_{Policy::SlotIndex::kPerDecision};
   const std::unique_ptr<InstanceState> state_ ABSL_PT_GUARDED_BY(mu_);
   Storage* storage_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool deleted_ ABSL_GUARDED_BY(mu_) = false;

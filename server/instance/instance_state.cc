@@ -289,8 +289,11 @@ InstanceState::SelectInputs::~SelectInputs() {
 absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& req,
                                               const InstanceLimits& limits,
                                               const features::FeatureSpace* space,
-                                              SelectInputs* in, bool sparse) {
+                                              SelectInputs* in, bool sparse,
+                                              Policy::SlotIndex slot_index) {
   in->action_of.clear();
+  in->slot_index = slot_index;
+  in->multi_slot_decision = false;
   in->slots.clear();
   in->is_sparse = false;
   // The sparse scratch keeps its vectors for FeaturizeSelect, which refills them in place (their
@@ -337,7 +340,8 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
       in->x.resize(0);
       in->candidates->clear();
       in->is_sparse = sparse;
-      return FeaturizeSlots(*space, limits.named, req, &in->slots, sparse);
+      return FeaturizeSlots(*space, limits.named, req, &in->slots, sparse, slot_index,
+                            &in->multi_slot_decision);
     }
     if (space != nullptr && req.candidates_size() > 0)
       return absl::InvalidArgumentError(
@@ -391,6 +395,10 @@ absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& r
     in->x.resize(0);
     return absl::OkStatus();
   }
+  if (HasNamedInputs(req) && !arm_set_form && slot_index != Policy::SlotIndex::kPerDecision)
+    return absl::InvalidArgumentError(
+        "slots is empty, expected the decision's slots: the instance's learner is Vowpal "
+        "Wabbit's --ccb_explore_adf, which decides slots (one slot for a single decision)");
   if (HasNamedInputs(req) && !arm_set_form) {
     if (space == nullptr)
       return absl::InvalidArgumentError(

@@ -121,14 +121,23 @@ class InstanceState {
     // The served policy's read-only share of this Select, computed ahead under the instance's
     // shared lock (PrepareSelect), or null.
     std::unique_ptr<PreparedSelect> prepared;
+    // Multi-slot featurization: the policy's slot-index state the slots were featurized for (a
+    // Select re-parses under the lock when the policy's changed since), and whether the
+    // decision has several slots or a featured first slot (Policy::SawMultiSlotDecision).
+    Policy::SlotIndex slot_index = Policy::SlotIndex::kPerDecision;
+    bool multi_slot_decision = false;
   };
   // With a feature space (`space`), a request's named context and actions become the
   // candidates (sparse vectors with `sparse`, see TakesSparseInputs); without one, named inputs
   // are refused (and with one, dense candidates are).
-  static absl::Status ParseSelectInputs(const bandit::v1::SelectRequest& req,
-                                        const InstanceLimits& limits,
-                                        const features::FeatureSpace* space, SelectInputs* in,
-                                        bool sparse = false);
+  // `slot_index`: the served policy's (Policy::slot_index); a policy that keeps the state
+  // decides named slots only.
+  static absl::Status ParseSelectInputs(
+      const bandit::v1::SelectRequest& req, const InstanceLimits& limits,
+      const features::FeatureSpace* space, SelectInputs* in, bool sparse = false,
+      Policy::SlotIndex slot_index = Policy::SlotIndex::kPerDecision);
+  // The served policy's multi-slot featurization state (what ParseSelectInputs needs).
+  Policy::SlotIndex SlotIndexState() const { return policy_->slot_index(); }
   // Whether named inputs reach the served policy as sparse vectors: the instance has a feature
   // space and its policy takes sparse input (the diagonal-covariance forms). Changes only when
   // the served policy does (PromoteShadow); SelectContextFor densifies sparse inputs parsed for

@@ -331,6 +331,9 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
     }
     event.slots.push_back(std::move(p));
   }
+  // A learner that keeps VW's multi-slot flag (--ccb_explore_adf) featurizes every later
+  // decision with its slots' index once one had several slots or a featured first slot.
+  if (in.multi_slot_decision && mode != bandit::v1::LOGGING_ONLY) policy_->SawMultiSlotDecision();
   // The decision's own fields describe its first slot.
   const bandit::v1::SlotDecision& first = out->slots(0);
   out->set_event_id(event.event_id);

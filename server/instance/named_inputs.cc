@@ -216,7 +216,7 @@ absl::Status FeaturizeSlots(const features::FeatureSpace& space,
                             const features::InputLimits& limits,
                             const bandit::v1::SelectRequest& req,
                             std::vector<InstanceState::SelectInputs::Slot>* slots,
-                            bool sparse) {
+                            bool sparse, Policy::SlotIndex slot_index, bool* multi_slot) {
   features::ParsedFeatures shared;
   if (!req.context().empty())
     if (auto s = space.Parse(req.context(), "context", limits, false, &shared); !s.ok()) return s;
@@ -238,22 +238,28 @@ absl::Status FeaturizeSlots(const features::FeatureSpace& space,
           !s.ok())
         return s;
   }
-  // VW's CCB adds the slot's features and index (and the interactions with the index) once a
-  // decision has several slots or its first slot has features of its own; a single plain slot is
-  // featurized as a single decision.
-  const bool augment = req.slots_size() > 1 || slot_features[0].size() > 0;
+  // VW's CCB adds the slots' features, and their index (with the interactions with it) once a
+  // decision has several slots or its first slot has features of its own; a learner that keeps
+  // that as state (--ccb_explore_adf) adds the index from then on to every decision.
+  const bool multi = req.slots_size() > 1 || slot_features[0].size() > 0;
+  if (multi_slot != nullptr) *multi_slot = multi;
+  using SlotIndex = Policy::SlotIndex;
+  const bool indexed =
+      slot_index == SlotIndex::kAlways ||
+      (multi && (slot_index == SlotIndex::kPerDecision || slot_index == SlotIndex::kBeforeFirst));
   std::optional<features::FeatureSpace> slot_space;
-  if (augment) {
+  if (indexed) {
     auto s = space.ForSlots();
     if (!s.ok()) return s.status();
     slot_space = *std::move(s);
   }
-  const features::FeatureSpace& used = augment ? *slot_space : space;
+  const features::FeatureSpace& used = indexed ? *slot_space : space;
+  std::vector<features::ParsedFeatures> contexts;
+  used.SlotContexts(shared, slot_features, indexed, false, &contexts);
   const bool sparse_out = sparse;
   features::SparseFeatures terms;
   for (int k = 0; k < req.slots_size(); ++k) {
-    features::ParsedFeatures context = shared;
-    if (augment) used.AddSlotFeatures(slot_features[k], k, false, &context);
+    const features::ParsedFeatures& context = contexts[k];
     auto& out = (*slots)[k];
     if (sparse_out) {
       out.sparse_candidates.assign(req.actions_size(), SparseVector());

@@ -64,14 +64,18 @@ absl::Status CheckNamedActions(const bandit::v1::SelectRequest& req, int64_t max
 // A multi-slot named Select's vectors (`slots` checked, with each slot's allowed actions): for
 // each slot and each action it may choose, the action with the context merged in, the slot's
 // features and index added as Vowpal Wabbit's conditional contextual bandits do
-// (FeatureSpace::ForSlots, AddSlotFeatures), so an exported log trains the same in VW's
-// ccb_explore_adf. With `sparse` (a policy that takes sparse input) each slot's vectors are
-// its sparse_candidates, never densified.
+// (FeatureSpace::ForSlots, SlotContexts), so an exported log trains the same in VW's
+// ccb_explore_adf. The index is added as `slot_index` says (Policy::slot_index; per decision:
+// when it has several slots or a featured first slot, which `multi_slot` receives). With
+// `sparse` (a policy that takes sparse input) each slot's vectors are its sparse_candidates,
+// never densified.
 absl::Status FeaturizeSlots(const features::FeatureSpace& space,
                             const features::InputLimits& limits,
                             const bandit::v1::SelectRequest& req,
                             std::vector<InstanceState::SelectInputs::Slot>* slots,
-                            bool sparse = false);
+                            bool sparse = false,
+                            Policy::SlotIndex slot_index = Policy::SlotIndex::kPerDecision,
+                            bool* multi_slot = nullptr);
 
 // A direct Update's vector: the context merged into the action, as at Select.
 absl::StatusOr<Vector> FeaturizeDirect(const features::FeatureSpace& space,

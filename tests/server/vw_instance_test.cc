@@ -142,6 +142,119 @@ TEST(VwInstance, ServesWhatTheLearnerPredictsAndLearnsVwsLabel) {
   EXPECT_GT(chosen_count[2], 100);
 }
 
+// A --ccb_explore_adf instance decides slots as VW's conditional contextual bandits do: each
+// slot over the actions earlier slots left, its features in the slot's context, and once a
+// decision had several slots, every later one (a single featureless slot too) with its slots'
+// index: a twin learner fed the same vectors (FeatureSpace::SlotContexts) and the same rewards
+// predicts every slot's probabilities. A plain Select and logged data are refused.
+TEST(VwInstance, CcbSlotsAsVwDecidesThemWithTheStickyIndex) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  constexpr char kCcb[] = "--ccb_explore_adf --squarecb -q UA -l 0.1 -b 10";
+  ASSERT_TRUE(svc.CreateInstance(Create("v", absl::StrCat("policy { vw { arguments: '", kCcb,
+                                                          "' } } seed: 5")),
+                                 &out)
+                  .ok());
+  v1::Decision plain;
+  absl::Status refused = svc.Select(Round(0), &plain);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("slots"), std::string::npos) << refused;
+
+  auto options = vw::ParseVwArguments(kCcb);
+  ASSERT_TRUE(options.ok());
+  vw::CbLearner twin(*options, 0);
+  auto space = *features::FeatureSpace::Create(options->space);
+  auto slot_space = *space.ForSlots();
+  features::InputLimits limits;
+  int indexed_single_slots = 0;
+  for (int round = 0; round < 60; ++round) {
+    v1::SelectRequest req = Round(round);
+    // Single featureless slots first, then two slots (the second with features), then single
+    // slots again: featurized with the index now.
+    const int slots = round >= 10 && round < 40 ? 2 : 1;
+    for (int k = 0; k < slots; ++k) {
+      auto* slot = req.add_slots();
+      slot->set_id(absl::StrCat("s", k));
+      if (k == 1) slot->set_features(absl::StrCat(R"({"Slot":{"pos":"p)", round % 2, R"("}})"));
+    }
+    v1::Decision d;
+    ASSERT_TRUE(svc.Select(req, &d).ok()) << round;
+    ASSERT_EQ(d.slots_size(), slots);
+
+    features::ParsedFeatures shared;
+    ASSERT_TRUE(space.Parse(req.context(), "context", limits, false, &shared).ok());
+    std::vector<features::ParsedFeatures> actions(req.actions_size()), slot_features(slots);
+    for (int a = 0; a < req.actions_size(); ++a)
+      ASSERT_TRUE(space.Parse(req.actions(a).features(), "a", limits, false, &actions[a]).ok());
+    for (int k = 0; k < slots; ++k)
+      if (!req.slots(k).features().empty())
+        ASSERT_TRUE(
+            space.Parse(req.slots(k).features(), "s", limits, false, &slot_features[k]).ok());
+    if (slots > 1 || slot_features[0].size() > 0) twin.SawMultiSlotDecision();
+    const bool indexed = twin.slot_index() == Policy::SlotIndex::kAlways;
+    indexed_single_slots += indexed && slots == 1;
+    const features::FeatureSpace& used = indexed ? slot_space : space;
+    std::vector<features::ParsedFeatures> contexts;
+    used.SlotContexts(shared, slot_features, indexed, false, &contexts);
+    // Every slot is decided before any is learned; the rewards come back in slot order.
+    std::vector<char> taken(req.actions_size(), 0);
+    struct Learn {
+      SparseVector x;
+      int position, offered;
+      float propensity;
+    };
+    std::vector<Learn> learns;
+    for (int k = 0; k < slots; ++k) {
+      std::vector<int> offered;
+      std::vector<SparseVector> xs;
+      for (int a = 0; a < req.actions_size(); ++a) {
+        if (taken[a]) continue;
+        offered.push_back(a);
+        SparseVector x;
+        used.Featurize(actions[a], &contexts[k], &x.index, &x.value);
+        xs.push_back(std::move(x));
+      }
+      vw::CbLearner::Prediction p;
+      twin.Predict(xs, &p);
+      const v1::SlotDecision& sd = d.slots(k);
+      ASSERT_EQ(sd.ranking_size(), static_cast<int>(offered.size()));
+      for (const auto& r : sd.ranking()) {
+        const int a = r.id().back() - '0';
+        const int j = static_cast<int>(std::find(offered.begin(), offered.end(), a) -
+                                       offered.begin());
+        EXPECT_FLOAT_EQ(static_cast<float>(r.probability()), p.pmf[j]) << round << " slot " << k;
+      }
+      const int j = static_cast<int>(
+          std::find(offered.begin(), offered.end(), sd.arm_index()) - offered.begin());
+      learns.push_back({xs[j], j, static_cast<int>(offered.size()),
+                        static_cast<float>(sd.propensity())});
+      taken[sd.arm_index()] = 1;
+    }
+    for (int k = 0; k < slots; ++k) {
+      const double reward = d.slots(k).arm_index() == 2 ? 1.0 : 0.1 * k;
+      v1::UpdateRequest u;
+      u.set_instance("v");
+      u.set_event_id(d.event_id());
+      u.set_slot_id(absl::StrCat("s", k));
+      u.set_reward(reward);
+      v1::UpdateResponse resp;
+      ASSERT_TRUE(svc.Update(u, &resp).ok()) << round;
+      ASSERT_TRUE(twin.Learn(learns[k].x, learns[k].position, learns[k].offered,
+                             -static_cast<float>(reward), learns[k].propensity));
+    }
+  }
+  EXPECT_EQ(indexed_single_slots, 20);
+  // Logged data (a direct update without its slots) is refused.
+  v1::UpdateRequest direct;
+  direct.set_instance("v");
+  direct.mutable_direct()->set_context(Round(0).context());
+  *direct.mutable_direct()->mutable_action() = Round(0).actions(0);
+  direct.set_reward(1);
+  v1::UpdateResponse resp;
+  EXPECT_EQ(svc.Update(direct, &resp).code(), absl::StatusCode::kInvalidArgument);
+}
+
 // explain: the chosen action's terms with the learner's weights; their dot product is the
 // chosen action's predicted cost, as the cb_adf reduction scores it.
 TEST(VwInstance, ExplainShowsEachTermsWeight) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <random>
 #include <sstream>
@@ -291,6 +292,44 @@ TEST(VwRegressor, FirstDefaultUpdateInClosedForm) {
 }
 
 // A Select never changes the model, and the same seed replays the same choices.
+// Every term of every candidate is checked (index below 2^b, a finite float value) wherever it
+// sits in the vector (the check takes two values at a time): INVALID_ARGUMENT naming the
+// candidate and the term, and the model untouched.
+TEST(VwLearner, EveryTermIsCheckedWhereverItSits) {
+  bandit::v1::PolicyConfig config;
+  config.mutable_vw()->set_arguments("--cb_explore_adf --epsilon 0.3 -b 4");
+  auto policy = CbLearner::Make(config, 1);
+  ASSERT_TRUE(policy.ok());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (size_t length : {1u, 2u, 5u, 8u})
+    for (size_t at = 0; at < length; ++at)
+      for (double bad : {nan, 1e39, -1e39, std::numeric_limits<double>::infinity()}) {
+        SparseVector x;
+        for (size_t k = 0; k < length; ++k) {
+          x.index.push_back(static_cast<uint32_t>(k));
+          x.value.push_back(k == at ? bad : 0.5);
+        }
+        std::vector<SparseVector> xs = {{{1}, {1.0}}, x};
+        SelectContext ctx;
+        ctx.sparse_candidates = xs;
+        auto d = (*policy)->Select(ctx);
+        ASSERT_FALSE(d.ok()) << length << " " << at << " " << bad;
+        EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_NE(d.status().message().find(absl::StrCat("candidates[1].value[", at, "]")),
+                  std::string::npos)
+            << d.status();
+      }
+  SparseVector beyond{{3, 16}, {1.0, 1.0}};  // 2^4 = 16 is out of range
+  std::vector<SparseVector> xs = {beyond};
+  SelectContext ctx;
+  ctx.sparse_candidates = xs;
+  EXPECT_EQ((*policy)->Select(ctx).status().code(), absl::StatusCode::kInvalidArgument);
+  SparseVector largest{{15, 1}, {3.4e38, -3.4e38}};  // below FLT_MAX: taken
+  xs = {largest};
+  ctx.sparse_candidates = xs;
+  EXPECT_TRUE((*policy)->Select(ctx).ok());
+}
+
 TEST(VwLearner, SelectReadsTheModelAndTheSeedReplays) {
   bandit::v1::PolicyConfig config;
   config.mutable_vw()->set_arguments("--cb_explore_adf --epsilon 0.3 -b 3");

@@ -427,7 +427,9 @@ class Reader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Reader> {
     FeatureGroup& g = out_->Get(ns.letter);
     g.features.push_back(ParsedFeature{index, value});
     if (audit_) {
-      g.names.push_back(ns.name == " "
+      // VW writes no namespace prefix for the default namespace or an empty name (to_string of
+      // audit_strings).
+      g.names.push_back(ns.name == " " || ns.name.empty()
                             ? std::string(audit_name)
                             : absl::StrCat(std::string(ns.name), "^", std::string(audit_name)));
     }

@@ -583,7 +583,7 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
                                    const SelectInputs& in, int64_t now, bandit::v1::Decision* out,
                                    bandit::v1::JournalRecord* rec,
                                    const std::string* replay_event_id) {
-  if (auto s = CheckNewDecision(req); !s.ok()) return s;
+  if (auto s = CheckNewDecision(req, /*live=*/replay_event_id == nullptr); !s.ok()) return s;
   const bandit::v1::LearningMode mode = ModeOf(config_);
   if (!in.slots.empty()) return SelectSlots(ctx, req, in, now, out, rec, replay_event_id);
   const std::vector<Vector>& candidates = *in.candidates;
@@ -738,7 +738,8 @@ Decision InstanceState::BaselineDecision(const SelectContext& ctx, const SelectI
   return b;
 }
 
-absl::Status InstanceState::CheckNewDecision(const bandit::v1::SelectRequest& req) const {
+absl::Status InstanceState::CheckNewDecision(const bandit::v1::SelectRequest& req,
+                                             bool live) const {
   if (pending_.full())
     return absl::ResourceExhaustedError(absl::StrCat(
         "instance '", name_, "' has ", pending_.size(),
@@ -749,6 +750,13 @@ absl::Status InstanceState::CheckNewDecision(const bandit::v1::SelectRequest& re
       return absl::AlreadyExistsError(absl::StrCat(
           "event_id '", req.event_id(), "' is taken by a decision of instance '", name_,
           "' still waiting for its reward, expected a new id for each decision"));
+    // A finished decision's id too, while the instance remembers it (its memory of finished
+    // events): two decisions under one id would make the decision log's join ambiguous. (A
+    // journal written before this check was made is replayed as it was accepted.)
+    if (live && pending_.FateOf(req.event_id()) != EventFate::kUnknown)
+      return absl::AlreadyExistsError(absl::StrCat(
+          "event_id '", req.event_id(), "' was used by a decision of instance '", name_,
+          "' that is finished (rewarded or expired), expected a new id for each decision"));
   }
   return absl::OkStatus();
 }

@@ -299,7 +299,8 @@ class InstanceState {
   static Decision AmongOffered(const Decision& d, const std::vector<int>& offered);
   // The checks every new decision passes before the policy is asked: room in the pending table
   // and a free, well-formed caller-chosen event id.
-  absl::Status CheckNewDecision(const bandit::v1::SelectRequest& req) const;
+  // `live`: a request (not a journal's replay), which may not reuse a finished decision's id.
+  absl::Status CheckNewDecision(const bandit::v1::SelectRequest& req, bool live) const;
   // Learns `reward` for `target` (a pending decision or one of its slots) as the served policy
   // and the shadows do for a joined reward, and counts it; on error nothing changed.
   absl::Status LearnPending(const PendingDecision& target, double reward);

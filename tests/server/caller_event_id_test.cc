@@ -66,8 +66,18 @@ TEST(CallerEventId, TheDecisionCarriesItAndItsRewardJoinsOnIt) {
   EXPECT_EQ(logged[1].event_id(), server_made.event_id());
   EXPECT_LT(logged[0].event_seq(), logged[1].event_seq());
 
-  // Once its decision is finished, the id may name a new decision.
-  ASSERT_TRUE(svc.Select(Request("x", 2, "order-17.a:b~c_d"), &d).ok());
+  // A finished decision's id names no new decision while the instance remembers it (the log's
+  // join would be ambiguous), and nothing changes.
+  const std::string before = Exported(svc, "x");
+  const absl::Status reused = svc.Select(Request("x", 2, "order-17.a:b~c_d"), &d);
+  EXPECT_EQ(reused.code(), StatusCode::kAlreadyExists) << reused;
+  EXPECT_THAT(std::string(reused.message()), HasSubstr("finished"));
+  EXPECT_EQ(Exported(svc, "x"), before);
+  // An expired one's too.
+  ASSERT_TRUE(svc.Select(Request("x", 3, "will-expire"), &d).ok());
+  clock.Advance(24LL * 3600 * 1000);
+  ASSERT_TRUE(svc.Select(Request("x", 4, "after-expiry"), &d).ok());  // expiry runs
+  EXPECT_EQ(svc.Select(Request("x", 5, "will-expire"), &d).code(), StatusCode::kAlreadyExists);
 }
 
 TEST(CallerEventId, ATakenOrMalformedIdIsRefusedAndChangesNothing) {

@@ -70,8 +70,8 @@ ApiError ErrorFor(const absl::Status& status, Route route, absl::string_view tar
       e.code = InvalidRequestCode(route);
       break;
     case absl::StatusCode::kAlreadyExists:
-      // A caller-chosen eventId still pending, or a name taken: the request is refused as
-      // invalid, as Personalizer refuses what it cannot accept.
+      // A caller-chosen eventId still pending or finished (while remembered), or a name taken:
+      // the request is refused as invalid, as Personalizer refuses what it cannot accept.
       e.http_status = 400;
       e.code = InvalidRequestCode(route);
       break;

@@ -438,5 +438,15 @@ TEST(FeatureSpace, SlotDefaultNamespaceMatchesVw) {
   EXPECT_THAT(std::string(Space(18, {"abc"}).ForSlots().status().message()), HasSubstr("'abc'"));
 }
 
+// A namespace whose JSON key is empty is named as VW's audit names it: no prefix. VW 9.11.2's
+// `--cb_explore_adf --json --audit` on {"U":{"x":1},"":{"k":1},"_multi":[{"":{"a":1}},...]}
+// printed, for the first action: a:92594 k:107985 Constant:116060 U^x:73290.
+TEST(FeatureSpace, AnEmptyNamespaceKeyIsNamedAsVwAuditsIt) {
+  const auto m = Indices(Space(18), R"({"":{"a":1}})", R"({"U":{"x":1},"":{"k":1}})");
+  const std::multimap<std::string, uint32_t> vw = {
+      {"a", 92594}, {"k", 107985}, {"Constant", 116060}, {"U^x", 73290}};
+  EXPECT_EQ(m, vw);
+}
+
 }  // namespace
 }  // namespace bandit::features

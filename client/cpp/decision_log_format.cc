@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/cpp/dsjson_reading.h"
+#include "client/cpp/json_text.h"
 
 namespace bandit::client {
 
@@ -22,6 +23,15 @@ namespace dsjson {
 
 bool HasReward(const v1::LoggedDecision& d) {
   return d.outcome() == v1::OUTCOME_REWARDED || d.outcome() == v1::OUTCOME_EXPIRED_DEFAULT;
+}
+
+std::string MembersBut(std::string_view object, std::initializer_list<std::string_view> drop) {
+  std::string out;
+  for (const json_text::Member& m : json_text::Members(object)) {
+    if (std::find(drop.begin(), drop.end(), m.key) != drop.end()) continue;
+    absl::StrAppend(&out, out.empty() ? "{" : ",", json_text::MemberText(m));
+  }
+  return out.empty() ? out : out + "}";
 }
 
 absl::Status Bad(const std::string& field, const std::string& why) {
@@ -83,20 +93,13 @@ std::vector<int> ActionOrder(const v1::LoggedDecision& d) {
 
 // The members of a named JSON document (an object, or a list of objects: their union) as
 // `"key":value` texts in order, which is how VW reads them inside "c" or a "_multi" entry.
+// Each member of a JSON document (an object, or a list of objects meaning their union) as
+// `"key":value` text, in order, a key given twice included (json_text.h: the featurizer hashed
+// every occurrence, as VW does, and VW reads every occurrence back).
 std::vector<std::string> MemberTexts(const std::string& json) {
   std::vector<std::string> members;
-  if (json.empty()) return members;
-  const Json doc = Json::parse(json, nullptr, /*allow_exceptions=*/false);
-  auto add = [&](const Json& object) {
-    if (!object.is_object()) return;
-    for (auto it = object.begin(); it != object.end(); ++it)
-      members.push_back(Json(it.key()).dump() + ":" + it.value().dump());
-  };
-  if (doc.is_array()) {
-    for (const auto& element : doc) add(element);
-  } else {
-    add(doc);
-  }
+  for (const json_text::Member& m : json_text::Members(json))
+    members.push_back(json_text::MemberText(m));
   return members;
 }
 
@@ -446,19 +449,19 @@ absl::StatusOr<v1::LoggedDecision> ParseDsjson(const std::string& line) {
   const Json& multi = c["_multi"];
   const Json& first = multi[0];
   if (first.is_object() && first.contains("_tag")) {
-    // Named: the context's members and each action's (its id in "_tag"), back to JSON text.
-    Json context = Json::object();
-    for (auto it = c.begin(); it != c.end(); ++it)
-      if (it.key() != "_multi") context[it.key()] = it.value();
-    if (!context.empty()) d.set_named_context(context.dump());
+    // Named: the context's members and each action's (its id in "_tag"), back to JSON text as
+    // written, a key given twice included (json_text.h).
+    const std::string_view c_text = json_text::Value(line, "c").value_or("");
+    d.set_named_context(dsjson::MembersBut(c_text, {"_multi"}));
+    const std::vector<std::string_view> actions =
+        json_text::Elements(json_text::Value(c_text, "_multi").value_or(""));
     for (int i = 0; i < n; ++i) {
       if (!multi[i].is_object() || !multi[i].contains("_tag") || !multi[i]["_tag"].is_string())
         return Bad(absl::StrCat("c._multi[", i, "]._tag"), "expected the action id as a string");
-      Json features = multi[i];
       auto* a = d.add_named_actions();
-      a->set_id(features["_tag"].get<std::string>());
-      features.erase("_tag");
-      if (!features.empty()) a->set_features(features.dump());
+      a->set_id(multi[i]["_tag"].get<std::string>());
+      if (i < static_cast<int>(actions.size()))
+        a->set_features(dsjson::MembersBut(actions[i], {"_tag"}));
     }
     d.set_num_candidates(n);
     d.set_chosen_arm_id(d.named_actions(chosen).id());
@@ -535,7 +538,7 @@ absl::StatusOr<std::vector<v1::LoggedDecision>> ParseDsjsonDecisions(const std::
   if (j.is_discarded()) return absl::InvalidArgumentError("not valid JSON");
   if (j.is_object() && j.contains("_outcomes") && j.contains("c") && j["c"].is_object() &&
       j["c"].contains("_slots"))
-    return dsjson::ParseCcb(j);
+    return dsjson::ParseCcb(j, line);
   auto d = ParseDsjson(line);
   if (!d.ok()) return d.status();
   return std::vector<v1::LoggedDecision>{*std::move(d)};

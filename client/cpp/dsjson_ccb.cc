@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cpp/dsjson_reading.h"
+#include "client/cpp/json_text.h"
 
 namespace bandit::client::dsjson {
 namespace {
@@ -23,20 +24,14 @@ absl::StatusOr<int> MultiIndex(const Json& v, int n, const std::string& field) {
   return static_cast<int>(v.get<int64_t>());
 }
 
-// A JSON object's members but the ones named in `drop`, as JSON text ("" when none is left).
-std::string MembersBut(const Json& object, std::initializer_list<const char*> drop) {
-  Json out = Json::object();
-  for (auto it = object.begin(); it != object.end(); ++it) {
-    bool dropped = false;
-    for (const char* key : drop) dropped = dropped || it.key() == key;
-    if (!dropped) out[it.key()] = it.value();
-  }
-  return out.empty() ? std::string() : out.dump();
-}
-
 }  // namespace
 
-absl::StatusOr<std::vector<v1::LoggedDecision>> ParseCcb(const Json& j) {
+absl::StatusOr<std::vector<v1::LoggedDecision>> ParseCcb(const Json& j, std::string_view line) {
+  const std::string_view c_text = json_text::Value(line, "c").value_or("");
+  const std::vector<std::string_view> action_texts =
+      json_text::Elements(json_text::Value(c_text, "_multi").value_or(""));
+  const std::vector<std::string_view> slot_texts =
+      json_text::Elements(json_text::Value(c_text, "_slots").value_or(""));
   v1::LoggedDecision common;
   if (auto s = ReadEnvelope(j, &common); !s.ok()) return s;
   const Json no_slots = Json::array();
@@ -53,7 +48,7 @@ absl::StatusOr<std::vector<v1::LoggedDecision>> ParseCcb(const Json& j) {
   for (int i = 0; i < n; ++i)
     if (!multi[i].is_object() || !multi[i].contains("_tag") || !multi[i]["_tag"].is_string())
       return Bad(absl::StrCat("c._multi[", i, "]._tag"), "expected the action id as a string");
-  common.set_named_context(MembersBut(c, {"_multi", "_slots"}));
+  common.set_named_context(MembersBut(c_text, {"_multi", "_slots"}));
   Json ours = Json::object();
   if (j.contains("_bandit") && j["_bandit"].is_object()) ours = j["_bandit"];
   if (ours.contains("candidate_dim") && ours["candidate_dim"].is_number_integer())
@@ -78,7 +73,7 @@ absl::StatusOr<std::vector<v1::LoggedDecision>> ParseCcb(const Json& j) {
     if (!slot.contains("_id") || !slot["_id"].is_string() || slot["_id"].get<std::string>().empty())
       return Bad("c._slots" + at + "._id", "expected the slot's id as a non-empty string");
     d.set_slot_id(slot["_id"].get<std::string>());
-    d.set_slot_features(MembersBut(slot, {"_id", "_inc"}));
+    d.set_slot_features(k < slot_texts.size() ? MembersBut(slot_texts[k], {"_id", "_inc"}) : "");
     // The actions it was offered: "_inc", or (VW's default) every action no earlier slot took.
     std::vector<int> offered;
     if (slot.contains("_inc")) {
@@ -129,11 +124,10 @@ absl::StatusOr<std::vector<v1::LoggedDecision>> ParseCcb(const Json& j) {
     if (p.size() == offered.size()) d.mutable_probabilities()->Assign(probability.begin(),
                                                                        probability.end());
     for (size_t i = 0; i < offered.size(); ++i) {
-      Json features = multi[offered[i]];
       auto* action = d.add_named_actions();
-      action->set_id(features["_tag"].get<std::string>());
-      features.erase("_tag");
-      if (!features.empty()) action->set_features(features.dump());
+      action->set_id(multi[offered[i]]["_tag"].get<std::string>());
+      if (offered[i] < static_cast<int>(action_texts.size()))
+        action->set_features(MembersBut(action_texts[offered[i]], {"_tag"}));
       d.add_slot_actions(offered[i]);
     }
     d.set_num_actions(static_cast<int>(offered.size()));

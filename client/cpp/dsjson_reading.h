@@ -2,7 +2,9 @@
 // dsjson_ccb.cc the multi-slot CCB lines). Internal to client/cpp.
 #pragma once
 
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,8 +26,12 @@ absl::StatusOr<double> Probability(const Json& v, const std::string& field);
 // What every DSJSON line has around its decision: EventId (required), Timestamp and the logging
 // model in VWState.m ("<instance>/<policy>").
 absl::Status ReadEnvelope(const Json& j, bandit::v1::LoggedDecision* d);
-// A CCB line (VW's conditional contextual bandit DSJSON, as FormatSlots writes it) into one
-// decision per slot, in slot order.
-absl::StatusOr<std::vector<bandit::v1::LoggedDecision>> ParseCcb(const Json& j);
+// A CCB line (VW's conditional contextual bandit DSJSON, as FormatSlots writes it; `line` its
+// text, `j` parsed) into one decision per slot, in slot order.
+absl::StatusOr<std::vector<bandit::v1::LoggedDecision>> ParseCcb(const Json& j,
+                                                                 std::string_view line);
+// A JSON object's members but those named in `drop`, as JSON text as written (a key given twice
+// included; "" when none is left).
+std::string MembersBut(std::string_view object, std::initializer_list<std::string_view> drop);
 
 }  // namespace bandit::client::dsjson

@@ -6,6 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -13,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cpp/decision_log_format.h"
 #include "client/cpp/named_request.h"
+#include "core/features/config.h"
 #include "core/features/feature_space.h"
 #include "core/registry.h"
 #include "server/service/decision_service.h"
@@ -423,6 +428,92 @@ TEST(NamedInputs, LogExportsVwsFormAndOpeReplaysTheServedPolicyExactly) {
   ASSERT_TRUE(d0.ok());
   EXPECT_THAT(std::string((*plain)->Add(*d0, "line 0").message()),
               HasSubstr("expected candidate configs with the instance's feature_space"));
+}
+
+// A key given twice in one object is hashed twice (as VW hashes it); the DSJSON export carries
+// both occurrences, reading the line back gives the same texts (so bandit-ope hashes what the
+// policy learned from), and VW itself, reading the exported line, sees every occurrence.
+TEST(NamedInputs, RepeatedKeysAreExportedAsHashed) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(
+      svc.CreateInstance(Create("x", absl::StrCat(kNamed, " decision_log { enabled: true }")), &out)
+          .ok());
+  v1::SelectRequest req;
+  req.set_instance("x");
+  const std::string context = R"({"User":{"a":1,"a":2},"User":{"b":"x"}, "device" : "m"})";
+  req.set_context(context);
+  for (int i = 0; i < 2; ++i) {
+    auto* a = req.add_actions();
+    a->set_id(absl::StrCat("act", i));
+    a->set_features(absl::StrCat(R"({"Action":{"k":1,"k":)", 3 + i, "}}"));
+  }
+  v1::Decision d;
+  ASSERT_TRUE(svc.Select(req, &d).ok());
+  v1::UpdateRequest up;
+  up.set_instance("x");
+  up.set_event_id(d.event_id());
+  up.set_reward(1);
+  v1::UpdateResponse r;
+  ASSERT_TRUE(svc.Update(up, &r).ok());
+  v1::ExportDecisionLogRequest ex;
+  ex.set_name("x");
+  DecisionService::DecisionLogCursor cursor;
+  v1::DecisionLogChunk chunk;
+  bool done = false;
+  ASSERT_TRUE(svc.ReadDecisionLog(ex, &cursor, &chunk, &done).ok());
+  ASSERT_EQ(chunk.decisions_size(), 1);
+  const std::string line =
+      client::FormatDecision(client::LogFormat::kDsjson, chunk.decisions(0), "x");
+  EXPECT_NE(line.find(R"("User":{"a":1,"a":2},"User":{"b":"x"},"device":"m")"), std::string::npos)
+      << line;
+  EXPECT_NE(line.find(R"("Action":{"k":1,"k":3})"), std::string::npos) << line;
+
+  // Read back: the same texts, so the same hashed vectors.
+  auto back = client::ParseDsjson(line);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->named_context(), R"({"User":{"a":1,"a":2},"User":{"b":"x"},"device":"m"})");
+  ASSERT_EQ(back->named_actions_size(), 2);
+  auto space = *features::FeatureSpace::Create(features::OptionsOf(out.config().feature_space()));
+  features::InputLimits limits;
+  auto vector_of = [&](const std::string& c, const std::string& a) {
+    features::ParsedFeatures shared, action;
+    EXPECT_TRUE(space.Parse(c, "c", limits, false, &shared).ok());
+    EXPECT_TRUE(space.Parse(a, "a", limits, false, &action).ok());
+    features::SparseFeatures f;
+    space.Featurize(action, &shared, false, &f);
+    return f.index;
+  };
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(vector_of(back->named_context(), back->named_actions(i).features()),
+              vector_of(context, req.actions(i).features()));
+
+  // VW reads every occurrence from the exported line (where the prebuilt VW 9.11.2 is present).
+  const char* source = std::getenv("BANDIT_SOURCE_DIR");
+  const std::string vw = std::getenv("VW") ? std::getenv("VW")
+                                           : std::string(source ? source : ".") +
+                                                 "/../shared/tools/vw/vw";
+  if (!std::filesystem::exists(vw)) GTEST_SKIP() << "VW 9.11.2 not found at " << vw << ": skipped";
+  const std::string dir = ::testing::TempDir();
+  std::ofstream(dir + "/repeated.json") << line << "\n";
+  const std::string command = absl::StrCat(vw, " --cb_explore_adf --dsjson --audit --quiet -d ",
+                                           dir, "/repeated.json > ", dir, "/audit.txt 2>&1");
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  std::ifstream in(dir + "/audit.txt");
+  const std::string audit((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = audit.find(what); at != std::string::npos; at = audit.find(what, at + 1)) ++n;
+    return n;
+  };
+  // Every action's line (one constant each) lists User^a twice (values 1 and 2) and its own
+  // Action^k twice.
+  const size_t lines = count("\tConstant:");
+  EXPECT_GE(lines, 2u) << audit;
+  EXPECT_EQ(count("\tUser^a:"), 2 * lines) << audit;
+  EXPECT_EQ(count("\tAction^k:"), 2 * lines) << audit;
+  EXPECT_EQ(count(":2:0@0"), lines) << audit;  // User^a's second value, on every line
 }
 
 // A shadow of a named instance evaluates on the same hashed vectors; its dimension comes from

@@ -123,7 +123,7 @@ class Reader {
 std::string OptionValue(Kind kind, const std::string& value) {
   if (kind == Kind::kFloat) {
     double v = 0;
-    absl::SimpleAtod(value, &v);
+    if (!absl::SimpleAtod(value, &v)) return value;  // the parser took it: not reached
     return absl::StrFormat("%.15g", static_cast<double>(static_cast<float>(v)));
   }
   return value;

@@ -161,6 +161,8 @@ struct Observation {
   std::optional<SparseVector> sparse_features;
   Vector memo;                     // Decision::memo of the joined Select; empty for direct updates
   bool direct = false;             // true for logged data (no prior Select)
+  // Logged data: how many actions the logged decision was made among (0: unknown, taken as one).
+  int offered = 0;
   double reward = 0.0;             // reward, or the label y for kernel selection
   std::optional<GeneratedSample> sample;  // mixtures: what the chosen generator produced
 };

@@ -488,7 +488,8 @@ absl::Status CbLearner::Update(const Observation& obs) {
     return absl::InvalidArgumentError(
         "a --ccb_explore_adf learner learns a slot of its own multi-slot decision, expected an "
         "update of a decision it made (logged data without its slots is not taken)");
-  // A logged observation (no Select of this policy) is learned as chosen for sure among one.
+  // A logged observation (no Select of this policy) is learned as chosen for sure among one, or
+  // among the actions it was offered with where the service recorded them.
   float probability = 1.f;
   int num_actions = 1, chosen_index = 0;
   if (obs.memo.size() != 0) {
@@ -500,6 +501,10 @@ absl::Status CbLearner::Update(const Observation& obs) {
     probability = static_cast<float>(obs.memo[0]);
     num_actions = static_cast<int>(obs.memo[1]);
     chosen_index = static_cast<int>(obs.memo[2]);
+  } else if (obs.offered > 0) {
+    // Logged data of a decision among `offered` actions (an apprentice's baseline, a decision
+    // of the policy served before): VW's example has them all, and MTR counts them.
+    num_actions = obs.offered;
   }
   if (!Learn(*x, chosen_index, num_actions, -static_cast<float>(obs.reward), probability))
     return absl::InvalidArgumentError(absl::StrCat(

@@ -641,6 +641,9 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
     }
   }
   if (policy_->context_kind() == ContextKind::kPoint) p.features = *x;
+  if (policy_->context_kind() == ContextKind::kCandidates)
+    p.offered = static_cast<int>(ctx.sparse_candidates.empty() ? ctx.candidates.size()
+                                                               : ctx.sparse_candidates.size());
   p.memo = std::move(d->memo);
   p.expires_at_ms = now + config_.pending().reward_wait_ms();
   p.awaiting_activation = req.defer_activation();

@@ -76,6 +76,7 @@ Observation InstanceState::PendingObservation(const PendingDecision& p) const {
   }
   // Made by the policy served before a PromoteShadow: logged data for this one.
   obs.direct = true;
+  obs.offered = p.offered;
   if (policy_->context_kind() == ContextKind::kNone) {
     const auto ids = policy_->ArmIds();
     auto it = std::find(ids.begin(), ids.end(), p.arm_id);

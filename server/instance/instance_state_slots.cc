@@ -233,6 +233,7 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
     const int chosen = position[d->arm];
     taken[chosen] = 1;
     p.learning_mode = mode;
+    if (!arm_set) p.offered = offered_count;
     // The policy did not make the served decision: it learns the baseline's reward as logged
     // data.
     p.learn_direct = mode == bandit::v1::APPRENTICE;

@@ -205,6 +205,7 @@ void ToRecord(const PendingDecision& p, bandit::v1::PendingDecisionRecord* r) {
     out->set_logged_propensity(s.logged_propensity);
   }
   if (p.learn_direct) r->set_learn_direct(true);
+  if (p.offered > 0) r->set_offered(p.offered);
   r->set_seq(p.seq);
   for (const PendingDecision& slot : p.slots) ToRecord(slot, r->add_slots());
   if (!p.slot_id.empty()) r->set_slot_id(p.slot_id);
@@ -238,6 +239,7 @@ PendingDecision FromRecord(const bandit::v1::PendingDecisionRecord& r) {
     d.shadow_scores.push_back(
         {s.shadow_id(), s.target(), s.dm(), s.q_logged(), s.logged_propensity(), s.exact()});
   d.learn_direct = r.learn_direct();
+  d.offered = std::max(r.offered(), 0);
   d.seq = r.seq();
   uint64_t uid = 0;
   // Written before event ids could be chosen by callers: every id was the server's.

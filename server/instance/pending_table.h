@@ -55,6 +55,7 @@ struct PendingDecision {
   std::vector<uint32_t> sparse_index;
   std::vector<double> sparse_value;
   Eigen::VectorXd memo;      // Decision::memo
+  int offered = 0;           // the actions the decision was made among (0: not recorded)
   int64_t expires_at_ms = 0;
   std::vector<ShadowScore> shadow_scores;  // empty when the instance has no shadows
   // The decision's number in its instance: the decision log's key, and the number in the event

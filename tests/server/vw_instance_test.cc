@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/features/feature_space.h"
 #include "core/vw/cb_learner.h"
+#include "core/vw/model_file.h"
 #include "server/service/decision_service.h"
 #include "server/service/persistence.h"
 #include "tests/server/fault_injection_fs.h"
@@ -327,6 +328,55 @@ TEST(VwInstance, ShadowsOfAndBesideAVwInstance) {
 
 // A vw instance exports as VW's model file, and a model file imports as a vw instance that
 // predicts what the exported one predicts (and exports the same bytes).
+// APPRENTICE: the baseline is served and learned as logged data of a decision among every action
+// offered, as VW learns Personalizer's apprentice events (the example holds them all, and MTR
+// counts them): the learned model equals a twin's fed the same labels.
+TEST(VwInstance, ApprenticeLearnsTheBaselineAmongTheActionsOffered) {
+  ManualClock clock;
+  DecisionService svc(&clock);
+  v1::Instance out;
+  ASSERT_TRUE(svc.CreateInstance(Create("v", absl::StrCat("policy { vw { arguments: '", kArguments,
+                                                          "' } } learning_mode: APPRENTICE")),
+                                 &out)
+                  .ok());
+  auto options = vw::ParseVwArguments(kArguments);
+  ASSERT_TRUE(options.ok());
+  vw::CbLearner twin(*options, 0);
+  auto space = *features::FeatureSpace::Create(options->space);
+  features::InputLimits limits;
+  for (int round = 0; round < 80; ++round) {
+    v1::SelectRequest req = Round(round);
+    v1::Decision d;
+    ASSERT_TRUE(svc.Select(req, &d).ok()) << round;
+    ASSERT_EQ(d.action_id(), "item-0");  // the baseline: the first action
+    const double reward = round % 3 == 0 ? 1.0 : 0.0;
+    ASSERT_TRUE(Reward(svc, d, reward).ok());
+    features::ParsedFeatures shared, action;
+    ASSERT_TRUE(space.Parse(req.context(), "context", limits, false, &shared).ok());
+    ASSERT_TRUE(space.Parse(req.actions(0).features(), "a", limits, false, &action).ok());
+    SparseVector x;
+    space.Featurize(action, &shared, &x.index, &x.value);
+    ASSERT_TRUE(twin.Learn(x, 0, req.actions_size(), -static_cast<float>(reward), 1.f));
+  }
+  v1::ExportInstanceRequest ex;
+  ex.set_name("v");
+  ex.set_format(v1::VW);
+  v1::ExportInstanceResponse model;
+  ASSERT_TRUE(svc.ExportInstance(ex, &model).ok());
+  auto served = vw::ReadModelFile(model.vw_model(), "", 0);
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->learner->counters().event_sum, 80u);
+  EXPECT_EQ(served->learner->counters().action_sum, 80u * 4);
+  // Every float a model file keeps (weight, adaptive sum, normalizer; not the rate beside them).
+  const auto& a = served->learner->regressor().weights();
+  const auto& b = twin.regressor().weights();
+  ASSERT_EQ(a.size(), b.size());
+  int differ = 0;
+  for (size_t i = 0; i < a.size(); i += 4)
+    for (size_t j = 0; j < 3; ++j) differ += a[i + j] != b[i + j];
+  EXPECT_EQ(differ, 0);
+}
+
 TEST(VwInstance, ExportsAndImportsVwModelFiles) {
   ManualClock clock;
   DecisionService svc(&clock);

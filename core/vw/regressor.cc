@@ -133,8 +133,14 @@ void Regressor::PredictAll(std::span<const SparseVector> xs, float* out) const {
     size_t common = x[0]->size();
     for (int j = 1; j < 4; ++j) common = std::min(common, x[j]->size());
     float p[4] = {0.f, 0.f, 0.f, 0.f};
-    for (size_t k = 0; k < common; ++k)
+    // The weights a few terms ahead are asked for early: the four sums wait on their gathers,
+    // which in the server mostly miss the cache.
+    constexpr size_t kAhead = 24;
+    for (size_t k = 0; k < common; ++k) {
+      if (k + kAhead < common)
+        for (int j = 0; j < 4; ++j) __builtin_prefetch(&w[x[j]->index[k + kAhead]]);
       for (int j = 0; j < 4; ++j) p[j] += w[x[j]->index[k]] * static_cast<float>(x[j]->value[k]);
+    }
     for (int j = 0; j < 4; ++j) {
       for (size_t k = common; k < x[j]->size(); ++k)
         p[j] += w[x[j]->index[k]] * static_cast<float>(x[j]->value[k]);

@@ -12,6 +12,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/sparse.h"
 #include "core/state_io.h"
@@ -433,11 +434,12 @@ bool CbLearner::Learn(const SparseVector& chosen, int chosen_index, int num_acti
   const float clipped = std::max(p, o_.clip_p);
   // Each regressor's learns (--bag: as many as its bootstrap draw, cb_explore_adf_bag.cc learn),
   // each counted first in its MTR counts (gen_cs_example_mtr), then weighted by them
-  // (learn_mtr).
-  std::vector<uint64_t> event_sums = event_sums_, action_sums = action_sums_;
+  // (learn_mtr). Inline storage: without --bag a learn allocates nothing.
+  absl::InlinedVector<uint64_t, 1> event_sums(event_sums_.begin(), event_sums_.end());
+  absl::InlinedVector<uint64_t, 1> action_sums(action_sums_.begin(), action_sums_.end());
   uint64_t random_state = bag_random_state_;
   std::vector<SparseVector> terms(o_.bag_size > 1 ? o_.bag_size : 0);
-  std::vector<Regressor::Step> steps;
+  absl::InlinedVector<Regressor::Step, 1> steps;
   for (uint32_t m = 0; m < o_.bag_size; ++m) {
     const uint32_t count = o_.explorer != Explorer::kBag ? 1
                            : (o_.greedify && m == 0)    ? 1
@@ -456,10 +458,11 @@ bool CbLearner::Learn(const SparseVector& chosen, int chosen_index, int num_acti
       steps.push_back({x, weight, m});
     }
   }
-  if (!regressor_.LearnRound(steps, cost)) return false;
+  if (!regressor_.LearnRound(std::span<const Regressor::Step>(steps.data(), steps.size()), cost))
+    return false;
   ++model_version_;
-  event_sums_ = std::move(event_sums);
-  action_sums_ = std::move(action_sums);
+  event_sums_.assign(event_sums.begin(), event_sums.end());
+  action_sums_.assign(action_sums.begin(), action_sums.end());
   bag_random_state_ = random_state;
   if (o_.explorer == Explorer::kSquareCb) ++squarecb_rounds_;
   if (o_.explorer == Explorer::kFirst && first_remaining_ > 0) --first_remaining_;
@@ -687,9 +690,7 @@ int64_t CbLearner::StateBytes() const { return regressor_.StateBytes() + Counter
 
 std::vector<std::pair<std::string, double>> CbLearner::Summary() const {
   // The rounds learned: t less where it started (--bag's first regressor may skip rounds).
-  const RegressorOptions& r = o_.regressor;
-  const double t0 = r.initial_t_given ? r.initial_t : (!r.adaptive && !r.normalized) ? 1.0 : 0.0;
-  const double rounds = regressor_.scalars().t - t0;
+  const double rounds = regressor_.scalars().t - Regressor::InitialT(o_.regressor);
   return {{"rounds_learned", rounds},
           {"actions_per_round", event_sums_[0] == 0 ? 0.0
                                                     : static_cast<double>(action_sums_[0]) /

@@ -193,9 +193,7 @@ std::string WriteModelFile(const CbLearner& learner) {
   // gd: save_resume, its online state, then the weights.
   w.Put<uint8_t>(1);
   const RegressorOptions& ro = o.regressor;
-  const float initial_t = ro.initial_t_given                 ? ro.initial_t
-                          : (!ro.adaptive && !ro.normalized) ? 1.f
-                                                             : 0.f;
+  const float initial_t = Regressor::InitialT(ro);
   w.Put<float>(initial_t);
   w.Put<double>(s.normalized_sum_norm_x);
   w.Put<double>(s.t);

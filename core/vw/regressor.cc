@@ -60,21 +60,22 @@ Regressor::Regressor(const RegressorOptions& options, int bits, int models)
   neg_norm_power_ = o_.adaptive ? o_.power_t - 1.f : -1.f;
   neg_power_t_ = -o_.power_t;
   eta_ = o_.learning_rate;
-  // parse_args: --initial_t sets sd->t; gd_setup starts plain SGD at t = 1 unless given, and
-  // seeds the (first regressor's) normalizer sums as if initial_t rounds of norm 1 had been
-  // seen.
-  s_.t = o_.initial_t_given ? o_.initial_t : 0.0;
-  if (s_.t > 0) {
-    s_.normalized_sum_norm_x = s_.t;
-    s_.total_weight = s_.t;
+  // gd_setup seeds the (first regressor's) normalizer sums as if a given initial_t rounds of
+  // norm 1 had been seen.
+  if (o_.initial_t_given && o_.initial_t > 0) {
+    s_.normalized_sum_norm_x = o_.initial_t;
+    s_.total_weight = o_.initial_t;
   }
-  if (!o_.adaptive && !o_.normalized) {
-    if (!o_.initial_t_given) s_.t = 1.0;
-    eta_ *= std::pow(static_cast<float>(s_.t), o_.power_t);
-  }
+  s_.t = InitialT(o_);
+  if (!o_.adaptive && !o_.normalized) eta_ *= std::pow(static_cast<float>(s_.t), o_.power_t);
   weights_.resize(size_t{1} << (bits_ + stride_shift_));
   for (size_t i = 0; i < weights_.size(); ++i) weights_[i] = InitialValue(i);
   if (stride_shift_ > 0) mirror_.assign(size_t{1} << bits_, 0.f);
+}
+
+float Regressor::InitialT(const RegressorOptions& options) {
+  if (options.initial_t_given) return options.initial_t;
+  return !options.adaptive && !options.normalized ? 1.f : 0.f;
 }
 
 int64_t Regressor::Bytes(const RegressorOptions& options, int bits, int models) {

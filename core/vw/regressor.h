@@ -96,6 +96,9 @@ class Regressor {
   absl::Status Restore(std::vector<float> weights, const Scalars& scalars,
                        std::vector<Sums> other_sums = {});
 
+  // The t learning starts from (parse_args: --initial_t sets sd->t; gd_setup starts plain SGD,
+  // neither adaptive nor normalized, at 1 unless given): what a model file records as initial_t.
+  static float InitialT(const RegressorOptions& options);
   // The bytes of a regressor of these options over 2^bits weights, before it is built; what
   // StateBytes reports.
   static int64_t Bytes(const RegressorOptions& options, int bits, int models = 1);

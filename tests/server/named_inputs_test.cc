@@ -457,15 +457,9 @@ TEST(NamedInputs, RepeatedKeysAreExportedAsHashed) {
   up.set_reward(1);
   v1::UpdateResponse r;
   ASSERT_TRUE(svc.Update(up, &r).ok());
-  v1::ExportDecisionLogRequest ex;
-  ex.set_name("x");
-  DecisionService::DecisionLogCursor cursor;
-  v1::DecisionLogChunk chunk;
-  bool done = false;
-  ASSERT_TRUE(svc.ReadDecisionLog(ex, &cursor, &chunk, &done).ok());
-  ASSERT_EQ(chunk.decisions_size(), 1);
-  const std::string line =
-      client::FormatDecision(client::LogFormat::kDsjson, chunk.decisions(0), "x");
+  const std::vector<v1::LoggedDecision> logged = testing::LoggedDecisions(svc, "x");
+  ASSERT_EQ(logged.size(), 1u);
+  const std::string line = client::FormatDecision(client::LogFormat::kDsjson, logged[0], "x");
   EXPECT_NE(line.find(R"("User":{"a":1,"a":2},"User":{"b":"x"},"device":"m")"), std::string::npos)
       << line;
   EXPECT_NE(line.find(R"("Action":{"k":1,"k":3})"), std::string::npos) << line;

@@ -42,6 +42,22 @@ v1::SelectRequest Round(int round) {
   return req;
 }
 
+// A single Select's hashed vectors (context merged into each action), as a twin learner is
+// fed them.
+std::vector<SparseVector> TwinVectors(const features::FeatureSpace& space,
+                                      const v1::SelectRequest& req) {
+  features::InputLimits limits;
+  features::ParsedFeatures shared, action;
+  EXPECT_TRUE(space.Parse(req.context(), "context", limits, false, &shared).ok());
+  std::vector<SparseVector> xs(req.actions_size());
+  for (int a = 0; a < req.actions_size(); ++a) {
+    action.Clear();
+    EXPECT_TRUE(space.Parse(req.actions(a).features(), "a", limits, false, &action).ok());
+    space.Featurize(action, &shared, &xs[a].index, &xs[a].value);
+  }
+  return xs;
+}
+
 // The reward of decision `d` of instance "v".
 absl::Status Reward(DecisionService& svc, const v1::Decision& d, double reward) {
   v1::UpdateRequest u;
@@ -105,21 +121,13 @@ TEST(VwInstance, ServesWhatTheLearnerPredictsAndLearnsVwsLabel) {
   ASSERT_TRUE(options.ok());
   vw::CbLearner twin(*options, 0);
   auto space = *features::FeatureSpace::Create(options->space);
-  features::InputLimits limits;
   std::map<int, int> chosen_count;
   for (int round = 0; round < 200; ++round) {
     const v1::SelectRequest req = Round(round);
     v1::Decision d;
     ASSERT_TRUE(svc.Select(req, &d).ok()) << round;
     // The twin's prediction from the same hashed vectors.
-    features::ParsedFeatures shared, action;
-    ASSERT_TRUE(space.Parse(req.context(), "context", limits, false, &shared).ok());
-    std::vector<SparseVector> xs(req.actions_size());
-    for (int a = 0; a < req.actions_size(); ++a) {
-      action.Clear();
-      ASSERT_TRUE(space.Parse(req.actions(a).features(), "a", limits, false, &action).ok());
-      space.Featurize(action, &shared, &xs[a].index, &xs[a].value);
-    }
+    const std::vector<SparseVector> xs = TwinVectors(space, req);
     vw::CbLearner::Prediction p;
     twin.Predict(xs, &p);
     ASSERT_EQ(d.ranking_size(), 4);
@@ -326,8 +334,6 @@ TEST(VwInstance, ShadowsOfAndBesideAVwInstance) {
   }
 }
 
-// A vw instance exports as VW's model file, and a model file imports as a vw instance that
-// predicts what the exported one predicts (and exports the same bytes).
 // APPRENTICE: the baseline is served and learned as logged data of a decision among every action
 // offered, as VW learns Personalizer's apprentice events (the example holds them all, and MTR
 // counts them): the learned model equals a twin's fed the same labels.
@@ -343,7 +349,6 @@ TEST(VwInstance, ApprenticeLearnsTheBaselineAmongTheActionsOffered) {
   ASSERT_TRUE(options.ok());
   vw::CbLearner twin(*options, 0);
   auto space = *features::FeatureSpace::Create(options->space);
-  features::InputLimits limits;
   for (int round = 0; round < 80; ++round) {
     v1::SelectRequest req = Round(round);
     v1::Decision d;
@@ -351,12 +356,8 @@ TEST(VwInstance, ApprenticeLearnsTheBaselineAmongTheActionsOffered) {
     ASSERT_EQ(d.action_id(), "item-0");  // the baseline: the first action
     const double reward = round % 3 == 0 ? 1.0 : 0.0;
     ASSERT_TRUE(Reward(svc, d, reward).ok());
-    features::ParsedFeatures shared, action;
-    ASSERT_TRUE(space.Parse(req.context(), "context", limits, false, &shared).ok());
-    ASSERT_TRUE(space.Parse(req.actions(0).features(), "a", limits, false, &action).ok());
-    SparseVector x;
-    space.Featurize(action, &shared, &x.index, &x.value);
-    ASSERT_TRUE(twin.Learn(x, 0, req.actions_size(), -static_cast<float>(reward), 1.f));
+    const std::vector<SparseVector> xs = TwinVectors(space, req);
+    ASSERT_TRUE(twin.Learn(xs[0], 0, req.actions_size(), -static_cast<float>(reward), 1.f));
   }
   v1::ExportInstanceRequest ex;
   ex.set_name("v");
@@ -377,6 +378,8 @@ TEST(VwInstance, ApprenticeLearnsTheBaselineAmongTheActionsOffered) {
   EXPECT_EQ(differ, 0);
 }
 
+// A vw instance exports as VW's model file, and a model file imports as a vw instance that
+// predicts what the exported one predicts (and exports the same bytes).
 TEST(VwInstance, ExportsAndImportsVwModelFiles) {
   ManualClock clock;
   DecisionService svc(&clock);

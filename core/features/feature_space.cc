@@ -546,19 +546,21 @@ std::optional<float> ParseVwFloat(std::string_view text) {
       ++at;
     }
   }
-  int exponent = 0;
+  // VW accumulates the exponent in an int and lets a long one wrap; unsigned arithmetic wraps
+  // the same way without the undefined behaviour, and the int8_t cast keeps VW's low byte.
+  uint32_t exponent = 0;
   if (at < text.size() && (text[at] == 'e' || text[at] == 'E')) {
     ++at;
-    int exp_sign = 1;
+    bool negative_exponent = false;
     if (at < text.size() && text[at] == '-') {
-      exp_sign = -1;
+      negative_exponent = true;
       ++at;
     }
-    while (digit(at)) exponent = exponent * 10 + (text[at++] - '0');
-    exponent *= exp_sign;
+    while (digit(at)) exponent = exponent * 10u + static_cast<uint32_t>(text[at++] - '0');
+    if (negative_exponent) exponent = 0u - exponent;
   }
   if (at == text.size() && any_digit) {
-    const int k = static_cast<int8_t>(exponent - num_dec);
+    const int k = static_cast<int8_t>(exponent - static_cast<uint32_t>(num_dec));
     float pow10 = 1;
     if (k >= 0) {
       for (int i = 0; i < k && i <= FLT_MAX_10_EXP; ++i) pow10 *= 10.f;

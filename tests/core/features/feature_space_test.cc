@@ -448,5 +448,15 @@ TEST(FeatureSpace, AnEmptyNamespaceKeyIsNamedAsVwAuditsIt) {
   EXPECT_EQ(m, vw);
 }
 
+
+// An exponent too long for VW's int accumulator wraps modulo 2^32 there. VW 9.11.2 printed, for
+// `| a:1e4294967297 b:2e-4294967297 c:3e4294967296` with --audit, the values 10, 0.2 and 3.
+TEST(FeatureSpace, AnExponentPastIntRangeWrapsAsVwReadsIt) {
+  EXPECT_EQ(ParseVwFloat("1e4294967297"), 10.0f);
+  EXPECT_EQ(ParseVwFloat("2e-4294967297"), 2.0f / 10.0f);
+  EXPECT_EQ(ParseVwFloat("3e4294967296"), 3.0f);
+  EXPECT_EQ(ParseVwFloat("1e99999999999999999999"), ParseVwFloat("1e1661992959"));
+}
+
 }  // namespace
 }  // namespace bandit::features

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/classic/linucb_sketched.h"
 #include "core/glb/nonstationary_mle.h"
 #include "core/kernel/candidate_bkb.h"
 #include "core/kernel/candidate_gp_ucb.h"
@@ -66,11 +67,17 @@ int64_t ScoringPairs(int64_t d) { return d * 2 * static_cast<int64_t>(sizeof(flo
 
 // LinUCB: A^-1 (d x d), b and theta (d each), the update count. The diagonal form: diag(A) and
 // b, each coordinate's weight and 1/a_i side by side for scoring, and the sparse inputs'
-// coalescing bitmap (1 bit per coordinate).
+// coalescing bitmap (1 bit per coordinate). The sketched form at its largest, every coordinate
+// seen (LinUcbSketched::MaxStateBytes).
 int64_t LinUcb(const PolicyConfig& c) {
   const int64_t d = NonNegative(c.linucb().dimension());
   if (c.linucb().covariance() == bandit::v1::COVARIANCE_DIAGONAL)
     return Doubles(2 * d) + ScoringPairs(d) + CoalescingBitmap(d) + kCounter;
+  if (c.linucb().covariance() == bandit::v1::COVARIANCE_SKETCHED)
+    return LinUcbSketched::MaxStateBytes(
+        d, std::clamp(c.linucb().has_sketch_size() ? c.linucb().sketch_size()
+                                                   : LinUcbSketched::kDefaultSketchSize,
+                      2, LinUcbSketched::kMaxSketchSize));
   return Doubles(d * d + 2 * d) + kCounter;
 }
 // GLB-OMD, DOMD-GLB: H and H^-1 (d x d), theta (d), the round counter. The diagonal form: theta

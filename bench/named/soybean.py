@@ -3,7 +3,7 @@
 banditd's named-feature API: one action per class, reward 1 for the right class. Each row's
 attributes are sent as strings in namespace "C" (a missing value is left out), each action is
 {"A": {"class": NAME}}, and the feature space interacts them (-q CA). Cumulative accuracy of
-several policies (LinUCB and GLB-OMD, each full-matrix and diagonal-covariance) over seeded
+several policies (LinUCB full-matrix, diagonal and sketched; GLB-OMD full-matrix and diagonal) over seeded
 permutations, against uniform choice (1/19) and a supervised multinomial logistic regression on
 the same one-hot features trained on all rows.
 
@@ -38,6 +38,11 @@ POLICIES = {
     "LinUCB diagonal": ({"linucb": {"alpha": 0.25, "covariance": "COVARIANCE_DIAGONAL"}}, BITS),
     "LinUCB diagonal 2^18": ({"linucb": {"alpha": 0.25, "covariance": "COVARIANCE_DIAGONAL"}},
                              18),
+    # The sketched covariance (Frequent Directions, covariance: COVARIANCE_SKETCHED) at VW's
+    # 2^18, with sketches of several sizes.
+    **{"LinUCB sketched %d 2^18" % l: ({"linucb": {"alpha": 0.25, "covariance":
+                                                  "COVARIANCE_SKETCHED", "sketch_size": l}}, 18)
+       for l in (16, 64, 128)},
     # lambda = 1 instead of the papers' d (= 1024 here, which would regularize 35-feature
     # contexts into near-uniform play for the whole pass); S = 50, a norm bound theta* of
     # one-hot attributes x classes can meet (with S = 1 the projection onto the ball, an

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/classic/linucb_diagonal.h"
+#include "core/classic/linucb_sketched.h"
 #include "core/classic/ucb_choice.h"
 #include "core/state_io.h"
 #include "core/validate.h"
@@ -14,14 +15,29 @@ absl::StatusOr<std::unique_ptr<Policy>> LinUcb::Make(const bandit::v1::PolicyCon
                                                      uint64_t /*seed: deterministic policy*/) {
   const auto& c = config.linucb();
   const bool diagonal = c.covariance() == bandit::v1::COVARIANCE_DIAGONAL;
-  if (!diagonal && c.covariance() != bandit::v1::COVARIANCE_FULL)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "linucb.covariance is ", c.covariance(), ", expected COVARIANCE_FULL or COVARIANCE_DIAGONAL"));
-  const int max_dim = diagonal ? LinUcbDiagonal::kMaxDimension : kMaxDimension;
+  const bool sketched = c.covariance() == bandit::v1::COVARIANCE_SKETCHED;
+  if (!diagonal && !sketched && c.covariance() != bandit::v1::COVARIANCE_FULL)
+    return absl::InvalidArgumentError(
+        absl::StrCat("linucb.covariance is ", c.covariance(),
+                     ", expected COVARIANCE_FULL, COVARIANCE_DIAGONAL or COVARIANCE_SKETCHED"));
+  const int max_dim = diagonal   ? LinUcbDiagonal::kMaxDimension
+                      : sketched ? LinUcbSketched::kMaxDimension
+                                 : kMaxDimension;
   if (c.dimension() <= 0 || c.dimension() > max_dim)
     return absl::InvalidArgumentError(absl::StrCat(
         "linucb.dimension is ", c.dimension(), ", expected 1..", max_dim,
-        diagonal ? "" : " (a larger space: covariance: COVARIANCE_DIAGONAL)"));
+        diagonal || sketched ? ""
+                             : " (a larger space: covariance: COVARIANCE_SKETCHED or "
+                               "COVARIANCE_DIAGONAL)"));
+  if (c.has_sketch_size() && !sketched)
+    return absl::InvalidArgumentError(
+        "linucb.sketch_size is set, expected it only with covariance: COVARIANCE_SKETCHED");
+  const int sketch_size =
+      c.has_sketch_size() ? c.sketch_size() : LinUcbSketched::kDefaultSketchSize;
+  if (sketch_size < 2 || sketch_size > LinUcbSketched::kMaxSketchSize)
+    return absl::InvalidArgumentError(absl::StrCat("linucb.sketch_size is ", sketch_size,
+                                                   ", expected 2..",
+                                                   LinUcbSketched::kMaxSketchSize));
   double lambda, alpha;
   if (auto s = OptionalParam(
           "linucb.lambda", c.has_lambda(), c.lambda(), 1.0, &lambda,
@@ -37,6 +53,9 @@ absl::StatusOr<std::unique_ptr<Policy>> LinUcb::Make(const bandit::v1::PolicyCon
     return absl::InvalidArgumentError(
         "linucb takes candidate feature vectors with every Select, expected no arms / num_arms");
   if (diagonal) return std::unique_ptr<Policy>(new LinUcbDiagonal(c.dimension(), lambda, alpha));
+  if (sketched)
+    return std::unique_ptr<Policy>(
+        new LinUcbSketched(c.dimension(), lambda, alpha, sketch_size));
   return std::unique_ptr<Policy>(new LinUcb(c.dimension(), lambda, alpha));
 }
 

@@ -58,7 +58,7 @@ absl::StatusOr<Target> TargetDistribution(Policy& policy, const LoggedContext& c
           return absl::InvalidArgumentError(absl::StrCat(
               who, " takes dense candidate vectors, the logged decision's are sparse (a weight "
                    "space of more coordinates than dense vectors are built for): use a policy "
-                   "that takes sparse input (covariance: COVARIANCE_DIAGONAL)"));
+                   "that takes sparse input (covariance: COVARIANCE_SKETCHED or COVARIANCE_DIAGONAL)"));
         select.sparse_candidates = ctx.sparse_actions;
         break;
       }

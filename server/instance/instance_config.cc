@@ -105,11 +105,11 @@ absl::Status CheckConfigSizes(const google::protobuf::Message& m, const Instance
         continue;
     }
     if (size == bandit::v1::SIZE_KIND_FEATURE_DIM) {
-      // A diagonal-covariance form (LinUCB, GLB-OMD) keeps O(dimension) state: its own bound.
+      // A diagonal or sketched covariance (LinUCB, GLB-OMD) keeps O(dimension) state: its own
+      // bound.
       const auto* cov = m.GetDescriptor()->FindFieldByName("covariance");
       const bool diagonal =
-          cov != nullptr &&
-          refl->GetEnumValue(m, cov) == bandit::v1::COVARIANCE_DIAGONAL;
+          cov != nullptr && refl->GetEnumValue(m, cov) != bandit::v1::COVARIANCE_FULL;
       const int64_t max = diagonal ? limits.max_diagonal_feature_dim : limits.max_feature_dim;
       if (v > max)
         return absl::InvalidArgumentError(

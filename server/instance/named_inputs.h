@@ -22,8 +22,8 @@ namespace bandit::server {
 inline constexpr int32_t kFeaturizationVersion = 1;
 
 // Whether a policy config keeps only vectors of its dimension: a diagonal-covariance form
-// (LinUCB, GLB-OMD with covariance COVARIANCE_DIAGONAL) or Vowpal Wabbit's learner (vw). Its
-// state is O(dimension) and it takes sparse vectors, so the full-matrix bound on the dimension
+// (LinUCB, GLB-OMD with covariance COVARIANCE_DIAGONAL), LinUCB's sketched form or Vowpal
+// Wabbit's learner (vw). Its state is O(dimension) and it takes sparse vectors, so the full-matrix bound on the dimension
 // does not apply to it, `max_diagonal_feature_dim` does.
 bool KeepsOnlyVectors(const bandit::v1::PolicyConfig& policy);
 

@@ -172,7 +172,7 @@ absl::StatusOr<Shadow> ShadowSet::Prepare(
           "' hashes its named features into 2^", instance_config.feature_space().bits(), " = ",
           sparse, " coordinates, beyond ", kMaxDenseDimension,
           " its shadows score sparse vectors: expected a policy that takes them (covariance: "
-          "COVARIANCE_DIAGONAL)"));
+          "COVARIANCE_SKETCHED or COVARIANCE_DIAGONAL)"));
     shadow.sparse_model = std::make_unique<ope::SparseDirectModel>(c.ridge_lambda(), sparse);
   }
   shadow.id = next_id_;

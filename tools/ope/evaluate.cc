@@ -72,7 +72,7 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(std::vector<Candida
             space->options().bits, ", a weight space of ", space->dimension(),
             " coordinates; beyond ", options.max_dense_dimension,
             " bandit-ope evaluates on sparse vectors, expected a policy that takes them "
-            "(covariance: COVARIANCE_DIAGONAL)"));
+            "(covariance: COVARIANCE_SKETCHED or COVARIANCE_DIAGONAL)"));
     evaluator->sparse_model_ =
         std::make_unique<SparseDirectModel>(options.ridge_lambda, space->dimension());
   }

@@ -1,0 +1,444 @@
+#include "core/classic/linucb_sketched.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <Eigen/Cholesky>
+#include <Eigen/Eigenvalues>
+
+#include "absl/strings/str_cat.h"
+#include "core/classic/ucb_choice.h"
+#include "core/state_io.h"
+#include "core/validate.h"
+
+namespace bandit {
+
+class LinUcbSketched::Prepared final : public PreparedSelect {
+ public:
+  const LinUcbSketched* owner = nullptr;
+  uint64_t model_version = 0;
+  const void* candidates = nullptr;
+  size_t count = 0;
+  std::vector<Score> scores;
+};
+
+namespace {
+
+// A sparse vector's terms one per coordinate, without the policy's shared coalescing bitmap (so
+// that concurrent Selects can coalesce): its terms sorted by index, repeats added up.
+void CoalesceBySorting(const SparseVector& x, std::vector<std::pair<uint32_t, double>>* pairs,
+                       CoalescedTerms* out) {
+  pairs->clear();
+  for (size_t k = 0; k < x.index.size(); ++k) pairs->emplace_back(x.index[k], x.value[k]);
+  std::stable_sort(pairs->begin(), pairs->end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  out->clear();
+  for (const auto& [index, value] : *pairs) {
+    if (!out->index.empty() && out->index.back() == index) {
+      out->value.back() += value;
+    } else {
+      out->index.push_back(index);
+      out->value.push_back(value);
+    }
+  }
+}
+
+}  // namespace
+
+LinUcbSketched::LinUcbSketched(int dim, double lambda, double alpha, int sketch_size)
+    : lambda_(lambda),
+      alpha_(alpha),
+      sketch_size_(sketch_size),
+      buffer_(2 * sketch_size),
+      slot_of_(dim, -1),
+      gram_(Matrix::Zero(2 * sketch_size, 2 * sketch_size)),
+      cholesky_(Matrix::Zero(2 * sketch_size, 2 * sketch_size)),
+      bb_(Vector::Zero(2 * sketch_size)),
+      cross_(Vector::Zero(2 * sketch_size)),
+      coalescer_(dim) {}
+
+int64_t LinUcbSketched::MaxStateBytes(int64_t dim, int sketch_size) {
+  const int64_t buffer = 2 * int64_t{sketch_size};
+  // Per coordinate: its slot, its coordinate entry, its column, its b entry.
+  const int64_t per_coordinate = 4 + 4 + buffer * 4 + 8;
+  return dim * per_coordinate + (2 * buffer * buffer + 2 * buffer) * 8 + (dim + 63) / 64 * 8 +
+         4 * 8;
+}
+
+int64_t LinUcbSketched::StateBytes() const {
+  return static_cast<int64_t>(slot_of_.size() * sizeof(int32_t) +
+                              coordinate_.capacity() * sizeof(uint32_t) +
+                              columns_.capacity() * sizeof(float) + b_.capacity() * sizeof(double)) +
+         (gram_.size() + cholesky_.size() + bb_.size() + cross_.size()) * 8 + coalescer_.bytes() +
+         4 * 8;
+}
+
+void LinUcbSketched::SketchTimes(const CoalescedTerms& x, double* y) const {
+  std::fill(y, y + rows_, 0.0);
+  for (size_t q = 0; q < x.index.size(); ++q) {
+    const int32_t slot = slot_of_[x.index[q]];
+    if (slot < 0) continue;  // a coordinate never seen: B's column is zero
+    const float* col = Column(slot);
+    const double v = x.value[q];
+    for (int r = 0; r < rows_; ++r) y[r] += v * col[r];
+  }
+}
+
+void LinUcbSketched::ForwardSolve(double* v) const {
+  for (int r = 0; r < rows_; ++r) {
+    double s = v[r];
+    for (int k = 0; k < r; ++k) s -= cholesky_(r, k) * v[k];
+    v[r] = s / cholesky_(r, r);
+  }
+}
+
+LinUcbSketched::Score LinUcbSketched::ScoreTerms(const CoalescedTerms& x) const {
+  double norm2 = 0, bx = 0;
+  for (size_t q = 0; q < x.index.size(); ++q) {
+    const double v = x.value[q];
+    norm2 += v * v;
+    const int32_t slot = slot_of_[x.index[q]];
+    if (slot >= 0) bx += b_[slot] * v;
+  }
+  double z[2 * kMaxSketchSize];
+  SketchTimes(x, z);
+  ForwardSolve(z);  // z = L^{-1} B x
+  double z2 = 0, qz = 0;
+  for (int r = 0; r < rows_; ++r) {
+    z2 += z[r] * z[r];
+    qz += cross_[r] * z[r];
+  }
+  const double c = regularizer();
+  // Woodbury: (cI + B'B)^{-1} = (I - B'(cI + BB')^{-1}B) / c.
+  return Score{(bx - qz) / c, alpha_ * std::sqrt(std::max(0.0, (norm2 - z2) / c))};
+}
+
+absl::Status LinUcbSketched::ScoreAll(const SelectContext& ctx, std::vector<Score>* out) const {
+  const bool sparse = !ctx.sparse_candidates.empty();
+  const int n = static_cast<int>(sparse ? ctx.sparse_candidates.size() : ctx.candidates.size());
+  if (n == 0)
+    return absl::InvalidArgumentError("candidates is empty, expected at least one feature vector");
+  const int d = dimension();
+  out->resize(n);
+  CoalescedTerms terms;
+  std::vector<std::pair<uint32_t, double>> pairs;
+  for (int i = 0; i < n; ++i) {
+    if (sparse) {
+      const SparseVector& x = ctx.sparse_candidates[i];
+      if (!SparseIsValid(x, d)) return CheckSparse(absl::StrCat("candidates[", i, "]"), x, d);
+      CoalesceBySorting(x, &pairs, &terms);
+    } else {
+      const Vector& x = ctx.candidates[i];
+      if (x.size() != d || !IsInputVector(x))
+        return CheckVector(absl::StrCat("candidates[", i, "]"), x, d);
+      Coalescer::FromDense(x, &terms);
+    }
+    (*out)[i] = ScoreTerms(terms);
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<PreparedSelect> LinUcbSketched::PrepareSelect(const SelectContext& ctx) const {
+  auto prepared = std::make_unique<Prepared>();
+  prepared->owner = this;
+  prepared->model_version = model_version_;
+  const bool sparse = !ctx.sparse_candidates.empty();
+  prepared->candidates = sparse ? static_cast<const void*>(ctx.sparse_candidates.data())
+                                : static_cast<const void*>(ctx.candidates.data());
+  prepared->count = sparse ? ctx.sparse_candidates.size() : ctx.candidates.size();
+  if (!ScoreAll(ctx, &prepared->scores).ok()) return nullptr;  // Select reports the error
+  return prepared;
+}
+
+absl::StatusOr<Decision> LinUcbSketched::Select(const SelectContext& ctx) {
+  const bool sparse = !ctx.sparse_candidates.empty();
+  const void* candidates = sparse ? static_cast<const void*>(ctx.sparse_candidates.data())
+                                  : static_cast<const void*>(ctx.candidates.data());
+  const size_t count = sparse ? ctx.sparse_candidates.size() : ctx.candidates.size();
+  // Scores prepared for these very candidates on the model as it is now stand; otherwise (an
+  // Update in between) they are computed afresh.
+  const auto* prepared = dynamic_cast<const Prepared*>(ctx.prepared);
+  const bool current = prepared != nullptr && prepared->owner == this &&
+                       prepared->model_version == model_version_ &&
+                       prepared->candidates == candidates && prepared->count == count;
+  std::vector<Score> fresh;
+  if (!current)
+    if (auto s = ScoreAll(ctx, &fresh); !s.ok()) return s;
+  const std::vector<Score>& scores = current ? prepared->scores : fresh;
+  UcbChoice choice(static_cast<int>(scores.size()), ctx.want_scores);
+  for (size_t i = 0; i < scores.size(); ++i)
+    choice.Offer(static_cast<int>(i), scores[i].mean, scores[i].width);
+  return std::move(choice).Take();
+}
+
+absl::Status LinUcbSketched::Update(const Observation& obs) {
+  const int d = dimension();
+  if (obs.sparse_features) {
+    if (auto s = CheckSparse("features", *obs.sparse_features, d); !s.ok()) return s;
+  } else if (auto s = CheckVector("features", obs.features, d); !s.ok()) {
+    return s;
+  }
+  if (auto s = CheckFinite("reward", obs.reward); !s.ok()) return s;
+  if (obs.sparse_features)
+    coalescer_.Coalesce(*obs.sparse_features, &terms_);
+  else
+    Coalescer::FromDense(obs.features, &terms_);
+
+  // Everything the new row brings, computed before anything changes: the sketch holds the row
+  // in single precision (x~), b the features as given.
+  const int r_new = rows_;
+  double y[2 * kMaxSketchSize];     // B x, for B b
+  double ytil[2 * kMaxSketchSize];  // B x~, the new row of G
+  std::fill(y, y + r_new, 0.0);
+  std::fill(ytil, ytil + r_new, 0.0);
+  double row_norm2 = 0, row_b = 0;
+  const double reward = obs.reward;
+  for (size_t q = 0; q < terms_.index.size(); ++q) {
+    const double v = terms_.value[q];
+    const double vt = static_cast<float>(v);
+    if (!std::isfinite(vt))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "features has the value ", v, " at index ", terms_.index[q],
+          ", expected a magnitude single precision holds (the sketch keeps rows as floats)"));
+    row_norm2 += vt * vt;
+    const int32_t slot = slot_of_[terms_.index[q]];
+    const double b_after = (slot >= 0 ? b_[slot] : 0.0) + reward * v;
+    row_b += vt * b_after;  // x~'b after this update
+    if (slot < 0) continue;
+    const float* col = Column(slot);
+    for (int r = 0; r < r_new; ++r) {
+      y[r] += v * col[r];
+      ytil[r] += vt * col[r];
+    }
+  }
+  // The Cholesky factor's new row: l = L^{-1} g, eta^2 = G_rr + c - l'l, which is at least c
+  // (a Schur complement of G + cI >= cI): the floor only guards rounding.
+  double l[2 * kMaxSketchSize];
+  std::copy(ytil, ytil + r_new, l);
+  ForwardSolve(l);
+  double l2 = 0;
+  for (int r = 0; r < r_new; ++r) l2 += l[r] * l[r];
+  const double c = regularizer();
+  const double eta = std::sqrt(std::max(row_norm2 + c - l2, c));
+  bool finite = std::isfinite(row_norm2) && std::isfinite(row_b) && std::isfinite(eta);
+  for (int r = 0; r < r_new && finite; ++r)
+    finite = std::isfinite(bb_[r] + reward * y[r]) && std::isfinite(l[r]);
+  if (!finite)
+    return absl::InvalidArgumentError(
+        "features and reward overflow the sketch's sums, expected smaller magnitudes");
+
+  // The update (Alg. 1 line 13's b += r x; the row appended to the sketch's buffer).
+  for (size_t q = 0; q < terms_.index.size(); ++q) {
+    const uint32_t j = terms_.index[q];
+    if (slot_of_[j] < 0) {
+      if (coordinate_.size() == coordinate_.capacity()) {
+        // Grow to at most d coordinates, so the capacity stays within MaxStateBytes.
+        const size_t cap = std::min<size_t>(std::max<size_t>(16, 2 * coordinate_.size()), d);
+        coordinate_.reserve(cap);
+        b_.reserve(cap);
+        columns_.reserve(cap * buffer_);
+      }
+      slot_of_[j] = static_cast<int32_t>(coordinate_.size());
+      coordinate_.push_back(j);
+      b_.push_back(0.0);
+      columns_.resize(columns_.size() + buffer_, 0.0f);
+    }
+    const int32_t slot = slot_of_[j];
+    b_[slot] += reward * terms_.value[q];
+    Column(slot)[r_new] = static_cast<float>(terms_.value[q]);
+  }
+  for (int r = 0; r < r_new; ++r) {
+    bb_[r] += reward * y[r];
+    gram_(r_new, r) = gram_(r, r_new) = ytil[r];
+    cholesky_(r_new, r) = l[r];
+  }
+  bb_[r_new] = row_b;
+  gram_(r_new, r_new) = row_norm2;
+  cholesky_(r_new, r_new) = eta;
+  rows_ = r_new + 1;
+  if (rows_ == buffer_) Shrink();
+  RefreshCrossTerm();
+  ++updates_;
+  ++model_version_;
+  return absl::OkStatus();
+}
+
+void LinUcbSketched::Shrink() {
+  // Frequent Directions, Alg. 3.1: B = U S V' with S^2 the eigenvalues of G = BB' and
+  // V' = S^{-1} U' B; delta = s_l^2 (the l-th largest); B <- sqrt(max(S^2 - delta, 0)) V', whose
+  // rows from the l-th on are zero. In terms of the columns: B <- W B with
+  // W = diag(sqrt((s_i^2 - delta) / s_i^2)) U' over the l - 1 largest.
+  const int r = rows_;
+  Eigen::SelfAdjointEigenSolver<Matrix> eig(gram_.topLeftCorner(r, r));
+  const Vector& s2 = eig.eigenvalues();  // ascending
+  const Matrix& u = eig.eigenvectors();
+  const double delta = std::max(0.0, s2[r - sketch_size_]);  // the l-th largest
+  const int keep = sketch_size_ - 1;
+  Matrix w = Matrix::Zero(keep, r);
+  for (int i = 0; i < keep; ++i) {
+    const int e = r - 1 - i;  // the (i+1)-th largest
+    const double f = s2[e] > delta ? std::sqrt((s2[e] - delta) / s2[e]) : 0.0;
+    w.row(i) = f * u.col(e).transpose();
+  }
+  Vector old(r), fresh(keep);
+  gram_.setZero();
+  bb_.setZero();
+  for (size_t slot = 0; slot < coordinate_.size(); ++slot) {
+    float* col = Column(static_cast<uint32_t>(slot));
+    for (int k = 0; k < r; ++k) old[k] = col[k];
+    fresh.noalias() = w * old;
+    std::fill(col, col + buffer_, 0.0f);
+    for (int k = 0; k < keep; ++k) {
+      col[k] = static_cast<float>(fresh[k]);
+      old[k] = col[k];  // the value held
+    }
+    // G and B b again from the values held, so that they are exactly the sketch's.
+    for (int a = 0; a < keep; ++a) {
+      bb_[a] += old[a] * b_[slot];
+      for (int k = 0; k <= a; ++k) gram_(a, k) += old[a] * old[k];
+    }
+  }
+  gram_.topLeftCorner(keep, keep).triangularView<Eigen::StrictlyUpper>() =
+      gram_.topLeftCorner(keep, keep).transpose();
+  shrinkage_ += delta;
+  ++shrinks_;
+  rows_ = keep;
+  // c changed with the shrinkage: L L' = G + c I afresh.
+  Matrix shifted = gram_.topLeftCorner(keep, keep);
+  shifted.diagonal().array() += regularizer();
+  Eigen::LLT<Matrix> llt(shifted);
+  cholesky_.setZero();
+  cholesky_.topLeftCorner(keep, keep) = llt.matrixL();
+}
+
+void LinUcbSketched::RefreshCrossTerm() {
+  cross_.setZero();
+  for (int r = 0; r < rows_; ++r) cross_[r] = bb_[r];
+  ForwardSolve(cross_.data());
+}
+
+Vector LinUcbSketched::Weights() const {
+  // theta = (b - B'(G + cI)^{-1} B b) / c, with (G + cI)^{-1} B b = L^{-T} (L^{-1} B b).
+  Vector w = cross_.head(rows_);
+  for (int r = rows_ - 1; r >= 0; --r) {
+    double s = w[r];
+    for (int k = r + 1; k < rows_; ++k) s -= cholesky_(k, r) * w[k];
+    w[r] = s / cholesky_(r, r);
+  }
+  Vector theta = Vector::Zero(dimension());
+  const double c = regularizer();
+  for (size_t slot = 0; slot < coordinate_.size(); ++slot) {
+    const float* col = Column(static_cast<uint32_t>(slot));
+    double s = b_[slot];
+    for (int r = 0; r < rows_; ++r) s -= col[r] * w[r];
+    theta[coordinate_[slot]] = s / c;
+  }
+  return theta;
+}
+
+Matrix LinUcbSketched::SketchRows() const {
+  Matrix out = Matrix::Zero(rows_, dimension());
+  for (size_t slot = 0; slot < coordinate_.size(); ++slot)
+    for (int r = 0; r < rows_; ++r)
+      out(r, coordinate_[slot]) = Column(static_cast<uint32_t>(slot))[r];
+  return out;
+}
+
+void LinUcbSketched::Save(bandit::v1::PolicyState* out) const {
+  StateWriter w(out, name(), 1);
+  const size_t seen = coordinate_.size();
+  Vector coordinates(seen), b(seen), columns(seen * rows_);
+  for (size_t slot = 0; slot < seen; ++slot) {
+    coordinates[slot] = coordinate_[slot];
+    b[slot] = b_[slot];
+    for (int r = 0; r < rows_; ++r) columns[slot * rows_ + r] = Column(slot)[r];
+  }
+  w.Put("sketch_coordinates", coordinates);
+  w.Put("sketch_b", b);
+  w.Put("sketch_columns", columns);
+  w.Put("sketch_gram", Matrix(gram_.topLeftCorner(rows_, rows_)));
+  w.Put("sketch_cholesky", Matrix(cholesky_.topLeftCorner(rows_, rows_)));
+  w.Put("sketch_bb", Vector(bb_.head(rows_)));
+  w.PutScalar("sketch_shrinkage", shrinkage_);
+  w.PutInt("sketch_size", sketch_size_);
+  w.PutInt("sketch_shrinks", shrinks_);
+  w.PutInt("updates", updates_);
+}
+
+absl::Status LinUcbSketched::Restore(const bandit::v1::PolicyState& state) {
+  StateReader r(state);
+  if (auto s = r.Expect(name(), 1); !s.ok()) return s;
+  int64_t size, shrinks, updates;
+  double shrinkage;
+  Vector coordinates, b, columns, bb;
+  Matrix gram, cholesky;
+  if (auto s = r.GetInt("sketch_size", &size); !s.ok()) return s;
+  if (size != sketch_size_)
+    return absl::InvalidArgumentError(absl::StrCat("linucb sketched state has sketch_size ", size,
+                                                   ", expected ", sketch_size_));
+  if (auto s = r.Get("sketch_coordinates", &coordinates); !s.ok()) return s;
+  const int64_t seen = coordinates.size();
+  if (auto s = r.Get("sketch_b", &b, seen); !s.ok()) return s;
+  if (auto s = r.Get("sketch_gram", &gram); !s.ok()) return s;
+  const int64_t rows = gram.rows();
+  if (gram.cols() != rows || rows >= buffer_)
+    return absl::InvalidArgumentError(
+        absl::StrCat("linucb sketched state has a ", gram.rows(), " x ", gram.cols(),
+                     " sketch gram, expected a square one of fewer than ", buffer_, " rows"));
+  if (auto s = r.Get("sketch_cholesky", &cholesky, rows, rows); !s.ok()) return s;
+  if (auto s = r.Get("sketch_bb", &bb, rows); !s.ok()) return s;
+  if (auto s = r.Get("sketch_columns", &columns, seen * rows); !s.ok()) return s;
+  if (auto s = r.GetScalar("sketch_shrinkage", &shrinkage); !s.ok()) return s;
+  if (auto s = r.GetInt("sketch_shrinks", &shrinks); !s.ok()) return s;
+  if (auto s = r.GetInt("updates", &updates); !s.ok()) return s;
+  if (!b.allFinite() || !gram.allFinite() || !cholesky.allFinite() || !bb.allFinite() ||
+      !columns.allFinite() || !std::isfinite(shrinkage) || shrinkage < 0 ||
+      (rows > 0 && !(cholesky.diagonal().array() > 0).all()))
+    return absl::InvalidArgumentError(
+        "linucb sketched state has non-finite values, a negative shrinkage or a singular "
+        "factor, expected finite values and a positive factor diagonal");
+  std::vector<int32_t> slot_of(slot_of_.size(), -1);
+  for (int64_t slot = 0; slot < seen; ++slot) {
+    const double c = coordinates[slot];
+    if (!(c >= 0 && c < dimension()) || c != std::floor(c) || slot_of[static_cast<size_t>(c)] >= 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "linucb sketched state's sketch_coordinates[", slot, "] is ", c,
+          ", expected distinct coordinates in [0, ", dimension(), ")"));
+    slot_of[static_cast<size_t>(c)] = static_cast<int32_t>(slot);
+  }
+  slot_of_ = std::move(slot_of);
+  coordinate_.assign(seen, 0);
+  b_.assign(seen, 0);
+  columns_.assign(seen * buffer_, 0.0f);
+  for (int64_t slot = 0; slot < seen; ++slot) {
+    coordinate_[slot] = static_cast<uint32_t>(coordinates[slot]);
+    b_[slot] = b[slot];
+    for (int64_t k = 0; k < rows; ++k)
+      Column(static_cast<uint32_t>(slot))[k] = static_cast<float>(columns[slot * rows + k]);
+  }
+  rows_ = static_cast<int>(rows);
+  gram_.setZero();
+  gram_.topLeftCorner(rows, rows) = gram;
+  cholesky_.setZero();
+  cholesky_.topLeftCorner(rows, rows) = cholesky;
+  bb_.setZero();
+  bb_.head(rows) = bb;
+  shrinkage_ = shrinkage;
+  shrinks_ = shrinks;
+  updates_ = updates;
+  RefreshCrossTerm();
+  ++model_version_;
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, double>> LinUcbSketched::Summary() const {
+  return {{"updates", static_cast<double>(updates_)},
+          {"sketch_rows", static_cast<double>(rows_)},
+          {"sketch_shrinks", static_cast<double>(shrinks_)},
+          {"sketch_spectral_error_bound", shrinkage_},
+          {"regularizer", regularizer()},
+          {"seen_coordinates", static_cast<double>(coordinate_.size())}};
+}
+
+}  // namespace bandit

@@ -2,7 +2,12 @@
 // Select over 50 actions (a 20-feature context in 2 namespaces, 10 features per action, the
 // vectors already hashed with `-q ::` as the feature space builds them: 435 terms per action)
 // plus the Update of the chosen one. Personalizer's learning policy and SquareCB, 2^18.
-// Run: build/bin/bandit-microbench --benchmark_filter=Vw
+// Beside them, on the same vectors, LinUCB's sketched covariance (sketch sizes 8 to 64) and its
+// diagonal one: these rounds cycle through the workload's 117 distinct contexts (after 2,000
+// rounds of warm-up), since what a sketch costs grows with the coordinates it has seen; VW's
+// Personalizer round is run that way too for the side-by-side ratio.
+// Run: build/bin/bandit-microbench --benchmark_filter='Vw|Sketched'
+//      (`--benchmark_repetitions=5` for medians)
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -74,6 +79,63 @@ void RunVwRound(benchmark::State& state, const std::string& arguments) {
   }
   state.counters["terms_per_action"] = static_cast<double>(rounds[0][0].size());
 }
+
+// Every round of the workload's cycle (117 contexts: 13 user patterns x 9 numeric ones), after
+// a warm-up that lets the policy see the coordinates its choices bring.
+void RunCyclingRound(benchmark::State& state, const bandit::v1::PolicyConfig& config) {
+  auto policy = CreatePolicy(config, 7);
+  if (!policy.ok()) std::abort();
+  features::FeatureSpaceOptions o;
+  o.bits = 18;
+  o.interactions = {"::"};
+  auto space = *features::FeatureSpace::Create(o);
+  std::vector<std::vector<SparseVector>> rounds;
+  for (int i = 0; i < 117; ++i) rounds.push_back(RoundVectors(space, i));
+  Rng env(1);
+  Observation obs;
+  size_t r = 0;
+  const auto round = [&] {
+    const auto& xs = rounds[r++ % rounds.size()];
+    SelectContext ctx;
+    ctx.sparse_candidates = xs;
+    auto d = (*policy)->Select(ctx);
+    obs.sparse_features = xs[d->arm];
+    obs.memo = d->memo;
+    obs.reward = env.Bernoulli(d->arm % 5 == 0 ? 0.6 : 0.2) ? 1.0 : 0.0;
+    benchmark::DoNotOptimize((*policy)->Update(obs));
+  };
+  for (int i = 0; i < 2000; ++i) round();
+  for (auto _ : state) round();
+  for (const auto& [key, value] : (*policy)->Summary())
+    if (key == "seen_coordinates") state.counters["seen_coordinates"] = value;
+}
+
+void BM_VwRoundPersonalizerCycling(benchmark::State& state) {
+  bandit::v1::PolicyConfig config;
+  config.mutable_vw()->set_arguments(
+      "--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q :: -b 18");
+  RunCyclingRound(state, config);
+}
+BENCHMARK(BM_VwRoundPersonalizerCycling)->Unit(benchmark::kMicrosecond);
+
+void BM_LinUcbSketchedRound(benchmark::State& state) {
+  bandit::v1::PolicyConfig config;
+  config.mutable_linucb()->set_dimension(1 << 18);
+  config.mutable_linucb()->set_alpha(0.25);
+  config.mutable_linucb()->set_covariance(bandit::v1::COVARIANCE_SKETCHED);
+  config.mutable_linucb()->set_sketch_size(static_cast<int>(state.range(0)));
+  RunCyclingRound(state, config);
+}
+BENCHMARK(BM_LinUcbSketchedRound)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Unit(benchmark::kMicrosecond);
+
+void BM_LinUcbDiagonalRoundCycling(benchmark::State& state) {
+  bandit::v1::PolicyConfig config;
+  config.mutable_linucb()->set_dimension(1 << 18);
+  config.mutable_linucb()->set_alpha(0.25);
+  config.mutable_linucb()->set_covariance(bandit::v1::COVARIANCE_DIAGONAL);
+  RunCyclingRound(state, config);
+}
+BENCHMARK(BM_LinUcbDiagonalRoundCycling)->Unit(benchmark::kMicrosecond);
 
 void BM_VwRoundPersonalizer(benchmark::State& state) {
   RunVwRound(state,

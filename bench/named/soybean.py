@@ -42,7 +42,7 @@ POLICIES = {
     # 2^18, with sketches of several sizes.
     **{"LinUCB sketched %d 2^18" % l: ({"linucb": {"alpha": 0.25, "covariance":
                                                   "COVARIANCE_SKETCHED", "sketch_size": l}}, 18)
-       for l in (16, 64, 128)},
+       for l in (16, 64, 128, 256, 512)},
     # lambda = 1 instead of the papers' d (= 1024 here, which would regularize 35-feature
     # contexts into near-uniform play for the whole pass); S = 50, a norm bound theta* of
     # one-hot attributes x classes can meet (with S = 1 the projection onto the ball, an

@@ -2,6 +2,7 @@
 """Vowpal Wabbit's learner served by banditd against VW's own daemon, side by side in one run.
 
     bench/vw/daemon_compare.py BUILD_DIR [--vw PATH] [--seconds 10] [--inflight 8] [--rounds 2]
+        [--policy 'linucb { covariance: COVARIANCE_SKETCHED sketch_size: 16 }' ...]
 
 The workload: a context of 20 features in 2 namespaces, 50 actions of 10 features each, VW's
 JSON, Personalizer's learning settings `--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001
@@ -10,7 +11,9 @@ JSON, Personalizer's learning settings `--cb_explore_adf --epsilon 0.2 --power_t
     with the reward, on one `vw` instance with those arguments;
   - VW's daemon (`vw --daemon --json`, children as cores): one labeled example (VW predicts,
     then learns it), the label on the action a client-side draw picked.
-`--inflight` client processes (one connection each) run for `--seconds` per phase, phases
+`--policy` (repeatable; text-format PolicyConfig) serves other policies on the same workload
+beside the `vw` instance, each on a feature space of 2^18 with `-q ::` (the same features), in
+its own phase. `--inflight` client processes (one connection each) run for `--seconds` per phase, phases
 alternating banditd / VW `--rounds` times. Reported per phase: rounds/s, the server's CPU per
 round (user + system time of banditd, or of VW's daemon and its children, from /proc) and the
 cores it used (CPU seconds per second). Needs VW's runtime libraries (libfmt9, zlib).
@@ -77,20 +80,20 @@ def vw_client(port, seconds, seed, counter):
     counter.put(done)
 
 
-def bandit_client(gen, target, seconds, seed, counter):
+def bandit_client(gen, target, instance, seconds, seed, counter):
     sys.path.append(gen)
     import grpc
     from bandit_pb.bandit.v1 import service_pb2 as pb, service_pb2_grpc as rpc
     stub = rpc.BanditServiceStub(grpc.insecure_channel(target))
     # The request with its 50 actions is built once; per round only its context changes.
-    req = pb.SelectRequest(instance="vw", return_scores=True)
+    req = pb.SelectRequest(instance=instance, return_scores=True)
     for k, a in enumerate(actions()):
         req.actions.add(id=f"a{k}", features=json.dumps(a))
     done, end, i = 0, time.time() + seconds, seed * 1000
     while time.time() < end:
         req.context = json.dumps(context(i))
         d = stub.Select(req)
-        stub.Update(pb.UpdateRequest(instance="vw", event_id=d.event_id,
+        stub.Update(pb.UpdateRequest(instance=instance, event_id=d.event_id,
                                      reward=1.0 if d.arm_index % 5 == 0 else 0.0))
         done += 1
         i += 1
@@ -120,6 +123,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--inflight", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--policy", action="append", default=[],
+                    help="another banditd policy (text-format PolicyConfig) to measure")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
     grpc_port, vw_port = 50900 + os.getpid() % 50, 26900 + os.getpid() % 50
@@ -139,21 +144,35 @@ def main():
         cfg.policy.vw.arguments = ARGS
         cfg.pending.reward_wait_ms = 600000
         stub.CreateInstance(pb.CreateInstanceRequest(name="vw", config=cfg))
+        from google.protobuf import text_format
+        names = {"banditd": "vw"}
+        for k, text in enumerate(a.policy):
+            cfg = pb.InstanceConfig()
+            text_format.Parse(text, cfg.policy)
+            cfg.feature_space.bits = 18
+            cfg.feature_space.interactions.append("::")
+            cfg.pending.reward_wait_ms = 600000
+            stub.CreateInstance(pb.CreateInstanceRequest(name=f"p{k}", config=cfg))
+            names[f"policy {k}"] = f"p{k}"
+            print(f"policy {k}: {text}")
         print(f"workload: 20 context features, 50 actions x 10, {ARGS}; {a.inflight} in flight, "
               f"{a.seconds:g} s phases, {os.cpu_count()} cores")
         gen = os.path.join(a.build, "python_gen")
-        results = {"banditd": [], "vw": []}
+        results = {"vw": [], **{label: [] for label in names}}
         for _ in range(a.rounds):
-            results["banditd"].append(phase("banditd", lambda: [banditd.pid], bandit_client,
-                                            (gen, f"127.0.0.1:{grpc_port}"), a.inflight, a.seconds))
+            for label, instance in names.items():
+                results[label].append(phase(label, lambda: [banditd.pid], bandit_client,
+                                            (gen, f"127.0.0.1:{grpc_port}", instance), a.inflight,
+                                            a.seconds))
             results["vw"].append(phase("vw", lambda: [vw.pid, *children(vw.pid)], vw_client,
                                        (vw_port,), a.inflight, a.seconds))
         med = lambda xs: sorted(xs)[len(xs) // 2]
-        b_rps, v_rps = med([r for r, _ in results["banditd"]]), med([r for r, _ in results["vw"]])
-        b_cpu, v_cpu = med([c for _, c in results["banditd"]]), med([c for _, c in results["vw"]])
-        print(f"median: banditd {b_rps:.0f} rounds/s, {1000 * b_cpu:.3f} ms CPU/round; "
-              f"VW {v_rps:.0f} rounds/s, {1000 * v_cpu:.3f} ms CPU/round; "
-              f"ratio {b_rps / v_rps:.2f}x rounds/s, {b_cpu / v_cpu:.2f}x CPU/round")
+        v_rps, v_cpu = med([r for r, _ in results["vw"]]), med([c for _, c in results["vw"]])
+        for label in names:
+            b_rps, b_cpu = med([r for r, _ in results[label]]), med([c for _, c in results[label]])
+            print(f"median: {label} {b_rps:.0f} rounds/s, {1000 * b_cpu:.3f} ms CPU/round; "
+                  f"VW {v_rps:.0f} rounds/s, {1000 * v_cpu:.3f} ms CPU/round; "
+                  f"ratio {b_rps / v_rps:.2f}x rounds/s, {b_cpu / v_cpu:.2f}x CPU/round")
     finally:
         banditd.send_signal(signal.SIGTERM)
         vw.send_signal(signal.SIGTERM)

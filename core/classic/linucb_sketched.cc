@@ -25,23 +25,37 @@ class LinUcbSketched::Prepared final : public PreparedSelect {
 
 namespace {
 
-// A sparse vector's terms one per coordinate, without the policy's shared coalescing bitmap (so
-// that concurrent Selects can coalesce): its terms sorted by index, repeats added up.
-void CoalesceBySorting(const SparseVector& x, std::vector<std::pair<uint32_t, double>>* pairs,
-                       CoalescedTerms* out) {
-  pairs->clear();
-  for (size_t k = 0; k < x.index.size(); ++k) pairs->emplace_back(x.index[k], x.value[k]);
-  std::stable_sort(pairs->begin(), pairs->end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  out->clear();
-  for (const auto& [index, value] : *pairs) {
-    if (!out->index.empty() && out->index.back() == index) {
-      out->value.back() += value;
-    } else {
-      out->index.push_back(index);
-      out->value.push_back(value);
-    }
+// ||x||^2 of a checked sparse vector's dense form (its repeated indices added up first), with a
+// bitmap of the thread's own (Selects of one instance run concurrently) to tell a repeat: hashed
+// vectors rarely repeat an index, and only one that does is sorted.
+double SquaredNorm(const SparseVector& x, int64_t dimension) {
+  thread_local std::vector<uint64_t> marks;
+  const size_t words = static_cast<size_t>((dimension + 63) / 64);
+  if (marks.size() < words) marks.assign(words, 0);
+  double sum = 0;
+  bool repeats = false;
+  for (size_t k = 0; k < x.index.size(); ++k) {
+    const uint32_t i = x.index[k];
+    const uint64_t bit = uint64_t{1} << (i & 63);
+    repeats |= (marks[i >> 6] & bit) != 0;
+    marks[i >> 6] |= bit;
+    sum += x.value[k] * x.value[k];
   }
+  for (const uint32_t i : x.index) marks[i >> 6] = 0;
+  if (!repeats) return sum;
+  std::vector<std::pair<uint32_t, double>> terms;
+  terms.reserve(x.index.size());
+  for (size_t k = 0; k < x.index.size(); ++k) terms.emplace_back(x.index[k], x.value[k]);
+  std::stable_sort(terms.begin(), terms.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  sum = 0;
+  for (size_t k = 0; k < terms.size();) {
+    double v = 0;
+    const uint32_t i = terms[k].first;
+    for (; k < terms.size() && terms[k].first == i; ++k) v += terms[k].second;
+    sum += v * v;
+  }
+  return sum;
 }
 
 }  // namespace
@@ -51,7 +65,10 @@ LinUcbSketched::LinUcbSketched(int dim, double lambda, double alpha, int sketch_
       alpha_(alpha),
       sketch_size_(sketch_size),
       buffer_(2 * sketch_size),
-      slot_of_(dim, -1),
+      slot_of_(dim, 0),
+      coordinate_{kNoCoordinate},
+      columns_(2 * sketch_size, 0.0f),
+      b_{0.0},
       gram_(Matrix::Zero(2 * sketch_size, 2 * sketch_size)),
       cholesky_(Matrix::Zero(2 * sketch_size, 2 * sketch_size)),
       bb_(Vector::Zero(2 * sketch_size)),
@@ -60,9 +77,10 @@ LinUcbSketched::LinUcbSketched(int dim, double lambda, double alpha, int sketch_
 
 int64_t LinUcbSketched::MaxStateBytes(int64_t dim, int sketch_size) {
   const int64_t buffer = 2 * int64_t{sketch_size};
-  // Per coordinate: its slot, its coordinate entry, its column, its b entry.
+  // Per coordinate: its slot, its coordinate entry, its column, its b entry (and those of the
+  // zero slot).
   const int64_t per_coordinate = 4 + 4 + buffer * 4 + 8;
-  return dim * per_coordinate + (2 * buffer * buffer + 2 * buffer) * 8 + (dim + 63) / 64 * 8 +
+  return dim * 4 + (dim + 1) * (per_coordinate - 4) + (2 * buffer * buffer + 2 * buffer) * 8 + (dim + 63) / 64 * 8 +
          4 * 8;
 }
 
@@ -74,17 +92,6 @@ int64_t LinUcbSketched::StateBytes() const {
          4 * 8;
 }
 
-void LinUcbSketched::SketchTimes(const CoalescedTerms& x, double* y) const {
-  std::fill(y, y + rows_, 0.0);
-  for (size_t q = 0; q < x.index.size(); ++q) {
-    const int32_t slot = slot_of_[x.index[q]];
-    if (slot < 0) continue;  // a coordinate never seen: B's column is zero
-    const float* col = Column(slot);
-    const double v = x.value[q];
-    for (int r = 0; r < rows_; ++r) y[r] += v * col[r];
-  }
-}
-
 void LinUcbSketched::ForwardSolve(double* v) const {
   for (int r = 0; r < rows_; ++r) {
     double s = v[r];
@@ -93,16 +100,38 @@ void LinUcbSketched::ForwardSolve(double* v) const {
   }
 }
 
-LinUcbSketched::Score LinUcbSketched::ScoreTerms(const CoalescedTerms& x) const {
-  double norm2 = 0, bx = 0;
-  for (size_t q = 0; q < x.index.size(); ++q) {
-    const double v = x.value[q];
-    norm2 += v * v;
-    const int32_t slot = slot_of_[x.index[q]];
-    if (slot >= 0) bx += b_[slot] * v;
+LinUcbSketched::Score LinUcbSketched::ScoreTerms(const uint32_t* index, const double* value,
+                                                 size_t n, double norm2) const {
+  // b'x and B x are linear in x: a repeated index adds its terms up as the dense form does.
+  // At 2^18 coordinates and more, each term's slot, column and b entry are cache misses: the
+  // slots are looked up a few terms ahead, and each column and b entry fetched a few ahead of
+  // its use.
+  constexpr size_t kAhead = 8;
+  uint32_t slots[kAhead];
+  const size_t first = std::min(n, kAhead);
+  for (size_t q = 0; q < first; ++q) {
+    slots[q] = slot_of_[index[q]];
+    __builtin_prefetch(Column(slots[q]));
+    __builtin_prefetch(&b_[slots[q]]);
   }
+  double bx = 0;
   double z[2 * kMaxSketchSize];
-  SketchTimes(x, z);
+  std::fill(z, z + rows_, 0.0);
+  for (size_t q = 0; q < n; ++q) {
+    // A coordinate never seen is the zero slot's (a zero column and b entry): no branch.
+    const uint32_t slot = slots[q % kAhead];
+    if (q + kAhead < n) {
+      const uint32_t next = slot_of_[index[q + kAhead]];
+      slots[q % kAhead] = next;
+      __builtin_prefetch(Column(next));
+      __builtin_prefetch(&b_[next]);
+    }
+    if (q + 2 * kAhead < n) __builtin_prefetch(&slot_of_[index[q + 2 * kAhead]]);
+    const double v = value[q];
+    bx += b_[slot] * v;
+    const float* col = Column(slot);
+    for (int r = 0; r < rows_; ++r) z[r] += v * col[r];
+  }
   ForwardSolve(z);  // z = L^{-1} B x
   double z2 = 0, qz = 0;
   for (int r = 0; r < rows_; ++r) {
@@ -122,19 +151,19 @@ absl::Status LinUcbSketched::ScoreAll(const SelectContext& ctx, std::vector<Scor
   const int d = dimension();
   out->resize(n);
   CoalescedTerms terms;
-  std::vector<std::pair<uint32_t, double>> pairs;
   for (int i = 0; i < n; ++i) {
     if (sparse) {
       const SparseVector& x = ctx.sparse_candidates[i];
       if (!SparseIsValid(x, d)) return CheckSparse(absl::StrCat("candidates[", i, "]"), x, d);
-      CoalesceBySorting(x, &pairs, &terms);
+      (*out)[i] = ScoreTerms(x.index.data(), x.value.data(), x.size(), SquaredNorm(x, d));
     } else {
       const Vector& x = ctx.candidates[i];
       if (x.size() != d || !IsInputVector(x))
         return CheckVector(absl::StrCat("candidates[", i, "]"), x, d);
       Coalescer::FromDense(x, &terms);
+      (*out)[i] = ScoreTerms(terms.index.data(), terms.value.data(), terms.index.size(),
+                             x.squaredNorm());
     }
-    (*out)[i] = ScoreTerms(terms);
   }
   return absl::OkStatus();
 }
@@ -202,10 +231,10 @@ absl::Status LinUcbSketched::Update(const Observation& obs) {
           "features has the value ", v, " at index ", terms_.index[q],
           ", expected a magnitude single precision holds (the sketch keeps rows as floats)"));
     row_norm2 += vt * vt;
-    const int32_t slot = slot_of_[terms_.index[q]];
-    const double b_after = (slot >= 0 ? b_[slot] : 0.0) + reward * v;
+    const uint32_t slot = slot_of_[terms_.index[q]];
+    const double b_after = b_[slot] + reward * v;  // the zero slot's b is 0
     row_b += vt * b_after;  // x~'b after this update
-    if (slot < 0) continue;
+    if (slot == kZeroSlot) continue;
     const float* col = Column(slot);
     for (int r = 0; r < r_new; ++r) {
       y[r] += v * col[r];
@@ -231,20 +260,21 @@ absl::Status LinUcbSketched::Update(const Observation& obs) {
   // The update (Alg. 1 line 13's b += r x; the row appended to the sketch's buffer).
   for (size_t q = 0; q < terms_.index.size(); ++q) {
     const uint32_t j = terms_.index[q];
-    if (slot_of_[j] < 0) {
+    if (slot_of_[j] == kZeroSlot) {
       if (coordinate_.size() == coordinate_.capacity()) {
         // Grow to at most d coordinates, so the capacity stays within MaxStateBytes.
-        const size_t cap = std::min<size_t>(std::max<size_t>(16, 2 * coordinate_.size()), d);
+        const size_t cap =
+            std::min<size_t>(std::max<size_t>(16, 2 * coordinate_.size()), size_t{1} + d);
         coordinate_.reserve(cap);
         b_.reserve(cap);
         columns_.reserve(cap * buffer_);
       }
-      slot_of_[j] = static_cast<int32_t>(coordinate_.size());
+      slot_of_[j] = static_cast<uint32_t>(coordinate_.size());
       coordinate_.push_back(j);
       b_.push_back(0.0);
       columns_.resize(columns_.size() + buffer_, 0.0f);
     }
-    const int32_t slot = slot_of_[j];
+    const uint32_t slot = slot_of_[j];
     b_[slot] += reward * terms_.value[q];
     Column(slot)[r_new] = static_cast<float>(terms_.value[q]);
   }
@@ -281,26 +311,30 @@ void LinUcbSketched::Shrink() {
     const double f = s2[e] > delta ? std::sqrt((s2[e] - delta) / s2[e]) : 0.0;
     w.row(i) = f * u.col(e).transpose();
   }
-  Vector old(r), fresh(keep);
-  gram_.setZero();
-  bb_.setZero();
-  for (size_t slot = 0; slot < coordinate_.size(); ++slot) {
-    float* col = Column(static_cast<uint32_t>(slot));
-    for (int k = 0; k < r; ++k) old[k] = col[k];
+  // The columns in blocks, through Eigen's matrix products: B's kept rows W B, then G and B b
+  // again from the values held (single precision), so that they are exactly the sketch's.
+  using FloatColumns = Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic>>;
+  const Eigen::Index seen = static_cast<Eigen::Index>(coordinate_.size());
+  FloatColumns columns(columns_.data(), buffer_, seen);
+  const Eigen::Map<const Vector> b(b_.data(), seen);
+  constexpr Eigen::Index kBlock = 1024;
+  Matrix old, fresh;
+  Matrix gram = Matrix::Zero(keep, keep);
+  Vector bb = Vector::Zero(keep);
+  for (Eigen::Index j0 = 0; j0 < seen; j0 += kBlock) {
+    const Eigen::Index nb = std::min(kBlock, seen - j0);
+    old = columns.block(0, j0, r, nb).cast<double>();
     fresh.noalias() = w * old;
-    std::fill(col, col + buffer_, 0.0f);
-    for (int k = 0; k < keep; ++k) {
-      col[k] = static_cast<float>(fresh[k]);
-      old[k] = col[k];  // the value held
-    }
-    // G and B b again from the values held, so that they are exactly the sketch's.
-    for (int a = 0; a < keep; ++a) {
-      bb_[a] += old[a] * b_[slot];
-      for (int k = 0; k <= a; ++k) gram_(a, k) += old[a] * old[k];
-    }
+    columns.block(0, j0, buffer_, nb).setZero();
+    columns.block(0, j0, keep, nb) = fresh.cast<float>();
+    fresh = columns.block(0, j0, keep, nb).cast<double>();  // the values held
+    gram.selfadjointView<Eigen::Lower>().rankUpdate(fresh);
+    bb.noalias() += fresh * b.segment(j0, nb);
   }
-  gram_.topLeftCorner(keep, keep).triangularView<Eigen::StrictlyUpper>() =
-      gram_.topLeftCorner(keep, keep).transpose();
+  gram_.setZero();
+  gram_.topLeftCorner(keep, keep) = gram.selfadjointView<Eigen::Lower>();
+  bb_.setZero();
+  bb_.head(keep) = bb;
   shrinkage_ += delta;
   ++shrinks_;
   rows_ = keep;
@@ -328,7 +362,7 @@ Vector LinUcbSketched::Weights() const {
   }
   Vector theta = Vector::Zero(dimension());
   const double c = regularizer();
-  for (size_t slot = 0; slot < coordinate_.size(); ++slot) {
+  for (size_t slot = kZeroSlot + 1; slot < coordinate_.size(); ++slot) {
     const float* col = Column(static_cast<uint32_t>(slot));
     double s = b_[slot];
     for (int r = 0; r < rows_; ++r) s -= col[r] * w[r];
@@ -339,7 +373,7 @@ Vector LinUcbSketched::Weights() const {
 
 Matrix LinUcbSketched::SketchRows() const {
   Matrix out = Matrix::Zero(rows_, dimension());
-  for (size_t slot = 0; slot < coordinate_.size(); ++slot)
+  for (size_t slot = kZeroSlot + 1; slot < coordinate_.size(); ++slot)
     for (int r = 0; r < rows_; ++r)
       out(r, coordinate_[slot]) = Column(static_cast<uint32_t>(slot))[r];
   return out;
@@ -347,12 +381,13 @@ Matrix LinUcbSketched::SketchRows() const {
 
 void LinUcbSketched::Save(bandit::v1::PolicyState* out) const {
   StateWriter w(out, name(), 1);
-  const size_t seen = coordinate_.size();
+  const size_t seen = coordinate_.size() - 1;  // the zero slot is not saved
   Vector coordinates(seen), b(seen), columns(seen * rows_);
-  for (size_t slot = 0; slot < seen; ++slot) {
-    coordinates[slot] = coordinate_[slot];
-    b[slot] = b_[slot];
-    for (int r = 0; r < rows_; ++r) columns[slot * rows_ + r] = Column(slot)[r];
+  for (size_t k = 0; k < seen; ++k) {
+    const uint32_t slot = static_cast<uint32_t>(k + 1);
+    coordinates[k] = coordinate_[slot];
+    b[k] = b_[slot];
+    for (int r = 0; r < rows_; ++r) columns[k * rows_ + r] = Column(slot)[r];
   }
   w.Put("sketch_coordinates", coordinates);
   w.Put("sketch_b", b);
@@ -398,24 +433,26 @@ absl::Status LinUcbSketched::Restore(const bandit::v1::PolicyState& state) {
     return absl::InvalidArgumentError(
         "linucb sketched state has non-finite values, a negative shrinkage or a singular "
         "factor, expected finite values and a positive factor diagonal");
-  std::vector<int32_t> slot_of(slot_of_.size(), -1);
-  for (int64_t slot = 0; slot < seen; ++slot) {
-    const double c = coordinates[slot];
-    if (!(c >= 0 && c < dimension()) || c != std::floor(c) || slot_of[static_cast<size_t>(c)] >= 0)
+  std::vector<uint32_t> slot_of(slot_of_.size(), kZeroSlot);
+  for (int64_t k = 0; k < seen; ++k) {
+    const double c = coordinates[k];
+    if (!(c >= 0 && c < dimension()) || c != std::floor(c) ||
+        slot_of[static_cast<size_t>(c)] != kZeroSlot)
       return absl::InvalidArgumentError(absl::StrCat(
-          "linucb sketched state's sketch_coordinates[", slot, "] is ", c,
+          "linucb sketched state's sketch_coordinates[", k, "] is ", c,
           ", expected distinct coordinates in [0, ", dimension(), ")"));
-    slot_of[static_cast<size_t>(c)] = static_cast<int32_t>(slot);
+    slot_of[static_cast<size_t>(c)] = static_cast<uint32_t>(k + 1);
   }
   slot_of_ = std::move(slot_of);
-  coordinate_.assign(seen, 0);
-  b_.assign(seen, 0);
-  columns_.assign(seen * buffer_, 0.0f);
-  for (int64_t slot = 0; slot < seen; ++slot) {
-    coordinate_[slot] = static_cast<uint32_t>(coordinates[slot]);
-    b_[slot] = b[slot];
-    for (int64_t k = 0; k < rows; ++k)
-      Column(static_cast<uint32_t>(slot))[k] = static_cast<float>(columns[slot * rows + k]);
+  coordinate_.assign(seen + 1, kNoCoordinate);
+  b_.assign(seen + 1, 0);
+  columns_.assign((seen + 1) * buffer_, 0.0f);
+  for (int64_t k = 0; k < seen; ++k) {
+    const uint32_t slot = static_cast<uint32_t>(k + 1);
+    coordinate_[slot] = static_cast<uint32_t>(coordinates[k]);
+    b_[slot] = b[k];
+    for (int64_t r = 0; r < rows; ++r)
+      Column(slot)[r] = static_cast<float>(columns[k * rows + r]);
   }
   rows_ = static_cast<int>(rows);
   gram_.setZero();
@@ -438,7 +475,7 @@ std::vector<std::pair<std::string, double>> LinUcbSketched::Summary() const {
           {"sketch_shrinks", static_cast<double>(shrinks_)},
           {"sketch_spectral_error_bound", shrinkage_},
           {"regularizer", regularizer()},
-          {"seen_coordinates", static_cast<double>(coordinate_.size())}};
+          {"seen_coordinates", static_cast<double>(seen_coordinates())}};
 }
 
 }  // namespace bandit

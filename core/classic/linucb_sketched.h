@@ -68,7 +68,7 @@ class LinUcbSketched final : public Policy {
   double regularizer() const { return lambda_ + shrinkage_ / 2; }
   // Sum of the shrinks' deltas: the sketch's spectral error bound, ||X'X - B'B||_2 <= it.
   double shrinkage() const { return shrinkage_; }
-  int64_t seen_coordinates() const { return static_cast<int64_t>(coordinate_.size()); }
+  int64_t seen_coordinates() const { return static_cast<int64_t>(coordinate_.size()) - 1; }
 
   static constexpr int kMaxDimension = 1 << 26;
   static constexpr int kMaxSketchSize = 512;
@@ -83,10 +83,8 @@ class LinUcbSketched final : public Policy {
   };
   // Each candidate's mean and width; INVALID_ARGUMENT naming candidates[i] for a bad one.
   absl::Status ScoreAll(const SelectContext& ctx, std::vector<Score>* out) const;
-  // The mean and width of one candidate given as coalesced terms.
-  Score ScoreTerms(const CoalescedTerms& x) const;
-  // y = B x over the rows in use.
-  void SketchTimes(const CoalescedTerms& x, double* y) const;
+  // The mean and width of one candidate: its terms (an index may repeat) and ||x||^2.
+  Score ScoreTerms(const uint32_t* index, const double* value, size_t n, double norm2) const;
   // Solves L z = v in place over the rows in use.
   void ForwardSolve(double* v) const;
   // The shrink of a full buffer (Frequent Directions, Alg. 3.1 lines 5-7).
@@ -107,8 +105,11 @@ class LinUcbSketched final : public Policy {
   int64_t updates_ = 0;
   int64_t shrinks_ = 0;
   uint64_t model_version_ = 0;  // counts changes, for PrepareSelect's results
-  // Coordinates seen, by slot; each slot's column of B (buffer_ floats) and b entry.
-  std::vector<int32_t> slot_of_;     // d entries, -1 for a coordinate never seen
+  // Coordinates seen, by slot; each slot's column of B (buffer_ floats) and b entry. Slot 0 is
+  // every unseen coordinate's: its column and b entry stay zero, so scoring needs no branch.
+  static constexpr uint32_t kZeroSlot = 0;
+  static constexpr uint32_t kNoCoordinate = ~uint32_t{0};
+  std::vector<uint32_t> slot_of_;  // d entries
   std::vector<uint32_t> coordinate_;
   std::vector<float> columns_;
   std::vector<double> b_;

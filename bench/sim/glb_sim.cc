@@ -3,7 +3,8 @@
 //              --S=3 --T=3000 --seeds=10 --out=FILE.json [--plot=FILE.png]
 // Algorithms (all built through CreatePolicy): glb_omd, domd_glb, glm_ucb (MLE + local-Hessian
 // bonus), glm_ucb_dm (MLE + kappa-scaled design-matrix bonus), linucb, eps_greedy (GLM MLE),
-// glb_omd_diag and linucb_diag (the diagonal-covariance forms, same parameters),
+// glb_omd_diag and linucb_diag (the diagonal-covariance forms, same parameters), linucb_sketch<l>
+// (LinUCB's sketched covariance of sketch size l, e.g. linucb_sketch16),
 // sw_glm_ucb (sliding-window GLM-UCB, the nonstationary baseline); the GLB-OMD paper's baselines
 // gloc, ecolog (logistic), rs_glincb, ofuglb, ofulog_r (logistic), glm_ucb_filippi (Filippi et
 // al.'s own mean-scale rule and radius). --region_grid=N (d = 2): after the last round of seed 1,
@@ -23,6 +24,8 @@
 #include <cmath>
 #include <functional>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "bench/sim/sim.h"
 #include "core/glb/ecolog.h"
@@ -142,6 +145,18 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
 
   std::function<absl::StatusOr<bandit::v1::SimPolicyConfig>(const std::string&)> make_config;
   make_config = [&](const std::string& algo) -> absl::StatusOr<bandit::v1::SimPolicyConfig> {
+    // linucb_sketch<l>: LinUCB with covariance: COVARIANCE_SKETCHED and sketch_size l.
+    if (absl::StartsWith(algo, "linucb_sketch")) {
+      int l = 0;
+      if (!absl::SimpleAtoi(algo.substr(13), &l))
+        return absl::InvalidArgumentError(
+            absl::StrCat("algorithm '", algo, "': expected linucb_sketch<sketch size>"));
+      auto c = make_config("linucb");
+      if (!c.ok()) return c.status();
+      c->mutable_served()->mutable_linucb()->set_covariance(bandit::v1::COVARIANCE_SKETCHED);
+      c->mutable_served()->mutable_linucb()->set_sketch_size(l);
+      return c;
+    }
     // glb_omd_diag, linucb_diag: the same config with covariance: COVARIANCE_DIAGONAL.
     if (algo == "glb_omd_diag" || algo == "linucb_diag") {
       auto c = make_config(algo.substr(0, algo.size() - 5));

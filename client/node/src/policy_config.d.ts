@@ -94,8 +94,13 @@ export interface LinUcbConfig {
   lambda?: number;
   /** Confidence multiplier alpha >= 0 in  x'theta + alpha * ||x||_{A^-1}. Default 1. */
   alpha?: number;
-  /** FULL (default): A as in the paper. DIAGONAL: diag(A) only. */
+  /** FULL (default): A as in the paper. DIAGONAL: diag(A) only. SKETCHED: A sketched. */
   covariance?: Covariance;
+  /**
+   * COVARIANCE_SKETCHED: the sketch's size l (2..512, default 64): the sketch keeps l - 1 rows
+   * after each shrink and buffers up to 2l. Other covariances: must be unset.
+   */
+  sketchSize?: number;
 }
 
 /** bandit.v1.GlbOmdConfig */
@@ -478,7 +483,8 @@ export type ThompsonConfig_PropensityMethod =
  */
 export type Covariance =
   | 'COVARIANCE_FULL'
-  | 'COVARIANCE_DIAGONAL';
+  | 'COVARIANCE_DIAGONAL'
+  | 'COVARIANCE_SKETCHED';
 
 /** bandit.v1.Link */
 export type Link =

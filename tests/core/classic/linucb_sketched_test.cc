@@ -114,6 +114,36 @@ TEST(LinUcbSketched, IsLinUcbUntilTheFirstShrink) {
   EXPECT_EQ(s->regularizer(), 0.5);
 }
 
+// A sketch larger than the space it sketches (l > d) loses nothing in its shrinks: B'B has rank
+// at most d < l, so delta = s_l^2 = 0 and B'B = X'X. Over many shrinks the policy stays LinUCB,
+// to the single precision the sketch holds its rows in (relative 1e-5 of each score here).
+TEST(LinUcbSketched, IsLinUcbWhenTheSketchIsLargerThanTheSpace) {
+  const int d = 6, l = d + 1;
+  auto sketched = Make(Config(d, 1.0, 0.8, l));
+  auto full = Make(Config(d, 1.0, 0.8, 0));
+  Rng rng(21);
+  for (int t = 0; t < 200; ++t) {
+    std::vector<SparseVector> xs;
+    std::vector<Vector> dense;
+    for (int i = 0; i < 4; ++i) {
+      xs.push_back(RandomSparse(rng, d, 3));
+      dense.push_back(Dense(xs.back(), d));
+    }
+    const Vector a = SparseScores(*sketched, xs), b = Scores(*full, dense);
+    for (int i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(a[i], b[i], 1e-5 * (1 + std::fabs(b[i]))) << "round " << t << " candidate " << i;
+    const double r = GridValue(rng);
+    ASSERT_TRUE(sketched->Update(Chosen(xs[t % 4], r)).ok());
+    Observation o;
+    o.features = dense[t % 4];
+    o.reward = r;
+    ASSERT_TRUE(full->Update(o).ok());
+  }
+  const auto& s = dynamic_cast<const LinUcbSketched&>(*sketched);
+  EXPECT_GE(s.Summary()[2].second, 10);  // sketch_shrinks: many
+  EXPECT_LT(s.shrinkage(), 1e-9);
+}
+
 // A run long enough for many shrinks, with the design matrix X and b = X'r kept here.
 struct LongRun {
   std::unique_ptr<Policy> policy;

@@ -25,37 +25,42 @@ class LinUcbSketched::Prepared final : public PreparedSelect {
 
 namespace {
 
-// ||x||^2 of a checked sparse vector's dense form (its repeated indices added up first), with a
-// bitmap of the thread's own (Selects of one instance run concurrently) to tell a repeat: hashed
-// vectors rarely repeat an index, and only one that does is sorted.
-double SquaredNorm(const SparseVector& x, int64_t dimension) {
+// Checks a sparse vector (indices below `dimension`, finite values) and returns ||x||^2 of its
+// dense form (a repeated index's values added up first), or -1 for an invalid vector. A bitmap
+// of the thread's own (Selects of one instance run concurrently; one bit per coordinate) tells
+// a repeat in one pass: ||x||^2 = sum_k v_k^2 + 2 sum over pairs k < m of one index v_k v_m, and
+// a repeat (hashed terms collide a few times per thousand terms at 2^18) adds its pairs from a
+// scan of the terms before it.
+double CheckedSquaredNorm(const SparseVector& x, int64_t dimension) {
   thread_local std::vector<uint64_t> marks;
+  thread_local std::vector<uint32_t> repeats;
+  const size_t n = x.index.size();
+  if (n != x.value.size()) return -1;
   const size_t words = static_cast<size_t>((dimension + 63) / 64);
   if (marks.size() < words) marks.assign(words, 0);
-  double sum = 0;
-  bool repeats = false;
-  for (size_t k = 0; k < x.index.size(); ++k) {
+  repeats.clear();
+  double norm2 = 0;
+  bool finite = true;
+  size_t k = 0;
+  for (; k < n; ++k) {
     const uint32_t i = x.index[k];
+    if (i >= dimension) break;
     const uint64_t bit = uint64_t{1} << (i & 63);
-    repeats |= (marks[i >> 6] & bit) != 0;
+    if (marks[i >> 6] & bit) repeats.push_back(static_cast<uint32_t>(k));
     marks[i >> 6] |= bit;
-    sum += x.value[k] * x.value[k];
+    const double v = x.value[k];
+    finite &= std::isfinite(v);
+    norm2 += v * v;
   }
-  for (const uint32_t i : x.index) marks[i >> 6] = 0;
-  if (!repeats) return sum;
-  std::vector<std::pair<uint32_t, double>> terms;
-  terms.reserve(x.index.size());
-  for (size_t k = 0; k < x.index.size(); ++k) terms.emplace_back(x.index[k], x.value[k]);
-  std::stable_sort(terms.begin(), terms.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  sum = 0;
-  for (size_t k = 0; k < terms.size();) {
-    double v = 0;
-    const uint32_t i = terms[k].first;
-    for (; k < terms.size() && terms[k].first == i; ++k) v += terms[k].second;
-    sum += v * v;
+  for (size_t m = 0; m < k; ++m) marks[x.index[m] >> 6] = 0;  // only these bits were set
+  if (k < n || !finite) return -1;
+  for (const uint32_t m : repeats) {
+    double earlier = 0;
+    for (uint32_t j = 0; j < m; ++j)
+      if (x.index[j] == x.index[m]) earlier += x.value[j];
+    norm2 += 2 * x.value[m] * earlier;
   }
-  return sum;
+  return norm2;
 }
 
 }  // namespace
@@ -104,33 +109,36 @@ LinUcbSketched::Score LinUcbSketched::ScoreTerms(const uint32_t* index, const do
                                                  size_t n, double norm2) const {
   // b'x and B x are linear in x: a repeated index adds its terms up as the dense form does.
   // At 2^18 coordinates and more, each term's slot, column and b entry are cache misses: the
-  // slots are looked up a few terms ahead, and each column and b entry fetched a few ahead of
-  // its use.
+  // slots are looked up first (each a few terms ahead of the next), then each column and b
+  // entry is fetched a few terms ahead of its use. B x adds four columns per pass over its rows.
+  // A coordinate never seen is the zero slot's (a zero column and b entry): no branch.
+  thread_local std::vector<uint32_t> slots;
+  slots.resize(n + 4);
   constexpr size_t kAhead = 8;
-  uint32_t slots[kAhead];
-  const size_t first = std::min(n, kAhead);
-  for (size_t q = 0; q < first; ++q) {
+  for (size_t q = 0; q < n; ++q) {
+    if (q + kAhead < n) __builtin_prefetch(&slot_of_[index[q + kAhead]]);
     slots[q] = slot_of_[index[q]];
-    __builtin_prefetch(Column(slots[q]));
-    __builtin_prefetch(&b_[slots[q]]);
   }
+  for (size_t q = n; q < n + 4; ++q) slots[q] = kZeroSlot;  // pads the last group of four
+  for (size_t q = 0; q < std::min(n, kAhead); ++q) __builtin_prefetch(Column(slots[q]));
   double bx = 0;
   double z[2 * kMaxSketchSize];
   std::fill(z, z + rows_, 0.0);
-  for (size_t q = 0; q < n; ++q) {
-    // A coordinate never seen is the zero slot's (a zero column and b entry): no branch.
-    const uint32_t slot = slots[q % kAhead];
-    if (q + kAhead < n) {
-      const uint32_t next = slot_of_[index[q + kAhead]];
-      slots[q % kAhead] = next;
-      __builtin_prefetch(Column(next));
-      __builtin_prefetch(&b_[next]);
+  const int rows = rows_;
+  for (size_t q = 0; q < n; q += 4) {
+    for (size_t a = q + kAhead; a < std::min(n, q + kAhead + 4); ++a) {
+      __builtin_prefetch(Column(slots[a]));
+      __builtin_prefetch(&b_[slots[a]]);
     }
-    if (q + 2 * kAhead < n) __builtin_prefetch(&slot_of_[index[q + 2 * kAhead]]);
-    const double v = value[q];
-    bx += b_[slot] * v;
-    const float* col = Column(slot);
-    for (int r = 0; r < rows_; ++r) z[r] += v * col[r];
+    const double v0 = value[q], v1 = q + 1 < n ? value[q + 1] : 0.0,
+                 v2 = q + 2 < n ? value[q + 2] : 0.0, v3 = q + 3 < n ? value[q + 3] : 0.0;
+    bx += b_[slots[q]] * v0 + b_[slots[q + 1]] * v1 + b_[slots[q + 2]] * v2 +
+          b_[slots[q + 3]] * v3;
+    const float* c0 = Column(slots[q]);
+    const float* c1 = Column(slots[q + 1]);
+    const float* c2 = Column(slots[q + 2]);
+    const float* c3 = Column(slots[q + 3]);
+    for (int r = 0; r < rows; ++r) z[r] += v0 * c0[r] + v1 * c1[r] + v2 * c2[r] + v3 * c3[r];
   }
   ForwardSolve(z);  // z = L^{-1} B x
   double z2 = 0, qz = 0;
@@ -154,8 +162,9 @@ absl::Status LinUcbSketched::ScoreAll(const SelectContext& ctx, std::vector<Scor
   for (int i = 0; i < n; ++i) {
     if (sparse) {
       const SparseVector& x = ctx.sparse_candidates[i];
-      if (!SparseIsValid(x, d)) return CheckSparse(absl::StrCat("candidates[", i, "]"), x, d);
-      (*out)[i] = ScoreTerms(x.index.data(), x.value.data(), x.size(), SquaredNorm(x, d));
+      const double norm2 = CheckedSquaredNorm(x, d);
+      if (norm2 < 0) return CheckSparse(absl::StrCat("candidates[", i, "]"), x, d);
+      (*out)[i] = ScoreTerms(x.index.data(), x.value.data(), x.size(), norm2);
     } else {
       const Vector& x = ctx.candidates[i];
       if (x.size() != d || !IsInputVector(x))

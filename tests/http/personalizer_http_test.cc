@@ -651,8 +651,9 @@ TEST(PersonalizerHttpRoot, DefaultInstanceAndAutoCreateWithoutAuth) {
   BanditClient grpc(server.target());
   auto home = grpc.GetInstance("home");
   ASSERT_TRUE(home.ok()) << home.status();
-  EXPECT_TRUE(home->config().policy().has_linucb());
-  EXPECT_EQ(home->config().feature_space().bits(), 10);
+  // Personalizer's defaults: VW's learner at 2^18 with SquareCB (docs/personalizer.md).
+  EXPECT_EQ(home->config().policy().vw().arguments(), "--cb_explore_adf --squarecb -q :: -b 18");
+  EXPECT_EQ(home->config().feature_space().bits(), 18);
   EXPECT_EQ(home->stats().rounds(), 1);
 }
 

@@ -85,8 +85,8 @@ int64_t LinUcbSketched::MaxStateBytes(int64_t dim, int sketch_size) {
   // Per coordinate: its slot, its coordinate entry, its column, its b entry (and those of the
   // zero slot).
   const int64_t per_coordinate = 4 + 4 + buffer * 4 + 8;
-  return dim * 4 + (dim + 1) * (per_coordinate - 4) + (2 * buffer * buffer + 2 * buffer) * 8 + (dim + 63) / 64 * 8 +
-         4 * 8;
+  return dim * 4 + (dim + 1) * (per_coordinate - 4) + (2 * buffer * buffer + 2 * buffer) * 8 +
+         (dim + 63) / 64 * 8 + 4 * 8;
 }
 
 int64_t LinUcbSketched::StateBytes() const {

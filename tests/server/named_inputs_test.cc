@@ -781,17 +781,17 @@ TEST(NamedInputs, SketchedSelectsReplayExactlyAfterACrash) {
       });
 }
 
-// A multi-slot named Select on a diagonal instance at bits 18: each slot is filled by the
+// A multi-slot named Select on a diagonal (or sketched) instance at bits 18: each slot is filled by the
 // policy over sparse vectors (never densified), the slot's features and index added as VW's
 // CCB does; its choice equals the core policy's on the vectors this test builds itself
 // (FeatureSpace::ForSlots and AddSlotFeatures), slot after slot among the actions still free,
 // learning each slot's reward as the server does. An exported instance with a sparse slot
 // choice pending imports into a twin that decides and learns the same.
-TEST(NamedInputs, DiagonalPolicyFillsNamedSlotsAsTheCorePolicyOnTheSparseVectors) {
+void FillsNamedSlotsAsTheCorePolicyOnTheSparseVectors(const std::string& config) {
   ManualClock clock;
   DecisionService svc(&clock, BanditdLimits());
   v1::Instance out;
-  ASSERT_TRUE(svc.CreateInstance(Create("d", kDiagonal18), &out).ok());
+  ASSERT_TRUE(svc.CreateInstance(Create("d", config), &out).ok());
   auto core = CreatePolicy(out.config().policy(), 1);
   ASSERT_TRUE(core.ok()) << core.status();
   features::FeatureSpaceOptions o;
@@ -882,6 +882,16 @@ TEST(NamedInputs, DiagonalPolicyFillsNamedSlotsAsTheCorePolicyOnTheSparseVectors
       ASSERT_TRUE(testing::SlotReward(svc, "twin", b.event_id(), b.slots(k).slot_id(), r).ok());
     }
   }
+}
+
+TEST(NamedInputs, DiagonalPolicyFillsNamedSlotsAsTheCorePolicyOnTheSparseVectors) {
+  FillsNamedSlotsAsTheCorePolicyOnTheSparseVectors(kDiagonal18);
+}
+
+TEST(NamedInputs, SketchedPolicyFillsNamedSlotsAsTheCorePolicyOnTheSparseVectors) {
+  FillsNamedSlotsAsTheCorePolicyOnTheSparseVectors(
+      "policy { linucb { alpha: 0.5 covariance: COVARIANCE_SKETCHED sketch_size: 5 } } "
+      "feature_space { bits: 18 interactions: 'UA' } seed: 5");
 }
 
 // The instance's decision log as bandit-ope reads it: exported, written as DSJSON, parsed back.
@@ -1011,11 +1021,12 @@ TEST(NamedInputs, BoundsOnFullMatrixAndDiagonalPolicies) {
   EXPECT_EQ(out.shadows_size(), 0);
 }
 
-// Shadows beyond the dense bound score and learn the sparse vectors, with a diagonal ridge as
-// the doubly robust estimate's direct model: exactly what bandit-ope computes from the exported
-// log (the same choice at the same bound), so each shadow's every estimate equals bandit-ope's
-// for the same config. The served policy's twin agrees on every decision (IPS = served value).
-// An export keeps the shadows exactly: the imported instance goes on to the same estimates.
+// Shadows beyond the dense bound (diagonal and sketched forms) score and learn the sparse
+// vectors, with a diagonal ridge as the doubly robust estimate's direct model: exactly what
+// bandit-ope computes from the exported log (the same choice at the same bound), so each shadow's
+// every estimate equals bandit-ope's for the same config. The served policy's twin agrees on
+// every decision (IPS = served value). An export keeps the shadows exactly: the imported instance
+// goes on to the same estimates.
 TEST(NamedInputs, ShadowsBeyondTheDenseBoundEstimateAsBanditOpeDoes) {
   ManualClock clock;
   DecisionService svc(&clock, BanditdLimits());
@@ -1027,7 +1038,9 @@ TEST(NamedInputs, ShadowsBeyondTheDenseBoundEstimateAsBanditOpeDoes) {
   const std::vector<std::pair<std::string, std::string>> shadows = {
       {"twin", "policy { linucb { alpha: 0.5 covariance: COVARIANCE_DIAGONAL } } seed: 5"},
       {"eager", "policy { linucb { alpha: 0.05 covariance: COVARIANCE_DIAGONAL } } seed: 7"},
-      {"glb", "policy { glb_omd { covariance: COVARIANCE_DIAGONAL max_feature_norm: 1000 } } seed: 9 ridge_lambda: 2"}};
+      {"glb", "policy { glb_omd { covariance: COVARIANCE_DIAGONAL max_feature_norm: 1000 } } seed: 9 ridge_lambda: 2"},
+      {"sketch",
+       "policy { linucb { alpha: 0.5 covariance: COVARIANCE_SKETCHED sketch_size: 6 } } seed: 5"}};
   for (const auto& [name, config] : shadows) {
     v1::AddShadowRequest add;
     add.set_name("d");
@@ -1041,7 +1054,7 @@ TEST(NamedInputs, ShadowsBeyondTheDenseBoundEstimateAsBanditOpeDoes) {
   v1::GetInstanceRequest get;
   get.set_name("d");
   ASSERT_TRUE(svc.GetInstance(get, &out).ok());
-  ASSERT_EQ(out.shadows_size(), 3);
+  ASSERT_EQ(out.shadows_size(), 4);
   const std::vector<v1::LoggedDecision> log = ExportedDsjsonLog(svc, "d");
   ASSERT_EQ(log.size(), static_cast<size_t>(kRounds));
   for (const v1::ShadowStatus& sh : out.shadows()) {
@@ -1087,7 +1100,7 @@ TEST(NamedInputs, ShadowsBeyondTheDenseBoundEstimateAsBanditOpeDoes) {
   ASSERT_TRUE(exported_ok.ok()) << exported_ok;
   auto snap = SnapshotStore::Decode(exported.snapshot());
   ASSERT_TRUE(snap.ok());
-  ASSERT_EQ(snap->shadows_size(), 2);
+  ASSERT_EQ(snap->shadows_size(), 3);
   EXPECT_EQ(snap->shadows(0).direct_model().diagonal().intercept_a(), kRounds);
   EXPECT_GT(snap->shadows(0).direct_model().diagonal().index_size(), 0);
   DecisionService other(&clock, BanditdLimits());
@@ -1102,8 +1115,8 @@ TEST(NamedInputs, ShadowsBeyondTheDenseBoundEstimateAsBanditOpeDoes) {
   auto s1 = SnapshotStore::Decode(e1.snapshot());
   auto s2 = SnapshotStore::Decode(e2.snapshot());
   ASSERT_TRUE(s1.ok() && s2.ok());
-  ASSERT_EQ(s1->shadows_size(), 2);
-  for (int i = 0; i < 2; ++i)
+  ASSERT_EQ(s1->shadows_size(), 3);
+  for (int i = 0; i < 3; ++i)
     EXPECT_EQ(s1->shadows(i).SerializeAsString(), s2->shadows(i).SerializeAsString()) << i;
 }
 

@@ -4,9 +4,6 @@
 #include <cmath>
 #include <limits>
 
-#include <Eigen/Cholesky>
-#include <Eigen/Eigenvalues>
-
 #include "absl/strings/str_cat.h"
 #include "core/classic/ucb_choice.h"
 #include "core/state_io.h"
@@ -66,87 +63,36 @@ double CheckedSquaredNorm(const SparseVector& x, int64_t dimension) {
 }  // namespace
 
 LinUcbSketched::LinUcbSketched(int dim, double lambda, double alpha, int sketch_size)
-    : lambda_(lambda),
-      alpha_(alpha),
-      sketch_size_(sketch_size),
-      buffer_(2 * sketch_size),
-      slot_of_(dim, 0),
-      coordinate_{kNoCoordinate},
-      columns_(2 * sketch_size, 0.0f),
-      b_{0.0},
-      gram_(Matrix::Zero(2 * sketch_size, 2 * sketch_size)),
-      cholesky_(Matrix::Zero(2 * sketch_size, 2 * sketch_size)),
+    : alpha_(alpha),
+      sketch_(dim, sketch_size, lambda),
+      b_(1, 0.0),
       bb_(Vector::Zero(2 * sketch_size)),
       cross_(Vector::Zero(2 * sketch_size)),
       coalescer_(dim) {}
 
 int64_t LinUcbSketched::MaxStateBytes(int64_t dim, int sketch_size) {
-  const int64_t buffer = 2 * int64_t{sketch_size};
-  // Per coordinate: its slot, its coordinate entry, its column, its b entry (and those of the
-  // zero slot).
-  const int64_t per_coordinate = 4 + 4 + buffer * 4 + 8;
-  return dim * 4 + (dim + 1) * (per_coordinate - 4) + (2 * buffer * buffer + 2 * buffer) * 8 +
-         (dim + 63) / 64 * 8 + 4 * 8;
+  // The sketch, b by slot (every coordinate seen and the zero slot), B b and L^{-1} B b, the
+  // coalescing bitmap, the counters.
+  return FdSketch::MaxBytes(dim, sketch_size) + (dim + 1) * 8 + 2 * (2 * sketch_size) * 8 +
+         (dim + 63) / 64 * 8 + 2 * 8;
 }
 
 int64_t LinUcbSketched::StateBytes() const {
-  return static_cast<int64_t>(slot_of_.size() * sizeof(int32_t) +
-                              coordinate_.capacity() * sizeof(uint32_t) +
-                              columns_.capacity() * sizeof(float) + b_.capacity() * sizeof(double)) +
-         (gram_.size() + cholesky_.size() + bb_.size() + cross_.size()) * 8 + coalescer_.bytes() +
-         4 * 8;
-}
-
-void LinUcbSketched::ForwardSolve(double* v) const {
-  for (int r = 0; r < rows_; ++r) {
-    double s = v[r];
-    for (int k = 0; k < r; ++k) s -= cholesky_(r, k) * v[k];
-    v[r] = s / cholesky_(r, r);
-  }
+  return sketch_.bytes() + static_cast<int64_t>(b_.capacity() * sizeof(double)) +
+         (bb_.size() + cross_.size()) * 8 + coalescer_.bytes() + 2 * 8;
 }
 
 LinUcbSketched::Score LinUcbSketched::ScoreTerms(const uint32_t* index, const double* value,
                                                  size_t n, double norm2) const {
-  // b'x and B x are linear in x: a repeated index adds its terms up as the dense form does.
-  // At 2^18 coordinates and more, each term's slot, column and b entry are cache misses: the
-  // slots are looked up first (each a few terms ahead of the next), then each column and b
-  // entry is fetched a few terms ahead of its use. B x adds four columns per pass over its rows.
-  // A coordinate never seen is the zero slot's (a zero column and b entry): no branch.
-  thread_local std::vector<uint32_t> slots;
-  slots.resize(n + 4);
-  constexpr size_t kAhead = 8;
-  for (size_t q = 0; q < n; ++q) {
-    if (q + kAhead < n) __builtin_prefetch(&slot_of_[index[q + kAhead]]);
-    slots[q] = slot_of_[index[q]];
-  }
-  for (size_t q = n; q < n + 4; ++q) slots[q] = kZeroSlot;  // pads the last group of four
-  for (size_t q = 0; q < std::min(n, kAhead); ++q) __builtin_prefetch(Column(slots[q]));
-  double bx = 0;
-  double z[2 * kMaxSketchSize];
-  std::fill(z, z + rows_, 0.0);
-  const int rows = rows_;
-  for (size_t q = 0; q < n; q += 4) {
-    for (size_t a = q + kAhead; a < std::min(n, q + kAhead + 4); ++a) {
-      __builtin_prefetch(Column(slots[a]));
-      __builtin_prefetch(&b_[slots[a]]);
-    }
-    const double v0 = value[q], v1 = q + 1 < n ? value[q + 1] : 0.0,
-                 v2 = q + 2 < n ? value[q + 2] : 0.0, v3 = q + 3 < n ? value[q + 3] : 0.0;
-    bx += b_[slots[q]] * v0 + b_[slots[q + 1]] * v1 + b_[slots[q + 2]] * v2 +
-          b_[slots[q + 3]] * v3;
-    const float* c0 = Column(slots[q]);
-    const float* c1 = Column(slots[q + 1]);
-    const float* c2 = Column(slots[q + 2]);
-    const float* c3 = Column(slots[q + 3]);
-    for (int r = 0; r < rows; ++r) z[r] += v0 * c0[r] + v1 * c1[r] + v2 * c2[r] + v3 * c3[r];
-  }
-  ForwardSolve(z);  // z = L^{-1} B x
+  double z[2 * FdSketch::kMaxSketchSize];
+  const double bx = sketch_.Times(index, value, n, b_.data(), z);  // b'x, B x
+  sketch_.ForwardSolve(z);                                        // z = L^{-1} B x
   double z2 = 0, qz = 0;
-  for (int r = 0; r < rows_; ++r) {
+  for (int r = 0; r < sketch_.rows(); ++r) {
     z2 += z[r] * z[r];
     qz += cross_[r] * z[r];
   }
-  const double c = regularizer();
+  const double c = sketch_.regularizer();
   // Woodbury: (cI + B'B)^{-1} = (I - B'(cI + BB')^{-1}B) / c.
   return Score{(bx - qz) / c, alpha_ * std::sqrt(std::max(0.0, (norm2 - z2) / c))};
 }
@@ -223,268 +169,107 @@ absl::Status LinUcbSketched::Update(const Observation& obs) {
   else
     Coalescer::FromDense(obs.features, &terms_);
 
-  // Everything the new row brings, computed before anything changes: the sketch holds the row
-  // in single precision (x~), b the features as given.
-  const int r_new = rows_;
-  double y[2 * kMaxSketchSize];     // B x, for B b
-  double ytil[2 * kMaxSketchSize];  // B x~, the new row of G
-  std::fill(y, y + r_new, 0.0);
-  std::fill(ytil, ytil + r_new, 0.0);
-  double row_norm2 = 0, row_b = 0;
+  // Everything the update brings, computed before anything changes: the sketch holds the row in
+  // single precision (x~), b the features as given.
+  FdSketch::Row row;
+  if (auto s = sketch_.Prepare(terms_, 1.0, &row); !s.ok()) return s;
+  const int r_new = sketch_.rows();
+  double y[2 * FdSketch::kMaxSketchSize];  // B x, for B b
   const double reward = obs.reward;
+  sketch_.Times(terms_.index.data(), terms_.value.data(), terms_.index.size(), b_.data(), y);
+  double row_b = 0;  // x~'b after this update
+  bool finite = true;
   for (size_t q = 0; q < terms_.index.size(); ++q) {
     const double v = terms_.value[q];
-    const double vt = static_cast<float>(v);
-    if (!std::isfinite(vt))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "features has the value ", v, " at index ", terms_.index[q],
-          ", expected a magnitude single precision holds (the sketch keeps rows as floats)"));
-    row_norm2 += vt * vt;
-    const uint32_t slot = slot_of_[terms_.index[q]];
-    const double b_after = b_[slot] + reward * v;  // the zero slot's b is 0
-    row_b += vt * b_after;  // x~'b after this update
-    if (slot == kZeroSlot) continue;
-    const float* col = Column(slot);
-    for (int r = 0; r < r_new; ++r) {
-      y[r] += v * col[r];
-      ytil[r] += vt * col[r];
-    }
+    const double b_after = b_[sketch_.SlotOf(terms_.index[q])] + reward * v;
+    row_b += static_cast<double>(static_cast<float>(v)) * b_after;
+    finite &= std::isfinite(b_after);
   }
-  // The Cholesky factor's new row: l = L^{-1} g, eta^2 = G_rr + c - l'l, which is at least c
-  // (a Schur complement of G + cI >= cI): the floor only guards rounding.
-  double l[2 * kMaxSketchSize];
-  std::copy(ytil, ytil + r_new, l);
-  ForwardSolve(l);
-  double l2 = 0;
-  for (int r = 0; r < r_new; ++r) l2 += l[r] * l[r];
-  const double c = regularizer();
-  const double eta = std::sqrt(std::max(row_norm2 + c - l2, c));
-  bool finite = std::isfinite(row_norm2) && std::isfinite(row_b) && std::isfinite(eta);
-  for (int r = 0; r < r_new && finite; ++r)
-    finite = std::isfinite(bb_[r] + reward * y[r]) && std::isfinite(l[r]);
+  finite &= std::isfinite(row_b);
+  for (int r = 0; r < r_new && finite; ++r) finite = std::isfinite(bb_[r] + reward * y[r]);
   if (!finite)
     return absl::InvalidArgumentError(
         "features and reward overflow the sketch's sums, expected smaller magnitudes");
 
-  // The update (Alg. 1 line 13's b += r x; the row appended to the sketch's buffer).
-  for (size_t q = 0; q < terms_.index.size(); ++q) {
-    const uint32_t j = terms_.index[q];
-    if (slot_of_[j] == kZeroSlot) {
-      if (coordinate_.size() == coordinate_.capacity()) {
-        // Grow to at most d coordinates, so the capacity stays within MaxStateBytes.
-        const size_t cap =
-            std::min<size_t>(std::max<size_t>(16, 2 * coordinate_.size()), size_t{1} + d);
-        coordinate_.reserve(cap);
-        b_.reserve(cap);
-        columns_.reserve(cap * buffer_);
-      }
-      slot_of_[j] = static_cast<uint32_t>(coordinate_.size());
-      coordinate_.push_back(j);
-      b_.push_back(0.0);
-      columns_.resize(columns_.size() + buffer_, 0.0f);
-    }
-    const uint32_t slot = slot_of_[j];
-    b_[slot] += reward * terms_.value[q];
-    Column(slot)[r_new] = static_cast<float>(terms_.value[q]);
+  // The update: Alg. 1 line 13's b += r x, the row appended to the sketch.
+  const bool shrunk = sketch_.Append(terms_, 1.0, row);
+  b_.resize(sketch_.slots(), 0.0);
+  for (size_t q = 0; q < terms_.index.size(); ++q)
+    b_[sketch_.SlotOf(terms_.index[q])] += reward * terms_.value[q];
+  if (!shrunk) {
+    for (int r = 0; r < r_new; ++r) bb_[r] += reward * y[r];
+    bb_[r_new] = row_b;
   }
-  for (int r = 0; r < r_new; ++r) {
-    bb_[r] += reward * y[r];
-    gram_(r_new, r) = gram_(r, r_new) = ytil[r];
-    cholesky_(r_new, r) = l[r];
-  }
-  bb_[r_new] = row_b;
-  gram_(r_new, r_new) = row_norm2;
-  cholesky_(r_new, r_new) = eta;
-  rows_ = r_new + 1;
-  if (rows_ == buffer_) Shrink();
-  RefreshCrossTerm();
+  RefreshCrossTerm(/*recompute_bb=*/shrunk);
   ++updates_;
   ++model_version_;
   return absl::OkStatus();
 }
 
-void LinUcbSketched::Shrink() {
-  // Frequent Directions, Alg. 3.1: B = U S V' with S^2 the eigenvalues of G = BB' and
-  // V' = S^{-1} U' B; delta = s_l^2 (the l-th largest); B <- sqrt(max(S^2 - delta, 0)) V', whose
-  // rows from the l-th on are zero. In terms of the columns: B <- W B with
-  // W = diag(sqrt((s_i^2 - delta) / s_i^2)) U' over the l - 1 largest.
-  const int r = rows_;
-  Eigen::SelfAdjointEigenSolver<Matrix> eig(gram_.topLeftCorner(r, r));
-  const Vector& s2 = eig.eigenvalues();  // ascending
-  const Matrix& u = eig.eigenvectors();
-  const double delta = std::max(0.0, s2[r - sketch_size_]);  // the l-th largest
-  const int keep = sketch_size_ - 1;
-  Matrix w = Matrix::Zero(keep, r);
-  for (int i = 0; i < keep; ++i) {
-    const int e = r - 1 - i;  // the (i+1)-th largest
-    const double f = s2[e] > delta ? std::sqrt((s2[e] - delta) / s2[e]) : 0.0;
-    w.row(i) = f * u.col(e).transpose();
+void LinUcbSketched::RefreshCrossTerm(bool recompute_bb) {
+  if (recompute_bb) {
+    bb_.setZero();
+    sketch_.TimesBySlot(b_, bb_.data());
   }
-  // The columns in blocks, through Eigen's matrix products: B's kept rows W B, then G and B b
-  // again from the values held (single precision), so that they are exactly the sketch's.
-  using FloatColumns = Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic>>;
-  const Eigen::Index seen = static_cast<Eigen::Index>(coordinate_.size());
-  FloatColumns columns(columns_.data(), buffer_, seen);
-  const Eigen::Map<const Vector> b(b_.data(), seen);
-  constexpr Eigen::Index kBlock = 1024;
-  Matrix old, fresh;
-  Matrix gram = Matrix::Zero(keep, keep);
-  Vector bb = Vector::Zero(keep);
-  for (Eigen::Index j0 = 0; j0 < seen; j0 += kBlock) {
-    const Eigen::Index nb = std::min(kBlock, seen - j0);
-    old = columns.block(0, j0, r, nb).cast<double>();
-    fresh.noalias() = w * old;
-    columns.block(0, j0, buffer_, nb).setZero();
-    columns.block(0, j0, keep, nb) = fresh.cast<float>();
-    fresh = columns.block(0, j0, keep, nb).cast<double>();  // the values held
-    gram.selfadjointView<Eigen::Lower>().rankUpdate(fresh);
-    bb.noalias() += fresh * b.segment(j0, nb);
-  }
-  gram_.setZero();
-  gram_.topLeftCorner(keep, keep) = gram.selfadjointView<Eigen::Lower>();
-  bb_.setZero();
-  bb_.head(keep) = bb;
-  shrinkage_ += delta;
-  ++shrinks_;
-  rows_ = keep;
-  // c changed with the shrinkage: L L' = G + c I afresh.
-  Matrix shifted = gram_.topLeftCorner(keep, keep);
-  shifted.diagonal().array() += regularizer();
-  Eigen::LLT<Matrix> llt(shifted);
-  cholesky_.setZero();
-  cholesky_.topLeftCorner(keep, keep) = llt.matrixL();
-}
-
-void LinUcbSketched::RefreshCrossTerm() {
   cross_.setZero();
-  for (int r = 0; r < rows_; ++r) cross_[r] = bb_[r];
-  ForwardSolve(cross_.data());
+  for (int r = 0; r < sketch_.rows(); ++r) cross_[r] = bb_[r];
+  sketch_.ForwardSolve(cross_.data());
 }
 
 Vector LinUcbSketched::Weights() const {
   // theta = (b - B'(G + cI)^{-1} B b) / c, with (G + cI)^{-1} B b = L^{-T} (L^{-1} B b).
-  Vector w = cross_.head(rows_);
-  for (int r = rows_ - 1; r >= 0; --r) {
-    double s = w[r];
-    for (int k = r + 1; k < rows_; ++k) s -= cholesky_(k, r) * w[k];
-    w[r] = s / cholesky_(r, r);
-  }
+  Vector w = cross_;
+  sketch_.BackwardSolve(w.data());
   Vector theta = Vector::Zero(dimension());
-  const double c = regularizer();
-  for (size_t slot = kZeroSlot + 1; slot < coordinate_.size(); ++slot) {
-    const float* col = Column(static_cast<uint32_t>(slot));
+  const double c = sketch_.regularizer();
+  for (size_t slot = FdSketch::kZeroSlot + 1; slot < sketch_.slots(); ++slot) {
+    const float* col = sketch_.Column(static_cast<uint32_t>(slot));
     double s = b_[slot];
-    for (int r = 0; r < rows_; ++r) s -= col[r] * w[r];
-    theta[coordinate_[slot]] = s / c;
+    for (int r = 0; r < sketch_.rows(); ++r) s -= col[r] * w[r];
+    theta[sketch_.CoordinateOf(static_cast<uint32_t>(slot))] = s / c;
   }
   return theta;
 }
 
-Matrix LinUcbSketched::SketchRows() const {
-  Matrix out = Matrix::Zero(rows_, dimension());
-  for (size_t slot = kZeroSlot + 1; slot < coordinate_.size(); ++slot)
-    for (int r = 0; r < rows_; ++r)
-      out(r, coordinate_[slot]) = Column(static_cast<uint32_t>(slot))[r];
-  return out;
-}
-
 void LinUcbSketched::Save(bandit::v1::PolicyState* out) const {
   StateWriter w(out, name(), 1);
-  const size_t seen = coordinate_.size() - 1;  // the zero slot is not saved
-  Vector coordinates(seen), b(seen), columns(seen * rows_);
-  for (size_t k = 0; k < seen; ++k) {
-    const uint32_t slot = static_cast<uint32_t>(k + 1);
-    coordinates[k] = coordinate_[slot];
-    b[k] = b_[slot];
-    for (int r = 0; r < rows_; ++r) columns[k * rows_ + r] = Column(slot)[r];
-  }
-  w.Put("sketch_coordinates", coordinates);
-  w.Put("sketch_b", b);
-  w.Put("sketch_columns", columns);
-  w.Put("sketch_gram", Matrix(gram_.topLeftCorner(rows_, rows_)));
-  w.Put("sketch_cholesky", Matrix(cholesky_.topLeftCorner(rows_, rows_)));
-  w.Put("sketch_bb", Vector(bb_.head(rows_)));
-  w.PutScalar("sketch_shrinkage", shrinkage_);
-  w.PutInt("sketch_size", sketch_size_);
-  w.PutInt("sketch_shrinks", shrinks_);
+  sketch_.Save(w);
+  w.Put("sketch_b", Vector(Eigen::Map<const Vector>(b_.data() + 1, b_.size() - 1)));
+  w.Put("sketch_bb", Vector(bb_.head(sketch_.rows())));
   w.PutInt("updates", updates_);
 }
 
 absl::Status LinUcbSketched::Restore(const bandit::v1::PolicyState& state) {
   StateReader r(state);
   if (auto s = r.Expect(name(), 1); !s.ok()) return s;
-  int64_t size, shrinks, updates;
-  double shrinkage;
-  Vector coordinates, b, columns, bb;
-  Matrix gram, cholesky;
-  if (auto s = r.GetInt("sketch_size", &size); !s.ok()) return s;
-  if (size != sketch_size_)
-    return absl::InvalidArgumentError(absl::StrCat("linucb sketched state has sketch_size ", size,
-                                                   ", expected ", sketch_size_));
-  if (auto s = r.Get("sketch_coordinates", &coordinates); !s.ok()) return s;
-  const int64_t seen = coordinates.size();
-  if (auto s = r.Get("sketch_b", &b, seen); !s.ok()) return s;
-  if (auto s = r.Get("sketch_gram", &gram); !s.ok()) return s;
-  const int64_t rows = gram.rows();
-  if (gram.cols() != rows || rows >= buffer_)
-    return absl::InvalidArgumentError(
-        absl::StrCat("linucb sketched state has a ", gram.rows(), " x ", gram.cols(),
-                     " sketch gram, expected a square one of fewer than ", buffer_, " rows"));
-  if (auto s = r.Get("sketch_cholesky", &cholesky, rows, rows); !s.ok()) return s;
-  if (auto s = r.Get("sketch_bb", &bb, rows); !s.ok()) return s;
-  if (auto s = r.Get("sketch_columns", &columns, seen * rows); !s.ok()) return s;
-  if (auto s = r.GetScalar("sketch_shrinkage", &shrinkage); !s.ok()) return s;
-  if (auto s = r.GetInt("sketch_shrinks", &shrinks); !s.ok()) return s;
+  FdSketch sketch(dimension(), sketch_.sketch_size(), sketch_.lambda());
+  if (auto s = sketch.Restore(r, "linucb sketched"); !s.ok()) return s;
+  Vector b, bb;
+  int64_t updates;
+  if (auto s = r.Get("sketch_b", &b, static_cast<int64_t>(sketch.slots()) - 1); !s.ok()) return s;
+  if (auto s = r.Get("sketch_bb", &bb, sketch.rows()); !s.ok()) return s;
   if (auto s = r.GetInt("updates", &updates); !s.ok()) return s;
-  if (!b.allFinite() || !gram.allFinite() || !cholesky.allFinite() || !bb.allFinite() ||
-      !columns.allFinite() || !std::isfinite(shrinkage) || shrinkage < 0 ||
-      (rows > 0 && !(cholesky.diagonal().array() > 0).all()))
+  if (!b.allFinite() || !bb.allFinite())
     return absl::InvalidArgumentError(
-        "linucb sketched state has non-finite values, a negative shrinkage or a singular "
-        "factor, expected finite values and a positive factor diagonal");
-  std::vector<uint32_t> slot_of(slot_of_.size(), kZeroSlot);
-  for (int64_t k = 0; k < seen; ++k) {
-    const double c = coordinates[k];
-    if (!(c >= 0 && c < dimension()) || c != std::floor(c) ||
-        slot_of[static_cast<size_t>(c)] != kZeroSlot)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "linucb sketched state's sketch_coordinates[", k, "] is ", c,
-          ", expected distinct coordinates in [0, ", dimension(), ")"));
-    slot_of[static_cast<size_t>(c)] = static_cast<uint32_t>(k + 1);
-  }
-  slot_of_ = std::move(slot_of);
-  coordinate_.assign(seen + 1, kNoCoordinate);
-  b_.assign(seen + 1, 0);
-  columns_.assign((seen + 1) * buffer_, 0.0f);
-  for (int64_t k = 0; k < seen; ++k) {
-    const uint32_t slot = static_cast<uint32_t>(k + 1);
-    coordinate_[slot] = static_cast<uint32_t>(coordinates[k]);
-    b_[slot] = b[k];
-    for (int64_t r = 0; r < rows; ++r)
-      Column(slot)[r] = static_cast<float>(columns[k * rows + r]);
-  }
-  rows_ = static_cast<int>(rows);
-  gram_.setZero();
-  gram_.topLeftCorner(rows, rows) = gram;
-  cholesky_.setZero();
-  cholesky_.topLeftCorner(rows, rows) = cholesky;
+        "linucb sketched state has non-finite sketch_b or sketch_bb, expected finite values");
+  sketch_ = std::move(sketch);
+  b_.assign(1, 0.0);
+  b_.insert(b_.end(), b.data(), b.data() + b.size());
   bb_.setZero();
-  bb_.head(rows) = bb;
-  shrinkage_ = shrinkage;
-  shrinks_ = shrinks;
+  bb_.head(sketch_.rows()) = bb;
   updates_ = updates;
-  RefreshCrossTerm();
+  RefreshCrossTerm(/*recompute_bb=*/false);
   ++model_version_;
   return absl::OkStatus();
 }
 
 std::vector<std::pair<std::string, double>> LinUcbSketched::Summary() const {
   return {{"updates", static_cast<double>(updates_)},
-          {"sketch_rows", static_cast<double>(rows_)},
-          {"sketch_shrinks", static_cast<double>(shrinks_)},
-          {"sketch_spectral_error_bound", shrinkage_},
-          {"regularizer", regularizer()},
-          {"seen_coordinates", static_cast<double>(seen_coordinates())}};
+          {"sketch_rows", static_cast<double>(sketch_.rows())},
+          {"sketch_shrinks", static_cast<double>(sketch_.shrinks())},
+          {"sketch_spectral_error_bound", sketch_.shrinkage()},
+          {"regularizer", sketch_.regularizer()},
+          {"seen_coordinates", static_cast<double>(sketch_.slots() - 1)}};
 }
 
 }  // namespace bandit

@@ -110,8 +110,8 @@ TEST(LinUcbSketched, IsLinUcbUntilTheFirstShrink) {
   }
   auto* s = dynamic_cast<LinUcbSketched*>(sketched.get());
   ASSERT_NE(s, nullptr);
-  EXPECT_EQ(s->shrinkage(), 0);
-  EXPECT_EQ(s->regularizer(), 0.5);
+  EXPECT_EQ(s->sketch().shrinkage(), 0);
+  EXPECT_EQ(s->sketch().regularizer(), 0.5);
 }
 
 // A sketch larger than the space it sketches (l > d) loses nothing in its shrinks: B'B has rank
@@ -140,8 +140,8 @@ TEST(LinUcbSketched, IsLinUcbWhenTheSketchIsLargerThanTheSpace) {
     ASSERT_TRUE(full->Update(o).ok());
   }
   const auto& s = dynamic_cast<const LinUcbSketched&>(*sketched);
-  EXPECT_GE(s.Summary()[2].second, 10);  // sketch_shrinks: many
-  EXPECT_LT(s.shrinkage(), 1e-9);
+  EXPECT_GE(s.sketch().shrinks(), 10);
+  EXPECT_LT(s.sketch().shrinkage(), 1e-9);
 }
 
 // A run long enough for many shrinks, with the design matrix X and b = X'r kept here.
@@ -175,19 +175,21 @@ TEST(LinUcbSketched, KeepsFrequentDirectionsGuarantee) {
   for (uint64_t seed : {1, 2, 3}) {
     LongRun run = RunSketched(d, l, 300, 1.0, seed);
     const auto& s = dynamic_cast<const LinUcbSketched&>(*run.policy);
-    const Matrix b = s.SketchRows();
+    const Matrix b = s.sketch().Rows();
     const Matrix gap = run.x.transpose() * run.x - b.transpose() * b;
     Eigen::SelfAdjointEigenSolver<Matrix> eig(gap);
     const double scale = (run.x.transpose() * run.x).norm();
     EXPECT_GE(eig.eigenvalues().minCoeff(), -1e-9 * scale) << "seed " << seed;
-    EXPECT_LE(eig.eigenvalues().maxCoeff(), s.shrinkage() + 1e-9 * scale) << "seed " << seed;
-    EXPECT_GT(s.shrinkage(), 0);
-    EXPECT_EQ(s.regularizer(), 1.0 + s.shrinkage() / 2);
+    EXPECT_LE(eig.eigenvalues().maxCoeff(), s.sketch().shrinkage() + 1e-9 * scale)
+        << "seed " << seed;
+    EXPECT_GT(s.sketch().shrinkage(), 0);
+    EXPECT_EQ(s.sketch().regularizer(), 1.0 + s.sketch().shrinkage() / 2);
     const Vector sv2 =
         Eigen::JacobiSVD<Matrix>(run.x).singularValues().array().square().matrix();  // desc
     for (int k = 0; k < l; ++k) {
       const double tail = sv2.tail(sv2.size() - k).sum();
-      EXPECT_LE(s.shrinkage(), tail / (l - k) * (1 + 1e-9)) << "k " << k << " seed " << seed;
+      EXPECT_LE(s.sketch().shrinkage(), tail / (l - k) * (1 + 1e-9))
+          << "k " << k << " seed " << seed;
     }
   }
 }
@@ -198,8 +200,8 @@ TEST(LinUcbSketched, ScoresAreTheSketchedRidgeSolution) {
   const int d = 16, l = 3;
   LongRun run = RunSketched(d, l, 101, 2.0, 9);
   const auto& s = dynamic_cast<const LinUcbSketched&>(*run.policy);
-  const Matrix b = s.SketchRows();
-  const Matrix a = b.transpose() * b + s.regularizer() * Matrix::Identity(d, d);
+  const Matrix b = s.sketch().Rows();
+  const Matrix a = b.transpose() * b + s.sketch().regularizer() * Matrix::Identity(d, d);
   const Eigen::LDLT<Matrix> solve(a);
   const Vector theta = solve.solve(run.b);
   EXPECT_TRUE(run.policy->Weights().isApprox(theta, 1e-6));

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/classic/linucb_sketched.h"
+#include "core/glb/glb_omd_sketched.h"
 #include "core/glb/nonstationary_mle.h"
 #include "core/kernel/candidate_bkb.h"
 #include "core/kernel/candidate_gp_ucb.h"
@@ -83,9 +84,15 @@ int64_t LinUcb(const PolicyConfig& c) {
 // GLB-OMD, DOMD-GLB: H and H^-1 (d x d), theta (d), the round counter. The diagonal form: theta
 // and diag(H), the scoring pairs, and per coordinate its place in
 // the support (reserved at d, 4 bytes), a membership flag (1) and the projection's scratch
-// position (8), and the coalescing bitmap.
+// position (8), and the coalescing bitmap. The sketched form at its largest, every coordinate
+// seen (GlbOmdSketched::MaxStateBytes).
 int64_t GlbOmd(const PolicyConfig& c) {
   const int64_t d = NonNegative(c.glb_omd().dimension());
+  if (c.glb_omd().covariance() == bandit::v1::COVARIANCE_SKETCHED)
+    return glb::GlbOmdSketched::MaxStateBytes(
+        d, std::clamp(c.glb_omd().has_sketch_size() ? c.glb_omd().sketch_size()
+                                                    : glb::GlbOmdSketched::kDefaultSketchSize,
+                      2, FdSketch::kMaxSketchSize));
   if (c.glb_omd().covariance() == bandit::v1::COVARIANCE_DIAGONAL)
     return d * (Doubles(2) + 4 + 1 + 8) + ScoringPairs(d) + CoalescingBitmap(d) + kCounter;
   return Doubles(2 * d * d + d) + kCounter;

@@ -41,6 +41,10 @@ const std::vector<PolicyRegistration>& RegisteredPolicies() {
         {"glb_omd { dimension: 3 link: GAUSSIAN }", StateGrowth::kConstant},
         {"glb_omd { dimension: 3 link: POISSON theory_lambda: true }", StateGrowth::kConstant},
         {"glb_omd { dimension: 3 covariance: COVARIANCE_DIAGONAL }", StateGrowth::kConstant},
+        {"glb_omd { dimension: 3 covariance: COVARIANCE_SKETCHED sketch_size: 2 }",
+         StateGrowth::kBounded},
+        {"glb_omd { dimension: 5 covariance: COVARIANCE_SKETCHED sketch_size: 3 s: 0.3 }",
+         StateGrowth::kBounded},
         // A small S keeps the diagonal form's projection (28b) active.
         {"glb_omd { dimension: 3 covariance: COVARIANCE_DIAGONAL s: 0.05 link: GAUSSIAN }",
          StateGrowth::kConstant}},

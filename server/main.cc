@@ -57,8 +57,8 @@ ABSL_FLAG(int64_t, max_feature_dim, DI().max_feature_dim,
           "Max feature dimension: config `dimension`/`random_features` and the length of every "
           "request vector (candidate, x, embedding, direct features)");
 ABSL_FLAG(int64_t, max_diagonal_feature_dim, DI().max_diagonal_feature_dim,
-          "Max dimension of a diagonal- or sketched-covariance policy (linucb / glb_omd with covariance: "
-          "COVARIANCE_DIAGONAL, linucb with COVARIANCE_SKETCHED; O(dimension) state): caps "
+          "Max dimension of a diagonal- or sketched-covariance policy (linucb / glb_omd with "
+          "covariance: COVARIANCE_DIAGONAL or COVARIANCE_SKETCHED; O(dimension) state): caps "
           "feature_space.bits for them (2^22 = bits 22)");
 ABSL_FLAG(int64_t, max_candidates, DI().max_candidates, "Max candidate vectors (arms) per Select");
 ABSL_FLAG(int64_t, max_arms, DI().max_arms, "Max arms of one instance (config and after AddArms)");

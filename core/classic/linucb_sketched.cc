@@ -20,47 +20,6 @@ class LinUcbSketched::Prepared final : public PreparedSelect {
   std::vector<Score> scores;
 };
 
-namespace {
-
-// Checks a sparse vector (indices below `dimension`, finite values) and returns ||x||^2 of its
-// dense form (a repeated index's values added up first), or -1 for an invalid vector. A bitmap
-// of the thread's own (Selects of one instance run concurrently; one bit per coordinate) tells
-// a repeat in one pass: ||x||^2 = sum_k v_k^2 + 2 sum over pairs k < m of one index v_k v_m, and
-// a repeat (hashed terms collide a few times per thousand terms at 2^18) adds its pairs from a
-// scan of the terms before it.
-double CheckedSquaredNorm(const SparseVector& x, int64_t dimension) {
-  thread_local std::vector<uint64_t> marks;
-  thread_local std::vector<uint32_t> repeats;
-  const size_t n = x.index.size();
-  if (n != x.value.size()) return -1;
-  const size_t words = static_cast<size_t>((dimension + 63) / 64);
-  if (marks.size() < words) marks.assign(words, 0);
-  repeats.clear();
-  double norm2 = 0;
-  bool finite = true;
-  size_t k = 0;
-  for (; k < n; ++k) {
-    const uint32_t i = x.index[k];
-    if (i >= dimension) break;
-    const uint64_t bit = uint64_t{1} << (i & 63);
-    if (marks[i >> 6] & bit) repeats.push_back(static_cast<uint32_t>(k));
-    marks[i >> 6] |= bit;
-    const double v = x.value[k];
-    finite &= std::isfinite(v);
-    norm2 += v * v;
-  }
-  for (size_t m = 0; m < k; ++m) marks[x.index[m] >> 6] = 0;  // only these bits were set
-  if (k < n || !finite) return -1;
-  for (const uint32_t m : repeats) {
-    double earlier = 0;
-    for (uint32_t j = 0; j < m; ++j)
-      if (x.index[j] == x.index[m]) earlier += x.value[j];
-    norm2 += 2 * x.value[m] * earlier;
-  }
-  return norm2;
-}
-
-}  // namespace
 
 LinUcbSketched::LinUcbSketched(int dim, double lambda, double alpha, int sketch_size)
     : alpha_(alpha),
@@ -108,7 +67,7 @@ absl::Status LinUcbSketched::ScoreAll(const SelectContext& ctx, std::vector<Scor
   for (int i = 0; i < n; ++i) {
     if (sparse) {
       const SparseVector& x = ctx.sparse_candidates[i];
-      const double norm2 = CheckedSquaredNorm(x, d);
+      const double norm2 = SquaredNormIfValid(x, d);
       if (norm2 < 0) return CheckSparse(absl::StrCat("candidates[", i, "]"), x, d);
       (*out)[i] = ScoreTerms(x.index.data(), x.value.data(), x.size(), norm2);
     } else {

@@ -127,24 +127,27 @@ absl::Status FdSketch::Prepare(const CoalescedTerms& x, double scale, Row* row) 
   return absl::OkStatus();
 }
 
+void FdSketch::AddCoordinates(const CoalescedTerms& x) {
+  const size_t d = slot_of_.size();
+  for (const uint32_t j : x.index) {
+    if (slot_of_[j] != kZeroSlot) continue;
+    if (coordinate_.size() == coordinate_.capacity()) {
+      // Grow to at most d coordinates (and the zero slot), within MaxBytes.
+      const size_t cap = std::min<size_t>(std::max<size_t>(16, 2 * coordinate_.size()), d + 1);
+      coordinate_.reserve(cap);
+      columns_.reserve(cap * buffer_);
+    }
+    slot_of_[j] = static_cast<uint32_t>(coordinate_.size());
+    coordinate_.push_back(j);
+    columns_.resize(columns_.size() + buffer_, 0.0f);
+  }
+}
+
 bool FdSketch::Append(const CoalescedTerms& x, double scale, const Row& row) {
   const int r_new = rows_;
-  const size_t d = slot_of_.size();
-  for (size_t q = 0; q < x.index.size(); ++q) {
-    const uint32_t j = x.index[q];
-    if (slot_of_[j] == kZeroSlot) {
-      if (coordinate_.size() == coordinate_.capacity()) {
-        // Grow to at most d coordinates (and the zero slot), within MaxBytes.
-        const size_t cap = std::min<size_t>(std::max<size_t>(16, 2 * coordinate_.size()), d + 1);
-        coordinate_.reserve(cap);
-        columns_.reserve(cap * buffer_);
-      }
-      slot_of_[j] = static_cast<uint32_t>(coordinate_.size());
-      coordinate_.push_back(j);
-      columns_.resize(columns_.size() + buffer_, 0.0f);
-    }
-    MutableColumn(slot_of_[j])[r_new] = static_cast<float>(scale * x.value[q]);
-  }
+  AddCoordinates(x);
+  for (size_t q = 0; q < x.index.size(); ++q)
+    MutableColumn(slot_of_[x.index[q]])[r_new] = static_cast<float>(scale * x.value[q]);
   for (int r = 0; r < r_new; ++r) {
     gram_(r_new, r) = gram_(r, r_new) = row.gram[r];
     cholesky_(r_new, r) = row.cholesky[r];

@@ -79,10 +79,15 @@ class FdSketch {
   // x: one term per index (coalesced), scaled by `scale` (the row appended is scale * x, held
   // in single precision as x~).
   absl::Status Prepare(const CoalescedTerms& x, double scale, Row* row) const;
+  // Gives x's coordinates slots (zero columns) if they have none: for a caller whose per-slot
+  // values reach coordinates before the sketch's rows do.
+  void AddCoordinates(const CoalescedTerms& x);
   // Appends the prepared row (its coordinates take slots if new). Returns true when the buffer
   // filled and the sketch shrank (the rows and the regularizer changed).
   bool Append(const CoalescedTerms& x, double scale, const Row& row);
 
+  // G = BB' over the rows in use.
+  Matrix Gram() const { return gram_.topLeftCorner(rows_, rows_); }
   // The sketch as a dense rows() x d matrix, for tests at small d.
   Matrix Rows() const;
   int64_t bytes() const;

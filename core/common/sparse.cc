@@ -243,4 +243,37 @@ void DiagonalScorer::Score(const CoalescedTerms& x, FiguresOf figures, double* m
   *var = v;
 }
 
+double SquaredNormIfValid(const SparseVector& x, int64_t dimension) {
+  thread_local std::vector<uint64_t> marks;
+  thread_local std::vector<uint32_t> repeats;
+  const size_t n = x.index.size();
+  if (n != x.value.size()) return -1;
+  const size_t words = static_cast<size_t>((dimension + 63) / 64);
+  if (marks.size() < words) marks.assign(words, 0);
+  repeats.clear();
+  double norm2 = 0;
+  bool finite = true;
+  size_t k = 0;
+  for (; k < n; ++k) {
+    const uint32_t i = x.index[k];
+    if (i >= dimension) break;
+    const uint64_t bit = uint64_t{1} << (i & 63);
+    if (marks[i >> 6] & bit) repeats.push_back(static_cast<uint32_t>(k));
+    marks[i >> 6] |= bit;
+    const double v = x.value[k];
+    finite &= std::isfinite(v);
+    norm2 += v * v;
+  }
+  for (size_t m = 0; m < k; ++m) marks[x.index[m] >> 6] = 0;  // only these bits were set
+  if (k < n || !finite) return -1;
+  for (const uint32_t m : repeats) {
+    double earlier = 0;
+    for (uint32_t j = 0; j < m; ++j)
+      if (x.index[j] == x.index[m]) earlier += x.value[j];
+    norm2 += 2 * x.value[m] * earlier;
+  }
+  return norm2;
+}
+
+
 }  // namespace bandit

@@ -35,6 +35,13 @@ absl::Status CheckSparse(absl::string_view field, const SparseVector& x, int64_t
 // name the field per candidate build the name only when this fails.
 bool SparseIsValid(const SparseVector& x, int64_t dimension);
 
+// ||x||^2 of a sparse vector's dense form (a repeated index's values added up first) if the
+// vector is valid (SparseIsValid), else -1: checked and summed in one pass. A bitmap of the
+// thread's own (one bit per coordinate; concurrent Selects each use theirs) tells a repeat:
+// ||x||^2 = sum_k v_k^2 + 2 sum over pairs k < m of one index v_k v_m, a repeat (hashed terms
+// collide a few times per thousand at 2^18) adding its pairs from a scan of the terms before it.
+double SquaredNormIfValid(const SparseVector& x, int64_t dimension);
+
 // Coalesces sparse vectors over [0, dimension) in O(nnz) each. A bitmap over the dimension
 // (1 bit per coordinate, cleared again after each call) tells a first appearance from a
 // repeat; only a vector that repeats an index builds the open-addressing table of positions.

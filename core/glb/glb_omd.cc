@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/glb/glb_omd_diagonal.h"
+#include "core/glb/glb_omd_sketched.h"
 #include "core/glb/projection.h"
 #include "core/state_io.h"
 
@@ -18,12 +19,24 @@ absl::StatusOr<std::unique_ptr<Policy>> GlbOmd::Make(const bandit::v1::PolicyCon
                                                      uint64_t seed) {
   const auto& c = config.glb_omd();
   const bool diagonal = c.covariance() == bandit::v1::COVARIANCE_DIAGONAL;
-  if (!diagonal && c.covariance() != bandit::v1::COVARIANCE_FULL)
+  const bool sketched = c.covariance() == bandit::v1::COVARIANCE_SKETCHED;
+  if (!diagonal && !sketched && c.covariance() != bandit::v1::COVARIANCE_FULL)
     return absl::InvalidArgumentError(
         absl::StrCat("glb_omd.covariance is ", c.covariance(),
-                     ", expected COVARIANCE_FULL or COVARIANCE_DIAGONAL"));
-  auto p = ParseParams("glb_omd", c, diagonal ? GlbOmdDiagonal::kMaxDimension : kMaxDimension);
+                     ", expected COVARIANCE_FULL, COVARIANCE_DIAGONAL or COVARIANCE_SKETCHED"));
+  auto p = ParseParams("glb_omd", c,
+                       diagonal   ? GlbOmdDiagonal::kMaxDimension
+                       : sketched ? GlbOmdSketched::kMaxDimension
+                                  : kMaxDimension);
   if (!p.ok()) return p.status();
+  if (c.has_sketch_size() && !sketched)
+    return absl::InvalidArgumentError(
+        "glb_omd.sketch_size is set, expected it only with covariance: COVARIANCE_SKETCHED");
+  const int sketch_size =
+      c.has_sketch_size() ? c.sketch_size() : GlbOmdSketched::kDefaultSketchSize;
+  if (sketch_size < 2 || sketch_size > FdSketch::kMaxSketchSize)
+    return absl::InvalidArgumentError(absl::StrCat("glb_omd.sketch_size is ", sketch_size,
+                                                   ", expected 2..", FdSketch::kMaxSketchSize));
   if (c.theory_lambda()) {
     if (c.has_lambda())
       return absl::InvalidArgumentError(
@@ -34,6 +47,7 @@ absl::StatusOr<std::unique_ptr<Policy>> GlbOmd::Make(const bandit::v1::PolicyCon
           "glb_omd.theory_lambda gives lambda = ", p->lambda, ", expected > 0 (set lambda)"));
   }
   if (diagonal) return std::unique_ptr<Policy>(new GlbOmdDiagonal(*p));
+  if (sketched) return std::unique_ptr<Policy>(new GlbOmdSketched(*p, sketch_size));
   return std::unique_ptr<Policy>(new GlbOmd(*p));
 }
 

@@ -24,7 +24,7 @@ bool KeepsOnlyVectors(const bandit::v1::PolicyConfig& policy) {
     case bandit::v1::PolicyConfig::kLinucb:
       return policy.linucb().covariance() != bandit::v1::COVARIANCE_FULL;
     case bandit::v1::PolicyConfig::kGlbOmd:
-      return policy.glb_omd().covariance() == bandit::v1::COVARIANCE_DIAGONAL;
+      return policy.glb_omd().covariance() != bandit::v1::COVARIANCE_FULL;
     case bandit::v1::PolicyConfig::kVw:
       return true;
     default:
@@ -110,8 +110,8 @@ absl::Status NormalizeFeatureSpace(int64_t max_feature_dim, int64_t max_diagonal
         " = ", dimension, " exceeds --max_feature_dim=", max_feature_dim,
         " (these policies keep d x d matrices); use bits <= ",
         63 - __builtin_clzll(static_cast<uint64_t>(max_feature_dim)),
-        ", or linucb with covariance: COVARIANCE_SKETCHED (or linucb / glb_omd with covariance: "
-        "COVARIANCE_DIAGONAL) for a larger space"));
+        ", or linucb / glb_omd with covariance: COVARIANCE_SKETCHED or COVARIANCE_DIAGONAL for a "
+        "larger space"));
   return features::SetPolicyDimension(dimension, c->mutable_policy());
 }
 

@@ -21,10 +21,10 @@ namespace bandit::server {
 // The featurization rules this server applies (FeatureSpaceConfig.version).
 inline constexpr int32_t kFeaturizationVersion = 1;
 
-// Whether a policy config keeps only vectors of its dimension: a diagonal-covariance form
-// (LinUCB, GLB-OMD with covariance COVARIANCE_DIAGONAL), LinUCB's sketched form or Vowpal
-// Wabbit's learner (vw). Its state is O(dimension) and it takes sparse vectors, so the full-matrix bound on the dimension
-// does not apply to it, `max_diagonal_feature_dim` does.
+// Whether a policy config keeps only vectors of its dimension: a diagonal or sketched form
+// (LinUCB, GLB-OMD with covariance COVARIANCE_DIAGONAL or COVARIANCE_SKETCHED) or Vowpal Wabbit's
+// learner (vw). Its state is O(dimension) and it takes sparse vectors, so the full-matrix bound
+// on the dimension does not apply to it, `max_diagonal_feature_dim` does.
 bool KeepsOnlyVectors(const bandit::v1::PolicyConfig& policy);
 
 // Checks an instance config's feature space and fills its defaults: the version, and the

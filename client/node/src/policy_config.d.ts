@@ -123,8 +123,13 @@ export interface GlbOmdConfig {
   maxFeatureNorm?: number;
   /** Use Theorem 1's lambda = max{14 d eta R^2, 6 eta R S L_mu / g(tau)} (ignores `lambda`). */
   theoryLambda?: boolean;
-  /** FULL (default): H_t as in the paper. DIAGONAL: diag(H_t) only. */
+  /** FULL (default): H_t as in the paper. DIAGONAL: diag(H_t) only. SKETCHED: H_t sketched. */
   covariance?: Covariance;
+  /**
+   * COVARIANCE_SKETCHED: the sketch's size l (2..512, default 64; core/common/fd_sketch.h).
+   * Other covariances: must be unset.
+   */
+  sketchSize?: number;
 }
 
 /** bandit.v1.DomdGlbConfig */

@@ -324,11 +324,6 @@ TEST(LinUcbSketched, ConfigIsValidated) {
   refused(c, "only with covariance: COVARIANCE_SKETCHED");
   // Beyond the full form's bound, the sketched form takes the space.
   EXPECT_TRUE(CreatePolicy(Config(1 << 18, 1, 1, 16), 1).ok());
-  // GLB-OMD has no sketched form.
-  bandit::v1::PolicyConfig g;
-  g.mutable_glb_omd()->set_dimension(8);
-  g.mutable_glb_omd()->set_covariance(bandit::v1::COVARIANCE_SKETCHED);
-  EXPECT_EQ(CreatePolicy(g, 1).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace BANDIT_UNITY_ID

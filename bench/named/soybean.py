@@ -50,6 +50,9 @@ POLICIES = {
     "GLB-OMD": ({"glb_omd": GLB_OMD}, BITS),
     "GLB-OMD diagonal": ({"glb_omd": dict(GLB_OMD, covariance="COVARIANCE_DIAGONAL")}, BITS),
     "GLB-OMD diagonal 2^18": ({"glb_omd": dict(GLB_OMD, covariance="COVARIANCE_DIAGONAL")}, 18),
+    **{"GLB-OMD sketched %d 2^18" % l: ({"glb_omd": dict(GLB_OMD, covariance="COVARIANCE_SKETCHED",
+                                                          sketch_size=l)}, 18)
+       for l in (64, 256)},
     # Vowpal Wabbit's learner, as VW itself runs it (core/vw): SquareCB, and Personalizer's
     # learning settings with -q CA (this data has the two namespaces C and A).
     "VW squarecb 2^18": ({"vw": {"arguments": "--cb_explore_adf --squarecb -q CA -b 18"}}, 18),
@@ -138,7 +141,7 @@ def main():
         for label in args.policies.split(","):
             policy, bits = POLICIES[label]
             curves, seconds = [], []
-            full_glb = "linucb" not in policy and "DIAGONAL" not in json.dumps(policy)
+            full_glb = "glb_omd" in policy and "covariance" not in policy["glb_omd"]
             seeds = args.glb_seeds if full_glb else args.seeds
             for seed in range(seeds):
                 order = np.random.default_rng(seed).permutation(len(rows))

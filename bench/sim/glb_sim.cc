@@ -4,7 +4,7 @@
 // Algorithms (all built through CreatePolicy): glb_omd, domd_glb, glm_ucb (MLE + local-Hessian
 // bonus), glm_ucb_dm (MLE + kappa-scaled design-matrix bonus), linucb, eps_greedy (GLM MLE),
 // glb_omd_diag and linucb_diag (the diagonal-covariance forms, same parameters), linucb_sketch<l>
-// (LinUCB's sketched covariance of sketch size l, e.g. linucb_sketch16),
+// and glb_omd_sketch<l> (the sketched covariance of sketch size l, e.g. linucb_sketch16),
 // sw_glm_ucb (sliding-window GLM-UCB, the nonstationary baseline); the GLB-OMD paper's baselines
 // gloc, ecolog (logistic), rs_glincb, ofuglb, ofulog_r (logistic), glm_ucb_filippi (Filippi et
 // al.'s own mean-scale rule and radius). --region_grid=N (d = 2): after the last round of seed 1,
@@ -24,7 +24,6 @@
 #include <cmath>
 #include <functional>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "bench/sim/sim.h"
@@ -145,16 +144,24 @@ absl::StatusOr<nlohmann::json> RunGlb(absl::string_view env_name, const SimArgs&
 
   std::function<absl::StatusOr<bandit::v1::SimPolicyConfig>(const std::string&)> make_config;
   make_config = [&](const std::string& algo) -> absl::StatusOr<bandit::v1::SimPolicyConfig> {
-    // linucb_sketch<l>: LinUCB with covariance: COVARIANCE_SKETCHED and sketch_size l.
-    if (absl::StartsWith(algo, "linucb_sketch")) {
+    // linucb_sketch<l>, glb_omd_sketch<l>: the same config with covariance:
+    // COVARIANCE_SKETCHED and sketch_size l.
+    if (const size_t at = algo.find("_sketch"); at != std::string::npos) {
+      const std::string base = algo.substr(0, at);
       int l = 0;
-      if (!absl::SimpleAtoi(algo.substr(13), &l))
-        return absl::InvalidArgumentError(
-            absl::StrCat("algorithm '", algo, "': expected linucb_sketch<sketch size>"));
-      auto c = make_config("linucb");
+      if ((base != "linucb" && base != "glb_omd") || !absl::SimpleAtoi(algo.substr(at + 7), &l))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "algorithm '", algo, "': expected linucb_sketch<l> or glb_omd_sketch<l>"));
+      auto c = make_config(base);
       if (!c.ok()) return c.status();
-      c->mutable_served()->mutable_linucb()->set_covariance(bandit::v1::COVARIANCE_SKETCHED);
-      c->mutable_served()->mutable_linucb()->set_sketch_size(l);
+      bandit::v1::PolicyConfig* served = c->mutable_served();
+      if (served->has_glb_omd()) {
+        served->mutable_glb_omd()->set_covariance(bandit::v1::COVARIANCE_SKETCHED);
+        served->mutable_glb_omd()->set_sketch_size(l);
+      } else {
+        served->mutable_linucb()->set_covariance(bandit::v1::COVARIANCE_SKETCHED);
+        served->mutable_linucb()->set_sketch_size(l);
+      }
       return c;
     }
     // glb_omd_diag, linucb_diag: the same config with covariance: COVARIANCE_DIAGONAL.

@@ -6,20 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/classic/ucb_choice.h"
+#include "core/common/prepared_scores.h"
 #include "core/state_io.h"
 #include "core/validate.h"
 
 namespace bandit {
-
-class LinUcbSketched::Prepared final : public PreparedSelect {
- public:
-  const LinUcbSketched* owner = nullptr;
-  uint64_t model_version = 0;
-  const void* candidates = nullptr;
-  size_t count = 0;
-  std::vector<Score> scores;
-};
-
 
 LinUcbSketched::LinUcbSketched(int dim, double lambda, double alpha, int sketch_size)
     : alpha_(alpha),
@@ -83,35 +74,21 @@ absl::Status LinUcbSketched::ScoreAll(const SelectContext& ctx, std::vector<Scor
 }
 
 std::unique_ptr<PreparedSelect> LinUcbSketched::PrepareSelect(const SelectContext& ctx) const {
-  auto prepared = std::make_unique<Prepared>();
-  prepared->owner = this;
-  prepared->model_version = model_version_;
-  const bool sparse = !ctx.sparse_candidates.empty();
-  prepared->candidates = sparse ? static_cast<const void*>(ctx.sparse_candidates.data())
-                                : static_cast<const void*>(ctx.candidates.data());
-  prepared->count = sparse ? ctx.sparse_candidates.size() : ctx.candidates.size();
-  if (!ScoreAll(ctx, &prepared->scores).ok()) return nullptr;  // Select reports the error
+  auto prepared = std::make_unique<PreparedScores<Score>>(this, model_version_, ctx);
+  if (!ScoreAll(ctx, &prepared->scores()).ok()) return nullptr;  // Select reports the error
   return prepared;
 }
 
 absl::StatusOr<Decision> LinUcbSketched::Select(const SelectContext& ctx) {
-  const bool sparse = !ctx.sparse_candidates.empty();
-  const void* candidates = sparse ? static_cast<const void*>(ctx.sparse_candidates.data())
-                                  : static_cast<const void*>(ctx.candidates.data());
-  const size_t count = sparse ? ctx.sparse_candidates.size() : ctx.candidates.size();
-  // Scores prepared for these very candidates on the model as it is now stand; otherwise (an
-  // Update in between) they are computed afresh.
-  const auto* prepared = dynamic_cast<const Prepared*>(ctx.prepared);
-  const bool current = prepared != nullptr && prepared->owner == this &&
-                       prepared->model_version == model_version_ &&
-                       prepared->candidates == candidates && prepared->count == count;
+  const std::vector<Score>* scores = PreparedScores<Score>::Current(this, model_version_, ctx);
   std::vector<Score> fresh;
-  if (!current)
+  if (scores == nullptr) {
     if (auto s = ScoreAll(ctx, &fresh); !s.ok()) return s;
-  const std::vector<Score>& scores = current ? prepared->scores : fresh;
-  UcbChoice choice(static_cast<int>(scores.size()), ctx.want_scores);
-  for (size_t i = 0; i < scores.size(); ++i)
-    choice.Offer(static_cast<int>(i), scores[i].mean, scores[i].width);
+    scores = &fresh;
+  }
+  UcbChoice choice(static_cast<int>(scores->size()), ctx.want_scores);
+  for (size_t i = 0; i < scores->size(); ++i)
+    choice.Offer(static_cast<int>(i), (*scores)[i].mean, (*scores)[i].width);
   return std::move(choice).Take();
 }
 

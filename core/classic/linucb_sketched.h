@@ -64,7 +64,6 @@ class LinUcbSketched final : public Policy {
   static int64_t MaxStateBytes(int64_t dim, int sketch_size);
 
  private:
-  class Prepared;
   struct Score {
     double mean, width;
   };

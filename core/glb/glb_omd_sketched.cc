@@ -6,6 +6,7 @@
 #include <Eigen/Eigenvalues>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/prepared_scores.h"
 #include "core/glb/projection.h"
 #include "core/state_io.h"
 #include "core/validate.h"
@@ -42,50 +43,76 @@ absl::Status GlbOmdSketched::Terms(absl::FunctionRef<std::string()> field,
   }
   *norm2 = 0;
   for (double v : out->value) *norm2 += v * v;
-  const double n = std::sqrt(*norm2);
+  return CheckNorm(field, *norm2);
+}
+
+absl::Status GlbOmdSketched::CheckNorm(absl::FunctionRef<std::string()> field, double n2) const {
+  const double n = std::sqrt(n2);
   if (!std::isfinite(n) || n > p_.max_feature_norm * (1 + 1e-9))
     return absl::InvalidArgumentError(absl::StrCat(
         field(), " has norm ", n, ", expected a norm <= max_feature_norm = ", p_.max_feature_norm));
   return absl::OkStatus();
 }
 
-absl::StatusOr<Decision> GlbOmdSketched::Select(const SelectContext& ctx) {
+absl::Status GlbOmdSketched::ScoreAll(const SelectContext& ctx, std::vector<Score>* out) const {
   const bool sparse = !ctx.sparse_candidates.empty();
   const int n = static_cast<int>(sparse ? ctx.sparse_candidates.size() : ctx.candidates.size());
   if (n == 0)
     return absl::InvalidArgumentError("candidates is empty, expected at least one feature vector");
   const double beta = Beta();
   const double c = sketch_.regularizer();
-  Vector ucb(n), logit(n);
-  int arm = -1;
+  out->resize(n);
+  CoalescedTerms terms;  // not the policy's scratch: concurrent PrepareSelect calls score
   double y[2 * FdSketch::kMaxSketchSize];
   for (int i = 0; i < n; ++i) {
-    // Checked as scored: Select changes no state, so an error part-way leaves nothing behind.
     const auto field = [i] { return absl::StrCat("candidates[", i, "]"); };
     double norm2, z;
     if (sparse) {
       const SparseVector& x = ctx.sparse_candidates[i];
       norm2 = SquaredNormIfValid(x, p_.d);
       if (norm2 < 0) return CheckSparse(field(), x, p_.d);
-      const double x_norm = std::sqrt(norm2);
-      if (!(x_norm <= p_.max_feature_norm * (1 + 1e-9)))
-        return absl::InvalidArgumentError(
-            absl::StrCat(field(), " has norm ", x_norm,
-                         ", expected a norm <= max_feature_norm = ", p_.max_feature_norm));
+      if (auto s = CheckNorm(field, norm2); !s.ok()) return s;
       z = sketch_.Times(x.index.data(), x.value.data(), x.size(), theta_.data(), y);
     } else {
-      if (auto s = Terms(field, nullptr, &ctx.candidates[i], &terms_, &norm2); !s.ok()) return s;
-      z = sketch_.Times(terms_.index.data(), terms_.value.data(), terms_.index.size(),
+      const Vector& x = ctx.candidates[i];
+      if (x.size() != p_.d || !IsInputVector(x)) return CheckVector(field(), x, p_.d);
+      norm2 = x.squaredNorm();
+      if (auto s = CheckNorm(field, norm2); !s.ok()) return s;
+      Coalescer::FromDense(x, &terms);
+      z = sketch_.Times(terms.index.data(), terms.value.data(), terms.index.size(),
                         theta_.data(), y);
     }
     sketch_.ForwardSolve(y);  // L^{-1} B x
     double w2 = 0;
     for (int r = 0; r < sketch_.rows(); ++r) w2 += y[r] * y[r];
-    logit[i] = z;  // x'theta_t
-    ucb[i] = z + beta * std::sqrt(std::max(0.0, (norm2 - w2) / c));  // eq. (6), by Woodbury
+    // eq. (6), the width by Woodbury
+    (*out)[i] = Score{z, z + beta * std::sqrt(std::max(0.0, (norm2 - w2) / c))};
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<PreparedSelect> GlbOmdSketched::PrepareSelect(const SelectContext& ctx) const {
+  auto prepared = std::make_unique<PreparedScores<Score>>(this, model_version_, ctx);
+  if (!ScoreAll(ctx, &prepared->scores()).ok()) return nullptr;  // Select reports the error
+  return prepared;
+}
+
+absl::StatusOr<Decision> GlbOmdSketched::Select(const SelectContext& ctx) {
+  const std::vector<Score>* scores = PreparedScores<Score>::Current(this, model_version_, ctx);
+  std::vector<Score> fresh;
+  if (scores == nullptr) {
+    if (auto s = ScoreAll(ctx, &fresh); !s.ok()) return s;
+    scores = &fresh;
+  }
+  const int n = static_cast<int>(scores->size());
+  Vector ucb(n), logit(n);
+  int arm = -1;
+  for (int i = 0; i < n; ++i) {
+    logit[i] = (*scores)[i].logit;
+    ucb[i] = (*scores)[i].ucb;
     if (arm < 0 || ucb[i] > ucb[arm]) arm = i;  // ties to the lowest index
   }
-  return UcbDecision(p_.link, arm, ucb, logit, beta, ctx.want_scores);
+  return UcbDecision(p_.link, arm, ucb, logit, Beta(), ctx.want_scores);
 }
 
 absl::Status GlbOmdSketched::Update(const Observation& obs) {
@@ -223,6 +250,7 @@ absl::Status GlbOmdSketched::Update(const Observation& obs) {
   theta_ = std::move(next);
   if (c2 > 0) sketch_.Append(terms_, std::sqrt(c2), row);
   ++t_;
+  ++model_version_;
   return absl::OkStatus();
 }
 
@@ -257,6 +285,7 @@ absl::Status GlbOmdSketched::Restore(const bandit::v1::PolicyState& state) {
   theta_.assign(1, 0.0);
   theta_.insert(theta_.end(), theta.data(), theta.data() + theta.size());
   t_ = t;
+  ++model_version_;
   return absl::OkStatus();
 }
 

@@ -21,7 +21,8 @@
 // theta is dense over the coordinates seen: a candidate costs O(l * nnz + l^2), an update
 // O(l * seen + l^2 * nnz), a projection O(l * seen + l^3), and every l + 1 updates the shrink
 // O(l^3 + l^2 * seen). State: the sketch and theta by slot, O(l) per coordinate seen.
-// Candidates and the chosen features may be sparse (Policy::TakesSparse) or dense.
+// Candidates and the chosen features may be sparse (Policy::TakesSparse) or dense; they are
+// scored under the instance's shared lock (PrepareSelect).
 #pragma once
 
 #include <memory>
@@ -45,6 +46,8 @@ class GlbOmdSketched final : public Policy {
   absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
   bool SelectReadsOnly() const override { return true; }  // arg max, ties to the lowest index
   bool TakesSparse() const override { return true; }
+  bool PreparesSelect() const override { return true; }
+  std::unique_ptr<PreparedSelect> PrepareSelect(const SelectContext& ctx) const override;
   absl::Status Update(const Observation& obs) override;
   void Save(bandit::v1::PolicyState* out) const override;
   absl::Status Restore(const bandit::v1::PolicyState& state) override;
@@ -62,6 +65,14 @@ class GlbOmdSketched final : public Policy {
   static int64_t MaxStateBytes(int64_t dim, int sketch_size);
 
  private:
+  struct Score {
+    double logit, ucb;  // x'theta_t and eq. (6)'s optimistic score
+  };
+  // Each candidate's scores; INVALID_ARGUMENT naming candidates[i] for a bad one. Reads the
+  // state only (PrepareSelect runs it concurrently).
+  absl::Status ScoreAll(const SelectContext& ctx, std::vector<Score>* out) const;
+  // INVALID_ARGUMENT unless ||x|| = sqrt(n2) is finite and at most max_feature_norm.
+  absl::Status CheckNorm(absl::FunctionRef<std::string()> field, double n2) const;
   // x's terms, checked (dimension, finite values, ||x|| <= max_feature_norm): INVALID_ARGUMENT
   // naming `field` (built only on an error).
   absl::Status Terms(absl::FunctionRef<std::string()> field, const SparseVector* sparse,
@@ -71,6 +82,7 @@ class GlbOmdSketched final : public Policy {
   FdSketch sketch_;
   std::vector<double> theta_;  // theta_t by sketch slot (0 at the zero slot; theta_1 = 0)
   int64_t t_ = 0;              // updates so far; the next round is t_ + 1
+  uint64_t model_version_ = 0;  // counts changes, for PrepareSelect's results
   Coalescer coalescer_;
   CoalescedTerms terms_;  // scratch
 };

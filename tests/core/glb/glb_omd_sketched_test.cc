@@ -175,6 +175,40 @@ TEST(GlbOmdSketched, RestoreContinuesBitForBit) {
   EXPECT_EQ(sa.SerializeAsString(), sb.SerializeAsString());
 }
 
+// Scores prepared under the shared lock are the Select's own; prepared before an update they are
+// not used.
+TEST(GlbOmdSketched, PreparedScoresAreUsedOnlyWhileCurrent) {
+  const int d = 16;
+  auto p = Make(Config(d, 1.0, 3));
+  Rng rng(12);
+  for (int t = 0; t < 20; ++t) {
+    Observation o;
+    o.sparse_features = RandomSparse(rng, d, 4);
+    o.reward = t % 2;
+    ASSERT_TRUE(p->Update(o).ok());
+  }
+  const std::vector<SparseVector> xs = {RandomSparse(rng, d, 4), RandomSparse(rng, d, 4)};
+  SelectContext ctx;
+  ctx.sparse_candidates = xs;
+  ctx.want_scores = true;
+  ASSERT_TRUE(p->PreparesSelect());
+  auto prepared = p->PrepareSelect(ctx);
+  ASSERT_NE(prepared, nullptr);
+  const Decision plain = Decide(*p, xs);
+  ctx.prepared = prepared.get();
+  auto with = p->Select(ctx);
+  ASSERT_TRUE(with.ok());
+  EXPECT_EQ(with->scores, plain.scores);
+  Observation o;
+  o.sparse_features = xs[1];
+  o.reward = 1;
+  ASSERT_TRUE(p->Update(o).ok());
+  auto stale = p->Select(ctx);
+  ASSERT_TRUE(stale.ok());
+  EXPECT_EQ(stale->scores, Decide(*p, xs).scores);
+  EXPECT_NE(stale->scores, plain.scores);
+}
+
 TEST(GlbOmdSketched, ConfigIsValidated) {
   bandit::v1::PolicyConfig c = Config(8, 1, 0);
   c.mutable_glb_omd()->set_sketch_size(4);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <Eigen/Cholesky>
 #include <Eigen/Eigenvalues>
@@ -100,11 +101,11 @@ absl::Status FdSketch::Prepare(const CoalescedTerms& x, double scale, Row* row) 
   row->norm2 = 0;
   for (size_t q = 0; q < x.index.size(); ++q) {
     const double v = scale * x.value[q];
-    const double vt = static_cast<float>(v);
-    if (!std::isfinite(vt))
+    if (!(std::fabs(v) <= std::numeric_limits<float>::max()))
       return absl::InvalidArgumentError(absl::StrCat(
           "features has the value ", x.value[q], " at index ", x.index[q],
           ", expected a magnitude single precision holds (the sketch keeps rows as floats)"));
+    const double vt = static_cast<float>(v);
     row->norm2 += vt * vt;
     const uint32_t slot = slot_of_[x.index[q]];
     if (slot == kZeroSlot) continue;
@@ -189,7 +190,10 @@ void FdSketch::Shrink() {
     old = columns.block(0, j0, r, nb).cast<double>();
     fresh.noalias() = w * old;
     columns.block(0, j0, buffer_, nb).setZero();
-    columns.block(0, j0, keep, nb) = fresh.cast<float>();
+    // |W B| stays within B's column norms; the clamp only keeps a column of values near the
+    // single-precision limit from overflowing it.
+    constexpr double kFloatMax = std::numeric_limits<float>::max();
+    columns.block(0, j0, keep, nb) = fresh.cwiseMax(-kFloatMax).cwiseMin(kFloatMax).cast<float>();
     fresh = columns.block(0, j0, keep, nb).cast<double>();  // the values held
     gram.selfadjointView<Eigen::Lower>().rankUpdate(fresh);
   }
@@ -252,7 +256,8 @@ absl::Status FdSketch::Restore(const StateReader& r, absl::string_view who) {
   if (auto s = r.Get("sketch_columns", &columns, seen * rows); !s.ok()) return s;
   if (auto s = r.GetScalar("sketch_shrinkage", &shrinkage); !s.ok()) return s;
   if (auto s = r.GetInt("sketch_shrinks", &shrinks); !s.ok()) return s;
-  if (!gram.allFinite() || !cholesky.allFinite() || !columns.allFinite() ||
+  if (!gram.allFinite() || !cholesky.allFinite() ||
+      !(columns.cwiseAbs().array() <= std::numeric_limits<float>::max()).all() ||
       !std::isfinite(shrinkage) || shrinkage < 0 || shrinks < 0 ||
       (rows > 0 && !(cholesky.diagonal().array() > 0).all()))
     return absl::InvalidArgumentError(absl::StrCat(

@@ -180,10 +180,10 @@ def plot(results, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    fig, ax = plt.subplots(figsize=(8.5, 6.0))
     for label, r in results["policies"].items():
         ax.plot(np.arange(1, results["rows"] + 1), r["curve_mean"],
-                ls="--" if "diagonal" in label else "-",
+                ls="--" if "diagonal" in label else ":" if "sketched" in label else "-",
                 label="%s (%.2f, %d permutations)" % (label, r["final_mean"], r["seeds"]))
     ax.axhline(results["supervised_in_sample"], color="k", ls="--",
                label="supervised, all labels (%.2f)" % results["supervised_in_sample"])
@@ -193,7 +193,7 @@ def plot(results, path):
     ax.set_ylim(0, 1)
     ax.set_title("Soybean through banditd's named features (-q CA; 2^%d unless named): mean "
                  "cumulative accuracy" % results["bits"], fontsize=9)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

@@ -635,19 +635,31 @@ ServiceLimits BanditdLimits() {
   return l;
 }
 
-// At bits 18 (banditd's limits) the diagonal LinUCB serves named Selects and Updates, deciding
-// exactly as the core policy fed the same hashed sparse vectors; direct updates too.
-TEST(NamedInputs, DiagonalPolicyAtBits18DecidesAsTheCorePolicyOnTheSparseVectors) {
+// At bits 18 (banditd's limits) a policy that takes sparse vectors serves named Selects and
+// Updates, deciding exactly as the core policy fed the same hashed sparse vectors: 200 rounds,
+// with shorter requests between longer ones and refused ones part-way, and (when
+// `direct_updates`) every fifth update a direct one. With a `twin_shadow` config, a shadow of the
+// served policy agrees on every decision (its IPS is the served value). GetInstance reports the
+// core policy's weights and state bytes; `out` is that instance.
+void DecidesAsTheCorePolicyOnTheSparseVectors(const std::string& config, bool direct_updates,
+                                              const std::string& twin_shadow, v1::Instance* out) {
   ManualClock clock;
   DecisionService svc(&clock, BanditdLimits());
-  v1::Instance out;
-  ASSERT_TRUE(svc.CreateInstance(Create("d", kDiagonal18), &out).ok());
-  EXPECT_EQ(out.config().policy().linucb().dimension(), 1 << 18);
-  auto core = CreatePolicy(out.config().policy(), 1);
+  ASSERT_TRUE(svc.CreateInstance(Create("d", config), out).ok());
+  EXPECT_EQ(out->config().policy().linucb().dimension(), 1 << 18);
+  if (!twin_shadow.empty()) {
+    v1::AddShadowRequest add;
+    add.set_name("d");
+    add.set_shadow("twin");
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(twin_shadow, add.mutable_config()));
+    ASSERT_TRUE(svc.AddShadow(add, out).ok());
+  }
+  auto core = CreatePolicy(out->config().policy(), 1);
   ASSERT_TRUE(core.ok()) << core.status();
   ASSERT_TRUE((*core)->TakesSparse());
   int differ_from_first = 0;
-  for (int round = 0; round < 200; ++round) {
+  const int kRounds = 200;
+  for (int round = 0; round < kRounds; ++round) {
     v1::SelectRequest named = NamedRequest("d", round);
     // The server refills one per-thread set of sparse vectors in place: requests of fewer
     // actions between longer ones, and refused requests part-way through the actions, must
@@ -679,7 +691,7 @@ TEST(NamedInputs, DiagonalPolicyAtBits18DecidesAsTheCorePolicyOnTheSparseVectors
     ASSERT_TRUE((*core)->Update(obs).ok());
     v1::UpdateRequest up;
     up.set_instance("d");
-    if (round % 5 == 4) {
+    if (direct_updates && round % 5 == 4) {
       // Logged data: the same context and action as a direct update.
       auto* direct = up.mutable_direct();
       direct->set_context(named.context());
@@ -694,73 +706,34 @@ TEST(NamedInputs, DiagonalPolicyAtBits18DecidesAsTheCorePolicyOnTheSparseVectors
   EXPECT_GT(differ_from_first, 20);
   v1::GetInstanceRequest get;
   get.set_name("d");
-  ASSERT_TRUE(svc.GetInstance(get, &out).ok());
+  ASSERT_TRUE(svc.GetInstance(get, out).ok());
+  EXPECT_EQ(out->stats().state_bytes(), (*core)->StateBytes());
+  const Vector w = (*core)->Weights();
+  ASSERT_EQ(out->weights_size(), w.size());
+  for (int j = 0; j < w.size(); ++j) ASSERT_EQ(out->weights(j), w[j]) << j;
+  if (!twin_shadow.empty()) {
+    ASSERT_EQ(out->shadows_size(), 1);
+    EXPECT_EQ(out->shadows(0).events(), kRounds);
+    EXPECT_DOUBLE_EQ(out->shadows(0).ips().value(), out->shadows(0).served().value());
+  }
+}
+
+TEST(NamedInputs, DiagonalPolicyAtBits18DecidesAsTheCorePolicyOnTheSparseVectors) {
+  v1::Instance out;
+  DecidesAsTheCorePolicyOnTheSparseVectors(kDiagonal18, /*direct_updates=*/true, "", &out);
   // O(2^bits) state: diag(A) and b, theta and 1/a beside them for scoring (single precision),
   // and the coalescing bitmap (1 bit per coordinate).
   EXPECT_EQ(out.stats().state_bytes(), (int64_t{1} << 18) * (16 + 8) + (int64_t{1} << 18) / 8 + 8);
-  const Vector w = (*core)->Weights();
-  ASSERT_EQ(out.weights_size(), w.size());
-  for (int j = 0; j < w.size(); ++j) ASSERT_EQ(out.weights(j), w[j]) << j;
 }
 
-// LinUCB's sketched covariance at bits 18 serves named Selects and Updates, deciding exactly as the core policy fed the same hashed sparse vectors; GetInstance reports
-// its weights and state as the core policy's; a shadow of the same config agrees with every
-// decision (its IPS is the served value).
+// LinUCB's sketched covariance at bits 18, and a twin shadow of it.
 TEST(NamedInputs, SketchedPolicyAtBits18DecidesAsTheCorePolicyOnTheSparseVectors) {
-  constexpr char kSketched18[] =
-      "policy { linucb { alpha: 0.5 covariance: COVARIANCE_SKETCHED sketch_size: 4 } } "
-      "feature_space { bits: 18 interactions: 'UA' } seed: 5";
-  ManualClock clock;
-  DecisionService svc(&clock, BanditdLimits());
+  const std::string policy =
+      "policy { linucb { alpha: 0.5 covariance: COVARIANCE_SKETCHED sketch_size: 4 } }";
   v1::Instance out;
-  ASSERT_TRUE(svc.CreateInstance(Create("s", kSketched18), &out).ok());
-  EXPECT_EQ(out.config().policy().linucb().dimension(), 1 << 18);
-  v1::AddShadowRequest add;
-  add.set_name("s");
-  add.set_shadow("twin");
-  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      "policy { linucb { alpha: 0.5 covariance: COVARIANCE_SKETCHED sketch_size: 4 } } seed: 5",
-      add.mutable_config()));
-  ASSERT_TRUE(svc.AddShadow(add, &out).ok());
-  auto core = CreatePolicy(out.config().policy(), 1);
-  ASSERT_TRUE(core.ok()) << core.status();
-  int differ_from_first = 0;
-  const int kRounds = 150;
-  for (int round = 0; round < kRounds; ++round) {
-    v1::SelectRequest named = NamedRequest("s", round);
-    std::vector<int> action_of;
-    std::vector<SparseVector> xs = SparseCandidates(named, 18, &action_of);
-    SelectContext ctx;
-    ctx.sparse_candidates = xs;
-    auto expected = (*core)->Select(ctx);
-    ASSERT_TRUE(expected.ok());
-    v1::Decision d;
-    ASSERT_TRUE(svc.Select(named, &d).ok()) << round;
-    ASSERT_EQ(d.arm_index(), action_of[expected->arm]) << round;
-    differ_from_first += d.arm_index() != action_of[0];
-    const double r = Reward(round, d.arm_index());
-    Observation obs;
-    obs.sparse_features = xs[expected->arm];
-    obs.reward = r;
-    ASSERT_TRUE((*core)->Update(obs).ok());
-    v1::UpdateRequest up;
-    up.set_instance("s");
-    up.set_event_id(d.event_id());
-    up.set_reward(r);
-    v1::UpdateResponse resp;
-    ASSERT_TRUE(svc.Update(up, &resp).ok()) << round;
-  }
-  EXPECT_GT(differ_from_first, 20);
-  v1::GetInstanceRequest get;
-  get.set_name("s");
-  ASSERT_TRUE(svc.GetInstance(get, &out).ok());
-  EXPECT_EQ(out.stats().state_bytes(), (*core)->StateBytes());
-  const Vector w = (*core)->Weights();
-  ASSERT_EQ(out.weights_size(), w.size());
-  for (int j = 0; j < w.size(); ++j) ASSERT_EQ(out.weights(j), w[j]) << j;
-  ASSERT_EQ(out.shadows_size(), 1);
-  EXPECT_EQ(out.shadows(0).events(), kRounds);
-  EXPECT_DOUBLE_EQ(out.shadows(0).ips().value(), out.shadows(0).served().value());
+  DecidesAsTheCorePolicyOnTheSparseVectors(
+      absl::StrCat(policy, " feature_space { bits: 18 interactions: 'UA' } seed: 5"),
+      /*direct_updates=*/false, absl::StrCat(policy, " seed: 5"), &out);
 }
 
 // A sketched instance (many shrinks in 200 rounds) recovers from its snapshot and journal to the

@@ -646,7 +646,6 @@ void DecidesAsTheCorePolicyOnTheSparseVectors(const std::string& config, bool di
   ManualClock clock;
   DecisionService svc(&clock, BanditdLimits());
   ASSERT_TRUE(svc.CreateInstance(Create("d", config), out).ok());
-  EXPECT_EQ(out->config().policy().linucb().dimension(), 1 << 18);
   if (!twin_shadow.empty()) {
     v1::AddShadowRequest add;
     add.set_name("d");
@@ -657,6 +656,7 @@ void DecidesAsTheCorePolicyOnTheSparseVectors(const std::string& config, bool di
   auto core = CreatePolicy(out->config().policy(), 1);
   ASSERT_TRUE(core.ok()) << core.status();
   ASSERT_TRUE((*core)->TakesSparse());
+  EXPECT_EQ((*core)->Weights().size(), 1 << 18);  // the dimension filled from the bits
   int differ_from_first = 0;
   const int kRounds = 200;
   for (int round = 0; round < kRounds; ++round) {
@@ -726,6 +726,16 @@ TEST(NamedInputs, DiagonalPolicyAtBits18DecidesAsTheCorePolicyOnTheSparseVectors
   EXPECT_EQ(out.stats().state_bytes(), (int64_t{1} << 18) * (16 + 8) + (int64_t{1} << 18) / 8 + 8);
 }
 
+// GLB-OMD's sketched covariance at bits 18, direct updates included.
+TEST(NamedInputs, SketchedGlbOmdAtBits18DecidesAsTheCorePolicyOnTheSparseVectors) {
+  v1::Instance out;
+  DecidesAsTheCorePolicyOnTheSparseVectors(
+      "policy { glb_omd { covariance: COVARIANCE_SKETCHED sketch_size: 4 max_feature_norm: 1000 "
+      "lambda: 1 radius_multiplier: 0.05 } } feature_space { bits: 18 interactions: 'UA' } "
+      "seed: 5",
+      /*direct_updates=*/true, "", &out);
+}
+
 // LinUCB's sketched covariance at bits 18, and a twin shadow of it.
 TEST(NamedInputs, SketchedPolicyAtBits18DecidesAsTheCorePolicyOnTheSparseVectors) {
   const std::string policy =
@@ -736,22 +746,30 @@ TEST(NamedInputs, SketchedPolicyAtBits18DecidesAsTheCorePolicyOnTheSparseVectors
       /*direct_updates=*/false, absl::StrCat(policy, " seed: 5"), &out);
 }
 
-// A sketched instance (many shrinks in 200 rounds) recovers from its snapshot and journal to the
-// decisions and weights of a twin that never stopped.
+// A sketched instance (LinUCB's, GLB-OMD's; many shrinks in 200 rounds) recovers from its
+// snapshot and journal to the decisions and weights of a twin that never stopped.
 TEST(NamedInputs, SketchedSelectsReplayExactlyAfterACrash) {
-  testing::ReplaysAsATwinAfterACrash<int>(
-      "policy { linucb { alpha: 0.5 covariance: COVARIANCE_SKETCHED sketch_size: 3 } } "
-      "feature_space { bits: 10 interactions: 'UA' } seed: 5",
-      200, [](DecisionService& svc, ManualClock&, int round, int*) { return PlayNamed(svc, round); },
-      [](DecisionService& a, DecisionService& b) {
-        v1::GetInstanceRequest get;
-        get.set_name("x");
-        v1::Instance ia, ib;
-        ASSERT_TRUE(a.GetInstance(get, &ia).ok());
-        ASSERT_TRUE(b.GetInstance(get, &ib).ok());
-        ASSERT_EQ(ia.weights_size(), ib.weights_size());
-        for (int j = 0; j < ia.weights_size(); ++j) ASSERT_EQ(ia.weights(j), ib.weights(j)) << j;
-      });
+  for (const char* policy :
+       {"linucb { alpha: 0.5 covariance: COVARIANCE_SKETCHED sketch_size: 3 }",
+        "glb_omd { covariance: COVARIANCE_SKETCHED sketch_size: 3 max_feature_norm: 1000 "
+        "lambda: 1 radius_multiplier: 0.05 }"}) {
+    SCOPED_TRACE(policy);
+    testing::ReplaysAsATwinAfterACrash<int>(
+        absl::StrCat("policy { ", policy, " } feature_space { bits: 10 interactions: 'UA' } "
+                     "seed: 5"),
+        200,
+        [](DecisionService& svc, ManualClock&, int round, int*) { return PlayNamed(svc, round); },
+        [](DecisionService& a, DecisionService& b) {
+          v1::GetInstanceRequest get;
+          get.set_name("x");
+          v1::Instance ia, ib;
+          ASSERT_TRUE(a.GetInstance(get, &ia).ok());
+          ASSERT_TRUE(b.GetInstance(get, &ib).ok());
+          ASSERT_EQ(ia.weights_size(), ib.weights_size());
+          for (int j = 0; j < ia.weights_size(); ++j)
+            ASSERT_EQ(ia.weights(j), ib.weights(j)) << j;
+        });
+  }
 }
 
 // A multi-slot named Select on a diagonal (or sketched) instance at bits 18: each slot is filled by the

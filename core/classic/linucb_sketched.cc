@@ -32,11 +32,9 @@ int64_t LinUcbSketched::StateBytes() const {
          (bb_.size() + cross_.size()) * 8 + coalescer_.bytes() + 2 * 8;
 }
 
-LinUcbSketched::Score LinUcbSketched::ScoreTerms(const uint32_t* index, const double* value,
-                                                 size_t n, double norm2) const {
-  double z[2 * FdSketch::kMaxSketchSize];
-  const double bx = sketch_.Times(index, value, n, b_.data(), z);  // b'x, B x
-  sketch_.ForwardSolve(z);                                        // z = L^{-1} B x
+LinUcbSketched::Score LinUcbSketched::ScoreOf(double* bx_times, double bx, double norm2) const {
+  double* z = bx_times;
+  sketch_.ForwardSolve(z);  // z = L^{-1} B x
   double z2 = 0, qz = 0;
   for (int r = 0; r < sketch_.rows(); ++r) {
     z2 += z[r] * z[r];
@@ -53,23 +51,30 @@ absl::Status LinUcbSketched::ScoreAll(const SelectContext& ctx, std::vector<Scor
   if (n == 0)
     return absl::InvalidArgumentError("candidates is empty, expected at least one feature vector");
   const int d = dimension();
+  const int rows = sketch_.rows();
   out->resize(n);
-  CoalescedTerms terms;
-  for (int i = 0; i < n; ++i) {
-    if (sparse) {
+  std::vector<double> norm2(n), bx(n), ys(static_cast<size_t>(n) * rows);
+  if (sparse) {
+    for (int i = 0; i < n; ++i) {
       const SparseVector& x = ctx.sparse_candidates[i];
-      const double norm2 = SquaredNormIfValid(x, d);
-      if (norm2 < 0) return CheckSparse(absl::StrCat("candidates[", i, "]"), x, d);
-      (*out)[i] = ScoreTerms(x.index.data(), x.value.data(), x.size(), norm2);
-    } else {
+      norm2[i] = SquaredNormIfValid(x, d);
+      if (norm2[i] < 0) return CheckSparse(absl::StrCat("candidates[", i, "]"), x, d);
+    }
+    sketch_.TimesAll(ctx.sparse_candidates, b_.data(), ys.data(), bx.data());  // B x, b'x
+  } else {
+    CoalescedTerms terms;
+    for (int i = 0; i < n; ++i) {
       const Vector& x = ctx.candidates[i];
       if (x.size() != d || !IsInputVector(x))
         return CheckVector(absl::StrCat("candidates[", i, "]"), x, d);
       Coalescer::FromDense(x, &terms);
-      (*out)[i] = ScoreTerms(terms.index.data(), terms.value.data(), terms.index.size(),
-                             x.squaredNorm());
+      norm2[i] = x.squaredNorm();
+      bx[i] = sketch_.Times(terms.index.data(), terms.value.data(), terms.index.size(),
+                            b_.data(), ys.data() + static_cast<size_t>(i) * rows);
     }
   }
+  for (int i = 0; i < n; ++i)
+    (*out)[i] = ScoreOf(ys.data() + static_cast<size_t>(i) * rows, bx[i], norm2[i]);
   return absl::OkStatus();
 }
 

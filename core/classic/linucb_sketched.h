@@ -69,8 +69,8 @@ class LinUcbSketched final : public Policy {
   };
   // Each candidate's mean and width; INVALID_ARGUMENT naming candidates[i] for a bad one.
   absl::Status ScoreAll(const SelectContext& ctx, std::vector<Score>* out) const;
-  // The mean and width of one candidate: its terms (an index may repeat) and ||x||^2.
-  Score ScoreTerms(const uint32_t* index, const double* value, size_t n, double norm2) const;
+  // The mean and width of one candidate from B x (solved in place), b'x and ||x||^2.
+  Score ScoreOf(double* bx_times, double bx, double norm2) const;
   // B b from b (after a shrink), then cross_ = L^{-1} B b.
   void RefreshCrossTerm(bool recompute_bb);
 

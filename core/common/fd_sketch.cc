@@ -70,6 +70,59 @@ double FdSketch::Times(const uint32_t* index, const double* value, size_t n,
   return dot;
 }
 
+void FdSketch::TimesAll(std::span<const SparseVector> xs, const double* by_slot, double* ys,
+                        double* dots) const {
+  const size_t n = xs.size();
+  const int rows = rows_;
+  // The positions every candidate shares with the first (same length, same index and value).
+  thread_local std::vector<char> shared;
+  thread_local std::vector<uint32_t> index;
+  thread_local std::vector<double> value;
+  const size_t terms = n > 0 ? xs[0].size() : 0;
+  bool aligned = n >= 2;
+  for (size_t i = 1; i < n && aligned; ++i) aligned = xs[i].size() == terms;
+  size_t common = 0;
+  if (aligned) {
+    shared.assign(terms, 1);
+    for (size_t i = 1; i < n; ++i) {
+      const uint32_t* a = xs[0].index.data();
+      const uint32_t* b = xs[i].index.data();
+      const double* va = xs[0].value.data();
+      const double* vb = xs[i].value.data();
+      for (size_t q = 0; q < terms; ++q) shared[q] &= a[q] == b[q] && va[q] == vb[q];
+    }
+    for (size_t q = 0; q < terms; ++q) common += shared[q];
+  }
+  if (common < 8) {  // too few to be worth a pass of their own
+    for (size_t i = 0; i < n; ++i)
+      dots[i] = Times(xs[i].index.data(), xs[i].value.data(), xs[i].size(), by_slot,
+                      ys + i * rows);
+    return;
+  }
+  // B x_shared and its dot once, then each candidate's own terms on top.
+  double y_shared[2 * kMaxSketchSize];
+  index.clear();
+  value.clear();
+  for (size_t q = 0; q < terms; ++q)
+    if (shared[q]) {
+      index.push_back(xs[0].index[q]);
+      value.push_back(xs[0].value[q]);
+    }
+  const double dot_shared = Times(index.data(), value.data(), index.size(), by_slot, y_shared);
+  for (size_t i = 0; i < n; ++i) {
+    index.clear();
+    value.clear();
+    for (size_t q = 0; q < terms; ++q)
+      if (!shared[q]) {
+        index.push_back(xs[i].index[q]);
+        value.push_back(xs[i].value[q]);
+      }
+    double* y = ys + i * rows;
+    dots[i] = dot_shared + Times(index.data(), value.data(), index.size(), by_slot, y);
+    for (int r = 0; r < rows; ++r) y[r] += y_shared[r];
+  }
+}
+
 void FdSketch::TimesBySlot(const std::vector<double>& v, double* y) const {
   std::fill(y, y + rows_, 0.0);
   for (size_t slot = kZeroSlot + 1; slot < coordinate_.size(); ++slot) {

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -61,6 +62,12 @@ class FdSketch {
   // vector the caller keeps (zero at the zero slot).
   double Times(const uint32_t* index, const double* value, size_t n, const double* by_slot,
                double* y) const;
+  // Times for every candidate of a Select: ys[i] (rows() entries, at ys + i * rows()) = B x_i and
+  // dots[i] = by_slot'x_i, for checked sparse vectors. The terms that every candidate has at the
+  // same position with the same index and value (in a named Select, the context's own features
+  // and their interactions, ~40 % of the terms with `-q ::`) are multiplied once.
+  void TimesAll(std::span<const SparseVector> xs, const double* by_slot, double* ys,
+                double* dots) const;
   // y = B v for a per-slot vector v (over every slot seen).
   void TimesBySlot(const std::vector<double>& v, double* y) const;
   // v <- L^{-1} v and v <- L^{-T} v over the rows in use.

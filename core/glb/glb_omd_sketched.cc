@@ -61,32 +61,38 @@ absl::Status GlbOmdSketched::ScoreAll(const SelectContext& ctx, std::vector<Scor
     return absl::InvalidArgumentError("candidates is empty, expected at least one feature vector");
   const double beta = Beta();
   const double c = sketch_.regularizer();
+  const int rows = sketch_.rows();
   out->resize(n);
-  CoalescedTerms terms;  // not the policy's scratch: concurrent PrepareSelect calls score
-  double y[2 * FdSketch::kMaxSketchSize];
-  for (int i = 0; i < n; ++i) {
-    const auto field = [i] { return absl::StrCat("candidates[", i, "]"); };
-    double norm2, z;
-    if (sparse) {
+  std::vector<double> norm2(n), logit(n), ys(static_cast<size_t>(n) * rows);
+  if (sparse) {
+    for (int i = 0; i < n; ++i) {
+      const auto field = [i] { return absl::StrCat("candidates[", i, "]"); };
       const SparseVector& x = ctx.sparse_candidates[i];
-      norm2 = SquaredNormIfValid(x, p_.d);
-      if (norm2 < 0) return CheckSparse(field(), x, p_.d);
-      if (auto s = CheckNorm(field, norm2); !s.ok()) return s;
-      z = sketch_.Times(x.index.data(), x.value.data(), x.size(), theta_.data(), y);
-    } else {
+      norm2[i] = SquaredNormIfValid(x, p_.d);
+      if (norm2[i] < 0) return CheckSparse(field(), x, p_.d);
+      if (auto s = CheckNorm(field, norm2[i]); !s.ok()) return s;
+    }
+    sketch_.TimesAll(ctx.sparse_candidates, theta_.data(), ys.data(), logit.data());
+  } else {
+    CoalescedTerms terms;  // not the policy's scratch: concurrent PrepareSelect calls score
+    for (int i = 0; i < n; ++i) {
+      const auto field = [i] { return absl::StrCat("candidates[", i, "]"); };
       const Vector& x = ctx.candidates[i];
       if (x.size() != p_.d || !IsInputVector(x)) return CheckVector(field(), x, p_.d);
-      norm2 = x.squaredNorm();
-      if (auto s = CheckNorm(field, norm2); !s.ok()) return s;
+      norm2[i] = x.squaredNorm();
+      if (auto s = CheckNorm(field, norm2[i]); !s.ok()) return s;
       Coalescer::FromDense(x, &terms);
-      z = sketch_.Times(terms.index.data(), terms.value.data(), terms.index.size(),
-                        theta_.data(), y);
+      logit[i] = sketch_.Times(terms.index.data(), terms.value.data(), terms.index.size(),
+                               theta_.data(), ys.data() + static_cast<size_t>(i) * rows);
     }
+  }
+  for (int i = 0; i < n; ++i) {
+    double* y = ys.data() + static_cast<size_t>(i) * rows;
     sketch_.ForwardSolve(y);  // L^{-1} B x
     double w2 = 0;
-    for (int r = 0; r < sketch_.rows(); ++r) w2 += y[r] * y[r];
+    for (int r = 0; r < rows; ++r) w2 += y[r] * y[r];
     // eq. (6), the width by Woodbury
-    (*out)[i] = Score{z, z + beta * std::sqrt(std::max(0.0, (norm2 - w2) / c))};
+    (*out)[i] = Score{logit[i], logit[i] + beta * std::sqrt(std::max(0.0, (norm2[i] - w2) / c))};
   }
   return absl::OkStatus();
 }

@@ -1,9 +1,11 @@
 #include "core/footprint.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "core/classic/linucb_sketched.h"
+#include "core/common/fd_sketch.h"
 #include "core/glb/glb_omd_sketched.h"
 #include "core/glb/nonstationary_mle.h"
 #include "core/kernel/candidate_bkb.h"
@@ -76,9 +78,9 @@ int64_t LinUcb(const PolicyConfig& c) {
     return Doubles(2 * d) + ScoringPairs(d) + CoalescingBitmap(d) + kCounter;
   if (c.linucb().covariance() == bandit::v1::COVARIANCE_SKETCHED)
     return LinUcbSketched::MaxStateBytes(
-        d, std::clamp(c.linucb().has_sketch_size() ? c.linucb().sketch_size()
-                                                   : LinUcbSketched::kDefaultSketchSize,
-                      2, LinUcbSketched::kMaxSketchSize));
+        d, FdSketch::SizeForFootprint(c.linucb().has_sketch_size()
+                                          ? std::optional<int>(c.linucb().sketch_size())
+                                          : std::nullopt));
   return Doubles(d * d + 2 * d) + kCounter;
 }
 // GLB-OMD, DOMD-GLB: H and H^-1 (d x d), theta (d), the round counter. The diagonal form: theta
@@ -90,9 +92,9 @@ int64_t GlbOmd(const PolicyConfig& c) {
   const int64_t d = NonNegative(c.glb_omd().dimension());
   if (c.glb_omd().covariance() == bandit::v1::COVARIANCE_SKETCHED)
     return glb::GlbOmdSketched::MaxStateBytes(
-        d, std::clamp(c.glb_omd().has_sketch_size() ? c.glb_omd().sketch_size()
-                                                    : glb::GlbOmdSketched::kDefaultSketchSize,
-                      2, FdSketch::kMaxSketchSize));
+        d, FdSketch::SizeForFootprint(c.glb_omd().has_sketch_size()
+                                          ? std::optional<int>(c.glb_omd().sketch_size())
+                                          : std::nullopt));
   if (c.glb_omd().covariance() == bandit::v1::COVARIANCE_DIAGONAL)
     return d * (Doubles(2) + 4 + 1 + 8) + ScoringPairs(d) + CoalescingBitmap(d) + kCounter;
   return Doubles(2 * d * d + d) + kCounter;

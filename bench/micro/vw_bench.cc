@@ -49,40 +49,10 @@ std::vector<SparseVector> RoundVectors(const features::FeatureSpace& space, int 
   return out;
 }
 
-void RunVwRound(benchmark::State& state, const std::string& arguments) {
-  bandit::v1::PolicyConfig config;
-  config.mutable_vw()->set_arguments(arguments);
-  auto policy = CreatePolicy(config, 7);
-  if (!policy.ok()) std::abort();
-  features::FeatureSpaceOptions o;
-  o.bits = 18;
-  o.interactions = {"::"};
-  auto space = *features::FeatureSpace::Create(o);
-  // One round's vectors, decided on again and again (featurization is not what is measured
-  // here). In the server a Select's vectors were just written by its featurization, so they are
-  // in cache; cycling pre-built rounds (260 KB each) would measure the cache misses of reading
-  // them back instead.
-  std::vector<std::vector<SparseVector>> rounds;
-  rounds.push_back(RoundVectors(space, 0));
-  Rng env(1);
-  Observation obs;
-  size_t r = 0;
-  for (auto _ : state) {
-    const auto& xs = rounds[r++ % rounds.size()];
-    SelectContext ctx;
-    ctx.sparse_candidates = xs;
-    auto d = (*policy)->Select(ctx);
-    obs.sparse_features = xs[d->arm];
-    obs.memo = d->memo;
-    obs.reward = env.Bernoulli(d->arm % 5 == 0 ? 0.6 : 0.2) ? 1.0 : 0.0;
-    benchmark::DoNotOptimize((*policy)->Update(obs));
-  }
-  state.counters["terms_per_action"] = static_cast<double>(rounds[0][0].size());
-}
-
-// Every round of the workload's cycle (117 contexts: 13 user patterns x 9 numeric ones), after
-// a warm-up that lets the policy see the coordinates its choices bring.
-void RunCyclingRound(benchmark::State& state, const bandit::v1::PolicyConfig& config) {
+// Select + Update rounds over the first `contexts` rounds of the workload, cycled, after `warmup`
+// rounds that let the policy see the coordinates its choices bring.
+void RunRounds(benchmark::State& state, const bandit::v1::PolicyConfig& config, int contexts,
+               int warmup) {
   auto policy = CreatePolicy(config, 7);
   if (!policy.ok()) std::abort();
   features::FeatureSpaceOptions o;
@@ -90,7 +60,7 @@ void RunCyclingRound(benchmark::State& state, const bandit::v1::PolicyConfig& co
   o.interactions = {"::"};
   auto space = *features::FeatureSpace::Create(o);
   std::vector<std::vector<SparseVector>> rounds;
-  for (int i = 0; i < 117; ++i) rounds.push_back(RoundVectors(space, i));
+  for (int i = 0; i < contexts; ++i) rounds.push_back(RoundVectors(space, i));
   Rng env(1);
   Observation obs;
   size_t r = 0;
@@ -104,10 +74,27 @@ void RunCyclingRound(benchmark::State& state, const bandit::v1::PolicyConfig& co
     obs.reward = env.Bernoulli(d->arm % 5 == 0 ? 0.6 : 0.2) ? 1.0 : 0.0;
     benchmark::DoNotOptimize((*policy)->Update(obs));
   };
-  for (int i = 0; i < 2000; ++i) round();
+  for (int i = 0; i < warmup; ++i) round();
   for (auto _ : state) round();
+  state.counters["terms_per_action"] = static_cast<double>(rounds[0][0].size());
   for (const auto& [key, value] : (*policy)->Summary())
     if (key == "seen_coordinates") state.counters["seen_coordinates"] = value;
+}
+
+void RunVwRound(benchmark::State& state, const std::string& arguments) {
+  bandit::v1::PolicyConfig config;
+  config.mutable_vw()->set_arguments(arguments);
+  // One round's vectors, decided on again and again (featurization is not what is measured
+  // here). In the server a Select's vectors were just written by its featurization, so they are
+  // in cache; cycling pre-built rounds (260 KB each) would measure the cache misses of reading
+  // them back instead.
+  RunRounds(state, config, /*contexts=*/1, /*warmup=*/0);
+}
+
+// Every round of the workload's cycle (117 contexts: 13 user patterns x 9 numeric ones), after
+// 2,000 rounds of warm-up.
+void RunCyclingRound(benchmark::State& state, const bandit::v1::PolicyConfig& config) {
+  RunRounds(state, config, /*contexts=*/117, /*warmup=*/2000);
 }
 
 void BM_VwRoundPersonalizerCycling(benchmark::State& state) {
@@ -126,7 +113,12 @@ void BM_LinUcbSketchedRound(benchmark::State& state) {
   config.mutable_linucb()->set_sketch_size(static_cast<int>(state.range(0)));
   RunCyclingRound(state, config);
 }
-BENCHMARK(BM_LinUcbSketchedRound)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LinUcbSketchedRound)
+    ->Arg(8)
+    ->Arg(16)
+    ->Arg(32)
+    ->Arg(64)
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_LinUcbDiagonalRoundCycling(benchmark::State& state) {
   bandit::v1::PolicyConfig config;

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/classic/linucb_diagonal.h"
 #include "core/classic/linucb_sketched.h"
 #include "core/classic/ucb_choice.h"
+#include "core/common/fd_sketch.h"
 #include "core/state_io.h"
 #include "core/validate.h"
 
@@ -29,15 +31,10 @@ absl::StatusOr<std::unique_ptr<Policy>> LinUcb::Make(const bandit::v1::PolicyCon
         diagonal || sketched ? ""
                              : " (a larger space: covariance: COVARIANCE_SKETCHED or "
                                "COVARIANCE_DIAGONAL)"));
-  if (c.has_sketch_size() && !sketched)
-    return absl::InvalidArgumentError(
-        "linucb.sketch_size is set, expected it only with covariance: COVARIANCE_SKETCHED");
-  const int sketch_size =
-      c.has_sketch_size() ? c.sketch_size() : LinUcbSketched::kDefaultSketchSize;
-  if (sketch_size < 2 || sketch_size > LinUcbSketched::kMaxSketchSize)
-    return absl::InvalidArgumentError(absl::StrCat("linucb.sketch_size is ", sketch_size,
-                                                   ", expected 2..",
-                                                   LinUcbSketched::kMaxSketchSize));
+  const auto sketch_size = FdSketch::SizeFromConfig(
+      "linucb.sketch_size", sketched,
+      c.has_sketch_size() ? std::optional<int>(c.sketch_size()) : std::nullopt);
+  if (!sketch_size.ok()) return sketch_size.status();
   double lambda, alpha;
   if (auto s = OptionalParam(
           "linucb.lambda", c.has_lambda(), c.lambda(), 1.0, &lambda,
@@ -55,7 +52,7 @@ absl::StatusOr<std::unique_ptr<Policy>> LinUcb::Make(const bandit::v1::PolicyCon
   if (diagonal) return std::unique_ptr<Policy>(new LinUcbDiagonal(c.dimension(), lambda, alpha));
   if (sketched)
     return std::unique_ptr<Policy>(
-        new LinUcbSketched(c.dimension(), lambda, alpha, sketch_size));
+        new LinUcbSketched(c.dimension(), lambda, alpha, *sketch_size));
   return std::unique_ptr<Policy>(new LinUcb(c.dimension(), lambda, alpha));
 }
 

@@ -58,8 +58,6 @@ class LinUcbSketched final : public Policy {
   const FdSketch& sketch() const { return sketch_; }
 
   static constexpr int kMaxDimension = 1 << 26;
-  static constexpr int kMaxSketchSize = FdSketch::kMaxSketchSize;
-  static constexpr int kDefaultSketchSize = 64;
   // The state at its largest, every coordinate seen (what the memory budget is told).
   static int64_t MaxStateBytes(int64_t dim, int sketch_size);
 

@@ -11,6 +11,22 @@
 
 namespace bandit {
 
+absl::StatusOr<int> FdSketch::SizeFromConfig(absl::string_view field, bool sketched,
+                                             std::optional<int> size) {
+  if (size && !sketched)
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is set, expected it only with covariance: COVARIANCE_SKETCHED"));
+  const int l = size.value_or(kDefaultSketchSize);
+  if (l < 2 || l > kMaxSketchSize)
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is ", l, ", expected 2..", kMaxSketchSize));
+  return l;
+}
+
+int FdSketch::SizeForFootprint(std::optional<int> size) {
+  return std::clamp(size.value_or(kDefaultSketchSize), 2, kMaxSketchSize);
+}
+
 FdSketch::FdSketch(int64_t dimension, int sketch_size, double lambda)
     : lambda_(lambda),
       sketch_size_(sketch_size),

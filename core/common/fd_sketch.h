@@ -23,10 +23,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/common/sparse.h"
 #include "core/policy.h"
 #include "core/state_io.h"
@@ -37,6 +40,15 @@ class FdSketch {
  public:
   static constexpr uint32_t kZeroSlot = 0;
   static constexpr int kMaxSketchSize = 512;
+  static constexpr int kDefaultSketchSize = 64;
+
+  // A policy config's sketch_size (`field`, e.g. "linucb.sketch_size"): the default when unset,
+  // INVALID_ARGUMENT when it is outside 2..kMaxSketchSize or set on a covariance that is not
+  // sketched.
+  static absl::StatusOr<int> SizeFromConfig(absl::string_view field, bool sketched,
+                                            std::optional<int> size);
+  // The size a footprint is declared for, before the config is checked: in range.
+  static int SizeForFootprint(std::optional<int> size);
 
   FdSketch(int64_t dimension, int sketch_size, double lambda);
 

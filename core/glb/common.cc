@@ -30,6 +30,14 @@ absl::Status CheckFeatures(const Vector& x, int d, double max_norm) {
   return absl::OkStatus();
 }
 
+absl::Status CheckNorm(absl::FunctionRef<std::string()> field, double norm2, double max_norm) {
+  const double n = std::sqrt(norm2);
+  if (!std::isfinite(n) || n > max_norm * (1 + 1e-9))
+    return absl::InvalidArgumentError(
+        absl::StrCat(field(), " has norm ", n, ", expected a norm <= max_feature_norm = ", max_norm));
+  return absl::OkStatus();
+}
+
 void ShermanMorrisonAdd(Matrix& a_inv, const Vector& x, double c) {
   if (c == 0) return;
   const Vector u = a_inv * x;

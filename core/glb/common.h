@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -42,6 +43,9 @@ absl::StatusOr<GlbParams> ParseParams(absl::string_view field, const C& c,
 absl::Status CheckCandidates(std::span<const Vector> candidates, int d, double max_norm);
 // The chosen features of an Update.
 absl::Status CheckFeatures(const Vector& x, int d, double max_norm);
+// INVALID_ARGUMENT naming `field` (built only on an error) unless ||x|| = sqrt(norm2) is finite
+// and at most max_norm: the sparse-input forms' check, from a norm they sum as they read x.
+absl::Status CheckNorm(absl::FunctionRef<std::string()> field, double norm2, double max_norm);
 
 // (A + c x x')^{-1} from A^{-1} by Sherman-Morrison, in place; c >= 0.
 void ShermanMorrisonAdd(Matrix& a_inv, const Vector& x, double c);

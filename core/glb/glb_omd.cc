@@ -1,7 +1,9 @@
 #include "core/glb/glb_omd.h"
 
 #include <cmath>
+#include <optional>
 
+#include "core/common/fd_sketch.h"
 #include "core/glb/glb_omd_diagonal.h"
 #include "core/glb/glb_omd_sketched.h"
 #include "core/glb/projection.h"
@@ -29,14 +31,10 @@ absl::StatusOr<std::unique_ptr<Policy>> GlbOmd::Make(const bandit::v1::PolicyCon
                        : sketched ? GlbOmdSketched::kMaxDimension
                                   : kMaxDimension);
   if (!p.ok()) return p.status();
-  if (c.has_sketch_size() && !sketched)
-    return absl::InvalidArgumentError(
-        "glb_omd.sketch_size is set, expected it only with covariance: COVARIANCE_SKETCHED");
-  const int sketch_size =
-      c.has_sketch_size() ? c.sketch_size() : GlbOmdSketched::kDefaultSketchSize;
-  if (sketch_size < 2 || sketch_size > FdSketch::kMaxSketchSize)
-    return absl::InvalidArgumentError(absl::StrCat("glb_omd.sketch_size is ", sketch_size,
-                                                   ", expected 2..", FdSketch::kMaxSketchSize));
+  const auto sketch_size = FdSketch::SizeFromConfig(
+      "glb_omd.sketch_size", sketched,
+      c.has_sketch_size() ? std::optional<int>(c.sketch_size()) : std::nullopt);
+  if (!sketch_size.ok()) return sketch_size.status();
   if (c.theory_lambda()) {
     if (c.has_lambda())
       return absl::InvalidArgumentError(
@@ -47,7 +45,7 @@ absl::StatusOr<std::unique_ptr<Policy>> GlbOmd::Make(const bandit::v1::PolicyCon
           "glb_omd.theory_lambda gives lambda = ", p->lambda, ", expected > 0 (set lambda)"));
   }
   if (diagonal) return std::unique_ptr<Policy>(new GlbOmdDiagonal(*p));
-  if (sketched) return std::unique_ptr<Policy>(new GlbOmdSketched(*p, sketch_size));
+  if (sketched) return std::unique_ptr<Policy>(new GlbOmdSketched(*p, *sketch_size));
   return std::unique_ptr<Policy>(new GlbOmd(*p));
 }
 

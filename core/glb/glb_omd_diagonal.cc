@@ -35,15 +35,7 @@ absl::Status GlbOmdDiagonal::Terms(absl::FunctionRef<std::string()> field,
   }
   double n2 = 0;
   for (double v : out->value) n2 += v * v;
-  return CheckNorm(field, n2);
-}
-
-absl::Status GlbOmdDiagonal::CheckNorm(absl::FunctionRef<std::string()> field, double n2) const {
-  const double n = std::sqrt(n2);
-  if (!std::isfinite(n) || n > p_.max_feature_norm * (1 + 1e-9))
-    return absl::InvalidArgumentError(absl::StrCat(
-        field(), " has norm ", n, ", expected a norm <= max_feature_norm = ", p_.max_feature_norm));
-  return absl::OkStatus();
+  return CheckNorm(field, n2, p_.max_feature_norm);
 }
 
 absl::StatusOr<Decision> GlbOmdDiagonal::Select(const SelectContext& ctx) {
@@ -66,7 +58,7 @@ absl::StatusOr<Decision> GlbOmdDiagonal::Select(const SelectContext& ctx) {
       double n2 = 0;
       if (!scorer_.Score(ctx.sparse_candidates[i], figures, &z, &w2, &n2))
         return CheckSparse(field(), ctx.sparse_candidates[i], p_.d);
-      if (auto s = CheckNorm(field, n2); !s.ok()) return s;
+      if (auto s = CheckNorm(field, n2, p_.max_feature_norm); !s.ok()) return s;
     } else {
       if (auto s = Terms(field, nullptr, &ctx.candidates[i], &terms_); !s.ok()) return s;
       scorer_.Score(terms_, figures, &z, &w2);

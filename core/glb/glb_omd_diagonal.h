@@ -58,8 +58,6 @@ class GlbOmdDiagonal final : public Policy {
   // `field` names the input in errors, built only on one.
   absl::Status Terms(absl::FunctionRef<std::string()> field, const SparseVector* sparse,
                      const Vector* dense, CoalescedTerms* out);
-  // INVALID_ARGUMENT unless ||x|| = sqrt(n2) is finite and at most max_feature_norm.
-  absl::Status CheckNorm(absl::FunctionRef<std::string()> field, double n2) const;
 
   GlbParams p_;
   Vector theta_;         // theta_t (theta_1 = 0)

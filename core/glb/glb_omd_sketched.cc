@@ -43,15 +43,7 @@ absl::Status GlbOmdSketched::Terms(absl::FunctionRef<std::string()> field,
   }
   *norm2 = 0;
   for (double v : out->value) *norm2 += v * v;
-  return CheckNorm(field, *norm2);
-}
-
-absl::Status GlbOmdSketched::CheckNorm(absl::FunctionRef<std::string()> field, double n2) const {
-  const double n = std::sqrt(n2);
-  if (!std::isfinite(n) || n > p_.max_feature_norm * (1 + 1e-9))
-    return absl::InvalidArgumentError(absl::StrCat(
-        field(), " has norm ", n, ", expected a norm <= max_feature_norm = ", p_.max_feature_norm));
-  return absl::OkStatus();
+  return CheckNorm(field, *norm2, p_.max_feature_norm);
 }
 
 absl::Status GlbOmdSketched::ScoreAll(const SelectContext& ctx, std::vector<Score>* out) const {
@@ -70,7 +62,7 @@ absl::Status GlbOmdSketched::ScoreAll(const SelectContext& ctx, std::vector<Scor
       const SparseVector& x = ctx.sparse_candidates[i];
       norm2[i] = SquaredNormIfValid(x, p_.d);
       if (norm2[i] < 0) return CheckSparse(field(), x, p_.d);
-      if (auto s = CheckNorm(field, norm2[i]); !s.ok()) return s;
+      if (auto s = CheckNorm(field, norm2[i], p_.max_feature_norm); !s.ok()) return s;
     }
     sketch_.TimesAll(ctx.sparse_candidates, theta_.data(), ys.data(), logit.data());
   } else {
@@ -80,7 +72,7 @@ absl::Status GlbOmdSketched::ScoreAll(const SelectContext& ctx, std::vector<Scor
       const Vector& x = ctx.candidates[i];
       if (x.size() != p_.d || !IsInputVector(x)) return CheckVector(field(), x, p_.d);
       norm2[i] = x.squaredNorm();
-      if (auto s = CheckNorm(field, norm2[i]); !s.ok()) return s;
+      if (auto s = CheckNorm(field, norm2[i], p_.max_feature_norm); !s.ok()) return s;
       Coalescer::FromDense(x, &terms);
       logit[i] = sketch_.Times(terms.index.data(), terms.value.data(), terms.index.size(),
                                theta_.data(), ys.data() + static_cast<size_t>(i) * rows);

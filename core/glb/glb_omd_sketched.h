@@ -61,7 +61,6 @@ class GlbOmdSketched final : public Policy {
   double Beta() const;  // beta_t for the next round, times radius_multiplier
 
   static constexpr int kMaxDimension = 1 << 26;
-  static constexpr int kDefaultSketchSize = 64;
   static int64_t MaxStateBytes(int64_t dim, int sketch_size);
 
  private:
@@ -71,8 +70,6 @@ class GlbOmdSketched final : public Policy {
   // Each candidate's scores; INVALID_ARGUMENT naming candidates[i] for a bad one. Reads the
   // state only (PrepareSelect runs it concurrently).
   absl::Status ScoreAll(const SelectContext& ctx, std::vector<Score>* out) const;
-  // INVALID_ARGUMENT unless ||x|| = sqrt(n2) is finite and at most max_feature_norm.
-  absl::Status CheckNorm(absl::FunctionRef<std::string()> field, double n2) const;
   // x's terms, checked (dimension, finite values, ||x|| <= max_feature_norm): INVALID_ARGUMENT
   // naming `field` (built only on an error).
   absl::Status Terms(absl::FunctionRef<std::string()> field, const SparseVector* sparse,

@@ -302,9 +302,10 @@ void BanditServer::StartSweeper() {
     while (!srv->stop_.WaitForNotificationWithTimeout(
         absl::Milliseconds(srv->options_.expiry_sweep_ms))) {
       srv->service_->ExpireAll();
-      // At the memory budget (something was refused since the last sweep), or once a minute,
-      // the allocator's free pages go back to the system (server/instance/memory_budget.h).
-      if (srv->service_->memory()->TakeRefusedSinceTrim() ||
+      // At the memory budget (something was refused since the last sweep), after large frees,
+      // or once a minute, the allocator's free pages go back to the system
+      // (server/instance/memory_budget.h).
+      if (srv->service_->memory()->TakeTrimWanted() ||
           std::chrono::steady_clock::now() - last_trim > std::chrono::minutes(1)) {
         TrimAllocator();
         last_trim = std::chrono::steady_clock::now();

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -77,6 +78,23 @@ absl::StatusOr<uint64_t> FileSize(int fd, const std::string& path) {
   return static_cast<uint64_t>(st.st_size);
 }
 
+class PosixReadableFile final : public ReadableFile {
+ public:
+  PosixReadableFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~PosixReadableFile() override { ::close(fd_); }
+  absl::StatusOr<size_t> Read(char* out, size_t n) override {
+    for (;;) {
+      const ssize_t got = ::read(fd_, out, n);
+      if (got >= 0) return static_cast<size_t>(got);
+      if (errno != EINTR) return Errno("read", path_);
+    }
+  }
+
+ private:
+  const int fd_;
+  const std::string path_;
+};
+
 class PosixFs final : public FileSystem {
  public:
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
@@ -94,6 +112,15 @@ class PosixFs final : public FileSystem {
       return size.status();
     }
     return std::unique_ptr<WritableFile>(new PosixWritableFile(fd, path, *size));
+  }
+  absl::StatusOr<std::unique_ptr<ReadableFile>> NewReadableFile(
+      const std::string& path) override {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no file ", path));
+      return Errno("open", path);
+    }
+    return std::unique_ptr<ReadableFile>(new PosixReadableFile(fd, path));
   }
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -163,6 +190,31 @@ class PosixFs final : public FileSystem {
 FileSystem* PosixFileSystem() {
   static PosixFs fs;
   return &fs;
+}
+
+namespace {
+// A file's bytes as held in memory, read in pieces (FileSystem::NewReadableFile's default).
+class StringReadableFile final : public ReadableFile {
+ public:
+  explicit StringReadableFile(std::string data) : data_(std::move(data)) {}
+  absl::StatusOr<size_t> Read(char* out, size_t n) override {
+    const size_t take = std::min(n, data_.size() - at_);
+    std::memcpy(out, data_.data() + at_, take);
+    at_ += take;
+    return take;
+  }
+
+ private:
+  const std::string data_;
+  size_t at_ = 0;
+};
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ReadableFile>> FileSystem::NewReadableFile(
+    const std::string& path) {
+  auto data = ReadFile(path);
+  if (!data.ok()) return data.status();
+  return std::unique_ptr<ReadableFile>(new StringReadableFile(*std::move(data)));
 }
 
 absl::Status WriteFileAtomically(FileSystem* fs, const std::string& dir, const std::string& name,

@@ -30,6 +30,15 @@ class WritableFile {
   virtual void Preallocate(uint64_t size) { (void)size; }
 };
 
+// A file read from start to end in pieces (a large snapshot is checked and parsed as it is
+// read, never held whole).
+class ReadableFile {
+ public:
+  virtual ~ReadableFile() = default;
+  // Reads up to `n` bytes into `out`; 0 at the end of the file.
+  virtual absl::StatusOr<size_t> Read(char* out, size_t n) = 0;
+};
+
 class FileSystem {
  public:
   virtual ~FileSystem() = default;
@@ -40,6 +49,9 @@ class FileSystem {
   virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(
       const std::string& path) = 0;
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
+  // The file for reading in pieces. The default serves ReadFile's bytes (file systems that
+  // hold files in memory); PosixFileSystem reads the file as it goes.
+  virtual absl::StatusOr<std::unique_ptr<ReadableFile>> NewReadableFile(const std::string& path);
   virtual absl::Status Rename(const std::string& from, const std::string& to) = 0;
   // Makes renames, creations and removals in `dir` durable (fsync of the directory).
   virtual absl::Status SyncDir(const std::string& dir) = 0;

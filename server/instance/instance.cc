@@ -30,6 +30,17 @@ absl::StatusOr<std::shared_ptr<Instance>> Instance::FromSnapshot(
   return inst;
 }
 
+absl::StatusOr<std::shared_ptr<Instance>> Instance::FromSnapshot(
+    bandit::v1::InstanceSnapshot&& snap, const Clock* clock, const InstanceLimits& limits) {
+  const uint64_t last_journal_seq = snap.last_journal_seq();
+  auto state = InstanceState::FromSnapshot(std::move(snap), limits);
+  if (!state.ok()) return state.status();
+  auto inst = std::shared_ptr<Instance>(new Instance(*std::move(state), clock, limits));
+  absl::MutexLock lock(&inst->mu_);
+  inst->last_journal_seq_ = last_journal_seq;
+  return inst;
+}
+
 Instance::Instance(std::unique_ptr<InstanceState> state, const Clock* clock,
                    const InstanceLimits& limits)
     : name_(state->name()),
@@ -140,17 +151,32 @@ bool Instance::SnapshotDue(int64_t every_changes) const {
 }
 
 bandit::v1::InstanceSnapshot Instance::Snapshot(int64_t* changes_covered) {
-  StorableSnapshot s = SnapshotForStorage(changes_covered);
+  bandit::v1::InstanceSnapshot snap;
+  std::unique_ptr<DecisionLog::Frozen> log;
+  {
+    absl::MutexLock lock(&mu_);
+    state_->Save(&snap, &log);
+    snap.set_last_journal_seq(last_journal_seq_);
+    log_appended_taken_ = state_->decision_log().appended_bytes();
+    log_bytes_taken_ = state_->decision_log().bytes();
+    if (changes_covered != nullptr) *changes_covered = changes_since_snapshot_;
+  }
   // Decoded outside the lock: Selects do not wait for a copy of the log.
-  if (s.log != nullptr) s.log->AddTo(s.state.mutable_decision_log());
-  return std::move(s.state);
+  if (log != nullptr) log->AddTo(snap.mutable_decision_log());
+  return snap;
+}
+
+int64_t Instance::SnapshotTransientBytes(bool gathered) const {
+  absl::MutexLock lock(&mu_);
+  return state_->SaveTransientBytes(gathered);
 }
 
 Instance::StorableSnapshot Instance::SnapshotForStorage(int64_t* changes_covered) {
   StorableSnapshot out;
   bandit::v1::InstanceSnapshot& snap = out.state;
   absl::MutexLock lock(&mu_);
-  state_->Save(&snap, &out.log);
+  state_->Save(&snap, &out.log, out.pending.get());
+  out.pending->Then(out.log.get());
   snap.set_last_journal_seq(last_journal_seq_);
   log_appended_taken_ = state_->decision_log().appended_bytes();
   log_bytes_taken_ = state_->decision_log().bytes();

@@ -39,6 +39,9 @@ class Instance {
   // Rebuilds an instance exactly as it was when `snap` was taken (recovery, import).
   static absl::StatusOr<std::shared_ptr<Instance>> FromSnapshot(
       const bandit::v1::InstanceSnapshot& snap, const Clock* clock, const InstanceLimits& limits);
+  // The same, consuming `snap` as it is read (recovery: InstanceState::FromSnapshot).
+  static absl::StatusOr<std::shared_ptr<Instance>> FromSnapshot(
+      bandit::v1::InstanceSnapshot&& snap, const Clock* clock, const InstanceLimits& limits);
 
   ~Instance();
 
@@ -65,14 +68,21 @@ class Instance {
   // receives the change count the snapshot covers, for MarkSnapshotted once it is stored.
   bandit::v1::InstanceSnapshot Snapshot(int64_t* changes_covered = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The same for storage: `state` without its decision log, `log` the log's entries as held
-  // (shared, not copied, under the lock; encoded after `state` by Storage::WriteSnapshot).
+  // The same for storage: `state` without its pending decisions and decision log; `pending`
+  // the pending decisions encoded (under the lock, straight from the table), then `log`'s
+  // entries as held (shared, not copied, under the lock). encoded() is what Storage::
+  // WriteSnapshot stores after `state`.
   struct StorableSnapshot {
     bandit::v1::InstanceSnapshot state;
+    std::unique_ptr<EncodedFields> pending = std::make_unique<EncodedFields>();
     std::unique_ptr<DecisionLog::Frozen> log;
+    const EncodedSnapshotFields* encoded() const { return pending.get(); }
   };
   StorableSnapshot SnapshotForStorage(int64_t* changes_covered = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The most SnapshotForStorage holds beside the instance (InstanceState::SaveTransientBytes),
+  // for the memory budget to admit before a snapshot is taken.
+  int64_t SnapshotTransientBytes(bool gathered) const ABSL_LOCKS_EXCLUDED(mu_);
   // Replays one journal record (recovery). Fails if the replay diverges from what was recorded.
   absl::Status Apply(const bandit::v1::JournalRecord& rec) ABSL_LOCKS_EXCLUDED(mu_);
   // Journals the deletion and refuses every later call with NOT_FOUND.

@@ -135,6 +135,17 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::Create(
 
 absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
     const bandit::v1::InstanceSnapshot& snap, const InstanceLimits& limits) {
+  return Restore(snap, limits, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
+    bandit::v1::InstanceSnapshot&& snap, const InstanceLimits& limits) {
+  return Restore(snap, limits, &snap);
+}
+
+absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::Restore(
+    const bandit::v1::InstanceSnapshot& snap, const InstanceLimits& limits,
+    bandit::v1::InstanceSnapshot* consumed) {
   if (snap.format_version() > kSnapshotFormatVersion)
     return absl::InvalidArgumentError(absl::StrCat(
         "snapshot of instance '", snap.name(), "' has format_version ", snap.format_version(),
@@ -188,10 +199,21 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
       return absl::InvalidArgumentError(
           absl::StrCat("snapshot of instance '", snap.name(), "': ", s.message()));
     in.pending_.Insert(FromRecord(*p));
+    // `p` is an element of `consumed`: emptied in place (its arrays freed), the order of the
+    // pointers above unchanged.
+    if (consumed != nullptr)
+      bandit::v1::PendingDecisionRecord().Swap(const_cast<bandit::v1::PendingDecisionRecord*>(p));
   }
+  // Swapped out, not cleared: a cleared repeated field keeps its elements' memory for reuse.
+  if (consumed != nullptr)
+    google::protobuf::RepeatedPtrField<bandit::v1::PendingDecisionRecord>().Swap(
+        consumed->mutable_pending());
   if (auto s = in.log_.Restore(snap.decision_log()); !s.ok())
     return absl::InvalidArgumentError(
         absl::StrCat("snapshot of instance '", snap.name(), "': ", s.message()));
+  if (consumed != nullptr)
+    google::protobuf::RepeatedPtrField<bandit::v1::LoggedDecision>().Swap(
+        consumed->mutable_decision_log());
   // Format 1 has no shadows: the instance restores without any.
   if (auto s = in.shadows_.Restore(snap); !s.ok())
     return absl::InvalidArgumentError(
@@ -223,12 +245,22 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::FromSnapshot(
 }
 
 void InstanceState::Save(bandit::v1::InstanceSnapshot* snap,
-                         std::unique_ptr<DecisionLog::Frozen>* log) const {
+                         std::unique_ptr<DecisionLog::Frozen>* log,
+                         EncodedFields* pending) const {
   snap->set_format_version(kSnapshotFormatVersion);
   snap->set_name(name_);
   *snap->mutable_config() = config_;
   policy_->Save(snap->mutable_policy());
-  for (const PendingDecision* p : pending_.InOrder()) ToRecord(*p, snap->add_pending());
+  if (pending != nullptr) {
+    bandit::v1::PendingDecisionRecord record;  // one, reused: its arrays keep their capacity
+    for (const PendingDecision* p : pending_.InOrder()) {
+      record.Clear();
+      ToRecord(*p, &record);
+      pending->Add(bandit::v1::InstanceSnapshot::kPendingFieldNumber, record);
+    }
+  } else {
+    for (const PendingDecision* p : pending_.InOrder()) ToRecord(*p, snap->add_pending());
+  }
   *snap->mutable_stats() = stats_;
   snap->set_uid(uid_);
   snap->set_next_event_seq(next_seq_);

@@ -78,11 +78,23 @@ class InstanceState {
   // Rebuilds the state exactly as it was when `snap` was taken (recovery, import).
   static absl::StatusOr<std::unique_ptr<InstanceState>> FromSnapshot(
       const bandit::v1::InstanceSnapshot& snap, const InstanceLimits& limits);
+  // The same, consuming `snap`: each pending decision's record is freed once the decision is
+  // held, and the log's once the log is (recovery of an instance near the memory budget holds
+  // its snapshot and its state side by side only a record at a time).
+  static absl::StatusOr<std::unique_ptr<InstanceState>> FromSnapshot(
+      bandit::v1::InstanceSnapshot&& snap, const InstanceLimits& limits);
   // The complete state, except where it stands in the journal (the durable side adds that).
   // With `log`, the decision log is not decoded into snap->decision_log but shared as it is
-  // held (cheap under the instance's lock; encoded or decoded later, outside it).
+  // held (cheap under the instance's lock; encoded or decoded later, outside it). With
+  // `pending`, the pending decisions are encoded into it (InstanceSnapshot.pending's bytes)
+  // instead of copied into snap->pending as messages.
   void Save(bandit::v1::InstanceSnapshot* snap,
-            std::unique_ptr<DecisionLog::Frozen>* log = nullptr) const;
+            std::unique_ptr<DecisionLog::Frozen>* log = nullptr,
+            EncodedFields* pending = nullptr) const;
+  // The most a Save with `pending` and `log` holds beside the live state: the policy's and
+  // shadows' state as messages, the config, and the pending decisions encoded. `gathered`: the
+  // snapshot's bytes are then also gathered in one buffer (those again, and the log's).
+  int64_t SaveTransientBytes(bool gathered) const;
 
   // A Select request's vectors, checked and converted (the caller does this before taking its
   // lock: the critical section is what every concurrent caller of the instance waits for).
@@ -281,6 +293,11 @@ class InstanceState {
   static uint64_t SeedFromName(const std::string& name);
 
  private:
+  // FromSnapshot's one body; `consumed` (the same message as `snap`, or null) is emptied as
+  // it is read.
+  static absl::StatusOr<std::unique_ptr<InstanceState>> Restore(
+      const bandit::v1::InstanceSnapshot& snap, const InstanceLimits& limits,
+      bandit::v1::InstanceSnapshot* consumed);
   InstanceState(std::string name, bandit::v1::InstanceConfig config, std::unique_ptr<Policy> policy,
                 const InstanceLimits& limits, uint64_t uid);
 

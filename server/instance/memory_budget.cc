@@ -26,6 +26,8 @@ const char* MemoryKindName(MemoryKind kind) {
       return "shadows";
     case MemoryKind::kOverhead:
       return "instance_overhead";
+    case MemoryKind::kSnapshot:
+      return "snapshot";
     case MemoryKind::kCount:
       break;
   }
@@ -48,6 +50,8 @@ const char* MemoryOpName(MemoryOp op) {
       return "select";
     case MemoryOp::kRecovery:
       return "recovery";
+    case MemoryOp::kSnapshot:
+      return "snapshot";
     case MemoryOp::kTakeover:
       return "takeover";
     case MemoryOp::kCount:
@@ -89,6 +93,12 @@ void MemoryBudget::Charge(int64_t delta, MemoryKind kind) {
   if (delta == 0) return;
   used_.fetch_add(delta, std::memory_order_relaxed);
   by_kind_[static_cast<int>(kind)].fetch_add(delta, std::memory_order_relaxed);
+  if (delta < 0 &&
+      freed_since_trim_.fetch_sub(delta, std::memory_order_relaxed) - delta >=
+          kTrimAfterFreedBytes) {
+    freed_since_trim_.store(0, std::memory_order_relaxed);
+    trim_wanted_.store(true, std::memory_order_relaxed);
+  }
 }
 
 namespace {

@@ -16,7 +16,9 @@
 
 namespace bandit::server {
 
-enum class MemoryKind { kPolicy, kPending, kLog, kShadows, kOverhead, kCount };
+// kSnapshot: what a snapshot being written holds beside the instance (charged before it is
+// taken, given back once it is stored).
+enum class MemoryKind { kPolicy, kPending, kLog, kShadows, kOverhead, kSnapshot, kCount };
 const char* MemoryKindName(MemoryKind kind);
 
 // What asked for memory, for the refusal counter.
@@ -29,6 +31,7 @@ enum class MemoryOp {
   kSelect,
   kRecovery,
   kTakeover,
+  kSnapshot,  // a snapshot postponed: the instance's journal records are kept until it fits
   kCount
 };
 const char* MemoryOpName(MemoryOp op);
@@ -65,11 +68,15 @@ class MemoryBudget {
   // Counts a refusal decided elsewhere (a takeover left to another node, an instance's share).
   void CountRefusal(MemoryOp op) {
     refusals_[static_cast<int>(op)].fetch_add(1, std::memory_order_relaxed);
-    refused_since_trim_.store(true, std::memory_order_relaxed);
+    trim_wanted_.store(true, std::memory_order_relaxed);
   }
-  // Whether anything was refused since the last call (the caller then returns the allocator's
-  // free memory to the system: a node at its budget should not also hold freed pages).
-  bool TakeRefusedSinceTrim() { return refused_since_trim_.exchange(false); }
+  // Whether the allocator's free memory should go back to the system now (TrimAllocator): since
+  // the last call something was refused (a node at its budget should not also hold freed
+  // pages), or at least kTrimAfterFreedBytes were given back (a deleted instance, expired or
+  // rewarded decisions, a snapshot written: glibc keeps freed memory in its arenas otherwise,
+  // and the resident size stops following what the instances hold).
+  bool TakeTrimWanted() { return trim_wanted_.exchange(false); }
+  static constexpr int64_t kTrimAfterFreedBytes = int64_t{16} << 20;
 
   // The refusal for `bytes` that do not fit: "<what> needs N bytes, but the node's memory budget
   // (--max_memory_bytes) is B bytes of which L are left".
@@ -80,7 +87,8 @@ class MemoryBudget {
   std::atomic<int64_t> used_{0};
   std::array<std::atomic<int64_t>, static_cast<int>(MemoryKind::kCount)> by_kind_{};
   std::array<std::atomic<int64_t>, static_cast<int>(MemoryOp::kCount)> refusals_{};
-  std::atomic<bool> refused_since_trim_{false};
+  std::atomic<bool> trim_wanted_{false};
+  std::atomic<int64_t> freed_since_trim_{0};
 };
 
 // The most one instance's pending decisions may hold, as a fraction of the budget: an instance

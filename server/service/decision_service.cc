@@ -148,7 +148,7 @@ absl::Status DecisionService::ExportInstance(const bandit::v1::ExportInstanceReq
     out->set_vw_model(*std::move(model));
     return absl::OkStatus();
   }
-  std::string snapshot = SnapshotStore::Encode(image.state, image.log.get());
+  std::string snapshot = SnapshotStore::Encode(image.state, image.encoded());
   // The response adds a tag and a length to the snapshot: refused here with what to do rather
   // than by gRPC's send limit, whose error names neither the instance nor a way out.
   constexpr int64_t kResponseOverhead = 16;

@@ -119,19 +119,20 @@ RecoverySink ReplaySink(const Clock* clock,
   };
   RecoverySink sink;
   sink.snapshot = [live_out, refused_out, refuse, clock, report,
-                   admission](const bandit::v1::InstanceSnapshot& snap) {
+                   admission](bandit::v1::InstanceSnapshot&& snap) {
     auto& live = *live_out;
     auto& refused = *refused_out;
-    if (refused.count(snap.name())) return;
-    if (!admission->Admit(snap.name(), snap.uid(), InstanceState::DeclaredBytes(snap, limits)))
-      return;
-    auto inst = Instance::FromSnapshot(snap, clock, limits);
+    const std::string name = snap.name();
+    if (refused.count(name)) return;
+    if (!admission->Admit(name, snap.uid(), InstanceState::DeclaredBytes(snap, limits))) return;
+    // Consumed as the instance is built: the snapshot's records are freed as they are taken in.
+    auto inst = Instance::FromSnapshot(std::move(snap), clock, limits);
     if (!inst.ok()) {
-      refuse(snap.name(), std::string(inst.status().message()));
+      refuse(name, std::string(inst.status().message()));
       return;
     }
     (*inst)->MarkSnapshotted();
-    live[snap.name()] = *inst;
+    live[name] = *inst;
     ++report->snapshots_loaded;
   };
   sink.record = [live_out, refused_out, refuse, clock, report,
@@ -297,11 +298,50 @@ absl::Status Persistence::Recover(RecoveryReport* report) {
   return absl::OkStatus();
 }
 
-absl::Status Persistence::WriteSnapshot(const std::shared_ptr<Instance>& inst) {
+absl::Status Persistence::WriteSnapshot(const std::shared_ptr<Instance>& inst, bool* postponed) {
+  if (postponed != nullptr) *postponed = false;
   const auto t0 = std::chrono::steady_clock::now();
+  // What the snapshot holds beside the instance while it is written (its policy state as a
+  // message, its pending decisions encoded; a backend that gathers the bytes in one buffer,
+  // those again) is charged to the node's memory budget before it is taken. A snapshot that
+  // does not fit is postponed, not written at the risk of the node's memory: the journal keeps
+  // every change it would have covered (a round with a postponed snapshot compacts nothing),
+  // and a later round tries again.
+  MemoryBudget* budget = service_->memory().get();
+  const int64_t transient = inst->SnapshotTransientBytes(!storage_->StreamsSnapshots());
+  if (absl::Status fits =
+          budget->Reserve(transient, MemoryKind::kSnapshot, MemoryOp::kSnapshot,
+                          absl::StrCat("the snapshot of instance '", inst->name(), "'"));
+      !fits.ok()) {
+    bool first;
+    {
+      absl::MutexLock lock(&mu_);
+      first = postponed_.insert(inst->name()).second;
+    }
+    if (first)
+      BANDIT_LOG_WARN("snapshot of '", inst->name(),
+                      "' postponed until it fits the memory budget (its journal records are "
+                      "kept): ",
+                      fits.message());
+    if (postponed != nullptr) *postponed = true;
+    return absl::ResourceExhaustedError(
+        absl::StrCat("snapshot postponed: ", fits.message()));
+  }
+  absl::Status s;
   int64_t changes_covered = 0;
-  const Instance::StorableSnapshot snap = inst->SnapshotForStorage(&changes_covered);
-  absl::Status s = storage_->WriteSnapshot(snap.state, snap.log.get());
+  int64_t charged = transient;
+  {
+    const Instance::StorableSnapshot snap = inst->SnapshotForStorage(&changes_covered);
+    // The charge follows what was built (the estimate bounds it but for varint indices).
+    const bool gathered = !storage_->StreamsSnapshots();
+    const int64_t held =
+        static_cast<int64_t>(snap.state.SpaceUsedLong() + snap.pending->own_size()) +
+        (gathered ? static_cast<int64_t>(snap.state.ByteSizeLong() + snap.encoded()->size()) : 0);
+    budget->Charge(held - charged, MemoryKind::kSnapshot);
+    charged = held;
+    s = storage_->WriteSnapshot(snap.state, snap.encoded());
+  }
+  budget->Charge(-charged, MemoryKind::kSnapshot);
   if (!s.ok()) {
     if (options_.on_snapshot_error) options_.on_snapshot_error(s);
     return s;
@@ -311,6 +351,8 @@ absl::Status Persistence::WriteSnapshot(const std::shared_ptr<Instance>& inst) {
     options_.on_snapshot(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   absl::MutexLock lock(&mu_);
+  if (postponed_.erase(inst->name()) > 0)
+    BANDIT_LOG_INFO("snapshot of '", inst->name(), "' written after being postponed");
   last_snapshot_ms_[inst->name()] = service_->clock()->NowMs();
   return absl::OkStatus();
 }
@@ -320,11 +362,17 @@ absl::StatusOr<int64_t> Persistence::SnapshotAll() {
   auto boundary = storage_->BeginSnapshotRound();
   if (!boundary.ok()) return boundary.status();
   int64_t written = 0;
+  bool postponed = false;
   std::set<std::string> live_names;
   for (const auto& inst : service_->registry().All()) {
     live_names.insert(inst->name());
     if (inst->changes_since_snapshot() == 0) continue;
-    if (auto s = WriteSnapshot(inst); !s.ok()) return s;
+    bool this_postponed = false;
+    if (auto s = WriteSnapshot(inst, &this_postponed); !s.ok()) {
+      if (!this_postponed) return s;
+      postponed = true;  // the others are still written; nothing is compacted
+      continue;
+    }
     ++written;
   }
   std::set<std::string> deleted;
@@ -337,8 +385,11 @@ absl::StatusOr<int64_t> Persistence::SnapshotAll() {
     if (auto s = storage_->RemoveSnapshot(name); !s.ok()) return s;
     absl::MutexLock lock(&mu_);
     last_snapshot_ms_.erase(name);
+    postponed_.erase(name);
   }
-  // Every record before the boundary is now inside a snapshot (or belongs to a deleted instance).
+  // Every record before the boundary is now inside a snapshot (or belongs to a deleted
+  // instance), unless a snapshot was postponed: its records are kept for the next round.
+  if (postponed) return written;
   if (auto s = storage_->Compact(*boundary); !s.ok()) return s;
   return written;
 }
@@ -416,7 +467,9 @@ void Persistence::BackgroundLoop() {
     for (const auto& inst : service_->registry().All()) {
       if (!inst->SnapshotDue(options_.snapshot_every_changes)) continue;
       absl::MutexLock round(&round_mu_);
-      if (auto s = WriteSnapshot(inst); !s.ok())
+      // A postponed snapshot was logged once, when it was first postponed.
+      bool postponed = false;
+      if (auto s = WriteSnapshot(inst, &postponed); !s.ok() && !postponed)
         BANDIT_LOG_ERROR("snapshot of '", inst->name(), "' failed: ", s.ToString());
     }
   }

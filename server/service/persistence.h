@@ -90,7 +90,9 @@ class Persistence {
   Persistence(std::unique_ptr<Storage> storage, const PersistenceOptions& options,
               DecisionService* service);
   absl::Status Recover(RecoveryReport* report);
-  absl::Status WriteSnapshot(const std::shared_ptr<Instance>& inst);
+  // `postponed` (if given) tells a snapshot that did not fit the memory budget (the status is
+  // then RESOURCE_EXHAUSTED, as a full disk's may be too).
+  absl::Status WriteSnapshot(const std::shared_ptr<Instance>& inst, bool* postponed = nullptr);
   void BackgroundLoop();
   void StopBackground();
   // The snapshot interval's tick: a full round on the background thread; returns when it ran.
@@ -103,6 +105,8 @@ class Persistence {
   mutable absl::Mutex mu_;
   std::set<std::string> deleted_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> last_snapshot_ms_ ABSL_GUARDED_BY(mu_);
+  // Instances whose snapshot waits for room in the memory budget (logged once each).
+  std::set<std::string> postponed_ ABSL_GUARDED_BY(mu_);
   struct SnapshotRequest {
     std::string name;
     std::function<void(absl::StatusOr<int64_t>)> done;

@@ -16,14 +16,17 @@ absl::StatusOr<RecoveryStats> FileStorage::Recover(const RecoverySink& sink) {
   const std::string journal_dir = options_.dir + "/journal";
   if (auto s = fs->CreateDirs(journal_dir); !s.ok()) return s;
 
-  auto loaded = snapshots_.LoadAll();
-  if (!loaded.ok()) return loaded.status();
+  // One snapshot at a time, parsed as its file is read.
   uint64_t max_snapshot_seq = 0;
-  for (const auto& [name, why] : loaded->invalid) sink.corrupt(name, "snapshot: " + why);
-  for (const auto& snap : loaded->snapshots) {
-    max_snapshot_seq = std::max<uint64_t>(max_snapshot_seq, snap.last_journal_seq());
-    sink.snapshot(snap);
-  }
+  absl::Status loaded = snapshots_.LoadEach(
+      [&](bandit::v1::InstanceSnapshot&& snap) {
+        max_snapshot_seq = std::max<uint64_t>(max_snapshot_seq, snap.last_journal_seq());
+        sink.snapshot(std::move(snap));
+      },
+      [&](const std::string& name, const std::string& why) {
+        sink.corrupt(name, "snapshot: " + why);
+      });
+  if (!loaded.ok()) return loaded;
   auto read = Journal::ReadAll(fs, journal_dir, sink.record,
                                [&](const std::string& name, const std::string& why) {
                                  sink.corrupt(name, absl::StrCat("journal corrupted: ", why));

@@ -52,6 +52,60 @@ bool ParseSegmentName(const std::string& name, uint64_t* first_seq) {
       first_seq);
 }
 
+// A file read front to back through a window: Need(n) makes n bytes from the current offset
+// available (fewer only at the end of the file), Skip moves past them. The window grows to the
+// largest frame asked for, and the bytes before the offset are dropped as it moves on.
+class FileWindow {
+ public:
+  explicit FileWindow(ReadableFile* file) : file_(file) {}
+
+  absl::StatusOr<size_t> Need(size_t n) {
+    constexpr size_t kReadBytes = size_t{1} << 20;
+    while (buffer_.size() - at_ < n && !eof_) {
+      if (at_ > 0) {  // keep only what is ahead of the offset
+        buffer_.erase(0, at_);
+        at_ = 0;
+      }
+      const size_t held = buffer_.size();
+      const size_t want = std::max(n - held, kReadBytes);
+      buffer_.resize(held + want);
+      auto got = file_->Read(buffer_.data() + held, want);
+      if (!got.ok()) {
+        buffer_.resize(held);
+        return got.status();
+      }
+      buffer_.resize(held + *got);
+      if (*got == 0) eof_ = true;
+    }
+    return std::min(n, buffer_.size() - at_);
+  }
+  const char* data() const { return buffer_.data() + at_; }
+  void Skip(size_t n) {
+    at_ += n;
+    offset_ += n;
+  }
+  uint64_t offset() const { return offset_; }
+  // The bytes from the offset to the end of the file (reads, and drops, the rest).
+  absl::StatusOr<uint64_t> BytesToEnd() {
+    uint64_t n = buffer_.size() - at_;
+    std::string scratch(size_t{1} << 16, '\0');
+    while (!eof_) {
+      auto got = file_->Read(scratch.data(), scratch.size());
+      if (!got.ok()) return got.status();
+      if (*got == 0) eof_ = true;
+      n += *got;
+    }
+    return n;
+  }
+
+ private:
+  ReadableFile* const file_;
+  std::string buffer_;
+  size_t at_ = 0;
+  uint64_t offset_ = 0;
+  bool eof_ = false;
+};
+
 }  // namespace
 
 std::string Journal::EncodeFrame(const bandit::v1::JournalRecord& rec) {
@@ -421,47 +475,61 @@ absl::StatusOr<Journal::ReadResult> Journal::ReadAll(
   for (auto it = segments.begin(); it != segments.end(); ++it) {
     const bool last_segment = std::next(it) == segments.end();
     const std::string path = dir + "/" + it->second;
-    auto data = fs->ReadFile(path);
-    if (!data.ok()) return data.status();
-    const std::string& d = *data;
-    size_t pos = 0;
-    while (pos < d.size()) {
-      const size_t remaining = d.size() - pos;
-      auto torn_or_corrupt = [&](const std::string& why) {
+    // Read through a window as large as the largest frame, not whole: recovery holds one record
+    // at a time beside the instances it rebuilds (a segment runs to the changes of a whole
+    // snapshot interval).
+    auto file = fs->NewReadableFile(path);
+    if (!file.ok()) return file.status();
+    FileWindow in(file->get());
+    for (;;) {
+      auto have = in.Need(1);
+      if (!have.ok()) return have.status();
+      if (*have == 0) break;
+      const uint64_t pos = in.offset();
+      auto torn_or_corrupt = [&](const std::string& why) -> absl::Status {
         // An incomplete or garbled frame at the very end of the newest segment is a write the
         // crash interrupted (never acknowledged in `always`): cut it off. Anywhere else it is
         // corruption we cannot attribute.
         if (last_segment) {
-          result.truncated_bytes = static_cast<int64_t>(remaining);
+          auto remaining = in.BytesToEnd();
+          if (!remaining.ok()) return remaining.status();
+          result.truncated_bytes = static_cast<int64_t>(*remaining);
           return fs->Truncate(path, pos);
         }
         corrupt("", absl::StrCat(it->second, " at byte ", pos, ": ", why));
         return absl::OkStatus();
       };
-      if (remaining < 6) {
+      have = in.Need(6);
+      if (!have.ok()) return have.status();
+      if (*have < 6) {
         if (auto s = torn_or_corrupt("truncated frame header"); !s.ok()) return s;
         break;
       }
-      const uint32_t len = GetU32(d.data() + pos);
-      const uint16_t name_len = GetU16(d.data() + pos + 4);
+      const uint32_t len = GetU32(in.data());
+      const uint16_t name_len = GetU16(in.data() + 4);
       const size_t header_len = 6 + name_len;
-      if (remaining < header_len + 8) {
+      have = in.Need(header_len + 8);
+      if (!have.ok()) return have.status();
+      if (*have < header_len + 8) {
         if (auto s = torn_or_corrupt("truncated frame header"); !s.ok()) return s;
         break;
       }
-      const absl::string_view header(d.data() + pos, header_len);
-      if (Crc(header) != GetU32(d.data() + pos + header_len) || len > kMaxPayload) {
+      if (Crc(absl::string_view(in.data(), header_len)) != GetU32(in.data() + header_len) ||
+          len > kMaxPayload) {
         if (auto s = torn_or_corrupt("frame header checksum mismatch"); !s.ok()) return s;
         break;
       }
-      const std::string instance(d.data() + pos + 6, name_len);
-      if (remaining < header_len + 8 + len) {
+      const std::string instance(in.data() + 6, name_len);
+      have = in.Need(header_len + 8 + len);
+      if (!have.ok()) return have.status();
+      if (*have < header_len + 8 + len) {
         if (auto s = torn_or_corrupt("truncated frame payload"); !s.ok()) return s;
         break;
       }
-      const absl::string_view payload(d.data() + pos + header_len + 8, len);
+      const uint32_t payload_crc = GetU32(in.data() + header_len + 4);
+      const absl::string_view payload(in.data() + header_len + 8, len);
       bandit::v1::JournalRecord rec;
-      if (Crc(payload) != GetU32(d.data() + pos + header_len + 4) ||
+      if (Crc(payload) != payload_crc ||
           !rec.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
         corrupt(instance,
                 absl::StrCat(it->second, " at byte ", pos, ": record payload checksum mismatch"));
@@ -470,7 +538,7 @@ absl::StatusOr<Journal::ReadResult> Journal::ReadAll(
         ++result.records;
         apply(rec);
       }
-      pos += header_len + 8 + len;
+      in.Skip(header_len + 8 + len);
     }
   }
   result.next_seq = max_seq + 1;

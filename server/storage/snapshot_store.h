@@ -30,11 +30,38 @@ class EncodedSnapshotFields {
   void WriteTo(char* out) const;
 };
 
+// Repeated message fields encoded as they are added (tag, length, bytes), in chunks of about
+// kChunkBytes, followed by `then`'s bytes if set: a snapshot's pending decisions go straight
+// from the live table into their stored form, without a copy as messages first (a snapshot of
+// an instance holding a large pending table was that table twice over, as messages and as their
+// serialized string).
+class EncodedFields final : public EncodedSnapshotFields {
+ public:
+  static constexpr size_t kChunkBytes = size_t{1} << 20;
+
+  // Appends `message` as field `field` (length-delimited).
+  void Add(int field, const google::protobuf::MessageLite& message);
+  // Bytes added so far (without `then`'s).
+  size_t own_size() const { return size_; }
+  void Then(const EncodedSnapshotFields* then) { then_ = then; }
+
+  size_t size() const override { return size_ + (then_ != nullptr ? then_->size() : 0); }
+  void ForEachPiece(absl::FunctionRef<void(absl::string_view)> piece) const override;
+
+ private:
+  std::vector<std::string> chunks_;
+  size_t size_ = 0;
+  const EncodedSnapshotFields* then_ = nullptr;
+};
+
 class SnapshotStore {
  public:
   SnapshotStore(FileSystem* fs, std::string dir) : fs_(fs), dir_(std::move(dir)) {}
 
   absl::Status Init();
+  // Streams the file: the message's fields are serialized twice through a small buffer (once
+  // for the checksum in the header, once into the file), `extra`'s pieces are read twice where
+  // they lie; the write's memory is a constant, whatever the snapshot's size.
   absl::Status Write(const bandit::v1::InstanceSnapshot& snap,
                      const EncodedSnapshotFields* extra = nullptr);
   absl::Status Remove(const std::string& instance);
@@ -44,6 +71,12 @@ class SnapshotStore {
     std::vector<std::pair<std::string, std::string>> invalid;  // (instance, why)
   };
   absl::StatusOr<Loaded> LoadAll();
+  // The same one snapshot at a time, each read and checked in pieces and parsed from the file
+  // as it is read: recovery holds one decoded snapshot at a time, never the file's bytes.
+  // `loaded` may consume its snapshot.
+  absl::Status LoadEach(
+      absl::FunctionRef<void(bandit::v1::InstanceSnapshot&& snap)> loaded,
+      absl::FunctionRef<void(const std::string& instance, const std::string& why)> invalid);
 
   // The file format, also used for Export/Import payloads. Write produces these same bytes.
   static std::string Encode(const bandit::v1::InstanceSnapshot& snap,

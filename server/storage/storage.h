@@ -23,7 +23,8 @@ class EncodedSnapshotFields;  // server/storage/snapshot_store.h
 // record in sequence order. The replay logic is the caller's (the same for every backend); only
 // the byte source differs.
 struct RecoverySink {
-  std::function<void(const bandit::v1::InstanceSnapshot&)> snapshot;
+  // The snapshot is the sink's to consume (recovery frees it as the instance is built).
+  std::function<void(bandit::v1::InstanceSnapshot&&)> snapshot;
   std::function<void(const bandit::v1::JournalRecord&)> record;
   // Damage attributed to one instance (`instance` non-empty: its snapshot or one of its records
   // cannot be read), or to none (`instance` empty: the records that follow cannot be
@@ -69,6 +70,10 @@ class Storage {
   // `extra`: fields already encoded (the decision log), stored after the snapshot's own.
   virtual absl::Status WriteSnapshot(const bandit::v1::InstanceSnapshot& snap,
                                      const EncodedSnapshotFields* extra = nullptr) = 0;
+  // Whether WriteSnapshot streams what it is given (its memory a constant) or gathers the
+  // snapshot's bytes in one buffer first (its memory the snapshot's size): the memory budget
+  // charges a snapshot round accordingly.
+  virtual bool StreamsSnapshots() const { return false; }
   virtual absl::Status RemoveSnapshot(const std::string& instance) = 0;
   virtual absl::Status Compact(uint64_t boundary) = 0;
 

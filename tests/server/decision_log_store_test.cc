@@ -454,7 +454,7 @@ TEST(DecisionLogStore, SnapshotPayloadParsesAsTheDecodedSnapshotAndOldPayloadsLo
   const Instance::StorableSnapshot image = (*inst)->SnapshotForStorage();
   ASSERT_NE(image.log, nullptr);
   EXPECT_EQ(image.state.decision_log_size(), 0);
-  auto parsed = SnapshotStore::Decode(SnapshotStore::Encode(image.state, image.log.get()));
+  auto parsed = SnapshotStore::Decode(SnapshotStore::Encode(image.state, image.encoded()));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_TRUE(MessageDifferencer::Equals(*parsed, decoded));
   // The previous writer's payload: the whole message, serialized by protobuf.
@@ -464,8 +464,8 @@ TEST(DecisionLogStore, SnapshotPayloadParsesAsTheDecodedSnapshotAndOldPayloadsLo
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_TRUE(MessageDifferencer::Equals((*restored)->Snapshot(), decoded));
   const Instance::StorableSnapshot again = (*restored)->SnapshotForStorage();
-  EXPECT_EQ(SnapshotStore::Encode(again.state, again.log.get()),
-            SnapshotStore::Encode(image.state, image.log.get()));
+  EXPECT_EQ(SnapshotStore::Encode(again.state, again.encoded()),
+            SnapshotStore::Encode(image.state, image.encoded()));
 }
 
 }  // namespace

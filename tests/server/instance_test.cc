@@ -14,6 +14,7 @@
 
 #include "server/env/clock.h"
 #include "server/instance/instance_operations.h"
+#include "server/storage/snapshot_store.h"
 #include "server/storage/storage.h"
 #include "tests/common/deterministic_bytes.h"
 #include "tests/server/server_test_util.h"
@@ -207,6 +208,42 @@ TEST(Instance, ReplayOfDecisionLogEntriesRebuildsTheLog) {
   auto fresh = Instance::Create(live.req, &other, InstanceLimits{}, kUid);
   ASSERT_TRUE(fresh.ok());
   EXPECT_EQ((*fresh)->Apply(bad).code(), StatusCode::kDataLoss);
+}
+
+// The stored form (SnapshotForStorage: pending decisions encoded, the log frozen) decodes to the
+// complete snapshot, and an instance restored by consuming it (recovery) equals one restored
+// from a copy, while the consumed message no longer holds its records.
+TEST(Instance, TheStoredSnapshotRestoresByConsumingItsRecords) {
+  Live live(
+      "policy { linucb { dimension: 3 } } pending { reward_wait_ms: 100000 } "
+      "decision_log { enabled: true } seed: 4");
+  v1::SelectRequest sel;
+  for (int k = 0; k < 3; ++k) {
+    auto* c = sel.add_candidates();
+    for (int j = 0; j < 3; ++j) c->add_values(0.1 * (k + 1) + 0.01 * j);
+  }
+  for (int i = 0; i < 30; ++i) {
+    const v1::Decision d = live.Select(sel);
+    if (i % 3 == 0) ASSERT_TRUE(live.Update(d.event_id(), 0.5).ok());
+  }
+  const v1::InstanceSnapshot whole = live.inst->Snapshot();
+  ASSERT_EQ(whole.pending_size(), 20);
+  ASSERT_EQ(whole.decision_log_size(), 30);
+  const Instance::StorableSnapshot stored = live.inst->SnapshotForStorage();
+  EXPECT_EQ(stored.state.pending_size(), 0);
+  auto decoded = SnapshotStore::Decode(SnapshotStore::Encode(stored.state, stored.encoded()));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(bandit::testing::DeterministicBytes(*decoded),
+            bandit::testing::DeterministicBytes(whole));
+
+  auto copied = Instance::FromSnapshot(*decoded, &live.clock, InstanceLimits{});
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  auto consumed = Instance::FromSnapshot(std::move(*decoded), &live.clock, InstanceLimits{});
+  ASSERT_TRUE(consumed.ok()) << consumed.status();
+  EXPECT_EQ(decoded->pending_size(), 0);  // NOLINT(bugprone-use-after-move): consumed on purpose
+  EXPECT_EQ(decoded->decision_log_size(), 0);
+  EXPECT_EQ(Bytes(**consumed), Bytes(**copied));
+  EXPECT_EQ(Bytes(**consumed), Bytes(*live.inst));
 }
 
 TEST(Instance, RefusedCallsJournalNothingAndChangeNothing) {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "server/env/clock.h"
+#include "server/instance/memory_budget.h"
 #include "server/service/decision_service.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/server_test_util.h"
@@ -30,7 +31,8 @@ constexpr char kTs[] = "policy { thompson { } num_arms: 4 } seed: 8";
 // One server "process": a service and its persistence over `fs`, with snapshot triggers far
 // away (the test takes its snapshots itself).
 struct Node {
-  Node(FaultInjectionFs* fs, ManualClock* clock) : svc(clock, ServiceLimits{}, &uids) {
+  Node(FaultInjectionFs* fs, ManualClock* clock, ServiceLimits limits = {})
+      : svc(clock, limits, &uids) {
     PersistenceOptions o;
     o.data_dir = "/data";
     o.fs = fs;
@@ -155,6 +157,76 @@ TEST(Persistence, ACrashLosesNothingAcknowledged) {
   }
   Node restarted(&fs, &clock);
   EXPECT_EQ(Exported(restarted.svc, "a"), acknowledged);
+}
+
+// A snapshot's transient memory (here: the pending decisions encoded) is charged to the
+// node's budget before it is taken. An instance whose pending decisions fill their share (half
+// the budget) cannot be snapshotted beside them: the round is postponed (counted as a refusal of
+// operation "snapshot"), writes nothing and compacts nothing, so a restart replays every record;
+// once rewards free memory, the next round writes the snapshot, and the charge is given back.
+TEST(Persistence, ASnapshotThatDoesNotFitTheBudgetIsPostponedAndItsRecordsKept) {
+  FaultInjectionFs fs;
+  ManualClock clock;
+  ServiceLimits limits;
+  limits.max_memory_bytes = int64_t{8} << 20;
+  constexpr char kDiagonal[] =
+      "policy { linucb { dimension: 256 covariance: COVARIANCE_DIAGONAL } } "
+      "pending { capacity: 1000000 reward_wait_ms: 86400000 }";
+  v1::SelectRequest sel;
+  sel.set_instance("p");
+  auto* c = sel.add_candidates();
+  for (int j = 0; j < 256; ++j) c->add_values(0.01 * (j % 17));
+  std::vector<std::string> events;
+  std::string live;
+  {
+    Node node(&fs, &clock, limits);
+    v1::Instance out;
+    ASSERT_TRUE(node.svc.CreateInstance(Create("p", kDiagonal), &out).ok());
+    for (;;) {
+      v1::Decision d;
+      const absl::Status s = node.svc.Select(sel, &d);
+      if (!s.ok()) {
+        ASSERT_EQ(s.code(), StatusCode::kResourceExhausted) << s;
+        break;
+      }
+      events.push_back(d.event_id());
+      ASSERT_LT(events.size(), 100'000u) << "the budget never refused a Select";
+    }
+    MemoryBudget& budget = *node.svc.memory();
+    ASSERT_GT(budget.used(MemoryKind::kPending), budget.limit() * 2 / 5);
+    auto round = node.persistence->SnapshotAll();
+    ASSERT_TRUE(round.ok()) << round.status();
+    EXPECT_EQ(*round, 0);
+    EXPECT_EQ(budget.refusals(MemoryOp::kSnapshot), 1);
+    EXPECT_EQ(budget.used(MemoryKind::kSnapshot), 0);
+    EXPECT_EQ(fs.Data("/data/snapshots/p.snap"), nullptr);
+    live = Exported(node.svc, "p");
+  }
+  // Nothing was compacted: the journal alone rebuilds the instance.
+  Node restarted(&fs, &clock, limits);
+  EXPECT_EQ(restarted.report.snapshots_loaded, 0);
+  ASSERT_EQ(Exported(restarted.svc, "p"), live);
+  // Rewards free three quarters of the decisions: the next round fits, is written and compacts.
+  for (size_t i = 0; i < events.size() * 3 / 4; ++i) {
+    v1::UpdateRequest up;
+    up.set_instance("p");
+    up.set_event_id(events[i]);
+    up.set_reward(1);
+    v1::UpdateResponse r;
+    ASSERT_TRUE(restarted.svc.Update(up, &r).ok());
+  }
+  MemoryBudget& budget = *restarted.svc.memory();
+  auto round = restarted.persistence->SnapshotAll();
+  ASSERT_TRUE(round.ok()) << round.status();
+  EXPECT_EQ(*round, 1);
+  EXPECT_EQ(budget.refusals(MemoryOp::kSnapshot), 0);
+  EXPECT_EQ(budget.used(MemoryKind::kSnapshot), 0);
+  EXPECT_NE(fs.Data("/data/snapshots/p.snap"), nullptr);
+  live = Exported(restarted.svc, "p");
+  Node again(&fs, &clock, limits);
+  EXPECT_EQ(again.report.snapshots_loaded, 1);
+  EXPECT_EQ(again.report.records_replayed, 0);
+  EXPECT_EQ(Exported(again.svc, "p"), live);
 }
 
 TEST(Persistence, TheFileBackendLoadsNoSingleInstance) {

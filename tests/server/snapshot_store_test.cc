@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include "tests/server/fault_injection_fs.h"
 
 namespace bandit::server {
@@ -35,6 +37,59 @@ TEST(SnapshotStore, EncodeDecodeRoundTripsAndRefusesDamage) {
   future[4] = 9;  // format version
   EXPECT_NE(SnapshotStore::Decode(future).status().message().find("format 9"),
             absl::string_view::npos);
+}
+
+// Pending decisions encoded one at a time (EncodedFields, in chunks, a record larger than a
+// chunk included), then other encoded fields: Write's file is Encode's bytes, and both decode
+// to the message holding every record in order, as if they had been its own fields.
+TEST(SnapshotStore, EncodedFieldsStreamIntoTheSameBytesAsTheWholeMessage) {
+  bandit::v1::InstanceSnapshot whole = Snap("big", 5);
+  // A policy state larger than the stream's buffer (serialized through it in pieces).
+  whole.mutable_policy()->add_tensors()->mutable_data()->Resize(70'000, 0.25);
+  EncodedFields pending;
+  for (int i = 0; i < 400; ++i) {
+    bandit::v1::PendingDecisionRecord r;
+    r.set_event_id(absl::StrCat("e", i));
+    r.set_arm(i % 7);
+    // Mostly small records; every 100th is larger than a chunk (its own chunk).
+    const int n = i % 100 == 99 ? static_cast<int>(EncodedFields::kChunkBytes / 8) + 3 : 500;
+    for (int j = 0; j < n; ++j) r.add_features(i + j * 1e-3);
+    pending.Add(bandit::v1::InstanceSnapshot::kPendingFieldNumber, r);
+    *whole.add_pending() = r;
+  }
+  EncodedFields tail;  // stands for the decision log's encoded entries
+  bandit::v1::LoggedDecision d;
+  d.set_event_seq(77);
+  tail.Add(bandit::v1::InstanceSnapshot::kDecisionLogFieldNumber, d);
+  *whole.add_decision_log() = d;
+  pending.Then(&tail);
+
+  bandit::v1::InstanceSnapshot fields = Snap("big", 5);
+  *fields.mutable_policy() = whole.policy();
+  EXPECT_EQ(pending.size(), pending.own_size() + tail.size());
+  const std::string encoded = SnapshotStore::Encode(fields, &pending);
+  auto back = SnapshotStore::Decode(encoded);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->SerializeAsString(), whole.SerializeAsString());
+
+  FaultInjectionFs fs;
+  SnapshotStore store(&fs, "/s");
+  ASSERT_TRUE(store.Init().ok());
+  ASSERT_TRUE(store.Write(fields, &pending).ok());
+  ASSERT_NE(fs.Data("/s/big.snap"), nullptr);
+  EXPECT_TRUE(*fs.Data("/s/big.snap") == encoded);
+  int loaded = 0;
+  ASSERT_TRUE(store
+                  .LoadEach(
+                      [&](bandit::v1::InstanceSnapshot&& snap) {
+                        ++loaded;
+                        EXPECT_EQ(snap.SerializeAsString(), whole.SerializeAsString());
+                      },
+                      [](const std::string& instance, const std::string& why) {
+                        ADD_FAILURE() << instance << ": " << why;
+                      })
+                  .ok());
+  EXPECT_EQ(loaded, 1);
 }
 
 TEST(SnapshotStore, WriteIsAtomicAcrossACrash) {

@@ -87,21 +87,23 @@ absl::StatusOr<RecoveryStats> PostgresStorage::Recover(const RecoverySink& sink)
     }
   }
   {
-    auto res = conn.Query("SELECT instance, snapshot FROM bandit_snapshots ORDER BY instance", {},
-                          pg::Format::kBinary);
-    if (!res.ok()) return res.status();
-    for (int i = 0; i < res->rows(); ++i) {
-      const std::string name = res->text(i, 0);
-      auto snap = DecodeSnapshotRow(name, res->bytes(i, 1));
-      if (!snap.ok()) {
-        sink.corrupt(name, std::string(snap.status().message()));
-        continue;
-      }
-      max_seq = std::max<uint64_t>(max_seq, snap->last_journal_seq());
-      uint64_t& h = high[name];
-      h = std::max<uint64_t>(h, snap->last_journal_seq());
-      sink.snapshot(*snap);
-    }
+    // Row by row: one snapshot is held at a time (its row, then its message as the instance is
+    // built from it), never every instance's at once.
+    absl::Status read = conn.ForEachRow(
+        "SELECT instance, snapshot FROM bandit_snapshots ORDER BY instance", {},
+        pg::Format::kBinary, [&](const pg::Result& row) {
+          const std::string name = row.text(0, 0);
+          auto snap = DecodeSnapshotRow(name, row.bytes(0, 1));
+          if (!snap.ok()) {
+            sink.corrupt(name, std::string(snap.status().message()));
+            return;
+          }
+          max_seq = std::max<uint64_t>(max_seq, snap->last_journal_seq());
+          uint64_t& h = high[name];
+          h = std::max<uint64_t>(h, snap->last_journal_seq());
+          sink.snapshot(*std::move(snap));
+        });
+    if (!read.ok()) return read;
   }
 
   RecoveryStats stats;
@@ -208,7 +210,7 @@ absl::StatusOr<uint64_t> PostgresStorage::RecoverInstance(const std::string& ins
           return absl::OkStatus();
         }
         snap_seq = max_seq = snap->last_journal_seq();
-        sink.snapshot(*snap);
+        sink.snapshot(*std::move(snap));
       }
     }
     auto res = conn.Query(

@@ -143,32 +143,44 @@ void EncodedSnapshotFields::WriteTo(char* out) const {
   });
 }
 
-absl::Status SnapshotStore::Write(const bandit::v1::InstanceSnapshot& snap,
-                                  const EncodedSnapshotFields* extra) {
-  // Encode()'s bytes, streamed. The message's own fields (the policy state: a full covariance
-  // runs to d^2 doubles) are serialized through a small buffer, twice: once for the checksum in
-  // the header, once into the file; the already-encoded fields (pending decisions, a decision
-  // log of up to its max_bytes) go from where they lie, read twice too. Serializing twice costs
-  // less than holding the serialized state beside the state, which a snapshot at the memory
-  // budget cannot afford.
-  const size_t fields_size = snap.ByteSizeLong();  // caches the sizes both passes use
+uint64_t SnapshotStore::EncodedSize(const bandit::v1::InstanceSnapshot& snap,
+                                    const EncodedSnapshotFields* extra) {
+  return kMagic.size() + 8 + snap.ByteSizeLong() + (extra != nullptr ? extra->size() : 0);
+}
+
+void SnapshotStore::Stream(const bandit::v1::InstanceSnapshot& snap,
+                           const EncodedSnapshotFields* extra,
+                           absl::FunctionRef<void(absl::string_view)> piece) {
+  // The message's own fields (the policy state: a full covariance runs to d^2 doubles) are
+  // serialized through a small buffer, twice: once for the checksum in the header, once to
+  // `piece`; the already-encoded fields (pending decisions, a decision log of up to its
+  // max_bytes) are read twice where they lie. Serializing twice costs less than holding the
+  // serialized state beside the state, which a snapshot at the memory budget cannot afford.
+  (void)snap.ByteSizeLong();  // caches the sizes both passes use
   uint32_t crc = 0;
-  auto extend = [&crc](absl::string_view piece) { crc = Crc32Extend(crc, piece); };
+  auto extend = [&crc](absl::string_view p) { crc = Crc32Extend(crc, p); };
   SerializeInPieces(snap, extend);
   if (extra != nullptr) extra->ForEachPiece(extend);
   std::string header(kMagic);
   PutU32(&header, kFormat);
   PutU32(&header, crc);
-  const uint64_t size = header.size() + fields_size + (extra != nullptr ? extra->size() : 0);
+  piece(header);
+  SerializeInPieces(snap, piece);
+  if (extra != nullptr) extra->ForEachPiece(piece);
+}
+
+absl::Status SnapshotStore::Write(const bandit::v1::InstanceSnapshot& snap,
+                                  const EncodedSnapshotFields* extra) {
   return WriteFileAtomically(
-      fs_, dir_, absl::StrCat(snap.name(), kSuffix), size, [&](WritableFile& file) {
+      fs_, dir_, absl::StrCat(snap.name(), kSuffix), EncodedSize(snap, extra),
+      [&](WritableFile& file) {
         // Whole buffers per write(2): the kernel's cost per call is far above its cost per
         // byte, and a buffer this size stays in the CPU's cache between writes.
         constexpr size_t kWriteBytes = size_t{1} << 20;
         std::string buffer;
         buffer.reserve(kWriteBytes);
         absl::Status status;
-        auto add = [&](absl::string_view piece) {
+        Stream(snap, extra, [&](absl::string_view piece) {
           while (status.ok() && !piece.empty()) {
             const size_t n = std::min(piece.size(), kWriteBytes - buffer.size());
             buffer.append(piece.data(), n);
@@ -178,10 +190,7 @@ absl::Status SnapshotStore::Write(const bandit::v1::InstanceSnapshot& snap,
               buffer.clear();
             }
           }
-        };
-        add(header);
-        SerializeInPieces(snap, add);
-        if (extra != nullptr) extra->ForEachPiece(add);
+        });
         if (status.ok() && !buffer.empty()) status = file.Append(buffer);
         return status;
       });

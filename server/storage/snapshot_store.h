@@ -59,9 +59,7 @@ class SnapshotStore {
   SnapshotStore(FileSystem* fs, std::string dir) : fs_(fs), dir_(std::move(dir)) {}
 
   absl::Status Init();
-  // Streams the file: the message's fields are serialized twice through a small buffer (once
-  // for the checksum in the header, once into the file), `extra`'s pieces are read twice where
-  // they lie; the write's memory is a constant, whatever the snapshot's size.
+  // Stream()s the file (its memory a constant, whatever the snapshot's size), atomically.
   absl::Status Write(const bandit::v1::InstanceSnapshot& snap,
                      const EncodedSnapshotFields* extra = nullptr);
   absl::Status Remove(const std::string& instance);
@@ -82,6 +80,13 @@ class SnapshotStore {
   static std::string Encode(const bandit::v1::InstanceSnapshot& snap,
                             const EncodedSnapshotFields* extra = nullptr);
   static absl::StatusOr<bandit::v1::InstanceSnapshot> Decode(absl::string_view data);
+  // Encode()'s bytes handed to `piece` in order, never gathered: the header (its checksum from a
+  // first pass over the payload), the message's fields serialized through a small buffer, then
+  // `extra`'s pieces where they lie. EncodedSize() bytes in all.
+  static void Stream(const bandit::v1::InstanceSnapshot& snap, const EncodedSnapshotFields* extra,
+                     absl::FunctionRef<void(absl::string_view)> piece);
+  static uint64_t EncodedSize(const bandit::v1::InstanceSnapshot& snap,
+                              const EncodedSnapshotFields* extra);
 
  private:
   FileSystem* fs_;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "server/storage/snapshot_store.h"
@@ -138,6 +139,47 @@ TEST(PostgresStorage, RecoversSnapshotsThenRecordsInSequenceOrder) {
   ASSERT_TRUE(seq.ok());
   EXPECT_EQ(*seq, 201u);
   EXPECT_TRUE(r->corrupt.empty());
+}
+
+// A snapshot is streamed into its row (a binary COPY fed from the pieces where they lie): its
+// row holds exactly SnapshotStore::Encode's bytes, replacing the instance's earlier row, and it
+// is recovered as the whole message, pending decisions and all (several MiB: many pieces).
+TEST(PostgresStorage, ASnapshotStreamedIntoItsRowIsTheEncodedSnapshot) {
+  const std::string dsn = SharedPostgres().CreateDatabase();
+  v1::InstanceSnapshot whole;
+  whole.set_name("big");
+  whole.set_last_journal_seq(0x123456789a);
+  whole.mutable_policy()->add_tensors()->mutable_data()->Resize(100'000, 0.5);
+  v1::InstanceSnapshot fields = whole;
+  EncodedFields pending;
+  for (int i = 0; i < 300; ++i) {
+    v1::PendingDecisionRecord r;
+    r.set_event_id("e" + std::to_string(i));
+    for (int j = 0; j < 2'000; ++j) r.add_features(i - j * 1e-3);
+    pending.Add(v1::InstanceSnapshot::kPendingFieldNumber, r);
+    *whole.add_pending() = r;
+  }
+  {
+    PostgresStorage storage(Options(dsn));
+    ASSERT_TRUE(Recover(storage).ok());
+    v1::InstanceSnapshot earlier;
+    earlier.set_name("big");
+    ASSERT_TRUE(storage.WriteSnapshot(earlier).ok());
+    ASSERT_TRUE(storage.WriteSnapshot(fields, &pending).ok());
+  }
+  EXPECT_EQ(PostgresProcess::ExecOn(dsn, "SELECT count(*) FROM bandit_snapshots"), "1");
+  EXPECT_EQ(PostgresProcess::ExecOn(dsn, "SELECT last_seq FROM bandit_snapshots"),
+            std::to_string(whole.last_journal_seq()));
+  EXPECT_EQ(PostgresProcess::ExecOn(dsn, "SELECT md5(snapshot) FROM bandit_snapshots"),
+            PostgresProcess::ExecOn(
+                dsn, "SELECT md5(decode('" +
+                         absl::BytesToHexString(SnapshotStore::Encode(fields, &pending)) +
+                         "', 'hex'))"));
+  PostgresStorage storage(Options(dsn));
+  auto r = Recover(storage);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->snapshots.size(), 1u);
+  EXPECT_EQ(r->snapshots[0].SerializeAsString(), whole.SerializeAsString());
 }
 
 TEST(PostgresStorage, SnapshotRoundCompactsCoveredRowsAndRemovesSnapshots) {

@@ -219,6 +219,38 @@ absl::StatusOr<std::string> Connection::Value(absl::string_view sql, const Param
   return res->rows() > 0 ? res->text(0, 0) : "";
 }
 
+absl::Status Connection::CopyIn(
+    absl::string_view sql,
+    absl::FunctionRef<absl::Status(absl::FunctionRef<absl::Status(absl::string_view)> put)> write)
+    const {
+  const std::string statement(sql);
+  {
+    Result started(PQexec(conn_, statement.c_str()));
+    if (PQresultStatus(started.get()) != PGRES_COPY_IN) {
+      absl::Status s = Error(Shortened(sql), started.get());
+      // A connection left in COPY state by some other error: every result read, so the session
+      // is ready for the next statement.
+      while (PGresult* raw = PQgetResult(conn_)) PQclear(raw);
+      return s;
+    }
+  }
+  absl::Status status = write([this, &sql](absl::string_view data) -> absl::Status {
+    if (data.empty()) return absl::OkStatus();
+    if (PQputCopyData(conn_, data.data(), static_cast<int>(data.size())) != 1)
+      return Error(absl::StrCat(Shortened(sql), " (sending data)"));
+    return absl::OkStatus();
+  });
+  if (PQputCopyEnd(conn_, status.ok() ? nullptr : "the data could not be produced") != 1 &&
+      status.ok())
+    status = Error(absl::StrCat(Shortened(sql), " (ending the copy)"));
+  // Every result is read, also after an error: the session is ready for the next statement.
+  while (PGresult* raw = PQgetResult(conn_)) {
+    Result res(raw);
+    if (status.ok() && PQresultStatus(raw) != PGRES_COMMAND_OK) status = Error(Shortened(sql), raw);
+  }
+  return status;
+}
+
 absl::Status Connection::ForEachRow(absl::string_view sql, const Params& params, Format format,
                                     const std::function<void(const Result& row)>& row) const {
   const std::string statement(sql);

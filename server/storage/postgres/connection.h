@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -152,6 +153,13 @@ class Connection {
   // `row` sees a Result of one row. Stops at the first error, after reading what was sent.
   absl::Status ForEachRow(absl::string_view sql, const Params& params, Format format,
                           const std::function<void(const Result& row)>& row) const;
+  // COPY ... FROM STDIN: runs `sql`, then `write` hands the data to `put` in pieces (sent as
+  // they come, never gathered), then the copy ends. A writer that fails aborts the COPY (nothing
+  // is copied) and its status is returned.
+  absl::Status CopyIn(
+      absl::string_view sql,
+      absl::FunctionRef<absl::Status(absl::FunctionRef<absl::Status(absl::string_view)> put)>
+          write) const;
   // Every statement, in order, stopping at the first failure. Pipelined: all of them and a sync
   // go out together and their results come back in one round trip (libpq pipeline mode);
   // otherwise one round trip each.

@@ -4,6 +4,7 @@
 #include "server/storage/postgres/postgres_storage.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -17,11 +18,6 @@ namespace {
 // Advisory lock key ("band" "it" + purpose): one writer per database (migrations.cc holds the
 // migration's).
 constexpr const char* kWriterLockKey = "7017280427813404673";  // 0x616e646974000001
-
-constexpr const char* kUpsertSnapshot =
-    "INSERT INTO bandit_snapshots (instance, last_seq, snapshot) VALUES ($1, $2::bigint, $3) "
-    "ON CONFLICT (instance) DO UPDATE SET last_seq = excluded.last_seq, "
-    "snapshot = excluded.snapshot, written_at = now()";
 
 }  // namespace
 
@@ -264,17 +260,49 @@ absl::Status PostgresStorage::FencedAdminTransaction(
 
 absl::Status PostgresStorage::WriteSnapshot(const bandit::v1::InstanceSnapshot& snap,
                                             const EncodedSnapshotFields* extra) {
-  const std::string bytes = SnapshotStore::Encode(snap, extra);
+  // The row goes out as a binary COPY (PostgreSQL's "Binary Format" of COPY: a signature, flags
+  // and header extension, one tuple of three fields each with its length, the trailer), its
+  // snapshot streamed from the pieces where they lie (SnapshotStore::Stream): banditd never
+  // gathers the snapshot in one buffer. COPY cannot update a row, so the old one is deleted in
+  // the same transaction (readers see the old row until it commits).
+  const uint64_t size = SnapshotStore::EncodedSize(snap, extra);
+  if (size > uint64_t{std::numeric_limits<int32_t>::max()})
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the snapshot of '", snap.name(), "' is ", size,
+        " bytes, more than a PostgreSQL field holds (2 GiB); lower its decision log's retention "
+        "or pending capacity"));
+  auto put_be = [](std::string* out, uint64_t v, int bytes) {
+    for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
   auto upsert = [&](const pg::Connection& conn) -> absl::Status {
-    pg::Params params;
-    params.TextRef(snap.name())
-        .Text(absl::StrCat(snap.last_journal_seq()))
-        .BinaryRef(bytes, pg::kOidBytea);
-    auto res = conn.Query(kUpsertSnapshot, params);
-    if (!res.ok())
-      return absl::Status(
-          res.status().code(),
-          absl::StrCat(res.status().message(), " (writing the snapshot of '", snap.name(), "')"));
+    if (auto s = conn.Exec("DELETE FROM bandit_snapshots WHERE instance = $1", {snap.name()});
+        !s.ok())
+      return s;
+    absl::Status s = conn.CopyIn(
+        "COPY bandit_snapshots (instance, last_seq, snapshot) FROM STDIN (FORMAT binary)",
+        [&](absl::FunctionRef<absl::Status(absl::string_view)> put) -> absl::Status {
+          std::string head("PGCOPY\n\xff\r\n\0", 11);
+          put_be(&head, 0, 4);  // flags
+          put_be(&head, 0, 4);  // header extension length
+          put_be(&head, 3, 2);  // fields in the tuple
+          put_be(&head, snap.name().size(), 4);
+          head += snap.name();
+          put_be(&head, 8, 4);
+          put_be(&head, snap.last_journal_seq(), 8);
+          put_be(&head, size, 4);
+          absl::Status sent = put(head);
+          // Pieces of up to 64 KiB each, as they come (libpq buffers and sends them).
+          SnapshotStore::Stream(snap, extra, [&](absl::string_view piece) {
+            if (sent.ok()) sent = put(piece);
+          });
+          if (!sent.ok()) return sent;
+          std::string trailer;
+          put_be(&trailer, 0xffff, 2);
+          return put(trailer);
+        });
+    if (!s.ok())
+      return absl::Status(s.code(), absl::StrCat(s.message(), " (writing the snapshot of '",
+                                                 snap.name(), "')"));
     return absl::OkStatus();
   };
   if (cluster()) {
@@ -290,7 +318,10 @@ absl::Status PostgresStorage::WriteSnapshot(const bandit::v1::InstanceSnapshot& 
     if (auto s = WaitDurable(wait_for); !s.ok()) return s;
     return FencedAdminTransaction(snap.name(), upsert);
   }
-  return OnAdmin(upsert);
+  return OnAdmin([&](const pg::Connection& conn) {
+    return conn.Transaction(absl::StrCat("the snapshot of '", snap.name(), "'"),
+                            [&] { return upsert(conn); });
+  });
 }
 
 absl::Status PostgresStorage::RemoveSnapshot(const std::string& instance) {

@@ -166,9 +166,9 @@ bandit::v1::InstanceSnapshot Instance::Snapshot(int64_t* changes_covered) {
   return snap;
 }
 
-int64_t Instance::SnapshotTransientBytes(bool gathered) const {
+int64_t Instance::SnapshotTransientBytes() const {
   absl::MutexLock lock(&mu_);
-  return state_->SaveTransientBytes(gathered);
+  return state_->SaveTransientBytes();
 }
 
 Instance::StorableSnapshot Instance::SnapshotForStorage(int64_t* changes_covered) {

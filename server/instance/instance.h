@@ -82,7 +82,7 @@ class Instance {
       ABSL_LOCKS_EXCLUDED(mu_);
   // The most SnapshotForStorage holds beside the instance (InstanceState::SaveTransientBytes),
   // for the memory budget to admit before a snapshot is taken.
-  int64_t SnapshotTransientBytes(bool gathered) const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t SnapshotTransientBytes() const ABSL_LOCKS_EXCLUDED(mu_);
   // Replays one journal record (recovery). Fails if the replay diverges from what was recorded.
   absl::Status Apply(const bandit::v1::JournalRecord& rec) ABSL_LOCKS_EXCLUDED(mu_);
   // Journals the deletion and refuses every later call with NOT_FOUND.

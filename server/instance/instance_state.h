@@ -92,9 +92,8 @@ class InstanceState {
             std::unique_ptr<DecisionLog::Frozen>* log = nullptr,
             EncodedFields* pending = nullptr) const;
   // The most a Save with `pending` and `log` holds beside the live state: the policy's and
-  // shadows' state as messages, the config, and the pending decisions encoded. `gathered`: the
-  // snapshot's bytes are then also gathered in one buffer (those again, and the log's).
-  int64_t SaveTransientBytes(bool gathered) const;
+  // shadows' state as messages, the config, and the pending decisions encoded.
+  int64_t SaveTransientBytes() const;
 
   // A Select request's vectors, checked and converted (the caller does this before taking its
   // lock: the critical section is what every concurrent caller of the instance waits for).

@@ -30,15 +30,14 @@ InstanceState::Memory InstanceState::MemoryBytes(bool refresh) {
   return m;
 }
 
-int64_t InstanceState::SaveTransientBytes(bool gathered) const {
+int64_t InstanceState::SaveTransientBytes() const {
   // The policy's and shadows' state as messages hold their doubles in about their size; the
   // config as held; a pending decision's record its fields in about the size the table counts
   // for it (which includes the entry's fixed part and the table's slots, above the record's tags
   // and lengths; a sparse index held in 4 bytes may take 5 as a varint: the caller charges what
   // was built once it is).
-  const int64_t saved = policy_->StateBytes() + shadows_.StateBytes() +
-                        static_cast<int64_t>(config_.SpaceUsedLong()) + pending_.Bytes();
-  return gathered ? 2 * saved + log_.bytes() : saved;
+  return policy_->StateBytes() + shadows_.StateBytes() +
+         static_cast<int64_t>(config_.SpaceUsedLong()) + pending_.Bytes();
 }
 
 absl::StatusOr<int64_t> InstanceState::DeclaredBytes(const bandit::v1::CreateInstanceRequest& req,

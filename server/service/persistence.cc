@@ -302,13 +302,13 @@ absl::Status Persistence::WriteSnapshot(const std::shared_ptr<Instance>& inst, b
   if (postponed != nullptr) *postponed = false;
   const auto t0 = std::chrono::steady_clock::now();
   // What the snapshot holds beside the instance while it is written (its policy state as a
-  // message, its pending decisions encoded; a backend that gathers the bytes in one buffer,
-  // those again) is charged to the node's memory budget before it is taken. A snapshot that
+  // message, its pending decisions encoded; storage streams the bytes from them) is charged to
+  // the node's memory budget before it is taken. A snapshot that
   // does not fit is postponed, not written at the risk of the node's memory: the journal keeps
   // every change it would have covered (a round with a postponed snapshot compacts nothing),
   // and a later round tries again.
   MemoryBudget* budget = service_->memory().get();
-  const int64_t transient = inst->SnapshotTransientBytes(!storage_->StreamsSnapshots());
+  const int64_t transient = inst->SnapshotTransientBytes();
   if (absl::Status fits =
           budget->Reserve(transient, MemoryKind::kSnapshot, MemoryOp::kSnapshot,
                           absl::StrCat("the snapshot of instance '", inst->name(), "'"));
@@ -333,10 +333,8 @@ absl::Status Persistence::WriteSnapshot(const std::shared_ptr<Instance>& inst, b
   {
     const Instance::StorableSnapshot snap = inst->SnapshotForStorage(&changes_covered);
     // The charge follows what was built (the estimate bounds it but for varint indices).
-    const bool gathered = !storage_->StreamsSnapshots();
     const int64_t held =
-        static_cast<int64_t>(snap.state.SpaceUsedLong() + snap.pending->own_size()) +
-        (gathered ? static_cast<int64_t>(snap.state.ByteSizeLong() + snap.encoded()->size()) : 0);
+        static_cast<int64_t>(snap.state.SpaceUsedLong() + snap.pending->own_size());
     budget->Charge(held - charged, MemoryKind::kSnapshot);
     charged = held;
     s = storage_->WriteSnapshot(snap.state, snap.encoded());

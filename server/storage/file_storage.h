@@ -35,7 +35,6 @@ class FileStorage final : public Storage {
   absl::Status Flush() override;
   // Rotates the journal to a new segment; the boundary is its first sequence number.
   absl::StatusOr<uint64_t> BeginSnapshotRound() override;
-  bool StreamsSnapshots() const override { return true; }
   absl::Status WriteSnapshot(const bandit::v1::InstanceSnapshot& snap,
                              const EncodedSnapshotFields* extra = nullptr) override;
   absl::Status RemoveSnapshot(const std::string& instance) override;

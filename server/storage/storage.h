@@ -66,14 +66,11 @@ class Storage {
   // A snapshot round: returns a boundary sequence number; every record below it is covered once
   // the round's snapshots are written, and Compact(boundary) may then drop those records.
   virtual absl::StatusOr<uint64_t> BeginSnapshotRound() = 0;
-  // Replaces the instance's stored snapshot, atomically.
+  // Replaces the instance's stored snapshot, atomically, streaming what it is given (its memory
+  // a constant: the memory budget charges a snapshot for the copy it holds, not for its bytes).
   // `extra`: fields already encoded (the decision log), stored after the snapshot's own.
   virtual absl::Status WriteSnapshot(const bandit::v1::InstanceSnapshot& snap,
                                      const EncodedSnapshotFields* extra = nullptr) = 0;
-  // Whether WriteSnapshot streams what it is given (its memory a constant) or gathers the
-  // snapshot's bytes in one buffer first (its memory the snapshot's size): the memory budget
-  // charges a snapshot round accordingly.
-  virtual bool StreamsSnapshots() const { return false; }
   virtual absl::Status RemoveSnapshot(const std::string& instance) = 0;
   virtual absl::Status Compact(uint64_t boundary) = 0;
 

@@ -150,7 +150,6 @@ class PostgresStorage final : public Storage, public InstanceFence {
   absl::Status Flush() override;
   // Flush, then the next sequence number: every row below it is committed.
   absl::StatusOr<uint64_t> BeginSnapshotRound() override;
-  bool StreamsSnapshots() const override { return true; }
   absl::Status WriteSnapshot(const bandit::v1::InstanceSnapshot& snap,
                              const EncodedSnapshotFields* extra = nullptr) override;  // upsert
   absl::Status RemoveSnapshot(const std::string& instance) override;

@@ -25,7 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "client/cpp/bandit_client.h"
-#include "core/features/personalizer_defaults.h"
+#include "server/api/http/personalizer_defaults.h"
 
 ABSL_FLAG(std::string, grpc, "127.0.0.1:50051", "banditd gRPC address");
 ABSL_FLAG(int, http_port, 8080, "banditd --http_listen port (127.0.0.1)");
@@ -39,7 +39,7 @@ ABSL_FLAG(bool, http_nodelay, true,
           "server's delayed ACK of the headers, 40 ms on Linux)");
 ABSL_FLAG(std::string, config, "",
           "text-format InstanceConfig of both instances (empty = Personalizer's defaults, "
-          "core/features/personalizer_defaults.h)");
+          "server/api/http/personalizer_defaults.h)");
 
 namespace {
 
@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
   const int inflight = absl::GetFlag(FLAGS_inflight);
   const double seconds = absl::GetFlag(FLAGS_seconds);
   const int port = absl::GetFlag(FLAGS_http_port);
-  bandit::v1::InstanceConfig config = bandit::features::PersonalizerDefaultConfig();
+  bandit::v1::InstanceConfig config = bandit::server::http::PersonalizerDefaultConfig();
   if (const std::string text = absl::GetFlag(FLAGS_config); !text.empty()) {
     config.Clear();
     if (!google::protobuf::TextFormat::ParseFromString(text, &config)) {

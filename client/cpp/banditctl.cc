@@ -33,7 +33,7 @@
 #include "client/cpp/bandit_client.h"
 #include "client/cpp/decision_log_format.h"
 #include "client/cpp/named_request.h"
-#include "core/features/personalizer_defaults.h"
+#include "server/api/http/personalizer_defaults.h"
 #include "server/env/file_system.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "banditd address");
@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
     bandit::v1::CreateInstanceRequest req;
     req.set_name(name);
     if (absl::GetFlag(FLAGS_personalizer))
-      *req.mutable_config() = bandit::features::PersonalizerDefaultConfig();
+      *req.mutable_config() = bandit::server::http::PersonalizerDefaultConfig();
     if (!google::protobuf::TextFormat::MergeFromString(absl::GetFlag(FLAGS_config),
                                                        req.mutable_config()))
       return Usage("--config is not a text-format bandit.v1.InstanceConfig");

@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/features/personalizer_defaults.h"
+#include "server/api/http/personalizer_defaults.h"
 #include "server/api/http/personalizer_internal.h"
 #include "server/cluster/routed_calls.h"
 
@@ -252,7 +252,7 @@ absl::Status PersonalizerApi::FindOrCreate(const Target& target) {
   if (found.code() != absl::StatusCode::kNotFound || !options_.auto_create) return found;
   bandit::v1::CreateInstanceRequest create;
   create.set_name(name);
-  *create.mutable_config() = features::PersonalizerDefaultConfig();
+  *create.mutable_config() = PersonalizerDefaultConfig();
   bandit::v1::Instance created;
   uint64_t written_seq = 0;
   absl::Status s = target.calls->CreateInstance(create, &created, &written_seq);

@@ -32,7 +32,7 @@ struct PersonalizerOptions {
   // The instance of root-path requests whose key names none ("" = such requests are refused).
   std::string default_instance;
   // Create an unknown instance with Personalizer's default settings at its first request
-  // (core/features/personalizer_defaults.h) instead of answering ResourceNotFound.
+  // (server/api/http/personalizer_defaults.h) instead of answering ResourceNotFound.
   bool auto_create = false;
   // Nesting of one request body's JSON (the feature documents inside keep their own limits).
   int max_json_depth = 16;

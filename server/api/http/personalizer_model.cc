@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "core/features/personalizer_defaults.h"
+#include "server/api/http/personalizer_defaults.h"
 #include "core/vw/model_file.h"
 #include "server/api/http/personalizer_internal.h"
 
@@ -36,7 +36,7 @@ ApiResponse PersonalizerApi::ImportModel(const Target& target, absl::string_view
     // instance of the file's arguments with Personalizer's other defaults (reward wait, default
     // reward).
     import.set_vw_model(std::string(body));
-    *import.mutable_config() = features::PersonalizerDefaultConfig();
+    *import.mutable_config() = PersonalizerDefaultConfig();
     import.mutable_config()->clear_policy();
     import.mutable_config()->clear_feature_space();
   } else {

@@ -1,6 +1,7 @@
 // The instance config that stands for a new Personalizer resource's default learning settings
-// (`banditctl create NAME --personalizer`, `banditd --personalizer_auto_create`). Header-only:
-// banditctl and the server both build it; docs/personalizer.md explains the mapping and the
+// (`banditctl create NAME --personalizer`, `banditd --personalizer_auto_create`): a setting of
+// the Personalizer API, not of the core. Header-only, over the API's messages alone: banditctl
+// and the server both build it; docs/personalizer.md explains the mapping and the
 // measurements the choice rests on.
 //
 // Personalizer's default learning settings are VW's `--cb_explore_adf --epsilon 0.2 --power_t 0
@@ -16,7 +17,7 @@
 
 #include "bandit/v1/service.pb.h"
 
-namespace bandit::features {
+namespace bandit::server::http {
 
 // VW's weight space and interactions (every namespace pair), as Personalizer runs them.
 inline constexpr int kPersonalizerBits = 18;
@@ -38,4 +39,4 @@ inline bandit::v1::InstanceConfig PersonalizerDefaultConfig() {
   return config;
 }
 
-}  // namespace bandit::features
+}  // namespace bandit::server::http

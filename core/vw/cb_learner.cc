@@ -323,16 +323,16 @@ absl::Status CbLearner::PredictChecked(std::span<const SparseVector> actions, bo
     return absl::OkStatus();
   }
   out->costs.resize(k);
-  // csoaa_ldf's rank prediction: each action's partial prediction, four actions at a time, each
-  // group checked just before it is read (one pass over the vectors while they are in cache).
+  // csoaa_ldf's rank prediction: each action's partial prediction, four actions at a time,
+  // checked as they are read (one pass over the vectors); the failing one named afterwards.
   const int64_t d = dimension();
-  for (size_t a = 0; a < k; a += 4) {
-    const size_t group = std::min<size_t>(4, k - a);
-    if (check)
-      for (size_t i = a; i < a + group; ++i)
-        if (!ActionVectorValid(actions[i], d))
-          return CheckActionVector(absl::StrCat("candidates[", i, "]"), actions[i], d);
-    regressor_.PredictAll(actions.subspan(a, group), out->costs.data() + a);
+  if (!check) {
+    regressor_.PredictAll(actions, out->costs.data());
+  } else if (!regressor_.PredictAllChecked(actions, d, out->costs.data())) {
+    for (size_t i = 0; i < k; ++i)
+      if (!ActionVectorValid(actions[i], d))
+        return CheckActionVector(absl::StrCat("candidates[", i, "]"), actions[i], d);
+    return absl::InternalError("a candidate failed the check and passed it again");
   }
   // Sorted by (cost, index), the best first.
   std::vector<std::pair<float, uint32_t>> a_s(k);

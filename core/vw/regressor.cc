@@ -122,33 +122,79 @@ float Regressor::EffectiveWeight(uint32_t index) const {
 }
 
 void Regressor::PredictAll(std::span<const SparseVector> xs, float* out) const {
-  if (o_.l1 > 0) {
-    for (size_t a = 0; a < xs.size(); ++a) out[a] = Predict(xs[a]);
-    return;
-  }
+  PredictAllImpl<false>(xs, 0, out);
+}
+
+bool Regressor::PredictAllChecked(std::span<const SparseVector> xs, int64_t dimension,
+                                  float* out) const {
+  return PredictAllImpl<true>(xs, dimension, out);
+}
+
+template <bool kCheck>
+bool Regressor::PredictAllImpl(std::span<const SparseVector> xs, int64_t dimension,
+                               float* out) const {
   const float* w = stride_shift_ > 0 ? mirror_.data() : weights_.data();
-  const float contraction = static_cast<float>(s_.contraction);
-  size_t a = 0;
-  for (; a + 4 <= xs.size(); a += 4) {
-    const SparseVector* x[4] = {&xs[a], &xs[a + 1], &xs[a + 2], &xs[a + 3]};
-    size_t common = x[0]->size();
-    for (int j = 1; j < 4; ++j) common = std::min(common, x[j]->size());
-    float p[4] = {0.f, 0.f, 0.f, 0.f};
-    // The weights a few terms ahead are asked for early: the four sums wait on their gathers,
-    // which in the server mostly miss the cache.
-    constexpr size_t kAhead = 24;
-    for (size_t k = 0; k < common; ++k) {
-      if (k + kAhead < common)
-        for (int j = 0; j < 4; ++j) __builtin_prefetch(&w[x[j]->index[k + kAhead]]);
-      for (int j = 0; j < 4; ++j) p[j] += w[x[j]->index[k]] * static_cast<float>(x[j]->value[k]);
+  // kCheck: the checks ride along the sums (the sums wait on their gathers; a compare and a max
+  // per term are free beside them), with every index masked to the array so that a bad one is
+  // read harmlessly before the check refuses the vector.
+  const uint32_t mask = static_cast<uint32_t>((size_t{1} << bits_) - 1);
+  constexpr float kLimit = FLT_MAX;
+  uint32_t largest = 0;
+  bool finite = true;
+  // The term's index, checked and masked (kCheck), or as it is.
+  auto index_of = [&](const SparseVector& x, size_t k) {
+    uint32_t i = x.index[k];
+    if constexpr (kCheck) {
+      largest = std::max(largest, i);
+      finite &= std::fabs(x.value[k]) <= kLimit;
+      i &= mask;
     }
-    for (int j = 0; j < 4; ++j) {
-      for (size_t k = common; k < x[j]->size(); ++k)
-        p[j] += w[x[j]->index[k]] * static_cast<float>(x[j]->value[k]);
-      out[a + j] = p[j] * contraction;
+    return i;
+  };
+  auto term = [&](const SparseVector& x, size_t k) {
+    return w[index_of(x, k)] * static_cast<float>(x.value[k]);
+  };
+  if constexpr (kCheck)
+    for (const SparseVector& x : xs)
+      if (x.index.size() != x.value.size()) return false;
+  if (o_.l1 > 0) {
+    const float gravity = static_cast<float>(s_.gravity);
+    for (size_t a = 0; a < xs.size(); ++a) {
+      float p = 0.f;
+      for (size_t k = 0; k < xs[a].size(); ++k)
+        p += TruncWeight(w[index_of(xs[a], k)], gravity) * static_cast<float>(xs[a].value[k]);
+      out[a] = p * static_cast<float>(s_.contraction);
+    }
+  } else {
+    const float contraction = static_cast<float>(s_.contraction);
+    size_t a = 0;
+    for (; a + 4 <= xs.size(); a += 4) {
+      const SparseVector* x[4] = {&xs[a], &xs[a + 1], &xs[a + 2], &xs[a + 3]};
+      size_t common = x[0]->size();
+      for (int j = 1; j < 4; ++j) common = std::min(common, x[j]->size());
+      float p[4] = {0.f, 0.f, 0.f, 0.f};
+      // The weights a few terms ahead are asked for early: the four sums wait on their gathers,
+      // which in the server mostly miss the cache.
+      constexpr size_t kAhead = 24;
+      for (size_t k = 0; k < common; ++k) {
+        if (k + kAhead < common)
+          for (int j = 0; j < 4; ++j)
+            __builtin_prefetch(&w[x[j]->index[k + kAhead] & (kCheck ? mask : ~0u)]);
+        for (int j = 0; j < 4; ++j) p[j] += term(*x[j], k);
+      }
+      for (int j = 0; j < 4; ++j) {
+        for (size_t k = common; k < x[j]->size(); ++k) p[j] += term(*x[j], k);
+        out[a + j] = p[j] * contraction;
+      }
+    }
+    for (; a < xs.size(); ++a) {
+      float p = 0.f;
+      for (size_t k = 0; k < xs[a].size(); ++k) p += term(xs[a], k);
+      out[a] = p * contraction;
     }
   }
-  for (; a < xs.size(); ++a) out[a] = Predict(xs[a]);
+  if constexpr (kCheck) return finite && static_cast<int64_t>(largest) < dimension;
+  return true;
 }
 
 // gd.cc get_pred_per_update with pred_per_update_feature (stateful): moves each term's adaptive

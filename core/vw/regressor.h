@@ -42,6 +42,11 @@ class Regressor {
   // run interleaved so the CPU overlaps their additions (one sum is a chain of dependent
   // additions, which VW's order forbids reassociating).
   void PredictAll(std::span<const SparseVector> xs, float* out) const;
+  // PredictAll of vectors not checked yet, checked as they are read (one pass over them): false,
+  // and `out` unspecified, when one has an index at or past `dimension` (<= 2^bits), a value
+  // that is not a finite float, or index and value arrays of different lengths. An index past
+  // the array is never read (each is masked to it before the check decides).
+  bool PredictAllChecked(std::span<const SparseVector> xs, int64_t dimension, float* out) const;
   // One learn of VW's gd under its scorer: the label joins the range predictions are clamped to,
   // then the update above. weight > 0. false, with the state as it was, when the update would
   // leave a number non-finite (VW would keep the inf or NaN; a snapshot could not hold it).
@@ -134,6 +139,8 @@ class Regressor {
   // weights_'s weights alone (every 2^stride_shift-th float), what Predict reads; empty with a
   // stride of 1. Kept equal to them after every change.
   std::vector<float> mirror_;
+  template <bool kCheck>
+  bool PredictAllImpl(std::span<const SparseVector> xs, int64_t dimension, float* out) const;
   void RefreshMirror();
   Scalars s_;
   std::vector<Sums> other_sums_;

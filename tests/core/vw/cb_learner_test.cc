@@ -4,6 +4,7 @@
 // binary is present (../shared/tools/vw/vw or $VW; the tests say they were skipped otherwise).
 // Both drive the learner as VW's driver does: each multiline example is predicted, then
 // learned when it carries a label.
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -289,6 +290,65 @@ TEST(VwRegressor, FirstDefaultUpdateInClosedForm) {
   const double s = x * x * r;
   const double u = y * (1 - std::exp(-2 * eta * s)) / s;
   EXPECT_NEAR(regressor.weight(5), u * x * r, 1e-3 * std::fabs(u * x * r));
+}
+
+// The checked prediction (the checks riding along the sums) is the unchecked one bit for bit on
+// valid vectors, with and without l1, over action counts that leave every tail length; and any
+// one bad term in any action refuses the whole call: an index at the dimension (below the
+// array), an index far past the array (masked, never read out of bounds), a value that is not a
+// finite float, or index and value arrays of different lengths.
+TEST(VwRegressor, CheckedPredictionEqualsTheUncheckedAndRefusesAnyBadTerm) {
+  for (const char* args : {"--cb_adf -b 6", "--cb_adf --l1 1e-4 -b 6"}) {
+    auto o = ParseVwArguments(args);
+    ASSERT_TRUE(o.ok()) << o.status();
+    Regressor regressor(o->regressor, 6);
+    std::mt19937_64 rng(5);
+    std::uniform_int_distribution<uint32_t> index(0, 39);  // below every dimension tried
+    std::normal_distribution<double> value(0, 1);
+    auto vectors = [&](size_t actions) {
+      std::vector<SparseVector> xs(actions);
+      for (size_t a = 0; a < actions; ++a)
+        for (size_t k = 0; k < 3 + (a * 7) % 11; ++k) {
+          xs[a].index.push_back(index(rng));
+          xs[a].value.push_back(value(rng));
+        }
+      return xs;
+    };
+    for (int round = 0; round < 30; ++round) {
+      const auto xs = vectors(9);
+      for (const auto& x : xs) ASSERT_TRUE(regressor.Learn(x, static_cast<float>(value(rng)), 1.f));
+    }
+    for (size_t actions : {1u, 3u, 4u, 5u, 8u, 9u}) {
+      const auto xs = vectors(actions);
+      std::vector<float> plain(actions), checked(actions);
+      regressor.PredictAll(xs, plain.data());
+      ASSERT_TRUE(regressor.PredictAllChecked(xs, 64, checked.data()));
+      for (size_t a = 0; a < actions; ++a) {
+        EXPECT_EQ(std::bit_cast<uint32_t>(plain[a]), std::bit_cast<uint32_t>(checked[a]))
+            << args << " " << actions << " " << a;
+        EXPECT_EQ(std::bit_cast<uint32_t>(plain[a]),
+                  std::bit_cast<uint32_t>(regressor.Predict(xs[a])));
+      }
+      // A dimension below the array's: its last index is refused.
+      for (size_t a = 0; a < actions; ++a) {
+        auto bad = xs;
+        bad[a].index.back() = 40;
+        EXPECT_FALSE(regressor.PredictAllChecked(bad, 40, checked.data())) << args << " " << a;
+        EXPECT_TRUE(regressor.PredictAllChecked(bad, 41, checked.data())) << args << " " << a;
+        bad[a].index.front() = 0x80000000u;
+        EXPECT_FALSE(regressor.PredictAllChecked(bad, 64, checked.data()));
+        for (double v : {std::numeric_limits<double>::quiet_NaN(),
+                         std::numeric_limits<double>::infinity(), -1e39}) {
+          bad = xs;
+          bad[a].value[bad[a].size() / 2] = v;
+          EXPECT_FALSE(regressor.PredictAllChecked(bad, 64, checked.data())) << v;
+        }
+        bad = xs;
+        bad[a].value.pop_back();
+        EXPECT_FALSE(regressor.PredictAllChecked(bad, 64, checked.data()));
+      }
+    }
+  }
 }
 
 // A Select never changes the model, and the same seed replays the same choices.

@@ -413,8 +413,12 @@ absl::StatusOr<Route> ClusterNode::RouteFor(const std::string& name, bool create
 
 absl::Status ClusterNode::HandOffLocked(const std::string& name, uint64_t epoch) {
   // Snapshot while still the owner (fenced), then stop writing, then release: a commit still
-  // in flight holds the lease row and the release waits for it; any later one is fenced.
-  if (auto s = hooks_.snapshot(name); !s.ok() && s.code() != absl::StatusCode::kNotFound) return s;
+  // in flight holds the lease row and the release waits for it; any later one is fenced. A
+  // snapshot postponed for the memory budget (RESOURCE_EXHAUSTED) does not hold the instance
+  // here: nothing was compacted, so its journal rows carry it to the next owner.
+  if (auto s = hooks_.snapshot(name); !s.ok() && s.code() != absl::StatusCode::kNotFound &&
+                                      s.code() != absl::StatusCode::kResourceExhausted)
+    return s;
   Forget(name, /*lost=*/false);
   auto rows = db_->Query(
       "UPDATE bandit_leases SET owner = NULL, owner_incarnation = NULL WHERE instance = $1 AND "

@@ -62,3 +62,9 @@ set_source_files_properties(${CMAKE_SOURCE_DIR}/bench/http/personalizer_bench.cc
   COMPILE_OPTIONS "${HTTPLIB_CFLAGS}")
 target_link_libraries(bandit-personalizer-bench PRIVATE bandit_client ${HTTPLIB_LINK_LIBRARIES}
   absl::flags absl::flags_parse Threads::Threads)
+
+# ---- the client side of bench/vw/daemon_compare.py in C++ (bench/vw/daemon_load.cc) ----
+add_executable(bandit-vw-daemon-load ${CMAKE_SOURCE_DIR}/bench/vw/daemon_load.cc)
+target_include_directories(bandit-vw-daemon-load PRIVATE ${CMAKE_SOURCE_DIR})
+target_link_libraries(bandit-vw-daemon-load PRIVATE bandit_client absl::flags absl::flags_parse
+  Threads::Threads)

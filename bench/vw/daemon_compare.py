@@ -2,7 +2,7 @@
 """Vowpal Wabbit's learner served by banditd against VW's own daemon, side by side in one run.
 
     bench/vw/daemon_compare.py BUILD_DIR [--vw PATH] [--seconds 10] [--inflight 8] [--rounds 2]
-        [--policy 'linucb { covariance: COVARIANCE_SKETCHED sketch_size: 16 }' ...]
+        [--client cpp|python] [--policy 'linucb { covariance: COVARIANCE_SKETCHED sketch_size: 16 }' ...]
 
 The workload: a context of 20 features in 2 namespaces, 50 actions of 10 features each, VW's
 JSON, Personalizer's learning settings `--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001
@@ -13,7 +13,8 @@ JSON, Personalizer's learning settings `--cb_explore_adf --epsilon 0.2 --power_t
     then learns it), the label on the action a client-side draw picked.
 `--policy` (repeatable; text-format PolicyConfig) serves other policies on the same workload
 beside the `vw` instance, each on a feature space of 2^18 with `-q ::` (the same features), in
-its own phase. `--inflight` client processes (one connection each) run for `--seconds` per phase, phases
+its own phase. `--inflight` clients (one connection each: threads of bandit-vw-daemon-load, the
+C++ client, by default; `--client python`: Python processes) run for `--seconds` per phase, phases
 alternating banditd / VW `--rounds` times. Reported per phase: rounds/s, the server's CPU per
 round (user + system time of banditd, or of VW's daemon and its children, from /proc) and the
 cores it used (CPU seconds per second). Needs VW's runtime libraries (libfmt9, zlib).
@@ -100,6 +101,18 @@ def bandit_client(gen, target, instance, seconds, seed, counter):
     counter.put(done)
 
 
+def cpp_phase(name, pids_of, loader, mode_args, inflight, seconds):
+    """One phase driven by bandit-vw-daemon-load (C++ threads, one connection each)."""
+    cpu0, t0 = cpu_seconds(pids_of()), time.time()
+    out = subprocess.run([loader, *mode_args, f"--inflight={inflight}", f"--seconds={seconds}"],
+                         capture_output=True, text=True, check=True).stdout
+    rounds = json.loads(out.strip().splitlines()[-1])["rounds"]
+    wall, cpu = time.time() - t0, cpu_seconds(pids_of()) - cpu0
+    print(f"{name:8s} {rounds / wall:9.0f} rounds/s  {1000 * cpu / max(rounds, 1):6.3f} ms CPU/round"
+          f"  {cpu / wall:4.2f} cores", flush=True)
+    return rounds / wall, cpu / max(rounds, 1)
+
+
 def phase(name, pids_of, client, args, inflight, seconds):
     counter = SPAWN.Queue()
     procs = [SPAWN.Process(target=client, args=(*args, seconds, s + 1, counter)) for s in range(inflight)]
@@ -125,7 +138,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--policy", action="append", default=[],
                     help="another banditd policy (text-format PolicyConfig) to measure")
+    ap.add_argument("--client", choices=["cpp", "python"], default="cpp",
+                    help="cpp: bandit-vw-daemon-load's threads (the clients' CPU small beside the "
+                         "servers'); python: one Python process per connection")
     a = ap.parse_args()
+    loader = os.path.join(a.build, "bin/bandit-vw-daemon-load")
+    if a.client == "cpp" and not os.path.exists(loader):
+        sys.exit(f"no {loader}: build the benchmarks (cmake --build build --target benchmarks) "
+                 "or pass --client python")
     tmp = tempfile.mkdtemp()
     grpc_port, vw_port = 50900 + os.getpid() % 50, 26900 + os.getpid() % 50
     banditd = subprocess.Popen([os.path.join(a.build, "bin/banditd"), f"--listen=127.0.0.1:{grpc_port}",
@@ -156,16 +176,27 @@ def main():
             names[f"policy {k}"] = f"p{k}"
             print(f"policy {k}: {text}")
         print(f"workload: 20 context features, 50 actions x 10, {ARGS}; {a.inflight} in flight, "
-              f"{a.seconds:g} s phases, {os.cpu_count()} cores")
+              f"{a.seconds:g} s phases, {os.cpu_count()} cores, {a.client} clients")
         gen = os.path.join(a.build, "python_gen")
         results = {"vw": [], **{label: [] for label in names}}
         for _ in range(a.rounds):
             for label, instance in names.items():
-                results[label].append(phase(label, lambda: [banditd.pid], bandit_client,
-                                            (gen, f"127.0.0.1:{grpc_port}", instance), a.inflight,
-                                            a.seconds))
-            results["vw"].append(phase("vw", lambda: [vw.pid, *children(vw.pid)], vw_client,
-                                       (vw_port,), a.inflight, a.seconds))
+                if a.client == "cpp":
+                    results[label].append(cpp_phase(
+                        label, lambda: [banditd.pid], loader,
+                        ["--mode=banditd", f"--target=127.0.0.1:{grpc_port}", f"--instance={instance}"],
+                        a.inflight, a.seconds))
+                else:
+                    results[label].append(phase(label, lambda: [banditd.pid], bandit_client,
+                                                (gen, f"127.0.0.1:{grpc_port}", instance),
+                                                a.inflight, a.seconds))
+            if a.client == "cpp":
+                results["vw"].append(cpp_phase("vw", lambda: [vw.pid, *children(vw.pid)], loader,
+                                               ["--mode=vw", f"--vw_port={vw_port}"], a.inflight,
+                                               a.seconds))
+            else:
+                results["vw"].append(phase("vw", lambda: [vw.pid, *children(vw.pid)], vw_client,
+                                           (vw_port,), a.inflight, a.seconds))
         med = lambda xs: sorted(xs)[len(xs) // 2]
         v_rps, v_cpu = med([r for r, _ in results["vw"]]), med([c for _, c in results["vw"]])
         for label in names:

@@ -54,7 +54,8 @@ bool ParseSegmentName(const std::string& name, uint64_t* first_seq) {
 
 // A file read front to back through a window: Need(n) makes n bytes from the current offset
 // available (fewer only at the end of the file), Skip moves past them. The window grows to the
-// largest frame asked for, and the bytes before the offset are dropped as it moves on.
+// largest frame read (1 MiB at a time), and the bytes before the offset are dropped as it moves
+// on.
 class FileWindow {
  public:
   explicit FileWindow(ReadableFile* file) : file_(file) {}
@@ -66,8 +67,10 @@ class FileWindow {
         buffer_.erase(0, at_);
         at_ = 0;
       }
+      // At most kReadBytes more per read: a frame header that claims more than the file holds
+      // (a torn tail) costs what the file has, not what the header claims.
       const size_t held = buffer_.size();
-      const size_t want = std::max(n - held, kReadBytes);
+      const size_t want = kReadBytes;
       buffer_.resize(held + want);
       auto got = file_->Read(buffer_.data() + held, want);
       if (!got.ok()) {

@@ -411,6 +411,12 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
   EXPECT_NE(
       metrics.find("bandit_http_request_duration_seconds_count{code=\"404\",route=\"rank\"} 1"),
       std::string::npos);
+  // The connection series are exposed from the start, zero counts included.
+  for (const char* series :
+       {"bandit_http_connections_open ", "bandit_http_connections_cut_total{reason=\"header\"} 0",
+        "bandit_http_connections_cut_total{reason=\"write\"} 0",
+        "bandit_http_connections_refused_total{reason=\"max_connections_per_address\"} 0"})
+    EXPECT_NE(metrics.find(series), std::string::npos) << series;
 }
 
 // PUT configurations/service changes the instance live: each Personalizer field maps onto one

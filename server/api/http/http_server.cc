@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -138,17 +139,25 @@ ApiError NotWellFormed(beast::string_view method, beast::string_view target) {
 }
 
 // The threads requests are handled on: PersonalizerApi::Handle may wait for durability, which
-// must not stall the I/O threads' reads, writes and accepts.
+// must not stall the I/O threads' reads, writes and accepts. A request goes to the thread that
+// became idle last (its stack and caches are the warmest), and a few threads serve a light
+// load while the rest sleep.
 class HandlerPool {
  public:
-  explicit HandlerPool(int threads) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
+  explicit HandlerPool(int threads) : workers_(threads) {
+    for (Worker& w : workers_) w.thread = std::thread([this, &w] { Work(&w); });
   }
   ~HandlerPool() { Stop(); }
   void Submit(std::function<void()> task) {
     absl::MutexLock lock(&mu_);
-    queue_.push_back(std::move(task));
-    ready_.Signal();
+    if (idle_.empty()) {
+      queue_.push_back(std::move(task));
+      return;
+    }
+    Worker* w = idle_.back();
+    idle_.pop_back();
+    w->task = std::move(task);
+    w->wake.Signal();
   }
   // Runs what is queued, then ends the threads.
   void Stop() {
@@ -156,30 +165,46 @@ class HandlerPool {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
       stopping_ = true;
-      ready_.SignalAll();
+      for (Worker* w : idle_) w->wake.Signal();
     }
-    for (std::thread& t : threads_) t.join();
+    for (Worker& w : workers_) w.thread.join();
   }
 
  private:
-  void Work() {
+  struct Worker {
+    std::thread thread;
+    absl::CondVar wake;
+    std::function<void()> task;  // handed over by Submit while the worker is idle
+  };
+  void Work(Worker* w) {
     for (;;) {
       std::function<void()> task;
       {
         absl::MutexLock lock(&mu_);
-        while (queue_.empty() && !stopping_) ready_.Wait(&mu_);
-        if (queue_.empty()) return;
-        task = std::move(queue_.front());
-        queue_.pop_front();
+        if (!queue_.empty()) {
+          task = std::move(queue_.front());
+          queue_.pop_front();
+        } else if (stopping_) {
+          return;
+        } else {
+          idle_.push_back(w);
+          while (!w->task && !stopping_) w->wake.Wait(&mu_);
+          if (!w->task) {  // stopping: leave the idle list, then run what is queued
+            idle_.erase(std::find(idle_.begin(), idle_.end(), w));
+            continue;
+          }
+          task = std::move(w->task);
+          w->task = nullptr;
+        }
       }
       task();
     }
   }
   absl::Mutex mu_;
-  absl::CondVar ready_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<Worker*> idle_ ABSL_GUARDED_BY(mu_);  // the last to become idle at the back
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
+  std::vector<Worker> workers_;
 };
 
 // What the drain does to a connection, on the connection's own strand.

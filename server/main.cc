@@ -117,7 +117,24 @@ ABSL_FLAG(std::string, http_listen, "",
           "Azure Personalizer's REST API over HTTP/JSON on this address (host:port, port 0 = any; "
           "empty = off); same TLS files, tokens and --max_message_bytes body limit as gRPC");
 ABSL_FLAG(int32_t, http_threads, D().http_threads,
-          "HTTP connections served at once (each open keep-alive connection holds one thread)");
+          "Threads handling HTTP requests: requests run at once (a write may wait for its fsync "
+          "on one); open connections hold none");
+ABSL_FLAG(int32_t, http_io_threads, D().http_io_threads,
+          "Threads reading and writing every HTTP connection");
+ABSL_FLAG(int64_t, http_header_timeout_ms, D().http_header_timeout_ms,
+          "A request's whole header must arrive within this of its first byte (of the accept, "
+          "TLS handshake included, on a new connection), else the connection is closed");
+ABSL_FLAG(int64_t, http_body_timeout_ms, D().http_body_timeout_ms,
+          "A request's whole body must arrive within this of its header's end");
+ABSL_FLAG(int64_t, http_idle_timeout_ms, D().http_idle_timeout_ms,
+          "An idle keep-alive HTTP connection is closed when no request began for this long");
+ABSL_FLAG(int64_t, http_write_timeout_ms, D().http_write_timeout_ms,
+          "The client must take a whole HTTP response within this, else the connection is closed");
+ABSL_FLAG(int32_t, http_max_connections, D().http_max_connections,
+          "HTTP connections open at once; beyond, a connection is answered 503 and closed");
+ABSL_FLAG(int32_t, http_max_connections_per_address, D().http_max_connections_per_address,
+          "HTTP connections open at once from one client address; beyond, 503 and closed "
+          "(behind a proxy every client shares its address: raise it)");
 ABSL_FLAG(std::string, personalizer_default_instance, "",
           "Instance of Personalizer API requests at the root path (/personalizer/...) whose key "
           "is bound to none (or without --tokens_file)");
@@ -198,6 +215,14 @@ int main(int argc, char** argv) {
   options.forward_deadline_ms = absl::GetFlag(FLAGS_forward_deadline_ms);
   options.http_listen = absl::GetFlag(FLAGS_http_listen);
   options.http_threads = absl::GetFlag(FLAGS_http_threads);
+  options.http_io_threads = absl::GetFlag(FLAGS_http_io_threads);
+  options.http_header_timeout_ms = absl::GetFlag(FLAGS_http_header_timeout_ms);
+  options.http_body_timeout_ms = absl::GetFlag(FLAGS_http_body_timeout_ms);
+  options.http_idle_timeout_ms = absl::GetFlag(FLAGS_http_idle_timeout_ms);
+  options.http_write_timeout_ms = absl::GetFlag(FLAGS_http_write_timeout_ms);
+  options.http_max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  options.http_max_connections_per_address =
+      absl::GetFlag(FLAGS_http_max_connections_per_address);
   options.personalizer.default_instance = absl::GetFlag(FLAGS_personalizer_default_instance);
   options.personalizer.auto_create = absl::GetFlag(FLAGS_personalizer_auto_create);
   // Flags that do not fit together exit 2, as flags that do not parse; Start sanitizes again

@@ -1,9 +1,11 @@
 #include "server/server.h"
 
 #include <netdb.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -282,6 +284,18 @@ absl::Status BanditServer::StartHttp() {
   if (!IsLoopbackListen(options.http_listen) && !options.tls.enabled())
     BANDIT_LOG_WARN("HTTP API on non-loopback address ", options.http_listen,
                     " WITHOUT TLS: keys travel in plaintext; set --tls_cert and --tls_key");
+  // Every open HTTP connection holds a file descriptor, and the soft limit is often 1024
+  // (systemd's default): raise it to the hard limit, and say so when even that is short.
+  const rlim_t wanted = static_cast<rlim_t>(options.http_max_connections) + 1024;
+  if (rlimit files{}; getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < wanted) {
+    files.rlim_cur = std::min(wanted, files.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &files);
+    getrlimit(RLIMIT_NOFILE, &files);
+    if (files.rlim_cur < wanted)
+      BANDIT_LOG_WARN("open files limited to ", files.rlim_cur, " (RLIMIT_NOFILE): fewer than ",
+                      "--http_max_connections=", options.http_max_connections,
+                      " connections can be open; raise the hard limit (LimitNOFILE=, ulimit -Hn)");
+  }
   http_metrics_ = std::make_unique<http::HttpMetrics>(*metrics_->registry());
   personalizer_ = std::make_unique<http::PersonalizerApi>(service_.get(), auth_.get(),
                                                          options.personalizer, router_.get());
@@ -290,6 +304,13 @@ absl::Status BanditServer::StartHttp() {
   http_options.tls = options.tls;
   http_options.max_body_bytes = options.max_message_bytes;
   http_options.threads = options.http_threads;
+  http_options.io_threads = options.http_io_threads;
+  http_options.header_timeout = absl::Milliseconds(options.http_header_timeout_ms);
+  http_options.body_timeout = absl::Milliseconds(options.http_body_timeout_ms);
+  http_options.idle_timeout = absl::Milliseconds(options.http_idle_timeout_ms);
+  http_options.write_timeout = absl::Milliseconds(options.http_write_timeout_ms);
+  http_options.max_connections = options.http_max_connections;
+  http_options.max_connections_per_address = options.http_max_connections_per_address;
   auto http = http::HttpServer::Start(http_options, personalizer_.get(), http_metrics_.get());
   if (!http.ok()) return http.status();
   http_ = *std::move(http);

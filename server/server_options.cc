@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "core/dimension_limits.h"
 
@@ -59,6 +61,29 @@ absl::StatusOr<ServerOptions> SanitizeOptions(ServerOptions o) {
   if (o.http_threads < 1 || o.http_threads > kMaxHttpThreads)
     return absl::InvalidArgumentError(absl::StrCat(
         "--http_threads=", o.http_threads, " is out of range, expected 1..", kMaxHttpThreads));
+  if (o.http_io_threads < 1 || o.http_io_threads > kMaxHttpIoThreads)
+    return absl::InvalidArgumentError(absl::StrCat("--http_io_threads=", o.http_io_threads,
+                                                   " is out of range, expected 1..",
+                                                   kMaxHttpIoThreads));
+  for (const auto& [flag, ms] : {std::pair<const char*, int64_t>{"--http_header_timeout_ms",
+                                                                   o.http_header_timeout_ms},
+                                 {"--http_body_timeout_ms", o.http_body_timeout_ms},
+                                 {"--http_idle_timeout_ms", o.http_idle_timeout_ms},
+                                 {"--http_write_timeout_ms", o.http_write_timeout_ms}})
+    if (ms < 1 || ms > kMaxHttpTimeoutMs)
+      return absl::InvalidArgumentError(absl::StrCat(flag, "=", ms,
+                                                     " is out of range, expected 1..",
+                                                     kMaxHttpTimeoutMs, " (milliseconds)"));
+  if (o.http_max_connections < 1 || o.http_max_connections > kMaxHttpConnections)
+    return absl::InvalidArgumentError(absl::StrCat("--http_max_connections=",
+                                                   o.http_max_connections,
+                                                   " is out of range, expected 1..",
+                                                   kMaxHttpConnections));
+  if (o.http_max_connections_per_address < 1 ||
+      o.http_max_connections_per_address > o.http_max_connections)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http_max_connections_per_address=", o.http_max_connections_per_address,
+        " is out of range, expected 1..", o.http_max_connections, " (--http_max_connections)"));
   if (o.forward_deadline_ms < 1)
     return absl::InvalidArgumentError(absl::StrCat("--forward_deadline_ms=", o.forward_deadline_ms,
                                                    " is out of range, expected at least 1"));

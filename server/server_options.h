@@ -20,6 +20,12 @@ namespace bandit::server {
 inline constexpr int64_t kMaxShadows = 1000;
 // The largest --http_threads.
 inline constexpr int kMaxHttpThreads = 10'000;
+// The largest --http_io_threads.
+inline constexpr int kMaxHttpIoThreads = 64;
+// The largest --http_max_connections (each open connection holds a file descriptor).
+inline constexpr int kMaxHttpConnections = 1'000'000;
+// The longest HTTP deadline, --http_*_timeout_ms: one day.
+inline constexpr int64_t kMaxHttpTimeoutMs = 86'400'000;
 
 // banditd's limits. Not ServiceLimits{}: an in-process service (and recovery) defaults to "no
 // limit" on the sizes below, so that it never refuses what a server once accepted; a server
@@ -76,7 +82,20 @@ struct ServerOptions {
   // Azure Personalizer's REST API over HTTP/JSON (server/api/http/): empty = off. Same TLS files,
   // tokens and body limit (max_message_bytes) as gRPC.
   std::string http_listen;
+  // Threads running Personalizer API requests (a write may wait for its fsync on one).
   int http_threads = 64;
+  // Threads reading and writing every HTTP connection.
+  int http_io_threads = 2;
+  // Deadlines (server/api/http/http_server.h): the whole request header from its first byte (a
+  // new connection's from its accept), the body from the header's end, the next request's first
+  // byte on an idle keep-alive connection, a whole response's write.
+  int64_t http_header_timeout_ms = 10'000;
+  int64_t http_body_timeout_ms = 30'000;
+  int64_t http_idle_timeout_ms = 2'000;
+  int64_t http_write_timeout_ms = 30'000;
+  // Connections open at once, in all and from one client address (503 beyond).
+  int http_max_connections = 10'000;
+  int http_max_connections_per_address = 256;
   // personalizer.max_json_depth is derived from limits.instance.named.max_depth.
   http::PersonalizerOptions personalizer;
 };

@@ -4,6 +4,7 @@
 //
 //   bandit-personalizer-bench --grpc=127.0.0.1:50051 --http_port=8080 --actions=50
 //       --inflight=64 --seconds=10 --config='policy { linucb {} } feature_space { bits: 8 ... }'
+//       [--server_pid=PID: also the server's CPU time per request, per phase]
 //
 // Each transport gets its own instance of `--config` (created here over gRPC), and every
 // request carries the same JSON: a context of 3 namespaces and `--actions` actions of 4
@@ -13,12 +14,14 @@
 #include <chrono>
 #include <map>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <google/protobuf/text_format.h>
 #include <httplib.h>
+#include <unistd.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -37,6 +40,9 @@ ABSL_FLAG(bool, http_nodelay, true,
           "TCP_NODELAY on the HTTP clients' sockets, as gRPC sets on its own (cpp-httplib's client "
           "leaves Nagle on: it writes the headers and the body apart, and the body waits for the "
           "server's delayed ACK of the headers, 40 ms on Linux)");
+ABSL_FLAG(int, server_pid, 0,
+          "banditd's process id: each phase also reports the server's CPU time per request "
+          "(user + system, from /proc), which other load on the machine does not change much");
 ABSL_FLAG(std::string, config, "",
           "text-format InstanceConfig of both instances (empty = Personalizer's defaults, "
           "server/api/http/personalizer_defaults.h)");
@@ -62,6 +68,24 @@ std::string ActionFeatures(int a) {
   return absl::StrCat("[{\"Item\":{\"id\":\"item", a, "\",\"topic\":\"t", a % 9,
                       "\",\"words\":", 100 + a, ",\"fresh\":", a % 2 == 0 ? "true" : "false",
                       "}}]");
+}
+
+// CPU seconds (user + system) process `pid` has used, from /proc/PID/stat; 0 if unknown.
+double CpuSeconds(int pid) {
+  if (pid <= 0) return 0;
+  std::FILE* f = std::fopen(absl::StrCat("/proc/", pid, "/stat").c_str(), "r");
+  if (f == nullptr) return 0;
+  char buf[4096] = {0};
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr || n == 0) return 0;
+  unsigned long long utime = 0, stime = 0;
+  if (std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+                  &stime) != 2)
+    return 0;
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 struct Result {
@@ -200,14 +224,21 @@ int main(int argc, char** argv) {
     }
   } grpc{absl::GetFlag(FLAGS_grpc), grpc_instance, &features};
 
-  std::printf("transport,phase,requests,seconds,requests_per_s,p50_ms,p99_ms,errors\n");
+  const int server_pid = absl::GetFlag(FLAGS_server_pid);
+  std::printf("transport,phase,requests,seconds,requests_per_s,p50_ms,p99_ms,errors%s\n",
+              server_pid > 0 ? ",server_cpu_us_per_request" : "");
   for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
     for (int t = 0; t < 2; ++t) {
+      const double cpu_before = CpuSeconds(server_pid);
       const Result r = t == 0 ? Run(inflight, seconds, http) : Run(inflight, seconds, grpc);
-      std::printf("%s,%d,%zu,%.2f,%.1f,%.2f,%.2f,%lld\n", t == 0 ? "http" : "grpc", round,
+      const double cpu = CpuSeconds(server_pid) - cpu_before;
+      std::printf("%s,%d,%zu,%.2f,%.1f,%.2f,%.2f,%lld", t == 0 ? "http" : "grpc", round,
                   r.latencies_ms.size(), r.seconds, r.latencies_ms.size() / r.seconds,
                   Percentile(r.latencies_ms, 0.5), Percentile(r.latencies_ms, 0.99),
                   static_cast<long long>(r.errors));
+      if (server_pid > 0)
+        std::printf(",%.0f", r.latencies_ms.empty() ? 0 : 1e6 * cpu / r.latencies_ms.size());
+      std::printf("\n");
       std::fflush(stdout);
       absl::MutexLock lock(&failures_mu);
       for (const auto& [kind, count] : failures)

@@ -1,10 +1,12 @@
-// The HTTP listener's accept queue. cpp-httplib 0.11 listens with a backlog of 5
-// (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's library). Keep-alive clients that connect
-// at once overflow it: the kernel drops their SYNs and, past the queue, answers with SYN
-// cookies; a cookie connection whose first segment arrives while the queue is full is dropped,
-// and its next segment (the rest of the client's request) no longer matches the cookie and is
-// answered with a reset, so the client reads no response. The listener must hold a burst of as
-// many connections as it serves at once.
+// The HTTP listener's accept queue. Keep-alive clients that connect at once must not overflow
+// it: past the queue the kernel drops their SYNs and answers with SYN cookies; a cookie
+// connection whose first segment arrives while the queue is full is dropped, and its next
+// segment (the rest of the client's request) no longer matches the cookie and is answered with a
+// reset, so the client reads no response. cpp-httplib, the listener before Boost.Beast, listened
+// with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's library) and lost the
+// first requests of 64 clients connecting at once so; the listener now asks for SOMAXCONN (the
+// kernel caps it at net.core.somaxconn). It must hold at least a burst of as many connections
+// as the default number of requests handled at once.
 #include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

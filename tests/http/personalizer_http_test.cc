@@ -3,8 +3,10 @@
 // changes nothing; keys, instance binding, the root path, metrics, and model export/import.
 #include <sys/stat.h>
 
+#include <csignal>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 
 #include <google/protobuf/text_format.h>
@@ -411,6 +413,12 @@ TEST_F(PersonalizerHttp, RewardActivateAndTheRootPathWithABoundKey) {
   EXPECT_NE(
       metrics.find("bandit_http_request_duration_seconds_count{code=\"404\",route=\"rank\"} 1"),
       std::string::npos);
+  // The connection series are exposed from the start, zero counts included.
+  for (const char* series :
+       {"bandit_http_connections_open ", "bandit_http_connections_cut_total{reason=\"header\"} 0",
+        "bandit_http_connections_cut_total{reason=\"write\"} 0",
+        "bandit_http_connections_refused_total{reason=\"max_connections_per_address\"} 0"})
+    EXPECT_NE(metrics.find(series), std::string::npos) << series;
 }
 
 // PUT configurations/service changes the instance live: each Personalizer field maps onto one
@@ -749,6 +757,43 @@ TEST(PersonalizerHttpTls, RankOverHttpsWithTheGrpcPortsCertificate) {
   plain.set_read_timeout(10, 0);
   httplib::Result cleartext = plain.Post(path.c_str(), body, "application/json");
   EXPECT_FALSE(cleartext) << cleartext->status << " " << cleartext->body;
+  certs.Remove();
+}
+
+// With --tls_client_ca the HTTP listener asks for a client certificate and checks it in the
+// handshake, as the gRPC port does: a client with a certificate of that CA is served; one
+// without a certificate, or with one of another CA, gets no HTTP answer.
+TEST(PersonalizerHttpTls, MutualTlsNeedsAClientCertificateOfTheClientCa) {
+  // A refused client may still write its request into the closed connection (with TLS 1.3 the
+  // server checks the client's certificate after the client's side of the handshake is done),
+  // and OpenSSL's write does not ask the kernel to spare it SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
+  const bandit::testing::TestCerts certs = bandit::testing::TestCerts::Make();
+  ASSERT_TRUE(certs.ok) << certs.error;
+  ServerProcess server({"--http_listen=127.0.0.1:0", "--tls_cert=" + certs.server_pem,
+                        "--tls_key=" + certs.server_key, "--tls_client_ca=" + certs.ca_pem,
+                        "--personalizer_auto_create"});
+  ASSERT_TRUE(server.running()) << server.Log();
+  const int port = HttpPort(server);
+  ASSERT_GT(port, 0) << server.Log();
+  std::string context;
+  std::vector<std::string> excluded;
+  const std::string body = RankBody(1, &context, &excluded);
+  const std::string path = "/instances/mutual/personalizer/v1.0/rank";
+  auto rank = [&](const std::string& cert, const std::string& key) {
+    std::unique_ptr<httplib::SSLClient> client =
+        cert.empty() ? std::make_unique<httplib::SSLClient>("localhost", port)
+                     : std::make_unique<httplib::SSLClient>("localhost", port, cert, key);
+    client->set_ca_cert_path(certs.ca_pem.c_str());
+    client->enable_server_certificate_verification(true);
+    client->set_read_timeout(10, 0);
+    httplib::Result r = client->Post(path.c_str(), body, "application/json");
+    return r ? r->status : 0;
+  };
+  EXPECT_EQ(rank(certs.client_pem, certs.client_key), 201) << server.Log();
+  EXPECT_EQ(rank("", ""), 0);
+  EXPECT_EQ(rank(certs.rogue_client_pem, certs.rogue_client_key), 0);
+  EXPECT_EQ(rank(certs.client_pem, certs.client_key), 201) << server.Log();
   certs.Remove();
 }
 

@@ -78,6 +78,30 @@ TEST(ServerOptions, EveryMisfitIsRefusedNamingTheFlag) {
   o.http_threads = 0;
   ExpectRefused(o, "--http_threads=0 is out of range");
   o = ServerOptions();
+  o.http_io_threads = 0;
+  ExpectRefused(o, "--http_io_threads=0 is out of range, expected 1..64");
+  o = ServerOptions();
+  o.http_header_timeout_ms = 0;
+  ExpectRefused(o, "--http_header_timeout_ms=0 is out of range, expected 1..86400000");
+  o = ServerOptions();
+  o.http_body_timeout_ms = -5;
+  ExpectRefused(o, "--http_body_timeout_ms=-5 is out of range");
+  o = ServerOptions();
+  o.http_idle_timeout_ms = 0;
+  ExpectRefused(o, "--http_idle_timeout_ms=0 is out of range");
+  o = ServerOptions();
+  o.http_write_timeout_ms = kMaxHttpTimeoutMs + 1;
+  ExpectRefused(o, "--http_write_timeout_ms=86400001 is out of range");
+  o = ServerOptions();
+  o.http_max_connections = 0;
+  ExpectRefused(o, "--http_max_connections=0 is out of range, expected 1..1000000");
+  o = ServerOptions();
+  o.http_max_connections = 100;
+  o.http_max_connections_per_address = 101;
+  ExpectRefused(o,
+                "--http_max_connections_per_address=101 is out of range, expected 1..100 "
+                "(--http_max_connections)");
+  o = ServerOptions();
   o.forward_deadline_ms = 0;
   ExpectRefused(o, "--forward_deadline_ms=0");
   o = ServerOptions();

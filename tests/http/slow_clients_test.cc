@@ -31,6 +31,7 @@
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -63,12 +64,13 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 // banditd's HTTP door in this process: a service with instance "shop", no authentication.
 class Door {
  public:
-  explicit Door(HttpServerOptions options) : metrics_(registry_) {
+  explicit Door(HttpServerOptions options,
+                const char* config =
+                    "policy { linucb {} } feature_space { bits: 6 interactions: 'UA' } seed: 1")
+      : metrics_(registry_) {
     v1::CreateInstanceRequest create;
     create.set_name("shop");
-    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
-        "policy { linucb {} } feature_space { bits: 6 interactions: 'UA' } seed: 1",
-        create.mutable_config()));
+    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(config, create.mutable_config()));
     v1::Instance out;
     EXPECT_TRUE(service_.CreateInstance(create, &out).ok());
     options.listen = "127.0.0.1:0";
@@ -361,6 +363,44 @@ TEST(HttpSlowClients, ASlowBodyIsCutByTheBodyDeadline) {
   EXPECT_LE(lived, 0.5 + 3);
   EXPECT_TRUE(door.AwaitCut(Deadline::kBody, 1));
   EXPECT_EQ(door.rounds(), 0);
+  close(fd);
+}
+
+// A client that asks for a large answer (the model of a LinUCB of dimension 1024: its 1024 x 1024
+// matrix, 8 MiB) and never reads it, with a 4 KiB receive window: the write stalls, and the
+// write deadline cuts the connection; the client got less than the answer's Content-Length.
+TEST(HttpSlowClients, AClientThatDoesNotReadIsCutByTheWriteDeadline) {
+  HttpServerOptions options;
+  options.write_timeout = absl::Milliseconds(500);
+  Door door(options, "policy { linucb {} } feature_space { bits: 10 } seed: 1");
+  ASSERT_TRUE(door.ok());
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  const int window = 4096;  // before connect, so the advertised window stays small
+  ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &window, sizeof(window)), 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(door.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_TRUE(SendAll(fd, "GET /instances/shop/personalizer/v1.0/model HTTP/1.1\r\n"
+                          "Host: 127.0.0.1\r\n\r\n"));
+  const auto sent = Clock::now();
+  ASSERT_TRUE(door.AwaitCut(Deadline::kWrite, 1, absl::Seconds(15)));
+  const double lived = Seconds(Clock::now() - sent);
+  EXPECT_GE(lived, 0.5);
+  EXPECT_LE(lived, 0.5 + 3);
+  std::string got;
+  ASSERT_TRUE(AwaitClose(fd, absl::Seconds(10), &got));
+  const size_t head = got.find("\r\n\r\n");
+  ASSERT_NE(head, std::string::npos) << got.substr(0, 200);
+  EXPECT_EQ(got.substr(0, 12), "HTTP/1.1 200") << got.substr(0, 200);
+  const size_t at = absl::AsciiStrToLower(got.substr(0, head)).find("content-length: ");
+  ASSERT_NE(at, std::string::npos) << got.substr(0, head);
+  int64_t length = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(got.substr(at + 16, got.find("\r\n", at) - at - 16), &length));
+  EXPECT_GT(length, int64_t{8} << 20);
+  EXPECT_LT(static_cast<int64_t>(got.size() - head - 4), length);
   close(fd);
 }
 

@@ -41,6 +41,34 @@ absl::StatusOr<std::shared_ptr<Instance>> Instance::FromSnapshot(
   return inst;
 }
 
+Instance::RecordRole Instance::RoleOf(const bandit::v1::JournalRecord& rec) {
+  switch (rec.op_case()) {
+    case bandit::v1::JournalRecord::kCreate:
+    case bandit::v1::JournalRecord::kImport:
+      return RecordRole::kCreation;
+    case bandit::v1::JournalRecord::kDelete:
+      return RecordRole::kDeletion;
+    default:
+      return RecordRole::kChange;
+  }
+}
+
+absl::StatusOr<std::shared_ptr<Instance>> Instance::FromCreation(
+    const bandit::v1::JournalRecord& rec, const Clock* clock, const InstanceLimits& limits) {
+  if (rec.has_create()) return Create(rec.create(), clock, limits, rec.uid());
+  if (rec.has_import()) return FromSnapshot(rec.import(), clock, limits);
+  return absl::InternalError(
+      absl::StrCat("journal record ", rec.seq(), " (op ", rec.op_case(), ") creates no instance"));
+}
+
+absl::StatusOr<int64_t> Instance::DeclaredBytes(const bandit::v1::JournalRecord& rec,
+                                                const InstanceLimits& limits) {
+  if (rec.has_create()) return InstanceState::DeclaredBytes(rec.create(), limits);
+  if (rec.has_import()) return InstanceState::DeclaredBytes(rec.import(), limits);
+  return absl::InternalError(
+      absl::StrCat("journal record ", rec.seq(), " (op ", rec.op_case(), ") creates no instance"));
+}
+
 Instance::Instance(std::unique_ptr<InstanceState> state, const Clock* clock,
                    const InstanceLimits& limits)
     : name_(state->name()),

@@ -43,6 +43,20 @@ class Instance {
   static absl::StatusOr<std::shared_ptr<Instance>> FromSnapshot(
       bandit::v1::InstanceSnapshot&& snap, const Clock* clock, const InstanceLimits& limits);
 
+  // What a journal record does to the node's set of instances: makes one (its create or import
+  // record), ends one (its delete record), or changes one (everything else: Apply).
+  enum class RecordRole { kCreation, kDeletion, kChange };
+  static RecordRole RoleOf(const bandit::v1::JournalRecord& rec);
+  // The instance a creation record makes: Create of its config with the record's uid, or
+  // FromSnapshot of its import. The one apply of a creation: the live path makes the record
+  // first and the instance from it, replay the same from the journal.
+  static absl::StatusOr<std::shared_ptr<Instance>> FromCreation(
+      const bandit::v1::JournalRecord& rec, const Clock* clock, const InstanceLimits& limits);
+  // The footprint a creation record declares, before anything is built
+  // (InstanceState::DeclaredBytes of its create or import).
+  static absl::StatusOr<int64_t> DeclaredBytes(const bandit::v1::JournalRecord& rec,
+                                               const InstanceLimits& limits);
+
   ~Instance();
 
   // Charges what the instance holds to `budget` (all or nothing) and keeps the charge current

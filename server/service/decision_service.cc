@@ -55,10 +55,13 @@ absl::Status DecisionService::CreateInstance(const bandit::v1::CreateInstanceReq
         !s.ok())
       return s;
   }
-  auto inst = Instance::Create(req, clock_, limits_.instance, uids_->NewUid());
-  if (!inst.ok()) return inst.status();
+  // The record first, and the instance from it: the apply replay makes of the same record.
   bandit::v1::JournalRecord rec;
-  rec.mutable_create()->set_name(req.name());
+  *rec.mutable_create() = req;
+  rec.set_uid(uids_->NewUid());
+  auto inst = Instance::FromCreation(rec, clock_, limits_.instance);
+  if (!inst.ok()) return inst.status();
+  // Journaled with its config as normalized (replay normalizes it again to the same).
   *rec.mutable_create()->mutable_config() = (*inst)->config();
   return Register(*std::move(inst), std::move(rec), MemoryOp::kCreate, out, written_seq);
 }
@@ -220,10 +223,11 @@ absl::Status DecisionService::ImportInstance(const bandit::v1::ImportInstanceReq
         !s.ok())
       return s;
   }
-  auto inst = Instance::FromSnapshot(*snap, clock_, limits_.instance);
-  if (!inst.ok()) return inst.status();
+  // The record first, and the instance from it: the apply replay makes of the same record.
   bandit::v1::JournalRecord rec;
   *rec.mutable_import() = *std::move(snap);
+  auto inst = Instance::FromCreation(rec, clock_, limits_.instance);
+  if (!inst.ok()) return inst.status();
   return Register(*std::move(inst), std::move(rec), MemoryOp::kImport, out, written_seq);
 }
 

@@ -142,21 +142,16 @@ RecoverySink ReplaySink(const Clock* clock,
     const std::string& name = rec.instance();
     if (refused.count(name)) return;
     auto it = live.find(name);
-    switch (rec.op_case()) {
-      case bandit::v1::JournalRecord::kCreate:
-      case bandit::v1::JournalRecord::kImport: {
+    switch (Instance::RoleOf(rec)) {
+      case Instance::RecordRole::kCreation: {
         if (it != live.end() && it->second->uid() == rec.uid()) return;  // in its snapshot
         if (admission->over(name, rec.uid())) return;  // its snapshot was left unbuilt
-        const bool create = rec.op_case() == bandit::v1::JournalRecord::kCreate;
-        if (!admission->Admit(name, rec.uid(),
-                              create ? InstanceState::DeclaredBytes(rec.create(), limits)
-                                     : InstanceState::DeclaredBytes(rec.import(), limits))) {
+        if (!admission->Admit(name, rec.uid(), Instance::DeclaredBytes(rec, limits))) {
           live.erase(name);
           return;
         }
-        absl::StatusOr<std::shared_ptr<Instance>> inst =
-            create ? Instance::Create(rec.create(), clock, limits, rec.uid())
-                   : Instance::FromSnapshot(rec.import(), clock, limits);
+        // The same apply as the live path's (DecisionService::CreateInstance, ImportInstance).
+        absl::StatusOr<std::shared_ptr<Instance>> inst = Instance::FromCreation(rec, clock, limits);
         if (!inst.ok()) {
           refuse(name, absl::StrCat("journal record ", rec.seq(), ": ", inst.status().message()));
           return;
@@ -165,7 +160,7 @@ RecoverySink ReplaySink(const Clock* clock,
         ++report->records_replayed;
         return;
       }
-      case bandit::v1::JournalRecord::kDelete:
+      case Instance::RecordRole::kDeletion:
         if (it != live.end() && it->second->uid() == rec.uid()) {
           live.erase(it);
           admission->Release(name);
@@ -173,7 +168,7 @@ RecoverySink ReplaySink(const Clock* clock,
         admission->Deleted(name, rec.uid());
         ++report->records_replayed;
         return;
-      default: {
+      case Instance::RecordRole::kChange: {
         if (it == live.end() || it->second->uid() != rec.uid()) return;  // deleted incarnation
         const auto snap_seq = it->second->last_journal_seq();
         if (rec.seq() <= snap_seq) return;  // already in the snapshot

@@ -10,7 +10,7 @@ PKGS=(
   python3-grpcio python3-protobuf python3-numpy python3-matplotlib
   python3-venv python3-pip python3-setuptools python3-wheel
   prometheus docker-compose python3-yaml
-  openssl clang libclang-rt-14-dev
+  openssl libssl-dev clang libclang-rt-14-dev
   postgresql libpq-dev
   haproxy
   patroni etcd-server

@@ -10,7 +10,6 @@
 
 #include "absl/status/statusor.h"
 #include "bandit/v1/policy.pb.h"
-#include "bandit/v1/sim_policy.pb.h"
 #include "core/policy.h"
 
 namespace bandit {
@@ -49,24 +48,6 @@ struct PolicyRegistration {
 };
 
 const std::vector<PolicyRegistration>& RegisteredPolicies();
-
-// Policies that run only in simulation (bandit-sim): their state grows with the rounds (every
-// past round is revisited), so they are not served, and their configs are not in the served
-// API's PolicyConfig but in SimPolicyConfig (proto/bandit/v1/sim_policy.proto).
-using SimPolicyFactory = absl::StatusOr<std::unique_ptr<Policy>> (*)(
-    const bandit::v1::SimPolicyConfig& config, uint64_t seed);
-struct SimPolicyRegistration {
-  bandit::v1::SimPolicyConfig::PolicyCase config_case;
-  absl::string_view name;
-  SimPolicyFactory make;
-  std::vector<PolicyExample> examples;  // configs in SimPolicyConfig's text format
-};
-const std::vector<SimPolicyRegistration>& SimOnlyPolicies();
-
-// A served policy (`served`, built by CreatePolicy) or a simulation-only one (for bandit-sim and
-// tests).
-absl::StatusOr<std::unique_ptr<Policy>> CreateSimPolicy(const bandit::v1::SimPolicyConfig& config,
-                                                        uint64_t seed);
 
 // INVALID_ARGUMENT when no policy is set, the policy is unknown, or its parameters are invalid.
 absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(const bandit::v1::PolicyConfig& config,

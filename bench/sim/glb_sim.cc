@@ -31,8 +31,9 @@
 #include "core/glb/glb_omd.h"
 #include "core/glb/glm_ucb.h"
 #include "core/glb/gloc.h"
-#include "core/glb/likelihood_ucb.h"
+#include "bench/sim/baselines/likelihood_ucb.h"
 #include "core/glb/link.h"
+#include "bench/sim/baselines/sim_policies.h"
 #include "core/registry.h"
 #include "core/sim/glb_env.h"
 

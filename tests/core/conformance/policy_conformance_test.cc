@@ -34,6 +34,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/policy.h"
+#include "bench/sim/baselines/sim_policies.h"
 #include "core/registry.h"
 #include "core/validate.h"
 #include "tests/common/deterministic_bytes.h"

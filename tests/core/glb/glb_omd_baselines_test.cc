@@ -10,11 +10,12 @@
 #include <numbers>
 
 #include "core/glb/ecolog.h"
+#include "bench/sim/baselines/sim_policies.h"
 #include "core/glb/glm_ucb.h"
 #include "core/glb/gloc.h"
-#include "core/glb/likelihood_set.h"
-#include "core/glb/likelihood_ucb.h"
-#include "core/glb/rs_glincb.h"
+#include "bench/sim/baselines/likelihood_set.h"
+#include "bench/sim/baselines/likelihood_ucb.h"
+#include "bench/sim/baselines/rs_glincb.h"
 #include "tests/core/glb/glb_test_util.h"
 
 namespace bandit::glb {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <Eigen/Dense>
 
+#include "bench/sim/baselines/sim_policies.h"
 #include "core/policy.h"
 #include "core/registry.h"
 #include "core/sim/glb_env.h"

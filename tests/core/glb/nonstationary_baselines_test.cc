@@ -3,11 +3,14 @@
 // served / simulation-only split.
 #include "core/glb/nonstationary_mle.h"
 
+#include "bench/sim/baselines/master_glm_ucb.h"
+
 #include <cmath>
 #include <numbers>
 
 #include <gtest/gtest.h>
 
+#include "bench/sim/baselines/sim_policies.h"
 #include "core/registry.h"
 #include "core/rng.h"
 #include "glb_test_util.h"

@@ -1,10 +1,10 @@
-#include "core/glb/rs_glincb.h"
+#include "bench/sim/baselines/rs_glincb.h"
 
 #include <cmath>
 #include <limits>
 #include <numbers>
 
-#include "core/glb/likelihood_set.h"
+#include "bench/sim/baselines/likelihood_set.h"
 #include "core/state_io.h"
 
 namespace bandit::glb {

@@ -1,4 +1,4 @@
-#include "core/glb/likelihood_set.h"
+#include "bench/sim/baselines/likelihood_set.h"
 
 #include <cmath>
 #include <limits>

@@ -17,7 +17,7 @@
 //               + d/2 log(1 + t / (4 d lambda_t)))          (Faury et al. 2020, Theorem 1),
 //     lambda_t = lambda log(1 + t), lambda = d            (GLB-OMD Appendix E.1, offline methods).
 // Both pick X_t = argmax_x max_{theta in C_t} x'theta (mu is increasing), solved exactly per arm
-// (core/glb/likelihood_set.h). `radius_multiplier` scales beta_t. State: every past round,
+// (bench/sim/baselines/likelihood_set.h). `radius_multiplier` scales beta_t. State: every past round,
 // O(t d), and O(t d^2) work per arm per round: bandit-sim only, not served.
 #pragma once
 

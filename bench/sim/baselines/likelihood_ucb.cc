@@ -1,9 +1,9 @@
-#include "core/glb/likelihood_ucb.h"
+#include "bench/sim/baselines/likelihood_ucb.h"
 
 #include <cmath>
 #include <numbers>
 
-#include "core/glb/likelihood_set.h"
+#include "bench/sim/baselines/likelihood_set.h"
 #include "core/state_io.h"
 
 namespace bandit::glb {

@@ -1,6 +1,5 @@
-// MASTER over GLM-UCB base instances (core/glb/nonstationary_mle.h documents it beside the
-// restart and discounted GLM-UCB policies whose engine, MleUcbCore, its instances are).
-#include "core/glb/nonstationary_mle.h"
+// MASTER over GLM-UCB base instances (master_glm_ucb.h).
+#include "bench/sim/baselines/master_glm_ucb.h"
 
 #include <algorithm>
 #include <cmath>

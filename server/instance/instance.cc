@@ -178,16 +178,24 @@ bool Instance::SnapshotDue(int64_t every_changes) const {
          kLogGrowthPerSnapshot * log_bytes_at_snapshot_;
 }
 
+void Instance::SaveLocked(bandit::v1::InstanceSnapshot* snap,
+                          std::unique_ptr<DecisionLog::Frozen>* log, EncodedFields* pending,
+                          int64_t* changes_covered) {
+  state_->Save(snap, log, pending);
+  snap->set_last_journal_seq(last_journal_seq_);
+  log_appended_taken_ = state_->decision_log().appended_bytes();
+  log_bytes_taken_ = state_->decision_log().bytes();
+  // Not reset here: only a stored snapshot resets the count (MarkSnapshotted), so an export or a
+  // failed write never lets the next round skip this instance and compact its records away.
+  if (changes_covered != nullptr) *changes_covered = changes_since_snapshot_;
+}
+
 bandit::v1::InstanceSnapshot Instance::Snapshot(int64_t* changes_covered) {
   bandit::v1::InstanceSnapshot snap;
   std::unique_ptr<DecisionLog::Frozen> log;
   {
     absl::MutexLock lock(&mu_);
-    state_->Save(&snap, &log);
-    snap.set_last_journal_seq(last_journal_seq_);
-    log_appended_taken_ = state_->decision_log().appended_bytes();
-    log_bytes_taken_ = state_->decision_log().bytes();
-    if (changes_covered != nullptr) *changes_covered = changes_since_snapshot_;
+    SaveLocked(&snap, &log, /*pending=*/nullptr, changes_covered);
   }
   // Decoded outside the lock: Selects do not wait for a copy of the log.
   if (log != nullptr) log->AddTo(snap.mutable_decision_log());
@@ -201,16 +209,9 @@ int64_t Instance::SnapshotTransientBytes() const {
 
 Instance::StorableSnapshot Instance::SnapshotForStorage(int64_t* changes_covered) {
   StorableSnapshot out;
-  bandit::v1::InstanceSnapshot& snap = out.state;
   absl::MutexLock lock(&mu_);
-  state_->Save(&snap, &out.log, out.pending.get());
+  SaveLocked(&out.state, &out.log, out.pending.get(), changes_covered);
   out.pending->Then(out.log.get());
-  snap.set_last_journal_seq(last_journal_seq_);
-  log_appended_taken_ = state_->decision_log().appended_bytes();
-  log_bytes_taken_ = state_->decision_log().bytes();
-  // Not reset here: only a stored snapshot resets the count (MarkSnapshotted), so an export or a
-  // failed write never lets the next round skip this instance and compact its records away.
-  if (changes_covered != nullptr) *changes_covered = changes_since_snapshot_;
   return out;
 }
 

@@ -174,6 +174,11 @@ class Instance {
       ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // Snapshot and SnapshotForStorage's one body: the state (InstanceState::Save, with `log` and
+  // `pending` as there), where it stands in the journal, and the counts MarkSnapshotted takes.
+  void SaveLocked(bandit::v1::InstanceSnapshot* snap, std::unique_ptr<DecisionLog::Frozen>* log,
+                  EncodedFields* pending, int64_t* changes_covered)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Instance(std::unique_ptr<InstanceState> state, const Clock* clock, const InstanceLimits& limits);
 
   using SelectInputs = InstanceState::SelectInputs;

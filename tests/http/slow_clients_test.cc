@@ -430,6 +430,15 @@ TEST(HttpSlowClients, AnIdleKeepAliveConnectionIsClosedAfterTheIdleTimeout) {
   close(fd);
 }
 
+// A rank sent now is answered 503 ServiceUnavailable, Personalizer's body naming `flag`.
+void ExpectRankRefused(int port, const std::string& flag) {
+  const bandit::testing::HttpAnswer refused =
+      bandit::testing::SendHttp(port, "POST", kRankPath, kRankBody, nullptr);
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_EQ(refused.code, "ServiceUnavailable") << refused.body;
+  EXPECT_TRUE(absl::StrContains(refused.body, flag)) << refused.body;
+}
+
 TEST(HttpSlowClients, OverAConnectionLimitAClientIsAnswered503WithPersonalizersBody) {
   {
     HttpServerOptions options;
@@ -439,12 +448,7 @@ TEST(HttpSlowClients, OverAConnectionLimitAClientIsAnswered503WithPersonalizersB
     std::vector<int> fds;
     for (int i = 0; i < 3; ++i) fds.push_back(Connect(door.port()));
     ASSERT_TRUE(door.AwaitOpen(3));
-    const bandit::testing::HttpAnswer refused =
-        bandit::testing::SendHttp(door.port(), "POST", kRankPath, kRankBody, nullptr);
-    EXPECT_EQ(refused.status, 503) << refused.body;
-    EXPECT_EQ(refused.code, "ServiceUnavailable") << refused.body;
-    EXPECT_TRUE(absl::StrContains(refused.body, "--http_max_connections_per_address"))
-        << refused.body;
+    ExpectRankRefused(door.port(), "--http_max_connections_per_address");
     EXPECT_EQ(door.metrics().refused(Refusal::kMaxConnectionsPerAddress), 1);
     EXPECT_EQ(door.metrics().refused(Refusal::kMaxConnections), 0);
     // A connection closed frees its place.
@@ -464,11 +468,7 @@ TEST(HttpSlowClients, OverAConnectionLimitAClientIsAnswered503WithPersonalizersB
     ASSERT_TRUE(door.ok());
     const int a = Connect(door.port()), b = Connect(door.port());
     ASSERT_TRUE(door.AwaitOpen(2));
-    const bandit::testing::HttpAnswer refused =
-        bandit::testing::SendHttp(door.port(), "POST", kRankPath, kRankBody, nullptr);
-    EXPECT_EQ(refused.status, 503) << refused.body;
-    EXPECT_EQ(refused.code, "ServiceUnavailable") << refused.body;
-    EXPECT_TRUE(absl::StrContains(refused.body, "(--http_max_connections)")) << refused.body;
+    ExpectRankRefused(door.port(), "(--http_max_connections)");
     EXPECT_EQ(door.metrics().refused(Refusal::kMaxConnections), 1);
     EXPECT_EQ(door.rounds(), 0);
     close(a);

@@ -186,6 +186,10 @@ class Policy {
   // rather than its (possibly large) request. Declaring it wrongly breaks recovery; each policy
   // that returns true has a test that checks the invariant.
   virtual bool SelectReadsOnly() const { return false; }
+  // True when a Decision's memo carries every candidate offered (one number per candidate and
+  // two per sparse term or dense coordinate), for an Update that learns them all; the server
+  // counts them in a pending decision's memory before it is made.
+  virtual bool MemoHoldsCandidates() const { return false; }
   virtual absl::Status Update(const Observation& obs) = 0;
 
   // Multi-slot featurization kept as policy state (Vowpal Wabbit's conditional contextual

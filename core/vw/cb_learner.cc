@@ -27,22 +27,28 @@ bool SameRelative(float a, float b) {
   return std::fabs(a - b) <= 1e-4f * (std::fabs(a) + std::fabs(b));
 }
 
-// explore_internal.h enforce_minimum_probability(epsilon, consider_zero_valued_elements = true):
-// no probability below epsilon / K, the excess taken from the largest ones.
-void EnforceMinimumProbability(float epsilon, std::vector<std::pair<float, uint32_t>>& pmf) {
-  if (epsilon == 0.f || pmf.empty()) return;
-  const size_t support = pmf.size();
+// explore_internal.h enforce_minimum_probability(epsilon, consider_zero_valued_elements): no
+// probability below epsilon / K, the excess taken from the largest ones; with
+// `consider_zero` false (--cover --nounif) the zero ones stay zero and K counts the others.
+void EnforceMinimumProbability(float epsilon, std::vector<std::pair<float, uint32_t>>& pmf,
+                               bool consider_zero = true) {
+  if (epsilon == 0.f || pmf.empty() || epsilon < 0.f || epsilon > 1.f) return;
+  size_t support = pmf.size();
+  if (!consider_zero)
+    for (const auto& p : pmf) support -= p.first == 0.f;
   if (epsilon > 0.999f) {
-    for (auto& p : pmf) p.first = 1.f / static_cast<float>(support);
+    for (auto& p : pmf)
+      if (consider_zero || p.first > 0) p.first = 1.f / static_cast<float>(support);
     return;
   }
   const float minimum = epsilon / static_cast<float>(support);
-  std::vector<float> sorted(support);
-  for (size_t i = 0; i < support; ++i) sorted[i] = pmf[i].first;
+  std::vector<float> sorted(pmf.size());
+  for (size_t i = 0; i < pmf.size(); ++i) sorted[i] = pmf[i].first;
   std::sort(sorted.begin(), sorted.end(), std::greater<float>());
   size_t idx = 0, rho_idx = 0;
   float running_sum = 0.f, rho_sum = sorted[0];
   for (const float prob : sorted) {
+    if (!consider_zero && prob == 0.f) break;
     running_sum += prob;
     if (prob > ((support - idx - 1) * minimum + running_sum - 1.f) / (idx + 1.f) + minimum) {
       rho_idx = idx;
@@ -51,12 +57,13 @@ void EnforceMinimumProbability(float epsilon, std::vector<std::pair<float, uint3
     ++idx;
   }
   const float tau = ((support - rho_idx - 1.f) * minimum + rho_sum - 1.f) / (rho_idx + 1.f);
-  for (auto& p : pmf) p.first = std::max(p.first - tau, minimum);
+  for (auto& p : pmf)
+    if (consider_zero || p.first > 0) p.first = std::max(p.first - tau, minimum);
 }
 
 // The counters beside the regressor (Counters): two MTR counts per regressor, and three more.
 int64_t CounterBytes(const VwOptions& o) {
-  return static_cast<int64_t>(sizeof(uint64_t)) * (3 + 2 * static_cast<int64_t>(o.bag_size));
+  return static_cast<int64_t>(sizeof(uint64_t)) * (4 + 2 * static_cast<int64_t>(o.bag_size));
 }
 
 // bs.h weight_gen: a Poisson(1) draw from VW's merand48 (common/random_details.h), by its
@@ -147,7 +154,7 @@ absl::StatusOr<std::unique_ptr<Policy>> CbLearner::Make(const bandit::v1::Policy
 
 CbLearner::CbLearner(VwOptions options, uint64_t seed)
     : o_(std::move(options)),
-      regressor_(o_.regressor, o_.weight_bits, static_cast<int>(o_.bag_size)),
+      regressor_(o_.regressor, o_.weight_bits, static_cast<int>(o_.models)),
       rng_(seed) {
   first_remaining_ = o_.first_rounds;
   dimension_ = 1 << o_.space.bits;
@@ -163,6 +170,7 @@ CbLearner::Counters CbLearner::counters() const {
   c.action_sum = action_sums_[0];
   c.squarecb_rounds = squarecb_rounds_;
   c.first_remaining = first_remaining_;
+  c.cover_rounds = cover_rounds_;
   c.random_state = bag_random_state_;
   c.slot_index_seen = slot_index_seen_;
   c.bag_event_sums.assign(event_sums_.begin() + 1, event_sums_.end());
@@ -180,7 +188,7 @@ std::optional<double> CbLearner::CoordinateWeight(uint32_t index) const {
   if (index >= (uint32_t{1} << o_.space.bits)) return 0.0;
   double sum = 0;
   for (uint32_t m = 0; m < o_.bag_size; ++m)
-    sum += regressor_.EffectiveWeight((index << bag_shift_) | m);
+    sum += regressor_.EffectiveWeight((index << bag_shift_) | Model(m));
   return sum / static_cast<double>(o_.bag_size);
 }
 
@@ -196,7 +204,7 @@ void CbLearner::PredictBag(std::span<const SparseVector> actions, Prediction* ou
   std::vector<float> costs(k), scores(k, 0.f), top_actions(k, 0.f);
   std::vector<std::pair<float, uint32_t>> a_s(k);
   for (uint32_t m = 0; m < o_.bag_size; ++m) {
-    for (size_t a = 0; a < k; ++a) ModelTerms(actions[a], m, &terms[a]);
+    for (size_t a = 0; a < k; ++a) ModelTerms(actions[a], Model(m), &terms[a]);
     for (size_t a = 0; a < k; a += 4)
       regressor_.PredictAll(
           std::span<const SparseVector>(terms).subspan(a, std::min<size_t>(4, k - a)),
@@ -314,19 +322,33 @@ void CbLearner::Predict(std::span<const SparseVector> actions, Prediction* out) 
 absl::Status CbLearner::PredictChecked(std::span<const SparseVector> actions, bool check,
                                        Prediction* out) const {
   const size_t k = actions.size();
-  if (o_.explorer == Explorer::kBag) {
+  if (o_.explorer == Explorer::kBag || o_.explorer == Explorer::kCover) {
     if (check)
       for (size_t i = 0; i < k; ++i)
         if (!ActionVectorValid(actions[i], dimension()))
           return CheckActionVector(absl::StrCat("candidates[", i, "]"), actions[i], dimension());
-    PredictBag(actions, out);
+    if (o_.explorer == Explorer::kBag) {
+      PredictBag(actions, out);
+    } else {
+      // Predicting only reads: the const_cast is for the round's learning, which it skips.
+      const_cast<CbLearner*>(this)->CoverRound(actions, nullptr, out);
+    }
     return absl::OkStatus();
   }
   out->costs.resize(k);
   // csoaa_ldf's rank prediction: each action's partial prediction, four actions at a time,
   // checked as they are read (one pass over the vectors); the failing one named afterwards.
   const int64_t d = dimension();
-  if (!check) {
+  if (bag_shift_ > 0) {
+    // --cb_type dr: the learner's regressor is the first of two interleaved ones.
+    std::vector<SparseVector> terms(k);
+    for (size_t i = 0; i < k; ++i) {
+      if (check && !ActionVectorValid(actions[i], d))
+        return CheckActionVector(absl::StrCat("candidates[", i, "]"), actions[i], d);
+      ModelTerms(actions[i], Model(0), &terms[i]);
+    }
+    regressor_.PredictAll(terms, out->costs.data());
+  } else if (!check) {
     regressor_.PredictAll(actions, out->costs.data());
   } else if (!regressor_.PredictAllChecked(actions, d, out->costs.data())) {
     for (size_t i = 0; i < k; ++i)
@@ -419,9 +441,23 @@ absl::StatusOr<Decision> CbLearner::Select(const SelectContext& ctx) {
     }
   }
   // What the Update needs back: the propensity VW's label carries, the number of actions
-  // offered (MTR's importance weight) and the chosen action's position (SquareCB's).
-  out.memo = Vector(3);
-  out.memo << out.propensity, n, out.arm;
+  // offered (MTR's importance weight) and the chosen action's position (SquareCB's); ips, dm
+  // and dr learn every action offered: each one's terms follow (count, indices, values).
+  int64_t size = 3;
+  if (MemoHoldsCandidates())
+    for (const SparseVector& a : *actions) size += 1 + 2 * static_cast<int64_t>(a.size());
+  out.memo = Vector(size);
+  out.memo[0] = out.propensity;
+  out.memo[1] = n;
+  out.memo[2] = out.arm;
+  if (MemoHoldsCandidates()) {
+    int64_t at = 3;
+    for (const SparseVector& a : *actions) {
+      out.memo[at++] = static_cast<double>(a.size());
+      for (const uint32_t i : a.index) out.memo[at++] = static_cast<double>(i);
+      for (const double v : a.value) out.memo[at++] = v;
+    }
+  }
   return out;
 }
 
@@ -438,7 +474,7 @@ bool CbLearner::Learn(const SparseVector& chosen, int chosen_index, int num_acti
   absl::InlinedVector<uint64_t, 1> event_sums(event_sums_.begin(), event_sums_.end());
   absl::InlinedVector<uint64_t, 1> action_sums(action_sums_.begin(), action_sums_.end());
   uint64_t random_state = bag_random_state_;
-  std::vector<SparseVector> terms(o_.bag_size > 1 ? o_.bag_size : 0);
+  std::vector<SparseVector> terms(bag_shift_ > 0 ? o_.bag_size : 0);
   absl::InlinedVector<Regressor::Step, 1> steps;
   for (uint32_t m = 0; m < o_.bag_size; ++m) {
     const uint32_t count = o_.explorer != Explorer::kBag ? 1
@@ -447,7 +483,7 @@ bool CbLearner::Learn(const SparseVector& chosen, int chosen_index, int num_acti
     if (count == 0) continue;
     const SparseVector* x = &chosen;
     if (bag_shift_ > 0) {
-      ModelTerms(chosen, m, &terms[m]);
+      ModelTerms(chosen, Model(m), &terms[m]);
       x = &terms[m];
     }
     for (uint32_t j = 0; j < count; ++j) {
@@ -455,7 +491,7 @@ bool CbLearner::Learn(const SparseVector& chosen, int chosen_index, int num_acti
       action_sums[m] += static_cast<uint64_t>(num_actions);
       const float weight = 1.f * (1.f / clipped * (static_cast<float>(event_sums[m]) /
                                                    static_cast<float>(action_sums[m])));
-      steps.push_back({x, weight, m});
+      steps.push_back({x, weight, Model(m)});
     }
   }
   if (!regressor_.LearnRound(std::span<const Regressor::Step>(steps.data(), steps.size()), cost))
@@ -468,6 +504,248 @@ bool CbLearner::Learn(const SparseVector& chosen, int chosen_index, int num_acti
   if (o_.explorer == Explorer::kFirst && first_remaining_ > 0) --first_remaining_;
   return true;
 }
+
+bool CbLearner::DrEstimates(std::span<const SparseVector> scorer_terms, size_t chosen, float cost,
+                            float probability, float clip_p, bool learn_scorer, uint32_t scorer,
+                            float* labels) {
+  // gen_cs_example_dr: the scorer's prediction of each action (cb_algs.h get_cost_pred), the
+  // chosen one's corrected by (cost - prediction) / p.
+  for (size_t a = 0; a < scorer_terms.size(); ++a) {
+    float estimate = 0.f;
+    if (a == chosen && learn_scorer) {
+      if (!regressor_.LearnStep({&scorer_terms[a], 1.f / probability, scorer}, cost, &estimate))
+        return false;
+    } else {
+      estimate = regressor_.PredictClamped(scorer_terms[a]);
+    }
+    if (a == chosen) estimate += (cost - estimate) / std::max(probability, clip_p);
+    labels[a] = estimate;
+  }
+  return true;
+}
+
+bool CbLearner::RegressEach(std::span<const SparseVector> terms, const float* labels,
+                            uint32_t model) {
+  // csoaa_ldf do_actual_learning_oaa: each action regresses its label, in order, weight 1.
+  for (size_t a = 0; a < terms.size(); ++a)
+    if (!regressor_.LearnStep({&terms[a], 1.f, model}, labels[a])) return false;
+  return true;
+}
+
+bool CbLearner::CoverRound(std::span<const SparseVector> actions, const CoverLabel* label,
+                           Prediction* out) {
+  // cb_explore_adf_cover.cc predict_or_learn_impl. Regressors (interleaved): 0 the first
+  // policy (cb_adf's, learned with the cb_type), 1 the scorer of dr estimates (mtr, dr), and
+  // i + 1 the policy i of 1..N-1, each learned on its cost estimates plus a penalty on the
+  // actions the policies before it already cover.
+  const size_t k = actions.size();
+  std::vector<SparseVector> terms(k);
+  const auto at = [&](uint32_t model) {
+    for (size_t a = 0; a < k; ++a) ModelTerms(actions[a], model, &terms[a]);
+    return std::span<const SparseVector>(terms);
+  };
+  std::vector<float> estimates(k, 0.f), base_labels(k, 0.f), costs(k, 0.f);
+  uint64_t events = event_sums_[0], offered_sum = action_sums_[0];
+  bool finite = true;
+  if (label != nullptr) {
+    regressor_.BeginRound();
+    const size_t chosen = label->chosen;
+    const float cost = label->cost, p = label->probability;
+    // The cover's own estimates (VW passes no clip_p here): dr's for mtr (learning the
+    // scorer, "mtr is only used for the first policy") and dr (reading it), ips's for ips.
+    if (o_.cb_type == CbType::kIps) {
+      estimates[chosen] = cost / p;
+    } else {
+      finite = DrEstimates(at(1), chosen, cost, p, 0.f, o_.cb_type == CbType::kMtr, 1,
+                           estimates.data());
+    }
+    // The first policy: cb_adf's learn with its cb_type (and --clip_p), its prediction first.
+    if (finite) {
+      switch (o_.cb_type) {
+        case CbType::kMtr: {
+          regressor_.PredictAll(at(0), costs.data());
+          events += 1;
+          offered_sum += k;
+          const float weight = 1.f / std::max(p, o_.clip_p) *
+                               (static_cast<float>(events) / static_cast<float>(offered_sum));
+          finite = regressor_.LearnStep({&terms[chosen], weight, 0}, cost);
+          break;
+        }
+        case CbType::kDr:
+          finite = DrEstimates(at(1), chosen, cost, p, o_.clip_p, true, 1, base_labels.data());
+          if (finite) {
+            regressor_.PredictAll(at(0), costs.data());
+            finite = RegressEach(terms, base_labels.data(), 0);
+          }
+          break;
+        default:  // ips
+          regressor_.PredictAll(at(0), costs.data());
+          base_labels[chosen] = cost / std::max(p, o_.clip_p);
+          finite = RegressEach(terms, base_labels.data(), 0);
+          break;
+      }
+    }
+  } else {
+    regressor_.PredictAll(at(0), costs.data());
+  }
+  std::vector<std::pair<float, uint32_t>> preds(k);
+  const auto rank = [&] {
+    for (size_t a = 0; a < k; ++a) preds[a] = {costs[a], static_cast<uint32_t>(a)};
+    std::sort(preds.begin(), preds.end());
+    size_t tied = 1;
+    while (tied < k && SameRelative(preds[tied].first, preds[0].first)) ++tied;
+    return tied;
+  };
+  out->costs = costs;
+  size_t tied = rank();
+  out->best = static_cast<int>(preds[0].second);
+  const float additive = 1.f / static_cast<float>(o_.cover_size);
+  const uint32_t num_actions = static_cast<uint32_t>(k);
+  const float min_prob =
+      o_.epsilon_decay
+          ? std::min(o_.epsilon / static_cast<float>(num_actions),
+                     o_.epsilon / static_cast<float>(std::sqrt(cover_rounds_ * num_actions)))
+          : o_.epsilon / static_cast<float>(num_actions);
+  std::vector<std::pair<float, uint32_t>> probs(k);
+  for (size_t a = 0; a < k; ++a) probs[a] = {0.f, static_cast<uint32_t>(a)};
+  if (!o_.first_only) {
+    for (size_t j = 0; j < tied; ++j)
+      probs[preds[j].second].first += additive / static_cast<float>(tied);
+  } else {
+    probs[preds[0].second].first += additive;
+  }
+  float norm = min_prob * static_cast<float>(num_actions) + (additive - min_prob);
+  std::vector<float> pseudo(k);
+  for (uint32_t i = 1; i < o_.cover_size && finite; ++i) {
+    const auto x = at(i + 1);
+    regressor_.PredictAll(x, costs.data());
+    if (label != nullptr) {
+      for (size_t j = 0; j < k; ++j)
+        pseudo[j] = estimates[j] - o_.psi * min_prob / (std::max(probs[j].first, min_prob) / norm);
+      finite = RegressEach(x, pseudo.data(), i + 1);
+    }
+    tied = rank();
+    const size_t shared = o_.first_only ? 1 : tied;
+    const float add = o_.first_only ? additive : additive / static_cast<float>(tied);
+    for (size_t j = 0; j < shared; ++j) {
+      float& prob = probs[preds[j].second].first;
+      if (prob < min_prob)
+        norm += std::max(0.f, add - (min_prob - prob));
+      else
+        norm += add;
+      prob += add;
+    }
+  }
+  EnforceMinimumProbability(min_prob * static_cast<float>(num_actions), probs, !o_.nounif);
+  out->pmf.assign(k, 0.f);
+  for (const auto& [prob, a] : probs) out->pmf[a] = prob;
+  if (label == nullptr) return true;
+  regressor_.EndRound(finite);
+  if (!finite) return false;
+  event_sums_[0] = events;
+  action_sums_[0] = offered_sum;
+  ++cover_rounds_;
+  ++model_version_;
+  return true;
+}
+
+bool CbLearner::LearnOffered(std::span<const SparseVector> offered, int chosen_index, float cost,
+                             float probability) {
+  if (o_.explorer == Explorer::kCover) {
+    const CoverLabel label{static_cast<size_t>(chosen_index), cost, probability};
+    Prediction ignored;
+    return CoverRound(offered, &label, &ignored);
+  }
+  if (o_.cb_type != CbType::kMtr)
+    return LearnEstimates(offered, chosen_index, cost, probability);
+  return Learn(offered[chosen_index], chosen_index, static_cast<int>(offered.size()), cost,
+               probability);
+}
+
+bool CbLearner::LearnEstimates(std::span<const SparseVector> offered, int chosen_index,
+                               float cost, float probability) {
+  const size_t k = offered.size();
+  const size_t chosen = static_cast<size_t>(chosen_index);
+  const float clipped = std::max(probability, o_.clip_p);
+  std::vector<SparseVector> learner_terms(bag_shift_ > 0 ? k : 0), scorer_terms;
+  if (o_.cb_type == CbType::kDr) scorer_terms.resize(k);
+  std::vector<float> labels(k, 0.f);
+  uint64_t random_state = bag_random_state_;
+  bool finite = true;
+  regressor_.BeginRound();
+  // cb_explore_adf_bag.cc learn: each regressor learns the whole round as often as its
+  // bootstrap drew it.
+  for (uint32_t m = 0; m < o_.bag_size && finite; ++m) {
+    const uint32_t count = o_.explorer != Explorer::kBag ? 1
+                           : (o_.greedify && m == 0)    ? 1
+                                                        : PoissonWeight(random_state);
+    if (count == 0) continue;
+    for (size_t a = 0; bag_shift_ > 0 && a < k; ++a) {
+      ModelTerms(offered[a], Model(m), &learner_terms[a]);
+      if (o_.cb_type == CbType::kDr) ModelTerms(offered[a], Model(m, 1), &scorer_terms[a]);
+    }
+    for (uint32_t j = 0; j < count && finite; ++j) {
+      if (o_.cb_type == CbType::kDr) {
+        finite = DrEstimates(scorer_terms, chosen, cost, probability, o_.clip_p,
+                             /*learn_scorer=*/true, Model(m, 1), labels.data());
+      } else {
+        // gen_cs_example_ips, gen_cs_example_dm (multiline)
+        std::fill(labels.begin(), labels.end(), 0.f);
+        labels[chosen] = o_.cb_type == CbType::kIps ? cost / clipped : cost;
+      }
+      if (finite)
+        finite = RegressEach(bag_shift_ > 0 ? std::span<const SparseVector>(learner_terms) : offered,
+                             labels.data(), Model(m));
+    }
+  }
+  regressor_.EndRound(finite);
+  if (!finite) return false;
+  ++model_version_;
+  bag_random_state_ = random_state;
+  if (o_.explorer == Explorer::kFirst && first_remaining_ > 0) --first_remaining_;
+  return true;
+}
+
+namespace {
+
+// The offered actions a Select's memo carries after its first three numbers: each one's term
+// count, indices and values. INVALID_ARGUMENT for a memo not of that shape, an index at or past
+// `dimension` or a value that is not a finite float.
+absl::Status OfferedFromMemo(const Vector& memo, int num_actions, int dimension,
+                             std::vector<SparseVector>* out) {
+  const auto bad = [](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memo is not a vw decision's: ", what,
+        " (expected each offered action's term count, indices and values after the first three)"));
+  };
+  out->assign(static_cast<size_t>(num_actions), SparseVector());
+  int64_t at = 3;
+  for (SparseVector& a : *out) {
+    if (at >= memo.size()) return bad("it ends before its last action");
+    const double count = memo[at++];
+    if (!(count >= 0 && count == std::floor(count) &&
+          count <= static_cast<double>(memo.size() - at) / 2))
+      return bad(absl::StrCat("a term count is ", count));
+    const int64_t n = static_cast<int64_t>(count);
+    a.index.resize(static_cast<size_t>(n));
+    a.value.resize(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) {
+      const double i = memo[at + t];
+      if (!(i >= 0 && i < dimension && i == std::floor(i)))
+        return bad(absl::StrCat("an index is ", i, ", expected below ", dimension));
+      a.index[static_cast<size_t>(t)] = static_cast<uint32_t>(i);
+      const double v = memo[at + n + t];
+      if (!(std::fabs(v) <= kMaxFloatValue))
+        return bad(absl::StrCat("a value is ", v, ", expected a finite float"));
+      a.value[static_cast<size_t>(t)] = v;
+    }
+    at += 2 * n;
+  }
+  if (at != memo.size()) return bad("numbers follow its last action");
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status CbLearner::Update(const Observation& obs) {
   const int d = dimension();
@@ -496,7 +774,7 @@ absl::Status CbLearner::Update(const Observation& obs) {
   float probability = 1.f;
   int num_actions = 1, chosen_index = 0;
   if (obs.memo.size() != 0) {
-    if (obs.memo.size() != 3 || !(obs.memo[0] > 0 && obs.memo[0] <= 1) || !(obs.memo[1] >= 1) ||
+    if ((obs.memo.size() != 3) != MemoHoldsCandidates() || !(obs.memo[0] > 0 && obs.memo[0] <= 1) || !(obs.memo[1] >= 1) ||
         !(obs.memo[2] >= 0 && obs.memo[2] < obs.memo[1]) || obs.memo[1] > 1e9)
       return absl::InvalidArgumentError(
           "memo is not a vw decision's (expected propensity in (0, 1], the number of actions "
@@ -509,7 +787,21 @@ absl::Status CbLearner::Update(const Observation& obs) {
     // of the policy served before): VW's example has them all, and MTR counts them.
     num_actions = obs.offered;
   }
-  if (!Learn(*x, chosen_index, num_actions, -static_cast<float>(obs.reward), probability))
+  bool learned = false;
+  if (!MemoHoldsCandidates()) {
+    learned = Learn(*x, chosen_index, num_actions, -static_cast<float>(obs.reward), probability);
+  } else {
+    // Every action offered, from the memo (logged data: the chosen one alone, a round of one).
+    std::vector<SparseVector> offered;
+    if (obs.memo.size() == 0) {
+      offered.push_back(*x);
+      chosen_index = 0;
+    } else if (auto s = OfferedFromMemo(obs.memo, num_actions, d, &offered); !s.ok()) {
+      return s;
+    }
+    learned = LearnOffered(offered, chosen_index, -static_cast<float>(obs.reward), probability);
+  }
+  if (!learned)
     return absl::InvalidArgumentError(absl::StrCat(
         "the update with reward ", obs.reward,
         " and these feature values would overflow VW's "
@@ -545,6 +837,7 @@ void CbLearner::Save(bandit::v1::PolicyState* out) const {
   w.PutInt("action_sum", static_cast<int64_t>(action_sums_[0]));
   w.PutInt("squarecb_rounds", static_cast<int64_t>(squarecb_rounds_));
   w.PutInt("first_remaining", static_cast<int64_t>(first_remaining_));
+  if (o_.explorer == Explorer::kCover) w.PutInt("cover_rounds", static_cast<int64_t>(cover_rounds_));
   if (o_.explorer == Explorer::kBag) {
     // The other regressors' counts (exact in a double below 2^53) and the bootstrap's state.
     const auto rest = [](const std::vector<uint64_t>& v) {
@@ -555,6 +848,10 @@ void CbLearner::Save(bandit::v1::PolicyState* out) const {
     };
     w.Put("bag_event_sums", rest(event_sums_));
     w.Put("bag_action_sums", rest(action_sums_));
+    w.PutInt("bag_random_state", static_cast<int64_t>(bag_random_state_));
+  }
+  if (o_.models > 1) {
+    // The other regressors' normalizer sums (--bag's, --cb_type dr's scorers).
     const auto& sums = regressor_.other_sums();
     Vector norm(static_cast<int64_t>(sums.size())), total(static_cast<int64_t>(sums.size()));
     for (size_t i = 0; i < sums.size(); ++i) {
@@ -563,7 +860,6 @@ void CbLearner::Save(bandit::v1::PolicyState* out) const {
     }
     w.Put("bag_normalized_sum_norm_x", norm);
     w.Put("bag_total_weight", total);
-    w.PutInt("bag_random_state", static_cast<int64_t>(bag_random_state_));
   }
   if (o_.ccb) w.PutInt("slot_index_seen", slot_index_seen_ ? 1 : 0);
   w.PutRng(rng_);
@@ -627,10 +923,20 @@ absl::Status CbLearner::Restore(const bandit::v1::PolicyState& state) {
     int64_t state = 0;
     if (auto st = r.GetInt("bag_random_state", &state); !st.ok()) return st;
     counters.random_state = static_cast<uint64_t>(state);
+  }
+  if (o_.models > 1) {
+    const int64_t others = static_cast<int64_t>(o_.models) - 1;
     Vector norm, total;
     if (auto st = r.Get("bag_normalized_sum_norm_x", &norm, others); !st.ok()) return st;
     if (auto st = r.Get("bag_total_weight", &total, others); !st.ok()) return st;
     for (int64_t i = 0; i < others; ++i) other_sums.push_back({norm[i], total[i]});
+  }
+  if (o_.explorer == Explorer::kCover) {
+    int64_t rounds = 0;
+    if (auto st = r.GetInt("cover_rounds", &rounds); !st.ok()) return st;
+    if (rounds < 0)
+      return absl::InvalidArgumentError("vw state cover_rounds is negative, expected >= 0");
+    counters.cover_rounds = static_cast<uint64_t>(rounds);
   }
   if (o_.ccb) {
     int64_t seen = 0;
@@ -682,6 +988,7 @@ absl::Status CbLearner::Load(std::vector<float> weights, const Regressor::Scalar
   slot_index_seen_ = o_.ccb && counters.slot_index_seen;
   squarecb_rounds_ = counters.squarecb_rounds;
   first_remaining_ = counters.first_remaining;
+  cover_rounds_ = o_.explorer == Explorer::kCover ? counters.cover_rounds : 0;
   ++model_version_;
   return absl::OkStatus();
 }
@@ -701,7 +1008,7 @@ std::vector<std::pair<std::string, double>> CbLearner::Summary() const {
 int64_t Footprint(const bandit::v1::PolicyConfig& config) {
   auto o = ParseVwArguments(config.vw().arguments());
   if (!o.ok()) return 0;
-  return Regressor::Bytes(o->regressor, o->weight_bits, static_cast<int>(o->bag_size)) +
+  return Regressor::Bytes(o->regressor, o->weight_bits, static_cast<int>(o->models)) +
          CounterBytes(*o);
 }
 

@@ -17,12 +17,22 @@
 //       of the votes (cb_explore_adf_bag.cc, generate_bag);
 //   then (--first, --softmax, --squarecb, --bag) no probability below epsilon / K
 //   (explore_internal.h enforce_minimum_probability).
-// - learn (--cb_type mtr, VW's default): the chosen action's features regress its cost with
+// - learn, --cb_type mtr (VW's default): the chosen action's features regress its cost with
 //   importance weight (1 / max(p, clip_p)) * (rounds / actions offered, summed over rounds)
 //   (cb_adf.cc learn_mtr); --squarecb learns without importance weights (p = 1), except, as
 //   VW does, when the chosen action was the last one offered. --bag learns each regressor
 //   k ~ Poisson(1) times (VW's bs weight_gen on its merand48 state, seeded by --random_seed;
 //   --greedify: the first exactly once), each with its own MTR counts.
+// - learn, --cb_type ips | dm | dr: every offered action regresses an estimate of its cost, in
+//   the order offered, weight 1 (gen_cs_example.cc, csoaa_ldf.cc do_actual_learning_oaa):
+//     ips: cost / max(p, clip_p) for the chosen action, 0 for the others;
+//     dm:  the cost for the chosen action, 0 for the others;
+//     dr:  a second regressor's ("scorer") prediction s_a, plus (cost - s_a) / max(p, clip_p)
+//          for the chosen action; the scorer, interleaved beside the learner's weights, learns
+//          the chosen action's cost with weight 1 / p when the loop reaches it, so the actions
+//          after it read the scorer as it learned (gen_cs_example_dr, cb_algs.h get_cost_pred).
+//   These need every offered action at the reward: a Select's memo carries them (their terms,
+//   16 bytes each per action, held with the pending decision and charged to it).
 // VW never samples; Select samples the pmf with the instance's seeded engine (core/rng.h), so
 // the same seed replays the same choices. An Update with reward r teaches the cost -r at the
 // propensity the Select gave (Personalizer's convention); a Select never changes the model.
@@ -50,6 +60,9 @@ class CbLearner final : public Policy {
   bool TakesSparse() const override { return true; }
   // --cb_adf decides deterministically; the explorers draw from the engine.
   bool SelectReadsOnly() const override { return o_.reduction == Reduction::kCbAdf; }
+  bool MemoHoldsCandidates() const override {
+    return o_.cb_type != CbType::kMtr || o_.explorer == Explorer::kCover;
+  }
   absl::StatusOr<Decision> Select(const SelectContext& ctx) override;
   // The prediction (every action's cost and probability) is the whole cost of a Select: it is
   // prepared under the instance's shared lock, and Select only draws.
@@ -85,6 +98,10 @@ class CbLearner final : public Policy {
   // false, and nothing changed, when the update would leave a weight or a sum non-finite.
   bool Learn(const SparseVector& chosen, int chosen_index, int num_actions, float cost,
              float probability);
+  // VW's learn of a labeled round with every offered action in order (what --cb_type ips, dm
+  // and dr learn from; mtr reads the chosen one).
+  bool LearnOffered(std::span<const SparseVector> offered, int chosen_index, float cost,
+                    float probability);
 
   // What the learner counts beside its regressor (a model file keeps them, but for --bag's
   // other regressors' counts).
@@ -92,6 +109,7 @@ class CbLearner final : public Policy {
     uint64_t event_sum = 0, action_sum = 0;  // cb_adf's MTR counts (--bag: the first regressor's)
     uint64_t squarecb_rounds = 0;            // --squarecb's counter
     uint64_t first_remaining = 0;            // --first's uniform rounds left
+    uint64_t cover_rounds = 0;               // --cover's counter (rounds learned)
     uint64_t random_state = 0;               // --bag's merand48 state
     bool slot_index_seen = false;            // --ccb_explore_adf's has_seen_multi_slot_example
     // --bag's other regressors' MTR counts; empty: 0 (as VW starts them on reading a model).
@@ -114,8 +132,31 @@ class CbLearner final : public Policy {
   void Explore(std::vector<std::pair<float, uint32_t>>& sorted, Prediction* out) const;
   // --bag's prediction: each regressor's costs, its vote, the pmf from the votes.
   void PredictBag(std::span<const SparseVector> actions, Prediction* out) const;
-  // x's terms as regressor `model` of --bag reads them (VW's interleaved offsets).
+  // x's terms as interleaved regressor `model` reads them (VW's offsets).
   void ModelTerms(const SparseVector& x, uint32_t model, SparseVector* out) const;
+  // The interleaved index of --bag's regressor `bag` (its --cb_type dr scorer: part 1).
+  uint32_t Model(uint32_t bag, uint32_t part = 0) const {
+    return o_.cb_type == CbType::kDr ? 2 * bag + part : bag;
+  }
+  // ips, dm, dr: the round's learns (see the top of this file).
+  bool LearnEstimates(std::span<const SparseVector> offered, int chosen_index, float cost,
+                      float probability);
+  // Within a regressor round: gen_cs_example_dr's estimates of each action's cost from the
+  // scorer (interleaved regressor `scorer`; with `learn_scorer` it learns the chosen action's
+  // cost first, weight 1/p), into labels[].
+  bool DrEstimates(std::span<const SparseVector> scorer_terms, size_t chosen, float cost,
+                   float probability, float clip_p, bool learn_scorer, uint32_t scorer,
+                   float* labels);
+  // Within a regressor round: each action regresses labels[a], in order (csoaa_ldf).
+  bool RegressEach(std::span<const SparseVector> terms, const float* labels, uint32_t model);
+  // --cover's round (cb_explore_adf_cover.cc): the pmf into `out`, and with a label the round
+  // learned (false, nothing changed, when a number would become non-finite).
+  struct CoverLabel {
+    size_t chosen;
+    float cost, probability;
+  };
+  bool CoverRound(std::span<const SparseVector> actions, const CoverLabel* label,
+                  Prediction* out);
   // Predict, checking each vector (indices below the dimension, finite float values) as it goes
   // when `check`: INVALID_ARGUMENT naming candidates[i] otherwise.
   absl::Status PredictChecked(std::span<const SparseVector> actions, bool check,
@@ -135,9 +176,10 @@ class CbLearner final : public Policy {
   uint64_t bag_random_state_ = 0;  // --bag's bootstrap draws (VW's merand48 state)
   // --ccb_explore_adf: a decision had several slots or a featured first slot.
   bool slot_index_seen_ = false;
-  int bag_shift_ = 0;              // ceil(log2 --bag)
+  int bag_shift_ = 0;              // ceil(log2 of the interleaved regressors)
   uint64_t squarecb_rounds_ = 0;  // SquareCB's counter (rounds learned)
   uint64_t first_remaining_ = 0;  // --first: uniform rounds left
+  uint64_t cover_rounds_ = 0;     // --cover: rounds learned (its epsilon's decay)
   int dimension_ = 0;
   // Counts every change of what Predict reads (learns and restores): a prepared prediction is
   // current while it is unchanged.

@@ -33,6 +33,7 @@ const std::map<std::string, Kind>& KeptOptions() {
       {"ccb_explore_adf", Kind::kSwitch},
       {"ccb_no_slot_index", Kind::kSwitch},
       {"clip_p", Kind::kFloat},
+      {"cover", Kind::kInteger},
       {"cubic", Kind::kString},
       {"epsilon", Kind::kFloat},
       {"first", Kind::kInteger},
@@ -47,7 +48,9 @@ const std::map<std::string, Kind>& KeptOptions() {
       {"learning_rate", Kind::kFloat},
       {"noconstant", Kind::kSwitch},
       {"normalized", Kind::kSwitch},
+      {"nounif", Kind::kSwitch},
       {"power_t", Kind::kFloat},
+      {"psi", Kind::kFloat},
       {"quadratic", Kind::kString},
       {"sgd", Kind::kSwitch},
       {"softmax", Kind::kSwitch},
@@ -134,7 +137,7 @@ std::string OptionValue(Kind kind, const std::string& value) {
 std::string OptionsString(const VwOptions& o, uint64_t random_state) {
   std::map<std::string, std::vector<std::string>> kept;
   kept["cb_adf"] = {""};
-  kept["cb_type"] = {"mtr"};
+  kept["cb_type"] = {std::string(CbTypeName(o.cb_type))};
   kept["csoaa_ldf"] = {"multiline"};
   kept["csoaa_rank"] = {""};
   if (o.reduction == Reduction::kCbExploreAdf) kept["cb_explore_adf"] = {""};
@@ -188,6 +191,7 @@ std::string WriteModelFile(const CbLearner& learner) {
   if (o.ccb) w.Put<uint8_t>(c.slot_index_seen ? 1 : 0);
   if (o.explorer == Explorer::kSquareCb) w.Put<uint64_t>(c.squarecb_rounds);
   if (o.explorer == Explorer::kFirst) w.Put<uint64_t>(c.first_remaining);
+  if (o.explorer == Explorer::kCover) w.Put<uint64_t>(c.cover_rounds);
   w.Put<uint64_t>(c.event_sum);
   w.Put<uint64_t>(c.action_sum);
   // gd: save_resume, its online state, then the weights.
@@ -202,10 +206,14 @@ std::string WriteModelFile(const CbLearner& learner) {
   w.Put<float>(1.f);  // dump_interval
   w.Put<float>(s.min_label);
   w.Put<float>(s.max_label);
-  w.Put<double>(static_cast<double>(c.event_sum));  // weighted_labeled_examples
-  w.Put<double>(0);                                 // weighted_labels
-  w.Put<double>(0);                                 // weighted_unlabeled_examples
-  w.Put<uint64_t>(c.event_sum);                     // example_number
+  // The labeled rounds (MTR counts them; the other cb_types learn every round too).
+  const uint64_t labeled = o.cb_type == CbType::kMtr
+                               ? c.event_sum
+                               : static_cast<uint64_t>(std::max(0.0, s.t - initial_t));
+  w.Put<double>(static_cast<double>(labeled));  // weighted_labeled_examples
+  w.Put<double>(0);                             // weighted_labels
+  w.Put<double>(0);                             // weighted_unlabeled_examples
+  w.Put<uint64_t>(labeled);                     // example_number
   w.Put<uint64_t>(0);                               // total_features
   w.Put<double>(s.total_weight);
   w.Put<double>(0);    // old_weighted_labeled_examples
@@ -296,6 +304,8 @@ absl::StatusOr<ModelFile> ReadModelFile(absl::string_view bytes, absl::string_vi
     return Corrupt("truncated in --squarecb's counter");
   if (parsed->explorer == Explorer::kFirst && !in.Get(&c.first_remaining))
     return Corrupt("truncated in --first's count");
+  if (parsed->explorer == Explorer::kCover && !in.Get(&c.cover_rounds))
+    return Corrupt("truncated in --cover's counter");
   if (!in.Get(&c.event_sum) || !in.Get(&c.action_sum))
     return Corrupt("truncated in cb_adf's counts");
   uint8_t resume = 0;

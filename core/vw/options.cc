@@ -36,6 +36,9 @@ const std::map<std::string, FlagSpec, std::less<>>& ServedFlags() {
       {"lambda", {Arity::kValue}},
       {"squarecb", {Arity::kFlag}},
       {"bag", {Arity::kValue}},
+      {"cover", {Arity::kValue}},
+      {"psi", {Arity::kValue}},
+      {"nounif", {Arity::kFlag}},
       {"greedify", {Arity::kFlag}},
       {"random_seed", {Arity::kValue}},
       {"gamma_scale", {Arity::kValue}},
@@ -64,8 +67,6 @@ const std::map<std::string, FlagSpec, std::less<>>& ServedFlags() {
 // VW flags this learner knows and does not serve (yet), with what to do instead.
 const std::map<std::string, std::string, std::less<>>& UnservedFlags() {
   static const auto* flags = new std::map<std::string, std::string, std::less<>>{
-      {"cover",
-       "online cover (--cover) is not served; use --epsilon, --first, --softmax or --squarecb"},
       {"regcb", "RegCB (--regcb) is not served; use --squarecb"},
       {"regcbopt", "RegCB (--regcbopt) is not served; use --squarecb"},
       {"rnd", "random network distillation (--rnd) is not served"},
@@ -159,6 +160,16 @@ absl::Status ParseUint(absl::string_view flag, const std::string& text, uint64_t
 
 }  // namespace
 
+absl::string_view CbTypeName(CbType t) {
+  switch (t) {
+    case CbType::kMtr: return "mtr";
+    case CbType::kIps: return "ips";
+    case CbType::kDm: return "dm";
+    case CbType::kDr: return "dr";
+  }
+  return "mtr";
+}
+
 absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
   const std::vector<std::string> tokens =
       absl::StrSplit(arguments, absl::ByAnyChar(" \t\n\r"), absl::SkipEmpty());
@@ -240,29 +251,29 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
     return absl::InvalidArgumentError(
         "vw.arguments names no reduction, expected --cb_adf or --cb_explore_adf");
   }
-  if (has("cb_type") && value("cb_type") != "mtr") {
+  if (has("cb_type")) {
     const std::string& t = value("cb_type");
-    if (has("squarecb"))
+    if (t == "ips") o.cb_type = CbType::kIps;
+    else if (t == "dm") o.cb_type = CbType::kDm;
+    else if (t == "dr") o.cb_type = CbType::kDr;
+    else if (t == "sm")
+      return FlagError("cb_type", "is 'sm', which is not served: expected mtr, ips, dm or dr");
+    else if (t != "mtr")
+      return FlagError("cb_type", absl::StrCat("is '", t, "', expected mtr, ips, dm or dr"));
+    if (o.cb_type != CbType::kMtr && has("squarecb"))
       return FlagError("cb_type", absl::StrCat("is '", t, "': --squarecb needs --cb_type mtr"));
-    if (t == "ips" || t == "dr" || t == "dm" || t == "sm")
-      return FlagError(
-          "cb_type",
-          absl::StrCat("is '", t,
-                       "', which is not served: its update needs every offered action's features "
-                       "at the reward, and the service keeps the chosen one's; use mtr"));
-    return FlagError("cb_type",
-                     absl::StrCat("is '", t, "', expected mtr (or VW's ips, dr, dm, sm)"));
   }
   if (has("clip_p"))
     if (auto s = ParseFloat("clip_p", value("clip_p"), 0, 1, &o.clip_p); !s.ok()) return s;
 
   // The explorer.
   std::vector<std::string> explorers;
-  for (const char* e : {"first", "softmax", "squarecb", "bag"})
+  for (const char* e : {"first", "softmax", "squarecb", "bag", "cover"})
     if (has(e)) explorers.push_back(absl::StrCat("--", e));
   if (o.reduction == Reduction::kCbAdf) {
     for (const char* f : {"epsilon", "first_only", "first", "softmax", "lambda", "squarecb",
-                          "gamma_scale", "gamma_exponent", "bag", "greedify"})
+                          "gamma_scale", "gamma_exponent", "bag", "greedify", "cover", "psi",
+                          "nounif"})
       if (has(f))
         return FlagError(f, "does nothing with --cb_adf (VW ignores it): add --cb_explore_adf");
     o.explorer = Explorer::kNone;
@@ -283,14 +294,30 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
     } else if (has("bag")) {
       o.explorer = Explorer::kBag;  // epsilon 0 unless given (cb_explore_adf_bag_setup)
       if (auto s = ParseUint("bag", value("bag"), 1, 1024, &o.bag_size); !s.ok()) return s;
+    } else if (has("cover")) {
+      // cb_explore_adf_cover_setup: epsilon 1 decaying with the rounds learned unless given.
+      o.explorer = Explorer::kCover;
+      if (auto s = ParseUint("cover", value("cover"), 1, 1024, &o.cover_size); !s.ok()) return s;
+      o.epsilon = 1.f;
+      o.epsilon_decay = !has("epsilon");
+      if (o.cb_type == CbType::kDm)
+        return FlagError("cb_type",
+                         "is 'dm' with --cover, which takes ips, dr or mtr (VW resets it to mtr)");
     } else {
       o.explorer = Explorer::kEpsilon;
       o.epsilon = 0.05f;
     }
     if (has("epsilon"))
       if (auto s = ParseFloat("epsilon", value("epsilon"), 0, 1, &o.epsilon); !s.ok()) return s;
+    for (const char* f : {"psi", "nounif"})
+      if (has(f) && o.explorer != Explorer::kCover)
+        return FlagError(f, "does nothing without --cover (VW ignores it)");
+    if (has("psi"))
+      if (auto s = ParseFloat("psi", value("psi"), 0, 1e6f, &o.psi); !s.ok()) return s;
+    o.nounif = has("nounif");
     if (has("first_only")) {
-      if (o.explorer != Explorer::kEpsilon && o.explorer != Explorer::kBag)
+      if (o.explorer != Explorer::kEpsilon && o.explorer != Explorer::kBag &&
+          o.explorer != Explorer::kCover)
         return FlagError("first_only",
                          "only changes epsilon-greedy exploration, not " + explorers.front());
       o.first_only = true;
@@ -318,6 +345,8 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
   // cb_sample is CCB's own reduction (a model file names it).
   if (has("cb_sample") && !o.ccb)
     return FlagError("cb_sample", "is --ccb_explore_adf's own reduction and is not set by hand");
+  if (o.ccb && o.explorer == Explorer::kCover)
+    return FlagError("cover", "with --ccb_explore_adf is not served");
   if (o.ccb && o.explorer == Explorer::kBag)
     return FlagError("bag",
                      "with --ccb_explore_adf: VW then draws the bootstrap and an unlabeled slot's "
@@ -381,14 +410,26 @@ absl::StatusOr<VwOptions> ParseVwArguments(absl::string_view arguments) {
   }
   // --bag interleaves its regressors in the array (parse_args.cc parse_sources: the feature
   // width rounded up to a power of 2), so each hashes into fewer bits.
+  // --cb_type dr doubles the width (cb_adf_setup: its scorer's weights beside the learner's).
   o.weight_bits = space.bits;
+  // --cover N: N + 1 regressors (its first policy is cb_adf's; the others at 2..N), doubled with
+  // mtr and dr for the scorer at 1 (cb_explore_adf_cover_setup's feature width).
+  o.models = o.explorer == Explorer::kCover
+                 ? (o.cover_size + 1) * (o.cb_type == CbType::kIps ? 1 : 2)
+                 : o.bag_size * (o.cb_type == CbType::kDr ? 2 : 1);
   int bag_shift = 0;
-  while ((uint64_t{1} << bag_shift) < o.bag_size) ++bag_shift;
+  while ((uint64_t{1} << bag_shift) < o.models) ++bag_shift;
   if (bag_shift >= space.bits)
-    return FlagError("bag", absl::StrCat("is ", o.bag_size, " with -b ", space.bits,
-                                         ": each of its regressors would have ",
-                                         space.bits - bag_shift,
-                                         " bits, expected a larger -b or a smaller --bag"));
+    return FlagError(o.bag_size > 1                    ? "bag"
+                     : o.explorer == Explorer::kCover ? "cover"
+                                                      : "cb_type",
+                     absl::StrCat(o.bag_size > 1 ? absl::StrCat("is ", o.bag_size)
+                                  : o.explorer == Explorer::kCover
+                                      ? absl::StrCat("is ", o.cover_size)
+                                      : std::string("is dr"),
+                                  " with -b ", space.bits, ": each of its ", o.models,
+                                  " regressors would have ", space.bits - bag_shift,
+                                  " bits, expected a larger -b"));
   space.bits -= bag_shift;
   for (const char* kind : {"quadratic", "cubic", "interactions"}) {
     if (!has(kind)) continue;

@@ -29,7 +29,21 @@ enum class Explorer {
   kSoftmax,   // --softmax --lambda L
   kSquareCb,  // --squarecb (--gamma_scale, --gamma_exponent)
   kBag,       // --bag N: N bootstrapped regressors vote for their best actions
+  kCover,     // --cover N: online cover, N policies trained to disagree (cb_explore_adf_cover.cc)
 };
+
+// How cb_adf turns a round's label into regressions (reductions/cb/cb_adf.cc learn_*,
+// gen_cs_example.cc):
+enum class CbType {
+  kMtr,  // the chosen action alone, importance weighted (VW's default)
+  kIps,  // every offered action: cost / p for the chosen, 0 for the others
+  kDm,   // every offered action: the cost for the chosen, 0 for the others
+  kDr,   // every offered action: a second regressor's estimate, corrected by
+         // (cost - estimate) / p for the chosen; that regressor learns the chosen action's cost
+};
+
+// VW's name of a cb_type ("mtr", "ips", "dm", "dr").
+absl::string_view CbTypeName(CbType t);
 
 struct RegressorOptions {
   // VW's default update is adaptive, normalized and invariant (importance-aware); --sgd,
@@ -61,6 +75,7 @@ struct VwOptions {
   float lambda = 1.0f;        // --softmax
   float gamma_scale = 10.0f;
   float gamma_exponent = 0.5f;
+  CbType cb_type = CbType::kMtr;
   float clip_p = 0.0f;  // --clip_p: the smallest probability an importance weight divides by
   // --bag N: N regressors in one weight array, each trained on a Poisson(1) bootstrap of the
   // rounds (drawn from VW's merand48 seeded by --random_seed; --greedify trains the first on
@@ -73,10 +88,20 @@ struct VwOptions {
   bool ccb = false;
   bool ccb_no_slot_index = false;
   uint64_t bag_size = 1;
+  // The regressors interleaved in the weight array: --bag's, each with --cb_type dr's scorer
+  // beside it (VW's feature widths: bag size times 2 for dr).
+  uint64_t models = 1;
   bool greedify = false;
+  // --cover N: the policies; --psi, their disagreement penalty; --nounif: actions no policy
+  // chose keep probability 0. Without --epsilon the floor is 1/K decaying as
+  // min(1/K, 1/sqrt(rounds learned * K)) (epsilon_decay).
+  uint64_t cover_size = 0;
+  float psi = 1.0f;
+  bool nounif = false;
+  bool epsilon_decay = false;
   uint64_t random_seed = 0;
   // log2 of the weight array's slots: -b. The feature space's bits are this less
-  // ceil(log2 --bag).
+  // ceil(log2 models).
   int weight_bits = 18;
   RegressorOptions regressor;
   features::FeatureSpaceOptions space;

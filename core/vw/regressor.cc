@@ -307,39 +307,53 @@ bool Regressor::SumsFinite() const {
 }
 
 bool Regressor::LearnRound(std::span<const Step> steps, float label) {
-  const Scalars before = s_;
-  const std::vector<Sums> other_before = other_sums_;
-  const size_t stride = size_t{1} << stride_shift_;
+  BeginRound();
+  for (const Step& step : steps)
+    if (!LearnStep(step, label)) {
+      EndRound(false);
+      return false;
+    }
+  EndRound(true);
+  return true;
+}
+
+void Regressor::BeginRound() {
+  round_scalars_ = s_;
+  round_other_sums_ = other_sums_;
   undo_.clear();
-  bool finite = true;
-  for (const Step& step : steps) {
-    const SparseVector& x = *step.x;
-    // The blocks this learn touches, scattered over the array: asked for all at once, so their
-    // cache misses overlap instead of stalling the loops below one by one (in the server the
-    // array is rarely in cache between a Select and its reward).
-    for (size_t k = 0; k < x.size(); ++k) {
-      __builtin_prefetch(&weights_[static_cast<size_t>(x.index[k]) << stride_shift_], 1);
-      if (stride_shift_ > 0) __builtin_prefetch(&mirror_[x.index[k]], 1);
-    }
-    for (size_t k = 0; k < x.size(); ++k) {
-      const size_t at = static_cast<size_t>(x.index[k]) << stride_shift_;
-      for (size_t j = 0; j < stride; ++j) undo_.emplace_back(at + j, weights_[at + j]);
-    }
-    const size_t touched = undo_.size();
-    LearnUnchecked(step, label);
-    // The next step's prediction reads the mirror.
-    if (stride_shift_ > 0)
-      for (const uint32_t i : x.index)
-        mirror_[i] = weights_[static_cast<size_t>(i) << stride_shift_];
-    finite = SumsFinite();
-    for (size_t u = touched - x.size() * stride; u < touched && finite; ++u)
-      finite = std::isfinite(weights_[undo_[u].first]);
-    if (!finite) break;
+}
+
+bool Regressor::LearnStep(const Step& step, float label, float* prediction) {
+  const SparseVector& x = *step.x;
+  const size_t stride = size_t{1} << stride_shift_;
+  // The blocks this learn touches, scattered over the array: asked for all at once, so their
+  // cache misses overlap instead of stalling the loops below one by one (in the server the
+  // array is rarely in cache between a Select and its reward).
+  for (size_t k = 0; k < x.size(); ++k) {
+    __builtin_prefetch(&weights_[static_cast<size_t>(x.index[k]) << stride_shift_], 1);
+    if (stride_shift_ > 0) __builtin_prefetch(&mirror_[x.index[k]], 1);
   }
-  if (finite) {
+  for (size_t k = 0; k < x.size(); ++k) {
+    const size_t at = static_cast<size_t>(x.index[k]) << stride_shift_;
+    for (size_t j = 0; j < stride; ++j) undo_.emplace_back(at + j, weights_[at + j]);
+  }
+  const size_t touched = undo_.size();
+  const float predicted = LearnUnchecked(step, label);
+  if (prediction != nullptr) *prediction = predicted;
+  // The next step's prediction reads the mirror.
+  if (stride_shift_ > 0)
+    for (const uint32_t i : x.index) mirror_[i] = weights_[static_cast<size_t>(i) << stride_shift_];
+  bool finite = SumsFinite();
+  for (size_t u = touched - x.size() * stride; u < touched && finite; ++u)
+    finite = std::isfinite(weights_[undo_[u].first]);
+  return finite;
+}
+
+void Regressor::EndRound(bool commit) {
+  if (commit) {
     // shared_data::update: the round counts once learned (unlabeled rounds cancel out in VW).
     s_.t += 1.0;
-    return true;
+    return;
   }
   // Undo, last write first (an index may repeat). (With --l1/--l2 a learn may also fold the
   // gravity and contraction into every weight; an overflow in that same learn is not undone
@@ -349,12 +363,17 @@ bool Regressor::LearnRound(std::span<const Step> steps, float label) {
     for (const auto& [at, old] : undo_)
       if ((at & ((size_t{1} << stride_shift_) - 1)) == 0)
         mirror_[at >> stride_shift_] = weights_[at];
-  s_ = before;
-  other_sums_ = other_before;
-  return false;
+  s_ = round_scalars_;
+  other_sums_ = round_other_sums_;
 }
 
-void Regressor::LearnUnchecked(const Step& step, float label) {
+float Regressor::PredictClamped(const SparseVector& x) const {
+  float prediction = Predict(x);
+  if (std::isnan(prediction)) prediction = 0.f;
+  return std::clamp(prediction, s_.min_label, s_.max_label);
+}
+
+float Regressor::LearnUnchecked(const Step& step, float label) {
   const SparseVector& x = *step.x;
   const float weight = step.weight;
   // The first regressor's sums are the scalars'; the others' beside them.
@@ -413,6 +432,7 @@ void Regressor::LearnUnchecked(const Step& step, float label) {
     }
   }
   if (s_.contraction < 1e-9 || s_.gravity > 1e3) SyncWeights();
+  return prediction;
 }
 
 void Regressor::SyncWeights() {

@@ -64,6 +64,19 @@ class Regressor {
     uint32_t model = 0;  // whose normalizer sums the learn moves
   };
   bool LearnRound(std::span<const Step> steps, float label);
+  // A round whose learns are made one at a time, with predictions between them (cb_adf's doubly
+  // robust estimate reads its scorer after the scorer learned): BeginRound, then LearnStep for
+  // each learn (false when it left a number non-finite: end the round uncommitted), then
+  // EndRound. EndRound(true) counts the round in t; EndRound(false) restores the state
+  // BeginRound saw. LearnRound is these three calls.
+  void BeginRound();
+  // One learn with its own label; `prediction` (if given) receives gd's prediction before the
+  // update (clamped to the label range with `label` in it): what VW's scorer returns for it.
+  bool LearnStep(const Step& step, float label, float* prediction = nullptr);
+  void EndRound(bool commit);
+  // gd's prediction of x as a scorer returns it: the partial prediction clamped to the labels
+  // seen (NaN read as 0).
+  float PredictClamped(const SparseVector& x) const;
 
   int bits() const { return bits_; }
   int stride_shift() const { return stride_shift_; }
@@ -123,10 +136,13 @@ class Regressor {
   float Sensitivity(const SparseVector& x, float weight, float grad_squared, Sums& sums,
                     float* update_multiplier);
   void SyncWeights();
-  void LearnUnchecked(const Step& step, float label);
+  // Returns gd's clamped prediction before the update.
+  float LearnUnchecked(const Step& step, float label);
   bool SumsFinite() const;
   // Each touched index's block of floats, for undoing a learn that overflowed.
   std::vector<std::pair<size_t, float>> undo_;
+  Scalars round_scalars_;
+  std::vector<Sums> round_other_sums_;
 
   RegressorOptions o_;
   int bits_;

@@ -118,8 +118,21 @@ int64_t InstanceState::NewDecisionBytes(const SelectInputs& in) const {
     for (const SparseVector& c : slot.sparse_candidates)
       longest = std::max<int64_t>(longest, sparse_doubles(c));
   }
+  // A memo that carries the candidates (VW's ips, dm, dr): each slot's at most all of them.
+  int64_t memo = 0;
+  if (policy_->MemoHoldsCandidates()) {
+    for (const Vector& c : *in.candidates) memo += 1 + 2 * c.size();
+    for (const SparseVector& c : *in.sparse) memo += 1 + 2 * static_cast<int64_t>(c.size());
+    for (const auto& slot : in.slots) {
+      int64_t own = 0;
+      for (const Vector& c : slot.candidates) own += 1 + 2 * c.size();
+      for (const SparseVector& c : slot.sparse_candidates)
+        own += 1 + 2 * static_cast<int64_t>(c.size());
+      memo = std::max(memo, own);
+    }
+  }
   const int64_t slots = std::max<int64_t>(1, static_cast<int64_t>(in.slots.size()));
-  const int64_t per_choice = longest * kDouble + kMemoAndIds +
+  const int64_t per_choice = longest * kDouble + kMemoAndIds + memo * kDouble +
                              static_cast<int64_t>(shadows_.size() * sizeof(ShadowScore));
   int64_t heap = per_choice * slots;
   if (!in.slots.empty()) heap += slots * static_cast<int64_t>(sizeof(PendingDecision));

@@ -103,10 +103,89 @@ TEST(VwInstance, FeatureSpaceComesFromTheArguments) {
                          &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("--bag"), std::string::npos) << s;
-  s = svc.CreateInstance(Create("y", "policy { vw { arguments: '--cb_explore_adf --cover 3' } }"),
+  // --cover 3 with mtr: 4 policies and their scorers, 8 regressors, 3 bits fewer.
+  ASSERT_TRUE(
+      svc.CreateInstance(Create("y", "policy { vw { arguments: '--cb_explore_adf --cover 3 -b 12' } }"),
+                         &out)
+          .ok());
+  EXPECT_EQ(out.config().feature_space().bits(), 9);
+  s = svc.CreateInstance(Create("z", "policy { vw { arguments: '--cb_explore_adf --cover 3 "
+                                     "--cb_type dm' } }"),
                          &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("--cover"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("--cb_type"), std::string::npos) << s;
+}
+
+// --cb_type dr and --cover learn every action offered: the decision's memo carries them through
+// the pending table, a snapshot export and import with decisions still pending, and the rewards
+// that arrive after it; a twin learner fed the same vectors and labels in the same order
+// predicts every round's probabilities.
+TEST(VwInstance, EveryOfferedActionIsLearnedThroughPendingDecisionsAndASnapshot) {
+  for (const char* arguments : {"--cb_explore_adf --cover 3 --cb_type dr -q UA -b 12",
+                                "--cb_explore_adf --epsilon 0.1 --cb_type ips -q UA -b 10"}) {
+    SCOPED_TRACE(arguments);
+    ManualClock clock;
+    DecisionService svc(&clock);
+    v1::Instance out;
+    ASSERT_TRUE(svc.CreateInstance(Create("v", absl::StrCat("policy { vw { arguments: '",
+                                                            arguments, "' } } seed: 5")),
+                                   &out)
+                    .ok());
+    auto options = vw::ParseVwArguments(arguments);
+    ASSERT_TRUE(options.ok());
+    vw::CbLearner twin(*options, 0);
+    auto space = *features::FeatureSpace::Create(options->space);
+    // Each decision is rewarded two rounds later.
+    struct Pending {
+      v1::Decision d;
+      std::vector<SparseVector> xs;
+    };
+    std::vector<Pending> waiting;
+    const auto reward_oldest = [&] {
+      const Pending& p = waiting.front();
+      const double reward = p.d.arm_index() == 2 ? 1.0 : 0.1 * p.d.arm_index();
+      ASSERT_TRUE(Reward(svc, p.d, reward).ok());
+      ASSERT_TRUE(twin.LearnOffered(p.xs, p.d.arm_index(), -static_cast<float>(reward),
+                                    static_cast<float>(p.d.propensity())));
+      waiting.erase(waiting.begin());
+    };
+    for (int round = 0; round < 80; ++round) {
+      const v1::SelectRequest req = Round(round);
+      v1::Decision d;
+      ASSERT_TRUE(svc.Select(req, &d).ok()) << round;
+      const std::vector<SparseVector> xs = TwinVectors(space, req);
+      vw::CbLearner::Prediction p;
+      twin.Predict(xs, &p);
+      for (const auto& r : d.ranking())
+        EXPECT_FLOAT_EQ(static_cast<float>(r.probability()), p.pmf[r.id().back() - '0'])
+            << round;
+      waiting.push_back({d, xs});
+      if (round == 40) {
+        // Out and back in with three decisions pending.
+        v1::ExportInstanceRequest ex;
+        ex.set_name("v");
+        v1::ExportInstanceResponse snapshot;
+        ASSERT_TRUE(svc.ExportInstance(ex, &snapshot).ok());
+        v1::DeleteInstanceRequest del;
+        del.set_name("v");
+        v1::DeleteInstanceResponse deleted;
+        ASSERT_TRUE(svc.DeleteInstance(del, &deleted).ok());
+        v1::ImportInstanceRequest im;
+        im.set_name("v");
+        im.set_snapshot(snapshot.snapshot());
+        ASSERT_TRUE(svc.ImportInstance(im, &out).ok());
+      }
+      if (waiting.size() > 2) reward_oldest();
+    }
+    while (!waiting.empty()) reward_oldest();
+    v1::Decision last;
+    const v1::SelectRequest req = Round(80);
+    ASSERT_TRUE(svc.Select(req, &last).ok());
+    vw::CbLearner::Prediction p;
+    twin.Predict(TwinVectors(space, req), &p);
+    for (const auto& r : last.ranking())
+      EXPECT_FLOAT_EQ(static_cast<float>(r.probability()), p.pmf[r.id().back() - '0']);
+  }
 }
 
 TEST(VwInstance, ServesWhatTheLearnerPredictsAndLearnsVwsLabel) {

@@ -90,7 +90,7 @@ ReplayResult Replay(const std::string& arguments, const std::vector<Example>& ex
     ++result.compared;
     const Example& e = examples[r];
     if (e.labeled >= 0)
-      learner.Learn(xs[e.labeled], e.labeled, static_cast<int>(xs.size()), e.cost, e.probability);
+      learner.LearnOffered(xs, e.labeled, e.cost, e.probability);
   }
   return result;
 }
@@ -101,6 +101,7 @@ struct SuiteCase {
   int id;
   std::string arguments;  // the learner's part of VW's command line
   std::string input, predictions;
+  bool simd_inv_sqrt = false;
 };
 
 TEST(VwTestSuite, RecordedPredictionsReproduced) {
@@ -115,6 +116,12 @@ TEST(VwTestSuite, RecordedPredictionsReproduced) {
        "pred-sets/ref/cbe_adf_bag.predict"},
       {129, "--cb_explore_adf --first 2 --noconstant", "train-sets/cb_test.ldf",
        "pred-sets/ref/cbe_adf_first.predict"},
+      {91, "--cb_adf --cb_type dr", "train-sets/cb_test.ldf", "pred-sets/ref/cb_adf_dr.predict",
+       true},
+      {136, "--cb_explore_adf --cover 3 --noconstant", "train-sets/cb_test.ldf",
+       "pred-sets/ref/cbe_adf_cover.predict"},
+      {137, "--cb_explore_adf --cover 3 --cb_type dr --noconstant", "train-sets/cb_test.ldf",
+       "pred-sets/ref/cbe_adf_cover_dr.predict"},
       {198, "--cb_explore_adf --softmax --lambda 100000 --noconstant", "train-sets/cb_test.ldf",
        "pred-sets/ref/cbe_adf_softmax_biglambda.predict"},
       {312, "--cb_explore_adf -q UA --squarecb", "train-sets/cb_load.dat",
@@ -127,8 +134,8 @@ TEST(VwTestSuite, RecordedPredictionsReproduced) {
     ASSERT_FALSE(predictions.empty()) << root + c.predictions;
     // Recorded by VW's CI build (STD_INV_SQRT, the learner's default), on another machine: held
     // to VW's own runner's comparison, as VW holds itself.
-    const ReplayResult r =
-        Replay(c.arguments, ReadExamples(input), ReadPredictions(predictions), false);
+    const ReplayResult r = Replay(c.arguments, ReadExamples(input), ReadPredictions(predictions),
+                                  c.simd_inv_sqrt);
     EXPECT_GT(r.compared, 0);
     EXPECT_EQ(r.runner_mismatches, 0);
   }
@@ -171,6 +178,25 @@ TEST(VwSideBySide, PredictionsEqualVw) {
       "--cb_explore_adf --bag 3 --greedify --epsilon 0.05 --random_seed 7 -q ::",
       "--cb_explore_adf --bag 4 --first_only --sgd -l 0.1 -b 16",
       "--cb_explore_adf --bag 2 --power_t 0 -l 0.01 --random_seed 123456789 -q UA",
+      // The other cb_types: every offered action learns an estimate of its cost.
+      "--cb_adf --cb_type ips -q UA",
+      "--cb_adf --cb_type dm -q UA",
+      "--cb_adf --cb_type dr -q UA",
+      "--cb_adf --cb_type ips --clip_p 0.3 --sgd -l 0.05",
+      "--cb_adf --cb_type dr --clip_p 0.3 --power_t 0.3 -l 0.2",
+      "--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001 --cb_type ips -q :: -b 18",
+      "--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001 --cb_type dr -q :: -b 18",
+      "--cb_explore_adf --softmax --lambda 2 --cb_type dm -q UA",
+      "--cb_explore_adf --first 25 --cb_type dr",
+      "--cb_explore_adf --bag 3 --cb_type dr --random_seed 5 -q UA",
+      "--cb_explore_adf --bag 4 --greedify --cb_type ips -b 16",
+      // Online cover: its policies interleaved with cb_adf's and the scorer.
+      "--cb_explore_adf --cover 3 -q UA",
+      "--cb_explore_adf --cover 4 --cb_type dr -q UA",
+      "--cb_explore_adf --cover 2 --cb_type ips --epsilon 0.1",
+      "--cb_explore_adf --cover 5 --psi 0.3 --nounif -q ::",
+      "--cb_explore_adf --cover 3 --first_only --cb_type dr --epsilon 0.05 -b 16",
+      "--cb_explore_adf --cover 1 -q UA",
   };
   // VW_CASES="args;args" compares other command lines instead (for a new option's first run).
   if (const char* only = std::getenv("VW_CASES")) cases = absl::StrSplit(only, ';');
@@ -231,9 +257,15 @@ TEST(VwArguments, RefusedWithTheFlagNamed) {
       {"--cb_adf --bag 3", "--bag does nothing with --cb_adf"},
       {"--cb_explore_adf --greedify", "--greedify does nothing without --bag"},
       {"--cb_explore_adf --random_seed 3", "--random_seed only seeds --bag"},
-      {"--cb_explore_adf --cover 3", "--cover"},
-      {"--cb_adf --cb_type ips", "--cb_type"},
-      {"--cb_adf --cb_type dr", "--cb_type"},
+      {"--cb_explore_adf --cover 3 --cb_type dm", "--cb_type is 'dm' with --cover"},
+      {"--cb_explore_adf --cover 3 --bag 2", "two explorers"},
+      {"--cb_explore_adf --psi 0.5", "--psi does nothing without --cover"},
+      {"--cb_explore_adf --nounif", "--nounif does nothing without --cover"},
+      {"--cb_adf --cover 2", "--cover does nothing with --cb_adf"},
+      {"--cb_adf --cb_type sm", "--cb_type is 'sm', which is not served"},
+      {"--cb_adf --cb_type xyz", "--cb_type is 'xyz', expected mtr, ips, dm or dr"},
+      {"--cb_adf --cb_type dr -b 1", "--cb_type is dr with -b 1"},
+      {"--cb_explore_adf --bag 2 --cb_type dr -b 2", "--bag is 2 with -b 2"},
       {"--cb_explore_adf --squarecb --cb_type ips", "--squarecb needs --cb_type mtr"},
       {"--cb_explore_adf --softmax --squarecb", "two explorers"},
       {"--cb_explore_adf --first 3 --softmax", "two explorers"},
@@ -251,7 +283,7 @@ TEST(VwArguments, RefusedWithTheFlagNamed) {
       {"--cb_explore_adf --sgd --adaptive", "--sgd"},
       {"--cb_explore_adf --dsjson", "--dsjson"},
       {"--cb_explore_adf 0.2", "'0.2' is not an option"},
-      {"--ccb_explore_adf --cover 2", "--cover"},
+      {"--ccb_explore_adf --cover 2", "--cover with --ccb_explore_adf is not served"},
   };
   for (const auto& [arguments, expected] : refused) {
     auto o = ParseVwArguments(arguments);
@@ -417,6 +449,63 @@ TEST(VwLearner, SelectReadsTheModelAndTheSeedReplays) {
   auto d = (*a)->Select(ctx);
   ASSERT_TRUE(d.ok());
   EXPECT_NEAR(d->scores[2], 0.7 + 0.1, 1e-6);
+}
+
+// ips, dm, dr and --cover learn every action offered: a Select's memo carries them to the Update, which
+// then learns what VW learns from the labeled round (LearnOffered on the same vectors, compared
+// state for state); a memo cut short or holding an index past the space is refused with the
+// model unchanged; logged data (no memo) is a round of the chosen action alone.
+TEST(VwLearner, EveryOfferedActionTravelsInTheMemoAndIsLearned) {
+  for (const char* arguments :
+       {"--cb_explore_adf --epsilon 0.3 -b 6 --cb_type ips",
+        "--cb_explore_adf --epsilon 0.3 -b 6 --cb_type dm",
+        "--cb_explore_adf --epsilon 0.3 -b 6 --cb_type dr",
+        // --cover reads every action to learn, mtr included: its policies learn them all.
+        "--cb_explore_adf --cover 3 -b 8"}) {
+    SCOPED_TRACE(arguments);
+    bandit::v1::PolicyConfig config;
+    config.mutable_vw()->set_arguments(arguments);
+    auto served = CbLearner::Make(config, 7);
+    ASSERT_TRUE(served.ok());
+    auto* policy = static_cast<CbLearner*>(served->get());
+    CbLearner reference(*ParseVwArguments(config.vw().arguments()), 7);
+    std::vector<SparseVector> xs = {{{1, 5}, {1.0, 0.5}}, {{2}, {1.0}}, {{3, 9, 30}, {0.5, 2, -1}}};
+    SelectContext ctx;
+    ctx.sparse_candidates = xs;
+    for (int round = 0; round < 30; ++round) {
+      auto d = policy->Select(ctx);
+      ASSERT_TRUE(d.ok());
+      // Three numbers, then per action its count, indices and values.
+      EXPECT_EQ(d->memo.size(), 3 + 3 * 1 + 2 * (2 + 1 + 3));
+      Observation obs;
+      obs.sparse_features = xs[d->arm];
+      obs.memo = d->memo;
+      obs.reward = d->arm == 2 ? 1 : -0.5;
+      if (round == 10) {
+        Observation cut = obs;
+        cut.memo.conservativeResize(cut.memo.size() - 1);
+        Observation far = obs;
+        far.memo[4] = 1 << policy->options().space.bits;  // the first index, past the space
+        const std::vector<float> before = policy->regressor().weights();
+        EXPECT_EQ(policy->Update(cut).code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_EQ(policy->Update(far).code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_EQ(policy->regressor().weights(), before);
+      }
+      ASSERT_TRUE(policy->Update(obs).ok());
+      ASSERT_TRUE(reference.LearnOffered(xs, d->arm, static_cast<float>(-obs.reward),
+                                         static_cast<float>(d->propensity)));
+      ASSERT_EQ(policy->regressor().weights(), reference.regressor().weights()) << round;
+    }
+    // Logged data: the chosen action alone, chosen for sure.
+    Observation logged;
+    logged.sparse_features = xs[1];
+    logged.direct = true;
+    logged.reward = 1;
+    ASSERT_TRUE(policy->Update(logged).ok());
+    ASSERT_TRUE(reference.LearnOffered(std::span<const SparseVector>(&xs[1], 1), 0, -1.f, 1.f));
+    EXPECT_EQ(policy->regressor().weights(), reference.regressor().weights());
+    EXPECT_EQ(policy->regressor().scalars().t, reference.regressor().scalars().t);
+  }
 }
 
 }  // namespace BANDIT_UNITY_ID

@@ -163,6 +163,9 @@ struct Observation {
   bool direct = false;             // true for logged data (no prior Select)
   // Logged data: how many actions the logged decision was made among (0: unknown, taken as one).
   int offered = 0;
+  // Logged data: the probability the logging policy chose the action with, where known (0:
+  // unknown). Vowpal Wabbit's learner learns a logged example at it (offline evaluation).
+  double logged_propensity = 0;
   double reward = 0.0;             // reward, or the label y for kernel selection
   std::optional<GeneratedSample> sample;  // mixtures: what the chosen generator produced
 };

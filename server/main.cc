@@ -119,6 +119,9 @@ ABSL_FLAG(std::string, http_listen, "",
 ABSL_FLAG(int32_t, http_threads, D().http_threads,
           "Threads handling HTTP requests: requests run at once (a write may wait for its fsync "
           "on one); open connections hold none");
+ABSL_FLAG(int32_t, evaluation_threads, D().evaluation_threads,
+          "Threads running offline evaluation jobs (CreateEvaluation, Personalizer's "
+          "evaluations): the cores evaluations may take from serving");
 ABSL_FLAG(int32_t, http_io_threads, D().http_io_threads,
           "Threads reading and writing every HTTP connection");
 ABSL_FLAG(int64_t, http_header_timeout_ms, D().http_header_timeout_ms,
@@ -215,6 +218,7 @@ int main(int argc, char** argv) {
   options.forward_deadline_ms = absl::GetFlag(FLAGS_forward_deadline_ms);
   options.http_listen = absl::GetFlag(FLAGS_http_listen);
   options.http_threads = absl::GetFlag(FLAGS_http_threads);
+  options.evaluation_threads = absl::GetFlag(FLAGS_evaluation_threads);
   options.http_io_threads = absl::GetFlag(FLAGS_http_io_threads);
   options.http_header_timeout_ms = absl::GetFlag(FLAGS_http_header_timeout_ms);
   options.http_body_timeout_ms = absl::GetFlag(FLAGS_http_body_timeout_ms);

@@ -69,6 +69,11 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
     }
   }
   if (s->persistence_) s->persistence_->StartBackground();
+  // Offline evaluations: their own threads; those a restart interrupted run again.
+  s->evaluations_ = std::make_unique<EvaluationRunner>(s->service_.get(), options.evaluation_threads);
+  s->service_->SetEvaluationJobs(s->evaluations_->Jobs());
+  if (const int64_t resumed = s->service_->ResumeEvaluations(); resumed > 0)
+    BANDIT_LOG_INFO("evaluations: ", resumed, " interrupted by the restart run again");
   s->StartSweeper();
   s->LogStarted();
   return s;
@@ -543,6 +548,9 @@ void BanditServer::Shutdown() {
   }
   // The HTTP requests in flight had the same grace period; those still waiting are cut now.
   if (http_ != nullptr) http_->Drain(absl::FromChrono(deadline));
+  // Evaluations still running stop here (journaled pending: the next start runs them again).
+  service_->SetEvaluationJobs({});
+  evaluations_.reset();
   stop_.Notify();
   if (sweeper_.joinable()) sweeper_.join();
   if (persistence_) {

@@ -23,6 +23,7 @@
 #include "server/metrics/storage_metrics.h"
 #include "server/server_options.h"
 #include "server/service/decision_service.h"
+#include "server/service/evaluation_runner.h"
 #include "server/service/persistence.h"
 #include "server/storage/instance_fence.h"
 
@@ -69,6 +70,7 @@ class BanditServer {
   ServerOptions options_;
   std::string postgres_password_;  // from --postgres_password_file (never logged)
   std::unique_ptr<DecisionService> service_;
+  std::unique_ptr<EvaluationRunner> evaluations_;  // after service_: destroyed first
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<StorageMetrics> storage_metrics_;
   std::shared_ptr<prometheus::Collectable> snapshot_age_;

@@ -58,6 +58,9 @@ absl::StatusOr<ServerOptions> SanitizeOptions(ServerOptions o) {
   if (limits.max_memory_bytes < 0)
     return absl::InvalidArgumentError(absl::StrCat("--max_memory_bytes=", limits.max_memory_bytes,
                                                    " is negative, expected 0 (no limit) or more"));
+  if (o.evaluation_threads < 1 || o.evaluation_threads > 64)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--evaluation_threads=", o.evaluation_threads, " is out of range, expected 1..64"));
   if (o.http_threads < 1 || o.http_threads > kMaxHttpThreads)
     return absl::InvalidArgumentError(absl::StrCat(
         "--http_threads=", o.http_threads, " is out of range, expected 1..", kMaxHttpThreads));

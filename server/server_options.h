@@ -84,6 +84,8 @@ struct ServerOptions {
   std::string http_listen;
   // Threads running Personalizer API requests (a write may wait for its fsync on one).
   int http_threads = 64;
+  // Threads running offline evaluation jobs (CreateEvaluation): the cores evaluations may take.
+  int evaluation_threads = 1;
   // Threads reading and writing every HTTP connection.
   int http_io_threads = 2;
   // Deadlines (server/api/http/http_server.h): the whole request header from its first byte (a

@@ -29,6 +29,7 @@ void Estimators::Add(const ScoredEvent& e) {
 void Estimators::AddTerms(double target_logged, double logged_propensity, double reward, double dm,
                           double q_logged) {
   double w = target_logged / logged_propensity;
+  nonzero_ += w > 0;
   largest_weight_ = std::max(largest_weight_, w);
   if (max_weight_ > 0 && w > max_weight_) {
     w = max_weight_;
@@ -292,6 +293,7 @@ void Estimators::Save(bandit::v1::OpeEstimatorState* out) const {
   out->set_max_weight(max_weight_);
   out->set_events(n_);
   out->set_clipped(clipped_);
+  out->set_nonzero(nonzero_);
   out->set_largest_weight(largest_weight_);
   out->set_ips_sum(ips_.sum);
   out->set_ips_sum_sq(ips_.sum_sq);
@@ -328,6 +330,7 @@ absl::Status Estimators::Restore(const bandit::v1::OpeEstimatorState& in) {
   max_weight_ = in.max_weight();
   n_ = in.events();
   clipped_ = in.clipped();
+  nonzero_ = std::clamp<int64_t>(in.nonzero(), 0, in.events());
   largest_weight_ = in.largest_weight();
   ips_ = {in.ips_sum(), in.ips_sum_sq()};
   dm_ = {in.dm_sum(), in.dm_sum_sq()};

@@ -71,6 +71,12 @@ class Estimators {
   // The logging policy's own value: the mean logged reward.
   Interval Logged() const;
   double EffectiveSampleSize() const;
+  // IPS's sums: sum w r and sum (w r)^2; SNIPS's denominator sum w; the events whose logged
+  // action the target gave a probability above 0 (Personalizer's evaluation summaries).
+  double ips_numerator() const { return ips_.sum; }
+  double ips_sum_of_squares() const { return ips_.sum_sq; }
+  double weight_sum() const { return w_; }
+  int64_t nonzero() const { return nonzero_; }
   int64_t clipped() const { return clipped_; }
   double largest_weight() const { return largest_weight_; }
   double max_weight() const { return max_weight_; }
@@ -88,6 +94,7 @@ class Estimators {
   double max_weight_;
   int64_t n_ = 0;
   int64_t clipped_ = 0;
+  int64_t nonzero_ = 0;
   double largest_weight_ = 0;
   Moments ips_, dm_, dr_, logged_;
   // SNIPS: sum w, sum w r, sum w^2, sum w^2 r, sum w^2 r^2.

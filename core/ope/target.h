@@ -1,6 +1,6 @@
 // One step of progressive off-policy evaluation of a learning policy, as Vowpal Wabbit's
 // --cb_adf does: the policy gives its action distribution pi(.|x_t) for a logged context, then
-// learns from the logged (context, action, reward). Shared by bandit-ope (tools/ope/evaluate.h,
+// learns from the logged (context, action, reward). Shared by the evaluator (core/ope/evaluator.h,
 // over a log) and the server's shadow policies (server/instance/shadows.h, live), so both evaluate
 // a candidate the same way.
 #pragma once

@@ -787,6 +787,8 @@ absl::Status CbLearner::Update(const Observation& obs) {
     // of the policy served before): VW's example has them all, and MTR counts them.
     num_actions = obs.offered;
   }
+  if (obs.memo.size() == 0 && obs.logged_propensity > 0 && obs.logged_propensity <= 1)
+    probability = static_cast<float>(obs.logged_propensity);
   bool learned = false;
   if (!MemoHoldsCandidates()) {
     learned = Learn(*x, chosen_index, num_actions, -static_cast<float>(obs.reward), probability);

@@ -58,7 +58,11 @@ RoutingKey RoutingKeyOf(const Req& req) {
     return {req.name(), true};
   } else if constexpr (std::is_same_v<Req, bandit::v1::SelectRequest> ||
                        std::is_same_v<Req, bandit::v1::UpdateRequest> ||
-                       std::is_same_v<Req, bandit::v1::ActivateRequest>) {
+                       std::is_same_v<Req, bandit::v1::ActivateRequest> ||
+                       std::is_same_v<Req, bandit::v1::CreateEvaluationRequest> ||
+                       std::is_same_v<Req, bandit::v1::GetEvaluationRequest> ||
+                       std::is_same_v<Req, bandit::v1::ListEvaluationsRequest> ||
+                       std::is_same_v<Req, bandit::v1::DeleteEvaluationRequest>) {
     return {req.instance(), false};
   } else if constexpr (std::is_same_v<Req, bandit::v1::SelectBatchRequest> ||
                        std::is_same_v<Req, bandit::v1::UpdateBatchRequest>) {

@@ -569,6 +569,14 @@ void Instance::DescribeShadows(bandit::v1::Instance* out) const {
   state_->DescribeShadows(out);
 }
 
+std::vector<bandit::v1::Evaluation> Instance::Evaluations(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<bandit::v1::Evaluation> out;
+  for (const auto& e : state_->evaluations())
+    if (id.empty() || e.id() == id) out.push_back(e);
+  return out;
+}
+
 bandit::v1::InstanceStats Instance::Stats(
     std::vector<std::pair<std::string, double>>* summary) const {
   absl::MutexLock lock(&mu_);

@@ -154,6 +154,10 @@ class Instance {
   // lock, admitted against `admission` (the server's current limits), then journaled.
   absl::Status Change(bandit::v1::JournalRecord rec, const Admission& admission,
                       uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // The offline evaluations it holds, oldest first (copies); with `id`, that one only (none when
+  // unknown).
+  std::vector<bandit::v1::Evaluation> Evaluations(const std::string& id = "") const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The shadows and their running estimates only: reads, changes nothing (metrics scrapes).
   void DescribeShadows(bandit::v1::Instance* out) const ABSL_LOCKS_EXCLUDED(mu_);
   // Expires what is due first (journaled, not waited for), then describes.

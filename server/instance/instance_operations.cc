@@ -18,6 +18,9 @@ bool IsChange(bandit::v1::JournalRecord::OpCase op) {
     case R::kPromoteShadow:
     case R::kActivate:
     case R::kConfigure:
+    case R::kCreateEvaluation:
+    case R::kFinishEvaluation:
+    case R::kDeleteEvaluation:
       return true;
     default:
       return false;
@@ -52,6 +55,12 @@ absl::Status ApplyChange(InstanceState& state, const Admission* admission, int64
       return state.Activate(rec->activate(), now);
     case R::kConfigure:
       return state.Configure(rec->configure());
+    case R::kCreateEvaluation:
+      return state.CreateEvaluation(rec->create_evaluation());
+    case R::kFinishEvaluation:
+      return state.FinishEvaluation(rec->finish_evaluation());
+    case R::kDeleteEvaluation:
+      return state.DeleteEvaluation(rec->delete_evaluation());
     default:
       return absl::InternalError(absl::StrCat("journal record ", rec->seq(), " has op ",
                                               rec->op_case(), ", which is not an instance change"));

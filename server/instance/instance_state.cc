@@ -238,6 +238,10 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::Restore(
             "snapshot of instance '", snap.name(), "' apprentice.slots[", k, "]: ", s.message()));
     }
   }
+  for (const auto& e : snap.evaluations())
+    if (auto s = in.CreateEvaluation(e); !s.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("snapshot of instance '", snap.name(), "': ", s.message()));
   in.stats_ = snap.stats();
   in.next_seq_ = std::max<uint64_t>(1, snap.next_event_seq());
   in.SyncConfigArms();
@@ -269,6 +273,7 @@ void InstanceState::Save(bandit::v1::InstanceSnapshot* snap,
   else
     log_.Save(snap->mutable_decision_log());
   shadows_.Save(snap);
+  for (const auto& e : evaluations_) *snap->add_evaluations() = e;
   if (apprentice_.estimators.events() > 0) {
     auto* a = snap->mutable_apprentice();
     apprentice_.Save(a);
@@ -913,6 +918,43 @@ void InstanceState::ScoreShadows(const Decision& d, const SelectContext& ctx,
   }
   p->shadow_scores.reserve(shadows_.size());
   shadows_.Score(logged, d.arm, d.propensity, &p->shadow_scores);
+}
+
+}  // namespace bandit::server
+
+namespace bandit::server {
+
+absl::Status InstanceState::CreateEvaluation(const bandit::v1::Evaluation& e) {
+  if (e.id().empty()) return absl::InvalidArgumentError("an evaluation needs an id");
+  for (const auto& held : evaluations_)
+    if (held.id() == e.id())
+      return absl::AlreadyExistsError(absl::StrCat("instance '", name_,
+                                                   "' already has evaluation '", e.id(), "'"));
+  if (static_cast<int>(evaluations_.size()) >= kMaxEvaluations)
+    return absl::ResourceExhaustedError(
+        absl::StrCat("instance '", name_, "' holds ", evaluations_.size(),
+                     " evaluations, the most it keeps: delete one first"));
+  evaluations_.push_back(e);
+  return absl::OkStatus();
+}
+
+absl::Status InstanceState::FinishEvaluation(const bandit::v1::FinishEvaluation& f) {
+  for (auto& held : evaluations_)
+    if (held.id() == f.evaluation().id()) {
+      held = f.evaluation();
+      return absl::OkStatus();
+    }
+  return absl::OkStatus();  // deleted while its job ran
+}
+
+absl::Status InstanceState::DeleteEvaluation(const std::string& id) {
+  for (auto it = evaluations_.begin(); it != evaluations_.end(); ++it)
+    if (it->id() == id) {
+      evaluations_.erase(it);
+      return absl::OkStatus();
+    }
+  return absl::NotFoundError(
+      absl::StrCat("instance '", name_, "' has no evaluation '", id, "'"));
 }
 
 }  // namespace bandit::server

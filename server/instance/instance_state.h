@@ -226,6 +226,16 @@ class InstanceState {
   absl::Status AddShadow(bandit::v1::AddShadowRequest* req, int64_t max_shadows);
   absl::Status RemoveShadow(const bandit::v1::RemoveShadowRequest& req);
   absl::Status PromoteShadow(const bandit::v1::PromoteShadowRequest& req);
+  // Offline evaluations of the decision log (evaluation.proto; the jobs run in the service
+  // layer): one created pending (ALREADY_EXISTS for an id the instance holds;
+  // RESOURCE_EXHAUSTED past kMaxEvaluations, finished ones counting), one's job finished
+  // (replaces the pending one with its id; nothing when it was deleted meanwhile), one deleted
+  // (NOT_FOUND for an unknown id).
+  static constexpr int kMaxEvaluations = 64;
+  absl::Status CreateEvaluation(const bandit::v1::Evaluation& e);
+  absl::Status FinishEvaluation(const bandit::v1::FinishEvaluation& f);
+  absl::Status DeleteEvaluation(const std::string& id);
+  const std::vector<bandit::v1::Evaluation>& evaluations() const { return evaluations_; }
   // The shadows with their running estimates (for metrics scrapes: reads only).
   void DescribeShadows(bandit::v1::Instance* out) const { shadows_.Describe(out); }
   // Most reference values (embeddings x dimension, or mean + covariance) an instance keeps.
@@ -383,6 +393,7 @@ class InstanceState {
   const uint64_t uid_;
   bandit::v1::InstanceConfig config_;  // arms kept current
   std::unique_ptr<Policy> policy_;
+  std::vector<bandit::v1::Evaluation> evaluations_;  // oldest first
   std::shared_ptr<const features::FeatureSpace> feature_space_;
   PendingTable pending_;
   DecisionLog log_;

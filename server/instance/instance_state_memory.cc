@@ -25,6 +25,8 @@ InstanceState::Memory InstanceState::MemoryBytes(bool refresh) {
                  static_cast<int64_t>(name_.size()) +
                  ArmContainerBytes(config_.policy().arms_size()) *
                      (1 + static_cast<int64_t>(shadows_.size()));
+  if (refresh)
+    for (const auto& e : evaluations_) m.overhead += static_cast<int64_t>(e.SpaceUsedLong());
   m.pending = pending_.Bytes();
   m.log = log_.MemoryBytes();
   return m;
@@ -174,6 +176,10 @@ int64_t InstanceState::ChangeBytes(const bandit::v1::JournalRecord& rec) const {
              static_cast<int64_t>(shadow.SpaceUsedLong()) +
              (sparse > 0 ? ope::SparseDirectModel::MaxStateBytes(sparse) : 0);
     }
+    case R::kCreateEvaluation:
+      return 2 * static_cast<int64_t>(rec.create_evaluation().ByteSizeLong());
+    case R::kFinishEvaluation:
+      return 2 * static_cast<int64_t>(rec.finish_evaluation().ByteSizeLong());
     case R::kConfigure:  // a new epsilon: a fresh policy is built to take it from
       return rec.configure().has_epsilon() ? declared(config_.policy()) : 0;
     case R::kReset:

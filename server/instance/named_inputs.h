@@ -36,6 +36,9 @@ bool KeepsOnlyVectors(const bandit::v1::PolicyConfig& policy);
 // config was written by a newer featurization.
 absl::Status NormalizeFeatureSpace(int64_t max_feature_dim, int64_t max_diagonal_feature_dim,
                                    bandit::v1::InstanceConfig* c);
+// A vw policy's feature space from its arguments: set where the config has none; one that is
+// set must agree (INVALID_ARGUMENT naming the field otherwise).
+absl::Status FeatureSpaceFromVwArguments(bandit::v1::InstanceConfig* c);
 
 // The feature space of a normalized config, or null without one.
 absl::StatusOr<std::shared_ptr<const features::FeatureSpace>> FeatureSpaceOf(

@@ -4,9 +4,14 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "absl/strings/string_view.h"
 #include "core/vw/model_file.h"
+#include "core/vw/options.h"
 #include "server/service/status_util.h"
 #include "server/storage/snapshot_store.h"
 
@@ -513,6 +518,173 @@ int64_t DecisionService::ExpireAll() {
   int64_t n = 0;
   for (const auto& inst : registry_.All()) n += inst->ExpireDue();
   return n;
+}
+
+}  // namespace bandit::server
+
+// ---- offline evaluations ----
+
+namespace bandit::server {
+namespace {
+
+constexpr int kMaxEvaluationPolicies = 16;
+constexpr size_t kMaxEvaluationText = 256;
+
+// Evaluation and policy names, and caller-given ids: printable, bounded.
+absl::Status CheckEvaluationText(absl::string_view field, absl::string_view value, bool id) {
+  if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
+  if (value.size() > kMaxEvaluationText)
+    return absl::InvalidArgumentError(absl::StrCat(field, " has ", value.size(),
+                                                   " characters, expected at most ",
+                                                   kMaxEvaluationText));
+  for (const char c : value) {
+    const bool ok = id ? (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+                          c == '_' || c == '.')
+                       : static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+    if (!ok)
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, " '", absl::CHexEscape(value), "' has a character outside ",
+          id ? "letters, digits, '-', '_' and '.'" : "printable text"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status DecisionService::CreateEvaluation(const bandit::v1::CreateEvaluationRequest& req,
+                                               bandit::v1::Evaluation* out,
+                                               uint64_t* written_seq) {
+  if (auto s = CheckEvaluationText("name", req.name(), false); !s.ok()) return s;
+  if (!req.id().empty())
+    if (auto s = CheckEvaluationText("id", req.id(), true); !s.ok()) return s;
+  if (req.start_ms() < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("start_ms is ", req.start_ms(), ", expected a time since the epoch"));
+  if (req.end_ms() <= req.start_ms())
+    return absl::InvalidArgumentError(absl::StrCat("end_ms is ", req.end_ms(),
+                                                   ", expected a time after start_ms ",
+                                                   req.start_ms()));
+  if (req.policies_size() > kMaxEvaluationPolicies)
+    return absl::InvalidArgumentError(absl::StrCat("policies has ", req.policies_size(),
+                                                   " entries, expected at most ",
+                                                   kMaxEvaluationPolicies));
+  for (int i = 0; i < req.policies_size(); ++i) {
+    const auto& p = req.policies(i);
+    if (auto s = CheckEvaluationText(absl::StrCat("policies[", i, "].name"), p.name(), false);
+        !s.ok())
+      return s;
+    for (int j = 0; j < i; ++j)
+      if (req.policies(j).name() == p.name())
+        return absl::InvalidArgumentError(absl::StrCat(
+            "policies[", i, "].name '", p.name(), "' is also policies[", j,
+            "]'s, expected distinct names"));
+    if (auto args = vw::ParseVwArguments(p.arguments()); !args.ok())
+      return absl::InvalidArgumentError(absl::StrCat("policies[", i, "] '", p.name(),
+                                                     "': ", args.status().message()));
+  }
+  auto inst = registry_.Get(req.instance());
+  if (!inst.ok()) return inst.status();
+  bandit::v1::DecisionLogChunk first;
+  bool more = false;
+  if (auto s = (*inst)->ReadDecisionLog(0, req.start_ms(), req.end_ms(), 1, 1 << 20, &first,
+                                        &more);
+      !s.ok())
+    return s;
+  if (first.decisions_size() == 0)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "instance '", req.instance(), "' logged no decision from ", req.start_ms(), " to ",
+        req.end_ms(), " ms since the epoch: nothing to evaluate"));
+  bandit::v1::Evaluation e;
+  e.set_id(req.id().empty() ? absl::StrFormat("%016x", uids_->NewUid()) : req.id());
+  e.set_name(req.name());
+  e.set_start_ms(req.start_ms());
+  e.set_end_ms(req.end_ms());
+  *e.mutable_policies() = req.policies();
+  e.set_status(bandit::v1::EVALUATION_PENDING);
+  e.set_created_at_ms(clock_->NowMs());
+  bandit::v1::JournalRecord change;
+  *change.mutable_create_evaluation() = e;
+  Admission admission;
+  if (auto s = (*inst)->Change(std::move(change), admission, written_seq); !s.ok()) return s;
+  *out = std::move(e);
+  EvaluationJobs jobs;
+  {
+    absl::MutexLock lock(&lifecycle_mu_);
+    jobs = evaluation_jobs_;
+  }
+  if (jobs.start) jobs.start(req.instance(), out->id(), false);
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::GetEvaluation(const bandit::v1::GetEvaluationRequest& req,
+                                            bandit::v1::Evaluation* out) {
+  auto inst = registry_.Get(req.instance());
+  if (!inst.ok()) return inst.status();
+  auto held = (*inst)->Evaluations(req.id());
+  if (req.id().empty() || held.empty())
+    return absl::NotFoundError(
+        absl::StrCat("instance '", req.instance(), "' has no evaluation '", req.id(), "'"));
+  *out = std::move(held.front());
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::ListEvaluations(const bandit::v1::ListEvaluationsRequest& req,
+                                              bandit::v1::ListEvaluationsResponse* out) {
+  auto inst = registry_.Get(req.instance());
+  if (!inst.ok()) return inst.status();
+  out->Clear();
+  for (auto& e : (*inst)->Evaluations()) *out->add_evaluations() = std::move(e);
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::DeleteEvaluation(const bandit::v1::DeleteEvaluationRequest& req,
+                                               bandit::v1::DeleteEvaluationResponse* out,
+                                               uint64_t* written_seq) {
+  auto inst = registry_.Get(req.instance());
+  if (!inst.ok()) return inst.status();
+  bandit::v1::JournalRecord change;
+  change.set_delete_evaluation(req.id());
+  if (auto s = (*inst)->Change(std::move(change), Admission{}, written_seq); !s.ok()) return s;
+  if (out != nullptr) out->Clear();
+  EvaluationJobs jobs;
+  {
+    absl::MutexLock lock(&lifecycle_mu_);
+    jobs = evaluation_jobs_;
+  }
+  if (jobs.cancel) jobs.cancel(req.instance(), req.id());
+  return absl::OkStatus();
+}
+
+absl::Status DecisionService::FinishEvaluation(const std::string& instance,
+                                               bandit::v1::Evaluation done,
+                                               uint64_t* written_seq) {
+  auto inst = registry_.Get(instance);
+  if (!inst.ok()) return inst.status();
+  bandit::v1::JournalRecord change;
+  *change.mutable_finish_evaluation()->mutable_evaluation() = std::move(done);
+  return (*inst)->Change(std::move(change), Admission{}, written_seq);
+}
+
+void DecisionService::SetEvaluationJobs(EvaluationJobs jobs) {
+  absl::MutexLock lock(&lifecycle_mu_);
+  evaluation_jobs_ = std::move(jobs);
+}
+
+int64_t DecisionService::ResumeEvaluations() {
+  EvaluationJobs jobs;
+  {
+    absl::MutexLock lock(&lifecycle_mu_);
+    jobs = evaluation_jobs_;
+  }
+  if (!jobs.start) return 0;
+  int64_t resumed = 0;
+  for (const auto& inst : registry_.All())
+    for (const auto& e : inst->Evaluations())
+      if (e.status() == bandit::v1::EVALUATION_PENDING) {
+        jobs.start(inst->name(), e.id(), true);
+        ++resumed;
+      }
+  return resumed;
 }
 
 }  // namespace bandit::server

@@ -74,6 +74,35 @@ class DecisionService {
                            bandit::v1::SelectBatchResponse* out, uint64_t* written_seq = nullptr);
   absl::Status UpdateBatch(const bandit::v1::UpdateBatchRequest& req,
                            bandit::v1::UpdateBatchResponse* out, uint64_t* written_seq = nullptr);
+  // Offline evaluations of an instance's decision log (evaluation.proto). Create validates the
+  // request (INVALID_ARGUMENT: no name, an end not after the start, duplicate or malformed
+  // policy names, arguments the vw learner refuses; FAILED_PRECONDITION: no decision log, or no
+  // decision logged in the span), journals the evaluation pending and hands it to the job
+  // runner (SetEvaluationJobs). Get and List read; NOT_FOUND for an unknown id. Delete journals
+  // the deletion and cancels its job.
+  absl::Status CreateEvaluation(const bandit::v1::CreateEvaluationRequest& req,
+                                bandit::v1::Evaluation* out, uint64_t* written_seq = nullptr);
+  absl::Status GetEvaluation(const bandit::v1::GetEvaluationRequest& req,
+                             bandit::v1::Evaluation* out);
+  absl::Status ListEvaluations(const bandit::v1::ListEvaluationsRequest& req,
+                               bandit::v1::ListEvaluationsResponse* out);
+  absl::Status DeleteEvaluation(const bandit::v1::DeleteEvaluationRequest& req,
+                                bandit::v1::DeleteEvaluationResponse* out,
+                                uint64_t* written_seq = nullptr);
+  // The job's outcome, journaled (the runner calls it): replaces the pending evaluation with
+  // the same id; nothing when it was deleted meanwhile.
+  absl::Status FinishEvaluation(const std::string& instance, bandit::v1::Evaluation done,
+                                uint64_t* written_seq = nullptr);
+  // Who runs the jobs: `start` is called with (instance, evaluation id, restarted) for each
+  // evaluation created; `cancel` with (instance, id) for each deleted.
+  struct EvaluationJobs {
+    std::function<void(const std::string&, const std::string&, bool)> start;
+    std::function<void(const std::string&, const std::string&)> cancel;
+  };
+  void SetEvaluationJobs(EvaluationJobs jobs);
+  // Hands every evaluation still pending (journaled before a restart) to the runner again, as
+  // restarted. Returns how many.
+  int64_t ResumeEvaluations();
   absl::Status ExportInstance(const bandit::v1::ExportInstanceRequest& req,
                               bandit::v1::ExportInstanceResponse* out);
   // ImportInstance's snapshot of a VW model file (vw_model): a new vw instance with its state.
@@ -154,6 +183,7 @@ class DecisionService {
   absl::Mutex lifecycle_mu_;
   Storage* storage_ = nullptr;
   SnapshotRunner snapshot_runner_;
+  EvaluationJobs evaluation_jobs_;
   std::function<void(const std::string&)> on_deleted_;
 };
 

@@ -30,7 +30,11 @@ enum class Role : int { kReader = 1, kWriter = 2, kAdmin = 3 };
   X(AddShadow, AddShadowRequest, Instance, kAdmin)                                  \
   X(RemoveShadow, RemoveShadowRequest, Instance, kAdmin)                            \
   X(PromoteShadow, PromoteShadowRequest, Instance, kAdmin)                          \
-  X(ConfigureInstance, ConfigureInstanceRequest, Instance, kAdmin)
+  X(ConfigureInstance, ConfigureInstanceRequest, Instance, kAdmin)                  \
+  X(CreateEvaluation, CreateEvaluationRequest, Evaluation, kAdmin)                  \
+  X(GetEvaluation, GetEvaluationRequest, Evaluation, kReader)                       \
+  X(ListEvaluations, ListEvaluationsRequest, ListEvaluationsResponse, kReader)      \
+  X(DeleteEvaluation, DeleteEvaluationRequest, DeleteEvaluationResponse, kAdmin)
 
 // Server-streaming RPCs: the same four columns; each has its own reactor in grpc_service.*.
 #define BANDIT_FOR_EACH_STREAMING_RPC(X) \

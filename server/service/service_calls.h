@@ -43,7 +43,11 @@ namespace bandit::server {
   X(AddShadow, AddShadowRequest, Instance)                         \
   X(RemoveShadow, RemoveShadowRequest, Instance)                   \
   X(PromoteShadow, PromoteShadowRequest, Instance)                 \
-  X(ConfigureInstance, ConfigureInstanceRequest, Instance)
+  X(ConfigureInstance, ConfigureInstanceRequest, Instance)         \
+  X(CreateEvaluation, CreateEvaluationRequest, Evaluation)         \
+  X(GetEvaluation, GetEvaluationRequest, Evaluation)               \
+  X(ListEvaluations, ListEvaluationsRequest, ListEvaluationsResponse) \
+  X(DeleteEvaluation, DeleteEvaluationRequest, DeleteEvaluationResponse)
 
 class ServiceCalls {
  public:

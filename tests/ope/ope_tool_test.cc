@@ -17,7 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cpp/decision_log_format.h"
-#include "tools/ope/evaluate.h"
+#include "core/ope/evaluator.h"
 
 namespace bandit::ope {
 namespace BANDIT_UNITY_ID {

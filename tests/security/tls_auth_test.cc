@@ -194,6 +194,34 @@ std::map<std::string, std::function<StatusCode(BanditClient&)>> EveryRpc() {
     return c.ExportDecisionLog(r, [](const v1::LoggedDecision&) { return absl::OkStatus(); })
         .code();
   };
+  rpcs["CreateEvaluation"] = raw([](v1::BanditService::Stub& s, grpc::ClientContext* ctx) {
+    v1::CreateEvaluationRequest r;
+    r.set_instance("main");
+    r.set_name("e");
+    r.set_end_ms(1);
+    v1::Evaluation resp;
+    return s.CreateEvaluation(ctx, r, &resp);
+  });
+  rpcs["GetEvaluation"] = raw([](v1::BanditService::Stub& s, grpc::ClientContext* ctx) {
+    v1::GetEvaluationRequest r;
+    r.set_instance("main");
+    r.set_id("nosuch");
+    v1::Evaluation resp;
+    return s.GetEvaluation(ctx, r, &resp);
+  });
+  rpcs["ListEvaluations"] = raw([](v1::BanditService::Stub& s, grpc::ClientContext* ctx) {
+    v1::ListEvaluationsRequest r;
+    r.set_instance("main");
+    v1::ListEvaluationsResponse resp;
+    return s.ListEvaluations(ctx, r, &resp);
+  });
+  rpcs["DeleteEvaluation"] = raw([](v1::BanditService::Stub& s, grpc::ClientContext* ctx) {
+    v1::DeleteEvaluationRequest r;
+    r.set_instance("main");
+    r.set_id("nosuch");
+    v1::DeleteEvaluationResponse resp;
+    return s.DeleteEvaluation(ctx, r, &resp);
+  });
   rpcs["ImportInstance"] = raw([](v1::BanditService::Stub& s, grpc::ClientContext* ctx) {
     v1::ImportInstanceRequest r;
     r.set_snapshot("not a snapshot");
@@ -204,7 +232,9 @@ std::map<std::string, std::function<StatusCode(BanditClient&)>> EveryRpc() {
 }
 
 server::Role Needs(const std::string& rpc) {
-  if (rpc == "GetInstance" || rpc == "ListInstances") return server::Role::kReader;
+  if (rpc == "GetInstance" || rpc == "ListInstances" || rpc == "GetEvaluation" ||
+      rpc == "ListEvaluations")
+    return server::Role::kReader;
   if (rpc == "Select" || rpc == "Update" || rpc == "Activate" || rpc == "SelectBatch" ||
       rpc == "UpdateBatch")
     return server::Role::kWriter;

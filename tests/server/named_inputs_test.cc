@@ -27,7 +27,7 @@
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/file_node.h"
 #include "tests/server/server_test_util.h"
-#include "tools/ope/evaluate.h"
+#include "core/ope/evaluator.h"
 
 namespace bandit::server {
 namespace BANDIT_UNITY_ID {

@@ -21,7 +21,7 @@
 #include "server/service/decision_service.h"
 #include "tests/server/file_node.h"
 #include "tests/server/server_test_util.h"
-#include "tools/ope/evaluate.h"
+#include "core/ope/evaluator.h"
 
 namespace bandit::server {
 namespace BANDIT_UNITY_ID {

@@ -25,7 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cpp/decision_log_format.h"
-#include "tools/ope/evaluate.h"
+#include "core/ope/evaluator.h"
 
 ABSL_FLAG(std::string, log, "", "decision log in DSJSON (banditctl log NAME --format=dsjson)");
 ABSL_FLAG(double, max_weight, 0, "clip importance weights at this value (0 = no clipping)");

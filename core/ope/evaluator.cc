@@ -1,4 +1,4 @@
-#include "tools/ope/evaluate.h"
+#include "core/ope/evaluator.h"
 
 #include <algorithm>
 #include <cmath>
@@ -22,6 +22,9 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(std::vector<Candida
   if (!(options.ridge_lambda > 0) || !std::isfinite(options.ridge_lambda))
     return absl::InvalidArgumentError(
         absl::StrCat("ridge_lambda is ", options.ridge_lambda, ", expected a positive number"));
+  if (options.window_ms < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("window_ms is ", options.window_ms, ", expected 0 (no windows) or more"));
   if (options.max_dense_dimension < 1)
     return absl::InvalidArgumentError(absl::StrCat(
         "max_dense_dimension is ", options.max_dense_dimension, ", expected at least 1"));
@@ -117,6 +120,9 @@ absl::StatusOr<Vector> Evaluator::TargetFor(size_t c, const v1::LoggedDecision& 
   // What the candidate learns afterwards: the logged action and its reward.
   auto obs = LoggedObservation(policy, ctx, d.chosen_index(), d.reward(), who);
   if (!obs.ok()) return obs.status();
+  // As VW learns a logged example: at the probability it was logged with.
+  obs->logged_propensity = d.propensity();
+  obs->offered = d.num_actions();
   *learn = *std::move(obs);
   return std::move(target->pi);
 }
@@ -224,6 +230,7 @@ absl::StatusOr<Evaluator::Scored> Evaluator::Score(const v1::LoggedDecision& d,
   out.sparse_actions = std::move(sparse_actions);
   out.chosen = d.chosen_index();
   out.slot_index = d.slot_id().empty() ? -1 : d.slot_index();
+  out.decided_at_ms = d.decided_at_ms();
   out.event.logged_action = d.chosen_index();
   out.event.logged_propensity = d.propensity();
   out.event.reward = d.reward();
@@ -251,6 +258,11 @@ absl::Status Evaluator::Learn(Scored& one, const std::string& where) {
     ScoredEvent e = one.event;
     e.target = one.targets[c];
     results_[c].estimators.Add(e);
+    if (options_.window_ms > 0) {
+      const int64_t start = one.decided_at_ms - (((one.decided_at_ms % options_.window_ms) +
+                                                  options_.window_ms) % options_.window_ms);
+      results_[c].windows.try_emplace(start, options_.max_weight).first->second.Add(e);
+    }
     if (one.slot_index >= 0) {
       auto& slots = results_[c].slots;
       while (static_cast<int>(slots.size()) <= one.slot_index)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -37,6 +38,9 @@ struct EvaluateOptions {
   // d x d matrix is banditd's full-matrix bound (--max_feature_dim's default). banditd's shadows
   // make the same choice at the same bound.
   int64_t max_dense_dimension = kMaxDenseDimension;
+  // Also accumulate per window of this many milliseconds of decision time (0 = no windows):
+  // CandidateResult::windows.
+  int64_t window_ms = 0;
 };
 
 struct TracePoint {
@@ -56,6 +60,9 @@ struct CandidateResult {
   // whole page's value is the sum of the slots' values.
   std::vector<Estimators> slots;
   std::vector<TracePoint> trace;
+  // With EvaluateOptions::window_ms: the estimators per window, by the window's start
+  // (decided_at_ms rounded down to a multiple of window_ms).
+  std::map<int64_t, Estimators> windows;
 };
 
 class Evaluator {
@@ -95,6 +102,7 @@ class Evaluator {
     std::vector<std::string> arm_ids;
     int chosen = 0;
     int slot_index = -1;  // a single decision
+    int64_t decided_at_ms = 0;
     ScoredEvent event;    // target filled per candidate
     std::vector<Vector> targets;
     std::vector<Observation> learns;

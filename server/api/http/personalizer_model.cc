@@ -27,11 +27,11 @@ absl::Status ModelRefusal(const absl::Status& s) {
     case absl::StatusCode::kDeadlineExceeded:
     case absl::StatusCode::kCancelled:
     case absl::StatusCode::kAborted:
+    // The file refused as such: already Personalizer's InvalidModelImportFormat.
     case absl::StatusCode::kInvalidArgument:
       return s;
-    // The file or the instance it makes was refused (a snapshot that does not decode or
-    // build, more shadows than allowed, no room in the memory budget): Personalizer's
-    // InvalidModelImportFormat.
+    // The instance the file makes was refused (more shadows than allowed, no room in the
+    // memory budget, ...): InvalidModelImportFormat too, with the service's message.
     default:
       return absl::InvalidArgumentError(s.message());
   }

@@ -160,20 +160,24 @@ absl::StatusOr<std::string> BanditClient::ExportInstance(const std::string& name
 absl::StatusOr<v1::Instance> BanditClient::ImportVwModel(const std::string& name,
                                                          const std::string& model,
                                                          const std::string& extra_arguments,
-                                                         const v1::InstanceConfig& config) {
+                                                         const v1::InstanceConfig& config,
+                                                         bool replace) {
   v1::ImportInstanceRequest req;
   req.set_name(name);
   req.set_vw_model(model);
   req.set_vw_extra_arguments(extra_arguments);
   *req.mutable_config() = config;
+  req.set_replace(replace);
   return Call<v1::ImportInstanceRequest, v1::Instance>(&BanditService::Stub::ImportInstance, req);
 }
 
 absl::StatusOr<v1::Instance> BanditClient::ImportInstance(const std::string& name,
-                                                          const std::string& snapshot) {
+                                                          const std::string& snapshot,
+                                                          bool replace) {
   v1::ImportInstanceRequest req;
   req.set_name(name);
   req.set_snapshot(snapshot);
+  req.set_replace(replace);
   return Call<v1::ImportInstanceRequest, v1::Instance>(&BanditService::Stub::ImportInstance, req);
 }
 

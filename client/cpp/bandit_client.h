@@ -61,12 +61,16 @@ class BanditClient {
       const std::string& name, bandit::v1::ModelFormat format = bandit::v1::SNAPSHOT);
   // A new vw instance from a Vowpal Wabbit model file (`vw -f`), with the arguments the file
   // does not keep and the rest of its config (no policy).
+  // `replace` (both imports): an instance of that name, if any, is replaced in one step
+  // (ImportInstanceRequest.replace); otherwise a taken name is ALREADY_EXISTS.
   absl::StatusOr<bandit::v1::Instance> ImportVwModel(const std::string& name,
                                                      const std::string& model,
                                                      const std::string& extra_arguments,
-                                                     const bandit::v1::InstanceConfig& config);
+                                                     const bandit::v1::InstanceConfig& config,
+                                                     bool replace = false);
   absl::StatusOr<bandit::v1::Instance> ImportInstance(const std::string& name,
-                                                      const std::string& snapshot);
+                                                      const std::string& snapshot,
+                                                      bool replace = false);
   absl::StatusOr<bandit::v1::Decision> Select(const bandit::v1::SelectRequest& req);
   absl::StatusOr<bandit::v1::UpdateResponse> Update(const bandit::v1::UpdateRequest& req);
   // Activates a decision made with defer_activation.

@@ -9,7 +9,7 @@
 //   update NAME --reward=R (--event=ID | --arm=ID | --features='f1,f2' | --x='x1,x2' |
 //                          --context='{...}' --action='{"id":..,"features":{..}}')
 //   add-arms NAME --arms='id1,id2' | remove-arms NAME --arms='id1,id2'
-//   export NAME --file=F | import [NAME] --file=F   (move an instance between servers)
+//   export NAME --file=F | import [NAME] --file=F [--replace]   (move an instance between servers)
 //   set-reference NAME (--embeddings_file=F.csv [--append] | --mean='m1,m2' --covariance='c11,c12,c21,c22')
 //   log NAME [--since=T] [--until=T] [--format=dsjson|jsonl|csv] > file
 //                                            the decision log (T: RFC 3339 or epoch ms)
@@ -75,6 +75,9 @@ ABSL_FLAG(std::string, features, "", "update: played arm's features (direct upda
 ABSL_FLAG(std::string, reward, "", "update: the reward (or label)");
 ABSL_FLAG(std::string, arms, "", "add-arms/remove-arms: comma-separated arm ids");
 ABSL_FLAG(std::string, file, "", "export: write the instance state here; import: read it");
+ABSL_FLAG(bool, replace, false,
+          "import: replace the instance of that name if there is one, in one step (a refused "
+          "file leaves it as it was)");
 ABSL_FLAG(std::string, vw_arguments, "",
           "import --format=vw: VW arguments the model file does not keep (--l1, --l2)");
 ABSL_FLAG(std::string, embeddings_file, "",
@@ -193,7 +196,7 @@ int main(int argc, char** argv) {
       "  update NAME --reward=R (--event=ID | --arm=ID | --features='a,b' | --x='a,b' |\n"
       "                          --context='{...}' --action='{\"id\":...,\"features\":{...}}')\n"
       "  add-arms NAME --arms=id1,id2 | remove-arms NAME --arms=id1,id2\n"
-      "  export NAME --file=F | import [NAME] --file=F\n"
+      "  export NAME --file=F | import [NAME] --file=F [--replace]\n"
       "  set-reference NAME (--embeddings_file=F.csv [--append] | --mean=.. --covariance=..)\n"
       "  log NAME [--since=T] [--until=T] [--format=dsjson|jsonl|csv] > file\n"
       "  shadow add NAME SHADOW --config='policy { glb_omd { dimension: 20 } } seed: 7'\n"
@@ -448,9 +451,10 @@ int main(int argc, char** argv) {
       bandit::v1::InstanceConfig config;
       if (!google::protobuf::TextFormat::ParseFromString(absl::GetFlag(FLAGS_config), &config))
         return Usage("--config is not a text-format bandit.v1.InstanceConfig");
-      return PrintOr(client.ImportVwModel(name, state, absl::GetFlag(FLAGS_vw_arguments), config));
+      return PrintOr(client.ImportVwModel(name, state, absl::GetFlag(FLAGS_vw_arguments), config,
+                                          absl::GetFlag(FLAGS_replace)));
     }
-    return PrintOr(client.ImportInstance(name, state));
+    return PrintOr(client.ImportInstance(name, state, absl::GetFlag(FLAGS_replace)));
   }
   if (cmd == "set-reference") {
     bandit::v1::SetMixtureReferenceRequest req;

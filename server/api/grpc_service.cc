@@ -93,14 +93,17 @@ double GrpcBanditService::OldestDurableWaitSeconds() const {
 
 namespace {
 
-// What a forward passes on of the caller's metadata: its token and the routing header.
-cluster::Router::Metadata CallerMetadata(const grpc::CallbackServerContext& ctx) {
-  cluster::Router::Metadata metadata;
+// The call as the router sees it: what a forward passes on of its metadata (the caller's token
+// and the routing header), whether another node sent it, its deadline.
+cluster::Caller CallerOf(const grpc::CallbackServerContext& ctx) {
+  cluster::Caller caller;
   const auto& md = ctx.client_metadata();
   for (const char* key : {bandit::v1::kAuthorizationKey, bandit::v1::kInstanceKey})
     if (auto it = md.find(key); it != md.end())
-      metadata.emplace_back(key, std::string(it->second.data(), it->second.size()));
-  return metadata;
+      caller.metadata.emplace_back(key, std::string(it->second.data(), it->second.size()));
+  caller.forwarded = md.find(bandit::v1::kForwardedByKey) != md.end();
+  caller.deadline = ctx.deadline();
+  return caller;
 }
 
 }  // namespace
@@ -205,30 +208,20 @@ class GrpcBanditService::DecisionLogWriter final
   // (ForwardDone ends it) or ended here; false if this node serves it.
   bool RoutedElsewhere() {
     cluster::Router* router = owner_->router_;
-    const auto& md = ctx_->client_metadata();
-    const bool forwarded = md.find(bandit::v1::kForwardedByKey) != md.end();
-    // An empty name is refused here, with the usual message.
-    absl::StatusOr<cluster::Route> route = router->Decide({req_.name(), false}, forwarded);
-    if (!route.ok() || route->local) {
+    // An empty name is served here, and refused with the usual message.
+    absl::StatusOr<cluster::ForwardedStream*> f =
+        router->DispatchStream(Rpc::kExportDecisionLog, req_, CallerOf(*ctx_), this);
+    if (!f.ok() || *f == nullptr) {
       if (std::string id = router->node_id(); !id.empty())
         ctx_->AddTrailingMetadata(bandit::v1::kNodeKey, id);
-      if (!route.ok()) End(route.status());
-      return !route.ok();
+      if (!f.ok()) End(f.status());
+      return !f.ok();
     }
-    grpc::ByteBuffer request;
-    bool own = false;
-    (void)grpc::SerializationTraits<bandit::v1::ExportDecisionLogRequest>::Serialize(req_, &request,
-                                                                                     &own);
-    // The stream (unlike a unary forward) keeps the caller's deadline: a long export may run
-    // past the cap, and a shutdown cancels this call (OnCancel), which cancels the owner's.
-    cluster::ForwardedStream* f =
-        router->ForwardStream(*route, Rpc::kExportDecisionLog, std::move(request),
-                              CallerMetadata(*ctx_), ctx_->deadline(), this);
     {
       absl::MutexLock lock(&forward_mu_);
-      forward_ = f;
+      forward_ = *f;
     }
-    f->Go();
+    (*f)->Go();
     return true;
   }
   cluster::ForwardedStream* forward() {
@@ -363,78 +356,36 @@ GrpcBanditService::Reactor* GrpcBanditService::HandleBytes(Ctx* ctx, Rpc rpc, Me
   return Handle(ctx, rpc, method, call, out);
 }
 
-void GrpcBanditService::ListAcrossCluster(
-    Ctx* ctx, Reactor* reactor, std::chrono::steady_clock::time_point start,
-    grpc::MessageHolder<bandit::v1::ListInstancesRequest, bandit::v1::ListInstancesResponse>* call,
-    grpc::ByteBuffer* out) {
-  const bandit::v1::ListInstancesRequest req = *call->request();
-  // This node's own page first; it also validates the request.
-  bandit::v1::ListInstancesResponse local;
-  absl::Status s = service_->ListInstances(req, &local);
-  call->Release();
-  if (!s.ok()) {
-    Finish(reactor, Rpc::kListInstances, start, s);
-    return;
-  }
-  cluster::Router::Metadata metadata;
-  const auto& md = ctx->client_metadata();
-  if (auto it = md.find(bandit::v1::kAuthorizationKey); it != md.end())
-    metadata.emplace_back(bandit::v1::kAuthorizationKey,
-                          std::string(it->second.data(), it->second.size()));
-  router_->ListAcross(
-      req, std::move(local), std::move(metadata), ctx->deadline(),
-      [this, ctx, reactor, start, out,
-       id = router_->node_id()](absl::StatusOr<bandit::v1::ListInstancesResponse> merged) {
-        ctx->AddTrailingMetadata(bandit::v1::kNodeKey, id);
-        if (!merged.ok()) {
-          Finish(reactor, Rpc::kListInstances, start, merged.status());
-          return;
-        }
-        bool own = false;
-        grpc::Status g = grpc::SerializationTraits<bandit::v1::ListInstancesResponse>::Serialize(
-            *merged, out, &own);
-        Finish(reactor, Rpc::kListInstances, start,
-               g.ok() ? absl::OkStatus() : absl::InternalError(g.error_message()));
-      });
-}
-
 template <typename Req, typename Resp>
 bool GrpcBanditService::RouteElsewhere(Ctx* ctx, Reactor* reactor, Rpc rpc,
                                        std::chrono::steady_clock::time_point start,
                                        grpc::MessageHolder<Req, Resp>* call,
                                        grpc::ByteBuffer* out) {
-  const auto& md = ctx->client_metadata();
-  const bool forwarded = md.find(bandit::v1::kForwardedByKey) != md.end();
-  absl::StatusOr<cluster::Route> route =
-      router_->Decide(cluster::RoutingKeyOf(*call->request()), forwarded);
-  const std::string id = router_->node_id();  // "" while joining
-  if (route.ok() && route->local) {
-    if constexpr (std::is_same_v<Req, bandit::v1::ListInstancesRequest>) {
-      if (!forwarded) {
-        ListAcrossCluster(ctx, reactor, start, call, out);
-        return true;
-      }
+  const cluster::Caller caller = CallerOf(*ctx);
+  // An answer from the router: a refusal here, the owner's answer (in `out`), the merged list.
+  auto answered = [this, ctx, reactor, rpc, start](absl::Status s, std::string served_by) {
+    if (!served_by.empty()) ctx->AddTrailingMetadata(bandit::v1::kNodeKey, served_by);
+    Finish(reactor, rpc, start, s);
+  };
+  if constexpr (std::is_same_v<Req, bandit::v1::ListInstancesRequest>) {
+    // This node's own page (it also validates the request); the router adds the others'.
+    bandit::v1::ListInstancesResponse local;
+    absl::Status s = service_->ListInstances(*call->request(), &local);
+    router_->ListAll(*call->request(),
+                     s.ok() ? absl::StatusOr<bandit::v1::ListInstancesResponse>(std::move(local))
+                            : absl::StatusOr<bandit::v1::ListInstancesResponse>(s),
+                     caller, out, std::move(answered));
+    call->Release();
+    return true;
+  } else {
+    if (router_->Dispatch(rpc, *call->request(), caller, out, std::move(answered)) ==
+        cluster::Router::Placement::kAnswered) {
+      call->Release();
+      return true;
     }
-    ctx->AddTrailingMetadata(bandit::v1::kNodeKey, id);
+    ctx->AddTrailingMetadata(bandit::v1::kNodeKey, router_->node_id());
     return false;
   }
-  if (!route.ok()) {
-    call->Release();
-    if (!id.empty()) ctx->AddTrailingMetadata(bandit::v1::kNodeKey, id);
-    Finish(reactor, rpc, start, route.status());
-    return true;
-  }
-  grpc::ByteBuffer request;
-  bool own = false;
-  (void)grpc::SerializationTraits<Req>::Serialize(*call->request(), &request, &own);
-  call->Release();
-  router_->ForwardUnary(*route, rpc, std::move(request), out, CallerMetadata(*ctx),
-                        ctx->deadline(),
-                        [this, ctx, reactor, rpc, start](absl::Status s, std::string served_by) {
-                          ctx->AddTrailingMetadata(bandit::v1::kNodeKey, served_by);
-                          Finish(reactor, rpc, start, s);
-                        });
-  return true;
 }
 
 template <typename Method, typename Req, typename Resp>

@@ -119,17 +119,13 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   // pending calls were already cut.
   std::optional<uint64_t> AddPending(const PendingCalls::Call& call);
 
-  // Cluster mode: answers or forwards the call if it is not this node's to serve; false when
-  // the call is to be served here.
+  // Cluster mode: the router's routing step, the same as the HTTP door's (Router::Dispatch;
+  // ListInstances: Router::ListAll). False when the call is to be served here; true when the
+  // router answered it (refused, forwarded to the owner, or the list merged across nodes).
   template <typename Req, typename Resp>
   bool RouteElsewhere(Ctx* ctx, Reactor* reactor, Rpc rpc,
                       std::chrono::steady_clock::time_point start,
                       grpc::MessageHolder<Req, Resp>* call, grpc::ByteBuffer* out);
-  // Cluster mode: ListInstances of every live node (the router merges the pages).
-  void ListAcrossCluster(Ctx* ctx, Reactor* reactor, std::chrono::steady_clock::time_point start,
-                         grpc::MessageHolder<bandit::v1::ListInstancesRequest,
-                                             bandit::v1::ListInstancesResponse>* call,
-                         grpc::ByteBuffer* out);
 
   // A unary call's reactor, counted in active_calls_ until gRPC is done with the call.
   class ActiveCall;

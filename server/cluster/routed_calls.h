@@ -1,8 +1,8 @@
 // ServiceCalls for one request of a front door in a cluster: a call for an instance this node
 // serves runs here (LocalCalls), one for an instance another node owns runs on that node,
-// forwarded by the router as the gRPC adapter forwards (the caller's token, the routing header,
-// x-bandit-forwarded-by; the owner answers once the change is durable). Where a call goes is
-// decided per call, by the same RoutingKeyOf as for gRPC.
+// through the router's one routing step for both doors (Router::Run over Router::Dispatch, the
+// gRPC adapter's step: the caller's token, the routing header, x-bandit-forwarded-by; the owner
+// answers once the change is durable). Where a call goes is decided per call.
 #pragma once
 
 #include <string>
@@ -34,11 +34,9 @@ class RoutedCalls final : public ServiceCalls {
  private:
   template <typename Req, typename Resp, typename Local>
   absl::Status Routed(Rpc rpc, const Req& req, Resp* out, Local local) {
-    absl::StatusOr<Route> route = router_->Decide(RoutingKeyOf(req), /*forwarded=*/false);
-    if (!route.ok()) return route.status();
-    if (route->local) return local();
     Resp ignored;
-    return router_->Call(*route, rpc, req, out != nullptr ? out : &ignored, token_);
+    return router_->Run(rpc, req, out != nullptr ? out : &ignored,
+                        Caller::WithToken(token_, RoutingKeyOf(req).name), local);
   }
 
   Router* const router_;

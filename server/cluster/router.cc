@@ -26,6 +26,14 @@ std::string Router::node_id() const {
   return node == nullptr ? std::string() : node->node_id();
 }
 
+Caller Caller::WithToken(const std::string& token, const std::string& instance) {
+  Caller caller;
+  if (!token.empty())
+    caller.metadata.emplace_back(bandit::v1::kAuthorizationKey, "Bearer " + token);
+  if (!instance.empty()) caller.metadata.emplace_back(bandit::v1::kInstanceKey, instance);
+  return caller;
+}
+
 absl::StatusOr<Route> Router::Decide(const RoutingKey& key, bool forwarded) const {
   ClusterNode* node = node_.load();
   if (node == nullptr) return absl::UnavailableError("this node is joining the cluster; retry");
@@ -91,6 +99,39 @@ ForwardedStream* Router::ForwardStream(const Route& route, Rpc rpc, grpc::ByteBu
   ++forwarded_;
   return ForwardedStream::Prepare(StubFor(route.address), MethodPath(rpc), std::move(request),
                                   metadata, deadline, route.node_id, sink);
+}
+
+void Router::ListAll(const bandit::v1::ListInstancesRequest& req,
+                     absl::StatusOr<bandit::v1::ListInstancesResponse> local,
+                     const Caller& caller, grpc::ByteBuffer* response, Done done) {
+  // Answered by this node, as the node that served it, once the page is in `response`.
+  auto answer = [response, done, id = node_id()](
+                    absl::StatusOr<bandit::v1::ListInstancesResponse> page) {
+    if (!page.ok()) {
+      done(page.status(), id);
+      return;
+    }
+    bool own = false;
+    grpc::Status g =
+        grpc::SerializationTraits<bandit::v1::ListInstancesResponse>::Serialize(*page, response,
+                                                                                &own);
+    done(g.ok() ? absl::OkStatus() : absl::InternalError(g.error_message()), id);
+  };
+  if (absl::StatusOr<Route> here = Decide({"", false}, caller.forwarded); !here.ok()) {
+    done(here.status(), node_id());
+    return;
+  }
+  // Another node's fan-out asks for this node's own page only.
+  if (caller.forwarded || !local.ok()) {
+    answer(std::move(local));
+    return;
+  }
+  // The other nodes are asked with the caller's token only (the routing header names no
+  // instance of theirs).
+  Metadata metadata;
+  for (const auto& [key, value] : caller.metadata)
+    if (key == bandit::v1::kAuthorizationKey) metadata.emplace_back(key, value);
+  ListAcross(req, *std::move(local), std::move(metadata), caller.deadline, std::move(answer));
 }
 
 void Router::ListAcross(

@@ -69,6 +69,12 @@ absl::StatusOr<int64_t> Instance::DeclaredBytes(const bandit::v1::JournalRecord&
       absl::StrCat("journal record ", rec.seq(), " (op ", rec.op_case(), ") creates no instance"));
 }
 
+bool Instance::HoldsCreation(const bandit::v1::JournalRecord& rec, uint64_t uid,
+                             uint64_t last_journal_seq) {
+  if (rec.replace()) return rec.seq() <= last_journal_seq;
+  return uid == rec.uid();
+}
+
 Instance::Instance(std::unique_ptr<InstanceState> state, const Clock* clock,
                    const InstanceLimits& limits)
     : name_(state->name()),
@@ -225,6 +231,9 @@ absl::Status Instance::CheckWritable() const {
   if (released_)
     return absl::UnavailableError(absl::StrCat(
         "instance '", name_, "' moved while this call waited; retry (it is served by its owner)"));
+  if (replaced_)
+    return absl::UnavailableError(absl::StrCat(
+        "instance '", name_, "' was replaced by an import while this call waited; retry"));
   if (storage_ != nullptr && !replaying_) return storage_->WritableFor(name_);
   return absl::OkStatus();
 }
@@ -385,6 +394,15 @@ absl::Status Instance::MarkDeleted(uint64_t* written_seq) {
     rec->set_delete_(true);
     return absl::OkStatus();
   });
+}
+
+absl::Status Instance::ReplaceWith(Instance& next, Storage* storage,
+                                   bandit::v1::JournalRecord creation, uint64_t* written_seq) {
+  absl::MutexLock lock(&mu_);
+  if (auto s = CheckWritable(); !s.ok()) return s;
+  if (auto s = next.AttachNew(storage, std::move(creation), written_seq); !s.ok()) return s;
+  replaced_ = true;
+  return absl::OkStatus();
 }
 
 absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::Decision* out,

@@ -56,6 +56,13 @@ class Instance {
   // (InstanceState::DeclaredBytes of its create or import).
   static absl::StatusOr<int64_t> DeclaredBytes(const bandit::v1::JournalRecord& rec,
                                                const InstanceLimits& limits);
+  // Whether an incarnation of the record's instance (its `uid`, its state up to journal record
+  // `last_journal_seq`) already holds creation record `rec` (recovery skips it then). A create or
+  // a plain import is its own incarnation's beginning, known by its uid; a replacing import may
+  // carry the uid of the instance it replaces (an instance's own export put back), so it is
+  // known by its place in the journal: held only by a state taken after it.
+  static bool HoldsCreation(const bandit::v1::JournalRecord& rec, uint64_t uid,
+                            uint64_t last_journal_seq);
 
   ~Instance();
 
@@ -101,6 +108,14 @@ class Instance {
   absl::Status Apply(const bandit::v1::JournalRecord& rec) ABSL_LOCKS_EXCLUDED(mu_);
   // Journals the deletion and refuses every later call with NOT_FOUND.
   absl::Status MarkDeleted(uint64_t* written_seq = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // `next` (built from `creation`, a replacing import's record, and not yet visible) takes this
+  // instance's place: under this instance's lock, so no record of this copy can follow it,
+  // `creation` is journaled as `next`'s first record (AttachNew; nothing when `storage` is
+  // null) and this copy then refuses every later call (UNAVAILABLE: retry, the name now serves
+  // `next`). If this copy cannot take a change (deleted, released, storage failing) or the
+  // append fails, nothing changed.
+  absl::Status ReplaceWith(Instance& next, Storage* storage, bandit::v1::JournalRecord creation,
+                           uint64_t* written_seq) ABSL_LOCKS_EXCLUDED(mu_);
   // This copy stops changing for good (cluster mode: the instance moved to another node, or
   // this node let it go): a call still holding it is refused UNAVAILABLE, so nothing is ever
   // written through a copy that a later load of the same instance would not contain. Waits for
@@ -247,6 +262,7 @@ class Instance {
   Storage* storage_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool deleted_ ABSL_GUARDED_BY(mu_) = false;
   bool released_ ABSL_GUARDED_BY(mu_) = false;
+  bool replaced_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t last_journal_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // Starts at 1: a new instance has no stored snapshot yet, so the next round must write one.
   int64_t changes_since_snapshot_ ABSL_GUARDED_BY(mu_) = 1;

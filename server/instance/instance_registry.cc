@@ -46,6 +46,17 @@ absl::Status InstanceRegistry::Remove(const std::string& name) {
   return absl::OkStatus();
 }
 
+absl::Status InstanceRegistry::Replace(const std::shared_ptr<Instance>& current,
+                                       std::shared_ptr<Instance> next) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_name_.find(current->name());
+  if (it == by_name_.end() || it->second != current)
+    return absl::UnavailableError(absl::StrCat("instance '", current->name(),
+                                               "' left this node while it was replaced; retry"));
+  it->second = std::move(next);
+  return absl::OkStatus();
+}
+
 std::shared_ptr<Instance> InstanceRegistry::Take(const std::string& name) {
   absl::MutexLock lock(&mu_);
   refused_.erase(name);

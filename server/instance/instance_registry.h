@@ -24,6 +24,9 @@ class InstanceRegistry {
   absl::Status Add(std::shared_ptr<Instance> instance);
   absl::StatusOr<std::shared_ptr<Instance>> Get(const std::string& name) const;
   absl::Status Remove(const std::string& name);
+  // `next` takes the place of `current` under the same name, in one step (lookups see one or
+  // the other). UNAVAILABLE if the name no longer maps to `current` (it left this node).
+  absl::Status Replace(const std::shared_ptr<Instance>& current, std::shared_ptr<Instance> next);
   // Removes `name` if it is loaded here and returns it (nullptr if not); never asks the miss
   // handler (the cluster calls it while it decides ownership).
   std::shared_ptr<Instance> Take(const std::string& name);

@@ -218,7 +218,19 @@ absl::Status DecisionService::ImportInstance(const bandit::v1::ImportInstanceReq
         " shadows, more than the configured maximum of ", limits_.instance.max_shadows,
         " (--max_shadows); remove shadows before exporting, or raise the limit"));
   absl::MutexLock lock(&lifecycle_mu_);
-  if (auto s = CheckNameFree(snap->name()); !s.ok()) return s;
+  // With `replace` the instance of that name, if any, is only looked up here: it is touched once
+  // the new one is built and charged, in Replace.
+  std::shared_ptr<Instance> existing;
+  if (req.replace()) {
+    auto found = registry_.Get(snap->name());
+    if (found.ok()) {
+      existing = *std::move(found);
+    } else if (found.status().code() != absl::StatusCode::kNotFound) {
+      return found.status();
+    }
+  } else if (auto s = CheckNameFree(snap->name()); !s.ok()) {
+    return s;
+  }
   if (auto declared = InstanceState::DeclaredBytes(*snap, limits_.instance); declared.ok()) {
     if (auto s = memory_->Admit(
             *declared, MemoryOp::kImport,
@@ -231,9 +243,36 @@ absl::Status DecisionService::ImportInstance(const bandit::v1::ImportInstanceReq
   // The record first, and the instance from it: the apply replay makes of the same record.
   bandit::v1::JournalRecord rec;
   *rec.mutable_import() = *std::move(snap);
+  if (existing != nullptr) rec.set_replace(true);
   auto inst = Instance::FromCreation(rec, clock_, limits_.instance);
   if (!inst.ok()) return inst.status();
+  if (existing != nullptr)
+    return Replace(existing, *std::move(inst), std::move(rec), out, written_seq);
   return Register(*std::move(inst), std::move(rec), MemoryOp::kImport, out, written_seq);
+}
+
+absl::Status DecisionService::Replace(const std::shared_ptr<Instance>& existing,
+                                      std::shared_ptr<Instance> inst,
+                                      bandit::v1::JournalRecord rec, bandit::v1::Instance* out,
+                                      uint64_t* written_seq) {
+  // Both are held while the name changes hands: the new one is charged in full before the old
+  // one is touched, and the old one's charge is released when its last holder lets go.
+  if (auto s = inst->ChargeTo(memory_, MemoryOp::kImport); !s.ok()) return s;
+  if (storage_ != nullptr) {
+    if (auto s = storage_->health(); !s.ok()) return s;
+  }
+  // One record: the journal holds the old instance up to it and the new one from it, so a crash
+  // at any point recovers one of the two, never neither.
+  if (auto s = existing->ReplaceWith(*inst, storage_, std::move(rec), written_seq); !s.ok())
+    return s;
+  if (auto s = registry_.Replace(existing, inst); !s.ok()) {
+    // The name left this node after the record was written (a cluster hand-off): whoever
+    // loads it next replays the record; this copy is not served.
+    inst->MarkReleased();
+    return s;
+  }
+  inst->Describe(out);
+  return absl::OkStatus();
 }
 
 absl::Status DecisionService::GetInstance(const bandit::v1::GetInstanceRequest& req,

@@ -108,6 +108,9 @@ class DecisionService {
   // ImportInstance's snapshot of a VW model file (vw_model): a new vw instance with its state.
   absl::StatusOr<bandit::v1::InstanceSnapshot> SnapshotOfVwModel(
       const bandit::v1::ImportInstanceRequest& req);
+  // A new instance from a snapshot or a VW model file; with `replace`, it takes the place of an
+  // existing instance of that name in one journal record (an existing one is touched only
+  // after the new one is built and charged; a refused import leaves it as it was).
   absl::Status ImportInstance(const bandit::v1::ImportInstanceRequest& req,
                               bandit::v1::Instance* out, uint64_t* written_seq = nullptr);
   // One chunk of ExportDecisionLog's stream. `cursor` starts zeroed; each call fills `out` with
@@ -167,6 +170,12 @@ class DecisionService {
   absl::Status Register(std::shared_ptr<Instance> inst, bandit::v1::JournalRecord rec,
                         MemoryOp op, bandit::v1::Instance* out, uint64_t* written_seq)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
+  // `inst` (built from `rec`, a replacing import) takes the place of `existing`: charged,
+  // journaled as one record under `existing`'s lock (Instance::ReplaceWith), then swapped in
+  // the registry.
+  absl::Status Replace(const std::shared_ptr<Instance>& existing, std::shared_ptr<Instance> inst,
+                       bandit::v1::JournalRecord rec, bandit::v1::Instance* out,
+                       uint64_t* written_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
   // Looks the instance up, applies and journals `change` (a change's record,
   // server/instance/instance_operations.h), describes the result.
   absl::Status ChangeAndDescribe(const std::string& name, bandit::v1::JournalRecord change,

@@ -54,9 +54,11 @@ class RecoveryAdmission {
     for (const auto& [name, bytes] : held_) budget_->Charge(-bytes, MemoryKind::kPolicy);
   }
 
-  // Whether the incarnation `uid` of `name`, declaring `declared`, may be built. A footprint
-  // that cannot be computed is admitted: building it gives the precise error.
-  bool Admit(const std::string& name, uint64_t uid, const absl::StatusOr<int64_t>& declared) {
+  // Whether the incarnation `uid` of `name`, declaring `declared` and holding the journal up to
+  // `last_seq`, may be built. A footprint that cannot be computed is admitted: building it gives
+  // the precise error.
+  bool Admit(const std::string& name, uint64_t uid, uint64_t last_seq,
+             const absl::StatusOr<int64_t>& declared) {
     Release(name);  // a new incarnation replaces the previous one's reservation
     over_.erase(name);
     if (!declared.ok()) return true;
@@ -64,7 +66,7 @@ class RecoveryAdmission {
         *declared, MemoryKind::kPolicy, op_,
         absl::StrCat("instance '", name, "' (the footprint its stored config declares)"));
     if (!s.ok()) {
-      over_[name] = Over{uid, *declared, std::move(s)};
+      over_[name] = Over{uid, last_seq, *declared, std::move(s)};
       return false;
     }
     held_[name] = *declared;
@@ -77,11 +79,12 @@ class RecoveryAdmission {
     budget_->Charge(-it->second, MemoryKind::kPolicy);
     held_.erase(it);
   }
-  // `name` was left unbuilt for the budget (its records are skipped until a deletion of that
-  // incarnation or a new one).
-  bool over(const std::string& name, uint64_t uid) const {
+  // The incarnation of `name` that creation record `rec` makes was left unbuilt for the budget
+  // (its records are skipped until a deletion of that incarnation or a new one).
+  bool over(const std::string& name, const bandit::v1::JournalRecord& rec) const {
     auto it = over_.find(name);
-    return it != over_.end() && it->second.uid == uid;
+    return it != over_.end() &&
+           Instance::HoldsCreation(rec, it->second.uid, it->second.last_seq);
   }
   // A deletion record: the unbuilt incarnation `uid` of `name` is gone.
   void Deleted(const std::string& name, uint64_t uid) {
@@ -91,6 +94,7 @@ class RecoveryAdmission {
 
   struct Over {
     uint64_t uid = 0;
+    uint64_t last_seq = 0;
     int64_t declared = 0;
     absl::Status refusal;
   };
@@ -124,7 +128,9 @@ RecoverySink ReplaySink(const Clock* clock,
     auto& refused = *refused_out;
     const std::string name = snap.name();
     if (refused.count(name)) return;
-    if (!admission->Admit(name, snap.uid(), InstanceState::DeclaredBytes(snap, limits))) return;
+    if (!admission->Admit(name, snap.uid(), snap.last_journal_seq(),
+                          InstanceState::DeclaredBytes(snap, limits)))
+      return;
     // Consumed as the instance is built: the snapshot's records are freed as they are taken in.
     auto inst = Instance::FromSnapshot(std::move(snap), clock, limits);
     if (!inst.ok()) {
@@ -144,13 +150,16 @@ RecoverySink ReplaySink(const Clock* clock,
     auto it = live.find(name);
     switch (Instance::RoleOf(rec)) {
       case Instance::RecordRole::kCreation: {
-        if (it != live.end() && it->second->uid() == rec.uid()) return;  // in its snapshot
-        if (admission->over(name, rec.uid())) return;  // its snapshot was left unbuilt
-        if (!admission->Admit(name, rec.uid(), Instance::DeclaredBytes(rec, limits))) {
+        if (it != live.end() &&
+            Instance::HoldsCreation(rec, it->second->uid(), it->second->last_journal_seq()))
+          return;  // in its snapshot
+        if (admission->over(name, rec)) return;  // its snapshot was left unbuilt
+        if (!admission->Admit(name, rec.uid(), rec.seq(), Instance::DeclaredBytes(rec, limits))) {
           live.erase(name);
           return;
         }
-        // The same apply as the live path's (DecisionService::CreateInstance, ImportInstance).
+        // The same apply as the live path's (DecisionService::CreateInstance, ImportInstance);
+        // a replacing import's instance takes the place of the one built so far.
         absl::StatusOr<std::shared_ptr<Instance>> inst = Instance::FromCreation(rec, clock, limits);
         if (!inst.ok()) {
           refuse(name, absl::StrCat("journal record ", rec.seq(), ": ", inst.status().message()));

@@ -2,7 +2,8 @@
 // is served: LocalCalls runs them on this process's DecisionService; in a cluster,
 // cluster::RoutedCalls (server/cluster/routed_calls.h) runs those of an instance another node
 // owns on that node, through the cluster's router. The HTTP front door (server/api/http/) calls
-// this interface; the gRPC adapter forwards request bytes through the router itself.
+// this interface; the gRPC adapter, which passes request and answer bytes on as they came, calls
+// the same routing step of the router (cluster::Router::Dispatch) directly.
 //
 // Every unary RPC of server/service/rpcs.h about one instance (all but ListInstances and
 // SnapshotInstances) has

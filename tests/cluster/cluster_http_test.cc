@@ -195,6 +195,48 @@ TEST_F(ClusterHttp, RankOnANodeThatDoesNotOwnTheInstanceDecidesAsTheOwner) {
   EXPECT_GE(Forwarded("n1") - forwarded_before, kRounds + kRounds / 3);
 }
 
+// PUT model through a node that does not own the instance: its one ImportInstance (replace)
+// is forwarded to the owner, which replaces the instance and keeps it.
+TEST_F(ClusterHttp, PutModelThroughANodeThatDoesNotOwnTheInstanceReplacesItOnTheOwner) {
+  const std::string name = PlacedOn("n2", "model");
+  const std::string source = PlacedOn("n1", "source");
+  ASSERT_TRUE(Retry([&] { return grpc_["n1"]->CreateInstance(Create(name)); }).ok());
+  v1::CreateInstanceRequest eps;
+  eps.set_name(source);
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "policy { epsilon_greedy { epsilon: 0.2 } num_arms: 3 } seed: 9", eps.mutable_config()));
+  ASSERT_TRUE(Retry([&] { return grpc_["n1"]->CreateInstance(eps); }).ok());
+  for (int t = 0; t < 6; ++t) {
+    v1::SelectRequest sel;
+    sel.set_instance(source);
+    auto d = Retry([&] { return grpc_["n1"]->Select(sel); });
+    ASSERT_TRUE(d.ok()) << d.status();
+    v1::UpdateRequest up;
+    up.set_instance(source);
+    up.set_event_id(d->event_id());
+    up.set_reward(t % 2);
+    ASSERT_TRUE(Retry([&] { return grpc_["n1"]->Update(up); }).ok());
+  }
+  auto model = Retry([&] { return grpc_["n1"]->ExportInstance(source); });
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ(Owner(name), "n2");
+  const double forwarded_before = Forwarded("n1");
+  const std::string path = absl::StrCat("/instances/", name, "/personalizer/v1.1-preview.3/model");
+  Answer put;
+  for (int i = 0; i < 400; ++i) {
+    put = bandit::testing::SendHttp(http_.at("n1"), "PUT", path, *model, kAdmin);
+    if (put.status != 503 && put.status != 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(put.status, 204) << put.body << nodes_["n1"]->Log();
+  EXPECT_EQ(Owner(name), "n2");
+  EXPECT_GE(Forwarded("n1") - forwarded_before, 1);
+  auto got = Retry([&] { return grpc_["n2"]->GetInstance(name); });
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->stats().updates(), 6);
+  EXPECT_TRUE(got->config().policy().has_epsilon_greedy());
+}
+
 TEST_F(ClusterHttp, AutoCreatedThroughAnyNodeLandsOnItsPlacement) {
   const std::string name = PlacedOn("n1", "auto");
   const std::string body =

@@ -646,6 +646,61 @@ TEST_F(PersonalizerHttp, ModelPutAsAVwModelFileRanksAsItsSource) {
   }
 }
 
+// PUT model is one durable step: after a refused file the instance exports byte for byte as
+// before, and a kill -9 right after the 204 restarts into the imported instance (its learned
+// state and config: it ranks as its source does), never the old one and never none.
+TEST(PersonalizerHttpCrash, PutModelSurvivesKillNineAsTheImportedInstance) {
+  const bandit::testing::TempDir temp("personalizer-put-crash");
+  const std::vector<std::string> args = {"--http_listen=127.0.0.1:0", "--durability=always"};
+  const std::string target_model = "/instances/target/personalizer/v1.1-preview.3/model";
+  {
+    ServerProcess server(args, temp.path());
+    ASSERT_TRUE(server.running()) << server.Log();
+    const int port = HttpPort(server);
+    BanditClient grpc(server.target());
+    ASSERT_TRUE(grpc.CreateInstance(Create("source")).ok());
+    ASSERT_TRUE(
+        grpc.CreateInstance(Create("target", "policy { linucb {} } feature_space { bits: 4 }"))
+            .ok());
+    ASSERT_NO_FATAL_FAILURE(RankAndReward(port, "source", 0, 20, [](int t) { return t % 2; }));
+    ASSERT_NO_FATAL_FAILURE(RankAndReward(port, "target", 0, 5, [](int) { return 1; }));
+    Answer model =
+        Send(port, "GET", "/instances/source/personalizer/v1.1-preview.3/model", "", nullptr);
+    ASSERT_EQ(model.status, 200);
+    Answer before = Send(port, "GET", target_model, "", nullptr);
+    ASSERT_EQ(before.status, 200);
+    Answer refused = Send(port, "PUT", target_model, model.body.substr(0, model.body.size() / 2),
+                          nullptr);
+    EXPECT_EQ(refused.status, 400);
+    EXPECT_EQ(refused.code, "InvalidModelImportFormat");
+    EXPECT_EQ(Send(port, "GET", target_model, "", nullptr).body, before.body);
+    Answer put = Send(port, "PUT", target_model, model.body, nullptr);
+    ASSERT_EQ(put.status, 204) << put.body;
+    server.Stop(SIGKILL);
+  }
+  ServerProcess server(args, temp.path());
+  ASSERT_TRUE(server.running()) << server.Log();
+  const int port = HttpPort(server);
+  BanditClient grpc(server.target());
+  auto target = grpc.GetInstance("target");
+  ASSERT_TRUE(target.ok()) << target.status() << server.Log();
+  EXPECT_EQ(target->stats().updates(), 20);
+  EXPECT_EQ(target->config().feature_space().bits(), 5);  // the source's, not the old 4
+  std::string context;
+  std::vector<std::string> excluded;
+  for (int t = 20; t < 30; ++t) {
+    const std::string body = RankBody(t, &context, &excluded);
+    Answer s = Send(port, "POST", "/instances/source/personalizer/v1.0/rank", body, nullptr);
+    Answer d = Send(port, "POST", "/instances/target/personalizer/v1.0/rank", body, nullptr);
+    ASSERT_EQ(s.status, 201) << s.body;
+    ASSERT_EQ(d.status, 201) << d.body;
+    rapidjson::Document sd, dd;
+    sd.Parse(s.body.c_str());
+    dd.Parse(d.body.c_str());
+    EXPECT_EQ(std::string(sd["rewardActionId"].GetString()), dd["rewardActionId"].GetString());
+  }
+}
+
 TEST(PersonalizerHttpRoot, DefaultInstanceAndAutoCreateWithoutAuth) {
   ServerProcess server({"--http_listen=127.0.0.1:0", "--personalizer_default_instance=home",
                         "--personalizer_auto_create"});

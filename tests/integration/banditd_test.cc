@@ -274,6 +274,9 @@ TEST(Banditctl, HealthExitCodeAndRoundTrip) {
   EXPECT_EQ(RunCtl(t + " export gen --file=" + state), 0);
   EXPECT_EQ(RunCtl(t + " import gen_copy --file=" + state), 0);
   EXPECT_EQ(RunCtl(t + " import gen_copy --file=" + state), 1);  // exists
+  // --replace: the copy, changed since, becomes the exported instance again (its mean 1 below).
+  EXPECT_EQ(RunCtl(t + " set-reference gen_copy --mean=3,3 --covariance=2,0,0,2"), 0);
+  EXPECT_EQ(RunCtl(t + " import gen_copy --replace --file=" + state), 0);
   EXPECT_EQ(RunCtl(t + " export nosuch --file=" + state), 1);
   EXPECT_EQ(RunCtl(t + " delete gen"), 0);
   EXPECT_EQ(RunCtl(t + " import --file=" + state), 0);  // back under its exported name

@@ -1,6 +1,7 @@
 // DecisionService in-process, with a manual clock: the request logic the gRPC layer adapts.
 #include "server/service/decision_service.h"
 #include "server/instance/pending_table.h"
+#include "server/storage/snapshot_store.h"
 #include "tests/server/server_test_util.h"
 
 #include <google/protobuf/text_format.h>
@@ -548,6 +549,73 @@ TEST_F(DecisionServiceTest, SetMixtureReferenceRefusesBadRequestsWithoutChange) 
             StatusCode::kInvalidArgument);
   ASSERT_TRUE(svc_.ExportInstance(ex, &after).ok());
   EXPECT_EQ(after.snapshot(), before.snapshot());
+}
+
+// ImportInstance with `replace`: the name's instance becomes the imported one in one step. A
+// refused import (a snapshot that does not decode, more shadows than allowed, a policy that
+// does not build) leaves the existing instance byte for byte as it was; without `replace` a
+// taken name is ALREADY_EXISTS as before; a call still holding the replaced copy is refused.
+TEST_F(DecisionServiceTest, ImportWithReplaceSwapsTheInstanceOrLeavesItAsItWas) {
+  MakeEps("source");
+  MakeEps("target");
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(Reward("source", Select("source").event_id(), 1).ok());
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(Reward("target", Select("target").event_id(), 0).ok());
+  const v1::Decision open = Select("target");  // a pending decision of the old instance
+  auto export_of = [&](const std::string& name) {
+    v1::ExportInstanceRequest ex;
+    ex.set_name(name);
+    v1::ExportInstanceResponse resp;
+    EXPECT_TRUE(svc_.ExportInstance(ex, &resp).ok());
+    return resp.snapshot();
+  };
+  const std::string model = export_of("source");
+  const std::string before = export_of("target");
+  std::shared_ptr<Instance> old = *svc_.registry().Get("target");
+
+  v1::ImportInstanceRequest im;
+  im.set_name("target");
+  im.set_snapshot(model);
+  v1::Instance out;
+  EXPECT_EQ(svc_.ImportInstance(im, &out).code(), StatusCode::kAlreadyExists);
+  im.set_replace(true);
+  im.set_snapshot("not a snapshot");
+  EXPECT_EQ(svc_.ImportInstance(im, &out).code(), StatusCode::kInvalidArgument);
+  im.set_snapshot(model.substr(0, model.size() - 3));
+  EXPECT_EQ(svc_.ImportInstance(im, &out).code(), StatusCode::kInvalidArgument);
+  // A snapshot that decodes but whose policy does not build (an epsilon out of range).
+  v1::InstanceSnapshot bad;
+  ASSERT_TRUE(SnapshotStore::Decode(model).ok());
+  bad = *SnapshotStore::Decode(model);
+  bad.mutable_config()->mutable_policy()->mutable_epsilon_greedy()->set_epsilon(3);
+  im.set_snapshot(SnapshotStore::Encode(bad));
+  EXPECT_EQ(svc_.ImportInstance(im, &out).code(), StatusCode::kInvalidArgument);
+  // A VW model file that is not one.
+  im.clear_snapshot();
+  im.set_vw_model("VW model? no");
+  EXPECT_EQ(svc_.ImportInstance(im, &out).code(), StatusCode::kInvalidArgument);
+  im.clear_vw_model();
+  EXPECT_EQ(export_of("target"), before);
+  EXPECT_EQ(*svc_.registry().Get("target"), old);  // the same instance, not a copy
+
+  im.set_snapshot(model);
+  ASSERT_TRUE(svc_.ImportInstance(im, &out).ok());
+  EXPECT_EQ(out.stats().updates(), 30);
+  EXPECT_EQ(Stats("target").updates(), 30);
+  EXPECT_EQ(svc_.registry().size(), 2);
+  // The old copy's pending decision went with it: its reward is unknown to the new instance,
+  // and a call still holding the old copy is refused, changing nothing.
+  EXPECT_EQ(Reward("target", open.event_id(), 1).code(), StatusCode::kNotFound);
+  v1::UpdateRequest up;
+  up.set_instance("target");
+  up.set_event_id(open.event_id());
+  up.set_reward(1);
+  v1::UpdateResponse resp;
+  EXPECT_EQ(old->Update(up, &resp).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(Stats("target").updates(), 30);
+  // With `replace` and a free name, an import creates it.
+  im.set_name("fresh");
+  ASSERT_TRUE(svc_.ImportInstance(im, &out).ok());
+  EXPECT_EQ(Stats("fresh").updates(), 30);
 }
 
 }  // namespace

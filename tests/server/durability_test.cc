@@ -1149,6 +1149,69 @@ TEST_P(DurabilityOn, ExportDoesNotStandInForAStoredSnapshot) {
   EXPECT_EQ(Stats(b.svc, "x").updates(), 30);
 }
 
+// An import that replaces an instance (ImportInstanceRequest.replace, Personalizer's PUT model)
+// is one journal record, and a crash after it recovers the new instance, never the old one or
+// none, whether the last stored snapshot is the old instance's or the new one's. The model put
+// back is the instance's own earlier export, which carries the instance's own uid: recovery
+// must know the replacement by its place in the journal, not by its uid. A refused import
+// writes nothing and leaves the instance as it was.
+TEST_P(DurabilityOn, AReplacingImportIsOneRecordAndACrashRecoversTheNewInstance) {
+  for (const bool snapshot_after : {false, true}) {
+    SCOPED_TRACE(snapshot_after ? "snapshot after the replace" : "old instance's snapshot only");
+    Disk disk(GetParam());
+    ManualClock clock;
+    DecisionService twin(&clock);
+    v1::Instance out;
+    {
+      Node a(&disk, &clock, Durability::kAlways);
+      ASSERT_TRUE(a.svc.CreateInstance(Create("x", kEps), &out).ok());
+      for (int i = 0; i < 40; ++i) Round(a.svc, "x", i);
+      v1::ExportInstanceRequest ex;
+      ex.set_name("x");
+      v1::ExportInstanceResponse early;
+      ASSERT_TRUE(a.svc.ExportInstance(ex, &early).ok());
+      v1::ImportInstanceRequest im;
+      im.set_name("x");
+      im.set_snapshot(early.snapshot());
+      ASSERT_TRUE(twin.ImportInstance(im, &out).ok());
+      ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+      for (int i = 40; i < 70; ++i) Round(a.svc, "x", i);
+      ASSERT_TRUE(a.Ack().ok());
+
+      const size_t records = disk.Records().size();
+      v1::ExportInstanceResponse current;
+      ASSERT_TRUE(a.svc.ExportInstance(ex, &current).ok());
+      im.set_replace(true);
+      im.set_snapshot(early.snapshot().substr(0, early.snapshot().size() / 2));
+      EXPECT_EQ(a.svc.ImportInstance(im, &out).code(), StatusCode::kInvalidArgument);
+      EXPECT_EQ(disk.Records().size(), records);
+      v1::ExportInstanceResponse unchanged;
+      ASSERT_TRUE(a.svc.ExportInstance(ex, &unchanged).ok());
+      EXPECT_EQ(unchanged.snapshot(), current.snapshot());
+
+      im.set_snapshot(early.snapshot());
+      ASSERT_TRUE(a.svc.ImportInstance(im, &out).ok());
+      ASSERT_TRUE(a.Ack().ok());
+      const std::vector<v1::JournalRecord> after = disk.Records();
+      ASSERT_EQ(after.size(), records + 1);
+      EXPECT_TRUE(after.back().has_import());
+      EXPECT_TRUE(after.back().replace());
+      EXPECT_EQ(after.back().instance(), "x");
+      EXPECT_EQ(Stats(a.svc, "x").updates(), 40);
+      EXPECT_EQ(Continue(a.svc, "x", 40, 20), Continue(twin, "x", 40, 20));
+      if (snapshot_after) {
+        ASSERT_TRUE(a.persistence->SnapshotAll().ok());
+      }
+      ASSERT_TRUE(a.Ack().ok());
+      a.Crash(&disk);
+    }
+    Node b(&disk, &clock, Durability::kAlways);
+    EXPECT_TRUE(b.report.refused.empty());
+    EXPECT_EQ(Stats(b.svc, "x").updates(), 60);
+    EXPECT_EQ(Continue(b.svc, "x", 60, 50), Continue(twin, "x", 60, 50));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, DurabilityOn,
                          ::testing::Values(Backend::kFile, Backend::kPostgres), BackendName);
 

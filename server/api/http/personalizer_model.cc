@@ -12,25 +12,42 @@
 
 namespace bandit::server::http {
 
+namespace {
+
+// What a refused PUT model answers: the import's status, as Personalizer's
+// InvalidModelImportFormat unless it is not about the file.
+absl::Status ModelRefusal(const absl::Status& s) {
+  switch (s.code()) {
+    // Not about the file: the key, the instance's name (refused at recovery), the server or the
+    // cluster unable to take a write now. Answered as they are.
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kAborted:
+    // The file refused as such: already Personalizer's InvalidModelImportFormat.
+    case absl::StatusCode::kInvalidArgument:
+      return s;
+    // The instance the file makes was refused (more shadows than allowed, no room in the
+    // memory budget, ...): InvalidModelImportFormat too, with the service's message.
+    default:
+      return absl::InvalidArgumentError(s.message());
+  }
+}
+
+}  // namespace
+
 ApiResponse PersonalizerApi::ImportModel(const Target& target, absl::string_view body) {
   constexpr Route kRoute = Route::kModel;
-  // The instance becomes the one exported: its own state is kept aside (exported) first and
-  // imported back if the new one is refused, so a bad file leaves the instance as it was.
-  bandit::v1::ExportInstanceRequest keep;
-  keep.set_name(target.instance);
-  bandit::v1::ExportInstanceResponse kept;
-  absl::Status exported = target.calls->ExportInstance(keep, &kept);
-  const bool existed = exported.ok();
-  if (!existed && exported.code() != absl::StatusCode::kNotFound) return Error(exported, kRoute);
-  uint64_t written_seq = 0;
-  if (existed) {
-    bandit::v1::DeleteInstanceRequest del;
-    del.set_name(target.instance);
-    if (absl::Status s = target.calls->DeleteInstance(del, nullptr, &written_seq); !s.ok())
-      return Error(s, kRoute);
-  }
+  // The instance becomes the one in the file, in one service call: ImportInstance with
+  // `replace` checks the new instance whole before it touches the existing one, and swaps them
+  // in one journal record, so a refused file leaves the instance as it was and a crash leaves
+  // one of the two.
   bandit::v1::ImportInstanceRequest import;
   import.set_name(target.instance);
+  import.set_replace(true);
   if (vw::IsModelFile(body)) {
     // A Vowpal Wabbit model file (what Personalizer's own model export held, `vw -f`): a vw
     // instance of the file's arguments with Personalizer's other defaults (reward wait, default
@@ -43,28 +60,10 @@ ApiResponse PersonalizerApi::ImportModel(const Target& target, absl::string_view
     import.set_snapshot(std::string(body));
   }
   bandit::v1::Instance imported;
-  absl::Status s = target.calls->ImportInstance(import, &imported, &written_seq);
-  if (!s.ok() && !existed)
-    return Error(s.code() == absl::StatusCode::kInvalidArgument
-                     ? s
-                     : absl::InvalidArgumentError(s.message()),
-                 kRoute);
-  if (!s.ok()) {
-    import.set_snapshot(std::move(*kept.mutable_snapshot()));
-    import.clear_vw_model();
-    import.clear_config();
-    if (absl::Status back = target.calls->ImportInstance(import, &imported, &written_seq); !back.ok())
-      return Error(absl::InternalError(
-                       absl::StrCat("the model was refused (", s.message(),
-                                    ") and restoring the instance's own failed: ", back.message())),
-                   kRoute);
-    if (absl::Status d = AwaitDurable(written_seq); !d.ok()) return Error(d, kRoute);
-    return Error(s.code() == absl::StatusCode::kInvalidArgument
-                     ? s
-                     : absl::InvalidArgumentError(s.message()),
-                 kRoute);
-  }
-  if (s = AwaitDurable(written_seq); !s.ok()) return Error(s, kRoute);
+  uint64_t written_seq = 0;
+  if (absl::Status s = target.calls->ImportInstance(import, &imported, &written_seq); !s.ok())
+    return Error(ModelRefusal(s), kRoute);
+  if (absl::Status s = AwaitDurable(written_seq); !s.ok()) return Error(s, kRoute);
   return NoContent(kRoute);
 }
 

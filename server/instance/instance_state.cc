@@ -953,6 +953,7 @@ absl::Status InstanceState::DeleteEvaluation(const std::string& id) {
       evaluations_.erase(it);
       return absl::OkStatus();
     }
+  // The words DecisionService's kNoSuchEvaluation names.
   return absl::NotFoundError(
       absl::StrCat("instance '", name_, "' has no evaluation '", id, "'"));
 }

@@ -615,11 +615,12 @@ absl::Status DecisionService::CreateEvaluation(const bandit::v1::CreateEvaluatio
     for (int j = 0; j < i; ++j)
       if (req.policies(j).name() == p.name())
         return absl::InvalidArgumentError(absl::StrCat(
-            "policies[", i, "].name '", p.name(), "' is also policies[", j,
-            "]'s, expected distinct names"));
+            "policies[", i, "].name '", p.name(), "' is also policies[", j, "]'s, ",
+            kDistinctPolicyNames));
     if (auto args = vw::ParseVwArguments(p.arguments()); !args.ok())
-      return absl::InvalidArgumentError(absl::StrCat("policies[", i, "] '", p.name(),
-                                                     "': ", args.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat("policies[", i, "] '", p.name(), "' ",
+                                                     kPolicyArgumentsRefused,
+                                                     args.status().message()));
   }
   auto inst = registry_.Get(req.instance());
   if (!inst.ok()) return inst.status();
@@ -631,7 +632,7 @@ absl::Status DecisionService::CreateEvaluation(const bandit::v1::CreateEvaluatio
     return s;
   if (first.decisions_size() == 0)
     return absl::FailedPreconditionError(absl::StrCat(
-        "instance '", req.instance(), "' logged no decision from ", req.start_ms(), " to ",
+        "instance '", req.instance(), "' ", kNoDecisionLogged, " from ", req.start_ms(), " to ",
         req.end_ms(), " ms since the epoch: nothing to evaluate"));
   bandit::v1::Evaluation e;
   e.set_id(req.id().empty() ? absl::StrFormat("%016x", uids_->NewUid()) : req.id());
@@ -661,8 +662,8 @@ absl::Status DecisionService::GetEvaluation(const bandit::v1::GetEvaluationReque
   if (!inst.ok()) return inst.status();
   auto held = (*inst)->Evaluations(req.id());
   if (req.id().empty() || held.empty())
-    return absl::NotFoundError(
-        absl::StrCat("instance '", req.instance(), "' has no evaluation '", req.id(), "'"));
+    return absl::NotFoundError(absl::StrCat("instance '", req.instance(), "' ",
+                                            kNoSuchEvaluation, " '", req.id(), "'"));
   *out = std::move(held.front());
   return absl::OkStatus();
 }

@@ -20,6 +20,14 @@
 
 namespace bandit::server {
 
+// Words the evaluation refusals carry, which Personalizer's API turns into its error codes
+// (DuplicateCustomPolicyNames, InvalidPolicyConfiguration, NoLogsExistInDateRange,
+// EvaluationNotFound).
+inline constexpr char kDistinctPolicyNames[] = "expected distinct names";
+inline constexpr char kPolicyArgumentsRefused[] = "arguments refused: ";
+inline constexpr char kNoDecisionLogged[] = "logged no decision";
+inline constexpr char kNoSuchEvaluation[] = "has no evaluation";
+
 struct ServiceLimits {
   InstanceLimits instance;
   int64_t max_instances = 100'000;

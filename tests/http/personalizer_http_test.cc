@@ -568,6 +568,93 @@ TEST_F(PersonalizerHttp, LogsPropertiesGiveTheDecisionLogsDateRange) {
                                      "\",\"to\":\"", rfc3339(decided.back()), "\"}}"));
 }
 
+// Personalizer's evaluations: created (201, Location, pending), polled until completed, listed,
+// deleted; the online policy's figures are the rewards the test gave; each refusal has
+// Personalizer's status and code.
+TEST_F(PersonalizerHttp, EvaluationsAreCreatedPolledListedAndDeleted) {
+  ASSERT_TRUE(grpc_->CreateInstance(
+                       Create("evals", "policy { vw { arguments: '--cb_explore_adf --epsilon 0.2 "
+                                       "-q :: -b 12' } } decision_log { enabled: true } seed: 1"))
+                  .ok());
+  RankAndReward(port_, "evals", 0, 60, [](int t) { return t % 2; });
+  const absl::Time now = absl::Now();
+  const auto when = [now](absl::Duration from_now) {
+    return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", now + from_now, absl::UTCTimeZone());
+  };
+  const std::string base = "/instances/evals/personalizer/v1.1-preview.3/evaluations";
+  const auto contract = [&](const std::string& start, const std::string& end,
+                            const std::string& policies) {
+    return absl::StrCat("{\"name\":\"compare\",\"startTime\":\"", start, "\",\"endTime\":\"",
+                        end, "\",\"enableOfflineExperimentation\":false,\"policies\":[",
+                        policies, "]}");
+  };
+  const std::string other =
+      "{\"name\":\"low epsilon\",\"arguments\":\"--cb_explore_adf --epsilon 0.05 -q :: -b 12\"}";
+  Answer created = Send(port_, "POST", base,
+                        contract(when(absl::Hours(-1)), when(absl::Hours(1)), other), kAdmin);
+  ASSERT_EQ(created.status, 201) << created.body;
+  rapidjson::Document doc;
+  doc.Parse(created.body.c_str());
+  const std::string id = doc["id"].GetString();
+  EXPECT_EQ(std::string(doc["jobId"].GetString()), id);
+  EXPECT_EQ(std::string(doc["evaluationType"].GetString()), "Manual");
+  EXPECT_TRUE(doc.HasMember("creationTime"));
+  EXPECT_EQ(created.headers.find("Location")->second, base + "/" + id);
+  // Polled as the SDK's callers do.
+  Answer got;
+  for (int i = 0; i < 500; ++i) {
+    got = Send(port_, "GET", base + "/" + id, "", kReader);
+    ASSERT_EQ(got.status, 200) << got.body;
+    doc.Parse(got.body.c_str());
+    if (std::string(doc["status"].GetString()) != "pending") break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(std::string(doc["status"].GetString()), "completed") << got.body;
+  std::map<std::string, const rapidjson::Value*> by_source;
+  for (const auto& r : doc["policyResults"].GetArray())
+    by_source[r["policySource"].GetString()] = &r;
+  ASSERT_EQ(by_source.size(), 4u) << got.body;
+  const rapidjson::Value& online = (*by_source["Online"])["totalSummary"];
+  EXPECT_EQ(online["ipsEstimatorDenominator"].GetDouble(), 60);
+  EXPECT_DOUBLE_EQ(online["ipsEstimatorNumerator"].GetDouble(), 30);  // half the rounds paid 1
+  EXPECT_DOUBLE_EQ(online["averageReward"].GetDouble(), 0.5);
+  EXPECT_EQ(std::string((*by_source["Custom"])["name"].GetString()), "low epsilon");
+  EXPECT_EQ(std::string(online["aggregateTimeWindow"].GetString()), "PT2H");
+  EXPECT_GT((*by_source["Custom"])["summary"].GetArray().Size(), 0u);
+  Answer listed = Send(port_, "GET", base, "", kReader);
+  ASSERT_EQ(listed.status, 200);
+  doc.Parse(listed.body.c_str());
+  ASSERT_TRUE(doc.IsArray());
+  EXPECT_EQ(doc.GetArray().Size(), 1u);
+  // Refusals.
+  const auto refused = [&](const std::string& body, int status, const std::string& code) {
+    Answer a = Send(port_, "POST", base, body, kAdmin);
+    EXPECT_EQ(a.status, status) << body << " -> " << a.body;
+    EXPECT_EQ(a.code, code) << body << " -> " << a.body;
+  };
+  refused(contract(when(absl::Hours(1)), when(absl::Hours(-1)), other), 400,
+          "InvalidEvaluationContract");
+  refused(contract(when(absl::Hours(-1)), when(absl::Hours(1)), absl::StrCat(other, ",", other)),
+          400, "DuplicateCustomPolicyNames");
+  refused(contract(when(absl::Hours(-1)), when(absl::Hours(1)),
+                   "{\"name\":\"bad\",\"arguments\":\"--cb_explore_adf --bogus\"}"),
+          400, "InvalidPolicyConfiguration");
+  refused(contract("2001-01-01T00:00:00Z", "2001-01-02T00:00:00Z", other), 400,
+          "NoLogsExistInDateRange");
+  refused("{\"name\":\"x\",\"startTime\":\"yesterday\"}", 400, "InvalidEvaluationContract");
+  EXPECT_EQ(Send(port_, "POST", base, contract(when(absl::Hours(-1)), when(absl::Hours(1)), other),
+                 kReader)
+                .status,
+            403);
+  Answer unknown = Send(port_, "GET", base + "/nosuch", "", kReader);
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(unknown.code, "EvaluationNotFound");
+  EXPECT_EQ(Send(port_, "DELETE", base + "/" + id, "", kAdmin).status, 204);
+  EXPECT_EQ(Send(port_, "GET", base + "/" + id, "", kReader).code, "EvaluationNotFound");
+  listed = Send(port_, "GET", base, "", kReader);
+  EXPECT_EQ(listed.body, "[]");
+}
+
 TEST_F(PersonalizerHttp, ModelExportedFromOneInstanceContinuesExactlyOnAnother) {
   ASSERT_TRUE(grpc_->CreateInstance(Create("source")).ok());
   ASSERT_TRUE(

@@ -109,9 +109,13 @@ Match MatchPath(absl::string_view path) {
     } else {
       m.route = Route::kUnmatched;
     }
-  } else if (!rest.empty() && rest[0] == "evaluations") {
+  } else if (is({"evaluations"})) {
     m.route = Route::kEvaluations;
-    m.methods = {"GET", "POST", "PUT", "DELETE"};
+    m.methods = {"GET", "POST"};
+  } else if (rest.size() == 2 && rest[0] == "evaluations") {
+    m.route = Route::kEvaluations;
+    m.event_id = std::string(rest[1]);  // the evaluation's id
+    m.methods = {"GET", "DELETE"};
   } else if (!rest.empty() && rest[0] == "featureimportances") {
     m.route = Route::kFeatureImportances;
     m.methods = {"GET", "POST", "PUT", "DELETE"};
@@ -138,6 +142,8 @@ Rpc RpcFor(Route route, absl::string_view method) {
     case Route::kModelProperties:
     case Route::kLogsProperties:
       return Rpc::kGetInstance;
+    case Route::kEvaluations:
+      return method == "GET" ? Rpc::kGetEvaluation : Rpc::kCreateEvaluation;
     default:
       return Rpc::kResetInstance;  // admin
   }
@@ -209,6 +215,9 @@ ApiResponse PersonalizerApi::Handle(const ApiRequest& request) {
     case Route::kLogs:
     case Route::kLogsProperties:
       return Logs(target, method);
+    case Route::kEvaluations:
+      return Evaluations(target, method, m.event_id, request.body,
+                         request.path.substr(0, request.path.find("/evaluations")));
     case Route::kMultiSlot:
       // The service's multi-slot Select, per-slot rewards and activation.
       if (m.multislot == Route::kRank) return Rank(target, request.body);
@@ -217,8 +226,7 @@ ApiResponse PersonalizerApi::Handle(const ApiRequest& request) {
     default:
       return Error(absl::NotFoundError(absl::StrCat(
                        RouteName(m.route),
-                       " are not offered by this server; off-policy evaluation of logged "
-                       "decisions is bandit-ope's (docs/personalizer.md)")),
+                       " are not offered by this server (docs/personalizer.md)")),
                    m.route);
   }
 }

@@ -82,6 +82,10 @@ class PersonalizerApi {
   ApiResponse ImportModel(const Target& target, absl::string_view body);
   ApiResponse ModelProperties(const Target& target);
   ApiResponse Logs(const Target& target, absl::string_view method);
+  // evaluations, evaluations/{id} (personalizer_evaluations.cc); `prefix` the request's path up
+  // to "evaluations" (the Location of a new one).
+  ApiResponse Evaluations(const Target& target, absl::string_view method, absl::string_view id,
+                          absl::string_view body, absl::string_view prefix);
   // OK once record `written_seq` is as durable as --durability promises.
   absl::Status AwaitDurable(uint64_t written_seq);
   // OK if the instance exists (creating it when auto_create is on).

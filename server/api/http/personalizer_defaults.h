@@ -12,7 +12,8 @@
 // 0.131, LinUCB's diagonal covariance 0.125, its sketched covariance at l = 16 0.173; the
 // sketched covariance at l >= 128 learns more, at several times the cost). LinUCB with a full
 // matrix learns more too but only at 2^10 to 2^12 and at 50 times the cost. The reward wait (10
-// minutes) and the default reward (0) applied when it passes are Personalizer's defaults.
+// minutes) and the default reward (0) applied when it passes are Personalizer's defaults; the
+// decision log is on, as Personalizer's logs were (its offline evaluations read it).
 #pragma once
 
 #include "bandit/v1/service.pb.h"
@@ -36,6 +37,9 @@ inline bandit::v1::InstanceConfig PersonalizerDefaultConfig() {
   pending->set_reward_wait_ms(kPersonalizerRewardWaitMs);
   pending->set_on_expiry(bandit::v1::APPLY_DEFAULT);
   pending->set_default_reward(0);
+  // Personalizer kept every resource's logs for its offline evaluations: the decision log, with
+  // its default retention (the newest 100,000 decisions within 64 MiB).
+  config.mutable_decision_log()->set_enabled(true);
   return config;
 }
 

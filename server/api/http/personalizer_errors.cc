@@ -54,6 +54,8 @@ const char* InvalidRequestCode(Route route) {
       return "InvalidPolicyConfiguration";
     case Route::kModel:
       return "InvalidModelImportFormat";
+    case Route::kEvaluations:
+      return "InvalidEvaluationContract";
     default:
       return "BadRequest";
   }

@@ -393,7 +393,11 @@ absl::Status BanditServer::StartCluster() {
     return p->LoadInstance(name, max_seq, needed_bytes);
   };
   hooks.add = [service](std::shared_ptr<Instance> inst) {
-    return service->registry().Add(std::move(inst));
+    const std::string name = inst->name();
+    if (auto s = service->registry().Add(std::move(inst)); !s.ok()) return s;
+    // Its evaluations still pending (their jobs were on the node it left) run here from the start.
+    service->ResumeEvaluations(name);
+    return absl::OkStatus();
   };
   hooks.has_room = [service](int64_t bytes) { return bytes <= service->memory()->left(); };
   hooks.drop = [service](const std::string& name) {

@@ -54,9 +54,7 @@ namespace {
 // consistently; "" = none (ListInstances, SnapshotInstances of all).
 template <typename Req>
 std::string RoutingKey(const Req& req) {
-  if constexpr (std::is_same_v<Req, bandit::v1::SelectRequest> ||
-                std::is_same_v<Req, bandit::v1::UpdateRequest> ||
-                std::is_same_v<Req, bandit::v1::ActivateRequest>) {
+  if constexpr (requires { req.instance(); }) {  // Select, Update, Activate, the evaluations
     return req.instance();
   } else if constexpr (std::is_same_v<Req, bandit::v1::SelectBatchRequest> ||
                        std::is_same_v<Req, bandit::v1::UpdateBatchRequest>) {
@@ -191,6 +189,37 @@ absl::StatusOr<v1::Instance> BanditClient::RemoveShadow(const v1::RemoveShadowRe
 
 absl::StatusOr<v1::Instance> BanditClient::PromoteShadow(const v1::PromoteShadowRequest& req) {
   return Call<v1::PromoteShadowRequest, v1::Instance>(&BanditService::Stub::PromoteShadow, req);
+}
+
+absl::StatusOr<v1::Evaluation> BanditClient::CreateEvaluation(
+    const v1::CreateEvaluationRequest& req) {
+  return Call<v1::CreateEvaluationRequest, v1::Evaluation>(
+      &BanditService::Stub::CreateEvaluation, req);
+}
+
+absl::StatusOr<v1::Evaluation> BanditClient::GetEvaluation(const std::string& instance,
+                                                           const std::string& id) {
+  v1::GetEvaluationRequest req;
+  req.set_instance(instance);
+  req.set_id(id);
+  return Call<v1::GetEvaluationRequest, v1::Evaluation>(&BanditService::Stub::GetEvaluation, req);
+}
+
+absl::StatusOr<v1::ListEvaluationsResponse> BanditClient::ListEvaluations(
+    const std::string& instance) {
+  v1::ListEvaluationsRequest req;
+  req.set_instance(instance);
+  return Call<v1::ListEvaluationsRequest, v1::ListEvaluationsResponse>(
+      &BanditService::Stub::ListEvaluations, req);
+}
+
+absl::Status BanditClient::DeleteEvaluation(const std::string& instance, const std::string& id) {
+  v1::DeleteEvaluationRequest req;
+  req.set_instance(instance);
+  req.set_id(id);
+  return Call<v1::DeleteEvaluationRequest, v1::DeleteEvaluationResponse>(
+             &BanditService::Stub::DeleteEvaluation, req)
+      .status();
 }
 
 absl::StatusOr<v1::Instance> BanditClient::ConfigureInstance(

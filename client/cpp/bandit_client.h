@@ -51,6 +51,14 @@ class BanditClient {
   absl::StatusOr<bandit::v1::Instance> AddShadow(const bandit::v1::AddShadowRequest& req);
   absl::StatusOr<bandit::v1::Instance> RemoveShadow(const bandit::v1::RemoveShadowRequest& req);
   absl::StatusOr<bandit::v1::Instance> PromoteShadow(const bandit::v1::PromoteShadowRequest& req);
+  // Offline evaluations of an instance's decision log (docs/api.md): created pending, polled
+  // with GetEvaluation until their job ends.
+  absl::StatusOr<bandit::v1::Evaluation> CreateEvaluation(
+      const bandit::v1::CreateEvaluationRequest& req);
+  absl::StatusOr<bandit::v1::Evaluation> GetEvaluation(const std::string& instance,
+                                                       const std::string& id);
+  absl::StatusOr<bandit::v1::ListEvaluationsResponse> ListEvaluations(const std::string& instance);
+  absl::Status DeleteEvaluation(const std::string& instance, const std::string& id);
   // The settings that may change live (reward wait, expiry, aggregation, epsilon, learning mode).
   absl::StatusOr<bandit::v1::Instance> ConfigureInstance(
       const bandit::v1::ConfigureInstanceRequest& req);

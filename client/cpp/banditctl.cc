@@ -13,6 +13,9 @@
 //   set-reference NAME (--embeddings_file=F.csv [--append] | --mean='m1,m2' --covariance='c11,c12,c21,c22')
 //   log NAME [--since=T] [--until=T] [--format=dsjson|jsonl|csv] > file
 //                                            the decision log (T: RFC 3339 or epoch ms)
+//   evaluate NAME --since=T --until=T [--evaluation_name=N] [--policies='N1=ARGS;N2=ARGS'] [--wait]
+//   evaluation get|delete NAME ID | evaluation list NAME
+//                                            offline evaluations of the decision log
 //   health                                   exits 0 exactly when the server reports SERVING
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +29,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -93,6 +97,11 @@ ABSL_FLAG(std::string, format, "",
           "snapshot (the service's own, everything; the default) or vw (Vowpal Wabbit's model "
           "file, what `vw -f` writes and `vw -i` reads: a vw instance's model)");
 ABSL_FLAG(uint64_t, after_seq, 0, "log: only decisions after this event_seq (resume an export)");
+ABSL_FLAG(std::string, evaluation_name, "evaluation", "evaluate: the evaluation's name");
+ABSL_FLAG(std::string, policies, "",
+          "evaluate: learning settings to compare, 'NAME=VW ARGUMENTS;NAME=VW ARGUMENTS'");
+ABSL_FLAG(bool, wait, false, "evaluate: wait for the job to end and print its results");
+ABSL_FLAG(int64_t, wait_ms, 600000, "evaluate --wait: give up after this long");
 ABSL_FLAG(int64_t, max_events, 0, "log: at most this many decisions (0 = all)");
 ABSL_FLAG(std::string, token, "",
           "Bearer token (default: $BANDIT_TOKEN; prefer the variable, flags show in `ps`)");
@@ -201,6 +210,9 @@ int main(int argc, char** argv) {
       "  log NAME [--since=T] [--until=T] [--format=dsjson|jsonl|csv] > file\n"
       "  shadow add NAME SHADOW --config='policy { glb_omd { dimension: 20 } } seed: 7'\n"
       "  shadow remove|promote NAME SHADOW | shadow list NAME\n"
+      "  evaluate NAME --since=T --until=T [--evaluation_name=N]\n"
+      "         [--policies='low eps=--cb_explore_adf --epsilon 0.05 -q ::;...'] [--wait]\n"
+      "  evaluation get|delete NAME ID | evaluation list NAME\n"
       "  health   (exit 0 exactly when SERVING)");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) return Usage("missing COMMAND");
@@ -272,6 +284,22 @@ int main(int argc, char** argv) {
     }
     return Usage("unknown shadow command '" + verb + "', expected add, remove, promote or list");
   }
+  if (cmd == "evaluation") {
+    // evaluation VERB NAME [ID]
+    const std::string verb = name;
+    const std::string instance = args.size() > 3 ? args[3] : "";
+    const std::string id = args.size() > 4 ? args[4] : "";
+    if (instance.empty()) return Usage("evaluation " + verb + " needs an instance NAME");
+    if (verb == "list") return PrintOr(client.ListEvaluations(instance));
+    if (id.empty()) return Usage("evaluation " + verb + " needs NAME ID");
+    if (verb == "get") return PrintOr(client.GetEvaluation(instance, id));
+    if (verb == "delete") {
+      if (auto s = client.DeleteEvaluation(instance, id); !s.ok()) return Fail(s);
+      std::cout << "deleted evaluation " << id << "\n";
+      return 0;
+    }
+    return Usage("unknown evaluation command '" + verb + "', expected get, list or delete");
+  }
   if (name.empty() && cmd != "import")  // import without NAME keeps the exported name
     return Usage(absl::StrCat(cmd, " needs an instance NAME"));
   if (cmd == "create") {
@@ -291,6 +319,43 @@ int main(int argc, char** argv) {
                    "'learning_mode: APPRENTICE epsilon: 0.1')");
     req.set_name(name);
     return PrintOr(client.ConfigureInstance(req));
+  }
+  if (cmd == "evaluate") {
+    bandit::v1::CreateEvaluationRequest req;
+    req.set_instance(name);
+    req.set_name(absl::GetFlag(FLAGS_evaluation_name));
+    int64_t since = 0, until = 0;
+    if (absl::GetFlag(FLAGS_since).empty() || !ParseTimeFlag(absl::GetFlag(FLAGS_since), &since))
+      return Usage("evaluate needs --since, epoch milliseconds or an RFC 3339 time");
+    if (absl::GetFlag(FLAGS_until).empty() || !ParseTimeFlag(absl::GetFlag(FLAGS_until), &until))
+      return Usage("evaluate needs --until, epoch milliseconds or an RFC 3339 time");
+    req.set_start_ms(since);
+    req.set_end_ms(until);
+    for (absl::string_view item :
+         absl::StrSplit(absl::GetFlag(FLAGS_policies), ';', absl::SkipWhitespace())) {
+      const size_t eq = item.find('=');
+      if (eq == absl::string_view::npos)
+        return Usage(absl::StrCat("--policies item '", item, "' is not NAME=VW ARGUMENTS"));
+      auto* p = req.add_policies();
+      p->set_name(std::string(absl::StripAsciiWhitespace(item.substr(0, eq))));
+      p->set_arguments(std::string(absl::StripAsciiWhitespace(item.substr(eq + 1))));
+    }
+    auto created = client.CreateEvaluation(req);
+    if (!created.ok() || !absl::GetFlag(FLAGS_wait)) return PrintOr(std::move(created));
+    const absl::Time give_up = absl::Now() + absl::Milliseconds(absl::GetFlag(FLAGS_wait_ms));
+    while (true) {
+      auto got = client.GetEvaluation(name, created->id());
+      if (!got.ok() || got->status() != bandit::v1::EVALUATION_PENDING) {
+        const bool failed = got.ok() && got->status() == bandit::v1::EVALUATION_FAILED;
+        const int rc = PrintOr(std::move(got));
+        return rc != 0 ? rc : (failed ? 1 : 0);
+      }
+      if (absl::Now() > give_up)
+        return Fail(absl::DeadlineExceededError(absl::StrCat(
+            "evaluation ", created->id(), " still pending after --wait_ms; poll it with "
+            "`banditctl evaluation get ", name, " ", created->id(), "`")));
+      absl::SleepFor(absl::Milliseconds(100));
+    }
   }
   if (cmd == "get") return PrintOr(client.GetInstance(name));
   if (cmd == "reset") return PrintOr(client.ResetInstance(name));

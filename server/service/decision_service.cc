@@ -710,7 +710,7 @@ void DecisionService::SetEvaluationJobs(EvaluationJobs jobs) {
   evaluation_jobs_ = std::move(jobs);
 }
 
-int64_t DecisionService::ResumeEvaluations() {
+int64_t DecisionService::ResumeEvaluations(const std::string& name) {
   EvaluationJobs jobs;
   {
     absl::MutexLock lock(&lifecycle_mu_);
@@ -718,7 +718,13 @@ int64_t DecisionService::ResumeEvaluations() {
   }
   if (!jobs.start) return 0;
   int64_t resumed = 0;
-  for (const auto& inst : registry_.All())
+  std::vector<std::shared_ptr<Instance>> instances;
+  if (name.empty()) {
+    instances = registry_.All();
+  } else if (auto one = registry_.Get(name); one.ok()) {
+    instances.push_back(*std::move(one));
+  }
+  for (const auto& inst : instances)
     for (const auto& e : inst->Evaluations())
       if (e.status() == bandit::v1::EVALUATION_PENDING) {
         jobs.start(inst->name(), e.id(), true);

@@ -108,9 +108,10 @@ class DecisionService {
     std::function<void(const std::string&, const std::string&)> cancel;
   };
   void SetEvaluationJobs(EvaluationJobs jobs);
-  // Hands every evaluation still pending (journaled before a restart) to the runner again, as
-  // restarted. Returns how many.
-  int64_t ResumeEvaluations();
+  // Hands every evaluation still pending (journaled before a restart, or on the node an instance
+  // was taken over from) to the runner again, as restarted: of every instance, or of `name`.
+  // Returns how many.
+  int64_t ResumeEvaluations(const std::string& name = "");
   absl::Status ExportInstance(const bandit::v1::ExportInstanceRequest& req,
                               bandit::v1::ExportInstanceResponse* out);
   // ImportInstance's snapshot of a VW model file (vw_model): a new vw instance with its state.

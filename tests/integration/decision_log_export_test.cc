@@ -7,11 +7,15 @@
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client/cpp/bandit_client.h"
 #include "client/cpp/decision_log_format.h"
 #include "tests/integration/server_process.h"
@@ -118,6 +122,34 @@ TEST(DecisionLogExport, StreamsEveryDecisionInOrderAcrossChunksAndRestarts) {
                           " --json=" + server.dir() + "/ope.json " + candidate + " >/dev/null 2>&1";
   EXPECT_EQ(std::system(ope.c_str()), 0);
   EXPECT_TRUE(std::ifstream(server.dir() + "/ope.json").good());
+
+  // banditctl evaluates the same log on the server (its job reads it across chunks): the online
+  // policy's figures are the logged rewards, uniform choice's their reweighting.
+  double paid = 0, uniform = 0;
+  for (const auto& d : log) {
+    paid += d.reward();
+    uniform += 0.25 / d.propensity() * d.reward();
+  }
+  const std::string evaluation = server.dir() + "/evaluation.json";
+  const std::string evaluate =
+      EnvOr("BANDITCTL", "build/bin/banditctl") + " --target=" + server.target() +
+      " --json evaluate k --since=0 --until=" +
+      absl::StrCat(absl::ToUnixMillis(absl::Now() + absl::Hours(1))) +
+      " --evaluation_name=all --wait > " + evaluation + " 2>/dev/null";
+  ASSERT_EQ(std::system(evaluate.c_str()), 0);
+  std::stringstream printed;
+  printed << std::ifstream(evaluation).rdbuf();
+  v1::Evaluation e;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(printed.str(), &e).ok()) << printed.str();
+  EXPECT_EQ(e.status(), v1::EVALUATION_COMPLETED) << e.error();
+  EXPECT_EQ(e.events(), static_cast<int64_t>(log.size()));
+  for (const auto& r : e.results()) {
+    if (r.source() == v1::POLICY_SOURCE_ONLINE)
+      EXPECT_NEAR(r.total().ips_numerator(), paid, 1e-9 * paid);
+    if (r.source() == v1::POLICY_SOURCE_RANDOM)
+      EXPECT_NEAR(r.total().ips_numerator(), uniform, 1e-9 * uniform);
+  }
+  EXPECT_EQ(e.results_size(), 3);
 
   // A graceful restart keeps the log exactly.
   ASSERT_EQ(server.Stop(SIGTERM), 0) << server.Log();

@@ -28,6 +28,8 @@ const char* MemoryKindName(MemoryKind kind) {
       return "instance_overhead";
     case MemoryKind::kSnapshot:
       return "snapshot";
+    case MemoryKind::kEvaluation:
+      return "evaluation";
     case MemoryKind::kCount:
       break;
   }
@@ -54,6 +56,8 @@ const char* MemoryOpName(MemoryOp op) {
       return "snapshot";
     case MemoryOp::kTakeover:
       return "takeover";
+    case MemoryOp::kEvaluation:
+      return "evaluation";
     case MemoryOp::kCount:
       break;
   }

@@ -17,8 +17,18 @@
 namespace bandit::server {
 
 // kSnapshot: what a snapshot being written holds beside the instance (charged before it is
-// taken, given back once it is stored).
-enum class MemoryKind { kPolicy, kPending, kLog, kShadows, kOverhead, kSnapshot, kCount };
+// taken, given back once it is stored). kEvaluation: what an offline evaluation's job holds
+// while it runs (its policies' learners and direct models, a chunk of the log).
+enum class MemoryKind {
+  kPolicy,
+  kPending,
+  kLog,
+  kShadows,
+  kOverhead,
+  kSnapshot,
+  kEvaluation,
+  kCount
+};
 const char* MemoryKindName(MemoryKind kind);
 
 // What asked for memory, for the refusal counter.
@@ -31,7 +41,8 @@ enum class MemoryOp {
   kSelect,
   kRecovery,
   kTakeover,
-  kSnapshot,  // a snapshot postponed: the instance's journal records are kept until it fits
+  kSnapshot,    // a snapshot postponed: the instance's journal records are kept until it fits
+  kEvaluation,  // an evaluation's job that did not fit: it fails, saying so
   kCount
 };
 const char* MemoryOpName(MemoryOp op);

@@ -6,6 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/ope/estimators.h"
 #include "core/ope/evaluator.h"
+#include "core/ope/sparse_direct_model.h"
+#include "core/vw/cb_learner.h"
+#include "core/vw/options.h"
 #include "server/env/log.h"
 #include "server/instance/named_inputs.h"
 
@@ -81,6 +84,19 @@ std::string IsoDuration(int64_t ms) {
   if (minutes > 0 && minutes % 60 == 0) return absl::StrCat("PT", minutes / 60, "H");
   if (minutes > 0 && ms % kMinute == 0) return absl::StrCat("PT", minutes, "M");
   return absl::StrCat("PT", static_cast<double>(ms) / 1000.0, "S");
+}
+
+int64_t EvaluationJobBytes(const v1::Evaluation& e) {
+  int64_t bytes = 2 * DecisionService::kDecisionLogChunkBytes;
+  for (const auto& p : e.policies()) {
+    v1::PolicyConfig policy;
+    policy.mutable_vw()->set_arguments(p.arguments());
+    auto options = vw::ParseVwArguments(p.arguments());
+    if (!options.ok()) continue;
+    bytes += vw::Footprint(policy) +
+             ope::SparseDirectModel::MaxStateBytes(int64_t{1} << options->space.bits);
+  }
+  return bytes;
 }
 
 absl::StatusOr<v1::Evaluation> RunEvaluation(v1::Evaluation e, const v1::InstanceConfig& online,
@@ -289,7 +305,18 @@ void EvaluationRunner::Run(const Job& job) {
   const DecisionChunks next = [&](v1::DecisionLogChunk* chunk, bool* done) {
     return service_->ReadDecisionLog(read, &cursor, chunk, done);
   };
-  auto outcome = RunEvaluation(pending, instance.config(), next, *job.cancelled);
+  // Held inside the node's memory budget; a job that does not fit fails, saying so.
+  const int64_t bytes = EvaluationJobBytes(pending);
+  absl::StatusOr<v1::Evaluation> outcome = absl::UnknownError("not run");
+  if (absl::Status room = service_->memory()->Reserve(
+          bytes, MemoryKind::kEvaluation, MemoryOp::kEvaluation,
+          absl::StrCat("evaluation '", job.id, "' of instance '", job.instance, "'"));
+      !room.ok()) {
+    outcome = room;
+  } else {
+    outcome = RunEvaluation(pending, instance.config(), next, *job.cancelled);
+    service_->memory()->Charge(-bytes, MemoryKind::kEvaluation);
+  }
   if (absl::IsCancelled(outcome.status()) || job.cancelled->load()) return;
   v1::Evaluation finished;
   if (outcome.ok()) {

@@ -36,6 +36,11 @@ int64_t EvaluationWindowMs(int64_t start_ms, int64_t end_ms);
 // The window as ISO 8601 (Personalizer's aggregateTimeWindow): "PT5M", "PT1H", "P1D", ...
 std::string IsoDuration(int64_t ms);
 
+// The bytes an evaluation's job holds while it runs: each custom policy's learner (its declared
+// footprint) and sparse direct model at their largest, and two chunks of the log. 0 for
+// arguments that do not parse (Create refused them).
+int64_t EvaluationJobBytes(const bandit::v1::Evaluation& e);
+
 // One evaluation's figures over the decisions `next` hands out (a chunk per call, *done once
 // there are no more). `online` is the instance's config (its policy is the online one).
 // `cancelled` is read between chunks: CANCELLED once it is set. The evaluation comes back

@@ -380,6 +380,50 @@ TEST(Evaluation, ALogThatNeverExploredIsFlagged) {
   EXPECT_LT(ResultOf(e, "Random")->total().non_zero_probability(), 1.0 + 1e-12);
 }
 
+// A job holds its policies' learners inside the node's memory budget: one that does not fit
+// fails and says so (serving keeps its room), and gives back what it held either way.
+TEST(Evaluation, AJobThatDoesNotFitTheMemoryBudgetFailsSayingSo) {
+  ManualClock clock;
+  ServiceLimits limits;
+  limits.max_memory_bytes = 12 << 20;
+  DecisionService svc(&clock, limits);
+  const Served served = Serve(svc, clock, 20);
+  EvaluationRunner runner(&svc, 1);
+  svc.SetEvaluationJobs(runner.Jobs());
+  v1::CreateEvaluationRequest req;
+  req.set_instance("v");
+  req.set_name("too big");
+  req.set_start_ms(served.start_ms);
+  req.set_end_ms(served.end_ms);
+  // 2^22 weights of 4 floats: 64 MiB for the learner alone.
+  auto* p = req.add_policies();
+  p->set_name("wide");
+  p->set_arguments("--cb_explore_adf -q UA -b 22");
+  v1::Evaluation e;
+  ASSERT_TRUE(svc.CreateEvaluation(req, &e).ok());
+  runner.WaitIdle();
+  v1::GetEvaluationRequest get;
+  get.set_instance("v");
+  get.set_id(e.id());
+  ASSERT_TRUE(svc.GetEvaluation(get, &e).ok());
+  EXPECT_EQ(e.status(), v1::EVALUATION_FAILED);
+  EXPECT_NE(e.error().find("memory budget"), std::string::npos) << e.error();
+  EXPECT_EQ(svc.memory()->used(MemoryKind::kEvaluation), 0);
+  EXPECT_EQ(svc.memory()->refusals(MemoryOp::kEvaluation), 1);
+  // One that fits runs, and gives its bytes back.
+  req.clear_policies();
+  p = req.add_policies();
+  p->set_name("narrow");
+  p->set_arguments(kCustom);
+  ASSERT_TRUE(svc.CreateEvaluation(req, &e).ok());
+  runner.WaitIdle();
+  get.set_id(e.id());
+  ASSERT_TRUE(svc.GetEvaluation(get, &e).ok());
+  EXPECT_EQ(e.status(), v1::EVALUATION_COMPLETED) << e.error();
+  EXPECT_EQ(svc.memory()->used(MemoryKind::kEvaluation), 0);
+  EXPECT_GT(EvaluationJobBytes(e), 2 * DecisionService::kDecisionLogChunkBytes);
+}
+
 TEST(Evaluation, WindowsAndTheirIsoNames) {
   EXPECT_EQ(EvaluationWindowMs(0, 60'000), 5 * 60'000);
   EXPECT_EQ(EvaluationWindowMs(0, 64 * 5 * 60'000), 5 * 60'000);

@@ -89,6 +89,8 @@ class Evaluator {
                            const std::string& where, int slots_in_decision);
 
   const std::vector<CandidateResult>& results() const { return results_; }
+  // Candidate `c`'s policy as it learned along the log so far (its state, to serve it).
+  void SavePolicy(size_t c, bandit::v1::PolicyState* out) const { policies_[c]->Save(out); }
   int64_t skipped() const { return skipped_; }
 
  private:

@@ -21,6 +21,7 @@ bool IsChange(bandit::v1::JournalRecord::OpCase op) {
     case R::kCreateEvaluation:
     case R::kFinishEvaluation:
     case R::kDeleteEvaluation:
+    case R::kReplacePolicy:
       return true;
     default:
       return false;
@@ -61,6 +62,8 @@ absl::Status ApplyChange(InstanceState& state, const Admission* admission, int64
       return state.FinishEvaluation(rec->finish_evaluation());
     case R::kDeleteEvaluation:
       return state.DeleteEvaluation(rec->delete_evaluation());
+    case R::kReplacePolicy:
+      return state.ReplacePolicy(rec->replace_policy());
     default:
       return absl::InternalError(absl::StrCat("journal record ", rec->seq(), " has op ",
                                               rec->op_case(), ", which is not an instance change"));

@@ -226,6 +226,12 @@ class InstanceState {
   absl::Status AddShadow(bandit::v1::AddShadowRequest* req, int64_t max_shadows);
   absl::Status RemoveShadow(const bandit::v1::RemoveShadowRequest& req);
   absl::Status PromoteShadow(const bandit::v1::PromoteShadowRequest& req);
+  // SetLearningPolicy's apply: the policy config and its learned state become the served
+  // policy (the config's seed kept); decisions still pending are learned by it as logged data.
+  // FAILED_PRECONDITION when the policy's feature space is not the instance's (decisions made
+  // were hashed into it); INVALID_ARGUMENT for a config or state the policy refuses. On error
+  // nothing changed.
+  absl::Status ReplacePolicy(const bandit::v1::ReplacePolicy& r);
   // Offline evaluations of the decision log (evaluation.proto; the jobs run in the service
   // layer): one created pending (ALREADY_EXISTS for an id the instance holds;
   // RESOURCE_EXHAUSTED past kMaxEvaluations, finished ones counting), one's job finished

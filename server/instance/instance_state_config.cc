@@ -419,4 +419,36 @@ absl::Status InstanceState::PromoteShadow(const bandit::v1::PromoteShadowRequest
   return absl::OkStatus();
 }
 
+absl::Status InstanceState::ReplacePolicy(const bandit::v1::ReplacePolicy& r) {
+  InstanceConfig next = config_;
+  *next.mutable_policy() = r.policy();
+  // The space the new policy's arguments give, normalized as a created instance's would be.
+  next.clear_feature_space();
+  if (auto s = NormalizeConfig(name_, limits_, &next); !s.ok()) return s;
+  InstanceConfig stated = config_;
+  if (stated.feature_space().SerializeAsString() != next.feature_space().SerializeAsString())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the new policy's feature space (", next.feature_space().ShortDebugString(),
+        ") is not instance '", name_, "''s (", config_.feature_space().ShortDebugString(),
+        "): its decisions were hashed into that one; expected arguments with the same -b, "
+        "interactions, hash seed, constant and ignored namespaces"));
+  auto policy = CreatePolicy(next.policy(), next.seed());
+  if (!policy.ok()) return policy.status();
+  if (r.has_state())
+    if (auto s = (*policy)->Restore(r.state()); !s.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("the new policy's learned state: ", s.message()));
+  if (auto s = CheckLearningMode(next.learning_mode(), **policy, "config.learning_mode"); !s.ok())
+    return absl::InvalidArgumentError(s.message());
+  config_ = std::move(next);
+  policy_ = *std::move(policy);
+  // As after PromoteShadow: the pending decisions' memos were the old policy's.
+  pending_.ForEach([](PendingDecision& p) {
+    p.learn_direct = true;
+    p.memo.resize(0);
+  });
+  SyncConfigArms();
+  return absl::OkStatus();
+}
+
 }  // namespace bandit::server

@@ -176,6 +176,9 @@ int64_t InstanceState::ChangeBytes(const bandit::v1::JournalRecord& rec) const {
              static_cast<int64_t>(shadow.SpaceUsedLong()) +
              (sparse > 0 ? ope::SparseDirectModel::MaxStateBytes(sparse) : 0);
     }
+    case R::kReplacePolicy:  // the new policy is built beside the old one
+      return declared(rec.replace_policy().policy()) +
+             static_cast<int64_t>(rec.replace_policy().state().ByteSizeLong());
     case R::kCreateEvaluation:
       return 2 * static_cast<int64_t>(rec.create_evaluation().ByteSizeLong());
     case R::kFinishEvaluation:

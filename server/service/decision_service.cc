@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "absl/strings/string_view.h"
 #include "core/vw/model_file.h"
+#include "core/ope/evaluator.h"
 #include "core/vw/options.h"
 #include "server/service/status_util.h"
 #include "server/storage/snapshot_store.h"
@@ -731,6 +732,74 @@ int64_t DecisionService::ResumeEvaluations(const std::string& name) {
         ++resumed;
       }
   return resumed;
+}
+
+}  // namespace bandit::server
+
+// ---- the learning policy ----
+
+namespace bandit::server {
+
+absl::Status DecisionService::SetLearningPolicy(const bandit::v1::SetLearningPolicyRequest& req,
+                                                bandit::v1::Instance* out,
+                                                uint64_t* written_seq) {
+  if (auto args = vw::ParseVwArguments(req.arguments()); !args.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat(kPolicyArgumentsRefused, args.status().message()));
+  auto inst = registry_.Get(req.name());
+  if (!inst.ok()) return inst.status();
+  bandit::v1::Instance described;
+  (*inst)->Describe(&described);
+  bandit::v1::JournalRecord change;
+  auto* replace = change.mutable_replace_policy();
+  replace->mutable_policy()->mutable_vw()->set_arguments(req.arguments());
+  if (req.train_on_log()) {
+    // The learner as the instance will serve it (its config normalized over the instance's),
+    // taught the log's rewarded decisions in order by the evaluator bandit-ope and the
+    // evaluations run.
+    bandit::v1::InstanceConfig config = described.config();
+    *config.mutable_policy() = replace->policy();
+    config.clear_feature_space();
+    if (auto s = NormalizeConfig(req.name(), limits_.instance, &config); !s.ok()) return s;
+    if (config.feature_space().SerializeAsString() !=
+        described.config().feature_space().SerializeAsString())
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the arguments' feature space (", config.feature_space().ShortDebugString(),
+          ") is not instance '", req.name(), "''s (",
+          described.config().feature_space().ShortDebugString(),
+          "): its decisions were hashed into that one; expected the same -b, interactions, "
+          "hash seed, constant and ignored namespaces"));
+    ope::EvaluateOptions options;
+    options.max_dense_dimension = 1;  // the vw learner takes sparse vectors at any size
+    auto trainer = ope::Evaluator::Create({{"training", config}}, options);
+    if (!trainer.ok()) return trainer.status();
+    bandit::v1::ExportDecisionLogRequest read;
+    read.set_name(req.name());
+    DecisionLogCursor cursor;
+    bandit::v1::DecisionLogChunk chunk;
+    std::vector<bandit::v1::LoggedDecision> group;
+    const auto flush = [&]() -> absl::Status {
+      if (group.empty()) return absl::OkStatus();
+      const int slots = group.front().slot_id().empty() ? 1 : static_cast<int>(group.size());
+      absl::Status s = (*trainer)->AddDecision(group, group.front().event_id(), slots);
+      group.clear();
+      return s;
+    };
+    for (bool done = false; !done;) {
+      if (auto s = ReadDecisionLog(read, &cursor, &chunk, &done); !s.ok()) return s;
+      for (auto& d : *chunk.mutable_decisions()) {
+        if (!group.empty() && (d.slot_id().empty() || group.front().event_id() != d.event_id()))
+          if (auto s = flush(); !s.ok()) return s;
+        group.push_back(std::move(d));
+        if (group.front().slot_id().empty())
+          if (auto s = flush(); !s.ok()) return s;
+      }
+    }
+    if (auto s = flush(); !s.ok()) return s;
+    (*trainer)->SavePolicy(0, replace->mutable_state());
+    replace->set_trained_events((*trainer)->results().front().estimators.events());
+  }
+  return ChangeAndDescribe(req.name(), std::move(change), out, written_seq);
 }
 
 }  // namespace bandit::server

@@ -62,6 +62,13 @@ class DecisionService {
                           uint64_t* written_seq = nullptr);
   absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req,
                                    bandit::v1::Instance* out, uint64_t* written_seq = nullptr);
+  // The policy becomes VW's learner of `arguments` (InstanceState::ReplacePolicy), trained on
+  // the decision log first with train_on_log: the training runs on the caller's thread, outside
+  // the instance's lock (decisions rewarded meanwhile are not in it), and the trained state is
+  // journaled with the change. INVALID_ARGUMENT for arguments the learner refuses;
+  // FAILED_PRECONDITION for another feature space, or train_on_log without a decision log.
+  absl::Status SetLearningPolicy(const bandit::v1::SetLearningPolicyRequest& req,
+                                 bandit::v1::Instance* out, uint64_t* written_seq = nullptr);
   // The live settings (InstanceState::Configure), keeping what was learned.
   absl::Status ConfigureInstance(const bandit::v1::ConfigureInstanceRequest& req,
                                  bandit::v1::Instance* out, uint64_t* written_seq = nullptr);

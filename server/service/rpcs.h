@@ -31,6 +31,7 @@ enum class Role : int { kReader = 1, kWriter = 2, kAdmin = 3 };
   X(RemoveShadow, RemoveShadowRequest, Instance, kAdmin)                            \
   X(PromoteShadow, PromoteShadowRequest, Instance, kAdmin)                          \
   X(ConfigureInstance, ConfigureInstanceRequest, Instance, kAdmin)                  \
+  X(SetLearningPolicy, SetLearningPolicyRequest, Instance, kAdmin)                  \
   X(CreateEvaluation, CreateEvaluationRequest, Evaluation, kAdmin)                  \
   X(GetEvaluation, GetEvaluationRequest, Evaluation, kReader)                       \
   X(ListEvaluations, ListEvaluationsRequest, ListEvaluationsResponse, kReader)      \

@@ -45,6 +45,7 @@ namespace bandit::server {
   X(RemoveShadow, RemoveShadowRequest, Instance)                   \
   X(PromoteShadow, PromoteShadowRequest, Instance)                 \
   X(ConfigureInstance, ConfigureInstanceRequest, Instance)         \
+  X(SetLearningPolicy, SetLearningPolicyRequest, Instance)         \
   X(CreateEvaluation, CreateEvaluationRequest, Evaluation)         \
   X(GetEvaluation, GetEvaluationRequest, Evaluation)               \
   X(ListEvaluations, ListEvaluationsRequest, ListEvaluationsResponse) \

@@ -646,6 +646,44 @@ TEST_F(PersonalizerHttp, EvaluationsAreCreatedPolledListedAndDeleted) {
                  kReader)
                 .status,
             403);
+  // The learning settings: an evaluated policy applied, others put (each trained on the log),
+  // refusals with Personalizer's codes.
+  const std::string config = "/instances/evals/personalizer/v1.1-preview.3/configurations/";
+  Answer applied = Send(port_, "POST", config + "applyFromEvaluation",
+                        absl::StrCat("{\"evaluationId\":\"", id, "\",\"policyName\":\"low epsilon\"}"),
+                        kAdmin);
+  EXPECT_EQ(applied.status, 204) << applied.body;
+  Answer policy = Send(port_, "GET", config + "policy", "", kReader);
+  ASSERT_EQ(policy.status, 200);
+  doc.Parse(policy.body.c_str());
+  EXPECT_EQ(std::string(doc["arguments"].GetString()),
+            "--cb_explore_adf --epsilon 0.05 -q :: -b 12");
+  Answer none = Send(port_, "POST", config + "applyFromEvaluation",
+                     absl::StrCat("{\"evaluationId\":\"", id, "\",\"policyName\":\"nope\"}"), kAdmin);
+  EXPECT_EQ(none.status, 404);
+  EXPECT_EQ(none.code, "LearningSettingsNotFound");
+  Answer gone = Send(port_, "POST", config + "applyFromEvaluation",
+                     "{\"evaluationId\":\"nosuch\",\"policyName\":\"low epsilon\"}", kAdmin);
+  EXPECT_EQ(gone.code, "EvaluationNotFound");
+  Answer put = Send(port_, "PUT", config + "policy",
+                    "{\"name\":\"wider\",\"arguments\":\"--cb_explore_adf --epsilon 0.3 -q :: -b 12\"}",
+                    kAdmin);
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(put.body,
+            "{\"name\":\"wider\",\"arguments\":\"--cb_explore_adf --epsilon 0.3 -q :: -b 12\"}");
+  for (const char* bad : {"--cb_explore_adf --epsilon 0.3 -q :: -b 14", "--cb_explore_adf --bogus"}) {
+    Answer refused_put = Send(port_, "PUT", config + "policy",
+                              absl::StrCat("{\"name\":\"x\",\"arguments\":\"", bad, "\"}"), kAdmin);
+    EXPECT_EQ(refused_put.status, 400) << bad;
+    EXPECT_EQ(refused_put.code, "InvalidPolicyConfiguration") << bad;
+  }
+  // The default's settings hash into 2^18: not this instance's 2^12 space.
+  EXPECT_EQ(Send(port_, "DELETE", config + "policy", "", kAdmin).code,
+            "InvalidPolicyConfiguration");
+  policy = Send(port_, "GET", config + "policy", "", kReader);
+  doc.Parse(policy.body.c_str());
+  EXPECT_EQ(std::string(doc["arguments"].GetString()),
+            "--cb_explore_adf --epsilon 0.3 -q :: -b 12");
   Answer unknown = Send(port_, "GET", base + "/nosuch", "", kReader);
   EXPECT_EQ(unknown.status, 404);
   EXPECT_EQ(unknown.code, "EvaluationNotFound");

@@ -194,6 +194,13 @@ std::map<std::string, std::function<StatusCode(BanditClient&)>> EveryRpc() {
     return c.ExportDecisionLog(r, [](const v1::LoggedDecision&) { return absl::OkStatus(); })
         .code();
   };
+  rpcs["SetLearningPolicy"] = raw([](v1::BanditService::Stub& s, grpc::ClientContext* ctx) {
+    v1::SetLearningPolicyRequest r;
+    r.set_name("main");
+    r.set_arguments("--cb_explore_adf");
+    v1::Instance resp;
+    return s.SetLearningPolicy(ctx, r, &resp);
+  });
   rpcs["CreateEvaluation"] = raw([](v1::BanditService::Stub& s, grpc::ClientContext* ctx) {
     v1::CreateEvaluationRequest r;
     r.set_instance("main");

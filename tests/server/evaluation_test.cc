@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,8 @@ struct Served {
   // The sums each policy's IPS numerator is, computed from the decisions as served.
   double online = 0, uniform = 0, baseline = 0, custom = 0;
   int64_t events = 0, custom_nonzero = 0;
+  // A kCustom learner taught every decision as logged (VW's learn of a logged example).
+  std::shared_ptr<vw::CbLearner> twin;
 };
 
 // `rounds` decisions one second apart, each rewarded at once; the custom policy's twin scores
@@ -79,7 +82,8 @@ Served Serve(DecisionService& svc, ManualClock& clock, int rounds) {
                   .ok());
   auto options = vw::ParseVwArguments(kCustom);
   EXPECT_TRUE(options.ok());
-  vw::CbLearner twin(*options, 1);
+  s.twin = std::make_shared<vw::CbLearner>(*options, 1);
+  vw::CbLearner& twin = *s.twin;
   auto space = *features::FeatureSpace::Create(options->space);
   s.start_ms = clock.NowMs();
   for (int round = 0; round < rounds; ++round) {
@@ -422,6 +426,71 @@ TEST(Evaluation, AJobThatDoesNotFitTheMemoryBudgetFailsSayingSo) {
   EXPECT_EQ(e.status(), v1::EVALUATION_COMPLETED) << e.error();
   EXPECT_EQ(svc.memory()->used(MemoryKind::kEvaluation), 0);
   EXPECT_GT(EvaluationJobBytes(e), 2 * DecisionService::kDecisionLogChunkBytes);
+}
+
+// SetLearningPolicy with train_on_log: the served policy becomes the learner of the new
+// arguments, taught the log's rewarded decisions in order as VW learns logged examples: after
+// it, every Select's probabilities are those of a twin taught the same decisions here; the
+// change is one journal record that recovery replays into the same instance. Refused: arguments
+// the learner refuses, another feature space.
+TEST(LearningPolicy, ReplacedByALearnerTrainedOnTheLog) {
+  FaultInjectionFs fs;
+  ManualClock clock;
+  const auto open = [&](DecisionService* svc, std::unique_ptr<Persistence>* persistence) {
+    PersistenceOptions o;
+    o.data_dir = "/data";
+    o.fs = &fs;
+    o.clock = &clock;
+    o.durability = Durability::kAlways;
+    o.snapshot_every_changes = 1'000'000;
+    o.snapshot_interval_ms = 1'000'000'000;
+    RecoveryReport report;
+    auto p = Persistence::Open(o, svc, &report);
+    ASSERT_TRUE(p.ok()) << p.status();
+    *persistence = *std::move(p);
+  };
+  std::string live;
+  {
+    SequentialUids uids;
+    DecisionService svc(&clock, ServiceLimits{}, &uids);
+    std::unique_ptr<Persistence> persistence;
+    open(&svc, &persistence);
+    // Serve() teaches a twin of kCustom every decision as logged: the trained learner must be
+    // that twin.
+    const Served served = Serve(svc, clock, 120);
+    v1::SetLearningPolicyRequest req;
+    req.set_name("v");
+    req.set_arguments("--cb_explore_adf --no_such_flag");
+    req.set_train_on_log(true);
+    v1::Instance out;
+    EXPECT_EQ(svc.SetLearningPolicy(req, &out).code(), absl::StatusCode::kInvalidArgument);
+    req.set_arguments("--cb_explore_adf --epsilon 0.1 -q UA -b 14");
+    EXPECT_EQ(svc.SetLearningPolicy(req, &out).code(), absl::StatusCode::kFailedPrecondition);
+    const std::string before = testing::Exported(svc, "v");
+    EXPECT_EQ(testing::Exported(svc, "v"), before);  // refusals changed nothing
+    req.set_arguments(kCustom);
+    ASSERT_TRUE(svc.SetLearningPolicy(req, &out).ok());
+    EXPECT_EQ(out.config().policy().vw().arguments(), kCustom);
+    auto space = *features::FeatureSpace::Create(served.twin->options().space);
+    for (int round = 500; round < 510; ++round) {
+      v1::SelectRequest select = Round(round);
+      select.set_return_scores(true);
+      v1::Decision d;
+      ASSERT_TRUE(svc.Select(select, &d).ok());
+      vw::CbLearner::Prediction p;
+      served.twin->Predict(Vectors(space, select), &p);
+      ASSERT_EQ(d.ranking_size(), 4);
+      for (const auto& r : d.ranking())
+        EXPECT_FLOAT_EQ(static_cast<float>(r.probability()), p.pmf[r.id().back() - '0']) << round;
+    }
+    live = testing::Exported(svc, "v");
+    ASSERT_TRUE(persistence->storage()->Flush().ok());
+  }
+  SequentialUids uids;
+  DecisionService restarted(&clock, ServiceLimits{}, &uids);
+  std::unique_ptr<Persistence> persistence;
+  open(&restarted, &persistence);
+  EXPECT_EQ(testing::Exported(restarted, "v"), live);
 }
 
 TEST(Evaluation, WindowsAndTheirIsoNames) {

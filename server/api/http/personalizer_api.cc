@@ -85,6 +85,9 @@ Match MatchPath(absl::string_view path) {
   } else if (is({"configurations", "policy"})) {
     m.route = Route::kPolicy;
     m.methods = {"GET", "PUT", "DELETE"};
+  } else if (is({"configurations", "applyFromEvaluation"})) {
+    m.route = Route::kApplyFromEvaluation;
+    m.methods = {"POST"};
   } else if (is({"model"})) {
     m.route = Route::kModel;
     m.methods = {"GET", "PUT", "DELETE"};
@@ -135,7 +138,9 @@ Rpc RpcFor(Route route, absl::string_view method) {
     case Route::kServiceConfiguration:
       return method == "GET" ? Rpc::kGetInstance : Rpc::kConfigureInstance;
     case Route::kPolicy:
-      return method == "GET" ? Rpc::kGetInstance : Rpc::kCreateInstance;
+      return method == "GET" ? Rpc::kGetInstance : Rpc::kSetLearningPolicy;
+    case Route::kApplyFromEvaluation:
+      return Rpc::kSetLearningPolicy;
     case Route::kModel:
       if (method == "GET") return Rpc::kExportInstance;
       return method == "PUT" ? Rpc::kImportInstance : Rpc::kResetInstance;
@@ -207,7 +212,9 @@ ApiResponse PersonalizerApi::Handle(const ApiRequest& request) {
     case Route::kServiceConfiguration:
       return ServiceConfiguration(target, method, request.body);
     case Route::kPolicy:
-      return Policy(target, method);
+      return Policy(target, method, request.body);
+    case Route::kApplyFromEvaluation:
+      return ApplyFromEvaluation(target, request.body);
     case Route::kModel:
       return Model(target, method, request.body);
     case Route::kModelProperties:

@@ -77,7 +77,13 @@ class PersonalizerApi {
   ApiResponse Activate(const Target& target);
   ApiResponse ServiceConfiguration(const Target& target, absl::string_view method,
                                    absl::string_view body);
-  ApiResponse Policy(const Target& target, absl::string_view method);
+  // configurations/policy: GET the learning settings, PUT others (trained on the decision log),
+  // DELETE back to the default's; configurations/applyFromEvaluation: an evaluation's policy.
+  ApiResponse Policy(const Target& target, absl::string_view method, absl::string_view body);
+  ApiResponse ApplyFromEvaluation(const Target& target, absl::string_view body);
+  // Sets the learning settings `arguments` (trained on the log) and answers {name, arguments}.
+  ApiResponse SetLearningSettings(const Target& target, Route route, const std::string& name,
+                                  const std::string& arguments, bool no_content);
   ApiResponse Model(const Target& target, absl::string_view method, absl::string_view body);
   ApiResponse ImportModel(const Target& target, absl::string_view body);
   ApiResponse ModelProperties(const Target& target);

@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/api/http/personalizer_defaults.h"
 #include "server/api/http/personalizer_internal.h"
 
 namespace bandit::server::http {
@@ -235,23 +236,39 @@ ApiResponse PersonalizerApi::ServiceConfiguration(const Target& target, absl::st
   return r;
 }
 
-ApiResponse PersonalizerApi::Policy(const Target& target, absl::string_view method) {
+ApiResponse PersonalizerApi::Policy(const Target& target, absl::string_view method,
+                                    absl::string_view body) {
   constexpr Route kRoute = Route::kPolicy;
+  if (method == "DELETE")  // back to the default's learning settings
+    return SetLearningSettings(target, kRoute, "default", kPersonalizerVwArguments, false);
+  if (method == "PUT") {
+    rapidjson::Document doc;
+    if (absl::Status s = ParseBody(body, options_.max_json_depth, &doc); !s.ok())
+      return Invalid(kRoute, "", s.message());
+    const Json* name = doc.IsObject() ? Member(doc, "name") : nullptr;
+    const Json* arguments = doc.IsObject() ? Member(doc, "arguments") : nullptr;
+    if (name == nullptr || !name->IsString() || arguments == nullptr || !arguments->IsString())
+      return Invalid(kRoute, "arguments",
+                     "expected a PolicyContract {\"name\": ..., \"arguments\": VW arguments}");
+    return SetLearningSettings(target, kRoute, AsString(*name), AsString(*arguments), false);
+  }
   bandit::v1::GetInstanceRequest get;
   get.set_name(target.instance);
   bandit::v1::Instance instance;
   if (absl::Status s = target.calls->GetInstance(get, &instance); !s.ok()) return Error(s, kRoute);
-  if (method != "GET")
-    return Invalid(kRoute, "arguments",
-                   "changing the learning settings is not offered: an instance's policy is "
-                   "fixed when it is created (create another instance with the policy you want)");
-  google::protobuf::TextFormat::Printer printer;
-  printer.SetSingleLineMode(true);
-  bandit::v1::InstanceConfig learning;
-  *learning.mutable_policy() = instance.config().policy();
-  *learning.mutable_feature_space() = instance.config().feature_space();
+  // A vw learner's settings are its VW arguments (Personalizer's form); another policy's, its
+  // policy and feature space as text-format config.
   std::string arguments;
-  printer.PrintToString(learning, &arguments);
+  if (instance.config().policy().has_vw()) {
+    arguments = instance.config().policy().vw().arguments();
+  } else {
+    google::protobuf::TextFormat::Printer printer;
+    printer.SetSingleLineMode(true);
+    bandit::v1::InstanceConfig learning;
+    *learning.mutable_policy() = instance.config().policy();
+    *learning.mutable_feature_space() = instance.config().feature_space();
+    printer.PrintToString(learning, &arguments);
+  }
   rapidjson::StringBuffer buffer;
   Writer w(buffer);
   w.StartObject();
@@ -264,6 +281,81 @@ ApiResponse PersonalizerApi::Policy(const Target& target, absl::string_view meth
   r.body.assign(buffer.GetString(), buffer.GetSize());
   r.route = kRoute;
   return r;
+}
+
+ApiResponse PersonalizerApi::SetLearningSettings(const Target& target, Route route,
+                                                 const std::string& name,
+                                                 const std::string& arguments, bool no_content) {
+  // Trained on the decision log where the instance keeps one (Personalizer retrained its model
+  // on its logs when the learning settings changed).
+  bandit::v1::GetInstanceRequest get;
+  get.set_name(target.instance);
+  bandit::v1::Instance instance;
+  if (absl::Status s = target.calls->GetInstance(get, &instance); !s.ok()) return Error(s, route);
+  bandit::v1::SetLearningPolicyRequest req;
+  req.set_name(target.instance);
+  req.set_arguments(arguments);
+  req.set_train_on_log(instance.config().decision_log().enabled());
+  uint64_t written_seq = 0;
+  if (absl::Status s = target.calls->SetLearningPolicy(req, &instance, &written_seq); !s.ok()) {
+    ApiError e = ErrorFor(s, route, "arguments");
+    if (s.code() == absl::StatusCode::kInvalidArgument ||
+        s.code() == absl::StatusCode::kFailedPrecondition) {
+      e.http_status = 400;
+      e.code = "InvalidPolicyConfiguration";
+    }
+    return Error(e, route);
+  }
+  if (absl::Status s = AwaitDurable(written_seq); !s.ok()) return Error(s, route);
+  if (no_content) return NoContent(route);
+  rapidjson::StringBuffer buffer;
+  Writer w(buffer);
+  w.StartObject();
+  w.Key("name");
+  WriteString(w, name);
+  w.Key("arguments");
+  WriteString(w, arguments);
+  w.EndObject();
+  ApiResponse r;
+  r.body.assign(buffer.GetString(), buffer.GetSize());
+  r.route = route;
+  return r;
+}
+
+ApiResponse PersonalizerApi::ApplyFromEvaluation(const Target& target, absl::string_view body) {
+  constexpr Route kRoute = Route::kApplyFromEvaluation;
+  rapidjson::Document doc;
+  if (absl::Status s = ParseBody(body, options_.max_json_depth, &doc); !s.ok())
+    return Invalid(kRoute, "", s.message());
+  const Json* id = doc.IsObject() ? Member(doc, "evaluationId") : nullptr;
+  const Json* policy = doc.IsObject() ? Member(doc, "policyName") : nullptr;
+  if (id == nullptr || !id->IsString() || policy == nullptr || !policy->IsString())
+    return Invalid(kRoute, "", "expected a PolicyReferenceContract {\"evaluationId\", \"policyName\"}");
+  bandit::v1::GetEvaluationRequest get;
+  get.set_instance(target.instance);
+  get.set_id(AsString(*id));
+  bandit::v1::Evaluation e;
+  if (absl::Status s = target.calls->GetEvaluation(get, &e); !s.ok()) {
+    ApiError error = ErrorFor(s, kRoute, "evaluationId");
+    if (s.code() == absl::StatusCode::kNotFound) error.code = "EvaluationNotFound";
+    return Error(error, kRoute);
+  }
+  const std::string wanted = AsString(*policy);
+  for (const auto& r : e.results())
+    if (r.name() == wanted && r.source() == bandit::v1::POLICY_SOURCE_CUSTOM)
+      return SetLearningSettings(target, kRoute, r.name(), r.arguments(), true);
+  // The online policy is already in force; the baseline and uniform choice are not learners.
+  for (const auto& r : e.results())
+    if (r.name() == wanted && r.source() == bandit::v1::POLICY_SOURCE_ONLINE)
+      return NoContent(kRoute);
+  return Error(ApiError{404, "LearningSettingsNotFound",
+                        absl::StrCat("evaluation '", e.id(), "' has no learning settings named '",
+                                     wanted, "'",
+                                     e.status() == bandit::v1::EVALUATION_COMPLETED
+                                         ? ""
+                                         : " (it has not completed)"),
+                        "policyName"},
+               kRoute);
 }
 
 }  // namespace bandit::server::http

@@ -31,6 +31,8 @@ const char* RouteName(Route route) {
       return "multislot";
     case Route::kEvaluations:
       return "evaluations";
+    case Route::kApplyFromEvaluation:
+      return "configurations/applyFromEvaluation";
     case Route::kFeatureImportances:
       return "featureimportances";
     case Route::kUnmatched:
@@ -56,6 +58,8 @@ const char* InvalidRequestCode(Route route) {
       return "InvalidModelImportFormat";
     case Route::kEvaluations:
       return "InvalidEvaluationContract";
+    case Route::kApplyFromEvaluation:
+      return "InvalidPolicyConfiguration";
     default:
       return "BadRequest";
   }

@@ -25,6 +25,7 @@ enum class Route : int {
   kLogsProperties,
   kMultiSlot,
   kEvaluations,
+  kApplyFromEvaluation,
   kFeatureImportances,
   kUnmatched,  // no such route (or a request the HTTP library refused before routing)
   kCount

@@ -284,4 +284,20 @@ absl::Status Evaluator::Learn(Scored& one, const std::string& where) {
   return absl::OkStatus();
 }
 
+absl::Status DecisionGroups::Add(v1::LoggedDecision d) {
+  if (!group_.empty() && (d.slot_id().empty() || group_.front().event_id() != d.event_id()))
+    if (auto s = Finish(); !s.ok()) return s;
+  group_.push_back(std::move(d));
+  if (group_.front().slot_id().empty()) return Finish();
+  return absl::OkStatus();
+}
+
+absl::Status DecisionGroups::Finish() {
+  if (group_.empty()) return absl::OkStatus();
+  const int count = group_.front().slot_id().empty() ? 1 : static_cast<int>(group_.size());
+  absl::Status s = ready_(group_, count);
+  group_.clear();
+  return s;
+}
+
 }  // namespace bandit::ope

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -63,6 +64,23 @@ struct CandidateResult {
   // With EvaluateOptions::window_ms: the estimators per window, by the window's start
   // (decided_at_ms rounded down to a multiple of window_ms).
   std::map<int64_t, Estimators> windows;
+};
+
+// A log's entries regrouped into decisions: a multi-slot decision's entries (one per slot,
+// consecutive, one event id) together, a single decision alone. Add each entry in log order;
+// `ready` gets each whole decision (and how many slots it had) once the next begins, the last
+// one at Finish. The first error `ready` returns is Add's or Finish's.
+class DecisionGroups {
+ public:
+  using Ready =
+      std::function<absl::Status(std::span<const bandit::v1::LoggedDecision> slots, int count)>;
+  explicit DecisionGroups(Ready ready) : ready_(std::move(ready)) {}
+  absl::Status Add(bandit::v1::LoggedDecision d);
+  absl::Status Finish();
+
+ private:
+  Ready ready_;
+  std::vector<bandit::v1::LoggedDecision> group_;
 };
 
 class Evaluator {

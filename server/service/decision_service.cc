@@ -777,25 +777,16 @@ absl::Status DecisionService::SetLearningPolicy(const bandit::v1::SetLearningPol
     read.set_name(req.name());
     DecisionLogCursor cursor;
     bandit::v1::DecisionLogChunk chunk;
-    std::vector<bandit::v1::LoggedDecision> group;
-    const auto flush = [&]() -> absl::Status {
-      if (group.empty()) return absl::OkStatus();
-      const int slots = group.front().slot_id().empty() ? 1 : static_cast<int>(group.size());
-      absl::Status s = (*trainer)->AddDecision(group, group.front().event_id(), slots);
-      group.clear();
-      return s;
-    };
+    ope::DecisionGroups groups(
+        [&](std::span<const bandit::v1::LoggedDecision> slots, int count) {
+          return (*trainer)->AddDecision(slots, slots.front().event_id(), count);
+        });
     for (bool done = false; !done;) {
       if (auto s = ReadDecisionLog(read, &cursor, &chunk, &done); !s.ok()) return s;
-      for (auto& d : *chunk.mutable_decisions()) {
-        if (!group.empty() && (d.slot_id().empty() || group.front().event_id() != d.event_id()))
-          if (auto s = flush(); !s.ok()) return s;
-        group.push_back(std::move(d));
-        if (group.front().slot_id().empty())
-          if (auto s = flush(); !s.ok()) return s;
-      }
+      for (auto& d : *chunk.mutable_decisions())
+        if (auto s = groups.Add(std::move(d)); !s.ok()) return s;
     }
-    if (auto s = flush(); !s.ok()) return s;
+    if (auto s = groups.Finish(); !s.ok()) return s;
     (*trainer)->SavePolicy(0, replace->mutable_state());
     replace->set_trained_events((*trainer)->results().front().estimators.events());
   }

@@ -128,34 +128,34 @@ absl::StatusOr<v1::Evaluation> RunEvaluation(v1::Evaluation e, const v1::Instanc
     custom.push_back(*std::move(evaluator));
   }
   int64_t events = 0, skipped = 0, certain = 0;
-  // A multi-slot decision's entries (one per slot, consecutive, one event id) go to the
-  // evaluators together.
-  std::vector<v1::LoggedDecision> group;
+  // A multi-slot decision's entries go to the evaluators together.
+  ope::DecisionGroups groups([&](std::span<const v1::LoggedDecision> slots, int count) {
+    for (size_t c = 0; c < custom.size(); ++c)
+      if (auto s = custom[c]->AddDecision(slots, slots.front().event_id(), count); !s.ok())
+        return absl::InvalidArgumentError(absl::StrCat(
+            "policy '", e.policies(static_cast<int>(c)).name(), "': ", s.message()));
+    return absl::OkStatus();
+  });
   std::string failure;
-  const auto flush = [&]() {
-    if (group.empty() || !failure.empty()) {
-      group.clear();
-      return;
-    }
-    const int slots = group.front().slot_id().empty() ? 1 : static_cast<int>(group.size());
-    for (size_t c = 0; c < custom.size() && failure.empty(); ++c)
-      if (auto s = custom[c]->AddDecision(group, group.front().event_id(), slots); !s.ok())
-        failure = absl::StrCat("policy '", e.policies(static_cast<int>(c)).name(), "': ",
-                               s.message());
-    group.clear();
-  };
   bool done = false;
   v1::DecisionLogChunk chunk;
   while (!done) {
     if (cancelled.load()) return absl::CancelledError("the evaluation was deleted");
     if (auto s = next(&chunk, &done); !s.ok()) return s;
     for (auto& d : *chunk.mutable_decisions()) {
-      if (d.outcome() != v1::OUTCOME_REWARDED && d.outcome() != v1::OUTCOME_EXPIRED_DEFAULT) {
+      if (!d.has_propensity() || !(d.propensity() > 0) || d.propensity() > 1 ||
+          !std::isfinite(d.reward()) || d.num_actions() <= 0) {
         ++skipped;
         continue;
       }
-      if (!d.has_propensity() || !(d.propensity() > 0) || d.propensity() > 1 ||
-          !std::isfinite(d.reward()) || d.num_actions() <= 0) {
+      const bool rewarded =
+          d.outcome() == v1::OUTCOME_REWARDED || d.outcome() == v1::OUTCOME_EXPIRED_DEFAULT;
+      // The evaluators see every slot of a decision (its featurization depends on how many it
+      // had) and skip those without a reward themselves.
+      if (!custom.empty() && failure.empty())
+        if (auto s = groups.Add(d); !s.ok())
+          failure = std::string(s.message());
+      if (!rewarded) {
         ++skipped;
         continue;
       }
@@ -169,15 +169,10 @@ absl::StatusOr<v1::Evaluation> RunEvaluation(v1::Evaluation e, const v1::Instanc
       logged.Add(d.decided_at_ms(), p, p, r);
       baseline.Add(d.decided_at_ms(), chosen == baseline_action ? 1.0 : 0.0, p, r);
       uniform.Add(d.decided_at_ms(), 1.0 / offered, p, r);
-      if (!custom.empty()) {
-        if (!group.empty() && (d.slot_id().empty() || group.front().event_id() != d.event_id()))
-          flush();
-        group.push_back(std::move(d));
-        if (group.front().slot_id().empty()) flush();
-      }
     }
   }
-  flush();
+  if (failure.empty())
+    if (auto s = groups.Finish(); !s.ok()) failure = std::string(s.message());
   e.set_events(events);
   e.set_skipped(skipped);
   if (!failure.empty()) {

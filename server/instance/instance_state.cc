@@ -714,8 +714,8 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
              !req.defer_activation() && LogEntryHoldsTheCandidates(ctx)) {
     // The log entry just appended holds the candidates (flat, with their count and length) and
     // the event id: journaled instead of the request, it is one copy of bytes already encoded,
-    // where the request's encoding walks a submessage per candidate (docs/performance.md, "The
-    // decision log's cost at the sizes users send"). Replay rebuilds the request from it, with
+    // where the request's encoding walks a submessage per candidate (measured when this form was
+    // added; its commit has the figures). Replay rebuilds the request from it, with
     // return_scores unset (a request that set it is journaled itself: what a Select computes may
     // depend on it).
     const absl::string_view entry = log_.last_entry();

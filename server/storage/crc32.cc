@@ -11,7 +11,7 @@ namespace {
 // the calling thread. Every SSE instruction that thread runs afterwards (Eigen and the rest of the
 // project are built for SSE2) then pays for the merge with the dirty upper state: the policies'
 // arithmetic ran about twice as slowly after the first such record (a journaled GLB-OMD round
-// with a shadow: 45 instead of 22 us of CPU; docs/performance.md). Clearing the state after the call
+// with a shadow: 45 instead of 22 us of CPU, measured when this was found). Clearing the state after the call
 // (as compiled AVX code does before it returns) removes the penalty. VZEROUPPER exists wherever
 // the OS enables AVX, the only case in which ISA-L runs a kernel that leaves such state.
 void ClearUpperVectorState() {

@@ -147,7 +147,7 @@ size_t FrameSize(const bandit::v1::JournalRecord& rec) {
 void WriteFrame(const bandit::v1::JournalRecord& rec, char* p) {
   // Encoded in place: a Select record carrying a decision log context is ~8 KB, and
   // serializing it into a string of its own, then into the frame, then into the buffer cost
-  // three copies and allocations per record (docs/performance.md, "decision log cost").
+  // three copies and allocations per record (measured when this was added).
   const size_t payload_size = rec.GetCachedSize();
   const std::string& name = rec.instance();
   const size_t name_size = std::min<size_t>(name.size(), 0xffff);
@@ -266,8 +266,8 @@ absl::StatusOr<uint64_t> Journal::AppendAll(absl::Span<bandit::v1::JournalRecord
   // Wake the writer only when it has new work it would otherwise not see: the writer takes the
   // whole buffer each pass and re-checks it before sleeping, so only the empty -> non-empty
   // edge needs a wake-up (and, in everysec/none, where the writer lingers, a buffer grown
-  // large). A wake-up per record cost a context switch per RPC at 64 in flight
-  // (docs/performance.md, "Profile and hot spots").
+  // large). A wake-up per record cost a context switch per RPC at 64 in flight (measured when
+  // this was added).
   const bool wake = before == 0 || (mode_ != Durability::kAlways && before < kEagerWriteBytes &&
                                     buffer_.size() >= kEagerWriteBytes);
   if (wake) work_cv_.notify_one();

@@ -163,9 +163,11 @@ struct Observation {
   bool direct = false;             // true for logged data (no prior Select)
   // Logged data: how many actions the logged decision was made among (0: unknown, taken as one).
   int offered = 0;
-  // Logged data: the probability the logging policy chose the action with, where known (0:
-  // unknown). Vowpal Wabbit's learner learns a logged example at it (offline evaluation).
+  // Logged data: the probability the logging policy chose the action with, and its position
+  // among the `offered` actions, where known (0 and -1: unknown). Vowpal Wabbit's learner learns
+  // a logged example at them, as VW does (offline evaluation).
   double logged_propensity = 0;
+  int logged_position = -1;
   double reward = 0.0;             // reward, or the label y for kernel selection
   std::optional<GeneratedSample> sample;  // mixtures: what the chosen generator produced
 };

@@ -123,6 +123,7 @@ absl::StatusOr<Vector> Evaluator::TargetFor(size_t c, const v1::LoggedDecision& 
   // As VW learns a logged example: at the probability it was logged with.
   obs->logged_propensity = d.propensity();
   obs->offered = d.num_actions();
+  obs->logged_position = d.chosen_index();
   *learn = *std::move(obs);
   return std::move(target->pi);
 }

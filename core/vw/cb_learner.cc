@@ -789,6 +789,9 @@ absl::Status CbLearner::Update(const Observation& obs) {
   }
   if (obs.memo.size() == 0 && obs.logged_propensity > 0 && obs.logged_propensity <= 1)
     probability = static_cast<float>(obs.logged_propensity);
+  // --squarecb learns at the propensity only when the chosen action was the last offered.
+  if (obs.memo.size() == 0 && obs.logged_position >= 0 && obs.logged_position < num_actions)
+    chosen_index = obs.logged_position;
   bool learned = false;
   if (!MemoHoldsCandidates()) {
     learned = Learn(*x, chosen_index, num_actions, -static_cast<float>(obs.reward), probability);

@@ -508,5 +508,31 @@ TEST(VwLearner, EveryOfferedActionTravelsInTheMemoAndIsLearned) {
   }
 }
 
+// A logged example (offline evaluation, training on a log) is learned as VW learns a labeled
+// one: at its logged propensity, among the actions offered, at its position (SquareCB weighs
+// the chosen action by 1/p only when it was the last offered).
+TEST(VwLearner, ALoggedExampleIsLearnedAtItsPropensityAndPosition) {
+  const SparseVector x{{1, 4}, {1.0, 0.5}};
+  for (const int position : {1, 3}) {
+    SCOPED_TRACE(position);
+    bandit::v1::PolicyConfig config;
+    config.mutable_vw()->set_arguments("--cb_explore_adf --squarecb -b 6");
+    auto served = CbLearner::Make(config, 1);
+    ASSERT_TRUE(served.ok());
+    auto* policy = static_cast<CbLearner*>(served->get());
+    CbLearner twin(*ParseVwArguments(config.vw().arguments()), 1);
+    Observation logged;
+    logged.direct = true;
+    logged.sparse_features = x;
+    logged.reward = 1;
+    logged.offered = 4;
+    logged.logged_propensity = 0.25;
+    logged.logged_position = position;
+    ASSERT_TRUE(policy->Update(logged).ok());
+    ASSERT_TRUE(twin.Learn(x, position, 4, -1.f, 0.25f));
+    EXPECT_EQ(policy->regressor().weights(), twin.regressor().weights());
+  }
+}
+
 }  // namespace BANDIT_UNITY_ID
 }  // namespace bandit::vw

@@ -10,8 +10,8 @@
 #include "server/instance/memory_budget.h"
 #include "server/server_options.h"
 
-// FLAG(type, name, option, help): --name of `type`, copied into ServerOptions::option (a
-// member path such as limits.instance.max_arms), defaulting to DefaultServerOptions().option.
+// FLAG(type, name, option, help): the flag `name` of `type`, copied into ServerOptions::option
+// (a member path such as limits.instance.max_arms), defaulting to DefaultServerOptions().option.
 #define BANDIT_SERVER_FLAGS(FLAG)                                                                 \
   FLAG(std::string, listen, listen, "gRPC listen address (host:port; port 0 = any)")              \
   FLAG(std::string, metrics_listen, metrics_listen,                                               \
@@ -133,7 +133,7 @@
        "Create an unknown instance with Personalizer's default learning settings at its first "   \
        "Personalizer API request (as `banditctl create NAME --personalizer`)")
 
-// FLAG(name, default, option, parse, help): a string flag --name, showing `default`, that
+// FLAG(name, default, option, parse, help): a string flag `name`, showing `default`, that
 // `parse` (text -> absl::StatusOr of the option's type) turns into ServerOptions::option; a text
 // it refuses stops banditd with exit code 2, like a flag that does not parse.
 #define BANDIT_PARSED_SERVER_FLAGS(FLAG)                                                          \

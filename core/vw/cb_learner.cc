@@ -461,6 +461,13 @@ absl::StatusOr<Decision> CbLearner::Select(const SelectContext& ctx) {
   return out;
 }
 
+uint32_t CbLearner::LearnCount(uint32_t m, uint64_t& random_state) const {
+  // cb_explore_adf_bag.cc get_bag_learner_update_count: --greedify's first once, each other
+  // regressor a Poisson(1) draw; without --bag the one regressor once.
+  if (o_.explorer != Explorer::kBag || (o_.greedify && m == 0)) return 1;
+  return PoissonWeight(random_state);
+}
+
 bool CbLearner::Learn(const SparseVector& chosen, int chosen_index, int num_actions, float cost,
                       float probability) {
   float p = probability;
@@ -477,9 +484,7 @@ bool CbLearner::Learn(const SparseVector& chosen, int chosen_index, int num_acti
   std::vector<SparseVector> terms(bag_shift_ > 0 ? o_.bag_size : 0);
   absl::InlinedVector<Regressor::Step, 1> steps;
   for (uint32_t m = 0; m < o_.bag_size; ++m) {
-    const uint32_t count = o_.explorer != Explorer::kBag ? 1
-                           : (o_.greedify && m == 0)    ? 1
-                                                        : PoissonWeight(random_state);
+    const uint32_t count = LearnCount(m, random_state);
     if (count == 0) continue;
     const SparseVector* x = &chosen;
     if (bag_shift_ > 0) {
@@ -676,9 +681,7 @@ bool CbLearner::LearnEstimates(std::span<const SparseVector> offered, int chosen
   // cb_explore_adf_bag.cc learn: each regressor learns the whole round as often as its
   // bootstrap drew it.
   for (uint32_t m = 0; m < o_.bag_size && finite; ++m) {
-    const uint32_t count = o_.explorer != Explorer::kBag ? 1
-                           : (o_.greedify && m == 0)    ? 1
-                                                        : PoissonWeight(random_state);
+    const uint32_t count = LearnCount(m, random_state);
     if (count == 0) continue;
     for (size_t a = 0; bag_shift_ > 0 && a < k; ++a) {
       ModelTerms(offered[a], Model(m), &learner_terms[a]);

@@ -138,6 +138,8 @@ class CbLearner final : public Policy {
   uint32_t Model(uint32_t bag, uint32_t part = 0) const {
     return o_.cb_type == CbType::kDr ? 2 * bag + part : bag;
   }
+  // How often regressor `m` learns this round (--bag's bootstrap draw from `random_state`).
+  uint32_t LearnCount(uint32_t m, uint64_t& random_state) const;
   // ips, dm, dr: the round's learns (see the top of this file).
   bool LearnEstimates(std::span<const SparseVector> offered, int chosen_index, float cost,
                       float probability);

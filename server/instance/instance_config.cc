@@ -172,4 +172,20 @@ absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limi
   return absl::OkStatus();
 }
 
+absl::StatusOr<bandit::v1::InstanceConfig> ConfigWithPolicy(
+    const std::string& name, const InstanceLimits& limits,
+    const bandit::v1::InstanceConfig& current, const bandit::v1::PolicyConfig& policy) {
+  bandit::v1::InstanceConfig next = current;
+  *next.mutable_policy() = policy;
+  next.clear_feature_space();
+  if (auto s = NormalizeConfig(name, limits, &next); !s.ok()) return s;
+  if (next.feature_space().SerializeAsString() != current.feature_space().SerializeAsString())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the new policy's feature space (", next.feature_space().ShortDebugString(),
+        ") is not instance '", name, "''s (", current.feature_space().ShortDebugString(),
+        "): its decisions were hashed into that one; expected arguments with the same -b, "
+        "interactions, hash seed, constant and ignored namespaces"));
+  return next;
+}
+
 }  // namespace bandit::server

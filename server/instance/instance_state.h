@@ -65,6 +65,13 @@ constexpr int64_t kMaxRewardWaitMs = 7LL * 24 * 3600 * 1000;
 // everything outside it. instance_config.cc.
 absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limits,
                              bandit::v1::InstanceConfig* c);
+// `current` (an instance's normalized config) with `policy` in its place, normalized as a
+// created instance's would be (the feature space from the policy's arguments).
+// FAILED_PRECONDITION when that feature space is not `current`'s: the instance's decisions were
+// hashed into it. instance_config.cc.
+absl::StatusOr<bandit::v1::InstanceConfig> ConfigWithPolicy(
+    const std::string& name, const InstanceLimits& limits,
+    const bandit::v1::InstanceConfig& current, const bandit::v1::PolicyConfig& policy);
 // Integer (and repeated message) fields reachable from PolicyConfig that instance_config.cc
 // does not classify as a size or not a size; must be empty (a test checks it).
 std::vector<std::string> UnclassifiedPolicyConfigFields();

@@ -420,18 +420,9 @@ absl::Status InstanceState::PromoteShadow(const bandit::v1::PromoteShadowRequest
 }
 
 absl::Status InstanceState::ReplacePolicy(const bandit::v1::ReplacePolicy& r) {
-  InstanceConfig next = config_;
-  *next.mutable_policy() = r.policy();
-  // The space the new policy's arguments give, normalized as a created instance's would be.
-  next.clear_feature_space();
-  if (auto s = NormalizeConfig(name_, limits_, &next); !s.ok()) return s;
-  InstanceConfig stated = config_;
-  if (stated.feature_space().SerializeAsString() != next.feature_space().SerializeAsString())
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the new policy's feature space (", next.feature_space().ShortDebugString(),
-        ") is not instance '", name_, "''s (", config_.feature_space().ShortDebugString(),
-        "): its decisions were hashed into that one; expected arguments with the same -b, "
-        "interactions, hash seed, constant and ignored namespaces"));
+  auto configured = ConfigWithPolicy(name_, limits_, config_, r.policy());
+  if (!configured.ok()) return configured.status();
+  InstanceConfig next = *std::move(configured);
   auto policy = CreatePolicy(next.policy(), next.seed());
   if (!policy.ok()) return policy.status();
   if (r.has_state())

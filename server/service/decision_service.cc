@@ -648,11 +648,7 @@ absl::Status DecisionService::CreateEvaluation(const bandit::v1::CreateEvaluatio
   Admission admission;
   if (auto s = (*inst)->Change(std::move(change), admission, written_seq); !s.ok()) return s;
   *out = std::move(e);
-  EvaluationJobs jobs;
-  {
-    absl::MutexLock lock(&lifecycle_mu_);
-    jobs = evaluation_jobs_;
-  }
+  const EvaluationJobs jobs = CurrentEvaluationJobs();
   if (jobs.start) jobs.start(req.instance(), out->id(), false);
   return absl::OkStatus();
 }
@@ -687,11 +683,7 @@ absl::Status DecisionService::DeleteEvaluation(const bandit::v1::DeleteEvaluatio
   change.set_delete_evaluation(req.id());
   if (auto s = (*inst)->Change(std::move(change), Admission{}, written_seq); !s.ok()) return s;
   if (out != nullptr) out->Clear();
-  EvaluationJobs jobs;
-  {
-    absl::MutexLock lock(&lifecycle_mu_);
-    jobs = evaluation_jobs_;
-  }
+  const EvaluationJobs jobs = CurrentEvaluationJobs();
   if (jobs.cancel) jobs.cancel(req.instance(), req.id());
   return absl::OkStatus();
 }
@@ -706,17 +698,18 @@ absl::Status DecisionService::FinishEvaluation(const std::string& instance,
   return (*inst)->Change(std::move(change), Admission{}, written_seq);
 }
 
+DecisionService::EvaluationJobs DecisionService::CurrentEvaluationJobs() {
+  absl::MutexLock lock(&lifecycle_mu_);
+  return evaluation_jobs_;
+}
+
 void DecisionService::SetEvaluationJobs(EvaluationJobs jobs) {
   absl::MutexLock lock(&lifecycle_mu_);
   evaluation_jobs_ = std::move(jobs);
 }
 
 int64_t DecisionService::ResumeEvaluations(const std::string& name) {
-  EvaluationJobs jobs;
-  {
-    absl::MutexLock lock(&lifecycle_mu_);
-    jobs = evaluation_jobs_;
-  }
+  const EvaluationJobs jobs = CurrentEvaluationJobs();
   if (!jobs.start) return 0;
   int64_t resumed = 0;
   std::vector<std::shared_ptr<Instance>> instances;
@@ -757,21 +750,13 @@ absl::Status DecisionService::SetLearningPolicy(const bandit::v1::SetLearningPol
     // The learner as the instance will serve it (its config normalized over the instance's),
     // taught the log's rewarded decisions in order by the evaluator bandit-ope and the
     // evaluations run.
-    bandit::v1::InstanceConfig config = described.config();
-    *config.mutable_policy() = replace->policy();
-    config.clear_feature_space();
-    if (auto s = NormalizeConfig(req.name(), limits_.instance, &config); !s.ok()) return s;
-    if (config.feature_space().SerializeAsString() !=
-        described.config().feature_space().SerializeAsString())
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the arguments' feature space (", config.feature_space().ShortDebugString(),
-          ") is not instance '", req.name(), "''s (",
-          described.config().feature_space().ShortDebugString(),
-          "): its decisions were hashed into that one; expected the same -b, interactions, "
-          "hash seed, constant and ignored namespaces"));
+    // Checked before the training, which the apply would otherwise refuse only after it.
+    auto config =
+        ConfigWithPolicy(req.name(), limits_.instance, described.config(), replace->policy());
+    if (!config.ok()) return config.status();
     ope::EvaluateOptions options;
     options.max_dense_dimension = 1;  // the vw learner takes sparse vectors at any size
-    auto trainer = ope::Evaluator::Create({{"training", config}}, options);
+    auto trainer = ope::Evaluator::Create({{"training", *std::move(config)}}, options);
     if (!trainer.ok()) return trainer.status();
     bandit::v1::ExportDecisionLogRequest read;
     read.set_name(req.name());

@@ -194,6 +194,8 @@ class DecisionService {
                        uint64_t* written_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
   // Looks the instance up, applies and journals `change` (a change's record,
   // server/instance/instance_operations.h), describes the result.
+  // The job runner's callbacks as set now (copied: a call runs them outside the lock).
+  EvaluationJobs CurrentEvaluationJobs() ABSL_LOCKS_EXCLUDED(lifecycle_mu_);
   absl::Status ChangeAndDescribe(const std::string& name, bandit::v1::JournalRecord change,
                                  bandit::v1::Instance* out, uint64_t* written_seq);
 

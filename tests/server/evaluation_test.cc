@@ -16,9 +16,9 @@
 #include "core/vw/cb_learner.h"
 #include "server/service/decision_service.h"
 #include "server/service/evaluation_runner.h"
-#include "server/service/persistence.h"
-#include "tests/server/fault_injection_fs.h"
+#include "tests/server/file_node.h"
 #include "tests/server/server_test_util.h"
+#include "tests/server/vw_rounds.h"
 
 namespace bandit::server {
 namespace BANDIT_UNITY_ID {
@@ -29,36 +29,9 @@ namespace v1 = bandit::v1;
 constexpr char kServed[] = "--cb_explore_adf --epsilon 0.3 -q UA -l 0.1 -b 12";
 constexpr char kCustom[] = "--cb_explore_adf --epsilon 0.1 -q UA -b 12";
 
-v1::SelectRequest Round(int round) {
-  v1::SelectRequest req;
-  req.set_instance("v");
-  req.set_context(absl::StrCat(R"({"User":{"country":")", round % 3 == 0 ? "US" : "DE",
-                               R"(","age":)", 20 + round % 7, "}}"));
-  for (int a = 0; a < 4; ++a) {
-    auto* action = req.add_actions();
-    action->set_id(absl::StrCat("item-", a));
-    action->set_features(absl::StrCat(R"({"Action":{"genre":"g)", a, R"(","price":)", a + 1, "}}"));
-  }
-  return req;
-}
-
 double RewardOf(int round, int arm) {
   if (arm == 2) return round % 3 == 0 ? 1.0 : 0.5;
   return arm == 0 ? 0.2 : 0.0;
-}
-
-std::vector<SparseVector> Vectors(const features::FeatureSpace& space,
-                                  const v1::SelectRequest& req) {
-  features::InputLimits limits;
-  features::ParsedFeatures shared, action;
-  EXPECT_TRUE(space.Parse(req.context(), "context", limits, false, &shared).ok());
-  std::vector<SparseVector> xs(req.actions_size());
-  for (int a = 0; a < req.actions_size(); ++a) {
-    action.Clear();
-    EXPECT_TRUE(space.Parse(req.actions(a).features(), "a", limits, false, &action).ok());
-    space.Featurize(action, &shared, &xs[a].index, &xs[a].value);
-  }
-  return xs;
 }
 
 struct Served {
@@ -87,7 +60,7 @@ Served Serve(DecisionService& svc, ManualClock& clock, int rounds) {
   auto space = *features::FeatureSpace::Create(options->space);
   s.start_ms = clock.NowMs();
   for (int round = 0; round < rounds; ++round) {
-    const v1::SelectRequest req = Round(round);
+    const v1::SelectRequest req = testing::VwRound(round);
     v1::Decision d;
     EXPECT_TRUE(svc.Select(req, &d).ok());
     const int arm = d.arm_index();
@@ -101,7 +74,7 @@ Served Serve(DecisionService& svc, ManualClock& clock, int rounds) {
     s.online += r;
     s.uniform += 0.25 / p * r;
     s.baseline += (arm == 0 ? 1.0 : 0.0) / p * r;
-    const auto xs = Vectors(space, req);
+    const auto xs = testing::VwVectors(space, req);
     vw::CbLearner::Prediction pred;
     twin.Predict(xs, &pred);
     s.custom += pred.pmf[arm] / p * r;
@@ -264,26 +237,11 @@ TEST(Evaluation, RequestsRefusedWithTheirStatusesChangeNothing) {
 TEST(Evaluation, AJobARestartInterruptedRunsAgainFromTheJournal) {
   FaultInjectionFs fs;
   ManualClock clock;
-  const auto open = [&](DecisionService* svc, std::unique_ptr<Persistence>* persistence) {
-    PersistenceOptions o;
-    o.data_dir = "/data";
-    o.fs = &fs;
-    o.clock = &clock;
-    o.durability = Durability::kAlways;
-    o.snapshot_every_changes = 1'000'000;
-    o.snapshot_interval_ms = 1'000'000'000;
-    RecoveryReport report;
-    auto p = Persistence::Open(o, svc, &report);
-    ASSERT_TRUE(p.ok()) << p.status();
-    *persistence = *std::move(p);
-  };
   std::string id;
   Served served;
   {
-    SequentialUids uids;
-    DecisionService svc(&clock, ServiceLimits{}, &uids);
-    std::unique_ptr<Persistence> persistence;
-    open(&svc, &persistence);
+    testing::FileNode node(&fs, &clock);
+    DecisionService& svc = node.svc;
     served = Serve(svc, clock, 50);
     v1::CreateEvaluationRequest req;  // no runner attached: it stays pending
     req.set_instance("v");
@@ -293,14 +251,12 @@ TEST(Evaluation, AJobARestartInterruptedRunsAgainFromTheJournal) {
     v1::Evaluation out;
     ASSERT_TRUE(svc.CreateEvaluation(req, &out).ok());
     id = out.id();
-    ASSERT_TRUE(persistence->storage()->Flush().ok());
+    ASSERT_TRUE(node.persistence->storage()->Flush().ok());
   }
   v1::Evaluation finished;
   {
-    SequentialUids uids;
-    DecisionService svc(&clock, ServiceLimits{}, &uids);
-    std::unique_ptr<Persistence> persistence;
-    open(&svc, &persistence);
+    testing::FileNode node(&fs, &clock);
+    DecisionService& svc = node.svc;
     v1::GetEvaluationRequest get;
     get.set_instance("v");
     get.set_id(id);
@@ -315,12 +271,10 @@ TEST(Evaluation, AJobARestartInterruptedRunsAgainFromTheJournal) {
     EXPECT_TRUE(finished.restarted());
     ExpectNear(ResultOf(finished, "Online")->total().ips_numerator(), served.online, "online");
     svc.SetEvaluationJobs({});
-    ASSERT_TRUE(persistence->storage()->Flush().ok());
+    ASSERT_TRUE(node.persistence->storage()->Flush().ok());
   }
-  SequentialUids uids;
-  DecisionService svc(&clock, ServiceLimits{}, &uids);
-  std::unique_ptr<Persistence> persistence;
-  open(&svc, &persistence);
+  testing::FileNode node(&fs, &clock);
+  DecisionService& svc = node.svc;
   v1::GetEvaluationRequest get;
   get.set_instance("v");
   get.set_id(id);
@@ -354,7 +308,7 @@ TEST(Evaluation, ALogThatNeverExploredIsFlagged) {
   const int64_t start = clock.NowMs();
   for (int round = 0; round < 30; ++round) {
     v1::Decision d;
-    ASSERT_TRUE(svc.Select(Round(round), &d).ok());
+    ASSERT_TRUE(svc.Select(testing::VwRound(round), &d).ok());
     v1::UpdateRequest u;
     u.set_instance("v");
     u.set_event_id(d.event_id());
@@ -436,25 +390,10 @@ TEST(Evaluation, AJobThatDoesNotFitTheMemoryBudgetFailsSayingSo) {
 TEST(LearningPolicy, ReplacedByALearnerTrainedOnTheLog) {
   FaultInjectionFs fs;
   ManualClock clock;
-  const auto open = [&](DecisionService* svc, std::unique_ptr<Persistence>* persistence) {
-    PersistenceOptions o;
-    o.data_dir = "/data";
-    o.fs = &fs;
-    o.clock = &clock;
-    o.durability = Durability::kAlways;
-    o.snapshot_every_changes = 1'000'000;
-    o.snapshot_interval_ms = 1'000'000'000;
-    RecoveryReport report;
-    auto p = Persistence::Open(o, svc, &report);
-    ASSERT_TRUE(p.ok()) << p.status();
-    *persistence = *std::move(p);
-  };
   std::string live;
   {
-    SequentialUids uids;
-    DecisionService svc(&clock, ServiceLimits{}, &uids);
-    std::unique_ptr<Persistence> persistence;
-    open(&svc, &persistence);
+    testing::FileNode node(&fs, &clock);
+    DecisionService& svc = node.svc;
     // Serve() teaches a twin of kCustom every decision as logged: the trained learner must be
     // that twin.
     const Served served = Serve(svc, clock, 120);
@@ -473,23 +412,20 @@ TEST(LearningPolicy, ReplacedByALearnerTrainedOnTheLog) {
     EXPECT_EQ(out.config().policy().vw().arguments(), kCustom);
     auto space = *features::FeatureSpace::Create(served.twin->options().space);
     for (int round = 500; round < 510; ++round) {
-      v1::SelectRequest select = Round(round);
-      select.set_return_scores(true);
+      const v1::SelectRequest select = testing::VwRound(round);
       v1::Decision d;
       ASSERT_TRUE(svc.Select(select, &d).ok());
       vw::CbLearner::Prediction p;
-      served.twin->Predict(Vectors(space, select), &p);
+      served.twin->Predict(testing::VwVectors(space, select), &p);
       ASSERT_EQ(d.ranking_size(), 4);
       for (const auto& r : d.ranking())
         EXPECT_FLOAT_EQ(static_cast<float>(r.probability()), p.pmf[r.id().back() - '0']) << round;
     }
     live = testing::Exported(svc, "v");
-    ASSERT_TRUE(persistence->storage()->Flush().ok());
+    ASSERT_TRUE(node.persistence->storage()->Flush().ok());
   }
-  SequentialUids uids;
-  DecisionService restarted(&clock, ServiceLimits{}, &uids);
-  std::unique_ptr<Persistence> persistence;
-  open(&restarted, &persistence);
+  testing::FileNode node(&fs, &clock);
+  DecisionService& restarted = node.svc;
   EXPECT_EQ(testing::Exported(restarted, "v"), live);
 }
 

@@ -19,6 +19,7 @@
 #include "server/service/persistence.h"
 #include "tests/server/fault_injection_fs.h"
 #include "tests/server/server_test_util.h"
+#include "tests/server/vw_rounds.h"
 
 namespace bandit::server {
 namespace BANDIT_UNITY_ID {
@@ -27,36 +28,6 @@ using testing::Create;
 namespace v1 = bandit::v1;
 
 constexpr char kArguments[] = "--cb_explore_adf --epsilon 0.2 -q UA -l 0.1 -b 10";
-
-v1::SelectRequest Round(int round) {
-  v1::SelectRequest req;
-  req.set_instance("v");
-  req.set_return_scores(true);
-  req.set_context(absl::StrCat(R"({"User":{"country":")", round % 3 == 0 ? "US" : "DE",
-                               R"(","age":)", 20 + round % 7, "}}"));
-  for (int a = 0; a < 4; ++a) {
-    auto* action = req.add_actions();
-    action->set_id(absl::StrCat("item-", a));
-    action->set_features(absl::StrCat(R"({"Action":{"genre":"g)", a, R"(","price":)", a + 1, "}}"));
-  }
-  return req;
-}
-
-// A single Select's hashed vectors (context merged into each action), as a twin learner is
-// fed them.
-std::vector<SparseVector> TwinVectors(const features::FeatureSpace& space,
-                                      const v1::SelectRequest& req) {
-  features::InputLimits limits;
-  features::ParsedFeatures shared, action;
-  EXPECT_TRUE(space.Parse(req.context(), "context", limits, false, &shared).ok());
-  std::vector<SparseVector> xs(req.actions_size());
-  for (int a = 0; a < req.actions_size(); ++a) {
-    action.Clear();
-    EXPECT_TRUE(space.Parse(req.actions(a).features(), "a", limits, false, &action).ok());
-    space.Featurize(action, &shared, &xs[a].index, &xs[a].value);
-  }
-  return xs;
-}
 
 // The reward of decision `d` of instance "v".
 absl::Status Reward(DecisionService& svc, const v1::Decision& d, double reward) {
@@ -150,10 +121,10 @@ TEST(VwInstance, EveryOfferedActionIsLearnedThroughPendingDecisionsAndASnapshot)
       waiting.erase(waiting.begin());
     };
     for (int round = 0; round < 80; ++round) {
-      const v1::SelectRequest req = Round(round);
+      const v1::SelectRequest req = testing::VwRound(round);
       v1::Decision d;
       ASSERT_TRUE(svc.Select(req, &d).ok()) << round;
-      const std::vector<SparseVector> xs = TwinVectors(space, req);
+      const std::vector<SparseVector> xs = testing::VwVectors(space, req);
       vw::CbLearner::Prediction p;
       twin.Predict(xs, &p);
       for (const auto& r : d.ranking())
@@ -179,10 +150,10 @@ TEST(VwInstance, EveryOfferedActionIsLearnedThroughPendingDecisionsAndASnapshot)
     }
     while (!waiting.empty()) reward_oldest();
     v1::Decision last;
-    const v1::SelectRequest req = Round(80);
+    const v1::SelectRequest req = testing::VwRound(80);
     ASSERT_TRUE(svc.Select(req, &last).ok());
     vw::CbLearner::Prediction p;
-    twin.Predict(TwinVectors(space, req), &p);
+    twin.Predict(testing::VwVectors(space, req), &p);
     for (const auto& r : last.ranking())
       EXPECT_FLOAT_EQ(static_cast<float>(r.probability()), p.pmf[r.id().back() - '0']);
   }
@@ -202,11 +173,11 @@ TEST(VwInstance, ServesWhatTheLearnerPredictsAndLearnsVwsLabel) {
   auto space = *features::FeatureSpace::Create(options->space);
   std::map<int, int> chosen_count;
   for (int round = 0; round < 200; ++round) {
-    const v1::SelectRequest req = Round(round);
+    const v1::SelectRequest req = testing::VwRound(round);
     v1::Decision d;
     ASSERT_TRUE(svc.Select(req, &d).ok()) << round;
     // The twin's prediction from the same hashed vectors.
-    const std::vector<SparseVector> xs = TwinVectors(space, req);
+    const std::vector<SparseVector> xs = testing::VwVectors(space, req);
     vw::CbLearner::Prediction p;
     twin.Predict(xs, &p);
     ASSERT_EQ(d.ranking_size(), 4);
@@ -224,7 +195,7 @@ TEST(VwInstance, ServesWhatTheLearnerPredictsAndLearnsVwsLabel) {
   }
   // It learned: the paying action is the greedy one (0.8 + 0.2/4) in the end, chosen most.
   v1::Decision last;
-  ASSERT_TRUE(svc.Select(Round(200), &last).ok());
+  ASSERT_TRUE(svc.Select(testing::VwRound(200), &last).ok());
   for (const auto& r : last.ranking())
     if (r.id() == "item-2") EXPECT_NEAR(r.probability(), 0.85, 1e-6);
   EXPECT_GT(chosen_count[2], 100);
@@ -245,7 +216,7 @@ TEST(VwInstance, CcbSlotsAsVwDecidesThemWithTheStickyIndex) {
                                  &out)
                   .ok());
   v1::Decision plain;
-  absl::Status refused = svc.Select(Round(0), &plain);
+  absl::Status refused = svc.Select(testing::VwRound(0), &plain);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.message().find("slots"), std::string::npos) << refused;
 
@@ -257,7 +228,7 @@ TEST(VwInstance, CcbSlotsAsVwDecidesThemWithTheStickyIndex) {
   features::InputLimits limits;
   int indexed_single_slots = 0;
   for (int round = 0; round < 60; ++round) {
-    v1::SelectRequest req = Round(round);
+    v1::SelectRequest req = testing::VwRound(round);
     // Single featureless slots first, then two slots (the second with features), then single
     // slots again: featurized with the index now.
     const int slots = round >= 10 && round < 40 ? 2 : 1;
@@ -336,8 +307,8 @@ TEST(VwInstance, CcbSlotsAsVwDecidesThemWithTheStickyIndex) {
   // Logged data (a direct update without its slots) is refused.
   v1::UpdateRequest direct;
   direct.set_instance("v");
-  direct.mutable_direct()->set_context(Round(0).context());
-  *direct.mutable_direct()->mutable_action() = Round(0).actions(0);
+  direct.mutable_direct()->set_context(testing::VwRound(0).context());
+  *direct.mutable_direct()->mutable_action() = testing::VwRound(0).actions(0);
   direct.set_reward(1);
   v1::UpdateResponse resp;
   EXPECT_EQ(svc.Update(direct, &resp).code(), absl::StatusCode::kInvalidArgument);
@@ -354,13 +325,13 @@ TEST(VwInstance, ExplainShowsEachTermsWeight) {
           .ok());
   EXPECT_EQ(out.weights_size(), 0);  // 2^b weights are not copied into GetInstance
   for (int round = 0; round < 40; ++round) {
-    v1::SelectRequest req = Round(round);
+    v1::SelectRequest req = testing::VwRound(round);
     req.set_instance("v");
     v1::Decision d;
     ASSERT_TRUE(svc.Select(req, &d).ok());
     ASSERT_TRUE(Reward(svc, d, d.arm_index() == 3 ? 1.0 : 0.2).ok());
   }
-  v1::SelectRequest req = Round(41);
+  v1::SelectRequest req = testing::VwRound(41);
   req.set_instance("v");
   req.set_explain(true);
   v1::Decision d;
@@ -400,7 +371,7 @@ TEST(VwInstance, ShadowsOfAndBesideAVwInstance) {
   const int kRounds = 300;
   for (int round = 0; round < kRounds; ++round) {
     v1::Decision d;
-    ASSERT_TRUE(svc.Select(Round(round), &d).ok());
+    ASSERT_TRUE(svc.Select(testing::VwRound(round), &d).ok());
     const double reward = d.arm_index() == 2 ? 1.0 : 0.0;
     reward_sum += reward;
     ASSERT_TRUE(Reward(svc, d, reward).ok());
@@ -429,13 +400,13 @@ TEST(VwInstance, ApprenticeLearnsTheBaselineAmongTheActionsOffered) {
   vw::CbLearner twin(*options, 0);
   auto space = *features::FeatureSpace::Create(options->space);
   for (int round = 0; round < 80; ++round) {
-    v1::SelectRequest req = Round(round);
+    v1::SelectRequest req = testing::VwRound(round);
     v1::Decision d;
     ASSERT_TRUE(svc.Select(req, &d).ok()) << round;
     ASSERT_EQ(d.action_id(), "item-0");  // the baseline: the first action
     const double reward = round % 3 == 0 ? 1.0 : 0.0;
     ASSERT_TRUE(Reward(svc, d, reward).ok());
-    const std::vector<SparseVector> xs = TwinVectors(space, req);
+    const std::vector<SparseVector> xs = testing::VwVectors(space, req);
     ASSERT_TRUE(twin.Learn(xs[0], 0, req.actions_size(), -static_cast<float>(reward), 1.f));
   }
   v1::ExportInstanceRequest ex;
@@ -469,7 +440,7 @@ TEST(VwInstance, ExportsAndImportsVwModelFiles) {
           .ok());
   for (int round = 0; round < 50; ++round) {
     v1::Decision d;
-    ASSERT_TRUE(svc.Select(Round(round), &d).ok());
+    ASSERT_TRUE(svc.Select(testing::VwRound(round), &d).ok());
     ASSERT_TRUE(Reward(svc, d, d.arm_index() == 1 ? 1.0 : 0.0).ok());
   }
   v1::ExportInstanceRequest ex;
@@ -489,7 +460,7 @@ TEST(VwInstance, ExportsAndImportsVwModelFiles) {
             "--learning_rate 0.100000001490116 --quadratic UA");
   EXPECT_EQ(out.config().feature_space().bits(), 10);
   v1::Decision a, b;
-  v1::SelectRequest req = Round(7);
+  v1::SelectRequest req = testing::VwRound(7);
   ASSERT_TRUE(svc.Select(req, &a).ok());
   req.set_instance("w");
   ASSERT_TRUE(svc.Select(req, &b).ok());
@@ -552,7 +523,7 @@ TEST(VwInstance, ConcurrentSelectsReplayExactly) {
       threads.emplace_back([&, t] {
         for (int round = 0; round < 60; ++round) {
           v1::Decision d;
-          if (!svc.Select(Round(t * 100 + round), &d).ok()) {
+          if (!svc.Select(testing::VwRound(t * 100 + round), &d).ok()) {
             ++failures;
             continue;
           }

@@ -70,7 +70,9 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
   }
   if (s->persistence_) s->persistence_->StartBackground();
   // Offline evaluations: their own threads; those a restart interrupted run again.
-  s->evaluations_ = std::make_unique<EvaluationRunner>(s->service_.get(), options.evaluation_threads);
+  s->evaluations_ = std::make_unique<EvaluationRunner>(
+      s->service_.get(), options.evaluation_threads,
+      EvaluationLimits{.cpu_budget_seconds = options.evaluation_cpu_seconds, .cpu_seconds = {}});
   s->service_->SetEvaluationJobs(s->evaluations_->Jobs());
   if (const int64_t resumed = s->service_->ResumeEvaluations(); resumed > 0)
     BANDIT_LOG_INFO("evaluations: ", resumed, " interrupted by the restart run again");
@@ -325,9 +327,15 @@ absl::Status BanditServer::StartHttp() {
 void BanditServer::StartSweeper() {
   sweeper_ = std::thread([srv = this] {
     auto last_trim = std::chrono::steady_clock::now();
+    auto last_auto = std::chrono::steady_clock::now() - std::chrono::seconds(1);
     while (!srv->stop_.WaitForNotificationWithTimeout(
         absl::Milliseconds(srv->options_.expiry_sweep_ms))) {
       srv->service_->ExpireAll();
+      // Automatic optimizations due (their frequencies are minutes at the least): once a second.
+      if (std::chrono::steady_clock::now() - last_auto >= std::chrono::seconds(1)) {
+        srv->service_->StartDueAutoOptimizations();
+        last_auto = std::chrono::steady_clock::now();
+      }
       // At the memory budget (something was refused since the last sweep), after large frees,
       // or once a minute, the allocator's free pages go back to the system
       // (server/instance/memory_budget.h).

@@ -110,6 +110,9 @@
   FLAG(int32_t, evaluation_threads, evaluation_threads,                                           \
        "Threads running offline evaluation jobs (CreateEvaluation, Personalizer's "               \
        "evaluations): the cores evaluations may take from serving")                               \
+  FLAG(double, evaluation_cpu_seconds, evaluation_cpu_seconds,                                    \
+       "CPU seconds an evaluation's offline experimentation may search learning settings for "   \
+       "(the search stops, a stage cut short, once spent)")                                       \
   FLAG(int32_t, http_io_threads, http_io_threads,                                                 \
        "Threads reading and writing every HTTP connection")                                       \
   FLAG(int64_t, http_header_timeout_ms, http_header_timeout_ms,                                   \

@@ -1,5 +1,7 @@
 #include "server/server_options.h"
 
+#include <cmath>
+
 #include <unistd.h>
 
 #include <utility>
@@ -61,6 +63,10 @@ absl::StatusOr<ServerOptions> SanitizeOptions(ServerOptions o) {
   if (o.evaluation_threads < 1 || o.evaluation_threads > 64)
     return absl::InvalidArgumentError(absl::StrCat(
         "--evaluation_threads=", o.evaluation_threads, " is out of range, expected 1..64"));
+  if (!(o.evaluation_cpu_seconds > 0) || !std::isfinite(o.evaluation_cpu_seconds))
+    return absl::InvalidArgumentError(absl::StrCat("--evaluation_cpu_seconds=",
+                                                   o.evaluation_cpu_seconds,
+                                                   " is out of range, expected a positive number"));
   if (o.http_threads < 1 || o.http_threads > kMaxHttpThreads)
     return absl::InvalidArgumentError(absl::StrCat(
         "--http_threads=", o.http_threads, " is out of range, expected 1..", kMaxHttpThreads));

@@ -86,6 +86,8 @@ struct ServerOptions {
   int http_threads = 64;
   // Threads running offline evaluation jobs (CreateEvaluation): the cores evaluations may take.
   int evaluation_threads = 1;
+  // CPU seconds an evaluation's offline experimentation may search for (EvaluationLimits).
+  double evaluation_cpu_seconds = 600;
   // Threads reading and writing every HTTP connection.
   int http_io_threads = 2;
   // Deadlines (server/api/http/http_server.h): the whole request header from its first byte (a

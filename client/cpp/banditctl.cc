@@ -13,7 +13,8 @@
 //   set-reference NAME (--embeddings_file=F.csv [--append] | --mean='m1,m2' --covariance='c11,c12,c21,c22')
 //   log NAME [--since=T] [--until=T] [--format=dsjson|jsonl|csv] > file
 //                                            the decision log (T: RFC 3339 or epoch ms)
-//   evaluate NAME --since=T --until=T [--evaluation_name=N] [--policies='N1=ARGS;N2=ARGS'] [--wait]
+//   evaluate NAME --since=T --until=T [--evaluation_name=N] [--policies='N1=ARGS;N2=ARGS']
+//            [--optimize] [--wait]
 //   evaluation get|delete NAME ID | evaluation list NAME
 //                                            offline evaluations of the decision log
 //   health                                   exits 0 exactly when the server reports SERVING
@@ -100,6 +101,8 @@ ABSL_FLAG(uint64_t, after_seq, 0, "log: only decisions after this event_seq (res
 ABSL_FLAG(std::string, evaluation_name, "evaluation", "evaluate: the evaluation's name");
 ABSL_FLAG(std::string, policies, "",
           "evaluate: learning settings to compare, 'NAME=VW ARGUMENTS;NAME=VW ARGUMENTS'");
+ABSL_FLAG(bool, optimize, false,
+          "evaluate: also search learning settings on the log (offline experimentation)");
 ABSL_FLAG(bool, wait, false, "evaluate: wait for the job to end and print its results");
 ABSL_FLAG(int64_t, wait_ms, 600000, "evaluate --wait: give up after this long");
 ABSL_FLAG(int64_t, max_events, 0, "log: at most this many decisions (0 = all)");
@@ -211,7 +214,8 @@ int main(int argc, char** argv) {
       "  shadow add NAME SHADOW --config='policy { glb_omd { dimension: 20 } } seed: 7'\n"
       "  shadow remove|promote NAME SHADOW | shadow list NAME\n"
       "  evaluate NAME --since=T --until=T [--evaluation_name=N]\n"
-      "         [--policies='low eps=--cb_explore_adf --epsilon 0.05 -q ::;...'] [--wait]\n"
+      "         [--policies='low eps=--cb_explore_adf --epsilon 0.05 -q ::;...'] [--optimize]\n"
+      "         [--wait]\n"
       "  evaluation get|delete NAME ID | evaluation list NAME\n"
       "  health   (exit 0 exactly when SERVING)");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -331,6 +335,7 @@ int main(int argc, char** argv) {
       return Usage("evaluate needs --until, epoch milliseconds or an RFC 3339 time");
     req.set_start_ms(since);
     req.set_end_ms(until);
+    req.set_offline_experimentation(absl::GetFlag(FLAGS_optimize));
     for (absl::string_view item :
          absl::StrSplit(absl::GetFlag(FLAGS_policies), ';', absl::SkipWhitespace())) {
       const size_t eq = item.find('=');

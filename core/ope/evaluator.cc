@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/features/config.h"
 #include "core/features/dense.h"
 #include "core/ope/target.h"
@@ -94,7 +95,9 @@ Evaluator::Evaluator(std::vector<Candidate> candidates,
                       .policy = std::string(policies_[i]->name()),
                       .estimators = Estimators(options.max_weight),
                       .slots = {},
-                      .trace = {}};
+                      .trace = {},
+                      .held_out = Estimators(options.max_weight),
+                      .searched = Estimators(options.max_weight)};
     results_.push_back(std::move(r));
   }
 }
@@ -199,6 +202,9 @@ absl::StatusOr<Evaluator::Scored> Evaluator::Score(const v1::LoggedDecision& d,
         if (auto s = space_->Parse(d.slot_features(), "c._slots", limits, false, &slot); !s.ok())
           return fail(std::string(s.message()));
       used->AddSlotFeatures(slot, d.slot_index(), false, &shared);
+    } else if (options_.importance_of >= 0 && d.chosen_index() >= 0 && d.chosen_index() < n) {
+      // The weights as the candidate holds them now, before it learns this decision.
+      AddImportance(d.named_context(), d.named_actions(d.chosen_index()).features());
     }
     features::SparseFeatures sparse;
     if (sparse_model_) sparse_actions.resize(n);
@@ -232,6 +238,7 @@ absl::StatusOr<Evaluator::Scored> Evaluator::Score(const v1::LoggedDecision& d,
   out.chosen = d.chosen_index();
   out.slot_index = d.slot_id().empty() ? -1 : d.slot_index();
   out.decided_at_ms = d.decided_at_ms();
+  out.held_out = options_.held_out && options_.held_out(d.event_id());
   out.event.logged_action = d.chosen_index();
   out.event.logged_propensity = d.propensity();
   out.event.reward = d.reward();
@@ -259,6 +266,7 @@ absl::Status Evaluator::Learn(Scored& one, const std::string& where) {
     ScoredEvent e = one.event;
     e.target = one.targets[c];
     results_[c].estimators.Add(e);
+    if (options_.held_out) (one.held_out ? results_[c].held_out : results_[c].searched).Add(e);
     if (options_.window_ms > 0) {
       const int64_t start = one.decided_at_ms - (((one.decided_at_ms % options_.window_ms) +
                                                   options_.window_ms) % options_.window_ms);
@@ -283,6 +291,45 @@ absl::Status Evaluator::Learn(Scored& one, const std::string& where) {
                  one.event.reward);
   }
   return absl::OkStatus();
+}
+
+void Evaluator::AddImportance(const std::string& context_json, const std::string& chosen_json) {
+  const auto c = static_cast<size_t>(options_.importance_of);
+  if (c >= policies_.size()) return;
+  features::InputLimits limits;
+  limits.max_features = limits.max_json_bytes;
+  // The audit names need an audited parse: the context's again, and the chosen action's.
+  const features::FeatureSpace& space = *space_;
+  features::ParsedFeatures audited_shared, action;
+  // Score parsed these documents already; these parses succeed.
+  if (!context_json.empty())
+    (void)space.Parse(context_json, "c", limits, /*audit=*/true, &audited_shared);
+  if (!chosen_json.empty()) (void)space.Parse(chosen_json, "a", limits, true, &action);
+  features::SparseFeatures f;
+  space.Featurize(action, &audited_shared, /*audit=*/true, &f);
+  CandidateResult& r = results_[c];
+  ++r.importance_events;
+  // This decision's contribution per feature and per namespace.
+  std::map<std::string, double> seen, seen_namespaces;
+  for (size_t i = 0; i < f.index.size(); ++i) {
+    if (f.names[i] == "Constant") continue;
+    const double w = policies_[c]->CoordinateWeight(f.index[i]).value_or(0.0);
+    const std::vector<std::string> parts = absl::StrSplit(f.names[i], '*');
+    const double share = std::abs(w * f.value[i]) / static_cast<double>(parts.size());
+    for (const std::string& name : parts) {
+      seen[name] += share;
+      // VW's audit name: "namespace^feature", no prefix in the default namespace.
+      const size_t caret = name.find('^');
+      seen_namespaces[caret == std::string::npos ? " " : name.substr(0, caret)] += share;
+    }
+  }
+  for (const auto& [into, from] :
+       {std::pair{&r.features, &seen}, std::pair{&r.namespaces, &seen_namespaces}})
+    for (const auto& [name, contribution] : *from) {
+      FeatureWeight& fw = (*into)[name];
+      fw.abs_contribution += contribution;
+      ++fw.occurrences;
+    }
 }
 
 absl::Status DecisionGroups::Add(v1::LoggedDecision d) {

@@ -42,6 +42,21 @@ struct EvaluateOptions {
   // Also accumulate per window of this many milliseconds of decision time (0 = no windows):
   // CandidateResult::windows.
   int64_t window_ms = 0;
+  // When set: also accumulate the decisions it picks (by event id) and the others apart,
+  // CandidateResult::held_out and ::searched (a search chooses on one part and reports the
+  // winner on the other).
+  std::function<bool(const std::string& event_id)> held_out;
+  // The candidate whose feature importance to accumulate (-1: none): CandidateResult::features.
+  // Its policy must report its coordinate weights (Policy::CoordinateWeight).
+  int importance_of = -1;
+};
+
+// One feature's (or namespace's) weight in a candidate's predictions: the sum over decisions
+// of |w_i x_i| over the chosen action's terms that hold it (an interaction's term shared
+// equally among its features), and the decisions whose chosen action held it.
+struct FeatureWeight {
+  double abs_contribution = 0;
+  int64_t occurrences = 0;
 };
 
 struct TracePoint {
@@ -64,6 +79,14 @@ struct CandidateResult {
   // With EvaluateOptions::window_ms: the estimators per window, by the window's start
   // (decided_at_ms rounded down to a multiple of window_ms).
   std::map<int64_t, Estimators> windows;
+  // With EvaluateOptions::held_out.
+  Estimators held_out, searched;
+  // With EvaluateOptions::importance_of: by VW's audit name ("namespace^feature"; a feature of
+  // the default namespace has no prefix), over the single decisions of named logs, the weights
+  // read before the candidate learns each decision.
+  std::map<std::string, FeatureWeight> features;
+  std::map<std::string, FeatureWeight> namespaces;  // by namespace name (" ": the default)
+  int64_t importance_events = 0;
 };
 
 // A log's entries regrouped into decisions: a multi-slot decision's entries (one per slot,
@@ -109,6 +132,7 @@ class Evaluator {
   const std::vector<CandidateResult>& results() const { return results_; }
   // Candidate `c`'s policy as it learned along the log so far (its state, to serve it).
   void SavePolicy(size_t c, bandit::v1::PolicyState* out) const { policies_[c]->Save(out); }
+  const Policy& policy(size_t c) const { return *policies_[c]; }
   int64_t skipped() const { return skipped_; }
 
  private:
@@ -123,6 +147,7 @@ class Evaluator {
     int chosen = 0;
     int slot_index = -1;  // a single decision
     int64_t decided_at_ms = 0;
+    bool held_out = false;
     ScoredEvent event;    // target filled per candidate
     std::vector<Vector> targets;
     std::vector<Observation> learns;
@@ -130,6 +155,8 @@ class Evaluator {
   absl::StatusOr<Scored> Score(const bandit::v1::LoggedDecision& d, const std::string& where,
                                int slots_in_decision);
   absl::Status Learn(Scored& one, const std::string& where);
+  // Adds the chosen action's terms to CandidateResult::features (EvaluateOptions::importance_of).
+  void AddImportance(const std::string& context_json, const std::string& chosen_json);
   absl::StatusOr<Vector> TargetFor(size_t c, const bandit::v1::LoggedDecision& d,
                                    const Scored& scored, Observation* learn);
 

@@ -335,7 +335,7 @@ void Instance::SelectBatch(absl::Span<const bandit::v1::SelectRequest* const> re
   RunHeld(reqs.size(), statuses, written_seq, [&](size_t i, int64_t now) {
     mu_.AssertHeld();
     absl::Status s =
-        InstanceState::ParseSelectInputs(*reqs[i], limits_, feature_space_.get(), &in,
+        InstanceState::ParseSelectInputs(*reqs[i], limits_, state_->feature_space().get(), &in,
                                          state_->TakesSparseInputs(), state_->SlotIndexState());
     if (s.ok()) s = SelectLocked(*reqs[i], in, now, outs[i], written_seq, nullptr);
     return s;
@@ -410,7 +410,8 @@ absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::
   // Check and convert the request before taking the lock: the critical section is what every
   // concurrent caller of this instance waits for.
   SelectInputs in;
-  if (auto s = InstanceState::ParseSelectInputs(req, limits_, feature_space_.get(), &in,
+  const std::shared_ptr<const features::FeatureSpace> space = feature_space_.load();
+  if (auto s = InstanceState::ParseSelectInputs(req, limits_, space.get(), &in,
                                                 sparse_inputs_.load(std::memory_order_relaxed),
                                                 slot_index_.load(std::memory_order_relaxed));
       !s.ok())
@@ -426,13 +427,16 @@ absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::
   absl::MutexLock lock(&mu_);
   prepares_select_.store(state_->PreparesSelect(), std::memory_order_relaxed);
   // The policy's multi-slot featurization state moved since the request was featurized (a
-  // Select before this one had several slots): featurized again, as the journal's replay will.
-  if (in.slot_index != state_->SlotIndexState())
-    if (auto s = InstanceState::ParseSelectInputs(req, limits_, feature_space_.get(), &in,
-                                                  state_->TakesSparseInputs(),
+  // Select before this one had several slots), or the policy was replaced by one of another
+  // feature space: featurized again, as the journal's replay will.
+  if (in.slot_index != state_->SlotIndexState() || space != state_->feature_space()) {
+    in.prepared.reset();  // computed for the policy and vectors of before
+    if (auto s = InstanceState::ParseSelectInputs(req, limits_, state_->feature_space().get(),
+                                                  &in, state_->TakesSparseInputs(),
                                                   state_->SlotIndexState());
         !s.ok())
       return s;
+  }
   absl::Status s = SelectLocked(req, in, clock_->NowMs(), out, written_seq, nullptr);
   slot_index_.store(state_->SlotIndexState(), std::memory_order_relaxed);
   return s;
@@ -480,8 +484,9 @@ absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, Select
   if (!decided.ok()) return decided;
   if (!in.action_of.empty()) {
     WriteNamedDecision(req, in.action_of, out);
-    if (req.explain() && feature_space_ && !replay_event_id)
-      ExplainChoice(*feature_space_, limits_.named, req, state_->PolicyCoordinateWeights(), out);
+    if (req.explain() && state_->feature_space() && !replay_event_id)
+      ExplainChoice(*state_->feature_space(), limits_.named, req,
+                    state_->PolicyCoordinateWeights(), out);
   }
   return Commit(rec, now, written_seq);
 }
@@ -577,6 +582,7 @@ absl::Status Instance::Change(bandit::v1::JournalRecord rec, const Admission& ad
     if (!s.ok()) return s;
     policy_case_.store(state_->config().policy().policy_case());  // PromoteShadow changes it
     sparse_inputs_.store(state_->TakesSparseInputs());
+    feature_space_.store(state_->feature_space());  // ReplacePolicy may change it
     *r = std::move(rec);
     return s;
   });
@@ -616,7 +622,7 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
     case bandit::v1::JournalRecord::kSelect: {
       bandit::v1::Decision out;
       SelectInputs in;
-      s = InstanceState::ParseSelectInputs(rec.select(), limits_, feature_space_.get(), &in,
+      s = InstanceState::ParseSelectInputs(rec.select(), limits_, state_->feature_space().get(), &in,
                                            state_->TakesSparseInputs(),
                                            state_->SlotIndexState());
       if (s.ok()) s = SelectLocked(rec.select(), in, now, &out, nullptr, &rec.event_id());
@@ -666,6 +672,7 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
         if (st.ok()) {
           policy_case_.store(state_->config().policy().policy_case());
           sparse_inputs_.store(state_->TakesSparseInputs());
+          feature_space_.store(state_->feature_space());
         }
         return st;
       });

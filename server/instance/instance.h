@@ -244,8 +244,10 @@ class Instance {
   std::atomic<bandit::v1::PolicyConfig::PolicyCase> policy_case_;
   const Clock* const clock_;
   const InstanceLimits limits_;
-  // The state's feature space, read before the lock (it never changes).
-  const std::shared_ptr<const features::FeatureSpace> feature_space_;
+  // The state's feature space, read before the lock. A ReplacePolicy with arguments of another
+  // feature space changes it: a Select featurized with the one before is featurized again under
+  // the lock.
+  std::atomic<std::shared_ptr<const features::FeatureSpace>> feature_space_;
   // Whether named Selects are featurized to sparse vectors for the served policy
   // (InstanceState::TakesSparseInputs), read before the lock; PromoteShadow may change it.
   std::atomic<bool> sparse_inputs_;

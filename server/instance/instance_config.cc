@@ -136,6 +136,25 @@ std::vector<std::string> UnclassifiedPolicyConfigFields() {
   return out;
 }
 
+absl::Status CheckAutoOptimization(const bandit::v1::AutoOptimization& a,
+                                   const bandit::v1::DecisionLogConfig& log,
+                                   absl::string_view field) {
+  if (!a.enabled()) return absl::OkStatus();
+  constexpr int64_t kMinute = 60'000, kYear = 365 * 1440 * kMinute;
+  if (a.frequency_ms() < kMinute || a.frequency_ms() > kYear)
+    return absl::InvalidArgumentError(absl::StrCat(field, ".frequency_ms is ", a.frequency_ms(),
+                                                   ", expected ", kMinute, "..", kYear,
+                                                   " (1 minute to 365 days)"));
+  if (a.start_ms() < 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".start_ms is ", a.start_ms(), ", expected a time since the epoch (0: now)"));
+  if (!log.enabled())
+    return absl::FailedPreconditionError(absl::StrCat(
+        field, ".enabled needs the decision log (decision_log { enabled: true }): automatic "
+               "optimization evaluates the logged decisions"));
+  return absl::OkStatus();
+}
+
 absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limits,
                              bandit::v1::InstanceConfig* c) {
   // Before the size check: it may fill the policy's dimension (2^bits).
@@ -168,6 +187,10 @@ absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limi
     return absl::InvalidArgumentError(absl::StrCat(
         "config.pending.default_reward is ", p->default_reward(), ", ", kInputNumberExpected));
   if (auto s = DecisionLog::Normalize(c->mutable_decision_log()); !s.ok()) return s;
+  if (auto s = CheckAutoOptimization(c->auto_optimization(), c->decision_log(),
+                                     "config.auto_optimization");
+      !s.ok())
+    return s;
   if (c->seed() == 0) c->set_seed(InstanceState::SeedFromName(name));
   return absl::OkStatus();
 }
@@ -179,12 +202,16 @@ absl::StatusOr<bandit::v1::InstanceConfig> ConfigWithPolicy(
   *next.mutable_policy() = policy;
   next.clear_feature_space();
   if (auto s = NormalizeConfig(name, limits, &next); !s.ok()) return s;
-  if (next.feature_space().SerializeAsString() != current.feature_space().SerializeAsString())
+  // Another feature space is fine (ReplacePolicy); named inputs where there were none, or none
+  // where there were, would change what the instance's requests are.
+  if (next.has_feature_space() != current.has_feature_space())
     return absl::FailedPreconditionError(absl::StrCat(
-        "the new policy's feature space (", next.feature_space().ShortDebugString(),
-        ") is not instance '", name, "''s (", current.feature_space().ShortDebugString(),
-        "): its decisions were hashed into that one; expected arguments with the same -b, "
-        "interactions, hash seed, constant and ignored namespaces"));
+        "instance '", name, "' decides over ",
+        current.has_feature_space() ? "named actions (a feature space)"
+                                    : "its arms or candidate vectors (no feature space)",
+        " and the new policy over ",
+        next.has_feature_space() ? "named actions" : "arms or candidate vectors",
+        ": expected a policy of the same kind of input"));
   return next;
 }
 

@@ -65,10 +65,15 @@ constexpr int64_t kMaxRewardWaitMs = 7LL * 24 * 3600 * 1000;
 // everything outside it. instance_config.cc.
 absl::Status NormalizeConfig(const std::string& name, const InstanceLimits& limits,
                              bandit::v1::InstanceConfig* c);
+// An automatic optimization's settings (`field` names them in errors): a frequency of 1 minute
+// to 365 days, a start time, the decision log on (FAILED_PRECONDITION). instance_config.cc.
+absl::Status CheckAutoOptimization(const bandit::v1::AutoOptimization& a,
+                                   const bandit::v1::DecisionLogConfig& log,
+                                   absl::string_view field);
 // `current` (an instance's normalized config) with `policy` in its place, normalized as a
-// created instance's would be (the feature space from the policy's arguments).
-// FAILED_PRECONDITION when that feature space is not `current`'s: the instance's decisions were
-// hashed into it. instance_config.cc.
+// created instance's would be (the feature space from the policy's arguments, which may differ
+// from `current`'s: InstanceState::ReplacePolicy). FAILED_PRECONDITION when one of the two has a
+// feature space and the other none. instance_config.cc.
 absl::StatusOr<bandit::v1::InstanceConfig> ConfigWithPolicy(
     const std::string& name, const InstanceLimits& limits,
     const bandit::v1::InstanceConfig& current, const bandit::v1::PolicyConfig& policy);
@@ -268,7 +273,7 @@ class InstanceState {
   // The served policy's weight of each coordinate of its vector (explain): its CoordinateWeight,
   // or its Weights() where those are the vector's (2^bits entries); 0 where it has none.
   std::function<double(uint32_t)> PolicyCoordinateWeights() const;
-  // The instance's feature space (null without one); fixed for the instance's life.
+  // The instance's feature space (null without one): its policy's (ReplacePolicy may change it).
   const std::shared_ptr<const features::FeatureSpace>& feature_space() const {
     return feature_space_;
   }

@@ -170,10 +170,11 @@ absl::Status InstanceState::SetMixtureReference(const bandit::v1::SetMixtureRefe
 
 absl::Status InstanceState::Configure(const bandit::v1::ConfigureInstanceRequest& req) {
   if (!req.has_reward_wait_ms() && !req.has_on_expiry() && !req.has_default_reward() &&
-      !req.has_reward_aggregation() && !req.has_epsilon() && !req.has_learning_mode())
+      !req.has_reward_aggregation() && !req.has_epsilon() && !req.has_learning_mode() &&
+      !req.has_auto_optimization())
     return absl::InvalidArgumentError(
         "no setting is set, expected at least one of reward_wait_ms, on_expiry, default_reward, "
-        "reward_aggregation, epsilon, learning_mode");
+        "reward_aggregation, epsilon, learning_mode, auto_optimization");
   // Checked as NormalizeConfig checks them at creation, all before anything changes.
   const bandit::v1::RewardAggregation aggregation_before = config_.pending().reward_aggregation();
   InstanceConfig next = config_;
@@ -207,6 +208,13 @@ absl::Status InstanceState::Configure(const bandit::v1::ConfigureInstanceRequest
                                       bandit::v1::REWARD_AGGREGATION_UNSPECIFIED
                                   ? bandit::v1::EARLIEST
                                   : req.reward_aggregation());
+  }
+  if (req.has_auto_optimization()) {
+    if (auto s = CheckAutoOptimization(req.auto_optimization(), next.decision_log(),
+                                       "auto_optimization");
+        !s.ok())
+      return s;
+    *next.mutable_auto_optimization() = req.auto_optimization();
   }
   if (req.has_learning_mode()) {
     if (auto s = CheckLearningMode(req.learning_mode(), *policy_, "learning_mode"); !s.ok())
@@ -423,6 +431,22 @@ absl::Status InstanceState::ReplacePolicy(const bandit::v1::ReplacePolicy& r) {
   auto configured = ConfigWithPolicy(name_, limits_, config_, r.policy());
   if (!configured.ok()) return configured.status();
   InstanceConfig next = *std::move(configured);
+  // Another feature space (other interactions, bits, ...): the decisions are hashed into it from
+  // now on. The shadows learn from the served decisions' vectors, so they must go first.
+  const bool new_space =
+      next.feature_space().SerializeAsString() != config_.feature_space().SerializeAsString();
+  std::shared_ptr<const features::FeatureSpace> space = feature_space_;
+  if (new_space) {
+    if (!shadows_.empty())
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the new policy's feature space (", next.feature_space().ShortDebugString(),
+          ") is not instance '", name_, "''s (", config_.feature_space().ShortDebugString(),
+          ") and the instance has shadows, which learn from its decisions' vectors; expected "
+          "arguments with the same feature space, or the shadows removed first"));
+    auto created = FeatureSpaceOf(next);
+    if (!created.ok()) return created.status();
+    space = *std::move(created);
+  }
   auto policy = CreatePolicy(next.policy(), next.seed());
   if (!policy.ok()) return policy.status();
   if (r.has_state())
@@ -433,10 +457,16 @@ absl::Status InstanceState::ReplacePolicy(const bandit::v1::ReplacePolicy& r) {
     return absl::InvalidArgumentError(s.message());
   config_ = std::move(next);
   policy_ = *std::move(policy);
-  // As after PromoteShadow: the pending decisions' memos were the old policy's.
-  pending_.ForEach([](PendingDecision& p) {
+  feature_space_ = std::move(space);
+  // As after PromoteShadow: the pending decisions' memos were the old policy's. In another
+  // feature space their vectors mean nothing to the new policy either: their rewards are
+  // recorded (stats, the decision log) and not learned, as in LOGGING_ONLY mode.
+  pending_.ForEach([new_space](PendingDecision& p) {
     p.learn_direct = true;
     p.memo.resize(0);
+    if (!new_space) return;
+    p.learning_mode = bandit::v1::LOGGING_ONLY;
+    for (PendingDecision& slot : p.slots) slot.learning_mode = bandit::v1::LOGGING_ONLY;
   });
   SyncConfigArms();
   return absl::OkStatus();

@@ -13,6 +13,8 @@
 #include "core/vw/model_file.h"
 #include "core/ope/evaluator.h"
 #include "core/vw/options.h"
+#include "server/env/log.h"
+#include "server/instance/instance_state.h"
 #include "server/service/status_util.h"
 #include "server/storage/snapshot_store.h"
 
@@ -594,6 +596,12 @@ absl::Status CheckEvaluationText(absl::string_view field, absl::string_view valu
 absl::Status DecisionService::CreateEvaluation(const bandit::v1::CreateEvaluationRequest& req,
                                                bandit::v1::Evaluation* out,
                                                uint64_t* written_seq) {
+  return CreateEvaluationOfType(req, bandit::v1::EVALUATION_TYPE_MANUAL, out, written_seq);
+}
+
+absl::Status DecisionService::CreateEvaluationOfType(
+    const bandit::v1::CreateEvaluationRequest& req, bandit::v1::EvaluationType type,
+    bandit::v1::Evaluation* out, uint64_t* written_seq) {
   if (auto s = CheckEvaluationText("name", req.name(), false); !s.ok()) return s;
   if (!req.id().empty())
     if (auto s = CheckEvaluationText("id", req.id(), true); !s.ok()) return s;
@@ -641,6 +649,8 @@ absl::Status DecisionService::CreateEvaluation(const bandit::v1::CreateEvaluatio
   e.set_start_ms(req.start_ms());
   e.set_end_ms(req.end_ms());
   *e.mutable_policies() = req.policies();
+  e.set_offline_experimentation(req.offline_experimentation());
+  e.set_type(type);
   e.set_status(bandit::v1::EVALUATION_PENDING);
   e.set_created_at_ms(clock_->NowMs());
   bandit::v1::JournalRecord change;
@@ -706,6 +716,65 @@ DecisionService::EvaluationJobs DecisionService::CurrentEvaluationJobs() {
 void DecisionService::SetEvaluationJobs(EvaluationJobs jobs) {
   absl::MutexLock lock(&lifecycle_mu_);
   evaluation_jobs_ = std::move(jobs);
+}
+
+int64_t DecisionService::StartDueAutoOptimizations() {
+  if (!CurrentEvaluationJobs().start) return 0;
+  const int64_t now = clock_->NowMs();
+  int64_t created = 0;
+  for (const auto& inst : registry_.All()) {
+    const bandit::v1::AutoOptimization a = inst->config().auto_optimization();
+    if (!a.enabled() || a.frequency_ms() <= 0) continue;
+    {
+      absl::MutexLock lock(&auto_mu_);
+      auto it = auto_empty_at_.find(inst->name());
+      if (it != auto_empty_at_.end() && now < it->second + a.frequency_ms()) continue;
+    }
+    const std::vector<bandit::v1::Evaluation> held = inst->Evaluations();
+    int64_t last = -1;
+    bool running = false;
+    const bandit::v1::Evaluation* oldest = nullptr;  // the oldest finished automatic one
+    for (const auto& e : held) {
+      if (e.type() != bandit::v1::EVALUATION_TYPE_AUTO) continue;
+      last = std::max(last, e.created_at_ms());
+      running |= e.status() == bandit::v1::EVALUATION_PENDING;
+      if (e.status() != bandit::v1::EVALUATION_PENDING &&
+          (oldest == nullptr || e.created_at_ms() < oldest->created_at_ms()))
+        oldest = &e;
+    }
+    const int64_t due = last < 0 ? a.start_ms() : std::max(a.start_ms(), last + a.frequency_ms());
+    if (running || now < due) continue;
+    if (static_cast<int>(held.size()) >= InstanceState::kMaxEvaluations) {
+      if (oldest == nullptr) continue;  // every slot a manual evaluation's: the caller's to free
+      bandit::v1::DeleteEvaluationRequest drop;
+      drop.set_instance(inst->name());
+      drop.set_id(oldest->id());
+      bandit::v1::DeleteEvaluationResponse dropped;
+      if (!DeleteEvaluation(drop, &dropped).ok()) continue;
+    }
+    bandit::v1::CreateEvaluationRequest req;
+    req.set_instance(inst->name());
+    req.set_name(absl::StrCat("Automatic optimization ",
+                              absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(now),
+                                               absl::UTCTimeZone())));
+    req.set_start_ms(std::max<int64_t>(0, now - a.frequency_ms()));
+    req.set_end_ms(now + 1);
+    req.set_offline_experimentation(true);
+    bandit::v1::Evaluation e;
+    const absl::Status s =
+        CreateEvaluationOfType(req, bandit::v1::EVALUATION_TYPE_AUTO, &e, nullptr);
+    absl::MutexLock lock(&auto_mu_);
+    if (s.ok()) {
+      auto_empty_at_.erase(inst->name());
+      ++created;
+    } else {
+      auto_empty_at_[inst->name()] = now;
+      if (!absl::IsFailedPrecondition(s))
+        BANDIT_LOG_WARN("automatic optimization of instance '", inst->name(),
+                        "' could not start: ", s.message());
+    }
+  }
+  return created;
 }
 
 int64_t DecisionService::ResumeEvaluations(const std::string& name) {

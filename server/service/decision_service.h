@@ -7,7 +7,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -119,6 +121,12 @@ class DecisionService {
   // was taken over from) to the runner again, as restarted: of every instance, or of `name`.
   // Returns how many.
   int64_t ResumeEvaluations(const std::string& name = "");
+  // Creates the automatic evaluations that are due (config.auto_optimization: every frequency
+  // from the start time, over the last frequency's decisions, with offline experimentation;
+  // EVALUATION_TYPE_AUTO). At the instance's evaluation limit the oldest finished automatic one
+  // makes room. A span without decisions is tried again a frequency later. Returns how many
+  // were created. The server's sweeper calls it.
+  int64_t StartDueAutoOptimizations();
   absl::Status ExportInstance(const bandit::v1::ExportInstanceRequest& req,
                               bandit::v1::ExportInstanceResponse* out);
   // ImportInstance's snapshot of a VW model file (vw_model): a new vw instance with its state.
@@ -196,6 +204,10 @@ class DecisionService {
   // server/instance/instance_operations.h), describes the result.
   // The job runner's callbacks as set now (copied: a call runs them outside the lock).
   EvaluationJobs CurrentEvaluationJobs() ABSL_LOCKS_EXCLUDED(lifecycle_mu_);
+  // CreateEvaluation of a caller's (MANUAL) or of the automatic optimization (AUTO).
+  absl::Status CreateEvaluationOfType(const bandit::v1::CreateEvaluationRequest& req,
+                                      bandit::v1::EvaluationType type, bandit::v1::Evaluation* out,
+                                      uint64_t* written_seq);
   absl::Status ChangeAndDescribe(const std::string& name, bandit::v1::JournalRecord change,
                                  bandit::v1::Instance* out, uint64_t* written_seq);
 
@@ -211,6 +223,10 @@ class DecisionService {
   Storage* storage_ = nullptr;
   SnapshotRunner snapshot_runner_;
   EvaluationJobs evaluation_jobs_;
+  // When each instance's automatic optimization last found no decision to evaluate (not
+  // journaled: after a restart it is tried again at once).
+  absl::Mutex auto_mu_;
+  std::map<std::string, int64_t> auto_empty_at_ ABSL_GUARDED_BY(auto_mu_);
   std::function<void(const std::string&)> on_deleted_;
 };
 

@@ -283,4 +283,96 @@ test('v1.1-preview.3 REST SDK: an offline evaluation created, polled, listed and
   assert.strictEqual(missing.body.error.code, 'EvaluationNotFound');
   const deleted = await a.path('/evaluations/{evaluationId}', created.body.id).delete();
   assert.strictEqual(deleted.status, '204');
+
+  // Offline experimentation: the search's winner among the results, named by optimalPolicy,
+  // and the feature importance of the online settings (VW's learner, the default's).
+  const searched = await a.path('/evaluations').post({ body: {
+    name: 'sdk search', enableOfflineExperimentation: true,
+    startTime: new Date(now - 3600e3).toISOString(),
+    endTime: new Date(now + 3600e3).toISOString(), policies: [] } });
+  assert.strictEqual(searched.status, '201', JSON.stringify(searched.body));
+  for (let i = 0; i < 3000; i++) {
+    got = await a.path('/evaluations/{evaluationId}', searched.body.id).get();
+    if (got.body.status !== 'pending') break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.strictEqual(got.body.status, 'completed', JSON.stringify(got.body));
+  const optimized = got.body.policyResults.find((r) => r.policySource === 'OfflineExperimentation');
+  assert.ok(optimized, JSON.stringify(got.body.policyResults.map((r) => r.policySource)));
+  assert.strictEqual(got.body.optimalPolicy, optimized.name);
+  assert.ok(Array.isArray(got.body.featureImportance) && got.body.featureImportance.length > 0);
+  for (const row of got.body.featureImportance) {
+    assert.strictEqual(row.length, 4);
+    assert.ok(row.every((v) => typeof v === 'string'));
+  }
+  // Namespaces first, the most important at 100.
+  assert.deepStrictEqual(got.body.featureImportance[0].slice(1, 3), ['', '100']);
+  // Applied by name: the learning settings become the winner's; the Online result's settings
+  // applied again undo it.
+  const apply = (policyName) => a.path('/configurations/applyFromEvaluation').post({
+    body: { evaluationId: searched.body.id, policyName } });
+  assert.strictEqual((await apply(optimized.name)).status, '204');
+  let policy = await a.path('/configurations/policy').get();
+  assert.strictEqual(policy.status, '200');
+  assert.strictEqual(policy.body.arguments, optimized.arguments);
+  assert.strictEqual((await apply('Online')).status, '204');
+  policy = await a.path('/configurations/policy').get();
+  const online0 = got.body.policyResults.find((r) => r.policySource === 'Online');
+  assert.strictEqual(policy.body.arguments, online0.arguments);
+  const unknown = await apply('no such settings');
+  assert.strictEqual(unknown.status, '404');
+  assert.strictEqual(unknown.body.error.code, 'LearningSettingsNotFound');
+  // PUT and DELETE the learning settings.
+  const put = await a.path('/configurations/policy').put({ body: {
+    name: 'by hand', arguments: '--cb_explore_adf --epsilon 0.1 -q :: --power_t 0' } });
+  assert.strictEqual(put.status, '200', JSON.stringify(put.body));
+  assert.strictEqual(put.body.name, 'by hand');
+  const refusedPut = await a.path('/configurations/policy').put({ body: {
+    name: 'bad', arguments: '--cb_explore_adf --no_such_flag' } });
+  assert.strictEqual(refusedPut.status, '400');
+  assert.strictEqual(refusedPut.body.error.code, 'InvalidPolicyConfiguration');
+  const reset = await a.path('/configurations/policy').delete();
+  assert.strictEqual(reset.status, '200');
+  assert.strictEqual(reset.body.arguments, '--cb_explore_adf --squarecb -q :: -b 18');
+
+  // Bad evaluation contracts: Personalizer's statuses and codes.
+  const contract = (extra) => ({ name: 'bad', startTime: new Date(now - 3600e3).toISOString(),
+    endTime: new Date(now + 3600e3).toISOString(), policies: [], ...extra });
+  const expectRefused = async (body, status, code) => {
+    const r = await a.path('/evaluations').post({ body });
+    assert.strictEqual(r.status, status, JSON.stringify(r.body));
+    assert.strictEqual(r.body.error.code, code, JSON.stringify(r.body));
+  };
+  await expectRefused(contract({ policies: [{ name: 'x', arguments: '--cb_explore_adf --bogus' }] }),
+    '400', 'InvalidPolicyConfiguration');
+  await expectRefused(contract({ policies: [{ name: 'x', arguments: '--cb_adf' },
+    { name: 'x', arguments: '--cb_adf' }] }), '400', 'DuplicateCustomPolicyNames');
+  await expectRefused(contract({ policies: Array.from({ length: 100 },
+    (_, k) => ({ name: `p${k}`, arguments: '--cb_adf' })) }), '400', 'InvalidEvaluationContract');
+  await expectRefused(contract({ startTime: '2001-01-01T00:00:00Z', endTime: '2001-01-02T00:00:00Z' }),
+    '400', 'NoLogsExistInDateRange');
+  await expectRefused(contract({ startTime: new Date(now).toISOString(),
+    endTime: new Date(now - 1000).toISOString() }), '400', 'InvalidEvaluationContract');
+
+  // Automatic optimization: on with a frequency, reported back; a frequency under a minute is
+  // refused and changes nothing; off again.
+  const service = (await a.path('/configurations/service').get()).body;
+  assert.strictEqual(service.isAutoOptimizationEnabled, false);
+  const on = await a.path('/configurations/service').put({ body: { ...service,
+    isAutoOptimizationEnabled: true, autoOptimizationFrequency: 'PT6H',
+    autoOptimizationStartDate: '2030-01-01T00:00:00Z' } });
+  assert.strictEqual(on.status, '200', JSON.stringify(on.body));
+  assert.strictEqual(on.body.isAutoOptimizationEnabled, true);
+  assert.strictEqual(on.body.autoOptimizationFrequency, 'PT6H');
+  assert.strictEqual(on.body.autoOptimizationStartDate, '2030-01-01T00:00:00.000Z');
+  const tooOften = await a.path('/configurations/service').put({ body: { ...on.body,
+    autoOptimizationFrequency: 'PT30S' } });
+  assert.strictEqual(tooOften.status, '400', JSON.stringify(tooOften.body));
+  assert.strictEqual(tooOften.body.error.code, 'InvalidServiceConfiguration');
+  assert.strictEqual((await a.path('/configurations/service').get()).body.autoOptimizationFrequency,
+    'PT6H');
+  const off = await a.path('/configurations/service').put({ body: { ...on.body,
+    isAutoOptimizationEnabled: false } });
+  assert.strictEqual(off.status, '200', JSON.stringify(off.body));
+  assert.strictEqual(off.body.isAutoOptimizationEnabled, false);
 });

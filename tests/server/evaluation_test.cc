@@ -379,14 +379,18 @@ TEST(Evaluation, AJobThatDoesNotFitTheMemoryBudgetFailsSayingSo) {
   ASSERT_TRUE(svc.GetEvaluation(get, &e).ok());
   EXPECT_EQ(e.status(), v1::EVALUATION_COMPLETED) << e.error();
   EXPECT_EQ(svc.memory()->used(MemoryKind::kEvaluation), 0);
-  EXPECT_GT(EvaluationJobBytes(e), 2 * DecisionService::kDecisionLogChunkBytes);
+  v1::GetInstanceRequest which;
+  which.set_name("v");
+  v1::Instance instance;
+  ASSERT_TRUE(svc.GetInstance(which, &instance).ok());
+  EXPECT_GT(EvaluationJobBytes(e, instance.config()), 2 * DecisionService::kDecisionLogChunkBytes);
 }
 
 // SetLearningPolicy with train_on_log: the served policy becomes the learner of the new
 // arguments, taught the log's rewarded decisions in order as VW learns logged examples: after
 // it, every Select's probabilities are those of a twin taught the same decisions here; the
 // change is one journal record that recovery replays into the same instance. Refused: arguments
-// the learner refuses, another feature space.
+// the learner refuses.
 TEST(LearningPolicy, ReplacedByALearnerTrainedOnTheLog) {
   FaultInjectionFs fs;
   ManualClock clock;
@@ -403,8 +407,6 @@ TEST(LearningPolicy, ReplacedByALearnerTrainedOnTheLog) {
     req.set_train_on_log(true);
     v1::Instance out;
     EXPECT_EQ(svc.SetLearningPolicy(req, &out).code(), absl::StatusCode::kInvalidArgument);
-    req.set_arguments("--cb_explore_adf --epsilon 0.1 -q UA -b 14");
-    EXPECT_EQ(svc.SetLearningPolicy(req, &out).code(), absl::StatusCode::kFailedPrecondition);
     const std::string before = testing::Exported(svc, "v");
     EXPECT_EQ(testing::Exported(svc, "v"), before);  // refusals changed nothing
     req.set_arguments(kCustom);
@@ -427,6 +429,84 @@ TEST(LearningPolicy, ReplacedByALearnerTrainedOnTheLog) {
   testing::FileNode node(&fs, &clock);
   DecisionService& restarted = node.svc;
   EXPECT_EQ(testing::Exported(restarted, "v"), live);
+}
+
+// Learning settings of another feature space (other interactions and bits): the decisions are
+// hashed into the new one from then on (the explanation's terms and indices say so), a decision
+// pending from before is rewarded but not learned (its vectors were the old space's: the
+// learned state is the same with or without its reward), recovery replays the change, and an
+// instance with shadows (which learn from its decisions' vectors) refuses it.
+TEST(LearningPolicy, ReplacedByOneOfAnotherFeatureSpace) {
+  FaultInjectionFs fs;
+  ManualClock clock;
+  std::string live;
+  constexpr char kWider[] = "--cb_explore_adf --epsilon 0.1 -q UA -q AA -b 14";
+  {
+    testing::FileNode node(&fs, &clock);
+    DecisionService& svc = node.svc;
+    Serve(svc, clock, 60);
+    v1::Decision waiting;
+    ASSERT_TRUE(svc.Select(testing::VwRound(60), &waiting).ok());
+    v1::Instance out;
+    v1::AddShadowRequest shadow;
+    shadow.set_name("v");
+    shadow.set_shadow("twin");
+    shadow.mutable_config()->mutable_policy()->mutable_vw()->set_arguments(kServed);
+    ASSERT_TRUE(svc.AddShadow(shadow, &out).ok());
+    v1::SetLearningPolicyRequest req;
+    req.set_name("v");
+    req.set_arguments(kWider);
+    req.set_train_on_log(true);
+    const std::string before = testing::Exported(svc, "v");
+    const absl::Status refused = svc.SetLearningPolicy(req, &out);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(refused.message().find("shadows"), std::string::npos) << refused;
+    EXPECT_EQ(testing::Exported(svc, "v"), before);
+    v1::RemoveShadowRequest remove;
+    remove.set_name("v");
+    remove.set_shadow("twin");
+    ASSERT_TRUE(svc.RemoveShadow(remove, &out).ok());
+    ASSERT_TRUE(svc.SetLearningPolicy(req, &out).ok());
+    EXPECT_EQ(out.config().feature_space().bits(), 14);
+    ASSERT_EQ(out.config().feature_space().interactions_size(), 2);
+    // The pending decision's reward: accepted, not learned.
+    const v1::InstanceSnapshot a = testing::SnapshotOf(svc, "v");
+    v1::UpdateRequest u;
+    u.set_instance("v");
+    u.set_event_id(waiting.event_id());
+    u.set_reward(1.0);
+    v1::UpdateResponse updated;
+    ASSERT_TRUE(svc.Update(u, &updated).ok());
+    const v1::InstanceSnapshot b = testing::SnapshotOf(svc, "v");
+    EXPECT_EQ(a.policy().SerializeAsString(), b.policy().SerializeAsString());
+    EXPECT_EQ(b.stats().updates(), a.stats().updates() + 1);
+    // New decisions: hashed into 2^14 with the action-action terms.
+    v1::SelectRequest select = testing::VwRound(61);
+    select.set_explain(true);
+    v1::Decision d;
+    ASSERT_TRUE(svc.Select(select, &d).ok());
+    bool action_pair = false;
+    for (const auto& term : d.explanation()) {
+      EXPECT_LT(term.index(), 1u << 14);
+      action_pair |= term.name().rfind("Action^", 0) == 0 &&
+                     term.name().find("*Action^") != std::string::npos;
+    }
+    EXPECT_TRUE(action_pair);
+    // An instance over its own arms takes no named actions: a vw learner cannot replace it.
+    ASSERT_TRUE(svc.CreateInstance(Create("arms", "policy { epsilon_greedy { epsilon: 0.1 } "
+                                                  "num_arms: 3 } decision_log { enabled: true }"),
+                                   &out)
+                    .ok());
+    req.set_name("arms");
+    const std::string arms_before = testing::Exported(svc, "arms");
+    const absl::Status other_kind = svc.SetLearningPolicy(req, &out);
+    EXPECT_EQ(other_kind.code(), absl::StatusCode::kFailedPrecondition) << other_kind;
+    EXPECT_EQ(testing::Exported(svc, "arms"), arms_before);
+    live = testing::Exported(svc, "v");
+    ASSERT_TRUE(node.persistence->storage()->Flush().ok());
+  }
+  testing::FileNode node(&fs, &clock);
+  EXPECT_EQ(testing::Exported(node.svc, "v"), live);
 }
 
 TEST(Evaluation, WindowsAndTheirIsoNames) {

@@ -538,7 +538,7 @@ TEST_F(LearningModeTest, BadSettingsChangeNothing) {
   const Case cases[] = {
       {"a", "", StatusCode::kInvalidArgument,
        "no setting is set, expected at least one of reward_wait_ms, on_expiry, default_reward, "
-       "reward_aggregation, epsilon, learning_mode"},
+       "reward_aggregation, epsilon, learning_mode, auto_optimization"},
       {"a", "reward_wait_ms: 0 learning_mode: APPRENTICE", StatusCode::kInvalidArgument,
        "reward_wait_ms is 0, expected 1..604800000 (7 days)"},
       {"a", "reward_wait_ms: 604800001", StatusCode::kInvalidArgument,

@@ -11,7 +11,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "server/api/http/personalizer_defaults.h"
+#include "core/vw/options.h"
 #include "server/api/http/personalizer_internal.h"
 
 namespace bandit::server::http {
@@ -31,6 +33,8 @@ std::string IsoDuration(int64_t ms) {
   if (s || (!d && !h && !m)) absl::StrAppend(&out, s, "S");
   return out;
 }
+
+constexpr int64_t kDefaultAutoOptimizationFrequencyMs = 7LL * 24 * 3600 * 1000;
 
 bool ParseIsoDuration(absl::string_view text, int64_t* ms) {
   if (text.empty() || text[0] != 'P') return false;
@@ -113,7 +117,18 @@ rapidjson::Document ServiceConfigurationOf(const bandit::v1::Instance& instance)
   current.AddMember("learningMode",
                     rapidjson::StringRef(LearningModeString(instance.config().learning_mode())),
                     alloc);
-  current.AddMember("isAutoOptimizationEnabled", false, alloc);
+  const bandit::v1::AutoOptimization& automatic = instance.config().auto_optimization();
+  current.AddMember("isAutoOptimizationEnabled", automatic.enabled(), alloc);
+  if (automatic.enabled()) {
+    const std::string frequency = IsoDuration(automatic.frequency_ms());
+    current.AddMember("autoOptimizationFrequency", Json(frequency.c_str(), alloc), alloc);
+    if (automatic.start_ms() > 0) {
+      const std::string start =
+          absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(automatic.start_ms()),
+                           absl::UTCTimeZone());
+      current.AddMember("autoOptimizationStartDate", Json(start.c_str(), alloc), alloc);
+    }
+  }
   if (instance.has_apprentice()) {
     // Personalizer's apprentice metrics: events of decisions served as the baseline, their
     // rewards, and the rewards of those where the policy would have chosen the baseline.
@@ -151,14 +166,42 @@ ApiResponse PersonalizerApi::ServiceConfiguration(const Target& target, absl::st
     // (Members by index: RapidJSON's iterator comparisons are ambiguous under C++20.)
     bandit::v1::ConfigureInstanceRequest change;
     change.set_name(target.instance);
+    // The three automatic optimization fields make one setting.
+    bandit::v1::AutoOptimization automatic = instance.config().auto_optimization();
+    bool automatic_named = false;
     for (rapidjson::SizeType i = 0; i < put.MemberCount(); ++i) {
       const auto& member = *(put.MemberBegin() + i);
       const std::string key = AsString(member.name);
       const Json& v = member.value;
       if (key == "lastConfigurationEditDate" || key == "latestApprenticeModeMetrics" ||
-          key == "autoOptimizationFrequency" || key == "autoOptimizationStartDate" ||
           key == "logMirrorEnabled" || key == "logMirrorSasUri" || v.IsNull())
         continue;  // read-only reports, or settings that apply only with one refused below
+      if (key == "isAutoOptimizationEnabled") {
+        if (!v.IsBool()) return Invalid(kRoute, key, "isAutoOptimizationEnabled: expected a boolean");
+        automatic_named |= v.GetBool() != automatic.enabled();
+        automatic.set_enabled(v.GetBool());
+        continue;
+      }
+      if (key == "autoOptimizationFrequency") {
+        int64_t ms = 0;
+        if (!v.IsString() || !ParseIsoDuration(AsString(v), &ms))
+          return Invalid(kRoute, key,
+                         "autoOptimizationFrequency: expected an ISO 8601 duration such as P7D");
+        automatic_named |= ms != automatic.frequency_ms();
+        automatic.set_frequency_ms(ms);
+        continue;
+      }
+      if (key == "autoOptimizationStartDate") {
+        absl::Time t;
+        std::string error;
+        if (!v.IsString() || !absl::ParseTime(absl::RFC3339_full, AsString(v), &t, &error))
+          return Invalid(kRoute, key,
+                         "autoOptimizationStartDate: expected an RFC 3339 date-time such as "
+                         "\"2026-12-01T00:00:00Z\"");
+        automatic_named |= absl::ToUnixMillis(t) != automatic.start_ms();
+        automatic.set_start_ms(absl::ToUnixMillis(t));
+        continue;
+      }
       const Json* have = current.HasMember(key.c_str()) ? &current[key.c_str()] : nullptr;
       if (have == nullptr)
         return Invalid(kRoute, key, absl::StrCat(key, " is not a setting this server knows"));
@@ -221,8 +264,16 @@ ApiResponse PersonalizerApi::ServiceConfiguration(const Target& target, absl::st
                                       ToJson((*have)), "; docs/personalizer.md)"));
       }
     }
+    if (automatic_named) {
+      // Personalizer's default frequency when it is turned on without one: a week.
+      if (automatic.enabled() && automatic.frequency_ms() == 0)
+        automatic.set_frequency_ms(kDefaultAutoOptimizationFrequencyMs);
+      if (!automatic.enabled()) automatic.Clear();
+      *change.mutable_auto_optimization() = automatic;
+    }
     if (change.has_reward_wait_ms() || change.has_default_reward() ||
-        change.has_reward_aggregation() || change.has_epsilon() || change.has_learning_mode()) {
+        change.has_reward_aggregation() || change.has_epsilon() || change.has_learning_mode() ||
+        change.has_auto_optimization()) {
       uint64_t written_seq = 0;
       absl::Status s = target.calls->ConfigureInstance(change, &instance, &written_seq);
       if (s.ok()) s = AwaitDurable(written_seq);
@@ -342,12 +393,25 @@ ApiResponse PersonalizerApi::ApplyFromEvaluation(const Target& target, absl::str
   }
   const std::string wanted = AsString(*policy);
   for (const auto& r : e.results())
-    if (r.name() == wanted && r.source() == bandit::v1::POLICY_SOURCE_CUSTOM)
+    if (r.name() == wanted && (r.source() == bandit::v1::POLICY_SOURCE_CUSTOM ||
+                               r.source() == bandit::v1::POLICY_SOURCE_OFFLINE_EXPERIMENTATION))
       return SetLearningSettings(target, kRoute, r.name(), r.arguments(), true);
-  // The online policy is already in force; the baseline and uniform choice are not learners.
+  // The online policy as it was when the evaluation ran: applied again when it has changed
+  // since (how an automatic optimization's change is undone), else already in force. The
+  // baseline and uniform choice are not learners.
   for (const auto& r : e.results())
-    if (r.name() == wanted && r.source() == bandit::v1::POLICY_SOURCE_ONLINE)
+    if (r.name() == wanted && r.source() == bandit::v1::POLICY_SOURCE_ONLINE) {
+      bandit::v1::GetInstanceRequest get_instance;
+      get_instance.set_name(target.instance);
+      bandit::v1::Instance instance;
+      if (absl::Status s = target.calls->GetInstance(get_instance, &instance); !s.ok())
+        return Error(s, kRoute);
+      const bool changed = !instance.config().policy().has_vw() ||
+                           instance.config().policy().vw().arguments() != r.arguments();
+      if (changed && vw::ParseVwArguments(r.arguments()).ok())
+        return SetLearningSettings(target, kRoute, r.name(), r.arguments(), true);
       return NoContent(kRoute);
+    }
   return Error(ApiError{404, "LearningSettingsNotFound",
                         absl::StrCat("evaluation '", e.id(), "' has no learning settings named '",
                                      wanted, "'",

@@ -78,6 +78,8 @@ const char* SourceName(bandit::v1::PolicySource s) {
       return "Baseline";
     case bandit::v1::POLICY_SOURCE_RANDOM:
       return "Random";
+    case bandit::v1::POLICY_SOURCE_OFFLINE_EXPERIMENTATION:
+      return "OfflineExperimentation";
     default:
       return "Custom";
   }
@@ -89,13 +91,19 @@ const char* StatusName(bandit::v1::EvaluationStatus s) {
       return "completed";
     case bandit::v1::EVALUATION_FAILED:
       return "failed";
+    case bandit::v1::EVALUATION_OPTIMAL_POLICY_APPLIED:
+      return "optimalPolicyApplied";
+    case bandit::v1::EVALUATION_ONLINE_POLICY_RETAINED:
+      return "onlinePolicyRetained";
     default:
       return "pending";
   }
 }
 
-// EvaluationOutput, with two fields of this server beside Personalizer's: `warnings` and
-// `restarted` (and `error` for a failed job).
+// EvaluationOutput, with fields of this server beside Personalizer's: `warnings`, `restarted`,
+// `error` for a failed job, and `optimization` (the search's held-out estimates and trials).
+// `featureImportance` holds one row per namespace, then one per feature, each most important
+// first: [namespace, feature ("" in a namespace's row), importance 0..100, occurrences].
 void WriteEvaluation(Writer& w, const bandit::v1::Evaluation& e) {
   w.StartObject();
   w.Key("id");
@@ -111,10 +119,12 @@ void WriteEvaluation(Writer& w, const bandit::v1::Evaluation& e) {
   w.Key("status");
   w.String(StatusName(e.status()));
   w.Key("evaluationType");
-  w.String("Manual");
+  w.String(e.type() == bandit::v1::EVALUATION_TYPE_AUTO ? "Auto" : "Manual");
   w.Key("creationTime");
   WriteString(w, When(e.created_at_ms()));
-  if (e.status() == bandit::v1::EVALUATION_COMPLETED) {
+  const bool finished = e.status() != bandit::v1::EVALUATION_PENDING &&
+                        e.status() != bandit::v1::EVALUATION_FAILED;
+  if (finished) {
     w.Key("policyResults");
     w.StartArray();
     for (const auto& r : e.results()) {
@@ -134,6 +144,56 @@ void WriteEvaluation(Writer& w, const bandit::v1::Evaluation& e) {
       w.EndObject();
     }
     w.EndArray();
+    if (e.feature_importance_size() > 0) {
+      w.Key("featureImportance");
+      w.StartArray();
+      for (const auto& f : e.feature_importance()) {
+        w.StartArray();
+        WriteString(w, f.namespace_());
+        WriteString(w, f.feature());
+        WriteString(w, absl::StrCat(f.importance()));
+        WriteString(w, absl::StrCat(f.occurrences()));
+        w.EndArray();
+      }
+      w.EndArray();
+    }
+    if (e.has_optimization()) {
+      const auto& o = e.optimization();
+      w.Key("optimalPolicy");
+      WriteString(w, o.optimal_policy());
+      w.Key("optimization");
+      w.StartObject();
+      w.Key("arguments");
+      WriteString(w, o.arguments());
+      w.Key("heldOutSummary");
+      WriteSummary(w, o.optimal_held_out());
+      w.Key("onlineHeldOutSummary");
+      WriteSummary(w, o.online_held_out());
+      w.Key("beatsOnline");
+      w.Bool(o.beats_online());
+      w.Key("cpuSeconds");
+      w.Double(o.cpu_seconds());
+      w.Key("budgetExhausted");
+      w.Bool(o.budget_exhausted());
+      w.Key("trials");
+      w.StartArray();
+      for (const auto& t : o.trials()) {
+        w.StartObject();
+        w.Key("name");
+        WriteString(w, t.name());
+        w.Key("arguments");
+        WriteString(w, t.arguments());
+        w.Key("searchedSummary");
+        WriteSummary(w, t.searched());
+        w.EndObject();
+      }
+      w.EndArray();
+      w.EndObject();
+    }
+    if (!e.replaced_arguments().empty()) {
+      w.Key("replacedArguments");
+      WriteString(w, e.replaced_arguments());
+    }
   }
   if (!e.error().empty()) {
     w.Key("error");
@@ -224,10 +284,7 @@ ApiResponse PersonalizerApi::Evaluations(const Target& target, absl::string_view
     if (!x->IsBool())
       return Invalid(kRoute, "enableOfflineExperimentation",
                      "enableOfflineExperimentation is not a boolean");
-    if (x->GetBool())
-      return Invalid(kRoute, "enableOfflineExperimentation",
-                     "offline experimentation (searching learning settings) is not offered yet; "
-                     "give the settings to compare in policies");
+    req.set_offline_experimentation(x->GetBool());
   }
   if (const Json* policies = Member(doc, "policies"); policies != nullptr) {
     if (!policies->IsArray())

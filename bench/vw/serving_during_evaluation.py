@@ -89,8 +89,12 @@ def main():
                 note = ""
                 if created is not None:
                     got = stub.GetEvaluation(ev.GetEvaluationRequest(instance="vw", id=created.id))
-                    note = "  (evaluation still running)" if got.status == ev.EVALUATION_PENDING else \
-                        f"  (evaluation ended within the phase: {got.events} events)"
+                    if got.status == ev.EVALUATION_PENDING:
+                        note = "  (evaluation still running)"
+                    else:
+                        note = (f"  (evaluation ended within the phase: "
+                                f"{ev.EvaluationStatus.Name(got.status)}, {got.events} events, "
+                                f"{got.skipped} skipped{', ' + got.error if got.error else ''})")
                     stub.DeleteEvaluation(ev.DeleteEvaluationRequest(instance="vw", id=created.id))
                 print(f"{label:7s} {rounds / wall:8.0f} rounds/s  {cpu / wall:4.2f} cores{note}",
                       flush=True)

@@ -327,4 +327,27 @@ absl::Status ParseUpdate(const bandit::v1::UpdateRequest& req, const InstanceLim
   return absl::OkStatus();
 }
 
+LiveSettings LiveSettingsOf(const bandit::v1::ConfigureInstanceRequest& req) {
+  LiveSettings s;
+  if (req.has_reward_wait_ms()) s.reward_wait_ms = req.reward_wait_ms();
+  if (req.has_on_expiry()) s.on_expiry = req.on_expiry();
+  if (req.has_default_reward()) s.default_reward = req.default_reward();
+  if (req.has_reward_aggregation()) s.reward_aggregation = req.reward_aggregation();
+  if (req.has_epsilon()) s.epsilon = req.epsilon();
+  if (req.has_learning_mode()) s.learning_mode = req.learning_mode();
+  return s;
+}
+
+MixtureReference MixtureReferenceOf(const bandit::v1::SetMixtureReferenceRequest& req) {
+  MixtureReference r;
+  r.mean = std::span<const double>(req.mean().data(), static_cast<size_t>(req.mean_size()));
+  r.covariance =
+      std::span<const double>(req.covariance().data(), static_cast<size_t>(req.covariance_size()));
+  r.embeddings.reserve(static_cast<size_t>(req.embeddings_size()));
+  for (const auto& e : req.embeddings())
+    r.embeddings.emplace_back(e.values().data(), static_cast<size_t>(e.values_size()));
+  r.append = req.append();
+  return r;
+}
+
 }  // namespace bandit::server

@@ -155,4 +155,38 @@ struct UpdateCall {
 absl::Status ParseUpdate(const bandit::v1::UpdateRequest& req, const InstanceLimits& limits,
                          UpdateCall* call);
 
+// The changes other than decisions and rewards, as the state takes them: each is made from its
+// journal record by ApplyChange (server/instance/instance_operations.cc), the one apply of the
+// live path and replay. Most are a record's plain fields (an event id, a shadow's name, arm
+// specs and ids); these two gather several.
+
+// ConfigureInstance's settings: each one set replaces the config's.
+struct LiveSettings {
+  std::optional<int64_t> reward_wait_ms;
+  std::optional<bandit::v1::ExpiryAction> on_expiry;
+  std::optional<double> default_reward;
+  std::optional<bandit::v1::RewardAggregation> reward_aggregation;
+  std::optional<double> epsilon;
+  std::optional<bandit::v1::LearningMode> learning_mode;
+  bool any() const {
+    return reward_wait_ms || on_expiry || default_reward || reward_aggregation || epsilon ||
+           learning_mode;
+  }
+};
+LiveSettings LiveSettingsOf(const bandit::v1::ConfigureInstanceRequest& req);
+
+// SetMixtureReference's reference: a mean and covariance, or embeddings (appended to those held,
+// or in their place).
+struct MixtureReference {
+  std::span<const double> mean;
+  std::span<const double> covariance;
+  std::vector<std::span<const double>> embeddings;
+  bool append = false;
+};
+MixtureReference MixtureReferenceOf(const bandit::v1::SetMixtureReferenceRequest& req);
+
+// Arms to add (AddArms) and arm ids (RemoveArms), as their records hold them.
+using ArmSpecs = google::protobuf::RepeatedPtrField<bandit::v1::ArmSpec>;
+using ArmIds = google::protobuf::RepeatedPtrField<std::string>;
+
 }  // namespace bandit::server

@@ -15,7 +15,8 @@ absl::StatusOr<std::shared_ptr<Instance>> Instance::Create(
     const bandit::v1::CreateInstanceRequest& req, const Clock* clock, const InstanceLimits& limits,
     uint64_t uid) {
   if (uid == 0) uid = RandomUids()->NewUid();
-  auto state = InstanceState::Create(req, limits, uid);
+  auto state = InstanceState::Create(req.name(), req.has_config() ? &req.config() : nullptr,
+                                     limits, uid);
   if (!state.ok()) return state.status();
   return std::shared_ptr<Instance>(new Instance(*std::move(state), clock, limits));
 }
@@ -63,7 +64,10 @@ absl::StatusOr<std::shared_ptr<Instance>> Instance::FromCreation(
 
 absl::StatusOr<int64_t> Instance::DeclaredBytes(const bandit::v1::JournalRecord& rec,
                                                 const InstanceLimits& limits) {
-  if (rec.has_create()) return InstanceState::DeclaredBytes(rec.create(), limits);
+  if (rec.has_create())
+    return InstanceState::DeclaredBytes(
+        rec.create().name(), rec.create().has_config() ? &rec.create().config() : nullptr,
+        limits);
   if (rec.has_import()) return InstanceState::DeclaredBytes(rec.import(), limits);
   return absl::InternalError(
       absl::StrCat("journal record ", rec.seq(), " (op ", rec.op_case(), ") creates no instance"));

@@ -99,17 +99,18 @@ uint64_t InstanceState::SeedFromName(const std::string& name) {
 }
 
 absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::Create(
-    const bandit::v1::CreateInstanceRequest& req, const InstanceLimits& limits, uint64_t uid) {
-  if (auto s = CheckId("name", req.name()); !s.ok()) return s;
-  if (static_cast<int64_t>(req.name().size()) > limits.max_name_length)
-    return absl::InvalidArgumentError(absl::StrCat("name has ", req.name().size(),
+    const std::string& name, const InstanceConfig* requested, const InstanceLimits& limits,
+    uint64_t uid) {
+  if (auto s = CheckId("name", name); !s.ok()) return s;
+  if (static_cast<int64_t>(name.size()) > limits.max_name_length)
+    return absl::InvalidArgumentError(absl::StrCat("name has ", name.size(),
                                                    " characters, expected at most ",
                                                    limits.max_name_length, " (--max_name_length)"));
-  if (!req.has_config())
+  if (requested == nullptr)
     return absl::InvalidArgumentError(
         "config is missing, expected an InstanceConfig with a policy");
-  InstanceConfig config = req.config();
-  if (auto s = NormalizeConfig(req.name(), limits, &config); !s.ok()) return s;
+  InstanceConfig config = *requested;
+  if (auto s = NormalizeConfig(name, limits, &config); !s.ok()) return s;
   auto space = FeatureSpaceOf(config);
   if (!space.ok()) return space.status();
   auto policy = CreatePolicy(config.policy(), config.seed());
@@ -127,7 +128,7 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::Create(
       !s.ok())
     return absl::InvalidArgumentError(s.message());
   std::unique_ptr<InstanceState> state(
-      new InstanceState(req.name(), std::move(config), *std::move(policy), limits, uid));
+      new InstanceState(name, std::move(config), *std::move(policy), limits, uid));
   state->feature_space_ = *std::move(space);
   state->SyncConfigArms();
   return state;
@@ -150,10 +151,7 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::Restore(
     return absl::InvalidArgumentError(absl::StrCat(
         "snapshot of instance '", snap.name(), "' has format_version ", snap.format_version(),
         ", expected at most ", kSnapshotFormatVersion, " (written by a newer server?)"));
-  bandit::v1::CreateInstanceRequest req;
-  req.set_name(snap.name());
-  *req.mutable_config() = snap.config();
-  auto created = Create(req, limits, snap.uid() == 0 ? 1 : snap.uid());
+  auto created = Create(snap.name(), &snap.config(), limits, snap.uid() == 0 ? 1 : snap.uid());
   if (!created.ok()) return created.status();
   InstanceState& in = **created;
   if (auto s = in.policy_->Restore(snap.policy()); !s.ok())

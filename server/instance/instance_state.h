@@ -51,7 +51,8 @@ class InstanceState {
   // Validates the name and config, fills defaults, creates the policy. `uid` is the event-id
   // prefix (makes event ids unique across instances and restarts).
   static absl::StatusOr<std::unique_ptr<InstanceState>> Create(
-      const bandit::v1::CreateInstanceRequest& req, const InstanceLimits& limits, uint64_t uid);
+      const std::string& name, const bandit::v1::InstanceConfig* config,
+      const InstanceLimits& limits, uint64_t uid);
   // Rebuilds the state exactly as it was when `snap` was taken (recovery, import).
   static absl::StatusOr<std::unique_ptr<InstanceState>> FromSnapshot(
       const bandit::v1::InstanceSnapshot& snap, const InstanceLimits& limits);
@@ -107,7 +108,7 @@ class InstanceState {
   // on it is learned from; rewards it received before are learned now (EARLIEST) or with the
   // others when its wait ends (SUM). NOT_FOUND for an unknown event, FAILED_PRECONDITION for
   // one no longer pending, INVALID_ARGUMENT for one already active.
-  absl::Status Activate(const bandit::v1::ActivateRequest& req, int64_t now);
+  absl::Status Activate(absl::string_view event_id, int64_t now);
   // Replay of a DecidedSelect record (a Select of a read-only policy, journaled by outcome).
   absl::Status ReplayDecided(const bandit::v1::DecidedSelect& rec);
 
@@ -129,29 +130,30 @@ class InstanceState {
   // The server's limits on an AddArms or RemoveArms it is asked for (arms per request,
   // INVALID_ARGUMENT; arms an instance holds, RESOURCE_EXHAUSTED); changes nothing. Not checked
   // on replay: what the server once accepted is applied whatever its limits are now.
-  absl::Status AdmitArms(const bandit::v1::AddArmsRequest& req) const;
-  absl::Status AdmitArmRemoval(const bandit::v1::RemoveArmsRequest& req) const;
+  absl::Status AdmitArms(const ArmSpecs& arms) const;
+  absl::Status AdmitArmRemoval(const ArmIds& arm_ids) const;
   // All-or-nothing: either every arm is added/removed or none is.
-  absl::Status AddArms(const bandit::v1::AddArmsRequest& req);
-  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req);
+  absl::Status AddArms(const ArmSpecs& arms);
+  absl::Status RemoveArms(const ArmIds& arm_ids);
   // A new configuration, keeping what was learned (Policy::Reconfigure): validated once, by
   // the policy's factory; on error nothing changed. The config changes below go through it.
   absl::Status ApplyConfig(bandit::v1::InstanceConfig next);
   // The settings that may change live (ConfigureInstance): each field set replaces the
   // config's, all validated before anything changes. Decisions already pending keep their
   // deadline, their reward aggregation and the learning mode they were made under.
-  absl::Status Configure(const bandit::v1::ConfigureInstanceRequest& req);
+  absl::Status Configure(const LiveSettings& settings);
   // Mixture instances (FD, KD): replaces the reference distribution; learned state is kept.
-  absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req);
+  absl::Status SetMixtureReference(const MixtureReference& reference);
   // Shadow policies (server/instance/shadows.h). AddShadow validates against the served policy and
   // config; PromoteShadow makes the shadow the served policy with what it learned (the policy
   // served until then is dropped) and the decisions still pending are then learned by it as
   // logged data. On error nothing changed. RESOURCE_EXHAUSTED when the instance already has
-  // `max_shadows` shadows. AddShadow completes `req`'s config (seed, arms) so that the record
+  // `max_shadows` shadows. AddShadow completes `config` (seed, arms) so that the record
   // journaled replays into the same shadow.
-  absl::Status AddShadow(bandit::v1::AddShadowRequest* req, int64_t max_shadows);
-  absl::Status RemoveShadow(const bandit::v1::RemoveShadowRequest& req);
-  absl::Status PromoteShadow(const bandit::v1::PromoteShadowRequest& req);
+  absl::Status AddShadow(const std::string& shadow, bandit::v1::ShadowConfig* config,
+                         int64_t max_shadows);
+  absl::Status RemoveShadow(const std::string& shadow);
+  absl::Status PromoteShadow(const std::string& shadow);
   // SetLearningPolicy's apply: the policy config and its learned state become the served
   // policy (the config's seed kept); decisions still pending are learned by it as logged data.
   // FAILED_PRECONDITION when the policy's feature space is not the instance's (decisions made
@@ -212,10 +214,11 @@ class InstanceState {
   // an id string each, and the id -> slot hash table at up to 16/7 slots per arm (its load
   // factor after a doubling). Counted in the overhead.
   static int64_t ArmContainerBytes(int64_t arms);
-  // The footprint `req` declares before anything is built: its normalized config's policy
-  // footprint (core/footprint.h) plus the overhead. The errors of Create for a config that
-  // does not normalize or names no served policy.
-  static absl::StatusOr<int64_t> DeclaredBytes(const bandit::v1::CreateInstanceRequest& req,
+  // The footprint an instance of `name` and `config` declares before anything is built: its
+  // normalized config's policy footprint (core/footprint.h) plus the overhead. The errors of
+  // Create for a config that does not normalize or names no served policy.
+  static absl::StatusOr<int64_t> DeclaredBytes(const std::string& name,
+                                               const bandit::v1::InstanceConfig* config,
                                                const InstanceLimits& limits);
   // The same for an instance restored from `snap` (import): its config's, its shadows'
   // policies', and its pending decisions and decision log as they will be held.

@@ -311,14 +311,14 @@ absl::Status InstanceState::LearnPending(const PendingDecision& target, double r
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::Activate(const bandit::v1::ActivateRequest& req, int64_t now) {
-  if (req.event_id().empty())
+absl::Status InstanceState::Activate(absl::string_view event_id, int64_t now) {
+  if (event_id.empty())
     return absl::InvalidArgumentError("event_id is empty, expected the event id of a decision");
-  PendingDecision* event = pending_.FindMutable(req.event_id());
-  if (event == nullptr) return NotPendingError(req.event_id());
+  PendingDecision* event = pending_.FindMutable(event_id);
+  if (event == nullptr) return NotPendingError(event_id);
   if (!event->awaiting_activation)
     return absl::InvalidArgumentError(absl::StrCat(
-        "event '", req.event_id(), "' is already active: it was activated before, or made "
+        "event '", event_id, "' is already active: it was activated before, or made "
         "without defer_activation"));
   event->awaiting_activation = false;
   stats_.set_activated(SaturatingAdd(stats_.activated(), 1));
@@ -342,7 +342,7 @@ absl::Status InstanceState::Activate(const bandit::v1::ActivateRequest& req, int
     }
     // The last target may finish the event (and free it): nothing is read after.
     FinishTarget(event, target, bandit::v1::OUTCOME_REWARDED, reward, now);
-    if (pending_.Find(req.event_id()) == nullptr) break;
+    if (pending_.Find(event_id) == nullptr) break;
   }
   return absl::OkStatus();
 }

@@ -30,7 +30,8 @@ constexpr char kArms[] =
 constexpr int64_t kT0 = 1'700'000'000'000;
 
 std::unique_ptr<InstanceState> Make(const char* config = kArms, uint64_t uid = 3) {
-  auto s = InstanceState::Create(testing::Create("inst", config), InstanceLimits{}, uid);
+  const v1::CreateInstanceRequest req = testing::Create("inst", config);
+  auto s = InstanceState::Create(req.name(), &req.config(), InstanceLimits{}, uid);
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? *std::move(s) : nullptr;
 }
@@ -239,7 +240,8 @@ TEST(InstanceState, ArmChangesKeepASnapshotThatRestores) {
       arm->set_id("added");
       for (int j = 0; j < arms[0].features_size(); ++j) arm->add_features(0.5);
       for (bool removing : {true, false}) {
-        const absl::Status st = removing ? s->RemoveArms(remove) : s->AddArms(add);
+        const absl::Status st =
+            removing ? s->RemoveArms(remove.arm_ids()) : s->AddArms(add.arms());
         if (!st.ok()) continue;  // a fixed arm set refuses (checked by the policy conformance)
         ++changed;
         v1::InstanceSnapshot snap;

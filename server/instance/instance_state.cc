@@ -294,7 +294,6 @@ InstanceState::InstanceState(std::string name, InstanceConfig config,
       pending_(config_.pending().capacity()),
       log_(config_.decision_log()) {}
 
-
 void InstanceState::SyncConfigArms() {
   // The config always lists the current arm set (so Reset and snapshots keep runtime changes).
   const std::vector<std::string> ids = policy_->ArmIds();
@@ -569,47 +568,6 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const SelectCall& c
   }
   RecordDecision(std::move(p), d->estimated_gap);
   return absl::OkStatus();
-}
-
-Decision InstanceState::BaselineDecision(const SelectContext& ctx, const SelectInputs& in,
-                                         const Decision* policy, PendingDecision* p) const {
-  Decision b;
-  b.propensity = 1.0;
-  b.score_kind = bandit::v1::PROBABILITY;
-  // The actions offered, in the order the policy sees them, and the baseline's position among
-  // them: the first (the excluded actions are not offered).
-  int n = 0;
-  int baseline = 0;
-  switch (policy_->context_kind()) {
-    case ContextKind::kNone: {
-      const std::vector<std::string> ids = policy_->ArmIds();
-      n = static_cast<int>(ids.size());
-      baseline = in.offered_arms.empty() ? 0 : in.offered_arms.front();
-      b.arm_id = ids[static_cast<size_t>(baseline)];
-      break;
-    }
-    case ContextKind::kCandidates:
-      n = static_cast<int>(!ctx.sparse_candidates.empty() ? ctx.sparse_candidates.size()
-                                                          : ctx.candidates.size());
-      break;
-    case ContextKind::kPoint:  // refused by CheckLearningMode
-      break;
-  }
-  b.arm = baseline;
-  b.scores = Vector::Zero(n);
-  if (n > 0) b.scores[baseline] = 1.0;
-  if (policy != nullptr) {
-    // pi(baseline|x): from the policy's distribution where it gave one over these actions, else
-    // the indicator of its choice (exact for a deterministic policy, unbiased for a sampled one).
-    const bool distribution =
-        policy->score_kind == bandit::v1::PROBABILITY && policy->scores.size() == n;
-    p->apprentice_target = distribution ? policy->scores[baseline]
-                                        : (policy->arm == baseline ? 1.0 : 0.0);
-    if (!std::isfinite(p->apprentice_target)) p->apprentice_target = 0;
-    p->apprentice_target = std::clamp(p->apprentice_target, 0.0, 1.0);
-    p->apprentice_chose_baseline = policy->arm == baseline;
-  }
-  return b;
 }
 
 absl::Status InstanceState::CheckNewDecision(const SelectCall& call, bool live) const {

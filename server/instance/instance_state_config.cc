@@ -12,68 +12,7 @@
 #include "server/instance/instance_state_internal.h"
 #include "server/instance/named_inputs.h"
 
-
 namespace bandit::server {
-namespace {
-
-void SetEstimate(const ope::Interval& i, bandit::v1::Estimate* out) {
-  out->set_value(i.value);
-  out->set_se(i.se);
-  out->set_lo(i.lo);
-  out->set_hi(i.hi);
-}
-}  // namespace
-
-namespace instance_state_internal {
-// Whether `policy` can run in `mode`: the baseline modes serve the first action offered, which
-// policies over an arm set or candidates have; a point-input policy's actions are its own.
-absl::Status CheckLearningMode(int mode, const Policy& policy, absl::string_view field) {
-  if (!bandit::v1::LearningMode_IsValid(mode))
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, " is ", mode, ", expected ONLINE, APPRENTICE or LOGGING_ONLY"));
-  if (mode == bandit::v1::APPRENTICE || mode == bandit::v1::LOGGING_ONLY) {
-    if (policy.context_kind() == ContextKind::kPoint)
-      return absl::FailedPreconditionError(absl::StrCat(
-          field, " is ", bandit::v1::LearningMode_Name(static_cast<bandit::v1::LearningMode>(mode)),
-          ", expected ONLINE for policy '", policy.name(),
-          "': it decides over an input x, with no baseline action to serve"));
-  }
-  return absl::OkStatus();
-}
-
-bandit::v1::LearningMode ModeOf(const bandit::v1::InstanceConfig& c) {
-  return c.learning_mode() == bandit::v1::LEARNING_MODE_UNSPECIFIED ? bandit::v1::ONLINE
-                                                                     : c.learning_mode();
-}
-
-}  // namespace instance_state_internal
-
-void InstanceState::ApprenticeFigures::Count(const PendingDecision& target, double reward) {
-  estimators.AddTerms(target.apprentice_target, 1.0, reward, 0.0, 0.0);
-  if (target.apprentice_chose_baseline) {
-    ++chose_baseline;
-    imitated_reward += reward;
-  }
-}
-
-void InstanceState::ApprenticeFigures::Save(bandit::v1::ApprenticeSnapshot* out) const {
-  estimators.Save(out->mutable_estimators());
-  out->set_policy_chose_baseline(chose_baseline);
-  out->set_imitated_reward_sum(imitated_reward);
-}
-
-absl::Status InstanceState::ApprenticeFigures::Restore(const bandit::v1::ApprenticeSnapshot& in) {
-  if (auto s = estimators.Restore(in.estimators()); !s.ok()) return s;
-  if (in.policy_chose_baseline() < 0 || in.policy_chose_baseline() > in.estimators().events() ||
-      !std::isfinite(in.imitated_reward_sum()))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "policy_chose_baseline ", in.policy_chose_baseline(), " or imitated_reward_sum ",
-        in.imitated_reward_sum(), " is not what ", in.estimators().events(),
-        " events could make"));
-  chose_baseline = in.policy_chose_baseline();
-  imitated_reward = in.imitated_reward_sum();
-  return absl::OkStatus();
-}
 
 bool InstanceState::SumsRewards(const PendingDecision& event) const {
   const bandit::v1::RewardAggregation a =
@@ -81,15 +20,6 @@ bool InstanceState::SumsRewards(const PendingDecision& event) const {
           ? bandit::v1::RewardAggregation(event.aggregation)
           : config_.pending().reward_aggregation();
   return a == bandit::v1::SUM;
-}
-
-void InstanceState::CountApprentice(const PendingDecision& target, double reward) {
-  if (target.learning_mode != bandit::v1::APPRENTICE) return;
-  apprentice_.Count(target, reward);
-  if (target.slot_index < 0) return;  // a single decision
-  const size_t position = static_cast<size_t>(std::min(target.slot_index, kLastSlotPosition));
-  if (apprentice_slots_.size() <= position) apprentice_slots_.resize(position + 1);
-  apprentice_slots_[position].Count(target, reward);
 }
 
 absl::Status InstanceState::Reset() {
@@ -358,19 +288,6 @@ void InstanceState::Describe(bandit::v1::Instance* out) const {
       apprentice_slots_[k].Describe(slot);
     }
   }
-}
-
-void InstanceState::ApprenticeFigures::Describe(bandit::v1::ApprenticeStatus* a) const {
-  a->set_events(estimators.events());
-  bandit::v1::OpeEstimatorState sums;  // the reward sum as added up, not mean x count
-  estimators.Save(&sums);
-  a->set_reward_sum(sums.logged_sum());
-  SetEstimate(estimators.Logged(), a->mutable_baseline());
-  SetEstimate(estimators.Ips(), a->mutable_ips());
-  SetEstimate(estimators.Snips(), a->mutable_snips());
-  a->set_policy_chose_baseline(chose_baseline);
-  a->set_imitated_reward_sum(imitated_reward);
-  a->set_effective_sample_size(estimators.EffectiveSampleSize());
 }
 
 absl::Status InstanceState::AddShadow(const std::string& name, bandit::v1::ShadowConfig* config,

@@ -13,33 +13,7 @@
 #include "server/instance/instance_state_internal.h"
 #include "server/instance/named_inputs.h"
 
-
 namespace bandit::server {
-
-
-Decision InstanceState::SlotBaselineDecision(const std::vector<int>& offered, int baseline,
-                                             const Decision* policy, PendingDecision* p) {
-  const int n = static_cast<int>(offered.size());
-  const int at = static_cast<int>(std::find(offered.begin(), offered.end(), baseline) -
-                                  offered.begin());  // < n: see SelectSlots
-  Decision b;
-  b.propensity = 1.0;
-  b.score_kind = bandit::v1::PROBABILITY;
-  b.arm = at;
-  b.scores = Vector::Zero(n);
-  b.scores[at] = 1.0;
-  if (policy != nullptr) {
-    // pi(baseline|x, earlier slots' choices): as BaselineDecision, among the slot's offered
-    // actions.
-    const bool distribution =
-        policy->score_kind == bandit::v1::PROBABILITY && policy->scores.size() == n;
-    p->apprentice_target = distribution ? policy->scores[at] : (policy->arm == at ? 1.0 : 0.0);
-    if (!std::isfinite(p->apprentice_target)) p->apprentice_target = 0;
-    p->apprentice_target = std::clamp(p->apprentice_target, 0.0, 1.0);
-    p->apprentice_chose_baseline = policy->arm == at;
-  }
-  return b;
-}
 
 absl::Status InstanceState::SelectSlots(const SelectContext& ctx, const SelectCall& call,
                                         int64_t now, bandit::v1::Decision* out,

@@ -15,7 +15,8 @@ absl::StatusOr<std::shared_ptr<Instance>> Instance::Create(
     const bandit::v1::CreateInstanceRequest& req, const Clock* clock, const InstanceLimits& limits,
     uint64_t uid) {
   if (uid == 0) uid = RandomUids()->NewUid();
-  auto state = InstanceState::Create(req, limits, uid);
+  auto state = InstanceState::Create(req.name(), req.has_config() ? &req.config() : nullptr,
+                                     limits, uid);
   if (!state.ok()) return state.status();
   return std::shared_ptr<Instance>(new Instance(*std::move(state), clock, limits));
 }
@@ -63,7 +64,10 @@ absl::StatusOr<std::shared_ptr<Instance>> Instance::FromCreation(
 
 absl::StatusOr<int64_t> Instance::DeclaredBytes(const bandit::v1::JournalRecord& rec,
                                                 const InstanceLimits& limits) {
-  if (rec.has_create()) return InstanceState::DeclaredBytes(rec.create(), limits);
+  if (rec.has_create())
+    return InstanceState::DeclaredBytes(
+        rec.create().name(), rec.create().has_config() ? &rec.create().config() : nullptr,
+        limits);
   if (rec.has_import()) return InstanceState::DeclaredBytes(rec.import(), limits);
   return absl::InternalError(
       absl::StrCat("journal record ", rec.seq(), " (op ", rec.op_case(), ") creates no instance"));
@@ -328,16 +332,14 @@ void Instance::RunHeld(size_t n, absl::Span<absl::Status> statuses, uint64_t* wr
 void Instance::SelectBatch(absl::Span<const bandit::v1::SelectRequest* const> reqs,
                            absl::Span<bandit::v1::Decision* const> outs,
                            absl::Span<absl::Status> statuses, uint64_t* written_seq) {
-  // Unlike the single Select, the items are checked and converted under the lock: the
-  // conversion reuses one per-thread scratch (SelectInputs), so converting every item first
-  // would need a scratch per item; the batch holds the lock for all its items either way.
-  SelectInputs in;
+  // Unlike the single Select, the items are translated under the lock: the translation reuses
+  // one per-thread scratch (SelectInputs), so translating every item first would need a
+  // scratch per item; the batch holds the lock for all its items either way.
+  SelectCall call;
   RunHeld(reqs.size(), statuses, written_seq, [&](size_t i, int64_t now) {
     mu_.AssertHeld();
-    absl::Status s =
-        InstanceState::ParseSelectInputs(*reqs[i], limits_, state_->feature_space().get(), &in,
-                                         state_->TakesSparseInputs(), state_->SlotIndexState());
-    if (s.ok()) s = SelectLocked(*reqs[i], in, now, outs[i], written_seq, nullptr);
+    absl::Status s = ParseSelectLocked(*reqs[i], &call);
+    if (s.ok()) s = SelectLocked(call, now, outs[i], written_seq, nullptr);
     return s;
   });
 }
@@ -362,8 +364,9 @@ absl::Status Instance::CheckAllLocked(absl::Span<const bandit::v1::UpdateRequest
   absl::flat_hash_map<std::pair<std::string_view, std::string_view>, size_t> seen;
   for (size_t i = 0; i < reqs.size(); ++i) {
     const bandit::v1::UpdateRequest& req = *reqs[i];
-    absl::Status s = state_->CheckUpdate(req).status();
-    if (s.ok()) s = state_->CheckTarget(req);
+    UpdateCall call;
+    absl::Status s = ParseUpdate(req, limits_, &call);
+    if (s.ok()) s = state_->CheckTarget(call);
     if (s.code() == absl::StatusCode::kInvalidArgument)
       return absl::InvalidArgumentError(absl::StrCat("requests[", i, "]: ", s.message()));
     if (req.target_case() != bandit::v1::UpdateRequest::kEventId) continue;
@@ -405,50 +408,56 @@ absl::Status Instance::ReplaceWith(Instance& next, Storage* storage,
   return absl::OkStatus();
 }
 
+absl::Status Instance::ParseSelectLocked(const bandit::v1::SelectRequest& req,
+                                         SelectCall* call) {
+  return ParseSelect(req, limits_, state_->feature_space().get(), state_->TakesSparseInputs(),
+                     state_->SlotIndexState(), call);
+}
+
+absl::Status Instance::ParseSelectUnlocked(const bandit::v1::SelectRequest& req,
+                                           const features::FeatureSpace* space,
+                                           SelectCall* call) const {
+  return ParseSelect(req, limits_, space,
+                     sparse_inputs_.load(std::memory_order_relaxed),
+                     slot_index_.load(std::memory_order_relaxed), call);
+}
+
 absl::Status Instance::Select(const bandit::v1::SelectRequest& req, bandit::v1::Decision* out,
                               uint64_t* written_seq) {
-  // Check and convert the request before taking the lock: the critical section is what every
+  // Translate the request before taking the lock: the critical section is what every
   // concurrent caller of this instance waits for.
-  SelectInputs in;
+  SelectCall call;
   const std::shared_ptr<const features::FeatureSpace> space = feature_space_.load();
-  if (auto s = InstanceState::ParseSelectInputs(req, limits_, space.get(), &in,
-                                                sparse_inputs_.load(std::memory_order_relaxed),
-                                                slot_index_.load(std::memory_order_relaxed));
-      !s.ok())
-    return s;
+  if (auto s = ParseSelectUnlocked(req, space.get(), &call); !s.ok()) return s;
   // A policy whose prediction is the cost of its Select (Vowpal Wabbit's learner) computes it
   // under the shared lock, so concurrent Selects of one instance run on every core; the
   // exclusive section below only draws and records, in journal order, and the policy discards a
   // prediction an Update made stale in between (the decision is the one it would make alone).
   if (prepares_select_.load(std::memory_order_relaxed)) {
     absl::ReaderMutexLock shared(&mu_);
-    state_->PrepareSelect(req, in);
+    state_->PrepareSelect(call);
   }
   absl::MutexLock lock(&mu_);
   prepares_select_.store(state_->PreparesSelect(), std::memory_order_relaxed);
   // The policy's multi-slot featurization state moved since the request was featurized (a
   // Select before this one had several slots), or the policy was replaced by one of another
   // feature space: featurized again, as the journal's replay will.
-  if (in.slot_index != state_->SlotIndexState() || space != state_->feature_space()) {
-    in.prepared.reset();  // computed for the policy and vectors of before
-    if (auto s = InstanceState::ParseSelectInputs(req, limits_, state_->feature_space().get(),
-                                                  &in, state_->TakesSparseInputs(),
-                                                  state_->SlotIndexState());
-        !s.ok())
-      return s;
+  if (call.inputs.slot_index != state_->SlotIndexState() || space != state_->feature_space()) {
+    call.inputs.prepared.reset();  // computed for the policy and vectors of before
+    if (auto s = ParseSelectLocked(req, &call); !s.ok()) return s;
   }
-  absl::Status s = SelectLocked(req, in, clock_->NowMs(), out, written_seq, nullptr);
+  absl::Status s = SelectLocked(call, clock_->NowMs(), out, written_seq, nullptr);
   slot_index_.store(state_->SlotIndexState(), std::memory_order_relaxed);
   return s;
 }
 
-absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, SelectInputs& in,
-                                    int64_t now, bandit::v1::Decision* out, uint64_t* written_seq,
-                                    const std::string* replay_event_id) {
+absl::Status Instance::SelectLocked(SelectCall& call, int64_t now, bandit::v1::Decision* out,
+                                    uint64_t* written_seq, const std::string* replay_event_id) {
   if (auto s = CheckWritable(); !s.ok()) return s;
   out->Clear();  // a caller may reuse its Decision: nothing of the last one stays
-  auto ctx = state_->SelectContextFor(req, in);
+  auto ctx = state_->SelectContextFor(call);
   if (!ctx.ok()) return ctx.status();
+  const SelectInputs& in = call.inputs;
   ctx->prepared = in.prepared.get();
   if (!replay_event_id) ExpireDueLocked(now, written_seq);
   // Admitted before the decision is made: what its pending entry and log entry may take.
@@ -479,14 +488,17 @@ absl::Status Instance::SelectLocked(const bandit::v1::SelectRequest& req, Select
   }
   bandit::v1::JournalRecord local;
   bandit::v1::JournalRecord* rec = RecordFor(&local);
-  auto decided = state_->Select(*ctx, req, in, now, out, rec, replay_event_id);
+  auto decided = state_->Select(*ctx, call, now, out, rec, replay_event_id);
   RechargeLocked(false);
   if (!decided.ok()) return decided;
+  // Neither the decision alone nor its log entry: the request is the record, re-executed on
+  // replay. Borrowed, not copied: only read while the record is encoded (Commit hands it back).
+  if (rec->op_case() == bandit::v1::JournalRecord::OP_NOT_SET && call.request != nullptr)
+    rec->unsafe_arena_set_allocated_select(const_cast<bandit::v1::SelectRequest*>(call.request));
   if (!in.action_of.empty()) {
-    WriteNamedDecision(req, in.action_of, out);
-    if (req.explain() && state_->feature_space() && !replay_event_id)
-      ExplainChoice(*state_->feature_space(), limits_.named, req,
-                    state_->PolicyCoordinateWeights(), out);
+    WriteNamedDecision(call, out);
+    if (call.explain && state_->feature_space() && !replay_event_id)
+      ExplainChoice(*state_->feature_space(), call, state_->PolicyCoordinateWeights(), out);
   }
   return Commit(rec, now, written_seq);
 }
@@ -500,14 +512,17 @@ absl::Status Instance::Update(const bandit::v1::UpdateRequest& req, bandit::v1::
 absl::Status Instance::UpdateLocked(const bandit::v1::UpdateRequest& req, int64_t now,
                                     bandit::v1::UpdateResponse* out, uint64_t* written_seq) {
   if (auto s = CheckWritable(); !s.ok()) return s;
-  auto embedding = state_->CheckUpdate(req);
-  if (!embedding.ok()) return embedding.status();
+  // The one translation of an Update request, live and on replay.
+  UpdateCall call;
+  if (auto s = ParseUpdate(req, limits_, &call); !s.ok()) return s;
   if (!replaying_) ExpireDueLocked(now, written_seq);
   bandit::v1::JournalRecord local;
   bandit::v1::JournalRecord* rec = RecordFor(&local);
-  auto learned = state_->Update(req, *std::move(embedding), now, out, rec);
+  auto learned = state_->Update(call, now, out);
   RechargeLocked(false);
   if (!learned.ok()) return learned;
+  // Journaled as the request, borrowed as a Select's is (Commit hands it back).
+  rec->unsafe_arena_set_allocated_update(const_cast<bandit::v1::UpdateRequest*>(&req));
   return Commit(rec, now, written_seq);
 }
 
@@ -621,26 +636,23 @@ absl::Status Instance::Apply(const bandit::v1::JournalRecord& rec) {
   switch (rec.op_case()) {
     case bandit::v1::JournalRecord::kSelect: {
       bandit::v1::Decision out;
-      SelectInputs in;
-      s = InstanceState::ParseSelectInputs(rec.select(), limits_, state_->feature_space().get(), &in,
-                                           state_->TakesSparseInputs(),
-                                           state_->SlotIndexState());
-      if (s.ok()) s = SelectLocked(rec.select(), in, now, &out, nullptr, &rec.event_id());
+      SelectCall call;
+      s = ParseSelectLocked(rec.select(), &call);
+      if (s.ok()) s = SelectLocked(call, now, &out, nullptr, &rec.event_id());
       break;
     }
     case bandit::v1::JournalRecord::kLoggedSelect: {
       // The request rebuilt from its log entry; the entry the re-executed Select appends must be
       // the journaled one, byte for byte (the log is the point of this record).
       bandit::v1::Decision out;
-      SelectInputs in;
+      SelectCall call;
       std::string event_id;
-      s = InstanceState::LoggedSelectInputs(rec.logged_select(), limits_, &in, &event_id);
+      s = InstanceState::LoggedSelectInputs(rec.logged_select(), limits_, &call.inputs, &event_id);
       // A caller-chosen id (never of the server's form) was the request's; a server-made one is
       // made again by the replayed Select.
-      bandit::v1::SelectRequest req;
       uint64_t uid = 0, seq = 0;
-      if (!ParseEventId(event_id, &uid, &seq)) req.set_event_id(event_id);
-      if (s.ok()) s = SelectLocked(req, in, now, &out, nullptr, &event_id);
+      if (!ParseEventId(event_id, &uid, &seq)) call.event_id = event_id;
+      if (s.ok()) s = SelectLocked(call, now, &out, nullptr, &event_id);
       if (s.ok() && state_->decision_log().last_entry() != rec.logged_select())
         s = absl::DataLossError(absl::StrCat("replay of instance '", name_, "' logged event '",
                                              event_id, "' differently than the journal has it"));

@@ -200,11 +200,17 @@ class Instance {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Instance(std::unique_ptr<InstanceState> state, const Clock* clock, const InstanceLimits& limits);
 
-  using SelectInputs = InstanceState::SelectInputs;
+  // The one translation of a Select request into the state's call (ParseSelect), with this
+  // instance's limits, feature space and served policy's input form as last seen (unlocked:
+  // `space`, the feature space loaded before it) or as they are now (locked).
+  absl::Status ParseSelectLocked(const bandit::v1::SelectRequest& req, SelectCall* call)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ParseSelectUnlocked(const bandit::v1::SelectRequest& req,
+                                   const features::FeatureSpace* space, SelectCall* call) const;
   // The bodies of the public calls, at an explicit time; `replay_event_id` is set on replay.
-  absl::Status SelectLocked(const bandit::v1::SelectRequest& req, SelectInputs& in,
-                            int64_t now, bandit::v1::Decision* out, uint64_t* written_seq,
-                            const std::string* replay_event_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SelectLocked(SelectCall& call, int64_t now, bandit::v1::Decision* out,
+                            uint64_t* written_seq, const std::string* replay_event_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status UpdateLocked(const bandit::v1::UpdateRequest& req, int64_t now,
                             bandit::v1::UpdateResponse* out, uint64_t* written_seq)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

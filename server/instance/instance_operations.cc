@@ -36,26 +36,30 @@ absl::Status ApplyChange(InstanceState& state, const Admission* admission, int64
       return state.Reset();
     case R::kAddArms:
       if (admission != nullptr)
-        if (auto s = state.AdmitArms(rec->add_arms()); !s.ok()) return s;
-      return state.AddArms(rec->add_arms());
+        if (auto s = state.AdmitArms(rec->add_arms().arms()); !s.ok()) return s;
+      return state.AddArms(rec->add_arms().arms());
     case R::kRemoveArms:
       if (admission != nullptr)
-        if (auto s = state.AdmitArmRemoval(rec->remove_arms()); !s.ok()) return s;
-      return state.RemoveArms(rec->remove_arms());
+        if (auto s = state.AdmitArmRemoval(rec->remove_arms().arm_ids()); !s.ok()) return s;
+      return state.RemoveArms(rec->remove_arms().arm_ids());
     case R::kSetMixtureReference:
-      return state.SetMixtureReference(rec->set_mixture_reference());
-    case R::kAddShadow:
-      return state.AddShadow(rec->mutable_add_shadow(), admission != nullptr
-                                                            ? admission->max_shadows
-                                                            : std::numeric_limits<int64_t>::max());
+      return state.SetMixtureReference(MixtureReferenceOf(rec->set_mixture_reference()));
+    case R::kAddShadow: {
+      // The shadow's config is completed in the record (seed, arms), so that it replays into
+      // the same shadow.
+      bandit::v1::AddShadowRequest* add = rec->mutable_add_shadow();
+      return state.AddShadow(add->shadow(), add->mutable_config(),
+                             admission != nullptr ? admission->max_shadows
+                                                  : std::numeric_limits<int64_t>::max());
+    }
     case R::kRemoveShadow:
-      return state.RemoveShadow(rec->remove_shadow());
+      return state.RemoveShadow(rec->remove_shadow().shadow());
     case R::kPromoteShadow:
-      return state.PromoteShadow(rec->promote_shadow());
+      return state.PromoteShadow(rec->promote_shadow().shadow());
     case R::kActivate:
-      return state.Activate(rec->activate(), now);
+      return state.Activate(rec->activate().event_id(), now);
     case R::kConfigure:
-      return state.Configure(rec->configure());
+      return state.Configure(LiveSettingsOf(rec->configure()));
     case R::kCreateEvaluation:
       return state.CreateEvaluation(rec->create_evaluation());
     case R::kFinishEvaluation:

@@ -99,17 +99,18 @@ uint64_t InstanceState::SeedFromName(const std::string& name) {
 }
 
 absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::Create(
-    const bandit::v1::CreateInstanceRequest& req, const InstanceLimits& limits, uint64_t uid) {
-  if (auto s = CheckId("name", req.name()); !s.ok()) return s;
-  if (static_cast<int64_t>(req.name().size()) > limits.max_name_length)
-    return absl::InvalidArgumentError(absl::StrCat("name has ", req.name().size(),
+    const std::string& name, const InstanceConfig* requested, const InstanceLimits& limits,
+    uint64_t uid) {
+  if (auto s = CheckId("name", name); !s.ok()) return s;
+  if (static_cast<int64_t>(name.size()) > limits.max_name_length)
+    return absl::InvalidArgumentError(absl::StrCat("name has ", name.size(),
                                                    " characters, expected at most ",
                                                    limits.max_name_length, " (--max_name_length)"));
-  if (!req.has_config())
+  if (requested == nullptr)
     return absl::InvalidArgumentError(
         "config is missing, expected an InstanceConfig with a policy");
-  InstanceConfig config = req.config();
-  if (auto s = NormalizeConfig(req.name(), limits, &config); !s.ok()) return s;
+  InstanceConfig config = *requested;
+  if (auto s = NormalizeConfig(name, limits, &config); !s.ok()) return s;
   auto space = FeatureSpaceOf(config);
   if (!space.ok()) return space.status();
   auto policy = CreatePolicy(config.policy(), config.seed());
@@ -127,7 +128,7 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::Create(
       !s.ok())
     return absl::InvalidArgumentError(s.message());
   std::unique_ptr<InstanceState> state(
-      new InstanceState(req.name(), std::move(config), *std::move(policy), limits, uid));
+      new InstanceState(name, std::move(config), *std::move(policy), limits, uid));
   state->feature_space_ = *std::move(space);
   state->SyncConfigArms();
   return state;
@@ -150,10 +151,7 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::Restore(
     return absl::InvalidArgumentError(absl::StrCat(
         "snapshot of instance '", snap.name(), "' has format_version ", snap.format_version(),
         ", expected at most ", kSnapshotFormatVersion, " (written by a newer server?)"));
-  bandit::v1::CreateInstanceRequest req;
-  req.set_name(snap.name());
-  *req.mutable_config() = snap.config();
-  auto created = Create(req, limits, snap.uid() == 0 ? 1 : snap.uid());
+  auto created = Create(snap.name(), &snap.config(), limits, snap.uid() == 0 ? 1 : snap.uid());
   if (!created.ok()) return created.status();
   InstanceState& in = **created;
   if (auto s = in.policy_->Restore(snap.policy()); !s.ok())
@@ -296,176 +294,11 @@ InstanceState::InstanceState(std::string name, InstanceConfig config,
       pending_(config_.pending().capacity()),
       log_(config_.decision_log()) {}
 
-
 void InstanceState::SyncConfigArms() {
   // The config always lists the current arm set (so Reset and snapshots keep runtime changes).
   const std::vector<std::string> ids = policy_->ArmIds();
   if (ids.empty() && config_.policy().arms_size() == 0) return;
   SetConfigArms(ids, config_.mutable_policy());
-}
-
-InstanceState::SelectInputs::SelectInputs() {
-  // Candidate vectors are reused per thread: a 50-candidate Select otherwise costs 50 heap
-  // allocations and frees. Scratch beyond kKeepDoubles is given back after the call.
-  thread_local std::vector<Vector> scratch;
-  thread_local std::vector<SparseVector> sparse_scratch;
-  candidates = &scratch;
-  sparse = &sparse_scratch;
-}
-
-InstanceState::SelectInputs::~SelectInputs() {
-  constexpr int64_t kKeepDoubles = 1 << 20;
-  int64_t total = 0;
-  for (const auto& v : *candidates) total += v.size();
-  if (total > kKeepDoubles) std::vector<Vector>().swap(*candidates);
-  int64_t terms = 0;
-  for (const auto& v : *sparse) terms += static_cast<int64_t>(v.size());
-  if (terms > kKeepDoubles / 2) std::vector<SparseVector>().swap(*sparse);
-}
-
-absl::Status InstanceState::ParseSelectInputs(const bandit::v1::SelectRequest& req,
-                                              const InstanceLimits& limits,
-                                              const features::FeatureSpace* space,
-                                              SelectInputs* in, bool sparse,
-                                              Policy::SlotIndex slot_index) {
-  in->action_of.clear();
-  in->slot_index = slot_index;
-  in->multi_slot_decision = false;
-  in->slots.clear();
-  in->is_sparse = false;
-  // The sparse scratch keeps its vectors for FeaturizeSelect, which refills them in place (their
-  // arrays keep their capacity: a Select of 50 actions would otherwise allocate, zero and free
-  // 100 arrays); every other form, and a refused request, leaves it empty.
-  struct EmptySparseUnlessRefilled {
-    SelectInputs* in;
-    bool refilled = false;
-    ~EmptySparseUnlessRefilled() {
-      if (!refilled) in->sparse->clear();
-    }
-  } empty_sparse{in};
-  in->arm_set_slots = false;
-  in->allowed_arms.clear();
-  in->offered_arms.clear();
-  // No actions of the request's own (at most excluded_actions, by arm id): a decision over the
-  // instance's arm set, resolved under the lock (SelectContextFor).
-  const bool arm_set_form = space == nullptr && req.actions_size() == 0 &&
-                            req.context().empty() && req.candidates_size() == 0 &&
-                            req.x_size() == 0 && !req.explain();
-  if (req.slots_size() > 0) {
-    if (req.x_size() > 0)
-      return absl::InvalidArgumentError(
-          "x is set with slots, expected named actions or candidates to fill the slots with");
-    if (req.explain())
-      return absl::InvalidArgumentError("explain is set with slots, expected one or the other");
-    std::vector<std::string> ids;
-    std::vector<bool> excluded;
-    if (arm_set_form) {
-      in->arm_set_slots = true;
-      in->x.resize(0);
-      in->candidates->clear();
-      return absl::OkStatus();
-    }
-    if (HasNamedInputs(req)) {
-      if (space == nullptr)
-        return absl::InvalidArgumentError(
-            "context, actions or excluded_actions is set (named inputs), expected candidates: "
-            "the instance has no feature_space");
-      if (auto s = CheckNamedActions(req, limits.max_candidates, &ids, &excluded); !s.ok())
-        return s;
-      if (auto s = CheckSlots(req, ids, excluded, limits.max_candidates, &in->slots); !s.ok())
-        return s;
-      in->x.resize(0);
-      in->candidates->clear();
-      in->is_sparse = sparse;
-      return FeaturizeSlots(*space, limits.named, req, &in->slots, sparse, slot_index,
-                            &in->multi_slot_decision);
-    }
-    if (space != nullptr && req.candidates_size() > 0)
-      return absl::InvalidArgumentError(
-          "candidates is set, expected context and actions: the instance has a feature_space");
-    if (req.candidates_size() > limits.max_candidates)
-      return absl::InvalidArgumentError(absl::StrCat("candidates has ", req.candidates_size(),
-                                                     " entries, expected at most ",
-                                                     limits.max_candidates));
-    for (int i = 0; i < req.candidates_size(); ++i) ids.push_back(absl::StrCat(i));
-    excluded.assign(ids.size(), false);
-    if (auto s = CheckSlots(req, ids, excluded, limits.max_candidates, &in->slots); !s.ok())
-      return s;
-    // The candidates once; a slot with features of its own sees each candidate's vector with
-    // them appended.
-    in->candidates->resize(req.candidates_size());
-    for (int i = 0; i < req.candidates_size(); ++i)
-      if (auto s = CopyChecked(req.candidates(i).values(), limits.max_vector_size,
-                               &(*in->candidates)[i],
-                               [i] { return absl::StrCat("candidates[", i, "].values"); });
-          !s.ok())
-        return s;
-    const int extra = req.slots(0).dense_features_size();
-    Vector slot_features;
-    for (int k = 0; k < req.slots_size(); ++k) {
-      const auto& slot = req.slots(k);
-      if (slot.dense_features_size() != extra)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "slots[", k, "].dense_features has ", slot.dense_features_size(),
-            " values, expected ", extra, " as slots[0] has (each slot's are appended to every "
-            "candidate)"));
-      if (auto s = CopyChecked(slot.dense_features(), limits.max_vector_size, &slot_features,
-                               [k] { return absl::StrCat("slots[", k, "].dense_features"); });
-          !s.ok())
-        return s;
-      if (extra == 0) continue;
-      auto& out = in->slots[k];
-      out.candidates.resize(req.candidates_size());
-      for (int i = 0; i < req.candidates_size(); ++i) {
-        const Vector& base = (*in->candidates)[i];
-        if (!out.allowed[i]) continue;
-        if (base.size() + extra > limits.max_vector_size)
-          return absl::InvalidArgumentError(absl::StrCat(
-              "candidates[", i, "] with slots[", k, "].dense_features has ", base.size() + extra,
-              " values, expected at most ", limits.max_vector_size));
-        Vector& v = out.candidates[i];
-        v.resize(base.size() + extra);
-        v.head(base.size()) = base;
-        v.tail(extra) = slot_features;
-      }
-    }
-    in->x.resize(0);
-    return absl::OkStatus();
-  }
-  if (HasNamedInputs(req) && !arm_set_form && slot_index != Policy::SlotIndex::kPerDecision)
-    return absl::InvalidArgumentError(
-        "slots is empty, expected the decision's slots: the instance's learner is Vowpal "
-        "Wabbit's --ccb_explore_adf, which decides slots (one slot for a single decision)");
-  if (HasNamedInputs(req) && !arm_set_form) {
-    if (space == nullptr)
-      return absl::InvalidArgumentError(
-          "context, actions, excluded_actions or explain is set (named inputs), expected "
-          "candidates: the instance has no feature_space (create it with config.feature_space "
-          "to send named features)");
-    in->x.resize(0);
-    in->is_sparse = sparse;
-    absl::Status s = FeaturizeSelect(*space, limits.named, limits.max_candidates, req,
-                                     in->candidates, &in->action_of,
-                                     sparse ? in->sparse : nullptr);
-    empty_sparse.refilled = sparse && s.ok();
-    return s;
-  }
-  if (space != nullptr && req.candidates_size() > 0)
-    return absl::InvalidArgumentError(
-        "candidates is set, expected context and actions: the instance has a feature_space "
-        "(named features hashed into 2^bits)");
-  if (req.candidates_size() > limits.max_candidates)
-    return absl::InvalidArgumentError(absl::StrCat("candidates has ", req.candidates_size(),
-                                                   " entries, expected at most ",
-                                                   limits.max_candidates));
-  in->candidates->resize(req.candidates_size());
-  for (int i = 0; i < req.candidates_size(); ++i)
-    if (auto s =
-            CopyChecked(req.candidates(i).values(), limits.max_vector_size, &(*in->candidates)[i],
-                        [i] { return absl::StrCat("candidates[", i, "].values"); });
-        !s.ok())
-      return s;
-  return CopyChecked(req.x(), limits.max_vector_size, &in->x, [] { return "x"; });
 }
 
 absl::Status InstanceState::LoggedSelectInputs(absl::string_view entry,
@@ -499,32 +332,33 @@ absl::Status InstanceState::LoggedSelectInputs(absl::string_view entry,
   return absl::OkStatus();
 }
 
-absl::StatusOr<SelectContext> InstanceState::SelectContextFor(const bandit::v1::SelectRequest& req,
-                                                              SelectInputs& in) const {
+absl::StatusOr<SelectContext> InstanceState::SelectContextFor(SelectCall& call) const {
+  SelectInputs& in = call.inputs;
   const std::vector<Vector>& candidates = *in.candidates;
   const Vector* x = &in.x;
   SelectContext ctx;
-  ctx.want_scores = req.return_scores();
+  ctx.want_scores = call.want_scores;
   const bool arm_set = policy_->context_kind() == ContextKind::kNone;
-  if (!arm_set && (in.arm_set_slots || (req.excluded_actions_size() > 0 && req.actions_size() == 0 &&
+  if (!arm_set && (in.arm_set_slots || (!call.excluded_actions.empty() && call.actions.empty() &&
                                         feature_space_ == nullptr)))
     return absl::InvalidArgumentError(absl::StrCat(
         in.arm_set_slots ? "slots" : "excluded_actions",
         " is set without actions, expected named actions or candidates: instance '", name_,
         "' runs '", policy_->name(), "', which decides over the request's actions, not an arm set"));
-  if (arm_set && (in.arm_set_slots || req.excluded_actions_size() > 0)) {
+  if (arm_set && (in.arm_set_slots || !call.excluded_actions.empty())) {
     // The request's ids are the arm set's.
     const std::vector<std::string> ids = policy_->ArmIds();
     const IdIndex slot_of = IdIndex::OfDistinct(ids);
     std::vector<bool> excluded(ids.size(), false);
-    for (int j = 0; j < req.excluded_actions_size(); ++j) {
+    for (size_t j = 0; j < call.excluded_actions.size(); ++j) {
       auto slot = slot_of.Position(absl::StrCat("excluded_actions[", j, "]"),
-                                   req.excluded_actions(j), "the instance's arms");
+                                   call.excluded_actions[j], "the instance's arms");
       if (!slot.ok()) return slot.status();
       excluded[*slot] = true;
     }
     if (in.arm_set_slots) {
-      if (auto s = CheckSlots(req, ids, excluded, limits_.max_candidates, &in.slots); !s.ok())
+      if (auto s = CheckSlots(call.slots, ids, excluded, limits_.max_candidates, &in.slots);
+          !s.ok())
         return s;
       return ctx;  // each slot's mask is made as the slots are filled (SelectSlots)
     }
@@ -606,23 +440,24 @@ std::function<double(uint32_t)> InstanceState::PolicyCoordinateWeights() const {
   return [w = std::move(w)](uint32_t i) { return i < w.size() ? w[i] : 0.0; };
 }
 
-void InstanceState::PrepareSelect(const bandit::v1::SelectRequest& req, SelectInputs& in) const {
+void InstanceState::PrepareSelect(SelectCall& call) const {
+  SelectInputs& in = call.inputs;
   in.prepared.reset();
   if (!policy_->PreparesSelect() || in.arm_set_slots || !in.slots.empty() ||
       policy_->context_kind() != ContextKind::kCandidates || ModeOf(config_) == bandit::v1::LOGGING_ONLY)
     return;
-  auto ctx = SelectContextFor(req, in);
+  auto ctx = SelectContextFor(call);
   if (!ctx.ok()) return;
   in.prepared = policy_->PrepareSelect(*ctx);
 }
 
-absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::SelectRequest& req,
-                                   const SelectInputs& in, int64_t now, bandit::v1::Decision* out,
-                                   bandit::v1::JournalRecord* rec,
+absl::Status InstanceState::Select(const SelectContext& ctx, const SelectCall& call, int64_t now,
+                                   bandit::v1::Decision* out, bandit::v1::JournalRecord* rec,
                                    const std::string* replay_event_id) {
-  if (auto s = CheckNewDecision(req, /*live=*/replay_event_id == nullptr); !s.ok()) return s;
+  if (auto s = CheckNewDecision(call, /*live=*/replay_event_id == nullptr); !s.ok()) return s;
   const bandit::v1::LearningMode mode = ModeOf(config_);
-  if (!in.slots.empty()) return SelectSlots(ctx, req, in, now, out, rec, replay_event_id);
+  const SelectInputs& in = call.inputs;
+  if (!in.slots.empty()) return SelectSlots(ctx, call, now, out, rec, replay_event_id);
   const std::vector<Vector>& candidates = *in.candidates;
   const Vector* x = &in.x;
   // The log keeps the probability vector where the policy has one; asking for it changes no
@@ -655,7 +490,7 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
     d = BaselineDecision(ctx, in, mode == bandit::v1::APPRENTICE ? &*d : nullptr, &p);
 
   p.seq = next_seq_++;
-  p.event_id = req.event_id().empty() ? FormatEventId(uid_, p.seq) : req.event_id();
+  p.event_id = call.event_id.empty() ? FormatEventId(uid_, p.seq) : std::string(call.event_id);
   if (replay_event_id && p.event_id != *replay_event_id)
     return absl::DataLossError(absl::StrCat("replay of instance '", name_, "' produced event '",
                                             p.event_id, "' where the journal has '",
@@ -683,7 +518,7 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
                                                                : ctx.sparse_candidates.size());
   p.memo = std::move(d->memo);
   p.expires_at_ms = now + config_.pending().reward_wait_ms();
-  p.awaiting_activation = req.defer_activation();
+  p.awaiting_activation = call.defer_activation;
   p.learning_mode = mode;
   // The policy did not make the served decision: it learns the baseline's reward as logged data.
   p.learn_direct = mode == bandit::v1::APPRENTICE;
@@ -695,7 +530,7 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
   if (!shadows_.empty()) ScoreShadows(seen, ctx, in, &p);
   WriteDecision(*d, p.event_id, p.expires_at_ms, ctx.want_scores, out);
   if (log_.enabled()) {
-    const int64_t dropped = AppendToLog(seen, ctx, req, in, p.event_id, p.seq, now);
+    const int64_t dropped = AppendToLog(seen, ctx, call, p.event_id, p.seq, now);
     stats_.set_decision_log_evicted(SaturatingAdd(stats_.decision_log_evicted(), dropped));
   }
   // With the decision log on, the request is journaled even for a read-only policy: replay
@@ -710,8 +545,8 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
     // Nothing in the policy changed: the decision alone lets replay rebuild this Select.
     ToRecord(p, rec->mutable_decided()->mutable_decision());
     rec->mutable_decided()->set_estimated_gap(d->estimated_gap);
-  } else if (log_.enabled() && !ctx.want_scores && !HasNamedInputs(req) &&
-             !req.defer_activation() && LogEntryHoldsTheCandidates(ctx)) {
+  } else if (log_.enabled() && !ctx.want_scores && !call.named && !call.defer_activation &&
+             LogEntryHoldsTheCandidates(ctx)) {
     // The log entry just appended holds the candidates (flat, with their count and length) and
     // the event id: journaled instead of the request, it is one copy of bytes already encoded,
     // where the request's encoding walks a submessage per candidate (measured when this form was
@@ -728,74 +563,31 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const bandit::v1::S
       rec->set_allocated_logged_select(&borrowed);
     }
   } else {
-    // Re-executed on replay. Borrowed, not copied: only read while the record is encoded;
-    // Instance::Commit hands it back.
-    rec->unsafe_arena_set_allocated_select(const_cast<bandit::v1::SelectRequest*>(&req));
+    // Re-executed on replay: the caller journals the request with this event id.
     rec->set_event_id(p.event_id);
   }
   RecordDecision(std::move(p), d->estimated_gap);
   return absl::OkStatus();
 }
 
-Decision InstanceState::BaselineDecision(const SelectContext& ctx, const SelectInputs& in,
-                                         const Decision* policy, PendingDecision* p) const {
-  Decision b;
-  b.propensity = 1.0;
-  b.score_kind = bandit::v1::PROBABILITY;
-  // The actions offered, in the order the policy sees them, and the baseline's position among
-  // them: the first (the excluded actions are not offered).
-  int n = 0;
-  int baseline = 0;
-  switch (policy_->context_kind()) {
-    case ContextKind::kNone: {
-      const std::vector<std::string> ids = policy_->ArmIds();
-      n = static_cast<int>(ids.size());
-      baseline = in.offered_arms.empty() ? 0 : in.offered_arms.front();
-      b.arm_id = ids[static_cast<size_t>(baseline)];
-      break;
-    }
-    case ContextKind::kCandidates:
-      n = static_cast<int>(!ctx.sparse_candidates.empty() ? ctx.sparse_candidates.size()
-                                                          : ctx.candidates.size());
-      break;
-    case ContextKind::kPoint:  // refused by CheckLearningMode
-      break;
-  }
-  b.arm = baseline;
-  b.scores = Vector::Zero(n);
-  if (n > 0) b.scores[baseline] = 1.0;
-  if (policy != nullptr) {
-    // pi(baseline|x): from the policy's distribution where it gave one over these actions, else
-    // the indicator of its choice (exact for a deterministic policy, unbiased for a sampled one).
-    const bool distribution =
-        policy->score_kind == bandit::v1::PROBABILITY && policy->scores.size() == n;
-    p->apprentice_target = distribution ? policy->scores[baseline]
-                                        : (policy->arm == baseline ? 1.0 : 0.0);
-    if (!std::isfinite(p->apprentice_target)) p->apprentice_target = 0;
-    p->apprentice_target = std::clamp(p->apprentice_target, 0.0, 1.0);
-    p->apprentice_chose_baseline = policy->arm == baseline;
-  }
-  return b;
-}
-
-absl::Status InstanceState::CheckNewDecision(const bandit::v1::SelectRequest& req,
-                                             bool live) const {
+absl::Status InstanceState::CheckNewDecision(const SelectCall& call, bool live) const {
   if (pending_.full())
     return absl::ResourceExhaustedError(absl::StrCat(
         "instance '", name_, "' has ", pending_.size(),
         " decisions awaiting rewards, the configured capacity; send rewards or wait for expiry"));
-  if (!req.event_id().empty()) {
-    if (auto s = CheckCallerEventId(req.event_id()); !s.ok()) return s;
-    if (pending_.Find(req.event_id()) != nullptr)
+  if (!call.event_id.empty()) {
+    const std::string event_id(call.event_id);
+    if (auto s = CheckCallerEventId(event_id); !s.ok()) return s;
+    if (pending_.Find(event_id) != nullptr)
       return absl::AlreadyExistsError(absl::StrCat(
-          "event_id '", req.event_id(), "' is taken by a decision of instance '", name_,
+          "event_id '", event_id, "' is taken by a decision of instance '", name_,
           "' still waiting for its reward, expected a new id for each decision"));
     // A finished decision's id too, while the instance remembers it (its memory of finished
     // events): two decisions under one id would make the decision log's join ambiguous. (A
     // journal written before this check was made is replayed as it was accepted.)
-    if (live && pending_.FateOf(req.event_id()) != EventFate::kUnknown)
+    if (live && pending_.FateOf(event_id) != EventFate::kUnknown)
       return absl::AlreadyExistsError(absl::StrCat(
-          "event_id '", req.event_id(), "' was used by a decision of instance '", name_,
+          "event_id '", event_id, "' was used by a decision of instance '", name_,
           "' that is finished (rewarded or expired), expected a new id for each decision"));
   }
   return absl::OkStatus();
@@ -836,8 +628,9 @@ absl::Status InstanceState::ReplayDecided(const bandit::v1::DecidedSelect& rec) 
 }
 
 int64_t InstanceState::AppendToLog(const Decision& d, const SelectContext& ctx,
-                                   const bandit::v1::SelectRequest& req, const SelectInputs& in,
-                                   const std::string& event_id, uint64_t seq, int64_t now) {
+                                   const SelectCall& call, const std::string& event_id,
+                                   uint64_t seq, int64_t now) {
+  const SelectInputs& in = call.inputs;
   DecisionLog::Context e;
   e.event_seq = seq;
   e.event_id = event_id;
@@ -856,7 +649,7 @@ int64_t InstanceState::AppendToLog(const Decision& d, const SelectContext& ctx,
       num_actions = n;
       if (!in.action_of.empty()) {
         // Named: the context and actions as sent, not their 2^bits-long hashed vectors.
-        e.named = &req;
+        e.named = &call;
         e.named_actions = in.action_of;
         break;
       }
@@ -877,7 +670,7 @@ int64_t InstanceState::AppendToLog(const Decision& d, const SelectContext& ctx,
   e.chosen_index = d.arm;
   e.chosen_arm_id = d.arm_id;
   if (!in.action_of.empty() && d.arm >= 0 && d.arm < static_cast<int>(in.action_of.size()))
-    e.chosen_arm_id = req.actions(in.action_of[d.arm]).id();
+    e.chosen_arm_id = call.actions[static_cast<size_t>(in.action_of[d.arm])].id;
   LogDistribution(d, num_actions, &e);
   return log_.Append(e, now);
 }

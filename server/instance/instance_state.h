@@ -22,43 +22,13 @@
 #include "bandit/v1/storage.pb.h"
 #include "core/features/feature_space.h"
 #include "core/policy.h"
+#include "server/instance/calls.h"
+#include "server/instance/instance_limits.h"
 #include "server/instance/decision_log/decision_log.h"
 #include "server/instance/pending_table.h"
 #include "server/instance/shadows.h"
 
 namespace bandit::server {
-
-// Per-instance limits (banditd flags, see main.cc). Request-shape limits answer INVALID_ARGUMENT
-// (the same request will never succeed); limits on what the server holds answer
-// RESOURCE_EXHAUSTED (a later request may succeed once something is freed).
-struct InstanceLimits {
-  int64_t max_candidates = 10'000;    // candidate vectors per Select
-  int64_t max_vector_size = 100'000;  // entries of one feature vector / x / embedding
-  int64_t max_pending_capacity = 10'000'000;
-  int64_t max_arms_per_request = 10'000;
-  // The two below default to "no limit" so that recovery (which builds instances with default
-  // limits) never refuses what the server once accepted; banditd's flags set real values.
-  // Every config field that sizes a vector or matrix (dimension, random features, support
-  // budget; the classification is in instance_config.cc).
-  int64_t max_feature_dim = std::numeric_limits<int32_t>::max();
-  // The same for the diagonal-covariance forms of LinUCB and GLB-OMD (O(dimension) state, sparse
-  // inputs): --max_diagonal_feature_dim.
-  int64_t max_diagonal_feature_dim = std::numeric_limits<int32_t>::max();
-  // Arms of one instance: config arms / num_arms at create, and the total after AddArms.
-  int64_t max_arms = std::numeric_limits<int32_t>::max();
-  // Instance name length (core's CheckId also caps ids at 128 characters).
-  int64_t max_name_length = 128;
-  // Shadow policies per instance (each costs about a policy's Select and Update per round;
-  // banditd --max_shadows). Checked when AddShadow is asked for, with the server's current
-  // value (DecisionService passes it), never on replay: a restart with a lower limit keeps the
-  // shadows the server once accepted and refuses new ones.
-  int64_t max_shadows = 8;
-  // Named inputs (instances with a feature space): per JSON document.
-  features::InputLimits named;
-};
-
-// The longest reward wait (config.pending.reward_wait_ms): 7 days.
-constexpr int64_t kMaxRewardWaitMs = 7LL * 24 * 3600 * 1000;
 
 // Fills the defaults of an instance config (pending capacity, reward wait, expiry action, seed
 // from the name) and checks it against `limits`: sizes anywhere in the policy config, ranges of
@@ -86,7 +56,8 @@ class InstanceState {
   // Validates the name and config, fills defaults, creates the policy. `uid` is the event-id
   // prefix (makes event ids unique across instances and restarts).
   static absl::StatusOr<std::unique_ptr<InstanceState>> Create(
-      const bandit::v1::CreateInstanceRequest& req, const InstanceLimits& limits, uint64_t uid);
+      const std::string& name, const bandit::v1::InstanceConfig* config,
+      const InstanceLimits& limits, uint64_t uid);
   // Rebuilds the state exactly as it was when `snap` was taken (recovery, import).
   static absl::StatusOr<std::unique_ptr<InstanceState>> FromSnapshot(
       const bandit::v1::InstanceSnapshot& snap, const InstanceLimits& limits);
@@ -107,59 +78,9 @@ class InstanceState {
   // shadows' state as messages, the config, and the pending decisions encoded.
   int64_t SaveTransientBytes() const;
 
-  // A Select request's vectors, checked and converted (the caller does this before taking its
-  // lock: the critical section is what every concurrent caller of the instance waits for).
-  struct SelectInputs {
-    SelectInputs();
-    ~SelectInputs();
-    SelectInputs(const SelectInputs&) = delete;
-    SelectInputs& operator=(const SelectInputs&) = delete;
-    std::vector<Vector>* candidates;  // per-thread scratch, reused across calls
-    // Named actions featurized for a policy that takes sparse input (TakesSparseInputs): the
-    // candidates as sparse vectors, `candidates` empty. Per-thread scratch too.
-    std::vector<SparseVector>* sparse;
-    bool is_sparse = false;
-    Vector x;
-    // Named actions: candidate k is req.actions(action_of[k]) (excluded actions have none).
-    std::vector<int> action_of;
-    // A multi-slot Select (req.slots), per slot in the request's order: what each action (named
-    // action or dense candidate, by position) looks like to the policy in that slot.
-    struct Slot {
-      // Per action (empty where the slot may not choose it); none at all when the slot sees
-      // the request's own vectors (*SelectInputs::candidates: dense, no slot features).
-      std::vector<Vector> candidates;
-      // Named actions for a policy that takes sparse input (SelectInputs::is_sparse): the same
-      // per action as sparse vectors, `candidates` empty.
-      std::vector<SparseVector> sparse_candidates;
-      std::vector<char> allowed;       // per action: not excluded for the request or the slot
-      int baseline = -1;               // position of the slot's baseline action
-    };
-    std::vector<Slot> slots;
-    // An instance over its own arm set: slots over its arms (filled by SelectContextFor under
-    // the lock, since the arm set is the instance's), and the arms a decision may choose (not
-    // in excluded_actions, per slot not taken) with their slots, in arm order.
-    bool arm_set_slots = false;
-    std::vector<char> allowed_arms;
-    std::vector<int> offered_arms;
-    // The served policy's read-only share of this Select, computed ahead under the instance's
-    // shared lock (PrepareSelect), or null.
-    std::unique_ptr<PreparedSelect> prepared;
-    // Multi-slot featurization: the policy's slot-index state the slots were featurized for (a
-    // Select re-parses under the lock when the policy's changed since), and whether the
-    // decision has several slots or a featured first slot (Policy::SawMultiSlotDecision).
-    Policy::SlotIndex slot_index = Policy::SlotIndex::kPerDecision;
-    bool multi_slot_decision = false;
-  };
-  // With a feature space (`space`), a request's named context and actions become the
-  // candidates (sparse vectors with `sparse`, see TakesSparseInputs); without one, named inputs
-  // are refused (and with one, dense candidates are).
-  // `slot_index`: the served policy's (Policy::slot_index); a policy that keeps the state
-  // decides named slots only.
-  static absl::Status ParseSelectInputs(
-      const bandit::v1::SelectRequest& req, const InstanceLimits& limits,
-      const features::FeatureSpace* space, SelectInputs* in, bool sparse = false,
-      Policy::SlotIndex slot_index = Policy::SlotIndex::kPerDecision);
-  // The served policy's multi-slot featurization state (what ParseSelectInputs needs).
+  // A Select's vectors (server/instance/calls.h), as tests and replay name them.
+  using SelectInputs = server::SelectInputs;
+  // The served policy's multi-slot featurization state (what ParseSelect needs).
   Policy::SlotIndex SlotIndexState() const { return policy_->slot_index(); }
   // Whether named inputs reach the served policy as sparse vectors: the instance has a feature
   // space and its policy takes sparse input (the diagonal-covariance forms). Changes only when
@@ -171,40 +92,39 @@ class InstanceState {
   // event id it produced. DATA_LOSS when the entry cannot be a Select's.
   static absl::Status LoggedSelectInputs(absl::string_view entry, const InstanceLimits& limits,
                                          SelectInputs* in, std::string* event_id);
-  // Checks the inputs against the policy's context kind; changes nothing in the instance. For
-  // an arm set, resolves the request's excluded arms and slots into `in` (by the arm ids).
-  absl::StatusOr<SelectContext> SelectContextFor(const bandit::v1::SelectRequest& req,
-                                                 SelectInputs& in) const;
-  // For a served policy that splits its Select (Policy::PreparesSelect) and a one-slot request
-  // over candidates: its read-only share, into `in.prepared`. Reads the state only, so
+  // Checks the call's inputs against the policy's context kind; changes nothing in the
+  // instance. For an arm set, resolves the call's excluded arms and slots into its inputs (by
+  // the arm ids).
+  absl::StatusOr<SelectContext> SelectContextFor(SelectCall& call) const;
+  // For a served policy that splits its Select (Policy::PreparesSelect) and a one-slot call
+  // over candidates: its read-only share, into `call.inputs.prepared`. Reads the state only, so
   // concurrent Selects run it under the instance's shared lock.
-  void PrepareSelect(const bandit::v1::SelectRequest& req, SelectInputs& in) const;
+  void PrepareSelect(SelectCall& call) const;
   bool PreparesSelect() const { return policy_->PreparesSelect(); }
   // Decides and records the pending decision. `replay_event_id` is set on replay: the decision
-  // must reproduce the journaled event id. The record borrows `req`, or with the decision log
-  // on a per-thread copy of the log entry (see Instance::Commit, which hands either back).
-  absl::Status Select(const SelectContext& ctx, const bandit::v1::SelectRequest& req,
-                      const SelectInputs& in, int64_t now, bandit::v1::Decision* out,
-                      bandit::v1::JournalRecord* rec, const std::string* replay_event_id);
+  // must reproduce the journaled event id. `rec` receives the record that replays it: the
+  // decision alone (a read-only policy), or with the decision log on a per-thread copy of the
+  // log entry (see Instance::Commit, which hands it back); otherwise only the event id, and the
+  // caller journals the request the call was translated from (SelectCall::request).
+  absl::Status Select(const SelectContext& ctx, const SelectCall& call, int64_t now,
+                      bandit::v1::Decision* out, bandit::v1::JournalRecord* rec,
+                      const std::string* replay_event_id);
   // Activates a decision made with defer_activation (ApplyChange, live and on replay): from now
   // on it is learned from; rewards it received before are learned now (EARLIEST) or with the
   // others when its wait ends (SUM). NOT_FOUND for an unknown event, FAILED_PRECONDITION for
   // one no longer pending, INVALID_ARGUMENT for one already active.
-  absl::Status Activate(const bandit::v1::ActivateRequest& req, int64_t now);
+  absl::Status Activate(absl::string_view event_id, int64_t now);
   // Replay of a DecidedSelect record (a Select of a read-only policy, journaled by outcome).
   absl::Status ReplayDecided(const bandit::v1::DecidedSelect& rec);
 
-  // Checks an Update's own fields (finite numbers, fidelity range, embedding size); returns the
-  // embedding. Changes nothing.
-  absl::StatusOr<Vector> CheckUpdate(const bandit::v1::UpdateRequest& req) const;
   // Whether an Update's target can take it now: the status Update would return before changing
   // anything (unknown event or slot, a finished one, a target that keeps no embedding). Changes
   // nothing.
-  absl::Status CheckTarget(const bandit::v1::UpdateRequest& req) const;
+  absl::Status CheckTarget(const UpdateCall& call) const;
   // Joins the reward to its decision (or takes logged data) and learns at `now` (the time the
-  // decision log records for the outcome). The record borrows `req`.
-  absl::Status Update(const bandit::v1::UpdateRequest& req, Vector embedding, int64_t now,
-                      bandit::v1::UpdateResponse* out, bandit::v1::JournalRecord* rec);
+  // decision log records for the outcome); the call's embedding is moved into what the policy
+  // learns. The caller journals the request the call was translated from (UpdateCall::request).
+  absl::Status Update(UpdateCall& call, int64_t now, bandit::v1::UpdateResponse* out);
   // Applies the expiry action to every decision whose wait has passed at `now`; returns how many
   // (and, when any, sets `rec` to the expiry record).
   int64_t ExpireDue(int64_t now, bandit::v1::JournalRecord* rec);
@@ -215,29 +135,30 @@ class InstanceState {
   // The server's limits on an AddArms or RemoveArms it is asked for (arms per request,
   // INVALID_ARGUMENT; arms an instance holds, RESOURCE_EXHAUSTED); changes nothing. Not checked
   // on replay: what the server once accepted is applied whatever its limits are now.
-  absl::Status AdmitArms(const bandit::v1::AddArmsRequest& req) const;
-  absl::Status AdmitArmRemoval(const bandit::v1::RemoveArmsRequest& req) const;
+  absl::Status AdmitArms(const ArmSpecs& arms) const;
+  absl::Status AdmitArmRemoval(const ArmIds& arm_ids) const;
   // All-or-nothing: either every arm is added/removed or none is.
-  absl::Status AddArms(const bandit::v1::AddArmsRequest& req);
-  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req);
+  absl::Status AddArms(const ArmSpecs& arms);
+  absl::Status RemoveArms(const ArmIds& arm_ids);
   // A new configuration, keeping what was learned (Policy::Reconfigure): validated once, by
   // the policy's factory; on error nothing changed. The config changes below go through it.
   absl::Status ApplyConfig(bandit::v1::InstanceConfig next);
   // The settings that may change live (ConfigureInstance): each field set replaces the
   // config's, all validated before anything changes. Decisions already pending keep their
   // deadline, their reward aggregation and the learning mode they were made under.
-  absl::Status Configure(const bandit::v1::ConfigureInstanceRequest& req);
+  absl::Status Configure(const LiveSettings& settings);
   // Mixture instances (FD, KD): replaces the reference distribution; learned state is kept.
-  absl::Status SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req);
+  absl::Status SetMixtureReference(const MixtureReference& reference);
   // Shadow policies (server/instance/shadows.h). AddShadow validates against the served policy and
   // config; PromoteShadow makes the shadow the served policy with what it learned (the policy
   // served until then is dropped) and the decisions still pending are then learned by it as
   // logged data. On error nothing changed. RESOURCE_EXHAUSTED when the instance already has
-  // `max_shadows` shadows. AddShadow completes `req`'s config (seed, arms) so that the record
+  // `max_shadows` shadows. AddShadow completes `config` (seed, arms) so that the record
   // journaled replays into the same shadow.
-  absl::Status AddShadow(bandit::v1::AddShadowRequest* req, int64_t max_shadows);
-  absl::Status RemoveShadow(const bandit::v1::RemoveShadowRequest& req);
-  absl::Status PromoteShadow(const bandit::v1::PromoteShadowRequest& req);
+  absl::Status AddShadow(const std::string& shadow, bandit::v1::ShadowConfig* config,
+                         int64_t max_shadows);
+  absl::Status RemoveShadow(const std::string& shadow);
+  absl::Status PromoteShadow(const std::string& shadow);
   // SetLearningPolicy's apply: the policy config and its learned state become the served
   // policy (the config's seed kept); decisions still pending are learned by it as logged data.
   // FAILED_PRECONDITION when the policy's feature space is not the instance's (decisions made
@@ -298,10 +219,11 @@ class InstanceState {
   // an id string each, and the id -> slot hash table at up to 16/7 slots per arm (its load
   // factor after a doubling). Counted in the overhead.
   static int64_t ArmContainerBytes(int64_t arms);
-  // The footprint `req` declares before anything is built: its normalized config's policy
-  // footprint (core/footprint.h) plus the overhead. The errors of Create for a config that
-  // does not normalize or names no served policy.
-  static absl::StatusOr<int64_t> DeclaredBytes(const bandit::v1::CreateInstanceRequest& req,
+  // The footprint an instance of `name` and `config` declares before anything is built: its
+  // normalized config's policy footprint (core/footprint.h) plus the overhead. The errors of
+  // Create for a config that does not normalize or names no served policy.
+  static absl::StatusOr<int64_t> DeclaredBytes(const std::string& name,
+                                               const bandit::v1::InstanceConfig* config,
                                                const InstanceLimits& limits);
   // The same for an instance restored from `snap` (import): its config's, its shadows'
   // policies', and its pending decisions and decision log as they will be held.
@@ -330,9 +252,9 @@ class InstanceState {
 
   // A multi-slot Select (Select with in.slots): the slots filled in order, each by the policy
   // over the actions still available to it.
-  absl::Status SelectSlots(const SelectContext& ctx, const bandit::v1::SelectRequest& req,
-                           const SelectInputs& in, int64_t now, bandit::v1::Decision* out,
-                           bandit::v1::JournalRecord* rec, const std::string* replay_event_id);
+  absl::Status SelectSlots(const SelectContext& ctx, const SelectCall& call, int64_t now,
+                           bandit::v1::Decision* out, bandit::v1::JournalRecord* rec,
+                           const std::string* replay_event_id);
   // Per slot position statistics (InstanceStats.slot_positions); nothing for position -1 (a
   // single decision).
   void CountSlot(int position, int64_t decisions, int64_t updates, double reward);
@@ -344,7 +266,7 @@ class InstanceState {
   // The checks every new decision passes before the policy is asked: room in the pending table
   // and a free, well-formed caller-chosen event id.
   // `live`: a request (not a journal's replay), which may not reuse a finished decision's id.
-  absl::Status CheckNewDecision(const bandit::v1::SelectRequest& req, bool live) const;
+  absl::Status CheckNewDecision(const SelectCall& call, bool live) const;
   // Learns `reward` for `target` (a pending decision or one of its slots) as the served policy
   // and the shadows do for a joined reward, and counts it; on error nothing changed.
   absl::Status LearnPending(const PendingDecision& target, double reward);
@@ -366,8 +288,7 @@ class InstanceState {
   // What every Select leaves behind: the pending decision and the round counters.
   void RecordDecision(PendingDecision p, double estimated_gap);
   // Logs a decision just made; returns how many old ones retention dropped.
-  int64_t AppendToLog(const Decision& d, const SelectContext& ctx,
-                      const bandit::v1::SelectRequest& req, const SelectInputs& in,
+  int64_t AppendToLog(const Decision& d, const SelectContext& ctx, const SelectCall& call,
                       const std::string& event_id, uint64_t seq, int64_t now);
   // Whether the log entry of a Select over `ctx` can stand in for its request in the journal: a
   // policy over candidates, all of one length (the entry holds them flat). The caller checks
@@ -390,10 +311,10 @@ class InstanceState {
                     PendingDecision* p);
   // The answer to a reward or activation for an event that is not pending: FAILED_PRECONDITION
   // when it finished (rewarded, expired), NOT_FOUND when it was never this instance's.
-  absl::Status NotPendingError(const std::string& event_id) const;
+  absl::Status NotPendingError(absl::string_view event_id) const;
   // The part of `event` a reward with `slot_id` is for: a slot (null if it has none of that id)
   // or, for a single decision, the event itself.
-  static PendingDecision* TargetOf(PendingDecision* event, const std::string& slot_id);
+  static PendingDecision* TargetOf(PendingDecision* event, absl::string_view slot_id);
   // Whether rewards for `event` are kept rather than learned at once (awaiting activation, or
   // SUM aggregation).
   bool KeepsRewards(const PendingDecision& event) const;
@@ -401,7 +322,7 @@ class InstanceState {
   // the pending table once every slot is done (after which both pointers are invalid).
   void FinishTarget(PendingDecision* event, PendingDecision* target,
                     bandit::v1::DecisionOutcome outcome, double reward, int64_t now);
-  absl::StatusOr<Observation> ObservationFor(const bandit::v1::UpdateRequest& req,
+  absl::StatusOr<Observation> ObservationFor(const UpdateCall& call,
                                              const PendingDecision** pending) const;
   void SyncConfigArms();
   void RollBack(const bandit::v1::PolicyConfig& config, const bandit::v1::PolicyState& state);

@@ -12,68 +12,7 @@
 #include "server/instance/instance_state_internal.h"
 #include "server/instance/named_inputs.h"
 
-
 namespace bandit::server {
-namespace {
-
-void SetEstimate(const ope::Interval& i, bandit::v1::Estimate* out) {
-  out->set_value(i.value);
-  out->set_se(i.se);
-  out->set_lo(i.lo);
-  out->set_hi(i.hi);
-}
-}  // namespace
-
-namespace instance_state_internal {
-// Whether `policy` can run in `mode`: the baseline modes serve the first action offered, which
-// policies over an arm set or candidates have; a point-input policy's actions are its own.
-absl::Status CheckLearningMode(int mode, const Policy& policy, absl::string_view field) {
-  if (!bandit::v1::LearningMode_IsValid(mode))
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, " is ", mode, ", expected ONLINE, APPRENTICE or LOGGING_ONLY"));
-  if (mode == bandit::v1::APPRENTICE || mode == bandit::v1::LOGGING_ONLY) {
-    if (policy.context_kind() == ContextKind::kPoint)
-      return absl::FailedPreconditionError(absl::StrCat(
-          field, " is ", bandit::v1::LearningMode_Name(static_cast<bandit::v1::LearningMode>(mode)),
-          ", expected ONLINE for policy '", policy.name(),
-          "': it decides over an input x, with no baseline action to serve"));
-  }
-  return absl::OkStatus();
-}
-
-bandit::v1::LearningMode ModeOf(const bandit::v1::InstanceConfig& c) {
-  return c.learning_mode() == bandit::v1::LEARNING_MODE_UNSPECIFIED ? bandit::v1::ONLINE
-                                                                     : c.learning_mode();
-}
-
-}  // namespace instance_state_internal
-
-void InstanceState::ApprenticeFigures::Count(const PendingDecision& target, double reward) {
-  estimators.AddTerms(target.apprentice_target, 1.0, reward, 0.0, 0.0);
-  if (target.apprentice_chose_baseline) {
-    ++chose_baseline;
-    imitated_reward += reward;
-  }
-}
-
-void InstanceState::ApprenticeFigures::Save(bandit::v1::ApprenticeSnapshot* out) const {
-  estimators.Save(out->mutable_estimators());
-  out->set_policy_chose_baseline(chose_baseline);
-  out->set_imitated_reward_sum(imitated_reward);
-}
-
-absl::Status InstanceState::ApprenticeFigures::Restore(const bandit::v1::ApprenticeSnapshot& in) {
-  if (auto s = estimators.Restore(in.estimators()); !s.ok()) return s;
-  if (in.policy_chose_baseline() < 0 || in.policy_chose_baseline() > in.estimators().events() ||
-      !std::isfinite(in.imitated_reward_sum()))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "policy_chose_baseline ", in.policy_chose_baseline(), " or imitated_reward_sum ",
-        in.imitated_reward_sum(), " is not what ", in.estimators().events(),
-        " events could make"));
-  chose_baseline = in.policy_chose_baseline();
-  imitated_reward = in.imitated_reward_sum();
-  return absl::OkStatus();
-}
 
 bool InstanceState::SumsRewards(const PendingDecision& event) const {
   const bandit::v1::RewardAggregation a =
@@ -81,15 +20,6 @@ bool InstanceState::SumsRewards(const PendingDecision& event) const {
           ? bandit::v1::RewardAggregation(event.aggregation)
           : config_.pending().reward_aggregation();
   return a == bandit::v1::SUM;
-}
-
-void InstanceState::CountApprentice(const PendingDecision& target, double reward) {
-  if (target.learning_mode != bandit::v1::APPRENTICE) return;
-  apprentice_.Count(target, reward);
-  if (target.slot_index < 0) return;  // a single decision
-  const size_t position = static_cast<size_t>(std::min(target.slot_index, kLastSlotPosition));
-  if (apprentice_slots_.size() <= position) apprentice_slots_.resize(position + 1);
-  apprentice_slots_[position].Count(target, reward);
 }
 
 absl::Status InstanceState::Reset() {
@@ -110,7 +40,7 @@ absl::Status InstanceState::Reset() {
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::SetMixtureReference(const bandit::v1::SetMixtureReferenceRequest& req) {
+absl::Status InstanceState::SetMixtureReference(const MixtureReference& reference) {
   using bandit::v1::MixtureObjective;
   if (!config_.policy().has_mixture())
     return absl::FailedPreconditionError(absl::StrCat(
@@ -122,12 +52,12 @@ absl::Status InstanceState::SetMixtureReference(const bandit::v1::SetMixtureRefe
     return absl::FailedPreconditionError(absl::StrCat(
         "instance '", name_, "' scores with ", bandit::v1::MixtureObjective_Name(objective),
         ", which uses no reference; expected an FD or KD mixture"));
-  const bool stats = req.mean_size() > 0 || req.covariance_size() > 0;
-  const bool embeddings = req.embeddings_size() > 0;
+  const bool stats = !reference.mean.empty() || !reference.covariance.empty();
+  const bool embeddings = !reference.embeddings.empty();
   if (stats == embeddings)
     return absl::InvalidArgumentError(absl::StrCat(
         "expected either mean and covariance or embeddings, got ", stats ? "both" : "neither"));
-  if (stats && req.append())
+  if (stats && reference.append)
     return absl::InvalidArgumentError("append applies to embeddings, not to mean and covariance");
   if (stats && objective == bandit::v1::KD)
     return absl::InvalidArgumentError(
@@ -142,22 +72,23 @@ absl::Status InstanceState::SetMixtureReference(const bandit::v1::SetMixtureRefe
   auto* m = next.mutable_policy()->mutable_mixture();
   const int d = m->dimension();
   if (stats) {
-    m->mutable_reference_mean()->Assign(req.mean().begin(), req.mean().end());
-    m->mutable_reference_covariance()->Assign(req.covariance().begin(), req.covariance().end());
+    m->mutable_reference_mean()->Assign(reference.mean.begin(), reference.mean.end());
+    m->mutable_reference_covariance()->Assign(reference.covariance.begin(), reference.covariance.end());
     m->clear_reference_samples();
   } else {
-    if (!req.append()) m->clear_reference_samples();
+    if (!reference.append) m->clear_reference_samples();
     m->clear_reference_mean();
     m->clear_reference_covariance();
-    const int64_t total = m->reference_samples_size() + int64_t{req.embeddings_size()} * d;
+    const int64_t total =
+        m->reference_samples_size() + static_cast<int64_t>(reference.embeddings.size()) * d;
     if (total > kMaxReferenceValues)
       return absl::ResourceExhaustedError(
           absl::StrCat("the reference would hold ", total,
                        " values (embeddings x dimension), expected at most ", kMaxReferenceValues));
     m->mutable_reference_samples()->Reserve(static_cast<int>(total));
-    for (int i = 0; i < req.embeddings_size(); ++i) {
-      const auto& e = req.embeddings(i).values();
-      if (e.size() != d)
+    for (size_t i = 0; i < reference.embeddings.size(); ++i) {
+      const std::span<const double> e = reference.embeddings[i];
+      if (static_cast<int64_t>(e.size()) != d)
         return absl::InvalidArgumentError(absl::StrCat("embeddings[", i, "] has ", e.size(),
                                                        " values, expected the dimension ", d));
       m->mutable_reference_samples()->Add(e.begin(), e.end());
@@ -168,10 +99,8 @@ absl::Status InstanceState::SetMixtureReference(const bandit::v1::SetMixtureRefe
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::Configure(const bandit::v1::ConfigureInstanceRequest& req) {
-  if (!req.has_reward_wait_ms() && !req.has_on_expiry() && !req.has_default_reward() &&
-      !req.has_reward_aggregation() && !req.has_epsilon() && !req.has_learning_mode() &&
-      !req.has_auto_optimization())
+absl::Status InstanceState::Configure(const LiveSettings& settings) {
+  if (!settings.any())
     return absl::InvalidArgumentError(
         "no setting is set, expected at least one of reward_wait_ms, on_expiry, default_reward, "
         "reward_aggregation, epsilon, learning_mode, auto_optimization");
@@ -179,59 +108,59 @@ absl::Status InstanceState::Configure(const bandit::v1::ConfigureInstanceRequest
   const bandit::v1::RewardAggregation aggregation_before = config_.pending().reward_aggregation();
   InstanceConfig next = config_;
   auto* p = next.mutable_pending();
-  if (req.has_reward_wait_ms()) {
-    if (req.reward_wait_ms() < 1 || req.reward_wait_ms() > kMaxRewardWaitMs)
-      return absl::InvalidArgumentError(absl::StrCat("reward_wait_ms is ", req.reward_wait_ms(),
+  if (settings.reward_wait_ms.has_value()) {
+    if (*settings.reward_wait_ms < 1 || *settings.reward_wait_ms > kMaxRewardWaitMs)
+      return absl::InvalidArgumentError(absl::StrCat("reward_wait_ms is ", *settings.reward_wait_ms,
                                                      ", expected 1..", kMaxRewardWaitMs,
                                                      " (7 days)"));
-    p->set_reward_wait_ms(req.reward_wait_ms());
+    p->set_reward_wait_ms(*settings.reward_wait_ms);
   }
-  if (req.has_on_expiry()) {
-    if (!bandit::v1::ExpiryAction_IsValid(req.on_expiry()))
+  if (settings.on_expiry.has_value()) {
+    if (!bandit::v1::ExpiryAction_IsValid(*settings.on_expiry))
       return absl::InvalidArgumentError(absl::StrCat(
-          "on_expiry is ", req.on_expiry(), ", expected APPLY_DEFAULT or DROP"));
-    p->set_on_expiry(req.on_expiry() == bandit::v1::EXPIRY_ACTION_UNSPECIFIED
+          "on_expiry is ", *settings.on_expiry, ", expected APPLY_DEFAULT or DROP"));
+    p->set_on_expiry(*settings.on_expiry == bandit::v1::EXPIRY_ACTION_UNSPECIFIED
                          ? bandit::v1::APPLY_DEFAULT
-                         : req.on_expiry());
+                         : *settings.on_expiry);
   }
-  if (req.has_default_reward()) {
-    if (!IsInputNumber(req.default_reward()))
+  if (settings.default_reward.has_value()) {
+    if (!IsInputNumber(*settings.default_reward))
       return absl::InvalidArgumentError(
-          absl::StrCat("default_reward is ", req.default_reward(), ", ", kInputNumberExpected));
-    p->set_default_reward(req.default_reward());
+          absl::StrCat("default_reward is ", *settings.default_reward, ", ", kInputNumberExpected));
+    p->set_default_reward(*settings.default_reward);
   }
-  if (req.has_reward_aggregation()) {
-    if (!bandit::v1::RewardAggregation_IsValid(req.reward_aggregation()))
+  if (settings.reward_aggregation.has_value()) {
+    if (!bandit::v1::RewardAggregation_IsValid(*settings.reward_aggregation))
       return absl::InvalidArgumentError(absl::StrCat(
-          "reward_aggregation is ", req.reward_aggregation(), ", expected EARLIEST or SUM"));
-    p->set_reward_aggregation(req.reward_aggregation() ==
+          "reward_aggregation is ", *settings.reward_aggregation, ", expected EARLIEST or SUM"));
+    p->set_reward_aggregation(*settings.reward_aggregation ==
                                       bandit::v1::REWARD_AGGREGATION_UNSPECIFIED
                                   ? bandit::v1::EARLIEST
-                                  : req.reward_aggregation());
+                                  : *settings.reward_aggregation);
   }
-  if (req.has_auto_optimization()) {
-    if (auto s = CheckAutoOptimization(req.auto_optimization(), next.decision_log(),
+  if (settings.auto_optimization.has_value()) {
+    if (auto s = CheckAutoOptimization(*settings.auto_optimization, next.decision_log(),
                                        "auto_optimization");
         !s.ok())
       return s;
-    *next.mutable_auto_optimization() = req.auto_optimization();
+    *next.mutable_auto_optimization() = *settings.auto_optimization;
   }
-  if (req.has_learning_mode()) {
-    if (auto s = CheckLearningMode(req.learning_mode(), *policy_, "learning_mode"); !s.ok())
+  if (settings.learning_mode.has_value()) {
+    if (auto s = CheckLearningMode(*settings.learning_mode, *policy_, "learning_mode"); !s.ok())
       return s;
-    next.set_learning_mode(req.learning_mode() == bandit::v1::LEARNING_MODE_UNSPECIFIED
+    next.set_learning_mode(*settings.learning_mode == bandit::v1::LEARNING_MODE_UNSPECIFIED
                                ? bandit::v1::ONLINE
-                               : req.learning_mode());
+                               : *settings.learning_mode);
   }
-  if (req.has_epsilon()) {
-    if (!(req.epsilon() >= 0.0 && req.epsilon() <= 1.0))
+  if (settings.epsilon.has_value()) {
+    if (!(*settings.epsilon >= 0.0 && *settings.epsilon <= 1.0))
       return absl::InvalidArgumentError(
-          absl::StrCat("epsilon is ", req.epsilon(), ", expected a number in [0, 1]"));
+          absl::StrCat("epsilon is ", *settings.epsilon, ", expected a number in [0, 1]"));
     auto* policy = next.mutable_policy();
     if (policy->has_epsilon_greedy()) {
-      policy->mutable_epsilon_greedy()->set_epsilon(req.epsilon());
+      policy->mutable_epsilon_greedy()->set_epsilon(*settings.epsilon);
     } else if (policy->has_glm_epsilon_greedy()) {
-      policy->mutable_glm_epsilon_greedy()->set_epsilon(req.epsilon());
+      policy->mutable_glm_epsilon_greedy()->set_epsilon(*settings.epsilon);
     } else {
       return absl::FailedPreconditionError(absl::StrCat(
           "epsilon is set, but instance '", name_, "' runs policy '", policy_->name(),
@@ -259,42 +188,42 @@ absl::Status InstanceState::ApplyConfig(InstanceConfig next) {
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::AdmitArms(const bandit::v1::AddArmsRequest& req) const {
-  if (req.arms_size() == 0)
+absl::Status InstanceState::AdmitArms(const ArmSpecs& arms) const {
+  if (arms.empty())
     return absl::InvalidArgumentError("arms is empty, expected at least one arm");
-  if (req.arms_size() > limits_.max_arms_per_request)
+  if (arms.size() > limits_.max_arms_per_request)
     return absl::InvalidArgumentError(absl::StrCat(
-        "arms has ", req.arms_size(), " entries, expected at most ", limits_.max_arms_per_request));
+        "arms has ", arms.size(), " entries, expected at most ", limits_.max_arms_per_request));
   if (const int64_t have = static_cast<int64_t>(policy_->ArmIds().size());
-      have + req.arms_size() > limits_.max_arms)
+      have + arms.size() > limits_.max_arms)
     return absl::ResourceExhaustedError(absl::StrCat(
-        "instance '", name_, "' has ", have, " arms; adding ", req.arms_size(),
+        "instance '", name_, "' has ", have, " arms; adding ", arms.size(),
         " would exceed the configured maximum of ", limits_.max_arms, " (--max_arms)"));
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::AdmitArmRemoval(const bandit::v1::RemoveArmsRequest& req) const {
-  if (req.arm_ids_size() == 0)
+absl::Status InstanceState::AdmitArmRemoval(const ArmIds& arm_ids) const {
+  if (arm_ids.empty())
     return absl::InvalidArgumentError("arm_ids is empty, expected at least one arm id");
-  if (req.arm_ids_size() > limits_.max_arms_per_request)
-    return absl::InvalidArgumentError(absl::StrCat("arm_ids has ", req.arm_ids_size(),
+  if (arm_ids.size() > limits_.max_arms_per_request)
+    return absl::InvalidArgumentError(absl::StrCat("arm_ids has ", arm_ids.size(),
                                                    " entries, expected at most ",
                                                    limits_.max_arms_per_request));
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::AddArms(const bandit::v1::AddArmsRequest& req) {
+absl::Status InstanceState::AddArms(const ArmSpecs& arms) {
   bandit::v1::PolicyState before;
   policy_->Save(&before);
   const bandit::v1::PolicyConfig config_before = config_.policy();
-  for (int i = 0; i < req.arms_size(); ++i) {
-    if (auto s = policy_->AddArm(req.arms(i)); !s.ok()) {
+  for (int i = 0; i < arms.size(); ++i) {
+    if (auto s = policy_->AddArm(arms.Get(i)); !s.ok()) {
       RollBack(config_before, before);
       return absl::Status(s.code(), absl::StrCat("arms[", i, "]: ", s.message()));
     }
-    *config_.mutable_policy()->add_arms() = req.arms(i);
+    *config_.mutable_policy()->add_arms() = arms.Get(i);
   }
-  if (auto s = shadows_.AddArms(req); !s.ok()) {
+  if (auto s = shadows_.AddArms(arms); !s.ok()) {
     RollBack(config_before, before);
     return s;
   }
@@ -302,17 +231,17 @@ absl::Status InstanceState::AddArms(const bandit::v1::AddArmsRequest& req) {
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::RemoveArms(const bandit::v1::RemoveArmsRequest& req) {
+absl::Status InstanceState::RemoveArms(const ArmIds& arm_ids) {
   bandit::v1::PolicyState before;
   policy_->Save(&before);
   const bandit::v1::PolicyConfig config_before = config_.policy();
-  for (int i = 0; i < req.arm_ids_size(); ++i) {
-    if (auto s = policy_->RemoveArm(req.arm_ids(i)); !s.ok()) {
+  for (int i = 0; i < arm_ids.size(); ++i) {
+    if (auto s = policy_->RemoveArm(arm_ids.Get(i)); !s.ok()) {
       RollBack(config_before, before);
       return absl::Status(s.code(), absl::StrCat("arm_ids[", i, "]: ", s.message()));
     }
   }
-  if (auto s = shadows_.RemoveArms(req); !s.ok()) {
+  if (auto s = shadows_.RemoveArms(arm_ids); !s.ok()) {
     RollBack(config_before, before);
     return s;
   }
@@ -368,49 +297,37 @@ void InstanceState::Describe(bandit::v1::Instance* out) const {
   }
 }
 
-void InstanceState::ApprenticeFigures::Describe(bandit::v1::ApprenticeStatus* a) const {
-  a->set_events(estimators.events());
-  bandit::v1::OpeEstimatorState sums;  // the reward sum as added up, not mean x count
-  estimators.Save(&sums);
-  a->set_reward_sum(sums.logged_sum());
-  SetEstimate(estimators.Logged(), a->mutable_baseline());
-  SetEstimate(estimators.Ips(), a->mutable_ips());
-  SetEstimate(estimators.Snips(), a->mutable_snips());
-  a->set_policy_chose_baseline(chose_baseline);
-  a->set_imitated_reward_sum(imitated_reward);
-  a->set_effective_sample_size(estimators.EffectiveSampleSize());
-}
-
-absl::Status InstanceState::AddShadow(bandit::v1::AddShadowRequest* req, int64_t max_shadows) {
+absl::Status InstanceState::AddShadow(const std::string& name, bandit::v1::ShadowConfig* config,
+                                      int64_t max_shadows) {
   // Within kMaxDenseDimension shadows score and learn dense vectors (and keep a dense direct
   // model): over named features that is 2^bits per action, admitted within the full-matrix
   // bound only. Beyond it they take the sparse vectors (ShadowSet::Prepare).
   if (feature_space_ != nullptr && ShadowSet::SparseDimension(config_) == 0 &&
       feature_space_->dimension() > limits_.max_feature_dim)
     return absl::InvalidArgumentError(absl::StrCat(
-        "shadow '", req->shadow(), "' would score dense vectors of dimension 2^",
+        "shadow '", name, "' would score dense vectors of dimension 2^",
         feature_space_->options().bits, " = ", feature_space_->dimension(),
         ", expected at most --max_feature_dim=", limits_.max_feature_dim,
         ": shadows are not available on an instance with this many feature bits"));
   auto shadow = shadows_.Prepare(
-      name_, *policy_, config_, *req,
-      [&](InstanceConfig* c) { return NormalizeConfig(name_ + ":" + req->shadow(), limits_, c); },
+      name_, *policy_, config_, name, *config,
+      [&](InstanceConfig* c) { return NormalizeConfig(name_ + ":" + name, limits_, c); },
       max_shadows);
   if (!shadow.ok()) return shadow.status();
   // Journaled normalized (seed and arms filled in), so replay builds the same shadow.
-  *req->mutable_config() = shadow->config;
+  *config = shadow->config;
   shadows_.Insert(*std::move(shadow));
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::RemoveShadow(const bandit::v1::RemoveShadowRequest& req) {
-  auto taken = shadows_.Take(name_, req.shadow());
+absl::Status InstanceState::RemoveShadow(const std::string& shadow) {
+  auto taken = shadows_.Take(name_, shadow);
   if (!taken.ok()) return taken.status();
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::PromoteShadow(const bandit::v1::PromoteShadowRequest& req) {
-  auto taken = shadows_.Take(name_, req.shadow());
+absl::Status InstanceState::PromoteShadow(const std::string& shadow) {
+  auto taken = shadows_.Take(name_, shadow);
   if (!taken.ok()) return taken.status();
   // The shadow's policy object, with everything it learned and its random engine, becomes the
   // served policy; its config becomes the instance's (so Reset and recovery rebuild it).

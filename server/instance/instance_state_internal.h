@@ -1,5 +1,6 @@
-// Helpers shared by the files that implement InstanceState (instance_state*.cc); not part of
-// the server's interface.
+// Helpers shared by the files that implement InstanceState (instance_state*.cc,
+// learning_modes.cc) and the translation of its calls (calls.cc); not part of the server's
+// interface.
 #pragma once
 
 #include <cmath>
@@ -52,17 +53,13 @@ absl::StatusOr<Vector> ToVector(absl::string_view field, const Repeated& values,
 void LogDistribution(const Decision& d, int num_actions, DecisionLog::Context* e);
 // a + b, stopping at the top instead of overflowing (instance_state.cc).
 int64_t SaturatingAdd(int64_t a, int64_t b);
-// Whether `policy` can run in learning mode `mode` (instance_state_config.cc).
+// Whether `policy` can run in learning mode `mode` (learning_modes.cc).
 absl::Status CheckLearningMode(int mode, const Policy& policy, absl::string_view field);
 bandit::v1::LearningMode ModeOf(const bandit::v1::InstanceConfig& c);
-// A multi-slot Select's slots, checked (instance_state_slots.cc).
-absl::Status CheckSlots(const bandit::v1::SelectRequest& req, const std::vector<std::string>& ids,
-                        const std::vector<bool>& excluded, int64_t max_candidates,
-                        std::vector<InstanceState::SelectInputs::Slot>* slots);
 
 }  // namespace instance_state_internal
 
-// Only the instance_state*.cc files include this header; the helpers read there as before.
+// Only those files include this header.
 using namespace instance_state_internal;  // NOLINT(google-build-using-namespace)
 
 }  // namespace bandit::server

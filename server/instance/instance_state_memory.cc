@@ -42,13 +42,14 @@ int64_t InstanceState::SaveTransientBytes() const {
          static_cast<int64_t>(config_.SpaceUsedLong()) + pending_.Bytes();
 }
 
-absl::StatusOr<int64_t> InstanceState::DeclaredBytes(const bandit::v1::CreateInstanceRequest& req,
+absl::StatusOr<int64_t> InstanceState::DeclaredBytes(const std::string& name,
+                                                     const InstanceConfig* requested,
                                                      const InstanceLimits& limits) {
-  if (!req.has_config())
+  if (requested == nullptr)
     return absl::InvalidArgumentError(
         "config is missing, expected an InstanceConfig with a policy");
-  InstanceConfig config = req.config();
-  if (auto s = NormalizeConfig(req.name(), limits, &config); !s.ok()) return s;
+  InstanceConfig config = *requested;
+  if (auto s = NormalizeConfig(name, limits, &config); !s.ok()) return s;
   // The dimension a feature space gives the policy is filled in by NormalizeConfig.
   auto policy = DeclaredStateBytes(config.policy());
   if (!policy.ok()) return policy.status();
@@ -57,7 +58,7 @@ absl::StatusOr<int64_t> InstanceState::DeclaredBytes(const bandit::v1::CreateIns
                                                        : std::max(0, config.policy().num_arms());
   constexpr int64_t kArmSpecBytes = 64;  // an ArmSpec message with a short id, as held
   return *policy + kInstanceOverheadBytes + static_cast<int64_t>(config.SpaceUsedLong()) +
-         static_cast<int64_t>(req.name().size()) + ArmContainerBytes(arms) +
+         static_cast<int64_t>(name.size()) + ArmContainerBytes(arms) +
          (config.policy().arms_size() > 0 ? 0 : arms * kArmSpecBytes);
 }
 
@@ -68,10 +69,7 @@ int64_t InstanceState::ArmContainerBytes(int64_t arms) {
 
 absl::StatusOr<int64_t> InstanceState::DeclaredBytes(const bandit::v1::InstanceSnapshot& snap,
                                                      const InstanceLimits& limits) {
-  bandit::v1::CreateInstanceRequest req;
-  req.set_name(snap.name());
-  *req.mutable_config() = snap.config();
-  auto bytes = DeclaredBytes(req, limits);
+  auto bytes = DeclaredBytes(snap.name(), &snap.config(), limits);
   if (!bytes.ok()) return bytes.status();
   int64_t total = *bytes;
   for (const auto& shadow : snap.shadows()) {

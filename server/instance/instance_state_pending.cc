@@ -17,12 +17,6 @@
 namespace bandit::server {
 namespace {
 
-absl::Status CheckOptionalFinite(absl::string_view field, bool has, double value) {
-  if (has && !IsInputNumber(value))
-    return absl::InvalidArgumentError(absl::StrCat(field, " is ", value, ", ", kInputNumberExpected));
-  return absl::OkStatus();
-}
-
 std::string SlotList(const PendingDecision& event) {
   std::string out;
   for (const PendingDecision& s : event.slots) absl::StrAppend(&out, out.empty() ? "" : ", ", s.slot_id);
@@ -85,7 +79,7 @@ Observation InstanceState::PendingObservation(const PendingDecision& p) const {
   return obs;
 }
 
-absl::Status InstanceState::NotPendingError(const std::string& event_id) const {
+absl::Status InstanceState::NotPendingError(absl::string_view event_id) const {
   switch (pending_.FateOf(event_id)) {
     case EventFate::kRewarded:
       return absl::FailedPreconditionError(
@@ -112,7 +106,7 @@ absl::Status InstanceState::NotPendingError(const std::string& event_id) const {
                                           "', expected an event_id returned by Select"));
 }
 
-PendingDecision* InstanceState::TargetOf(PendingDecision* event, const std::string& slot_id) {
+PendingDecision* InstanceState::TargetOf(PendingDecision* event, absl::string_view slot_id) {
   if (event->slots.empty()) return event;
   for (PendingDecision& s : event->slots)
     if (s.slot_id == slot_id) return &s;
@@ -123,71 +117,73 @@ bool InstanceState::KeepsRewards(const PendingDecision& event) const {
   return event.awaiting_activation || SumsRewards(event);
 }
 
-absl::StatusOr<Observation> InstanceState::ObservationFor(const bandit::v1::UpdateRequest& req,
+absl::StatusOr<Observation> InstanceState::ObservationFor(const UpdateCall& call,
                                                           const PendingDecision** pending) const {
   Observation obs;
-  obs.reward = req.reward();
+  obs.reward = call.reward;
   *pending = nullptr;
-  if (req.target_case() == bandit::v1::UpdateRequest::kEventId) {
-    const PendingDecision* p = pending_.Find(req.event_id());
-    if (p == nullptr) return NotPendingError(req.event_id());
+  if (call.target == UpdateCall::Target::kEvent) {
+    const absl::string_view event_id = call.event_id;
+    const absl::string_view slot_id = call.slot_id;
+    const PendingDecision* p = pending_.Find(event_id);
+    if (p == nullptr) return NotPendingError(event_id);
     const PendingDecision* target = p;
     if (!p->slots.empty()) {
-      if (req.slot_id().empty())
+      if (slot_id.empty())
         return absl::InvalidArgumentError(absl::StrCat(
-            "slot_id is empty, expected one of the slots of multi-slot event '", req.event_id(),
+            "slot_id is empty, expected one of the slots of multi-slot event '", event_id,
             "': ", SlotList(*p)));
-      target = TargetOf(const_cast<PendingDecision*>(p), req.slot_id());
+      target = TargetOf(const_cast<PendingDecision*>(p), slot_id);
       if (target == nullptr)
-        return absl::InvalidArgumentError(absl::StrCat("slot_id '", req.slot_id(),
-                                                       "' is not a slot of event '", req.event_id(),
+        return absl::InvalidArgumentError(absl::StrCat("slot_id '", slot_id,
+                                                       "' is not a slot of event '", event_id,
                                                        "', expected one of: ", SlotList(*p)));
       if (target->done)
         return absl::FailedPreconditionError(
-            absl::StrCat("slot '", req.slot_id(), "' of event '", req.event_id(),
+            absl::StrCat("slot '", slot_id, "' of event '", event_id,
                          "' was already rewarded; a reward is applied once"));
-    } else if (!req.slot_id().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("slot_id is '", req.slot_id(), "', but event '",
-                                                     req.event_id(),
+    } else if (!slot_id.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("slot_id is '", slot_id, "', but event '",
+                                                     event_id,
                                                      "' is a single decision (it has no slots)"));
     }
     if (KeepsRewards(*p)) {
       if (!SumsRewards(*p) && target->rewards > 0)
         return absl::FailedPreconditionError(absl::StrCat(
-            "event '", req.event_id(), "' already has a reward, kept until it is activated; a "
+            "event '", event_id, "' already has a reward, kept until it is activated; a "
             "reward is applied once"));
-      if (req.embedding_size() > 0 || req.has_fidelity())
+      if (call.embedding.size() > 0 || call.fidelity.has_value())
         return absl::InvalidArgumentError(absl::StrCat(
-            "embedding or fidelity is set for event '", req.event_id(),
+            "embedding or fidelity is set for event '", event_id,
             "', whose reward is kept (deferred activation or SUM aggregation), expected a reward "
             "alone"));
     }
     *pending = target;
     Observation joined = PendingObservation(*target);
-    joined.reward = req.reward();
+    joined.reward = call.reward;
     return joined;
   }
-  if (req.target_case() != bandit::v1::UpdateRequest::kDirect)
+  if (call.target != UpdateCall::Target::kDirect)
     return absl::InvalidArgumentError(
         "target is not set, expected event_id (from Select) or direct (logged data)");
-  const auto& direct = req.direct();
+  const UpdateCall::Direct& direct = call.direct;
   obs.direct = true;
   switch (policy_->context_kind()) {
     case ContextKind::kNone: {
-      if (direct.arm_id().empty())
+      if (direct.arm_id.empty())
         return absl::InvalidArgumentError(
             "direct.arm_id is empty, expected the arm that was played");
-      obs.arm_id = direct.arm_id();
+      obs.arm_id = std::string(direct.arm_id);
       const auto ids = policy_->ArmIds();
-      auto it = std::find(ids.begin(), ids.end(), direct.arm_id());
+      auto it = std::find(ids.begin(), ids.end(), direct.arm_id);
       if (it == ids.end())
-        return absl::NotFoundError(absl::StrCat("direct.arm_id '", direct.arm_id(),
+        return absl::NotFoundError(absl::StrCat("direct.arm_id '", direct.arm_id,
                                                 "' is not an arm of instance '", name_, "'"));
       obs.arm = static_cast<int>(it - ids.begin());
       break;
     }
     case ContextKind::kCandidates: {
-      if (HasNamedInputs(direct) || feature_space_) {
+      if (direct.named() || feature_space_) {
         if (!feature_space_)
           return absl::InvalidArgumentError(
               "direct.context/action is set, expected direct.features: the instance has no "
@@ -203,18 +199,18 @@ absl::StatusOr<Observation> InstanceState::ObservationFor(const bandit::v1::Upda
         obs.features = *std::move(v);
         break;
       }
-      if (direct.features_size() == 0)
+      if (direct.features.empty())
         return absl::InvalidArgumentError(
             "direct.features is empty, expected the played arm's feature vector");
-      auto v = ToVector("direct.features", direct.features(), limits_.max_vector_size);
+      auto v = ToVector("direct.features", direct.features, limits_.max_vector_size);
       if (!v.ok()) return v.status();
       obs.features = *std::move(v);
       break;
     }
     case ContextKind::kPoint: {
-      if (direct.x_size() == 0)
+      if (direct.x.empty())
         return absl::InvalidArgumentError("direct.x is empty, expected the input vector");
-      auto v = ToVector("direct.x", direct.x(), limits_.max_vector_size);
+      auto v = ToVector("direct.x", direct.x, limits_.max_vector_size);
       if (!v.ok()) return v.status();
       obs.features = *std::move(v);
       break;
@@ -223,84 +219,66 @@ absl::StatusOr<Observation> InstanceState::ObservationFor(const bandit::v1::Upda
   return obs;
 }
 
-absl::StatusOr<Vector> InstanceState::CheckUpdate(const bandit::v1::UpdateRequest& req) const {
-  if (auto s = CheckOptionalFinite("reward", true, req.reward()); !s.ok()) return s;
-  if (auto s = CheckOptionalFinite("best_expected_reward", req.has_best_expected_reward(),
-                                   req.best_expected_reward());
-      !s.ok())
-    return s;
-  if (auto s =
-          CheckOptionalFinite("expected_reward", req.has_expected_reward(), req.expected_reward());
-      !s.ok())
-    return s;
-  if (req.has_fidelity() && !(req.fidelity() >= 0.0 && req.fidelity() <= 1.0))
-    return absl::InvalidArgumentError(
-        absl::StrCat("fidelity is ", req.fidelity(), ", expected a number in [0, 1]"));
-  return ToVector("embedding", req.embedding(), limits_.max_vector_size);
-}
-
-absl::Status InstanceState::CheckTarget(const bandit::v1::UpdateRequest& req) const {
+absl::Status InstanceState::CheckTarget(const UpdateCall& call) const {
   const PendingDecision* pending = nullptr;
-  return ObservationFor(req, &pending).status();
+  return ObservationFor(call, &pending).status();
 }
 
-absl::Status InstanceState::Update(const bandit::v1::UpdateRequest& req, Vector embedding,
-                                   int64_t now, bandit::v1::UpdateResponse* out,
-                                   bandit::v1::JournalRecord* rec) {
-  if (req.target_case() == bandit::v1::UpdateRequest::kDirect &&
+absl::Status InstanceState::Update(UpdateCall& call, int64_t now,
+                                   bandit::v1::UpdateResponse* out) {
+  if (call.target == UpdateCall::Target::kDirect &&
       ModeOf(config_) == bandit::v1::LOGGING_ONLY)
     return absl::FailedPreconditionError(absl::StrCat(
         "instance '", name_, "' is in LOGGING_ONLY mode and learns nothing, expected rewards of "
         "its decisions only (set the learning mode to ONLINE or APPRENTICE to learn logged data)"));
   const PendingDecision* pending = nullptr;
-  auto obs = ObservationFor(req, &pending);
+  auto obs = ObservationFor(call, &pending);
   if (!obs.ok()) {
     if (obs.status().code() == absl::StatusCode::kNotFound ||
         obs.status().code() == absl::StatusCode::kFailedPrecondition)
       stats_.set_rejected_rewards(SaturatingAdd(stats_.rejected_rewards(), 1));
     return obs.status();
   }
-  // Borrowed, not copied: only read while the record is encoded; Instance::Commit hands it back.
+  // The caller journals the request.
   auto journal = [&] {
     out->set_updates(stats_.updates());
-    rec->unsafe_arena_set_allocated_update(const_cast<bandit::v1::UpdateRequest*>(&req));
     return absl::OkStatus();
   };
   PendingDecision* event = nullptr;
   PendingDecision* target = nullptr;
   if (pending != nullptr) {
-    event = pending_.FindMutable(req.event_id());
-    target = TargetOf(event, req.slot_id());
+    event = pending_.FindMutable(call.event_id);
+    target = TargetOf(event, call.slot_id);
     if (KeepsRewards(*event)) {
       // Learned when activated (EARLIEST) or when the wait ends (SUM).
-      target->reward_sum += req.reward();
+      target->reward_sum += call.reward;
       ++target->rewards;
       return journal();
     }
   }
   // A request with neither field carries no sample: a mixture then refuses the update for its
   // missing embedding, any other policy never reads one.
-  if (embedding.size() > 0 || req.has_fidelity()) {
+  if (call.embedding.size() > 0 || call.fidelity.has_value()) {
     obs->sample.emplace();
-    obs->sample->embedding = std::move(embedding);
-    if (req.has_fidelity()) obs->sample->fidelity = req.fidelity();
+    obs->sample->embedding = std::move(call.embedding);
+    obs->sample->fidelity = call.fidelity;
   }
   // A decision made in LOGGING_ONLY mode is not learned by the policy (its reward still counts).
   if (target == nullptr || target->learning_mode != bandit::v1::LOGGING_ONLY)
     if (auto s = policy_->Update(*obs); !s.ok())
       return s;  // pending kept: a fixed reward may follow
   if (target != nullptr && !shadows_.empty())
-    shadows_.Learn(*target, FeatureDimension(), req.reward(), obs->sample);
+    shadows_.Learn(*target, FeatureDimension(), call.reward, obs->sample);
   if (target != nullptr) {
-    CountApprentice(*target, req.reward());
-    CountSlot(target->slot_index, 0, 1, req.reward());
-    FinishTarget(event, target, bandit::v1::OUTCOME_REWARDED, req.reward(), now);
+    CountApprentice(*target, call.reward);
+    CountSlot(target->slot_index, 0, 1, call.reward);
+    FinishTarget(event, target, bandit::v1::OUTCOME_REWARDED, call.reward, now);
   }
   stats_.set_updates(SaturatingAdd(stats_.updates(), 1));
-  stats_.set_reward_sum(stats_.reward_sum() + req.reward());
-  if (req.has_best_expected_reward()) {
-    const double chosen = req.has_expected_reward() ? req.expected_reward() : req.reward();
-    stats_.set_pseudo_regret(stats_.pseudo_regret() + req.best_expected_reward() - chosen);
+  stats_.set_reward_sum(stats_.reward_sum() + call.reward);
+  if (call.best_expected_reward.has_value()) {
+    const double chosen = call.expected_reward.value_or(call.reward);
+    stats_.set_pseudo_regret(stats_.pseudo_regret() + *call.best_expected_reward - chosen);
   }
   return journal();
 }
@@ -333,14 +311,14 @@ absl::Status InstanceState::LearnPending(const PendingDecision& target, double r
   return absl::OkStatus();
 }
 
-absl::Status InstanceState::Activate(const bandit::v1::ActivateRequest& req, int64_t now) {
-  if (req.event_id().empty())
+absl::Status InstanceState::Activate(absl::string_view event_id, int64_t now) {
+  if (event_id.empty())
     return absl::InvalidArgumentError("event_id is empty, expected the event id of a decision");
-  PendingDecision* event = pending_.FindMutable(req.event_id());
-  if (event == nullptr) return NotPendingError(req.event_id());
+  PendingDecision* event = pending_.FindMutable(event_id);
+  if (event == nullptr) return NotPendingError(event_id);
   if (!event->awaiting_activation)
     return absl::InvalidArgumentError(absl::StrCat(
-        "event '", req.event_id(), "' is already active: it was activated before, or made "
+        "event '", event_id, "' is already active: it was activated before, or made "
         "without defer_activation"));
   event->awaiting_activation = false;
   stats_.set_activated(SaturatingAdd(stats_.activated(), 1));
@@ -364,7 +342,7 @@ absl::Status InstanceState::Activate(const bandit::v1::ActivateRequest& req, int
     }
     // The last target may finish the event (and free it): nothing is read after.
     FinishTarget(event, target, bandit::v1::OUTCOME_REWARDED, reward, now);
-    if (pending_.Find(req.event_id()) == nullptr) break;
+    if (pending_.Find(event_id) == nullptr) break;
   }
   return absl::OkStatus();
 }

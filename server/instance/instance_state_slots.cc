@@ -13,111 +13,14 @@
 #include "server/instance/instance_state_internal.h"
 #include "server/instance/named_inputs.h"
 
-
 namespace bandit::server {
 
-namespace instance_state_internal {
-
-// A multi-slot Select's slots over `ids` (the actions' ids: named ids, or a dense candidate's
-// position in decimal): each slot's allowed actions and baseline, checked so that every slot
-// can be filled whatever the slots before it choose. `excluded` marks actions excluded for the
-// whole request.
-absl::Status CheckSlots(const bandit::v1::SelectRequest& req, const std::vector<std::string>& ids,
-                        const std::vector<bool>& excluded, int64_t max_candidates,
-                        std::vector<InstanceState::SelectInputs::Slot>* slots) {
-  // Named as the unknown-id errors name it: a dense candidate has no id but its position.
-  constexpr absl::string_view kAmongActions =
-      "the actions (a dense candidate's id is its position)";
-  const int n = static_cast<int>(ids.size());
-  if (req.slots_size() > n)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "slots has ", req.slots_size(), " entries, expected at most ", n,
-        " (one action per slot, and the request has ", n, " actions)"));
-  if (int64_t{req.slots_size()} * n > max_candidates)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "slots x actions is ", req.slots_size(), " x ", n, ", expected at most ", max_candidates,
-        " (--max_candidates: each slot sees every action)"));
-  const IdIndex position = IdIndex::OfDistinct(ids);
-  IdIndex slot_of;
-  std::vector<int> baseline_of(n, -1);
-  slots->resize(req.slots_size());
-  for (int k = 0; k < req.slots_size(); ++k) {
-    const bandit::v1::Slot& slot = req.slots(k);
-    const std::string field = absl::StrCat("slots[", k, "]");
-    if (auto s = CheckId(field + ".id", slot.id()); !s.ok()) return s;
-    if (auto s = slot_of.Append(slot.id(),
-                                [](int i) { return absl::StrCat("slots[", i, "].id"); });
-        !s.ok())
-      return s;
-    auto& out = (*slots)[k];
-    out.allowed.assign(n, 1);
-    for (int i = 0; i < n; ++i)
-      if (excluded[i]) out.allowed[i] = 0;
-    for (int j = 0; j < slot.excluded_actions_size(); ++j) {
-      auto at = position.Position(absl::StrCat(field, ".excluded_actions[", j, "]"),
-                                  slot.excluded_actions(j), kAmongActions);
-      if (!at.ok()) return at.status();
-      out.allowed[*at] = 0;
-    }
-    out.baseline = -1;
-    if (!slot.baseline_action().empty()) {
-      auto found = position.Position(absl::StrCat(field, ".baseline_action"),
-                                     slot.baseline_action(), kAmongActions);
-      if (!found.ok()) return found.status();
-      const int at = *found;
-      if (!out.allowed[at])
-        return absl::InvalidArgumentError(absl::StrCat(field, ".baseline_action '",
-                                                       slot.baseline_action(),
-                                                       "' is excluded for that slot"));
-      if (baseline_of[at] >= 0)
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ".baseline_action '", slot.baseline_action(), "' is also slots[",
-            baseline_of[at], "]'s baseline, expected a different one per slot"));
-      baseline_of[at] = k;
-      out.baseline = at;
-    }
-    int allowed = 0;
-    for (char a : out.allowed) allowed += a;
-    if (allowed <= k)
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, " may choose among ", allowed, " actions, expected more than ", k,
-          " (the ", k, " slots before it each take one, and exclusions leave it ", allowed, ")"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace instance_state_internal
-
-Decision InstanceState::SlotBaselineDecision(const std::vector<int>& offered, int baseline,
-                                             const Decision* policy, PendingDecision* p) {
-  const int n = static_cast<int>(offered.size());
-  const int at = static_cast<int>(std::find(offered.begin(), offered.end(), baseline) -
-                                  offered.begin());  // < n: see SelectSlots
-  Decision b;
-  b.propensity = 1.0;
-  b.score_kind = bandit::v1::PROBABILITY;
-  b.arm = at;
-  b.scores = Vector::Zero(n);
-  b.scores[at] = 1.0;
-  if (policy != nullptr) {
-    // pi(baseline|x, earlier slots' choices): as BaselineDecision, among the slot's offered
-    // actions.
-    const bool distribution =
-        policy->score_kind == bandit::v1::PROBABILITY && policy->scores.size() == n;
-    p->apprentice_target = distribution ? policy->scores[at] : (policy->arm == at ? 1.0 : 0.0);
-    if (!std::isfinite(p->apprentice_target)) p->apprentice_target = 0;
-    p->apprentice_target = std::clamp(p->apprentice_target, 0.0, 1.0);
-    p->apprentice_chose_baseline = policy->arm == at;
-  }
-  return b;
-}
-
-absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
-                                        const bandit::v1::SelectRequest& req,
-                                        const SelectInputs& in, int64_t now,
-                                        bandit::v1::Decision* out, bandit::v1::JournalRecord* rec,
+absl::Status InstanceState::SelectSlots(const SelectContext& ctx, const SelectCall& call,
+                                        int64_t now, bandit::v1::Decision* out,
+                                        bandit::v1::JournalRecord* rec,
                                         const std::string* replay_event_id) {
-  const bool named = req.actions_size() > 0;
+  const SelectInputs& in = call.inputs;
+  const bool named = !call.actions.empty();
   // Over the instance's own arm set, each slot's policy call gets a mask of the arms it may
   // choose (SelectContext::allowed_arms) instead of candidate vectors.
   const bool arm_set = policy_->context_kind() == ContextKind::kNone;
@@ -125,7 +28,9 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
       arm_set ? policy_->ArmIds() : std::vector<std::string>();
   const int n = static_cast<int>(in.slots[0].allowed.size());
   auto id_of = [&](int i) {
-    return named ? req.actions(i).id() : arm_set ? arm_ids[i] : absl::StrCat(i);
+    return named ? std::string(call.actions[static_cast<size_t>(i)].id)
+           : arm_set ? arm_ids[i]
+                     : absl::StrCat(i);
   };
   // APPRENTICE and LOGGING_ONLY serve each slot's baseline action, as Personalizer does (its
   // multi-slot requests name one per slot). CheckSlots has made sure that a baseline is one of
@@ -137,18 +42,19 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
       if (in.slots[k].baseline < 0)
         return absl::InvalidArgumentError(absl::StrCat(
             "slots[", k, "].baseline_action is empty, expected the action to serve for slot '",
-            req.slots(static_cast<int>(k)).id(), "': instance '", name_, "' is in ",
+            call.slots[k].id, "': instance '", name_, "' is in ",
             bandit::v1::LearningMode_Name(mode), " mode, which serves each slot's baseline"));
   }
   PendingDecision event;
   event.seq = next_seq_;
-  event.event_id = req.event_id().empty() ? FormatEventId(uid_, event.seq) : req.event_id();
+  event.event_id =
+      call.event_id.empty() ? FormatEventId(uid_, event.seq) : std::string(call.event_id);
   if (replay_event_id && event.event_id != *replay_event_id)
     return absl::DataLossError(absl::StrCat("replay of instance '", name_, "' produced event '",
                                             event.event_id, "' where the journal has '",
                                             *replay_event_id, "'"));
   event.expires_at_ms = now + config_.pending().reward_wait_ms();
-  event.awaiting_activation = req.defer_activation();
+  event.awaiting_activation = call.defer_activation;
   event.learning_mode = mode;
   event.slots.reserve(in.slots.size());
   // The log keeps each slot's probability vector where the policy has one (the shadows ask for
@@ -237,7 +143,7 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
     // The policy did not make the served decision: it learns the baseline's reward as logged
     // data.
     p.learn_direct = mode == bandit::v1::APPRENTICE;
-    p.slot_id = req.slots(k).id();
+    p.slot_id = std::string(call.slots[k].id);
     p.slot_index = static_cast<int>(k);
     if (arm_set && (log_.enabled() || !shadows_.empty())) {
       offered_ids.clear();
@@ -282,7 +188,7 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
     s->set_arm_index(chosen);
     s->set_action_id(p.arm_id);
     s->set_propensity(d->propensity);
-    if (req.return_scores()) {
+    if (call.want_scores) {
       const bool probabilities = d->score_kind == bandit::v1::PROBABILITY &&
                                  d->scores.size() == static_cast<Eigen::Index>(offered_count);
       for (int j = 0; j < offered_count; ++j) {
@@ -318,12 +224,12 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
       if (arm_set) {
         e.arm_ids = offered_ids;
       } else if (named) {
-        e.named = &req;
+        e.named = &call;
         e.named_actions = position;
       } else {
         e.candidates = offered_now;
       }
-      e.slot = &req.slots(static_cast<int>(k));
+      e.slot = &call.slots[k];
       e.slot_index = static_cast<int>(k);
       e.slot_actions = position;
       e.baseline_index = slot.baseline;
@@ -343,8 +249,7 @@ absl::Status InstanceState::SelectSlots(const SelectContext& ctx,
   if (!named) out->set_arm_id(first.action_id());
   out->set_propensity(first.propensity());
   out->set_expires_at_ms(event.expires_at_ms);
-  // Replayed from the request (borrowed, as a single Select's; Instance::Commit hands it back).
-  rec->unsafe_arena_set_allocated_select(const_cast<bandit::v1::SelectRequest*>(&req));
+  // Replayed from the request, which the caller journals with this event id.
   rec->set_event_id(event.event_id);
   RecordDecision(std::move(event), any_gap ? gap_sum : std::numeric_limits<double>::quiet_NaN());
   return absl::OkStatus();

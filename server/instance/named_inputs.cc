@@ -130,9 +130,6 @@ bool HasNamedInputs(const bandit::v1::SelectRequest& req) {
          req.explain();
 }
 
-bool HasNamedInputs(const bandit::v1::DirectObservation& direct) {
-  return direct.has_action() || !direct.context().empty();
-}
 
 absl::Status CheckNamedActions(const bandit::v1::SelectRequest& req, int64_t max_actions,
                                std::vector<std::string>* ids, std::vector<bool>* excluded) {
@@ -171,16 +168,23 @@ absl::Status CheckNamedActions(const bandit::v1::SelectRequest& req, int64_t max
 absl::Status FeaturizeSelect(const features::FeatureSpace& space,
                              const features::InputLimits& limits, int64_t max_actions,
                              const bandit::v1::SelectRequest& req, std::vector<Vector>* candidates,
-                             std::vector<int>* action_of, std::vector<SparseVector>* sparse_out) {
+                             std::vector<int>* action_of, std::vector<SparseVector>* sparse_out,
+                             features::ParsedFeatures* audited_context,
+                             std::vector<features::ParsedFeatures>* audited_actions) {
   std::vector<bool> excluded;
   if (auto s = CheckNamedActions(req, max_actions, nullptr, &excluded); !s.ok()) return s;
   thread_local features::ParsedFeatures shared;
   thread_local features::ParsedFeatures action;
   thread_local features::SparseFeatures sparse;
   thread_local std::string path;  // reused: a request names one document per action
+  const bool audit = audited_context != nullptr && audited_actions != nullptr;
   shared.Clear();
   if (!req.context().empty())
-    if (auto s = space.Parse(req.context(), "context", limits, false, &shared); !s.ok()) return s;
+    if (auto s = space.Parse(req.context(), "context", limits, audit, &shared); !s.ok()) return s;
+  if (audit) {
+    *audited_context = shared;
+    audited_actions->assign(static_cast<size_t>(req.actions_size()), features::ParsedFeatures());
+  }
   candidates->clear();
   action_of->clear();
   size_t featurized = 0;  // sparse_out's elements are reused: their arrays keep their capacity
@@ -190,8 +194,9 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
     if (!json.empty()) {
       path.clear();
       absl::StrAppend(&path, "actions[", i, "].features");
-      if (auto s = space.Parse(json, path, limits, false, &action); !s.ok()) return s;
+      if (auto s = space.Parse(json, path, limits, audit, &action); !s.ok()) return s;
     }
+    if (audit) (*audited_actions)[static_cast<size_t>(i)] = action;
     if (excluded[i]) continue;
     path.clear();
     absl::StrAppend(&path, "actions[", i, "]");
@@ -216,7 +221,7 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
 absl::Status FeaturizeSlots(const features::FeatureSpace& space,
                             const features::InputLimits& limits,
                             const bandit::v1::SelectRequest& req,
-                            std::vector<InstanceState::SelectInputs::Slot>* slots,
+                            std::vector<SelectInputs::Slot>* slots,
                             bool sparse, Policy::SlotIndex slot_index, bool* multi_slot) {
   features::ParsedFeatures shared;
   if (!req.context().empty())
@@ -287,7 +292,7 @@ absl::Status FeaturizeSlots(const features::FeatureSpace& space,
 
 absl::StatusOr<Vector> FeaturizeDirect(const features::FeatureSpace& space,
                                        const features::InputLimits& limits,
-                                       const bandit::v1::DirectObservation& direct) {
+                                       const UpdateCall::Direct& direct) {
   auto sparse = FeaturizeDirectSparse(space, limits, direct);
   if (!sparse.ok()) return sparse.status();
   return Densify(*sparse, space.dimension());
@@ -301,19 +306,20 @@ Vector Densify(const SparseVector& x, int64_t dimension) {
 
 absl::StatusOr<SparseVector> FeaturizeDirectSparse(const features::FeatureSpace& space,
                                                    const features::InputLimits& limits,
-                                                   const bandit::v1::DirectObservation& direct) {
-  if (direct.features_size() > 0 || direct.x_size() > 0 || !direct.arm_id().empty())
+                                                   const UpdateCall::Direct& direct) {
+  if (!direct.features.empty() || !direct.x.empty() || !direct.arm_id.empty())
     return absl::InvalidArgumentError(
         "direct.features, x or arm_id is set with a named action, expected one or the other");
-  if (!direct.has_action())
+  if (!direct.has_action)
     return absl::InvalidArgumentError(
         "direct.action is missing, expected the played action (id and features)");
   features::ParsedFeatures shared, action;
-  if (!direct.context().empty())
-    if (auto s = space.Parse(direct.context(), "direct.context", limits, false, &shared); !s.ok())
+  if (!direct.context.empty())
+    if (auto s = space.Parse(std::string_view(direct.context.data(), direct.context.size()), "direct.context", limits, false, &shared); !s.ok())
       return s;
-  if (!direct.action().features().empty())
-    if (auto s = space.Parse(direct.action().features(), "direct.action.features", limits, false,
+  if (!direct.action_features.empty())
+    if (auto s = space.Parse(std::string_view(direct.action_features.data(), direct.action_features.size()),
+                             "direct.action.features", limits, false,
                              &action);
         !s.ok())
       return s;
@@ -327,13 +333,13 @@ absl::StatusOr<SparseVector> FeaturizeDirectSparse(const features::FeatureSpace&
   return out;
 }
 
-void WriteNamedDecision(const bandit::v1::SelectRequest& req, absl::Span<const int> action_of,
-                        bandit::v1::Decision* out) {
+void WriteNamedDecision(const SelectCall& call, bandit::v1::Decision* out) {
+  const std::vector<int>& action_of = call.inputs.action_of;
   const int chosen_candidate = out->arm_index();
   const int chosen = action_of[chosen_candidate];
   out->set_arm_index(chosen);
-  out->set_action_id(req.actions(chosen).id());
-  if (!req.return_scores() || out->scores_size() != static_cast<int>(action_of.size())) return;
+  out->set_action_id(std::string(call.actions[chosen].id));
+  if (!call.want_scores || out->scores_size() != static_cast<int>(action_of.size())) return;
   // Personalizer's ranking: the chosen action first, then the others by the policy's score;
   // probabilities where the policy has them, otherwise 1 for the (deterministic) choice.
   const bool probabilities = out->score_kind() == bandit::v1::PROBABILITY;
@@ -345,31 +351,27 @@ void WriteNamedDecision(const bandit::v1::SelectRequest& req, absl::Span<const i
     if ((a == chosen_candidate) != (b == chosen_candidate)) return a == chosen_candidate;
     return costs ? out->scores(a) < out->scores(b) : out->scores(a) > out->scores(b);
   });
-  std::vector<bool> offered(req.actions_size(), false);
+  std::vector<bool> offered(call.actions.size(), false);
   for (int k : order) {
     auto* r = out->add_ranking();
-    r->set_id(req.actions(action_of[k]).id());
+    r->set_id(std::string(call.actions[action_of[k]].id));
     r->set_probability(probabilities ? out->scores(k) : (k == chosen_candidate ? 1.0 : 0.0));
     offered[action_of[k]] = true;
   }
-  for (int i = 0; i < req.actions_size(); ++i) {
+  for (size_t i = 0; i < call.actions.size(); ++i) {
     if (offered[i]) continue;
     auto* r = out->add_ranking();
-    r->set_id(req.actions(i).id());
+    r->set_id(std::string(call.actions[i].id));
     r->set_probability(0.0);
   }
 }
 
-void ExplainChoice(const features::FeatureSpace& space, const features::InputLimits& limits,
-                   const bandit::v1::SelectRequest& req,
+void ExplainChoice(const features::FeatureSpace& space, const SelectCall& call,
                    const std::function<double(uint32_t)>& weight_of, bandit::v1::Decision* out) {
-  // The request was parsed once already: these parses succeed.
-  features::ParsedFeatures shared, action;
-  if (!req.context().empty()) (void)space.Parse(req.context(), "context", limits, true, &shared);
-  const std::string& json = req.actions(out->arm_index()).features();
-  if (!json.empty()) (void)space.Parse(json, "action", limits, true, &action);
+  const size_t chosen = static_cast<size_t>(out->arm_index());
+  if (chosen >= call.audited_actions.size()) return;  // not parsed for an explanation
   features::SparseFeatures f;
-  space.Featurize(action, &shared, /*audit=*/true, &f);
+  space.Featurize(call.audited_actions[chosen], &call.audited_context, /*audit=*/true, &f);
   for (size_t i = 0; i < f.index.size(); ++i) {
     auto* w = out->add_explanation();
     w->set_name(f.names[i]);

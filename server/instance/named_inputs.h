@@ -14,7 +14,7 @@
 #include "bandit/v1/service.pb.h"
 #include "core/features/feature_space.h"
 #include "core/policy.h"
-#include "server/instance/instance_state.h"
+#include "server/instance/calls.h"
 
 namespace bandit::server {
 
@@ -44,20 +44,23 @@ absl::Status FeatureSpaceFromVwArguments(bandit::v1::InstanceConfig* c);
 absl::StatusOr<std::shared_ptr<const features::FeatureSpace>> FeatureSpaceOf(
     const bandit::v1::InstanceConfig& c);
 
-// Whether a Select or a direct Update carries named inputs.
+// Whether a Select carries named inputs.
 bool HasNamedInputs(const bandit::v1::SelectRequest& req);
-bool HasNamedInputs(const bandit::v1::DirectObservation& direct);
 
 // A named Select's candidates: one vector per action not excluded, in request order, dense
 // (2^bits long) into `candidates`, or with `sparse` set as sparse vectors into `sparse`
 // (`candidates` then left empty); `action_of[k]` is candidate k's position in req.actions.
 // Every action is parsed and checked (ids present and unique, excluded ids known, at least one
-// action left).
+// action left). With `audited_context` and `audited_actions` (for SelectRequest.explain) the
+// documents are parsed with Vowpal Wabbit's audit names and kept there, the context and every
+// action in request order.
 absl::Status FeaturizeSelect(const features::FeatureSpace& space,
                              const features::InputLimits& limits, int64_t max_actions,
                              const bandit::v1::SelectRequest& req, std::vector<Vector>* candidates,
                              std::vector<int>* action_of,
-                             std::vector<SparseVector>* sparse = nullptr);
+                             std::vector<SparseVector>* sparse = nullptr,
+                             features::ParsedFeatures* audited_context = nullptr,
+                             std::vector<features::ParsedFeatures>* audited_actions = nullptr);
 
 // Checks a named Select's actions (ids present and unique, excluded ids known); `ids` (optional)
 // receives each action's id, `excluded` whether the request excludes it.
@@ -75,7 +78,7 @@ absl::Status CheckNamedActions(const bandit::v1::SelectRequest& req, int64_t max
 absl::Status FeaturizeSlots(const features::FeatureSpace& space,
                             const features::InputLimits& limits,
                             const bandit::v1::SelectRequest& req,
-                            std::vector<InstanceState::SelectInputs::Slot>* slots,
+                            std::vector<SelectInputs::Slot>* slots,
                             bool sparse = false,
                             Policy::SlotIndex slot_index = Policy::SlotIndex::kPerDecision,
                             bool* multi_slot = nullptr);
@@ -83,26 +86,25 @@ absl::Status FeaturizeSlots(const features::FeatureSpace& space,
 // A direct Update's vector: the context merged into the action, as at Select.
 absl::StatusOr<Vector> FeaturizeDirect(const features::FeatureSpace& space,
                                        const features::InputLimits& limits,
-                                       const bandit::v1::DirectObservation& direct);
+                                       const UpdateCall::Direct& direct);
 // The same as a sparse vector (for a policy that takes sparse input).
 absl::StatusOr<SparseVector> FeaturizeDirectSparse(const features::FeatureSpace& space,
                                                    const features::InputLimits& limits,
-                                                   const bandit::v1::DirectObservation& direct);
+                                                   const UpdateCall::Direct& direct);
 
 // The dense form of a sparse vector of the given dimension (repeated indices add up).
 Vector Densify(const SparseVector& x, int64_t dimension);
 
-// Fills a named decision: action_id, arm_index as the position in req.actions and, when scores
+// Fills a named decision: action_id, arm_index as the position in call.actions and, when scores
 // were asked for, the ranking of every action (Personalizer's shape). `out` holds the policy's
-// decision over the candidates.
-void WriteNamedDecision(const bandit::v1::SelectRequest& req, absl::Span<const int> action_of,
-                        bandit::v1::Decision* out);
+// decision over the candidates (call.inputs.action_of).
+void WriteNamedDecision(const SelectCall& call, bandit::v1::Decision* out);
 
 // Fills out->explanation for SelectRequest.explain: the chosen action's features with the
-// context merged in, interactions included (VW's audit names), and the policy's weight at each
-// index (`weight_of`, InstanceState::PolicyCoordinateWeights).
-void ExplainChoice(const features::FeatureSpace& space, const features::InputLimits& limits,
-                   const bandit::v1::SelectRequest& req,
+// context merged in, interactions included (VW's audit names, from the documents as the call's
+// translation parsed them), and the policy's weight at each index (`weight_of`,
+// InstanceState::PolicyCoordinateWeights).
+void ExplainChoice(const features::FeatureSpace& space, const SelectCall& call,
                    const std::function<double(uint32_t)>& weight_of, bandit::v1::Decision* out);
 
 }  // namespace bandit::server

@@ -15,7 +15,7 @@ std::string FormatEventId(uint64_t uid, uint64_t seq) {
   return std::string(buf, 17 + digits);
 }
 
-bool ParseEventId(std::string_view id, uint64_t* uid, uint64_t* seq) {
+bool ParseEventId(absl::string_view id, uint64_t* uid, uint64_t* seq) {
   if (id.size() < 18 || id.size() > 33 || id[16] != '-') return false;
   auto digit = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
@@ -39,10 +39,10 @@ bool ParseEventId(std::string_view id, uint64_t* uid, uint64_t* seq) {
   return true;
 }
 
-PendingTable::EventKey PendingTable::EventKey::Of(const std::string& event_id) {
+PendingTable::EventKey PendingTable::EventKey::Of(absl::string_view event_id) {
   EventKey key;
   key.numbered = ParseEventId(event_id, &key.uid, &key.seq);
-  if (!key.numbered) key.other = event_id;
+  if (!key.numbered) key.other = std::string(event_id);
   return key;
 }
 
@@ -91,12 +91,12 @@ void PendingTable::Insert(PendingDecision d) {
   if (order_.size() > 2 * by_id_.size() + 1024) CompactOrder();
 }
 
-const PendingDecision* PendingTable::Find(const std::string& event_id) const {
+const PendingDecision* PendingTable::Find(absl::string_view event_id) const {
   auto it = by_id_.find(EventKey::Of(event_id));
   return it == by_id_.end() ? nullptr : &it->second;
 }
 
-PendingDecision* PendingTable::FindMutable(const std::string& event_id) {
+PendingDecision* PendingTable::FindMutable(absl::string_view event_id) {
   auto it = by_id_.find(EventKey::Of(event_id));
   return it == by_id_.end() ? nullptr : &it->second;
 }
@@ -126,7 +126,7 @@ std::vector<PendingDecision> PendingTable::TakeExpired(int64_t now_ms) {
   return out;
 }
 
-EventFate PendingTable::FateOf(const std::string& event_id) const {
+EventFate PendingTable::FateOf(absl::string_view event_id) const {
   uint64_t uid, seq;
   if (ParseEventId(event_id, &uid, &seq)) {
     auto it = numbered_fates_.find(std::make_pair(uid, seq));

@@ -14,6 +14,7 @@
 #include <Eigen/Dense>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 #include "bandit/v1/storage.pb.h"
 
 namespace bandit::server {
@@ -110,7 +111,7 @@ enum class EventFate { kUnknown, kRewarded, kExpired, kDropped };
 std::string FormatEventId(uint64_t uid, uint64_t seq);
 // The inverse on exactly the strings FormatEventId writes (false for any other string, so
 // the two are a bijection between those strings and (uid, seq)).
-bool ParseEventId(std::string_view id, uint64_t* uid, uint64_t* seq);
+bool ParseEventId(absl::string_view id, uint64_t* uid, uint64_t* seq);
 
 class PendingTable {
  public:
@@ -122,15 +123,15 @@ class PendingTable {
 
   // Caller checks full() first. expires_at_ms must not decrease between inserts.
   void Insert(PendingDecision d);
-  const PendingDecision* Find(const std::string& event_id) const;
+  const PendingDecision* Find(absl::string_view event_id) const;
   // For changes that keep the decision pending (its reward state, activation); must not change
   // the event id or the expiry time.
-  PendingDecision* FindMutable(const std::string& event_id);
+  PendingDecision* FindMutable(absl::string_view event_id);
   std::optional<PendingDecision> Take(const std::string& event_id, EventFate fate);
   // Removes and returns every decision with expires_at_ms <= now, oldest first.
   std::vector<PendingDecision> TakeExpired(int64_t now_ms);
   // Fate of an event that is no longer pending (kUnknown if never seen or long forgotten).
-  EventFate FateOf(const std::string& event_id) const;
+  EventFate FateOf(absl::string_view event_id) const;
   void RecordFate(const std::string& event_id, EventFate fate);
   void Clear();
   // Calls f(PendingDecision&) on every pending decision (any order); f must not change the
@@ -166,7 +167,7 @@ class PendingTable {
     uint64_t uid = 0;
     uint64_t seq = 0;
     std::string other;  // the id's text when not numbered
-    static EventKey Of(const std::string& event_id);
+    static EventKey Of(absl::string_view event_id);
     bool operator==(const EventKey&) const = default;
     template <typename H>
     friend H AbslHashValue(H h, const EventKey& k) {

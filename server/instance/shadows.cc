@@ -63,31 +63,32 @@ void ToEstimate(const ope::Interval& in, bandit::v1::Estimate* out) {
 
 absl::StatusOr<Shadow> ShadowSet::Prepare(
     const std::string& instance, const Policy& served,
-    const bandit::v1::InstanceConfig& instance_config, const bandit::v1::AddShadowRequest& req,
+    const bandit::v1::InstanceConfig& instance_config, const std::string& name,
+    const bandit::v1::ShadowConfig& config,
     const std::function<absl::Status(bandit::v1::InstanceConfig*)>& normalize,
     int64_t max_shadows) const {
-  if (auto s = CheckId("shadow", req.shadow()); !s.ok()) return s;
+  if (auto s = CheckId("shadow", name); !s.ok()) return s;
   for (const Shadow& s : shadows_)
-    if (s.name == req.shadow())
+    if (s.name == name)
       return absl::AlreadyExistsError(
-          absl::StrCat("instance '", instance, "' already has a shadow '", req.shadow(),
+          absl::StrCat("instance '", instance, "' already has a shadow '", name,
                        "'; expected a new name (or RemoveShadow first)"));
   if (max_shadows <= 0)
     return absl::ResourceExhaustedError(absl::StrCat(
         "shadows are disabled on this server (--max_shadows=0); instance '", instance,
-        "' cannot take shadow '", req.shadow(), "'"));
+        "' cannot take shadow '", name, "'"));
   if (static_cast<int64_t>(shadows_.size()) >= max_shadows)
     return absl::ResourceExhaustedError(
         absl::StrCat("instance '", instance, "' has ", shadows_.size(),
                      " shadows, the configured maximum of ", max_shadows,
                      " (--max_shadows); remove one first"));
-  if (!req.has_config() || !req.config().has_policy() ||
-      req.config().policy().policy_case() == bandit::v1::PolicyConfig::POLICY_NOT_SET)
+  if (!config.has_policy() ||
+      config.policy().policy_case() == bandit::v1::PolicyConfig::POLICY_NOT_SET)
     return absl::InvalidArgumentError(
         "config.policy is missing, expected the shadow's PolicyConfig (one policy set)");
   Shadow shadow;
-  shadow.name = req.shadow();
-  shadow.config = req.config();
+  shadow.name = name;
+  shadow.config = config;
   bandit::v1::ShadowConfig& c = shadow.config;
   if (!std::isfinite(c.max_weight()) || c.max_weight() < 0)
     return absl::InvalidArgumentError(
@@ -132,7 +133,7 @@ absl::StatusOr<Shadow> ShadowSet::Prepare(
                         absl::StrCat("config.policy: ", created.status().message()));
   shadow.policy = *std::move(created);
   const Policy& p = *shadow.policy;
-  const std::string who = absl::StrCat("shadow '", req.shadow(), "' (policy '", p.name(), "')");
+  const std::string who = absl::StrCat("shadow '", name, "' (policy '", p.name(), "')");
   if (p.context_kind() != served.context_kind())
     return absl::InvalidArgumentError(
         absl::StrCat(who, " chooses among ", KindName(p.context_kind()),
@@ -352,9 +353,9 @@ absl::Status ShadowSet::ChangeArms(Change&& change) {
   return absl::OkStatus();
 }
 
-absl::Status ShadowSet::AddArms(const bandit::v1::AddArmsRequest& req) {
+absl::Status ShadowSet::AddArms(const google::protobuf::RepeatedPtrField<bandit::v1::ArmSpec>& arms) {
   return ChangeArms([&](Shadow& s) -> absl::Status {
-    for (const auto& arm : req.arms()) {
+    for (const auto& arm : arms) {
       if (auto st = s.policy->AddArm(arm); !st.ok()) return st;
       *s.config.mutable_policy()->add_arms() = arm;
     }
@@ -362,9 +363,9 @@ absl::Status ShadowSet::AddArms(const bandit::v1::AddArmsRequest& req) {
   });
 }
 
-absl::Status ShadowSet::RemoveArms(const bandit::v1::RemoveArmsRequest& req) {
+absl::Status ShadowSet::RemoveArms(const google::protobuf::RepeatedPtrField<std::string>& arm_ids) {
   return ChangeArms([&](Shadow& s) -> absl::Status {
-    for (const auto& id : req.arm_ids()) {
+    for (const auto& id : arm_ids) {
       if (auto st = s.policy->RemoveArm(id); !st.ok()) return st;
       auto* arms = s.config.mutable_policy()->mutable_arms();
       for (int i = 0; i < arms->size(); ++i)

@@ -66,7 +66,8 @@ class ShadowSet {
   //   ALREADY_EXISTS: the name is taken. RESOURCE_EXHAUSTED: max_shadows reached.
   absl::StatusOr<Shadow> Prepare(
       const std::string& instance, const Policy& served,
-      const bandit::v1::InstanceConfig& instance_config, const bandit::v1::AddShadowRequest& req,
+      const bandit::v1::InstanceConfig& instance_config, const std::string& name,
+      const bandit::v1::ShadowConfig& config,
       const std::function<absl::Status(bandit::v1::InstanceConfig*)>& normalize,
       int64_t max_shadows) const;
   void Insert(Shadow shadow);
@@ -106,8 +107,8 @@ class ShadowSet {
              const std::optional<GeneratedSample>& sample);
   // Arm-set instances: the instance's arm changes, on every shadow (policy and config). All or
   // nothing: on error every shadow is as before.
-  absl::Status AddArms(const bandit::v1::AddArmsRequest& req);
-  absl::Status RemoveArms(const bandit::v1::RemoveArmsRequest& req);
+  absl::Status AddArms(const google::protobuf::RepeatedPtrField<bandit::v1::ArmSpec>& arms);
+  absl::Status RemoveArms(const google::protobuf::RepeatedPtrField<std::string>& arm_ids);
   // Every shadow restarts: a fresh policy from its config, empty estimates.
   absl::Status Reset();
 

@@ -56,7 +56,9 @@ absl::Status DecisionService::CreateInstance(const bandit::v1::CreateInstanceReq
   if (auto s = CheckNameFree(req.name()); !s.ok()) return s;
   // Admitted by the footprint its config declares, before anything is built (a config that
   // does not normalize gets Create's own error below).
-  if (auto declared = InstanceState::DeclaredBytes(req, limits_.instance); declared.ok()) {
+  if (auto declared = InstanceState::DeclaredBytes(
+          req.name(), req.has_config() ? &req.config() : nullptr, limits_.instance);
+      declared.ok()) {
     if (auto s = memory_->Admit(*declared, MemoryOp::kCreate,
                                 absl::StrCat("instance '", req.name(), "' (its config declares ",
                                              *declared, " bytes)"));

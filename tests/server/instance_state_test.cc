@@ -30,7 +30,8 @@ constexpr char kArms[] =
 constexpr int64_t kT0 = 1'700'000'000'000;
 
 std::unique_ptr<InstanceState> Make(const char* config = kArms, uint64_t uid = 3) {
-  auto s = InstanceState::Create(testing::Create("inst", config), InstanceLimits{}, uid);
+  const v1::CreateInstanceRequest req = testing::Create("inst", config);
+  auto s = InstanceState::Create(req.name(), &req.config(), InstanceLimits{}, uid);
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? *std::move(s) : nullptr;
 }
@@ -42,39 +43,37 @@ std::string Bytes(const InstanceState& s) {
   return bandit::testing::DeterministicBytes(snap);
 }
 
-// Select and Update records borrow the caller's request (and a per-thread copy of the log
-// entry); the holder hands them back before the record is destroyed, as Instance::Commit does.
+// A Select's record names its event and, journaled as its decision log entry, borrows a
+// per-thread copy of it; the holder hands it back before the record is destroyed, as
+// Instance::Commit does.
 struct Borrowed {
   v1::JournalRecord rec;
   ~Borrowed() {
-    if (rec.has_select()) (void)rec.unsafe_arena_release_select();
     if (rec.has_logged_select()) (void)rec.release_logged_select();
-    if (rec.has_update()) (void)rec.unsafe_arena_release_update();
   }
 };
 
-// A Select as Instance runs it: inputs parsed, context checked, then the decision. With
-// `replay_event_id`, as recovery replays a journaled Select.
+// A Select as Instance runs it: the request translated, the context checked, then the
+// decision. With `replay_event_id`, as recovery replays a journaled Select.
 absl::Status Select(InstanceState& s, const v1::SelectRequest& req, int64_t now, v1::Decision* out,
                     const std::string* replay_event_id = nullptr) {
-  InstanceState::SelectInputs in;
-  if (auto st = InstanceState::ParseSelectInputs(req, InstanceLimits{}, s.feature_space().get(),
-                                                 &in, s.TakesSparseInputs());
+  SelectCall call;
+  if (auto st = ParseSelect(req, InstanceLimits{}, s.feature_space().get(), s.TakesSparseInputs(),
+                            Policy::SlotIndex::kPerDecision, &call);
       !st.ok())
     return st;
-  auto ctx = s.SelectContextFor(req, in);
+  auto ctx = s.SelectContextFor(call);
   if (!ctx.ok()) return ctx.status();
   Borrowed b;
-  return s.Select(*ctx, req, in, now, out, &b.rec, replay_event_id);
+  return s.Select(*ctx, call, now, out, &b.rec, replay_event_id);
 }
 
 absl::Status Update(InstanceState& s, const v1::UpdateRequest& req, int64_t now) {
-  auto emb = s.CheckUpdate(req);
-  if (!emb.ok()) return emb.status();
-  if (auto st = s.CheckTarget(req); !st.ok()) return st;
+  UpdateCall call;
+  if (auto st = ParseUpdate(req, InstanceLimits{}, &call); !st.ok()) return st;
+  if (auto st = s.CheckTarget(call); !st.ok()) return st;
   v1::UpdateResponse out;
-  Borrowed b;
-  return s.Update(req, *std::move(emb), now, &out, &b.rec);
+  return s.Update(call, now, &out);
 }
 
 v1::UpdateRequest Reward(const std::string& event_id, double reward) {
@@ -241,7 +240,8 @@ TEST(InstanceState, ArmChangesKeepASnapshotThatRestores) {
       arm->set_id("added");
       for (int j = 0; j < arms[0].features_size(); ++j) arm->add_features(0.5);
       for (bool removing : {true, false}) {
-        const absl::Status st = removing ? s->RemoveArms(remove) : s->AddArms(add);
+        const absl::Status st =
+            removing ? s->RemoveArms(remove.arm_ids()) : s->AddArms(add.arms());
         if (!st.ok()) continue;  // a fixed arm set refuses (checked by the policy conformance)
         ++changed;
         v1::InstanceSnapshot snap;

@@ -158,19 +158,19 @@ void EncodeContext(const DecisionLog::Context& c, Sink& s) {
   if (!c.policy.empty()) s.Bytes(Logged::kPolicyFieldNumber, c.policy);
   // Before posteriors, which stay last in the held bytes (Entry::tail).
   if (c.named != nullptr) {
-    if (!c.named->context().empty()) s.Bytes(Logged::kNamedContextFieldNumber, c.named->context());
+    if (!c.named->context.empty()) s.Bytes(Logged::kNamedContextFieldNumber, c.named->context);
     for (int i : c.named_actions) {
-      const auto& a = c.named->actions(i);
+      const NamedAction& a = c.named->actions[static_cast<size_t>(i)];
       SizeSink inner;
-      if (!a.id().empty()) inner.Bytes(Action::kIdFieldNumber, a.id());
-      if (!a.features().empty()) inner.Bytes(Action::kFeaturesFieldNumber, a.features());
+      if (!a.id.empty()) inner.Bytes(Action::kIdFieldNumber, a.id);
+      if (!a.features.empty()) inner.Bytes(Action::kFeaturesFieldNumber, a.features);
       s.MessageBegin(Logged::kNamedActionsFieldNumber, inner.n);
-      if (!a.id().empty()) s.Bytes(Action::kIdFieldNumber, a.id());
-      if (!a.features().empty()) s.Bytes(Action::kFeaturesFieldNumber, a.features());
+      if (!a.id.empty()) s.Bytes(Action::kIdFieldNumber, a.id);
+      if (!a.features.empty()) s.Bytes(Action::kFeaturesFieldNumber, a.features);
     }
   }
   if (c.slot != nullptr) {
-    if (!c.slot->id().empty()) s.Bytes(Logged::kSlotIdFieldNumber, c.slot->id());
+    if (!c.slot->id.empty()) s.Bytes(Logged::kSlotIdFieldNumber, c.slot->id);
     if (c.slot_index != 0) s.Varint(Logged::kSlotIndexFieldNumber, Int32Bits(c.slot_index));
     if (!c.slot_actions.empty()) {
       SizeSink inner;
@@ -179,7 +179,7 @@ void EncodeContext(const DecisionLog::Context& c, Sink& s) {
       for (int a : c.slot_actions) s.VarintValue(Int32Bits(a));
     }
     if (c.baseline_index != 0) s.Varint(Logged::kBaselineIndexFieldNumber, Int32Bits(c.baseline_index));
-    if (!c.slot->features().empty()) s.Bytes(Logged::kSlotFeaturesFieldNumber, c.slot->features());
+    if (!c.slot->features.empty()) s.Bytes(Logged::kSlotFeaturesFieldNumber, c.slot->features);
   }
   if (c.posteriors != nullptr) EncodePosteriors(*c.posteriors, s);
 }

@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "bandit/v1/decision_log.pb.h"
 #include "core/policy.h"
+#include "server/instance/calls.h"
 #include "server/storage/snapshot_store.h"
 
 namespace bandit::server {
@@ -67,13 +68,13 @@ class DecisionLog {
     // Thompson sampling: the posteriors the probabilities are computed from at export, in
     // their place (LoggedDecision.posteriors).
     const ArgmaxPosteriors* posteriors = nullptr;
-    // Named decisions: the request whose context and actions (those at `named_actions`, in
+    // Named decisions: the Select whose context and actions (those at `named_actions`, in
     // candidate order) the entry holds in place of the hashed candidates (fields 19-20).
-    const bandit::v1::SelectRequest* named = nullptr;
+    const SelectCall* named = nullptr;
     std::span<const int> named_actions;
     // Multi-slot decisions: this entry's slot (fields 21-25). `slot` null for a single decision;
     // slot_actions the positions of the actions the slot could choose, in candidate order.
-    const bandit::v1::Slot* slot = nullptr;
+    const SlotRequest* slot = nullptr;
     int32_t slot_index = 0;
     std::span<const int> slot_actions;
     int32_t baseline_index = -1;

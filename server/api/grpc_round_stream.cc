@@ -142,9 +142,14 @@ class GrpcBanditService::RoundStream final
   }
 
  private:
-  // One request's answer, from its read until it is written.
+  // One request and its answer, from its read until the answer is written.
   struct Answer {
-    bandit::v1::RoundResponse response;
+    ~Answer() {
+      if (messages != nullptr) messages->Release();
+    }
+    // The request and its answer on a pooled arena (GrpcBanditService::round_messages_): a
+    // Select with 50 actions and its ranking are a few hundred allocations on the heap.
+    grpc::MessageHolder<bandit::v1::RoundRequest, bandit::v1::RoundResponse>* messages = nullptr;
     Rpc rpc = Rpc::kRounds;  // the request's kind (kRounds: none, it did not parse)
     std::chrono::steady_clock::time_point start;
     grpc::ByteBuffer forwarded;  // cluster mode: the owner's answer, as it came
@@ -159,17 +164,20 @@ class GrpcBanditService::RoundStream final
     } else {
       answer = std::move(spare_.back());
       spare_.pop_back();
-      answer->response.Clear();
       answer->ready = false;
       answer->rpc = Rpc::kRounds;
     }
+    answer->messages = owner_->round_messages_.AllocateMessages();
     answer->start = std::chrono::steady_clock::now();
     answers_.push_back(std::move(answer));
     return answers_.back().get();
   }
 
   void Serve(Answer* answer) {
-    if (!grpc::SerializationTraits<bandit::v1::RoundRequest>::Deserialize(&in_, &request_).ok()) {
+    const bandit::v1::RoundRequest& request = *answer->messages->request();
+    if (!grpc::SerializationTraits<bandit::v1::RoundRequest>::Deserialize(
+             &in_, answer->messages->request())
+             .ok()) {
       if (owner_->metrics_ != nullptr) owner_->metrics_->CountUnparseable(Rpc::kRounds);
       Ready(answer, absl::InvalidArgumentError(absl::StrCat(
                         "the message is not a valid protobuf-encoded ",
@@ -177,18 +185,18 @@ class GrpcBanditService::RoundStream final
                         " (expected by Rounds); the stream goes on")));
       return;
     }
-    bandit::v1::RoundResponse& response = answer->response;
-    switch (request_.call_case()) {
+    bandit::v1::RoundResponse& response = *answer->messages->response();
+    switch (request.call_case()) {
       case bandit::v1::RoundRequest::kSelect:
-        Call(answer, Rpc::kSelect, &DecisionService::Select, request_.select(),
+        Call(answer, Rpc::kSelect, &DecisionService::Select, request.select(),
              response.mutable_decision());
         return;
       case bandit::v1::RoundRequest::kUpdate:
-        Call(answer, Rpc::kUpdate, &DecisionService::Update, request_.update(),
+        Call(answer, Rpc::kUpdate, &DecisionService::Update, request.update(),
              response.mutable_update());
         return;
       case bandit::v1::RoundRequest::kActivate:
-        Call(answer, Rpc::kActivate, &DecisionService::Activate, request_.activate(),
+        Call(answer, Rpc::kActivate, &DecisionService::Activate, request.activate(),
              response.mutable_activate());
         return;
       case bandit::v1::RoundRequest::CALL_NOT_SET:
@@ -259,8 +267,8 @@ class GrpcBanditService::RoundStream final
   // counted as its unary call.
   void Ready(Answer* answer, const absl::Status& status) {
     if (!status.ok()) {
-      answer->response.clear_result();
-      ToItemStatus(status, answer->response.mutable_status());
+      answer->messages->response()->clear_result();
+      ToItemStatus(status, answer->messages->response()->mutable_status());
     }
     if (owner_->metrics_ != nullptr && answer->rpc != Rpc::kRounds)
       owner_->metrics_->ObserveRpc(
@@ -288,9 +296,11 @@ class GrpcBanditService::RoundStream final
           answers_.pop_front();
           bool own_buffer = false;
           out_.Clear();
-          if (grpc::Status s = grpc::SerializationTraits<bandit::v1::RoundResponse>::Serialize(
-                  next->response, &out_, &own_buffer);
-              !s.ok()) {
+          grpc::Status s = grpc::SerializationTraits<bandit::v1::RoundResponse>::Serialize(
+              *next->messages->response(), &out_, &own_buffer);
+          next->messages->Release();
+          next->messages = nullptr;
+          if (!s.ok()) {
             cut_ = absl::InternalError("an answer could not be serialized: " + s.error_message());
             finish = *cut_;
           } else {
@@ -333,7 +343,6 @@ class GrpcBanditService::RoundStream final
 
   // Touched only by the thread serving the current read (one at a time).
   grpc::ByteBuffer in_;
-  bandit::v1::RoundRequest request_;
 
   absl::Mutex mu_;
   std::deque<std::unique_ptr<Answer>> answers_ ABSL_GUARDED_BY(mu_);  // unwritten, in order

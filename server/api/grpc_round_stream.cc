@@ -175,12 +175,13 @@ class GrpcBanditService::RoundStream final
 
   void Serve(Answer* answer) {
     const bandit::v1::RoundRequest& request = *answer->messages->request();
+    const size_t size = in_.Length();
     if (!grpc::SerializationTraits<bandit::v1::RoundRequest>::Deserialize(
              &in_, answer->messages->request())
              .ok()) {
       if (owner_->metrics_ != nullptr) owner_->metrics_->CountUnparseable(Rpc::kRounds);
       Ready(answer, absl::InvalidArgumentError(absl::StrCat(
-                        "the message is not a valid protobuf-encoded ",
+                        "the message (", size, " bytes) is not a valid protobuf-encoded ",
                         bandit::v1::RoundRequest::descriptor()->full_name(),
                         " (expected by Rounds); the stream goes on")));
       return;

@@ -175,7 +175,10 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
   std::vector<bool> excluded;
   if (auto s = CheckNamedActions(req, max_actions, nullptr, &excluded); !s.ok()) return s;
   thread_local features::ParsedFeatures shared;
-  thread_local features::ParsedFeatures action;
+  // Actions come back round after round with the same documents: each is parsed once per thread
+  // (the context, new every round, is parsed each time).
+  thread_local features::ParsedDocuments documents;
+  static const features::ParsedFeatures kNoFeatures;
   thread_local features::SparseFeatures sparse;
   thread_local std::string path;  // reused: a request names one document per action
   shared.Clear();
@@ -185,13 +188,17 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
   action_of->clear();
   size_t featurized = 0;  // sparse_out's elements are reused: their arrays keep their capacity
   for (int i = 0; i < req.actions_size(); ++i) {
-    action.Clear();
+    const features::ParsedFeatures* parsed = &kNoFeatures;
     const std::string& json = req.actions(i).features();
     if (!json.empty()) {
       path.clear();
       absl::StrAppend(&path, "actions[", i, "].features");
-      if (auto s = space.Parse(json, path, limits, false, &action); !s.ok()) return s;
+      absl::StatusOr<const features::ParsedFeatures*> document =
+          documents.Parse(space, json, path, limits);
+      if (!document.ok()) return document.status();
+      parsed = *document;
     }
+    const features::ParsedFeatures& action = *parsed;
     if (excluded[i]) continue;
     path.clear();
     absl::StrAppend(&path, "actions[", i, "]");

@@ -22,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/cpp/bandit_client.h"
+#include "server/api/auth.h"
 #include "server/api/grpc_service.h"
 #include "server/env/clock.h"
 #include "server/service/decision_service.h"
@@ -43,7 +44,7 @@ namespace v1 = bandit::v1;
 // A DecisionService behind a gRPC server of its own, deterministic: a manual clock and
 // sequential uids, so two nodes fed the same requests make the same event ids.
 struct Node {
-  Node() {
+  explicit Node(const Authorizer* auth = nullptr) : grpc_service(&service, nullptr, auth) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(&grpc_service);
@@ -59,7 +60,7 @@ struct Node {
   ManualClock clock;
   SequentialUids uids;
   DecisionService service{&clock, ServiceLimits(), &uids};
-  GrpcBanditService grpc_service{&service, /*metrics=*/nullptr};
+  GrpcBanditService grpc_service;  // no metrics
   int port = 0;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<BanditClient> client;
@@ -337,6 +338,52 @@ TEST(RoundStream, RefusalsAreTheUnaryCallsOwn) {
   EXPECT_EQ(streamed.code(), unary.code());
   EXPECT_EQ(streamed.message(), unary.message());
   EXPECT_TRUE(stream->Close().ok());
+}
+
+// Each request is authorized as its unary call: by its own role and instance, the refusal in
+// its answer, the stream going on.
+TEST(RoundStream, EachRequestIsAuthorizedAsItsUnaryCall) {
+  auto auth = Authorizer::Parse(
+      "admin adm-0123456789abcdef0123 ops\n"
+      "writer shp-0123456789abcdef0123 shop-app instance=v\n"
+      "reader rea-0123456789abcdef0123 dashboards\n",
+      "tokens");
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  Node node(auth->get());
+  auto as = [&](const std::string& token) {
+    bandit::client::ClientOptions options;
+    options.token = token;
+    return std::make_unique<BanditClient>(absl::StrCat("127.0.0.1:", node.port), options);
+  };
+  ASSERT_TRUE(as("adm-0123456789abcdef0123")->CreateInstance(Create("v", kVwConfig)).ok());
+  ASSERT_TRUE(as("adm-0123456789abcdef0123")->CreateInstance(Create("w", kVwConfig)).ok());
+  v1::SelectRequest other = VwRound(0);
+  other.set_instance("w");
+  struct Case {
+    std::string token;
+    v1::SelectRequest select;
+    absl::StatusCode code;
+  };
+  const std::vector<Case> cases = {
+      {"shp-0123456789abcdef0123", VwRound(0), absl::StatusCode::kOk},
+      {"shp-0123456789abcdef0123", other, absl::StatusCode::kPermissionDenied},
+      {"rea-0123456789abcdef0123", VwRound(0), absl::StatusCode::kPermissionDenied},
+      {"", VwRound(0), absl::StatusCode::kUnauthenticated},
+      {"unknown-0123456789abcdef", VwRound(0), absl::StatusCode::kUnauthenticated}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.token + " on " + c.select.instance());
+    std::unique_ptr<BanditClient> client = as(c.token);
+    const absl::Status unary = client->Select(c.select).status();
+    EXPECT_EQ(unary.code(), c.code) << unary;
+    auto stream = client->OpenRoundStream();
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    for (int twice = 0; twice < 2; ++twice) {  // the stream goes on after a refusal
+      const absl::Status streamed = (*stream)->Select(c.select).status();
+      EXPECT_EQ(streamed.code(), unary.code()) << streamed;
+      EXPECT_EQ(streamed.message(), unary.message());
+    }
+    EXPECT_TRUE((*stream)->Close().ok());
+  }
 }
 
 // A client's Select helper refuses while pipelined answers are due (it would read theirs).

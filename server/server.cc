@@ -504,6 +504,11 @@ void BanditServer::Shutdown() {
                   options_.grace_period_ms, " ms");
   if (cluster_ != nullptr) cluster_->BeginLeave();
   server_->GetHealthCheckService()->SetServingStatus(false);
+  // New calls are refused from here (gRPC's GOAWAY); a Rounds stream would take requests until
+  // the deadline, so each takes no new one and ends once its answers are written.
+  grpc_service_->EndStreams(absl::UnavailableError(
+      "the server is shutting down: requests on this stream that got no answer were not served; "
+      "open a new stream (to another node)"));
   if (http_ != nullptr) http_->StopAccepting();
   const auto deadline =
       std::chrono::system_clock::now() + std::chrono::milliseconds(options_.grace_period_ms);

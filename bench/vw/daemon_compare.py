@@ -2,13 +2,20 @@
 """Vowpal Wabbit's learner served by banditd against VW's own daemon, side by side in one run.
 
     bench/vw/daemon_compare.py BUILD_DIR [--vw PATH] [--seconds 10] [--inflight 8] [--rounds 2]
-        [--client cpp|python] [--policy 'linucb { covariance: COVARIANCE_SKETCHED sketch_size: 16 }' ...]
+        [--client cpp|python] [--doors unary,stream,stream-unpipelined,batch] [--batch 8]
+        [--policy 'linucb { covariance: COVARIANCE_SKETCHED sketch_size: 16 }' ...]
 
 The workload: a context of 20 features in 2 namespaces, 50 actions of 10 features each, VW's
 JSON, Personalizer's learning settings `--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001
 --cb_type mtr -q :: -b 18`. A round is a decision and its reward:
   - banditd (gRPC): Select with the context and the 50 actions (scores returned), then Update
-    with the reward, on one `vw` instance with those arguments;
+    with the reward, on one `vw` instance with those arguments, through each of `--doors`
+    (C++ clients only; the default: unary and stream):
+      unary: the two unary calls, each waiting for its answer;
+      stream: one Rounds stream per connection, a round's Update sent with the next round's
+        Select (one round trip per round);
+      stream-unpipelined: the same stream, each request waiting for its answer;
+      batch: `--batch` rounds per SelectBatch, then their Updates in one UpdateBatch;
   - VW's daemon (`vw --daemon --json`, children as cores): one labeled example (VW predicts,
     then learns it), the label on the action a client-side draw picked.
 `--policy` (repeatable; text-format PolicyConfig) serves other policies on the same workload
@@ -108,7 +115,7 @@ def cpp_phase(name, pids_of, loader, mode_args, inflight, seconds):
                          capture_output=True, text=True, check=True).stdout
     rounds = json.loads(out.strip().splitlines()[-1])["rounds"]
     wall, cpu = time.time() - t0, cpu_seconds(pids_of()) - cpu0
-    print(f"{name:8s} {rounds / wall:9.0f} rounds/s  {1000 * cpu / max(rounds, 1):6.3f} ms CPU/round"
+    print(f"{name:22s} {rounds / wall:9.0f} rounds/s  {1000 * cpu / max(rounds, 1):6.3f} ms CPU/round"
           f"  {cpu / wall:4.2f} cores", flush=True)
     return rounds / wall, cpu / max(rounds, 1)
 
@@ -123,7 +130,7 @@ def phase(name, pids_of, client, args, inflight, seconds):
     for p in procs:
         p.join()
     wall, cpu = time.time() - t0, cpu_seconds(pids_of()) - cpu0
-    print(f"{name:8s} {rounds / wall:9.0f} rounds/s  {1000 * cpu / max(rounds, 1):6.3f} ms CPU/round"
+    print(f"{name:22s} {rounds / wall:9.0f} rounds/s  {1000 * cpu / max(rounds, 1):6.3f} ms CPU/round"
           f"  {cpu / wall:4.2f} cores", flush=True)
     return rounds / wall, cpu / max(rounds, 1)
 
@@ -138,10 +145,24 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--policy", action="append", default=[],
                     help="another banditd policy (text-format PolicyConfig) to measure")
+    ap.add_argument("--doors", default="unary,stream",
+                    help="banditd's ways in, comma-separated: unary, stream, stream-unpipelined, "
+                         "batch (--client cpp)")
+    ap.add_argument("--batch", type=int, default=8, help="rounds per batch (door batch)")
     ap.add_argument("--client", choices=["cpp", "python"], default="cpp",
                     help="cpp: bandit-vw-daemon-load's threads (the clients' CPU small beside the "
                          "servers'); python: one Python process per connection")
     a = ap.parse_args()
+    door_args = {"unary": ["--mode=banditd"], "stream": ["--mode=banditd-stream"],
+                 "stream-unpipelined": ["--mode=banditd-stream", "--pipeline=false"],
+                 "batch": ["--mode=banditd-batch", f"--batch={a.batch}"]}
+    doors = a.doors.split(",")
+    for door in doors:
+        if door not in door_args:
+            sys.exit(f"--doors: unknown door {door!r}, expected some of {', '.join(door_args)}")
+    if a.client == "python" and doors != ["unary"]:
+        doors = ["unary"]
+        print("--client python: the unary door only")
     loader = os.path.join(a.build, "bin/bandit-vw-daemon-load")
     if a.client == "cpp" and not os.path.exists(loader):
         sys.exit(f"no {loader}: build the benchmarks (cmake --build build --target benchmarks) "
@@ -165,7 +186,8 @@ def main():
         cfg.pending.reward_wait_ms = 600000
         stub.CreateInstance(pb.CreateInstanceRequest(name="vw", config=cfg))
         from google.protobuf import text_format
-        names = {"banditd": "vw"}
+        # label -> (instance, door)
+        names = {("banditd" if door == "unary" else f"bd {door}"): ("vw", door) for door in doors}
         for k, text in enumerate(a.policy):
             cfg = pb.InstanceConfig()
             text_format.Parse(text, cfg.policy)
@@ -173,18 +195,21 @@ def main():
             cfg.feature_space.interactions.append("::")
             cfg.pending.reward_wait_ms = 600000
             stub.CreateInstance(pb.CreateInstanceRequest(name=f"p{k}", config=cfg))
-            names[f"policy {k}"] = f"p{k}"
+            for door in doors:
+                names[f"policy {k}" if door == "unary" else f"p{k} {door}"] = (f"p{k}", door)
             print(f"policy {k}: {text}")
         print(f"workload: 20 context features, 50 actions x 10, {ARGS}; {a.inflight} in flight, "
-              f"{a.seconds:g} s phases, {os.cpu_count()} cores, {a.client} clients")
+              f"{a.seconds:g} s phases, {os.cpu_count()} cores, {a.client} clients; "
+              f"banditd doors: {', '.join(doors)}")
         gen = os.path.join(a.build, "python_gen")
         results = {"vw": [], **{label: [] for label in names}}
         for _ in range(a.rounds):
-            for label, instance in names.items():
+            for label, (instance, door) in names.items():
                 if a.client == "cpp":
                     results[label].append(cpp_phase(
                         label, lambda: [banditd.pid], loader,
-                        ["--mode=banditd", f"--target=127.0.0.1:{grpc_port}", f"--instance={instance}"],
+                        [*door_args[door], f"--target=127.0.0.1:{grpc_port}",
+                         f"--instance={instance}"],
                         a.inflight, a.seconds))
                 else:
                     results[label].append(phase(label, lambda: [banditd.pid], bandit_client,

@@ -258,6 +258,104 @@ absl::StatusOr<v1::UpdateBatchResponse> BanditClient::UpdateBatch(
                                                                req);
 }
 
+absl::StatusOr<std::unique_ptr<RoundStream>> BanditClient::OpenRoundStream(
+    const std::string& instance) {
+  std::unique_ptr<RoundStream> stream(new RoundStream());
+  // No deadline: the stream lives as long as its client wants.
+  if (!options_.token.empty())
+    stream->ctx_.AddMetadata(bandit::v1::kAuthorizationKey, "Bearer " + options_.token);
+  if (!instance.empty()) stream->ctx_.AddMetadata(bandit::v1::kInstanceKey, instance);
+  stream->stream_ = stub_->Rounds(&stream->ctx_);
+  if (stream->stream_ == nullptr) return absl::InternalError("the Rounds stream could not start");
+  return stream;
+}
+
+absl::Status StatusOf(const v1::RoundResponse& answer) {
+  if (!answer.has_status() || answer.status().code() == 0) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(answer.status().code()),
+                      answer.status().message());
+}
+
+absl::Status RoundStream::Ended() {
+  if (!ended_.has_value()) ended_ = FromGrpc(stream_->Finish());
+  // A stream that ended OK while requests were unanswered did not answer them.
+  if (ended_->ok() && unanswered_ > 0)
+    return absl::UnavailableError("the Rounds stream ended before answering every request");
+  return *ended_;
+}
+
+absl::Status RoundStream::Send(const v1::RoundRequest& req, bool more_follow) {
+  if (ended_.has_value() || closed_)
+    return ended_.has_value() ? Ended()
+                              : absl::FailedPreconditionError("the Rounds stream was closed");
+  grpc::WriteOptions options;
+  if (more_follow) options.set_buffer_hint();
+  if (!stream_->Write(req, options)) return Ended();
+  ++unanswered_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::RoundResponse> RoundStream::Receive() {
+  if (unanswered_ == 0)
+    return absl::FailedPreconditionError("no request of this Rounds stream awaits its answer");
+  v1::RoundResponse answer;
+  if (ended_.has_value() || !stream_->Read(&answer)) return Ended();
+  --unanswered_;
+  return answer;
+}
+
+absl::StatusOr<v1::RoundResponse> RoundStream::Call(const v1::RoundRequest& req) {
+  if (unanswered_ > 0)
+    return absl::FailedPreconditionError(
+        "answers to earlier requests of this Rounds stream are still to be received");
+  if (absl::Status s = Send(req); !s.ok()) return s;
+  absl::StatusOr<v1::RoundResponse> answer = Receive();
+  if (!answer.ok()) return answer.status();
+  if (absl::Status refused = StatusOf(*answer); !refused.ok()) return refused;
+  return answer;
+}
+
+absl::StatusOr<v1::Decision> RoundStream::Select(const v1::SelectRequest& req) {
+  v1::RoundRequest round;
+  *round.mutable_select() = req;
+  absl::StatusOr<v1::RoundResponse> answer = Call(round);
+  if (!answer.ok()) return answer.status();
+  return std::move(*answer->mutable_decision());
+}
+
+absl::StatusOr<v1::UpdateResponse> RoundStream::Update(const v1::UpdateRequest& req) {
+  v1::RoundRequest round;
+  *round.mutable_update() = req;
+  absl::StatusOr<v1::RoundResponse> answer = Call(round);
+  if (!answer.ok()) return answer.status();
+  return std::move(*answer->mutable_update());
+}
+
+absl::StatusOr<v1::ActivateResponse> RoundStream::Activate(const v1::ActivateRequest& req) {
+  v1::RoundRequest round;
+  *round.mutable_activate() = req;
+  absl::StatusOr<v1::RoundResponse> answer = Call(round);
+  if (!answer.ok()) return answer.status();
+  return std::move(*answer->mutable_activate());
+}
+
+absl::Status RoundStream::Close() {
+  if (!closed_ && !ended_.has_value()) {
+    closed_ = true;
+    stream_->WritesDone();
+  }
+  v1::RoundResponse answer;
+  while (unanswered_ > 0 && !ended_.has_value() && stream_->Read(&answer)) --unanswered_;
+  return Ended();
+}
+
+RoundStream::~RoundStream() {
+  if (!ended_.has_value()) {
+    ctx_.TryCancel();
+    (void)stream_->Finish();
+  }
+}
+
 absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> BanditClient::Health() {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + options_.deadline);

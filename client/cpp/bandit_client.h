@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <grpcpp/channel.h>
@@ -32,6 +33,51 @@ struct ClientOptions {
   // Sent as metadata "authorization: Bearer <token>" on every call (empty = none).
   std::string token;
 };
+
+// A Rounds stream (BanditService.Rounds, docs/api.md): Select, Update and Activate requests on
+// one long-lived call, each answered in the order sent, each refusal in its own answer (the
+// stream goes on). Send() does not wait, so a client may send a round's Update and the next
+// round's Select together and read both answers after: one round trip per round. Not
+// thread-safe: one thread sends, and one (the same or another) receives. The stream has no
+// deadline; one that broke (the server restarted or shut down: UNAVAILABLE) is not reopened:
+// open a new one.
+class RoundStream {
+ public:
+  // Sends `req` without waiting for its answer. With `more_follow`, gRPC may hold it to leave
+  // with the next request sent (one send for both). Returns the stream's status if it broke.
+  absl::Status Send(const bandit::v1::RoundRequest& req, bool more_follow = false);
+  // The answer to the oldest request sent and not yet received (its `status` set when that
+  // request was refused); the stream's status if it ended first.
+  absl::StatusOr<bandit::v1::RoundResponse> Receive();
+  // One request and its answer, the answer's refusal as the status (as the unary calls).
+  // FAILED_PRECONDITION while answers to earlier Send()s are still to be received.
+  absl::StatusOr<bandit::v1::Decision> Select(const bandit::v1::SelectRequest& req);
+  absl::StatusOr<bandit::v1::UpdateResponse> Update(const bandit::v1::UpdateRequest& req);
+  absl::StatusOr<bandit::v1::ActivateResponse> Activate(const bandit::v1::ActivateRequest& req);
+  // Requests sent whose answer was not received yet.
+  int64_t unanswered() const { return unanswered_; }
+  // Closes the sending side, receives (and drops) the answers still due, and returns the
+  // stream's status (OK when the server answered everything).
+  absl::Status Close();
+  ~RoundStream();
+
+ private:
+  friend class BanditClient;
+  RoundStream() = default;
+  absl::StatusOr<bandit::v1::RoundResponse> Call(const bandit::v1::RoundRequest& req);
+  // The stream's own status once it ended (reads Finish once).
+  absl::Status Ended();
+
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<bandit::v1::RoundRequest, bandit::v1::RoundResponse>>
+      stream_;
+  int64_t unanswered_ = 0;
+  bool closed_ = false;
+  std::optional<absl::Status> ended_;
+};
+
+// A RoundResponse's refusal as a status (OK when it has none).
+absl::Status StatusOf(const bandit::v1::RoundResponse& answer);
 
 class BanditClient {
  public:
@@ -93,6 +139,10 @@ class BanditClient {
   absl::Status ExportDecisionLog(
       const bandit::v1::ExportDecisionLogRequest& req,
       const std::function<absl::Status(const bandit::v1::LoggedDecision&)>& each);
+  // A Rounds stream. `instance`, if given, is sent as the routing header x-bandit-instance (a
+  // proxy in front of a cluster then sends the stream to that instance's node; each request is
+  // routed on its own either way).
+  absl::StatusOr<std::unique_ptr<RoundStream>> OpenRoundStream(const std::string& instance = "");
   // grpc.health.v1 Check of the whole server ("" service).
   absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> Health();
 

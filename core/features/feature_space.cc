@@ -17,6 +17,7 @@
 #include <rapidjson/error/en.h>
 #include <rapidjson/reader.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/features/vw_hash.h"
 
@@ -1043,6 +1044,61 @@ void FeatureSpace::Featurize(const ParsedFeatures& action, const ParsedFeatures*
 void FeatureSpace::Featurize(const ParsedFeatures& action, const ParsedFeatures* shared,
                              std::vector<uint32_t>* index, std::vector<double>* value) const {
   FeaturizeInto<false>(action, shared, index, value, nullptr);
+}
+
+struct ParsedDocuments::Space {
+  uint64_t id = 0;
+  InputLimits limits;
+  size_t bytes = 0;  // of the remembered documents' text
+  absl::flat_hash_map<std::string, ParsedFeatures> documents;
+};
+
+ParsedDocuments::ParsedDocuments() = default;
+ParsedDocuments::~ParsedDocuments() = default;
+
+namespace {
+
+bool SameLimits(const InputLimits& a, const InputLimits& b) {
+  return a.max_features == b.max_features && a.max_namespaces == b.max_namespaces &&
+         a.max_depth == b.max_depth && a.max_string_bytes == b.max_string_bytes &&
+         a.max_json_bytes == b.max_json_bytes && a.max_terms == b.max_terms;
+}
+
+}  // namespace
+
+absl::StatusOr<const ParsedFeatures*> ParsedDocuments::Parse(const FeatureSpace& space,
+                                                             std::string_view json,
+                                                             std::string_view path,
+                                                             const InputLimits& limits) {
+  if (json.size() > kMaxDocumentBytes) {
+    unremembered_.Clear();
+    if (auto s = space.Parse(json, path, limits, false, &unremembered_); !s.ok()) return s;
+    return &unremembered_;
+  }
+  // The space's documents, moved to the back (most recently used).
+  auto it = std::find_if(spaces_.begin(), spaces_.end(), [&](const std::unique_ptr<Space>& s) {
+    return s->id == space.id() && SameLimits(s->limits, limits);
+  });
+  if (it == spaces_.end()) {
+    if (spaces_.size() >= kMaxSpaces) spaces_.erase(spaces_.begin());
+    spaces_.push_back(std::make_unique<Space>());
+    spaces_.back()->id = space.id();
+    spaces_.back()->limits = limits;
+  } else if (it + 1 != spaces_.end()) {
+    std::rotate(it, it + 1, spaces_.end());
+  }
+  Space& remembered = *spaces_.back();
+  if (auto found = remembered.documents.find(absl::string_view(json.data(), json.size()));
+      found != remembered.documents.end())
+    return &found->second;
+  ParsedFeatures parsed;
+  if (auto s = space.Parse(json, path, limits, false, &parsed); !s.ok()) return s;
+  if (remembered.bytes + json.size() > kMaxSpaceBytes) {
+    remembered.documents.clear();
+    remembered.bytes = 0;
+  }
+  remembered.bytes += json.size();
+  return &remembered.documents.emplace(std::string(json), std::move(parsed)).first->second;
 }
 
 }  // namespace bandit::features

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -133,6 +134,8 @@ class FeatureSpace {
                           int64_t max_terms, std::string_view path) const;
 
   const FeatureSpaceOptions& options() const { return options_; }
+  // Equal for spaces that parse and featurize alike (a space and its copies); never reused.
+  uint64_t id() const { return id_; }
   int64_t dimension() const { return int64_t{1} << options_.bits; }
   uint64_t mask() const { return (uint64_t{1} << options_.bits) - 1; }
 
@@ -174,6 +177,33 @@ class FeatureSpace {
   bool ignored_[256] = {};
   bool has_wildcard_ = false;
   std::vector<std::string> fixed_interactions_;  // compiled once when there is no wildcard
+};
+
+// Parsed JSON documents remembered by their text, for one thread: clients send the same action
+// documents round after round (a catalogue's items), and parsing one again (the JSON, the hash
+// of every name) costs more than finding it. A remembered document is what Parse made of the
+// same text in the same space under the same limits, so what it yields never differs from
+// parsing it again. Bounded: documents over kMaxDocumentBytes are parsed every time; a space's
+// documents are forgotten together once they reach kMaxSpaceBytes of text; the spaces of the
+// kMaxSpaces most recently used are kept.
+class ParsedDocuments {
+ public:
+  static constexpr size_t kMaxDocumentBytes = 4 << 10;
+  static constexpr size_t kMaxSpaceBytes = 128 << 10;
+  static constexpr size_t kMaxSpaces = 4;
+
+  ParsedDocuments();
+  ~ParsedDocuments();
+
+  // `json` as space.Parse(json, path, limits, /*audit=*/false, out) parses it into an empty
+  // `out`; refusals are Parse's (and not remembered). The pointer is valid until the next call.
+  absl::StatusOr<const ParsedFeatures*> Parse(const FeatureSpace& space, std::string_view json,
+                                              std::string_view path, const InputLimits& limits);
+
+ private:
+  struct Space;
+  std::vector<std::unique_ptr<Space>> spaces_;  // most recently used last
+  ParsedFeatures unremembered_;                 // a document too long to remember
 };
 
 }  // namespace bandit::features

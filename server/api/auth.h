@@ -12,7 +12,8 @@
 // Personalizer HTTP API also reads the instance from such a key at its root path.
 // Clients send `authorization: Bearer TOKEN` metadata. Roles are ordered, each includes the ones
 // below it: reader (GetInstance, ListInstances) < writer (+ Select, Update, Activate, SelectBatch,
-// UpdateBatch) < admin (everything else); the list with each RPC's role is server/service/rpcs.h.
+// UpdateBatch, and the same on a Rounds stream, each request checked as its call) < admin
+// (everything else); the list with each RPC's role is server/service/rpcs.h.
 // No or an unknown token -> UNAUTHENTICATED; a known token whose role is too low ->
 // PERMISSION_DENIED. grpc.health.v1 and server reflection stay open (load balancers, tooling).
 // Tokens are never logged, never put in a status message and never in a metric label; an

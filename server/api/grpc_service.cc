@@ -84,18 +84,14 @@ std::optional<uint64_t> GrpcBanditService::AddPending(const PendingCalls::Call& 
 int GrpcBanditService::CutPendingCalls(const absl::Status& status) {
   const std::vector<PendingCalls::Call> cut = pending_->Cut(status);
   for (const auto& call : cut) Finish(call.reactor, call.rpc, call.start, status);
-  return static_cast<int>(cut.size());
+  return static_cast<int>(cut.size()) + CutStreams(status);
 }
 
 double GrpcBanditService::OldestDurableWaitSeconds() const {
   return pending_->OldestDurableWaitSeconds();
 }
 
-namespace {
-
-// The call as the router sees it: what a forward passes on of its metadata (the caller's token
-// and the routing header), whether another node sent it, its deadline.
-cluster::Caller CallerOf(const grpc::CallbackServerContext& ctx) {
+cluster::Caller GrpcBanditService::CallerOf(const Ctx& ctx) {
   cluster::Caller caller;
   const auto& md = ctx.client_metadata();
   for (const char* key : {bandit::v1::kAuthorizationKey, bandit::v1::kInstanceKey})
@@ -105,22 +101,6 @@ cluster::Caller CallerOf(const grpc::CallbackServerContext& ctx) {
   caller.deadline = ctx.deadline();
   return caller;
 }
-
-}  // namespace
-
-// One call in active_calls_ for the lifetime of its reactor, which ends in OnDone.
-class GrpcBanditService::ActiveCall {
- public:
-  explicit ActiveCall(std::atomic<int64_t>* active) : active_(active) {
-    active_->fetch_add(1, std::memory_order_relaxed);
-  }
-  ~ActiveCall() { active_->fetch_sub(1, std::memory_order_release); }
-  ActiveCall(const ActiveCall&) = delete;
-  ActiveCall& operator=(const ActiveCall&) = delete;
-
- private:
-  std::atomic<int64_t>* const active_;
-};
 
 class GrpcBanditService::CountedReactor final : public grpc::ServerUnaryReactor {
  public:
@@ -297,6 +277,10 @@ GrpcBanditService::GrpcBanditService(DecisionService* service, Metrics* metrics,
           [this](Ctx* ctx, const grpc::ByteBuffer* in) {
             return new DecisionLogWriter(this, ctx, in);
           }));
+  MarkMethodRawCallback(
+      descriptor->FindMethodByName("Rounds")->index(),
+      new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+          [this](Ctx* ctx) { return OpenRoundStream(ctx); }));
 }
 
 template <typename Req, typename Resp>

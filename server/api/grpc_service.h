@@ -10,6 +10,7 @@
 #pragma once
 
 #include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/server_callback.h>
 #include <grpcpp/support/status.h>
 
 #include <atomic>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 
 #include "bandit/v1/service.grpc.pb.h"
@@ -34,6 +36,7 @@ namespace bandit::server {
 
 namespace cluster {
 class Router;
+struct Caller;
 }
 
 // The one absl::Status -> grpc::Status conversion (same code numbers; message capped).
@@ -53,7 +56,13 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   // Shutdown, once the grace period is over: answers every call still waiting (for durability
   // or snapshot I/O) with `status`, and every call that would start waiting from now on. Their
   // late completions are dropped. Returns how many calls were cut.
+  // Rounds streams are cut too: each still holding an unanswered request ends with `status`
+  // (counted as one call).
   int CutPendingCalls(const absl::Status& status);
+  // Shutdown, at its start: every open Rounds stream takes no new request and ends with
+  // `status` once the answers of those it took are written (an idle stream at once); a stream
+  // opened later ends at once.
+  void EndStreams(const absl::Status& status);
   // Age of the oldest call waiting for its records to become durable (0 if none).
   double OldestDurableWaitSeconds() const;
   // Calls of this service that gRPC has handed over and not yet seen done (answered and sent,
@@ -90,6 +99,18 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   // INVALID_ARGUMENT): the decision log in chunks, one in flight at a time (bounded memory
   // whatever the log's length); the next chunk is read when the previous one was written.
   class DecisionLogWriter;
+  // Rounds (grpc_round_stream.cc): each request served as its unary call, answered in order.
+  class RoundStream;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* OpenRoundStream(Ctx* ctx);
+  void Register(RoundStream* stream);
+  void Unregister(RoundStream* stream);
+  // The open streams, each held (RoundStream::Hold) for the caller to use and release; `end`,
+  // when set, also ends the streams opened from now on.
+  std::vector<RoundStream*> HoldStreams(std::optional<absl::Status> end);
+  int CutStreams(const absl::Status& status);
+  // The call as the router sees it (cluster::Caller): what a forward passes on of its metadata
+  // (the caller's token and the routing header), whether another node sent it, its deadline.
+  static cluster::Caller CallerOf(const Ctx& ctx);
 
   // Calls whose handler returned before their answer was ready. Each is answered exactly once,
   // by whoever claims it first: its completion or CutPendingCalls. Shared with the completion
@@ -127,15 +148,37 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
                       std::chrono::steady_clock::time_point start,
                       grpc::MessageHolder<Req, Resp>* call, grpc::ByteBuffer* out);
 
+  // One call in active_calls_ for the lifetime of its reactor, which ends in OnDone.
+  class ActiveCall {
+   public:
+    explicit ActiveCall(std::atomic<int64_t>* active) : active_(active) {
+      active_->fetch_add(1, std::memory_order_relaxed);
+    }
+    ~ActiveCall() { active_->fetch_sub(1, std::memory_order_release); }
+    ActiveCall(const ActiveCall&) = delete;
+    ActiveCall& operator=(const ActiveCall&) = delete;
+
+   private:
+    std::atomic<int64_t>* const active_;
+  };
   // A unary call's reactor, counted in active_calls_ until gRPC is done with the call.
-  class ActiveCall;
   class CountedReactor;
   Reactor* NewReactor();
+
+  // The open Rounds streams, for EndStreams and CutPendingCalls (lock order: streams_mu_, then
+  // a stream's own).
+  absl::Mutex streams_mu_;
+  absl::flat_hash_set<RoundStream*> streams_ ABSL_GUARDED_BY(streams_mu_);
+  std::optional<absl::Status> streams_end_ ABSL_GUARDED_BY(streams_mu_);
 
   cluster::Router* const router_;
   std::atomic<int64_t> active_calls_{0};
   const std::shared_ptr<PendingCalls> pending_ = std::make_shared<PendingCalls>();
   RoundMessageAllocators allocators_;
+  // Each Rounds request and its answer (their arenas outlive every stream: the service outlives
+  // the server).
+  ArenaMessageAllocator<bandit::v1::RoundRequest, bandit::v1::RoundResponse> round_messages_{
+      32 << 10, 512};
   DecisionService* service_;
   Metrics* metrics_;
   const Authorizer* auth_;

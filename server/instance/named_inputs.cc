@@ -174,7 +174,10 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
   std::vector<bool> excluded;
   if (auto s = CheckNamedActions(req, max_actions, nullptr, &excluded); !s.ok()) return s;
   thread_local features::ParsedFeatures shared;
-  thread_local features::ParsedFeatures action;
+  // Actions come back round after round with the same documents: each is parsed once per thread
+  // (the context, new every round, is parsed each time).
+  thread_local features::ParsedDocuments documents;
+  static const features::ParsedFeatures kNoFeatures;
   thread_local features::SparseFeatures sparse;
   thread_local std::string path;  // reused: a request names one document per action
   const bool audit = audited_context != nullptr && audited_actions != nullptr;
@@ -189,14 +192,23 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
   action_of->clear();
   size_t featurized = 0;  // sparse_out's elements are reused: their arrays keep their capacity
   for (int i = 0; i < req.actions_size(); ++i) {
-    action.Clear();
+    const features::ParsedFeatures* parsed = &kNoFeatures;
     const std::string& json = req.actions(i).features();
     if (!json.empty()) {
       path.clear();
       absl::StrAppend(&path, "actions[", i, "].features");
-      if (auto s = space.Parse(json, path, limits, audit, &action); !s.ok()) return s;
+      if (audit) {  // an explained choice keeps its audited parse
+        features::ParsedFeatures& into = (*audited_actions)[static_cast<size_t>(i)];
+        if (auto s = space.Parse(json, path, limits, true, &into); !s.ok()) return s;
+        parsed = &into;
+      } else {
+        absl::StatusOr<const features::ParsedFeatures*> document =
+            documents.Parse(space, json, path, limits);
+        if (!document.ok()) return document.status();
+        parsed = *document;
+      }
     }
-    if (audit) (*audited_actions)[static_cast<size_t>(i)] = action;
+    const features::ParsedFeatures& action = *parsed;
     if (excluded[i]) continue;
     path.clear();
     absl::StrAppend(&path, "actions[", i, "]");

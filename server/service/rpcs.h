@@ -37,9 +37,12 @@ enum class Role : int { kReader = 1, kWriter = 2, kAdmin = 3 };
   X(ListEvaluations, ListEvaluationsRequest, ListEvaluationsResponse, kReader)      \
   X(DeleteEvaluation, DeleteEvaluationRequest, DeleteEvaluationResponse, kAdmin)
 
-// Server-streaming RPCs: the same four columns; each has its own reactor in grpc_service.*.
-#define BANDIT_FOR_EACH_STREAMING_RPC(X) \
-  X(ExportDecisionLog, ExportDecisionLogRequest, DecisionLogChunk, kAdmin)
+// Streaming RPCs: the same four columns; each has its own reactor in grpc_service.*. A Rounds
+// stream's requests are each checked, timed and counted as the unary call of their kind
+// (Select, Update, Activate); the stream itself needs the role of those.
+#define BANDIT_FOR_EACH_STREAMING_RPC(X)                                    \
+  X(ExportDecisionLog, ExportDecisionLogRequest, DecisionLogChunk, kAdmin) \
+  X(Rounds, RoundRequest, RoundResponse, kWriter)
 
 enum class Rpc : int {
 #define BANDIT_RPC_ENUM(method, request, response, role) k##method,

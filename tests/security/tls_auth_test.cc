@@ -194,6 +194,18 @@ std::map<std::string, std::function<StatusCode(BanditClient&)>> EveryRpc() {
     return c.ExportDecisionLog(r, [](const v1::LoggedDecision&) { return absl::OkStatus(); })
         .code();
   };
+  // Each request on the stream is checked as its unary call: the answer carries the code.
+  rpcs["Rounds"] = [](BanditClient& c) {
+    auto stream = c.OpenRoundStream("main");
+    if (!stream.ok()) return stream.status().code();
+    v1::RoundRequest r;
+    r.mutable_select()->set_instance("main");
+    if (absl::Status sent = (*stream)->Send(r); !sent.ok()) return sent.code();
+    auto answer = (*stream)->Receive();
+    if (!answer.ok()) return answer.status().code();
+    const StatusCode code = bandit::client::StatusOf(*answer).code();
+    return code != StatusCode::kOk ? code : (*stream)->Close().code();
+  };
   rpcs["SetLearningPolicy"] = raw([](v1::BanditService::Stub& s, grpc::ClientContext* ctx) {
     v1::SetLearningPolicyRequest r;
     r.set_name("main");
@@ -243,7 +255,7 @@ server::Role Needs(const std::string& rpc) {
       rpc == "ListEvaluations")
     return server::Role::kReader;
   if (rpc == "Select" || rpc == "Update" || rpc == "Activate" || rpc == "SelectBatch" ||
-      rpc == "UpdateBatch")
+      rpc == "UpdateBatch" || rpc == "Rounds")
     return server::Role::kWriter;
   return server::Role::kAdmin;
 }

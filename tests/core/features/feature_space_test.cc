@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -249,6 +251,67 @@ TEST(FeatureSpace, BadInputNamesThePath) {
   EXPECT_THAT(err(R"("x")"), HasSubstr("expected an object"));
   EXPECT_THAT(err(R"({"a":)"), HasSubstr("context: malformed JSON"));
   EXPECT_THAT(err(""), HasSubstr("context: malformed JSON"));
+}
+
+// Every feature of a parse, in order, as comparable values.
+std::vector<std::tuple<unsigned char, uint64_t, float>> FeaturesOf(const ParsedFeatures& p) {
+  std::vector<std::tuple<unsigned char, uint64_t, float>> out;
+  for (const FeatureGroup& g : p.groups)
+    for (const ParsedFeature& f : g.features) out.emplace_back(g.letter, f.index, f.value);
+  return out;
+}
+
+// A remembered document is what Parse makes of its text in that space under those limits,
+// whichever spaces and documents came between, and a refusal is Parse's (never remembered).
+TEST(ParsedDocuments, YieldWhatParseMakesInEachSpace) {
+  FeatureSpaceOptions seeded;
+  seeded.bits = 18;
+  seeded.hash_seed = 7;
+  seeded.ignore = "j";
+  std::vector<FeatureSpace> spaces = {Space(18), Space(10), *FeatureSpace::Create(seeded)};
+  for (int k = 0; k < 6; ++k) spaces.push_back(Space(12 + k));  // beyond kMaxSpaces
+  const std::vector<std::string> documents = {
+      R"({"Action":{"genre":"g1","price":3}})", R"({"i":{"id":"x"},"j":{"a":1}})",
+      R"([{"a":{"x":1}},{"b":{"y":"z"}}])", R"({"Action":{"genre":"g1","price":3}})",
+      R"({"t":[1,2,3],"_text":"a b"})"};
+  InputLimits limits;
+  ParsedDocuments remembered;
+  for (int pass = 0; pass < 3; ++pass) {
+    for (const FeatureSpace& space : spaces) {
+      for (const std::string& json : documents) {
+        ParsedFeatures direct;
+        ASSERT_TRUE(space.Parse(json, "d", limits, false, &direct).ok());
+        auto got = remembered.Parse(space, json, "d", limits);
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_EQ(FeaturesOf(**got), FeaturesOf(direct)) << json << " pass " << pass;
+      }
+    }
+  }
+  // A document a tighter limit refuses is refused, with Parse's message, though it was
+  // remembered under the default limits.
+  InputLimits tight;
+  tight.max_features = 1;
+  ParsedFeatures direct;
+  const absl::Status want = spaces[0].Parse(documents[0], "actions[3].features", tight, false,
+                                            &direct);
+  ASSERT_FALSE(want.ok());
+  auto got = remembered.Parse(spaces[0], documents[0], "actions[3].features", tight);
+  EXPECT_EQ(got.status(), want);
+  EXPECT_EQ(remembered.Parse(spaces[0], R"({"a":)", "x", limits).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Long documents and many of them: still Parse's.
+  std::string longer = R"({"Action":{)";
+  for (int i = 0; i < 600; ++i) absl::StrAppend(&longer, i ? "," : "", "\"k", i, "\":", i + 1);
+  longer += "}}";
+  ASSERT_GT(longer.size(), ParsedDocuments::kMaxDocumentBytes);
+  for (int i = 0; i < 3000; ++i) {
+    const std::string json = i % 100 == 0 ? longer : absl::StrCat(R"({"U":{"id":")", i, R"("}})");
+    ParsedFeatures want_parsed;
+    ASSERT_TRUE(spaces[1].Parse(json, "d", limits, false, &want_parsed).ok());
+    auto doc = remembered.Parse(spaces[1], json, "d", limits);
+    ASSERT_TRUE(doc.ok()) << doc.status();
+    EXPECT_EQ(FeaturesOf(**doc), FeaturesOf(want_parsed)) << i;
+  }
 }
 
 // CheckTerms counts exactly what Featurize makes, and refuses past the limit (a cubic

@@ -72,7 +72,9 @@ absl::StatusOr<std::unique_ptr<BanditServer>> BanditServer::Start(const ServerOp
   // Offline evaluations: their own threads; those a restart interrupted run again.
   s->evaluations_ = std::make_unique<EvaluationRunner>(
       s->service_.get(), options.evaluation_threads,
-      EvaluationLimits{.cpu_budget_seconds = options.evaluation_cpu_seconds, .cpu_seconds = {}});
+      EvaluationLimits{.cpu_budget_seconds = options.evaluation_cpu_seconds,
+                       .cpu_seconds = {},
+                       .low_priority = true});
   s->service_->SetEvaluationJobs(s->evaluations_->Jobs());
   if (const int64_t resumed = s->service_->ResumeEvaluations(); resumed > 0)
     BANDIT_LOG_INFO("evaluations: ", resumed, " interrupted by the restart run again");

@@ -1,8 +1,8 @@
 // Offline evaluations of decision logs (DecisionService::CreateEvaluation, evaluation.proto), run
-// as jobs on threads of their own (--evaluation_threads) scheduled SCHED_IDLE, so that an
-// evaluation never takes a thread, nor a core, that serves requests. A job reads the instance's
-// log in bounded chunks (the export's path: the instance's lock is held per chunk, not per job)
-// and evaluates, event by event:
+// as jobs on threads of their own (--evaluation_threads) at the lowest priority (nice 19), so
+// that an evaluation takes no thread that serves requests and little of a core serving wants. A
+// job reads the instance's log in bounded chunks (the export's path: the instance's lock is held
+// per chunk, not per job) and evaluates, event by event:
 //   Online    the logged decisions themselves (w_t = 1: the mean logged reward);
 //   Baseline  each decision's baseline action (the slot's, or the first action offered);
 //   Random    uniform choice over the actions offered;
@@ -59,6 +59,8 @@ struct EvaluationLimits {
   double cpu_budget_seconds = 600;
   // The job thread's CPU clock in seconds (tests inject one); empty: CLOCK_THREAD_CPUTIME_ID.
   std::function<double()> cpu_seconds;
+  // Run the job threads at nice 19 (banditd does; in-process tests run them as their callers).
+  bool low_priority = false;
 };
 // The feature importance rows an evaluation keeps, of each kind (namespaces, features).
 inline constexpr size_t kMaxImportanceRows = 200;

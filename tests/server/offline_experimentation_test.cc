@@ -36,6 +36,7 @@ double ClickProbability(int kind, int tier, int a) {
 
 struct Traffic {
   std::mt19937_64 rng;
+  int64_t rounds = 0;
   explicit Traffic(uint64_t seed) : rng(seed) {}
   // One round on `instance`: a Select, a click drawn from the model, the Update. The reward.
   double Round(DecisionService& svc, const std::string& instance) {
@@ -43,6 +44,9 @@ struct Traffic {
     const int noise = static_cast<int>(rng() % 10);
     v1::SelectRequest req;
     req.set_instance(instance);
+    // Event ids of our own: the held-out split hashes them, and the server's carry a random
+    // instance id.
+    req.set_event_id(absl::StrCat(instance, "-", rounds++));
     req.set_context(absl::StrCat(R"({"User":{"kind":"k)", kind, R"(","tier":"t)", tier,
                                  R"("},"Noise":{"n":"z)", noise, R"("}})"));
     for (int a = 0; a < kActions; ++a) {
@@ -77,8 +81,10 @@ void CreateVw(DecisionService& svc, const std::string& name, const std::string& 
                   .ok());
 }
 
+// An evaluation of instance "v" from `start` to `end` run to its end (with offline
+// experimentation unless `optimize` is false).
 v1::Evaluation Evaluate(DecisionService& svc, int64_t start, int64_t end,
-                        EvaluationLimits limits = {}) {
+                        EvaluationLimits limits = {}, bool optimize = true) {
   EvaluationRunner runner(&svc, 1, std::move(limits));
   svc.SetEvaluationJobs(runner.Jobs());
   v1::CreateEvaluationRequest req;
@@ -86,7 +92,7 @@ v1::Evaluation Evaluate(DecisionService& svc, int64_t start, int64_t end,
   req.set_name("search");
   req.set_start_ms(start);
   req.set_end_ms(end);
-  req.set_offline_experimentation(true);
+  req.set_offline_experimentation(optimize);
   v1::Evaluation created;
   EXPECT_TRUE(svc.CreateEvaluation(req, &created).ok());
   runner.WaitIdle();
@@ -179,21 +185,7 @@ TEST(FeatureImportance, RanksTheNamespaceThatDrivesTheRewardFirst) {
     traffic.Round(svc, "v");
     clock.Advance(100);
   }
-  v1::CreateEvaluationRequest req;
-  EvaluationRunner runner(&svc, 1);
-  svc.SetEvaluationJobs(runner.Jobs());
-  req.set_instance("v");
-  req.set_name("importance");
-  req.set_start_ms(start);
-  req.set_end_ms(clock.NowMs());
-  v1::Evaluation created;
-  ASSERT_TRUE(svc.CreateEvaluation(req, &created).ok());
-  runner.WaitIdle();
-  v1::GetEvaluationRequest get;
-  get.set_instance("v");
-  get.set_id(created.id());
-  v1::Evaluation e;
-  ASSERT_TRUE(svc.GetEvaluation(get, &e).ok());
+  const v1::Evaluation e = Evaluate(svc, start, clock.NowMs(), {}, /*optimize=*/false);
   ASSERT_EQ(e.status(), v1::EVALUATION_COMPLETED) << e.error();
   EXPECT_FALSE(e.has_optimization());
   std::vector<v1::FeatureImportance> namespaces, features;
@@ -215,7 +207,6 @@ TEST(FeatureImportance, RanksTheNamespaceThatDrivesTheRewardFirst) {
   // The most important feature is a User one, the least a Noise one.
   EXPECT_EQ(features.front().namespace_(), "User");
   EXPECT_EQ(features.back().namespace_(), "Noise");
-  svc.SetEvaluationJobs({});
 }
 
 TEST(OfflineExperimentation, TheCpuBudgetCutsTheSearchShort) {

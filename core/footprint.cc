@@ -7,7 +7,7 @@
 #include "core/classic/linucb_sketched.h"
 #include "core/common/fd_sketch.h"
 #include "core/glb/glb_omd_sketched.h"
-#include "core/glb/nonstationary_mle.h"
+#include "core/glb/restart_glb.h"
 #include "core/kernel/candidate_bkb.h"
 #include "core/kernel/candidate_gp_ucb.h"
 #include "core/rng.h"

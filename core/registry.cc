@@ -13,7 +13,7 @@
 #include "core/glb/glm_epsilon_greedy.h"
 #include "core/glb/glm_ucb.h"
 #include "core/glb/gloc.h"
-#include "core/glb/nonstationary_mle.h"
+#include "core/glb/restart_glb.h"
 #include "core/kernel/bkb.h"
 #include "core/kernel/gp_ucb.h"
 #include "core/mixture/mixture_factory.h"

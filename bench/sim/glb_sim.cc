@@ -10,7 +10,8 @@
 // al.'s own mean-scale rule and radius). --region_grid=N (d = 2): after the last round of seed 1,
 // which points of an N x N grid over [-S-1/2, S+1/2]^2 lie in each algorithm's confidence set
 // (GLB-OMD Fig. 3). --reward_bound=R for rs_glincb / glm_ucb_filippi (default 1 / 100 Poisson).
-// The DOMD-GLB paper's Fig. 1 baselines (core/glb/nonstationary_mle.h): restart_glb, d_glucb,
+// The DOMD-GLB paper's Fig. 1 baselines (core/glb/restart_glb.h, baselines/discounted_glm_ucb.h,
+// baselines/master_glm_ucb.h): restart_glb, d_glucb,
 // sc_d_glucb, bvd_glm_ucb, scb_weight_ucb, scb_pw_weight_ucb, master_glm_ucb (tuned gamma / H from
 // the env's P_T or Gamma_T and T; lambda = d for them even with --lambda=theory: see
 // docs/algorithms.md). --master_order=12 (MASTER's block order n), --proj_steps=20

@@ -65,7 +65,7 @@ void MasterGlmUcb::StartBlock() {
   // Instances whose interval starts at offset 0 are live from the first round.
   for (const auto& [m, start] : schedule_)
     if (start == 0)
-      live_.emplace(m, std::make_pair(start, MleUcbCore(MleUcbKind::kGlmUcb, p_, 1.0, 50)));
+      live_.emplace(m, std::make_pair(start, MleUcbCore(GlmUcbRule(), p_, 1.0, 50)));
 }
 
 int MasterGlmUcb::ActiveOrder() const { return live_.begin()->first; }
@@ -129,7 +129,7 @@ absl::Status MasterGlmUcb::Update(const Observation& obs) {
   }
   for (const auto& [m, start] : schedule_)
     if (start == off)
-      live_.emplace(m, std::make_pair(start, MleUcbCore(MleUcbKind::kGlmUcb, p_, 1.0, 50)));
+      live_.emplace(m, std::make_pair(start, MleUcbCore(GlmUcbRule(), p_, 1.0, 50)));
   return absl::OkStatus();
 }
 
@@ -197,7 +197,7 @@ absl::Status MasterGlmUcb::Restore(const bandit::v1::PolicyState& state) {
     const int m = static_cast<int>(live[i]);
     if (m < 0 || m > block_order_)
       return absl::InvalidArgumentError("state live order out of range");
-    MleUcbCore core(MleUcbKind::kGlmUcb, p_, 1.0, 50);
+    MleUcbCore core(GlmUcbRule(), p_, 1.0, 50);
     if (auto s = core.Restore(r, absl::StrCat("i", m, ".")); !s.ok()) return s;
     lives.emplace(m, std::make_pair(static_cast<int64_t>(live[i + 1]), std::move(core)));
   }

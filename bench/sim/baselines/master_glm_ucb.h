@@ -1,6 +1,7 @@
 // MASTER over GLM-UCB base instances: a baseline of the DOMD-GLB paper's Fig. 1 that runs only in
 // simulation (bandit-sim): its live instances keep every round they saw. Its engine, MleUcbCore,
-// is the one of the restart and discounted GLM-UCB policies (core/glb/nonstationary_mle.h).
+// is the one of RestartGLB (core/glb/restart_glb.h) and of the discounted GLM-UCB policies
+// (discounted_glm_ucb.h).
 #pragma once
 
 #include <map>
@@ -9,7 +10,7 @@
 #include <vector>
 
 #include "bandit/v1/sim_policy.pb.h"
-#include "core/glb/nonstationary_mle.h"
+#include "core/glb/restart_glb.h"
 #include "core/rng.h"
 
 namespace bandit::glb {

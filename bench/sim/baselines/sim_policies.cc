@@ -4,7 +4,7 @@
 #include "bench/sim/baselines/likelihood_ucb.h"
 #include "bench/sim/baselines/master_glm_ucb.h"
 #include "bench/sim/baselines/rs_glincb.h"
-#include "core/glb/nonstationary_mle.h"
+#include "bench/sim/baselines/discounted_glm_ucb.h"
 
 namespace bandit {
 

@@ -1,8 +1,9 @@
-// The DOMD-GLB paper's Fig. 1 baselines (core/glb/nonstationary_mle.h): each piece against a slow
-// direct computation or a hand-worked value, save/restore resuming exactly, and the registry's
-// served / simulation-only split.
-#include "core/glb/nonstationary_mle.h"
+// The DOMD-GLB paper's Fig. 1 baselines (core/glb/restart_glb.h; the discounted ones and MASTER in
+// bench/sim/baselines/): each piece against a slow direct computation or a hand-worked value,
+// save/restore resuming exactly, and the registry's served / simulation-only split.
+#include "core/glb/restart_glb.h"
 
+#include "bench/sim/baselines/discounted_glm_ucb.h"
 #include "bench/sim/baselines/master_glm_ucb.h"
 
 #include <cmath>
@@ -130,7 +131,7 @@ TEST(NonstationaryMle, ProjectionStepNearGridMinimum) {
 TEST(NonstationaryMle, CoreMatricesEqualDirectSums) {
   // The recursions V <- gamma V + x x' + (1-gamma) lambda I (and gamma^2 for V~) against the sums.
   const double gamma = 0.9, lambda = 2.0;
-  MleUcbCore core(MleUcbKind::kDGlucb, Logistic(3, 1.0, lambda), gamma, 20);
+  MleUcbCore core(DiscountedRule(DiscountedKind::kDGlucb), Logistic(3, 1.0, lambda), gamma, 20);
   Rng rng(5);
   std::vector<Vector> xs;
   for (int s = 0; s < 12; ++s) {
@@ -155,20 +156,20 @@ TEST(NonstationaryMle, TunedGammaAndRestartPeriodByHand) {
   const double P = 2 * std::numbers::pi * 3;  // one turn of the radius-3 circle
   const double c3 = std::exp(-3.0) / std::pow(1 + std::exp(-3.0), 2);
   // D-GLUCB / SCB-PW: 1 - (1 / 25000)^(2/3) = 0.99883040.
-  EXPECT_NEAR(TunedGamma(MleUcbKind::kDGlucb, c3, 5, 5000, 0, 1),
+  EXPECT_NEAR(TunedGamma(DiscountedKind::kDGlucb, c3, 5, 5000, 0, 1),
               1 - std::pow(1 / 25000.0, 2.0 / 3), 1e-15);
-  EXPECT_NEAR(TunedGamma(MleUcbKind::kDGlucb, c3, 5, 5000, 0, 1), 0.9988304, 1e-7);
+  EXPECT_NEAR(TunedGamma(DiscountedKind::kDGlucb, c3, 5, 5000, 0, 1), 0.9988304, 1e-7);
   // SC-D-GLUCB: 1 - (sqrt(0.045177) / 25000)^(2/3).
-  EXPECT_NEAR(TunedGamma(MleUcbKind::kScDGlucb, c3, 5, 5000, 0, 1),
+  EXPECT_NEAR(TunedGamma(DiscountedKind::kScDGlucb, c3, 5, 5000, 0, 1),
               1 - std::pow(std::sqrt(c3) / 25000, 2.0 / 3), 1e-15);
   // SCB-WeightUCB: 1 - sqrt(18.8496 / 25000) = 0.97254.
-  EXPECT_NEAR(TunedGamma(MleUcbKind::kScbWeightUcb, c3, 5, 5000, P, 0), 0.9725413, 2e-6);
+  EXPECT_NEAR(TunedGamma(DiscountedKind::kScbWeightUcb, c3, 5, 5000, P, 0), 0.9725413, 2e-6);
   // BVD-GLM-UCB: 1 - (18.8496 / (sqrt(5) 5000))^(2/5) = 0.89213.
-  EXPECT_NEAR(TunedGamma(MleUcbKind::kBvdGlmUcb, c3, 5, 5000, P, 0),
+  EXPECT_NEAR(TunedGamma(DiscountedKind::kBvdGlmUcb, c3, 5, 5000, P, 0),
               1 - std::pow(P / (std::sqrt(5.0) * 5000), 0.4), 1e-15);
   // Clipping to [1/T, 1 - 1/T].
-  EXPECT_NEAR(TunedGamma(MleUcbKind::kScbWeightUcb, c3, 5, 5000, 0, 0), 1 - 1 / 5000.0, 1e-15);
-  EXPECT_NEAR(TunedGamma(MleUcbKind::kScbWeightUcb, c3, 5, 5000, 1e12, 0), 1 / 5000.0, 1e-15);
+  EXPECT_NEAR(TunedGamma(DiscountedKind::kScbWeightUcb, c3, 5, 5000, 0, 0), 1 - 1 / 5000.0, 1e-15);
+  EXPECT_NEAR(TunedGamma(DiscountedKind::kScbWeightUcb, c3, 5, 5000, 1e12, 0), 1 / 5000.0, 1e-15);
   // RestartGLB: H = ceil((25000 / (1 + 18.8496))^(2/3)) = ceil(116.4) = 117.
   EXPECT_EQ(RestartGlbPeriod(5, 5000, P), 117);
   EXPECT_EQ(RestartGlbPeriod(5, 5000, 2 * std::numbers::pi), 228);

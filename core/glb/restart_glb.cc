@@ -1,29 +1,9 @@
-#include "core/glb/nonstationary_mle.h"
+#include "core/glb/restart_glb.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "core/glb/projection.h"
-
 namespace bandit::glb {
-
-absl::string_view MleUcbKindName(MleUcbKind kind) {
-  switch (kind) {
-    case MleUcbKind::kGlmUcb:
-      return "restart_glb";
-    case MleUcbKind::kDGlucb:
-      return "d_glucb";
-    case MleUcbKind::kScDGlucb:
-      return "sc_d_glucb";
-    case MleUcbKind::kBvdGlmUcb:
-      return "bvd_glm_ucb";
-    case MleUcbKind::kScbWeightUcb:
-      return "scb_weight_ucb";
-    case MleUcbKind::kScbPwWeightUcb:
-      return "scb_pw_weight_ucb";
-  }
-  return "unknown";
-}
 
 // ---------------------------------------------------------------- weighted MLE pieces
 
@@ -35,10 +15,8 @@ double WeightedObjective(const GlmLink& link, const WeightedData& data, double l
   return f;
 }
 
-namespace {
-
-void GradHess(const GlmLink& link, const WeightedData& data, double lambda, const Vector& theta,
-              Vector* grad, Matrix* hess) {
+void WeightedGradHess(const GlmLink& link, const WeightedData& data, double lambda,
+                      const Vector& theta, Vector* grad, Matrix* hess) {
   const Vector z = data.X.transpose() * theta;
   Vector a(z.size()), h(z.size());
   for (Eigen::Index i = 0; i < z.size(); ++i) {
@@ -53,8 +31,6 @@ void GradHess(const GlmLink& link, const WeightedData& data, double lambda, cons
   }
 }
 
-}  // namespace
-
 Vector WeightedMle(const GlmLink& link, const WeightedData& data, double lambda,
                    const Vector& warm) {
   Vector theta = warm;
@@ -63,7 +39,7 @@ Vector WeightedMle(const GlmLink& link, const WeightedData& data, double lambda,
   Matrix hess(d, d);
   double f = WeightedObjective(link, data, lambda, theta);
   for (int it = 0; it < 50; ++it) {
-    GradHess(link, data, lambda, theta, &grad, &hess);
+    WeightedGradHess(link, data, lambda, theta, &grad, &hess);
     const Vector step = hess.llt().solve(grad);
     const double dec2 = grad.dot(step);
     if (dec2 / 2 <= 1e-14 * std::max(1.0, std::abs(f))) break;
@@ -82,37 +58,6 @@ Vector WeightedMle(const GlmLink& link, const WeightedData& data, double lambda,
   return theta;
 }
 
-Vector WeightedMleOnBall(const GlmLink& link, const WeightedData& data, double lambda,
-                         const Vector& warm, double S) {
-  Vector theta = warm;
-  if (const double n = theta.norm(); n > S) theta *= S / n;
-  const int d = static_cast<int>(warm.size());
-  Vector grad(d);
-  Matrix hess(d, d);
-  double f = WeightedObjective(link, data, lambda, theta);
-  for (int it = 0; it < 50; ++it) {
-    GradHess(link, data, lambda, theta, &grad, &hess);
-    // Minimize the local quadratic model over the ball: ||theta' - zeta||_H with the Newton point.
-    const Vector zeta = theta - hess.llt().solve(grad);
-    const Vector target = ProjectOntoBall(hess, zeta, S).theta;
-    const Vector dir = target - theta;
-    const double slope = grad.dot(dir);  // <= 0 (target minimizes the convex model over the ball)
-    if (dir.norm() <= 1e-12 * std::max(1.0, theta.norm()) || slope >= 0) break;
-    double s = 1.0;
-    Vector cand = theta + dir;
-    double fc = WeightedObjective(link, data, lambda, cand);
-    for (int ls = 0; ls < 40 && !(fc <= f + 1e-4 * s * slope); ++ls) {
-      s *= 0.5;
-      cand = theta + s * dir;  // convex combination of two ball points stays in the ball
-      fc = WeightedObjective(link, data, lambda, cand);
-    }
-    if (!(fc < f)) break;
-    theta = std::move(cand);
-    f = fc;
-  }
-  return theta;
-}
-
 Vector WeightedG(const GlmLink& link, const WeightedData& data, double lambda,
                  const Vector& theta) {
   const Vector z = data.X.transpose() * theta;
@@ -124,7 +69,7 @@ Vector WeightedG(const GlmLink& link, const WeightedData& data, double lambda,
 Matrix WeightedHessian(const GlmLink& link, const WeightedData& data, double lambda,
                        const Vector& theta) {
   Matrix h(theta.size(), theta.size());
-  GradHess(link, data, lambda, theta, nullptr, &h);
+  WeightedGradHess(link, data, lambda, theta, nullptr, &h);
   return h;
 }
 
@@ -179,41 +124,44 @@ Vector ProjectByGradient(const GlmLink& link, const WeightedData& data, double l
 
 // ---------------------------------------------------------------- tuning
 
-namespace {
-double ClipGamma(double one_minus, int64_t T) {
-  const double Td = static_cast<double>(T);
-  return 1.0 - std::min(1.0 - 1.0 / Td, std::max(1.0 / Td, one_minus));
-}
-}  // namespace
-
-double TunedGamma(MleUcbKind kind, double c_mu, int d, int64_t T, double path_length,
-                  int64_t changes) {
-  const double Td = static_cast<double>(T), dd = d, G = static_cast<double>(changes);
-  switch (kind) {
-    case MleUcbKind::kDGlucb:
-    case MleUcbKind::kScbPwWeightUcb:
-      return ClipGamma(std::pow(G / (dd * Td), 2.0 / 3.0), T);
-    case MleUcbKind::kScDGlucb:
-      return ClipGamma(std::pow(std::sqrt(c_mu) * G / (dd * Td), 2.0 / 3.0), T);
-    case MleUcbKind::kBvdGlmUcb:
-      return ClipGamma(std::pow(path_length / (std::sqrt(dd) * Td), 0.4), T);
-    case MleUcbKind::kScbWeightUcb:
-      return ClipGamma(std::sqrt(path_length / (dd * Td)), T);
-    case MleUcbKind::kGlmUcb:
-      return 1.0;
-  }
-  return 1.0;
-}
-
 int64_t RestartGlbPeriod(int d, int64_t T, double path_length) {
   const double h = std::ceil(std::pow(d * static_cast<double>(T) / (1.0 + path_length), 2.0 / 3.0));
   return std::clamp<int64_t>(static_cast<int64_t>(h), 1, T);
 }
 
+// ---------------------------------------------------------------- GLM-UCB's rule
+
+double WeightedRadius(const GlbParams& p, double t, double g) {
+  const double d = p.d, lam = p.lambda, sigma = p.link.NoiseScale(p.S);
+  const double eff = g >= 1.0 ? t - 1 : (1 - std::pow(g, t - 1)) / (1 - g);
+  return std::sqrt(lam) * p.S +
+         sigma * std::sqrt(2 * std::log(1 / p.delta) + d * std::log(1 + eff / (lam * d)));
+}
+
+void ProjectedMleRefit(const MleUcbFit& fit, Vector* theta_hat, Vector* theta, Matrix* bonus_inv) {
+  const GlbParams& p = fit.p;
+  *theta_hat = WeightedMle(p.link, fit.data, p.lambda, *theta_hat);
+  *theta = ProjectByGradient(p.link, fit.data, p.lambda, *theta_hat, fit.v_inv, p.S,
+                             fit.projection_steps);
+  *bonus_inv = fit.v_inv;
+}
+
+const MleUcbRule& GlmUcbRule() {
+  static const MleUcbRule rule{
+      .name = "restart_glb",
+      .scores_in_mean_space = true,
+      .refit = &ProjectedMleRefit,
+      .radius = [](const GlbParams& p, double t, double gamma) {
+        return p.link.LMu(p.S) / p.link.CMu(p.S) * WeightedRadius(p, t, gamma);
+      }};
+  return rule;
+}
+
 // ---------------------------------------------------------------- MleUcbCore
 
-MleUcbCore::MleUcbCore(MleUcbKind kind, const GlbParams& p, double gamma, int projection_steps)
-    : kind_(kind), p_(p), gamma_(gamma), projection_steps_(projection_steps) {
+MleUcbCore::MleUcbCore(const MleUcbRule& rule, const GlbParams& p, double gamma,
+                       int projection_steps)
+    : rule_(&rule), p_(p), gamma_(gamma), projection_steps_(projection_steps) {
   Clear();
 }
 
@@ -225,11 +173,6 @@ void MleUcbCore::Clear() {
   v_ = p_.lambda * Matrix::Identity(p_.d, p_.d);
   v2_ = v_;
   bonus_inv_ = (1.0 / p_.lambda) * Matrix::Identity(p_.d, p_.d);  // V^{-1} V~ V^{-1} too
-}
-
-bool MleUcbCore::scores_in_mean_space() const {
-  return kind_ == MleUcbKind::kGlmUcb || kind_ == MleUcbKind::kDGlucb ||
-         kind_ == MleUcbKind::kBvdGlmUcb;
 }
 
 WeightedData MleUcbCore::Data(Vector* w) const {
@@ -261,50 +204,13 @@ void MleUcbCore::Add(const Vector& x, double r) {
 void MleUcbCore::Refit() {
   Vector w;
   const WeightedData data = Data(&w);
-  const Matrix eye = Matrix::Identity(p_.d, p_.d);
-  const Matrix v_inv = v_.llt().solve(eye);
-  if (kind_ == MleUcbKind::kScDGlucb) {
-    theta_hat_ = WeightedMleOnBall(p_.link, data, p_.lambda, theta_hat_, p_.S);
-    theta_ = theta_hat_;
-    bonus_inv_ = WeightedHessian(p_.link, data, p_.lambda, theta_).llt().solve(eye);
-    return;
-  }
-  theta_hat_ = WeightedMle(p_.link, data, p_.lambda, theta_hat_);
-  theta_ = ProjectByGradient(p_.link, data, p_.lambda, theta_hat_, v_inv, p_.S, projection_steps_);
-  if (kind_ == MleUcbKind::kDGlucb) {
-    bonus_inv_ = v_inv * v2_ * v_inv;  // ||x||_{V^{-1} V~ V^{-1}}
-    bonus_inv_ = 0.5 * (bonus_inv_ + bonus_inv_.transpose());
-  } else {
-    bonus_inv_ = v_inv;
-  }
+  const Matrix v_inv = v_.llt().solve(Matrix::Identity(p_.d, p_.d));
+  rule_->refit(MleUcbFit{p_, data, v_inv, v2_, projection_steps_}, &theta_hat_, &theta_,
+               &bonus_inv_);
 }
 
 double MleUcbCore::Radius() const {
-  const double t = static_cast<double>(rounds()) + 1, d = p_.d, lam = p_.lambda;
-  const double sigma = p_.link.NoiseScale(p_.S), k = p_.link.LMu(p_.S), c = p_.link.CMu(p_.S);
-  auto beta = [&](double g) {  // weighted self-normalized radius with weights g^{age}
-    const double eff = g >= 1.0 ? t - 1 : (1 - std::pow(g, t - 1)) / (1 - g);
-    return std::sqrt(lam) * p_.S +
-           sigma * std::sqrt(2 * std::log(1 / p_.delta) + d * std::log(1 + eff / (lam * d)));
-  };
-  double rho = 0;
-  switch (kind_) {
-    case MleUcbKind::kGlmUcb:
-    case MleUcbKind::kBvdGlmUcb:
-      rho = k / c * beta(gamma_);
-      break;
-    case MleUcbKind::kDGlucb:
-      rho = 2 * k / c * beta(gamma_ * gamma_);
-      break;
-    case MleUcbKind::kScDGlucb:
-      rho = beta(gamma_);
-      break;
-    case MleUcbKind::kScbWeightUcb:
-    case MleUcbKind::kScbPwWeightUcb:
-      rho = beta(gamma_) / std::sqrt(c);
-      break;
-  }
-  return p_.radius_multiplier * rho;
+  return p_.radius_multiplier * rule_->radius(p_, static_cast<double>(rounds()) + 1, gamma_);
 }
 
 int MleUcbCore::Argmax(std::span<const Vector> candidates, Vector* ucb, Vector* mean) const {
@@ -312,7 +218,7 @@ int MleUcbCore::Argmax(std::span<const Vector> candidates, Vector* ucb, Vector* 
   const double rho = Radius();
   ucb->resize(n);
   mean->resize(n);
-  const bool mean_space = scores_in_mean_space();
+  const bool mean_space = rule_->scores_in_mean_space;
   int best = 0;
   for (int i = 0; i < n; ++i) {
     const Vector& x = candidates[i];
@@ -375,18 +281,6 @@ namespace {
 // both its memory (H d doubles) and its per-update work bounded.
 constexpr int64_t kMaxRestartPeriod = 100'000;
 
-template <typename C>
-absl::Status CheckCommonRanges(absl::string_view field, const C& c) {
-  if (c.has_horizon() && c.horizon() < 2)
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ".horizon is ", c.horizon(), ", expected a number >= 2"));
-  if (c.has_path_length())
-    if (auto s = CheckRange(absl::StrCat(field, ".path_length"), c.path_length(), 0.0, 1e12);
-        !s.ok())
-      return s;
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Policy>> NonstationaryGlmUcb::MakeRestartGlb(
@@ -394,7 +288,7 @@ absl::StatusOr<std::unique_ptr<Policy>> NonstationaryGlmUcb::MakeRestartGlb(
   const auto& c = config.restart_glb();
   auto p = ParseParams("restart_glb", c);
   if (!p.ok()) return p.status();
-  if (auto s = CheckCommonRanges("restart_glb", c); !s.ok()) return s;
+  if (auto s = CheckNonstationaryRanges("restart_glb", c); !s.ok()) return s;
   int64_t h = 0;
   if (c.has_restart_period()) {
     h = c.restart_period();
@@ -408,84 +302,13 @@ absl::StatusOr<std::unique_ptr<Policy>> NonstationaryGlmUcb::MakeRestartGlb(
           "(H = ceil((d T / (1 + P_T))^(2/3)))");
     h = std::min(RestartGlbPeriod(p->d, c.horizon(), c.path_length()), kMaxRestartPeriod);
   }
-  return std::unique_ptr<Policy>(new NonstationaryGlmUcb(MleUcbKind::kGlmUcb, *p, 1.0, h, 50));
+  return std::unique_ptr<Policy>(new NonstationaryGlmUcb(GlmUcbRule(), *p, 1.0, h, 50));
 }
 
-absl::StatusOr<std::unique_ptr<Policy>> NonstationaryGlmUcb::MakeDiscounted(
-    const bandit::v1::SimPolicyConfig& config, uint64_t) {
-  using PC = bandit::v1::SimPolicyConfig;
-  MleUcbKind kind;
-  const bandit::v1::DiscountedGlmUcbConfig* c = nullptr;
-  switch (config.policy_case()) {
-    case PC::kDGlucb:
-      kind = MleUcbKind::kDGlucb;
-      c = &config.d_glucb();
-      break;
-    case PC::kScDGlucb:
-      kind = MleUcbKind::kScDGlucb;
-      c = &config.sc_d_glucb();
-      break;
-    case PC::kBvdGlmUcb:
-      kind = MleUcbKind::kBvdGlmUcb;
-      c = &config.bvd_glm_ucb();
-      break;
-    case PC::kScbWeightUcb:
-      kind = MleUcbKind::kScbWeightUcb;
-      c = &config.scb_weight_ucb();
-      break;
-    case PC::kScbPwWeightUcb:
-      kind = MleUcbKind::kScbPwWeightUcb;
-      c = &config.scb_pw_weight_ucb();
-      break;
-    default:
-      return absl::InvalidArgumentError("config.policy is not a nonstationary GLM-UCB baseline");
-  }
-  const std::string field(MleUcbKindName(kind));
-  auto p = ParseParams(field, *c);
-  if (!p.ok()) return p.status();
-  if (auto s = CheckCommonRanges(field, *c); !s.ok()) return s;
-  int steps = 50;
-  if (c->has_projection_steps()) {
-    steps = c->projection_steps();
-    if (steps < 0 || steps > 10000)
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".projection_steps is ", steps, ", expected 0..10000"));
-  }
-  double gamma;
-  if (c->has_gamma()) {
-    gamma = c->gamma();
-    if (!(gamma > 0 && gamma < 1))
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".gamma is ", gamma, ", expected a number in (0, 1)"));
-  } else {
-    const bool drift = kind == MleUcbKind::kBvdGlmUcb || kind == MleUcbKind::kScbWeightUcb;
-    if (!c->has_horizon())
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".gamma is unset and ", field,
-                       ".horizon is missing; expected gamma in (0, 1), or "
-                       "horizon >= 2 with ",
-                       drift ? "path_length" : "num_changes", " (the paper's tuning)"));
-    if (drift && !c->has_path_length())
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".gamma is unset: expected path_length (this baseline is tuned by P_T)"));
-    if (!drift && !c->has_num_changes())
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".gamma is unset: expected num_changes (this baseline is tuned by Gamma_T)"));
-    if (c->has_num_changes() && c->num_changes() < 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".num_changes is ", c->num_changes(), ", expected a number >= 0"));
-    gamma =
-        TunedGamma(kind, p->link.CMu(p->S), p->d, c->horizon(), c->path_length(), c->num_changes());
-  }
-  return std::unique_ptr<Policy>(new NonstationaryGlmUcb(kind, *p, gamma, 0, steps));
-}
-
-NonstationaryGlmUcb::NonstationaryGlmUcb(MleUcbKind kind, const GlbParams& p, double gamma,
-                                         int64_t restart_period, int projection_steps)
-    : kind_(kind),
-      p_(p),
-      restart_period_(restart_period),
-      core_(kind, p, gamma, projection_steps) {}
+NonstationaryGlmUcb::NonstationaryGlmUcb(const MleUcbRule& rule, const GlbParams& p,
+                                         double gamma, int64_t restart_period,
+                                         int projection_steps)
+    : p_(p), restart_period_(restart_period), core_(rule, p, gamma, projection_steps) {}
 
 absl::StatusOr<Decision> NonstationaryGlmUcb::Select(const SelectContext& ctx) {
   if (auto s = CheckCandidates(ctx.candidates, p_.d, p_.max_feature_norm); !s.ok()) return s;

@@ -14,6 +14,9 @@
 // the key whose i-th number has index hash(key) + i; an array of objects is one namespace per
 // element, named like the array; keys beginning with '_' are ignored (but `_text`, whose value
 // is split on blanks into features of value 1); null is ignored.
+//
+// Sources: vw_input.cc reads VW's JSON and text formats (Parse, ParseText, ParseVwFloat,
+// ParsedDocuments); feature_space.cc compiles the interactions and featurizes.
 #pragma once
 
 #include <cstdint>

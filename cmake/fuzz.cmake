@@ -17,7 +17,8 @@ if(TARGET test_soak)
   set_tests_properties(test_soak PROPERTIES TIMEOUT 300)
 endif()
 
-set(BANDIT_FUZZ_TARGETS request_fuzz snapshot_fuzz journal_fuzz features_fuzz personalizer_fuzz)
+set(BANDIT_FUZZ_TARGETS request_fuzz round_stream_fuzz snapshot_fuzz journal_fuzz features_fuzz
+    personalizer_fuzz)
 option(BANDIT_FUZZ "Build the libFuzzer targets in this (clang) build" OFF)
 
 if(BANDIT_FUZZ)
@@ -57,9 +58,11 @@ endif()
 # build of core and server. Coverage-guided fuzzing with ASan/UBSan stays in the clang build:
 # `make fuzz` (long, merges new coverage into the corpus) and `make fuzz-check` (short, CI).
 # Mutations per corpus input, per target, sized so each test takes a few seconds on 2 cores
-# (request_fuzz builds a service and snapshots after every operation; snapshot_fuzz rejects most
-# mutants at the CRC or the protobuf parse).
+# (request_fuzz builds a service and snapshots after every operation, round_stream_fuzz builds two
+# and snapshots both after every step; snapshot_fuzz rejects most mutants at the CRC or the
+# protobuf parse).
 set(BANDIT_FUZZ_MUTATIONS_request_fuzz 8 CACHE STRING "Mutations per input, fuzz_replay_request_fuzz")
+set(BANDIT_FUZZ_MUTATIONS_round_stream_fuzz 32 CACHE STRING "Mutations per input, fuzz_replay_round_stream_fuzz")
 set(BANDIT_FUZZ_MUTATIONS_journal_fuzz 32 CACHE STRING "Mutations per input, fuzz_replay_journal_fuzz")
 set(BANDIT_FUZZ_MUTATIONS_snapshot_fuzz 256 CACHE STRING "Mutations per input, fuzz_replay_snapshot_fuzz")
 set(BANDIT_FUZZ_MUTATIONS_features_fuzz 20000 CACHE STRING "Mutations per input, fuzz_replay_features_fuzz")

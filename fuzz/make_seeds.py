@@ -1,19 +1,26 @@
 #!/usr/bin/python3
 """Writes the seed corpora under fuzz/corpus/ from a live banditd (already committed; rerun
 after a policy is registered, an example changes, or the API changes):
-    fuzz/make_seeds.py BANDITD PYTHON_GEN_DIR FUZZ_SEED_CONFIGS
+    fuzz/make_seeds.py BANDITD PYTHON_GEN_DIR FUZZ_SEED_CONFIGS [TARGET...]
 e.g. fuzz/make_seeds.py build/bin/banditd build/python_gen build/bin/fuzz_seed_configs
+With TARGETs (e.g. round_stream_fuzz), only their corpora are written (the others' seeds from a
+live server differ at every run: snapshots carry random ids).
 
 For each seed config (printed by FUZZ_SEED_CONFIGS from fuzz/seed_configs.h: every served
 policy's registered examples, in the order request_fuzz.cc reads them): request sequences in
 FuzzedDataProvider layout (request_fuzz), exported snapshots of instances after a few rounds
 (snapshot_fuzz, both framed and payload-only), and the journal segments those rounds produced
-(journal_fuzz, raw mode and structured mode). tests/fuzz/seed_corpus_test.cc checks the result
-against the seed configs."""
+(journal_fuzz, raw mode and structured mode), and Rounds stream sequences (round_stream_fuzz).
+tests/fuzz/seed_corpus_test.cc checks the result against the seed configs."""
 import faulthandler, glob, os, signal, struct, subprocess, sys, tempfile, time
 faulthandler.dump_traceback_later(120, exit=True)
 
 banditd, gen, seed_configs = sys.argv[1], sys.argv[2], sys.argv[3]
+only = set(sys.argv[4:])
+
+
+def wanted(*targets):
+    return not only or bool(only & set(targets))
 import grpc  # noqa: E402  (before the generated tree, which has its own grpc/ package)
 sys.path.append(gen)
 from google.protobuf import text_format  # noqa: E402
@@ -51,7 +58,7 @@ def write(dirname, name, data):
 
 
 # ---- request_fuzz: [config] + ops (op byte from the end, message from the front) ----
-for i in range(len(CONFIGS)):
+for i in range(len(CONFIGS)) if wanted("request_fuzz") else ():
     for variant in range(4):
         front, back = b"", [i]
         for r in range(3):
@@ -61,6 +68,44 @@ for i in range(len(CONFIGS)):
             front += esc(u.SerializeToString())
             back += [2, r]  # Update, then which event
         write("request_fuzz", f"cfg{i:02d}_v{variant}", front + bytes(reversed(back)))
+
+# ---- round_stream_fuzz: [config] + steps (op byte from the end, RoundRequest from the front) ----
+# Op: 7 = clock step (3 more bytes from the end); else a RoundRequest, aimed at instance "f" and,
+# for an Update or Activate, at the event of the (op >> 3 & 7)-th newest Select, unless bit 0x80.
+def rounds_for(i, variant):
+    s = select_for(i, variant)
+    deferred = pb.SelectRequest()
+    deferred.CopyFrom(s)
+    deferred.event_id, deferred.defer_activation = "later", True
+    upd = lambda reward: pb.RoundRequest(update=pb.UpdateRequest(instance="f", event_id="e", reward=reward))
+    act = pb.RoundRequest(activate=pb.ActivateRequest(instance="f", event_id="e"))
+    sel = pb.RoundRequest(select=s)
+    steps = [
+        (sel, 0), (upd(1.0), 0),                          # a round
+        (sel, 0), (sel, 0), (upd(0.0), 8), (upd(1.0), 0),  # pipelined: the older Select first
+        (pb.RoundRequest(select=deferred), 0), (upd(1.0), 0), (act, 0), (act, 0),  # deferred, twice
+        (upd(1.0), 0),                                    # rewarded already: refused
+        (upd(float("nan")), 0),                           # refused: not a number
+        (pb.RoundRequest(select=pb.SelectRequest(instance="nope")), 0x80),  # unknown instance
+        (sel, 0), ("clock", 200_000), (upd(1.0), 0),      # within the reward wait: learned
+        (sel, 0), ("clock", 3_600_000), (upd(1.0), 0),    # beyond the default wait: expired
+    ]
+    front, back = b"", [i]
+    for msg, op in steps:
+        if msg == "clock":  # FuzzedDataProvider reads the 3 bytes of the step big-endian from the end
+            back += [7, *op.to_bytes(3, "big")]
+            continue
+        front += esc(msg.SerializeToString())
+        back.append(op)
+    return front + bytes(reversed(back))
+
+
+for i in range(len(CONFIGS)) if wanted("round_stream_fuzz") else ():
+    for variant in range(4):
+        write("round_stream_fuzz", f"cfg{i:02d}_v{variant}", rounds_for(i, variant))
+
+if not wanted("snapshot_fuzz", "journal_fuzz", "request_fuzz"):
+    sys.exit(0)
 
 # ---- snapshots and journals from a live server ----
 tmp = tempfile.mkdtemp(prefix="bandit-seeds-")

@@ -1,6 +1,6 @@
 // The fuzz seed list (fuzz/seed_configs.h) covers every served policy in the registry, and the
 // committed seeds (fuzz/corpus/, written by fuzz/make_seeds.py) match it: for seed config i a
-// request sequence cfg<i>_v0..3 that picks config i, and a snapshot s<i> of an instance that ran
+// request sequence cfg<i>_v0..3 that picks config i (request_fuzz and round_stream_fuzz), and a snapshot s<i> of an instance that ran
 // that config's policy. A policy registered (or an example changed) without rerunning
 // make_seeds.py fails here, naming the config.
 #include <cstdlib>
@@ -65,15 +65,19 @@ TEST(FuzzSeeds, TheCommittedSeedsMatchTheSeedConfigs) {
   for (int i = 0; i < n; ++i) {
     const v1::InstanceConfig want = Parsed(configs[i]);
     const std::string again = "rerun fuzz/make_seeds.py (its usage is in the file)";
-    // request_fuzz: FuzzedDataProvider takes the config index from the input's last byte.
-    for (int v = 0; v < 4; ++v) {
-      const std::string name = absl::StrFormat("cfg%02d_v%d", i, v);
-      std::string bytes;
-      ASSERT_TRUE(ReadFile(CorpusDir("request_fuzz") + name, &bytes))
-          << "no request_fuzz seed " << name << " for config " << i << " (" << configs[i]
-          << "): " << again;
-      ASSERT_FALSE(bytes.empty());
-      EXPECT_EQ(static_cast<unsigned char>(bytes.back()) % n, i) << name << ": " << again;
+    // request_fuzz and round_stream_fuzz: FuzzedDataProvider takes the config index from the
+    // input's last byte.
+    for (const char* target : {"request_fuzz", "round_stream_fuzz"}) {
+      for (int v = 0; v < 4; ++v) {
+        const std::string name = absl::StrFormat("cfg%02d_v%d", i, v);
+        std::string bytes;
+        ASSERT_TRUE(ReadFile(CorpusDir(target) + name, &bytes))
+            << "no " << target << " seed " << name << " for config " << i << " ("
+            << configs[i] << "): " << again;
+        ASSERT_FALSE(bytes.empty());
+        EXPECT_EQ(static_cast<unsigned char>(bytes.back()) % n, i)
+            << target << " " << name << ": " << again;
+      }
     }
     // snapshot_fuzz: the exported instance ran this config's policy.
     const std::string name = absl::StrFormat("s%02d.payload", i);

@@ -200,6 +200,50 @@ export interface UpdateParams {
   bestExpectedReward?: number;
   expectedReward?: number;
 }
+/** One request on a Rounds stream, as sent on the wire: a SelectRequest, UpdateRequest or
+ *  ActivateRequest object (camelCase fields, `instance` included; candidates as {values}). */
+export type RoundRequest =
+  | { select: { instance: string } & Record<string, unknown> }
+  | { update: { instance: string } & Record<string, unknown> }
+  | { activate: { instance: string; eventId: string } };
+/** The answer to the RoundRequest at the same position: `result` names the field set, or, when
+ *  the request was refused, `status` holds the unary call's code and message (no result). */
+export interface RoundResponse {
+  result?: 'decision' | 'update' | 'activate';
+  decision?: Decision | null;
+  update?: UpdateResponse | null;
+  activate?: {} | null;
+  status: { code: number; message: string } | null;
+}
+/** A Rounds stream (BanditService.Rounds): Select, Update and Activate on one long-lived call,
+ *  answered in the order sent; a refusal is answered in place and the stream goes on. */
+export declare class RoundStream {
+  /** Requests sent whose answer was not received yet. */
+  readonly unanswered: number;
+  /** Sends without waiting for the answer; throws the stream's typed error if it ended. */
+  send(request: RoundRequest): void;
+  sendSelect(instance: string, req?: SelectParams): void;
+  sendUpdate(instance: string, req: UpdateParams): void;
+  sendActivate(instance: string, eventId: string): void;
+  /** The answer to the oldest request sent and not yet answered, as it came. */
+  receive(): Promise<RoundResponse>;
+  /** receive() unwrapped; rejects with the typed error of a refusal. */
+  receiveResult(): Promise<Decision | UpdateResponse | {}>;
+  /** One request and its answer (rejecting as the unary call would); FailedPreconditionError
+   *  while answers to earlier send*() calls are still to be received. */
+  select(instance: string, req?: SelectParams): Promise<Decision>;
+  update(instance: string, req: UpdateParams): Promise<UpdateResponse>;
+  activate(instance: string, eventId: string): Promise<{}>;
+  /** Closes the sending side, drops the answers still due; rejects unless the stream ended OK. */
+  close(): Promise<void>;
+  /** Ends the stream at once. */
+  cancel(): void;
+}
+/** The typed error of a refused RoundResponse, or null. */
+export declare function roundError(answer: RoundResponse): BanditError | null;
+/** The result of a RoundResponse; throws the typed error of a refusal. */
+export declare function roundResult(answer: RoundResponse): Decision | UpdateResponse | {} | null;
+
 export type BatchItem<T> = { ok: true; value: T } | { ok: false; error: BanditError };
 
 export declare class BanditClient {
@@ -226,6 +270,9 @@ export declare class BanditClient {
   activate(instance: string, eventId: string, opts?: CallOptions): Promise<{}>;
   selectBatch(items: Array<SelectParams & { instance: string }>, opts?: CallOptions): Promise<Array<BatchItem<Decision>>>;
   updateBatch(items: Array<UpdateParams & { instance: string }>, opts?: CallOptions): Promise<Array<BatchItem<UpdateResponse>>>;
+
+  /** A Rounds stream; `instance` (optional) is sent as the routing header x-bandit-instance. */
+  openRoundStream(instance?: string): RoundStream;
 
   /** grpc.health.v1 status: 'SERVING', 'NOT_SERVING', ... */
   health(service?: string, opts?: CallOptions): Promise<string>;

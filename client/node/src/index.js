@@ -110,6 +110,159 @@ function toUpdateRequest(instance, req = {}) {
   return out;
 }
 
+/** The typed error of a RoundResponse carrying a refusal (the very code and message the unary
+ *  call would have rejected with), or null when the request succeeded. */
+function roundError(answer) {
+  const s = answer && answer.status;
+  return s && s.code ? errors.errorForCode(s.code, s.message) : null;
+}
+
+/** A RoundResponse's result (the Decision, UpdateResponse or ActivateResponse); throws the typed
+ *  error when the request was refused. */
+function roundResult(answer) {
+  const error = roundError(answer);
+  if (error) throw error;
+  return answer.result ? answer[answer.result] : null;
+}
+
+/** A RoundRequest from one ({select} | {update} | {activate}). */
+function toRoundRequest(request) {
+  const kinds = ['select', 'update', 'activate'].filter((k) => request && request[k]);
+  if (kinds.length !== 1)
+    throw new TypeError('a Rounds stream sends RoundRequests: {select}, {update} or {activate}, exactly one');
+  return { [kinds[0]]: request[kinds[0]] };
+}
+
+/**
+ * A Rounds stream (BanditService.Rounds, docs/api.md): Select, Update and Activate requests on
+ * one long-lived call, each answered in the order sent, each refusal in its own answer (the
+ * stream goes on). Opened by BanditClient.openRoundStream().
+ *
+ * select / update / activate send one request and resolve with its answer, or reject with the
+ * typed error the unary call would (the stream goes on after it); they reject
+ * (FailedPreconditionError) while answers to earlier send*() calls are still to be received.
+ * send*() does not wait, so a round's Update and the next round's Select may leave together and
+ * their answers be read after: one round trip per round. receive() resolves with the oldest
+ * unanswered request's RoundResponse as it came (`status` set when refused; `result` names the
+ * field set); receiveResult() unwraps it as select() does.
+ *
+ * Not retried and without a deadline: a stream that broke (the server restarted or shut down:
+ * UnavailableError) is not reopened; open a new one. close() ends it cleanly; cancel() at once.
+ */
+class RoundStream {
+  constructor(call) {
+    this._call = call;
+    this._answers = [];   // received, not yet taken by receive()
+    this._waiters = [];   // receive()s waiting for an answer: {resolve, reject}
+    this._sent = 0;       // requests written
+    this._taken = 0;      // answers handed out by receive() (or dropped by close())
+    this._closed = false;
+    this._status = null;  // the stream's own status, once known
+    this._readEnded = false;
+    this._ended = null;   // settled once the status is known and every answer was delivered
+    this._onEnded = [];
+    call.on('data', (answer) => {
+      const w = this._waiters.shift();
+      if (w) { this._taken++; w.resolve(answer); } else this._answers.push(answer);
+    });
+    // grpc-js emits 'status' right after the end of the read side is pushed, possibly before
+    // the last answers reached 'data': the stream counts as ended once both came.
+    call.on('end', () => { this._readEnded = true; this._maybeEnded(); });
+    call.on('status', (status) => { this._status = status; this._maybeEnded(); });
+    call.on('error', () => {});  // the same status comes through 'status'
+  }
+
+  /** Requests sent whose answer was not received yet. */
+  get unanswered() { return this._sent - this._taken; }
+
+  _maybeEnded() {
+    if (this._ended || !this._status || !this._readEnded) return;
+    this._ended = { status: this._status };
+    const error = this._endedError()
+      || new errors.UnavailableError('the Rounds stream ended before answering every request', Status.UNAVAILABLE);
+    for (const w of this._waiters.splice(0)) w.reject(error);
+    for (const f of this._onEnded.splice(0)) f();
+  }
+
+  /** The error of a stream that ended: its own status, or for an OK end with answers still
+   *  due, UNAVAILABLE (they were not answered). Null when it ended OK with nothing due. */
+  _endedError() {
+    const { code, details } = this._ended.status;
+    if (code !== Status.OK) return errors.errorForCode(code, details || '');
+    if (this.unanswered > this._answers.length)
+      return new errors.UnavailableError('the Rounds stream ended before answering every request', Status.UNAVAILABLE);
+    return null;
+  }
+
+  /**
+   * Sends a RoundRequest ({select: SelectRequest} | {update: ...} | {activate: ...}, the unary
+   * calls' request objects) without waiting for its answer. Throws the stream's typed error if
+   * it ended, FailedPreconditionError once closed.
+   */
+  send(request) {
+    const round = toRoundRequest(request);
+    if (this._closed) throw new errors.FailedPreconditionError('the Rounds stream was closed');
+    if (this._ended) throw this._endedError() || new errors.UnavailableError('the Rounds stream ended');
+    this._sent++;  // counted before it leaves: its answer may come back at once
+    this._call.write(round);
+  }
+  /** Sends a Select: the request of client.select(instance, req). */
+  sendSelect(instance, req) { this.send({ select: toSelectRequest(instance, req) }); }
+  /** Sends an Update: the request of client.update(instance, req). */
+  sendUpdate(instance, req) { this.send({ update: toUpdateRequest(instance, req) }); }
+  sendActivate(instance, eventId) { this.send({ activate: { instance, eventId: String(eventId) } }); }
+
+  /** The RoundResponse to the oldest request sent and not yet answered; rejects with the
+   *  stream's typed error if it ended first. */
+  receive() {
+    if (this.unanswered - this._waiters.length === 0)
+      return Promise.reject(new errors.FailedPreconditionError('no request of this Rounds stream awaits its answer'));
+    if (this._answers.length > 0) { this._taken++; return Promise.resolve(this._answers.shift()); }
+    if (this._ended) return Promise.reject(this._endedError());
+    return new Promise((resolve, reject) => this._waiters.push({ resolve, reject }));
+  }
+  /** receive() unwrapped: the Decision, UpdateResponse or ActivateResponse, or the typed error
+   *  of the request's refusal. */
+  async receiveResult() { return roundResult(await this.receive()); }
+
+  async _one(round) {
+    if (this.unanswered > 0)
+      throw new errors.FailedPreconditionError('answers to earlier requests of this Rounds stream are still to be received');
+    this.send(round);
+    return this.receiveResult();
+  }
+  /** A Decision, as client.select(instance, req). */
+  select(instance, req) { return this._one({ select: toSelectRequest(instance, req) }); }
+  /** An UpdateResponse, as client.update(instance, req). */
+  update(instance, req) { return this._one({ update: toUpdateRequest(instance, req) }); }
+  activate(instance, eventId) { return this._one({ activate: { instance, eventId: String(eventId) } }); }
+
+  /**
+   * Closes the sending side, drops the answers still due, and resolves once the server ended
+   * the stream; rejects with its typed error unless it answered everything.
+   */
+  async close() {
+    if (!this._closed) {
+      this._closed = true;
+      if (!this._ended) this._call.end();
+    }
+    if (!this._ended) await new Promise((resolve) => this._onEnded.push(resolve));
+    const error = this._endedError();
+    this._taken += this._answers.length;  // dropped
+    this._answers = [];
+    if (error) throw error;
+  }
+
+  /** Ends the stream at once; requests without an answer may or may not have been served. */
+  cancel() {
+    this._closed = true;
+    this._call.cancel();
+  }
+}
+// `await using rounds = client.openRoundStream()` closes it at the end of the block, where the
+// runtime has explicit resource management.
+if (Symbol.asyncDispose) RoundStream.prototype[Symbol.asyncDispose] = function dispose() { return this.close(); };
+
 class BanditClient {
   /**
    * @param {string} target "host:port"
@@ -263,6 +416,18 @@ class BanditClient {
       : { ok: false, error: errors.errorForCode(s.code, s.message) }));
   }
 
+  /**
+   * A RoundStream (BanditService.Rounds): Select, Update and Activate on one stream, each served
+   * as its unary call and answered in order. `instance`, if given, is sent as the routing header
+   * x-bandit-instance (a proxy in front of a cluster then sends the stream to that instance's
+   * node; each request is routed on its own either way). No deadline, no retries.
+   */
+  openRoundStream(instance) {
+    const md = new grpc.Metadata();
+    if (instance) md.set(ROUTING_HEADER, String(instance));
+    return new RoundStream(this._stub.Rounds(md, {}));
+  }
+
   // ---- health ----
   /** grpc.health.v1 status: 'SERVING', 'NOT_SERVING', ... */
   async health(service = '', opts) {
@@ -282,7 +447,7 @@ const {
 const version = require('../package.json').version;
 
 module.exports = {
-  version, BanditClient, loadProtos, defaultProtoDir, DEFAULT_RETRY, Status,
+  version, BanditClient, RoundStream, roundError, roundResult, loadProtos, defaultProtoDir, DEFAULT_RETRY, Status,
   BanditError, InvalidArgumentError, NotFoundError, AlreadyExistsError, FailedPreconditionError,
   ResourceExhaustedError, UnavailableError, DeadlineExceededError, PermissionDeniedError,
   UnauthenticatedError, CancelledError, InternalError, UnimplementedError, errorForCode,

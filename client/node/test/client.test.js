@@ -11,7 +11,7 @@ const { startServer, unusedPort } = require('./server_process');
 const {
   BanditClient, BanditError, NotFoundError, InvalidArgumentError, AlreadyExistsError,
   FailedPreconditionError, DeadlineExceededError, UnavailableError, Status, errorForCode,
-  loadProtos,
+  loadProtos, CancelledError, roundError, roundResult,
 } = require('../src');
 
 const LINUCB = { policy: { linucb: { dimension: 3 } } };
@@ -364,5 +364,236 @@ describe('BanditClient against a server that is not running', () => {
 
   it('validates the retry policy', () => {
     assert.throws(() => new BanditClient('127.0.0.1:1', { retry: { maxAttempts: 0 } }), RangeError);
+  });
+});
+
+// RoundStream checked against the unary calls: the same decisions and learned scores on a seeded
+// instance, answers in the order sent while pipelined, a refusal answered in place with the
+// unary call's exact status code while the stream goes on, the routing header, close and cancel.
+describe('RoundStream against a live banditd', () => {
+  // Randomized (epsilon) and contextual: equal decisions need the same seeded engine and the
+  // same learned weights on both sides.
+  const EPSILON_GLM = { policy: { glmEpsilonGreedy: { dimension: 3, link: 'GAUSSIAN', epsilon: 0.3 } }, seed: 11 };
+  const ARMS = [[1, 0, 0], [0, 1, 0], [0, 0, 1], [0.5, 0.5, 0]];
+  // A fixed reward table (arm 1 best, with a period-3 wobble): the same on both paths.
+  const rewardOf = (arm, t) => [0.2, 0.9, 0.4, 0.6][arm] - 0.1 * (t % 3);
+  // The numeric code a unary call rejects with (null when it succeeds).
+  const codeOf = (call) => call().then(() => null, (e) => e.code);
+  let server;
+  let client;
+  before(async () => {
+    server = await startServer();
+    client = new BanditClient(server.target, { timeoutMs: 10000 });
+  });
+  after(async () => {
+    client.close();
+    await server.stop();
+  });
+
+  it('decides and learns as the unary calls do', async () => {
+    await client.createInstance('r-unary', EPSILON_GLM);
+    await client.createInstance('r-stream', EPSILON_GLM);
+    const rounds = 40;
+    const byUnary = [];
+    const updatesUnary = [];
+    for (let t = 0; t < rounds; t++) {
+      const d = await client.select('r-unary', { candidates: ARMS, returnScores: true });
+      byUnary.push(d);
+      updatesUnary.push((await client.update('r-unary', { eventId: d.eventId, reward: rewardOf(d.armIndex, t) })).updates);
+    }
+    // The stream the way it pays: a round's Update leaves with the next round's Select.
+    const byStream = [];
+    const updatesStream = [];
+    const rs = client.openRoundStream('r-stream');
+    let d = await rs.select('r-stream', { candidates: ARMS, returnScores: true });
+    for (let t = 0; t < rounds; t++) {
+      byStream.push(d);
+      rs.sendUpdate('r-stream', { eventId: d.eventId, reward: rewardOf(d.armIndex, t) });
+      if (t + 1 < rounds) rs.sendSelect('r-stream', { candidates: ARMS, returnScores: true });
+      assert.equal(rs.unanswered, t + 1 < rounds ? 2 : 1);
+      updatesStream.push((await rs.receiveResult()).updates);
+      if (t + 1 < rounds) d = await rs.receiveResult();
+    }
+    await rs.close();
+    assert.equal(rs.unanswered, 0);
+
+    const pick = (ds) => ds.map((x) => [x.armIndex, x.propensity, x.scores]);
+    assert.deepEqual(pick(byStream), pick(byUnary));
+    assert.deepEqual(updatesStream, updatesUnary);
+    assert.deepEqual(updatesUnary, Array.from({ length: rounds }, (_, i) => String(i + 1)));
+    // Not a trivial sequence: exploration and learning both showed.
+    assert.ok(new Set(byUnary.map((x) => x.armIndex)).size > 1);
+    assert.ok(byUnary.some((x) => x.propensity < 1));
+    // What both learned: equal counts, and equal scores of a fresh context.
+    for (const n of ['r-unary', 'r-stream']) {
+      const st = (await client.getInstance(n)).stats;
+      assert.deepEqual([st.rounds, st.updates], [String(rounds), String(rounds)]);
+    }
+    const probe = [[0.3, 0.1, 0.7], [0.9, 0.2, 0.1]];
+    const sa = await client.select('r-unary', { candidates: probe, returnScores: true });
+    const sb = await client.select('r-stream', { candidates: probe, returnScores: true });
+    assert.deepEqual([sb.armIndex, sb.propensity, sb.scores], [sa.armIndex, sa.propensity, sa.scores]);
+  });
+
+  it('answers pipelined requests in the order sent', async () => {
+    await client.createInstance('r-order', { ...LINUCB, seed: 5 });
+    const rs = client.openRoundStream('r-order');
+    // Every Select and its Update sent before any answer is read: each Update names the event
+    // of the Select sent just before it (served in order, so it is pending).
+    for (let i = 0; i < 20; i++) {
+      rs.sendSelect('r-order', { candidates: CANDIDATES, eventId: `ev-${i}` });
+      rs.sendUpdate('r-order', { eventId: `ev-${i}`, reward: i % 2 });
+    }
+    rs.send({ activate: { instance: 'r-order', eventId: 'ev-0' } }); // rewarded already
+    rs.sendSelect('r-order', { candidates: CANDIDATES, eventId: 'later', deferActivation: true });
+    rs.sendActivate('r-order', 'later');
+    assert.equal(rs.unanswered, 43);
+    for (let i = 0; i < 20; i++) {
+      const a = await rs.receive();
+      assert.equal(a.result, 'decision');
+      assert.equal(a.decision.eventId, `ev-${i}`);
+      const u = await rs.receive();
+      assert.equal(u.result, 'update');
+      assert.equal(u.update.updates, String(i + 1)); // the instance's total
+    }
+    const refused = await rs.receive();
+    // The unary Activate of the same event answers the same code.
+    const unary = await codeOf(() => client.activate('r-order', 'ev-0'));
+    assert.notEqual(unary, null);
+    assert.equal(roundError(refused).code, unary);
+    assert.equal((await rs.receiveResult()).eventId, 'later');
+    const activated = await rs.receive();
+    assert.equal(activated.result, 'activate');
+    assert.equal(roundError(activated), null);
+    await rs.close();
+    const st = (await client.getInstance('r-order')).stats;
+    assert.deepEqual([st.rounds, st.updates, st.activated], ['21', '20', '1']);
+  });
+
+  it('answers a refusal in place with the unary code, and goes on', async () => {
+    await client.createInstance('r-refuse', { ...LINUCB, seed: 5 });
+    const done = await client.select('r-refuse', { candidates: CANDIDATES });
+    await client.update('r-refuse', { eventId: done.eventId, reward: 1 });
+    // Each bad request (as the stream sends it), and its unary call: the independent reference.
+    const bad = [
+      [{ select: { instance: 'r-missing' } }, () => client.select('r-missing', {})],
+      [{ update: { instance: 'r-refuse', eventId: 'never-made', reward: 1 } },
+        () => client.update('r-refuse', { eventId: 'never-made', reward: 1 })],
+      [{ update: { instance: 'r-refuse', eventId: done.eventId, reward: 1 } },
+        () => client.update('r-refuse', { eventId: done.eventId, reward: 1 })],
+      [{ update: { instance: 'r-refuse', eventId: done.eventId, reward: NaN } },
+        () => client.update('r-refuse', { eventId: done.eventId, reward: NaN })],
+      [{ select: { instance: 'r-refuse', candidates: [{ values: [1, 0] }] } },
+        () => client.select('r-refuse', { candidates: [[1, 0]] })],
+    ];
+    const expected = [];
+    for (const [, call] of bad) expected.push(await codeOf(call));
+    assert.deepEqual(expected, [Status.NOT_FOUND, Status.NOT_FOUND, Status.FAILED_PRECONDITION,
+      Status.INVALID_ARGUMENT, Status.INVALID_ARGUMENT]);
+    const before = (await client.getInstance('r-refuse')).stats;
+
+    const rs = client.openRoundStream('r-refuse');
+    rs.sendSelect('r-refuse', { candidates: CANDIDATES, eventId: 'first' });
+    for (const [request] of bad) rs.send(request);
+    rs.sendUpdate('r-refuse', { eventId: 'first', reward: 0.5 });
+    assert.equal(typeof roundResult(await rs.receive()).armIndex, 'number');
+    for (const code of expected) {
+      const answer = await rs.receive();
+      assert.equal(answer.result, undefined); // no result beside a refusal
+      assert.equal(answer.status.code, code);
+      assert.equal(roundError(answer).code, code);
+      assert.ok(answer.status.message.length > 0);
+    }
+    assert.equal((await rs.receiveResult()).updates, String(Number(before.updates) + 1));
+
+    // One request at a time: the typed error, and the stream goes on.
+    await assert.rejects(rs.select('r-missing', {}), NotFoundError);
+    await assert.rejects(rs.update('r-refuse', { eventId: 'first', reward: Infinity }), InvalidArgumentError);
+    await assert.rejects(rs.update('r-refuse', { eventId: 'first', reward: 1 }), FailedPreconditionError);
+    const d = await rs.select('r-refuse', { candidates: CANDIDATES });
+    assert.equal((await rs.update('r-refuse', { eventId: d.eventId, reward: 1 })).updates,
+      String(Number(before.updates) + 2));
+    await rs.close();
+    // The refused requests changed nothing: two Selects and two Updates were applied.
+    const after = (await client.getInstance('r-refuse')).stats;
+    assert.deepEqual([after.rounds - before.rounds, after.updates - before.updates], [2, 2]);
+  });
+
+  it('refuses a call while answers are due, and a receive without a request', async () => {
+    await client.createInstance('r-wait', LINUCB);
+    const rs = client.openRoundStream();
+    await assert.rejects(rs.receive(), FailedPreconditionError);
+    rs.sendSelect('r-wait', { candidates: CANDIDATES });
+    await assert.rejects(rs.select('r-wait', { candidates: CANDIDATES }), FailedPreconditionError);
+    assert.equal(rs.unanswered, 1); // the refused call sent nothing
+    assert.ok((await rs.receiveResult()).eventId.length > 0);
+    assert.equal(typeof (await rs.select('r-wait', { candidates: CANDIDATES })).armIndex, 'number');
+    assert.throws(() => rs.send({ getInstance: { name: 'r-wait' } }), TypeError);
+    await rs.close();
+  });
+
+  it('sends the routing header when given an instance', async () => {
+    await client.createInstance('r-route', LINUCB);
+    const seen = [];
+    const interceptor = (options, nextCall) => new grpc.InterceptingCall(nextCall(options), {
+      start(metadata, listener, next) {
+        seen.push(metadata.get('x-bandit-instance'));
+        next(metadata, listener);
+      },
+    });
+    const cl = new BanditClient(server.target, { channelOptions: { interceptors: [interceptor] } });
+    for (const routed of ['r-route', undefined]) {
+      const rs = cl.openRoundStream(routed);
+      await rs.select('r-route', { candidates: CANDIDATES });
+      await rs.close();
+    }
+    cl.close();
+    assert.deepEqual(seen, [['r-route'], []]);
+  });
+
+  it('closes cleanly with answers still due, and refuses sends after', async () => {
+    await client.createInstance('r-close', LINUCB);
+    const rs = client.openRoundStream('r-close');
+    for (let i = 0; i < 5; i++) rs.sendSelect('r-close', { candidates: CANDIDATES });
+    await rs.close(); // resolves: the server answered all five
+    assert.equal(rs.unanswered, 0);
+    assert.equal((await client.getInstance('r-close')).stats.rounds, '5');
+    assert.throws(() => rs.sendSelect('r-close', { candidates: CANDIDATES }), FailedPreconditionError);
+    await rs.close(); // a second close is a no-op
+  });
+
+  it('cancels, and the server goes on', async () => {
+    await client.createInstance('r-cancel', LINUCB);
+    const rs = client.openRoundStream('r-cancel');
+    await rs.select('r-cancel', { candidates: CANDIDATES });
+    rs.sendSelect('r-cancel', { candidates: CANDIDATES });
+    rs.cancel();
+    await assert.rejects(rs.receive(), CancelledError);
+    await assert.rejects(rs.close(), CancelledError);
+    const again = client.openRoundStream('r-cancel');
+    assert.equal(typeof (await again.select('r-cancel', { candidates: CANDIDATES })).armIndex, 'number');
+    await again.close();
+  });
+});
+
+describe('RoundStream when the server shuts down', () => {
+  it('ends the stream UNAVAILABLE', async () => {
+    const srv = await startServer();
+    const cl = new BanditClient(srv.target, { timeoutMs: 10000 });
+    try {
+      await cl.createInstance('ads', LINUCB);
+      const rs = cl.openRoundStream('ads');
+      await rs.select('ads', { candidates: CANDIDATES });
+      await srv.stop();
+      // The send may still go out before the client learns the stream ended; the answer
+      // cannot come either way.
+      await assert.rejects(async () => {
+        rs.sendSelect('ads', { candidates: CANDIDATES });
+        await rs.receive();
+      }, UnavailableError);
+      await assert.rejects(rs.close(), UnavailableError);
+    } finally {
+      cl.close();
+    }
   });
 });

@@ -10,7 +10,7 @@ The generated messages are re-exported as ``bandit_client.pb`` (``pb.SelectReque
 """
 from . import errors
 from ._pb import service_pb2 as pb
-from .client import BanditClient, BatchItem, RetryPolicy
+from .client import BanditClient, BatchItem, RetryPolicy, RoundStream, round_error, round_result
 from .errors import (AlreadyExistsError, BanditError, CancelledError, DeadlineExceededError,
                      FailedPreconditionError, InternalError, InvalidArgumentError, NotFoundError,
                      PermissionDeniedError, ResourceExhaustedError, UnauthenticatedError,
@@ -19,7 +19,8 @@ from .errors import (AlreadyExistsError, BanditError, CancelledError, DeadlineEx
 __version__ = "0.1.0"
 
 __all__ = [
-    "BanditClient", "BatchItem", "RetryPolicy", "pb", "errors",
+    "BanditClient", "BatchItem", "RetryPolicy", "RoundStream", "round_error", "round_result",
+    "pb", "errors",
     "BanditError", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError",
     "FailedPreconditionError", "ResourceExhaustedError", "UnavailableError",
     "DeadlineExceededError", "PermissionDeniedError", "UnauthenticatedError",

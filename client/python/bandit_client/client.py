@@ -12,7 +12,9 @@ Calls that fail with UNAVAILABLE (server down, restarting or draining) are retri
 exponential backoff; no other code is retried. Failures raise typed ``BanditError`` subclasses.
 """
 import json
+import queue
 import random
+import threading
 import time
 
 import grpc
@@ -21,7 +23,7 @@ from google.protobuf import json_format, text_format
 from . import errors
 from ._pb import health_pb2, health_pb2_grpc, service_pb2, service_pb2_grpc
 
-__all__ = ["BanditClient", "RetryPolicy", "BatchItem"]
+__all__ = ["BanditClient", "RetryPolicy", "BatchItem", "RoundStream", "round_error", "round_result"]
 
 # The routing header: the instance a call is about (proto/bandit/v1/metadata.h names the keys).
 ROUTING_HEADER = "x-bandit-instance"
@@ -180,6 +182,202 @@ def _as_request(item, cls, build):
     if isinstance(item, dict):
         return build(**item)
     raise TypeError("batch items must be %s messages or dicts of keyword arguments" % cls.__name__)
+
+
+def round_error(answer):
+    """The typed error of a RoundResponse that carries a refusal (the very code and message the
+    unary call would have raised), or None when the request succeeded."""
+    if answer.HasField("status") and answer.status.code != 0:
+        return errors.error_for_code(answer.status.code, answer.status.message)
+    return None
+
+
+def round_result(answer):
+    """A RoundResponse's result: the Decision, UpdateResponse or ActivateResponse; raises the
+    typed error when the request was refused."""
+    error = round_error(answer)
+    if error is not None:
+        raise error
+    kind = answer.WhichOneof("result")
+    return getattr(answer, kind) if kind else None
+
+
+# Ends the request iterator gRPC reads from: the client's half-close.
+_END = object()
+
+
+def _round_request(request):
+    """A RoundRequest from one, or from the SelectRequest, UpdateRequest or ActivateRequest it
+    wraps."""
+    if isinstance(request, service_pb2.RoundRequest):
+        return request
+    if isinstance(request, service_pb2.SelectRequest):
+        return service_pb2.RoundRequest(select=request)
+    if isinstance(request, service_pb2.UpdateRequest):
+        return service_pb2.RoundRequest(update=request)
+    if isinstance(request, service_pb2.ActivateRequest):
+        return service_pb2.RoundRequest(activate=request)
+    raise TypeError("a Rounds stream sends RoundRequest, SelectRequest, UpdateRequest or "
+                    "ActivateRequest messages, got %s" % type(request).__name__)
+
+
+class RoundStream:
+    """A Rounds stream (BanditService.Rounds, docs/api.md): Select, Update and Activate requests
+    on one long-lived call, each answered in the order sent, each refusal in its own answer (the
+    stream goes on). Opened by ``BanditClient.open_round_stream()``; a context manager::
+
+        with client.open_round_stream("ads") as rounds:
+            d = rounds.select("ads", candidates=[[1, 0], [0, 1]])
+            rounds.send_update("ads", d.event_id, reward=1.0)    # pipelined: not waited for
+            rounds.send_select("ads", candidates=[[1, 0], [0, 1]])
+            rounds.receive_result()                             # the Update's UpdateResponse
+            d = rounds.receive_result()                         # the next Decision
+
+    ``select`` / ``update`` / ``activate`` send one request and wait for its answer, raising the
+    typed error the unary call would raise (the stream goes on after it); they refuse
+    (FailedPreconditionError) while answers to earlier ``send*`` calls are still to be received.
+    ``send*`` does not wait, so a round's Update and the next round's Select may leave together
+    and their answers be read after: one round trip per round. ``receive()`` returns the oldest
+    unanswered request's RoundResponse as it came (its ``status`` set when refused);
+    ``receive_result()`` unwraps it as ``select`` does.
+
+    Not retried and without a deadline: a stream that broke (the server restarted or shut down:
+    UnavailableError) is not reopened; open a new one. One thread sends and one (the same or
+    another) receives. Leaving the ``with`` block closes the stream (``close()``), or cancels it
+    when the block raised.
+    """
+
+    def __init__(self, rounds_method, metadata=None):
+        # gRPC reads the requests from this iterator on its own thread, so send() never blocks
+        # on the server (which reads no further while 64 answers of a stream are untaken).
+        self._requests = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._unanswered = 0
+        self._closed = False
+        self._call = rounds_method(iter(self._requests.get, _END), metadata=metadata)
+
+    # ---- state ----
+    @property
+    def unanswered(self):
+        """Requests sent whose answer was not received yet."""
+        with self._lock:
+            return self._unanswered
+
+    def _ended_error(self):
+        """The error of a stream that ended (its own status; an OK end with answers still due
+        did not answer them)."""
+        code = self._call.code()
+        if code != grpc.StatusCode.OK:
+            return errors.error_for_code(code, self._call.details() or "")
+        if self.unanswered > 0:
+            return errors.UnavailableError("the Rounds stream ended before answering every request")
+        return None
+
+    # ---- pipelined use ----
+    def send(self, request):
+        """Sends a RoundRequest (or the SelectRequest, UpdateRequest or ActivateRequest it
+        wraps) without waiting for its answer. Raises the stream's error if it ended."""
+        request = _round_request(request)
+        if self._closed:
+            raise errors.FailedPreconditionError("the Rounds stream was closed")
+        if self._call.done():
+            raise self._ended_error() or errors.UnavailableError("the Rounds stream ended")
+        with self._lock:  # counted before it leaves: its answer may come back at once
+            self._unanswered += 1
+        self._requests.put(request)
+
+    def send_select(self, instance, candidates=None, **kwargs):
+        """Sends a Select (the keywords of ``BanditClient.select``, without ``timeout``)."""
+        self.send(_select_request(instance, candidates, **kwargs))
+
+    def send_update(self, instance, event_id=None, reward=0.0, **kwargs):
+        """Sends an Update (the keywords of ``BanditClient.update``, without ``timeout``)."""
+        self.send(_update_request(instance, event_id, reward, **kwargs))
+
+    def send_activate(self, instance, event_id):
+        self.send(service_pb2.ActivateRequest(instance=instance, event_id=event_id))
+
+    def receive(self):
+        """The RoundResponse to the oldest request sent and not yet answered (``status`` set
+        when that request was refused). Raises the stream's typed error if it ended first."""
+        if self.unanswered == 0:
+            raise errors.FailedPreconditionError(
+                "no request of this Rounds stream awaits its answer")
+        try:
+            answer = next(self._call)
+        except StopIteration:
+            raise self._ended_error() from None
+        except grpc.RpcError as e:
+            raise errors.error_for_code(e.code(), e.details() or "") from None
+        with self._lock:
+            self._unanswered -= 1
+        return answer
+
+    def receive_result(self):
+        """``receive()`` unwrapped: the Decision, UpdateResponse or ActivateResponse, or the
+        typed error of the request's refusal raised."""
+        return round_result(self.receive())
+
+    # ---- one request, one answer ----
+    def _one(self, request):
+        if self.unanswered > 0:
+            raise errors.FailedPreconditionError(
+                "answers to earlier requests of this Rounds stream are still to be received")
+        self.send(request)
+        return self.receive_result()
+
+    def select(self, instance, candidates=None, **kwargs):
+        """A Decision, as ``BanditClient.select`` (same keywords, without ``timeout``)."""
+        return self._one(_select_request(instance, candidates, **kwargs))
+
+    def update(self, instance, event_id=None, reward=0.0, **kwargs):
+        """An UpdateResponse, as ``BanditClient.update`` (same keywords, without ``timeout``)."""
+        return self._one(_update_request(instance, event_id, reward, **kwargs))
+
+    def activate(self, instance, event_id):
+        return self._one(service_pb2.ActivateRequest(instance=instance, event_id=event_id))
+
+    # ---- ending ----
+    def close(self):
+        """Closes the sending side, receives (and drops) the answers still due, and returns once
+        the server ended the stream; raises its typed error unless it answered everything."""
+        if not self._closed:
+            self._closed = True
+            self._requests.put(_END)
+        try:
+            for _ in self._call:
+                with self._lock:
+                    self._unanswered -= 1
+        except grpc.RpcError as e:
+            raise errors.error_for_code(e.code(), e.details() or "") from None
+        error = self._ended_error()
+        if error is not None:
+            raise error
+
+    def cancel(self):
+        """Ends the stream at once; requests without an answer may or may not have been served."""
+        self._closed = True
+        self._requests.put(_END)
+        self._call.cancel()
+
+    def __del__(self):
+        # A stream dropped without close() would otherwise hold gRPC's request thread (blocked
+        # on the empty queue) and the server's call until the channel closes.
+        try:
+            if not self._closed:
+                self.cancel()
+        except Exception:  # noqa: BLE001 - at interpreter exit the modules may be gone
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.cancel()
+        return False
 
 
 class BanditClient:
@@ -423,6 +621,15 @@ class BanditClient:
         resp = self._call(self._stub.UpdateBatch, service_pb2.UpdateBatchRequest(requests=reqs), timeout)
         return [BatchItem(u, None) if s.code == 0 else BatchItem(None, errors.error_for_code(s.code, s.message))
                 for u, s in zip(resp.responses, resp.statuses)]
+
+    def open_round_stream(self, instance=None):
+        """A RoundStream (BanditService.Rounds): Select, Update and Activate on one stream, each
+        served as its unary call and answered in order. ``instance``, if given, is sent as the
+        routing header x-bandit-instance (a proxy in front of a cluster then sends the stream
+        to that instance's node; each request is routed on its own either way). The stream has
+        no deadline and is not retried."""
+        metadata = ((ROUTING_HEADER, instance),) if instance else None
+        return RoundStream(self._stub.Rounds, metadata)
 
     # ---- health ----
     def health(self, service="", *, timeout=None):

@@ -122,7 +122,7 @@ TEST_F(ShadowTest, UniformShadowFindsItsClosedFormValue) {
   AddOrDie(Shadow("a", "uniform", "policy { epsilon_greedy { epsilon: 1 } num_arms: 4 } seed: 3"));
   Rng env(11);
   PlayBernoulli("a", 4000, env);
-  const v1::ShadowStatus& s = Find(Get("a"), "uniform");
+  const v1::ShadowStatus s = Find(Get("a"), "uniform");
   const double truth = (kArmMean[0] + kArmMean[1] + kArmMean[2] + kArmMean[3]) / 4;
   EXPECT_TRUE(Inside(truth, s.ips())) << s.ShortDebugString();
   EXPECT_TRUE(Inside(truth, s.snips())) << s.ShortDebugString();
@@ -394,7 +394,7 @@ TEST_F(ShadowTest, ExportImportKeepsEveryShadowExactly) {
     EXPECT_TRUE(MessageDifferencer::Equals(a.shadows(i), b.shadows(i)))
         << a.shadows(i).ShortDebugString() << "\n"
         << b.shadows(i).ShortDebugString();
-  const v1::ShadowStatus& ts = Find(Get("a"), "ts");
+  const v1::ShadowStatus ts = Find(Get("a"), "ts");
   EXPECT_EQ(ts.events(), 500);
   EXPECT_GT(ts.sampled_distribution() + ts.exact_distribution(), 0);
 }

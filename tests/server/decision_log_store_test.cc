@@ -361,7 +361,13 @@ TEST(DecisionLogStore, AFrozenLogOutlivesRetentionAndChunkReuse) {
 }
 
 // Bytes the allocator has handed out and not taken back (heap and mmapped blocks).
+// Defined by the sanitizers' runtimes (ASan, TSan), whose allocator glibc's mallinfo2 does not
+// see; absent (null) in a normal build.
+extern "C" size_t __sanitizer_get_current_allocated_bytes() __attribute__((weak));
+
 int64_t AllocatedBytes() {
+  if (__sanitizer_get_current_allocated_bytes != nullptr)
+    return static_cast<int64_t>(__sanitizer_get_current_allocated_bytes());
   const struct mallinfo2 m = mallinfo2();
   return static_cast<int64_t>(m.uordblks + m.hblkhd);
 }

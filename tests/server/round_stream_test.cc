@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -55,6 +56,13 @@ struct Node {
     // A stream a failed test left open must not hold the shutdown.
     grpc_service.EndStreams(absl::UnavailableError("the test is over"));
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    // Shutdown returns once gRPC has called every reactor's OnDone, but that hand-off happens
+    // inside libgrpc; the service's own count of live calls (released as a reactor is deleted,
+    // after OnDone unregistered it) is what orders the service's destruction after them, as
+    // banditd's drain does.
+    for (int i = 0; i < 500 && grpc_service.ActiveCalls() > 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(grpc_service.ActiveCalls(), 0) << "a reactor outlived the server's shutdown";
   }
 
   ManualClock clock;

@@ -2,7 +2,7 @@
 """Vowpal Wabbit's learner served by banditd against VW's own daemon, side by side in one run.
 
     bench/vw/daemon_compare.py BUILD_DIR [--vw PATH] [--seconds 10] [--inflight 8] [--rounds 2]
-        [--client cpp|python] [--doors unary,stream,stream-unpipelined,batch] [--batch 8]
+        [--client cpp|python] [--doors unary,stream,stream-unpipelined,batch,http] [--batch 8]
         [--policy 'linucb { covariance: COVARIANCE_SKETCHED sketch_size: 16 }' ...]
 
 The workload: a context of 20 features in 2 namespaces, 50 actions of 10 features each, VW's
@@ -16,6 +16,12 @@ JSON, Personalizer's learning settings `--cb_explore_adf --epsilon 0.2 --power_t
         Select (one round trip per round);
       stream-unpipelined: the same stream, each request waiting for its answer;
       batch: `--batch` rounds per SelectBatch, then their Updates in one UpdateBatch;
+  - banditd (HTTP, door `http`): Personalizer's rank (the same context and actions in its JSON,
+    `contextFeatures` and `actions[{id, features}]`, with a client-chosen `eventId`) then its
+    reward, `POST /instances/vw/personalizer/v1.0/rank` and `.../events/{eventId}/reward`, on
+    the same `vw` instance through banditd's Personalizer API (`--http_listen`), one HTTP/1.1
+    keep-alive connection per client; before it is measured, the audit of one round's 50 actions
+    from the HTTP client's JSON and from the gRPC clients' must be the same VW features;
   - VW's daemon (`vw --daemon --json`, children as cores): one labeled example (VW predicts,
     then learns it), the label on the action a client-side draw picked.
 `--policy` (repeatable; text-format PolicyConfig) serves other policies on the same workload
@@ -111,9 +117,12 @@ def bandit_client(gen, target, instance, seconds, seed, counter):
 def cpp_phase(name, pids_of, loader, mode_args, inflight, seconds):
     """One phase driven by bandit-vw-daemon-load (C++ threads, one connection each)."""
     cpu0, t0 = cpu_seconds(pids_of()), time.time()
-    out = subprocess.run([loader, *mode_args, f"--inflight={inflight}", f"--seconds={seconds}"],
-                         capture_output=True, text=True, check=True).stdout
-    rounds = json.loads(out.strip().splitlines()[-1])["rounds"]
+    run = subprocess.run([loader, *mode_args, f"--inflight={inflight}", f"--seconds={seconds}"],
+                         stdout=subprocess.PIPE, text=True)
+    if run.returncode != 0:  # the loader said why on stderr (HTTP: the failed requests)
+        sys.exit(f"{name}: bandit-vw-daemon-load {' '.join(mode_args)} failed (exit status "
+                 f"{run.returncode}): {run.stdout.strip()}")
+    rounds = json.loads(run.stdout.strip().splitlines()[-1])["rounds"]
     wall, cpu = time.time() - t0, cpu_seconds(pids_of()) - cpu0
     print(f"{name:22s} {rounds / wall:9.0f} rounds/s  {1000 * cpu / max(rounds, 1):6.3f} ms CPU/round"
           f"  {cpu / wall:4.2f} cores", flush=True)
@@ -135,6 +144,41 @@ def phase(name, pids_of, client, args, inflight, seconds):
     return rounds / wall, cpu / max(rounds, 1)
 
 
+def check_http_features(stub, pb, loader, cfg):
+    """The HTTP client's rank body carries the gRPC clients' VW features: for one round, every
+    action's audit (Select with explain: the action's terms with the context's, interactions
+    included, each as name, index, value) from the HTTP body's `contextFeatures` and `features`
+    (as the HTTP door passes them on: the JSON texts, re-serialized) equals the one from the gRPC
+    clients' context and action texts. On an instance of its own, deleted afterwards."""
+    out = subprocess.run([loader, "--print_round=1000"], capture_output=True, text=True,
+                         check=True).stdout
+    texts = json.loads(out)
+    rank = json.loads(texts["rank"])
+    http_context = json.dumps(rank["contextFeatures"])
+    stub.CreateInstance(pb.CreateInstanceRequest(name="http-features-check", config=cfg))
+    terms = set()
+    try:
+        for k, (grpc_features, action) in enumerate(zip(texts["actions"], rank["actions"])):
+            assert action["id"] == f"a{k}", action["id"]
+            audits = []
+            for context, features in ((texts["context"], grpc_features),
+                                      (http_context, json.dumps(action["features"]))):
+                d = stub.Select(pb.SelectRequest(
+                    instance="http-features-check", context=context, explain=True,
+                    actions=[pb.NamedAction(id=action["id"], features=features)]))
+                audits.append([(f.name, f.index, f.value) for f in d.explanation])
+            if not audits[0] or audits[0] != audits[1]:
+                sys.exit(f"door http: action a{k}'s features differ between the gRPC clients' "
+                         f"JSON ({len(audits[0])} terms) and the HTTP client's "
+                         f"({len(audits[1])} terms)")
+            terms.add(len(audits[0]))
+    finally:
+        stub.DeleteInstance(pb.DeleteInstanceRequest(name="http-features-check"))
+    print(f"door http: the rank body's features are the gRPC requests' (50 actions, "
+          f"{'/'.join(map(str, sorted(terms)))} terms each with the context's, same names, "
+          f"indices and values)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
@@ -147,7 +191,7 @@ def main():
                     help="another banditd policy (text-format PolicyConfig) to measure")
     ap.add_argument("--doors", default="unary,stream",
                     help="banditd's ways in, comma-separated: unary, stream, stream-unpipelined, "
-                         "batch (--client cpp)")
+                         "batch, http (--client cpp)")
     ap.add_argument("--batch", type=int, default=8, help="rounds per batch (door batch)")
     ap.add_argument("--client", choices=["cpp", "python"], default="cpp",
                     help="cpp: bandit-vw-daemon-load's threads (the clients' CPU small beside the "
@@ -155,7 +199,8 @@ def main():
     a = ap.parse_args()
     door_args = {"unary": ["--mode=banditd"], "stream": ["--mode=banditd-stream"],
                  "stream-unpipelined": ["--mode=banditd-stream", "--pipeline=false"],
-                 "batch": ["--mode=banditd-batch", f"--batch={a.batch}"]}
+                 "batch": ["--mode=banditd-batch", f"--batch={a.batch}"],
+                 "http": ["--mode=banditd-http"]}  # and the HTTP port, once banditd runs
     doors = a.doors.split(",")
     for door in doors:
         if door not in door_args:
@@ -169,14 +214,25 @@ def main():
                  "or pass --client python")
     tmp = tempfile.mkdtemp()
     grpc_port, vw_port = 50900 + os.getpid() % 50, 26900 + os.getpid() % 50
+    # The HTTP door (Personalizer's API) only when it is measured; its port read from --port_file.
+    http_flags = (["--http_listen=127.0.0.1:0", f"--port_file={tmp}/ports"]
+                  if "http" in doors else [])
     banditd = subprocess.Popen([os.path.join(a.build, "bin/banditd"), f"--listen=127.0.0.1:{grpc_port}",
-                                f"--data_dir={tmp}/data", "--metrics_listen=", "--durability=none"],
+                                f"--data_dir={tmp}/data", "--metrics_listen=", "--durability=none",
+                                *http_flags],
                                stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/banditd.log", "w"))
     vw = subprocess.Popen([a.vw, *ARGS.split(), "--json", "--daemon", "--foreground", "--port", str(vw_port),
                            "--num_children", str(os.cpu_count()), "--quiet"],
                           stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/vw.log", "w"))
     try:
         time.sleep(2)
+        if http_flags:
+            for _ in range(200):
+                if os.path.exists(f"{tmp}/ports") and os.path.getsize(f"{tmp}/ports") > 0:
+                    break
+                time.sleep(0.05)
+            # "GRPC METRICS HTTP"
+            door_args["http"].append(f"--http_port={open(f'{tmp}/ports').read().split()[2]}")
         sys.path.append(os.path.join(a.build, "python_gen"))
         import grpc
         from bandit_pb.bandit.v1 import service_pb2 as pb, service_pb2_grpc as rpc
@@ -185,6 +241,9 @@ def main():
         cfg.policy.vw.arguments = ARGS
         cfg.pending.reward_wait_ms = 600000
         stub.CreateInstance(pb.CreateInstanceRequest(name="vw", config=cfg))
+        if "http" in doors:
+            # The same instance: Personalizer's routes address it by name (/instances/vw/...).
+            check_http_features(stub, pb, loader, cfg)
         from google.protobuf import text_format
         # label -> (instance, door)
         names = {("banditd" if door == "unary" else f"bd {door}"): ("vw", door) for door in doors}

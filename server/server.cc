@@ -314,6 +314,7 @@ absl::Status BanditServer::StartHttp() {
   http_options.max_body_bytes = options.max_message_bytes;
   http_options.threads = options.http_threads;
   http_options.io_threads = options.http_io_threads;
+  http_options.rounds_on_io_threads = options.http_rounds_on_io_threads;
   http_options.header_timeout = absl::Milliseconds(options.http_header_timeout_ms);
   http_options.body_timeout = absl::Milliseconds(options.http_body_timeout_ms);
   http_options.idle_timeout = absl::Milliseconds(options.http_idle_timeout_ms);

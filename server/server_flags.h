@@ -115,6 +115,10 @@
        "(the search stops, a stage cut short, once spent)")                                       \
   FLAG(int32_t, http_io_threads, http_io_threads,                                                 \
        "Threads reading and writing every HTTP connection")                                       \
+  FLAG(bool, http_rounds_on_io_threads, http_rounds_on_io_threads,                                \
+       "Serve rank, reward and activate requests on the I/O thread that read them when they "     \
+       "wait on nothing (not --durability=always, not --cluster): two thread hand-offs fewer "    \
+       "per request; off: every request on a handler thread")                                     \
   FLAG(int64_t, http_header_timeout_ms, http_header_timeout_ms,                                   \
        "A request's whole header must arrive within this of its first byte (of the accept, TLS "  \
        "handshake included, on a new connection), else the connection is closed")                 \

@@ -90,6 +90,9 @@ struct ServerOptions {
   double evaluation_cpu_seconds = 600;
   // Threads reading and writing every HTTP connection.
   int http_io_threads = 2;
+  // Rounds that wait on nothing served on the I/O thread that read them
+  // (http::HttpServerOptions::rounds_on_io_threads).
+  bool http_rounds_on_io_threads = true;
   // Deadlines (server/api/http/http_server.h): the whole request header from its first byte (a
   // new connection's from its accept), the body from the header's end, the next request's first
   // byte on an idle keep-alive connection, a whole response's write.

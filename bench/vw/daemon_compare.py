@@ -191,7 +191,8 @@ def main():
                     help="another banditd policy (text-format PolicyConfig) to measure")
     ap.add_argument("--doors", default="unary,stream",
                     help="banditd's ways in, comma-separated: unary, stream, stream-unpipelined, "
-                         "batch, http (--client cpp)")
+                         "batch, http, http-handlers (--client cpp); http-handlers is the HTTP "
+                         "door of a second banditd with --http_rounds_on_io_threads=false")
     ap.add_argument("--batch", type=int, default=8, help="rounds per batch (door batch)")
     ap.add_argument("--client", choices=["cpp", "python"], default="cpp",
                     help="cpp: bandit-vw-daemon-load's threads (the clients' CPU small beside the "
@@ -200,7 +201,8 @@ def main():
     door_args = {"unary": ["--mode=banditd"], "stream": ["--mode=banditd-stream"],
                  "stream-unpipelined": ["--mode=banditd-stream", "--pipeline=false"],
                  "batch": ["--mode=banditd-batch", f"--batch={a.batch}"],
-                 "http": ["--mode=banditd-http"]}  # and the HTTP port, once banditd runs
+                 "http": ["--mode=banditd-http"],  # and the HTTP port, once banditd runs
+                 "http-handlers": ["--mode=banditd-http"]}
     doors = a.doors.split(",")
     for door in doors:
         if door not in door_args:
@@ -221,6 +223,15 @@ def main():
                                 f"--data_dir={tmp}/data", "--metrics_listen=", "--durability=none",
                                 *http_flags],
                                stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/banditd.log", "w"))
+    # The HTTP door with every request on a handler thread, beside the default, in the same run.
+    handlers = None
+    if "http-handlers" in doors:
+        handlers = subprocess.Popen(
+            [os.path.join(a.build, "bin/banditd"), f"--listen=127.0.0.1:{grpc_port + 50}",
+             f"--data_dir={tmp}/data-handlers", "--metrics_listen=", "--durability=none",
+             "--http_listen=127.0.0.1:0", f"--port_file={tmp}/ports-handlers",
+             "--http_rounds_on_io_threads=false"],
+            stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/banditd-handlers.log", "w"))
     vw = subprocess.Popen([a.vw, *ARGS.split(), "--json", "--daemon", "--foreground", "--port", str(vw_port),
                            "--num_children", str(os.cpu_count()), "--quiet"],
                           stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/vw.log", "w"))
@@ -233,6 +244,14 @@ def main():
                 time.sleep(0.05)
             # "GRPC METRICS HTTP"
             door_args["http"].append(f"--http_port={open(f'{tmp}/ports').read().split()[2]}")
+        if handlers is not None:
+            for _ in range(200):
+                if (os.path.exists(f"{tmp}/ports-handlers")
+                        and os.path.getsize(f"{tmp}/ports-handlers") > 0):
+                    break
+                time.sleep(0.05)
+            door_args["http-handlers"].append(
+                f"--http_port={open(f'{tmp}/ports-handlers').read().split()[2]}")
         sys.path.append(os.path.join(a.build, "python_gen"))
         import grpc
         from bandit_pb.bandit.v1 import service_pb2 as pb, service_pb2_grpc as rpc
@@ -241,6 +260,9 @@ def main():
         cfg.policy.vw.arguments = ARGS
         cfg.pending.reward_wait_ms = 600000
         stub.CreateInstance(pb.CreateInstanceRequest(name="vw", config=cfg))
+        if handlers is not None:
+            rpc.BanditServiceStub(grpc.insecure_channel(f"127.0.0.1:{grpc_port + 50}")).CreateInstance(
+                pb.CreateInstanceRequest(name="vw", config=cfg))
         if "http" in doors:
             # The same instance: Personalizer's routes address it by name (/instances/vw/...).
             check_http_features(stub, pb, loader, cfg)
@@ -264,9 +286,10 @@ def main():
         results = {"vw": [], **{label: [] for label in names}}
         for _ in range(a.rounds):
             for label, (instance, door) in names.items():
+                server = handlers if door == "http-handlers" else banditd
                 if a.client == "cpp":
                     results[label].append(cpp_phase(
-                        label, lambda: [banditd.pid], loader,
+                        label, lambda: [server.pid], loader,
                         [*door_args[door], f"--target=127.0.0.1:{grpc_port}",
                          f"--instance={instance}"],
                         a.inflight, a.seconds))
@@ -291,6 +314,9 @@ def main():
     finally:
         banditd.send_signal(signal.SIGTERM)
         vw.send_signal(signal.SIGTERM)
+        if handlers is not None:
+            handlers.send_signal(signal.SIGTERM)
+            handlers.wait(timeout=30)
         banditd.wait(timeout=30)
         vw.wait(timeout=30)
 

@@ -175,7 +175,11 @@ class DecisionService {
   void WhenDurable(uint64_t written_seq, std::function<void(absl::Status)> done) const;
   // False when WhenDurable would answer OK at once (the caller may skip it).
   bool MustWaitForDurability(uint64_t written_seq) const {
-    return written_seq != 0 && storage_ != nullptr && storage_->mode() == Durability::kAlways;
+    return written_seq != 0 && WaitsForDurability();
+  }
+  // True when a write is answered only once its records are durable (--durability=always).
+  bool WaitsForDurability() const {
+    return storage_ != nullptr && storage_->mode() == Durability::kAlways;
   }
 
   // Applies expiry on every instance (a background sweeper calls this; requests also expire

@@ -1,7 +1,11 @@
 // Personalizer's REST API on the real banditd binary (--http_listen on port 0): the same Rank
 // over HTTP and over gRPC decides the same; bad input gets Personalizer's status and code and
 // changes nothing; keys, instance binding, the root path, metrics, and model export/import.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <fstream>
@@ -14,6 +18,7 @@
 #include <httplib.h>
 #include <rapidjson/document.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "client/cpp/bandit_client.h"
@@ -776,6 +781,119 @@ TEST_F(PersonalizerHttp, ModelPutAsAVwModelFileRanksAsItsSource) {
 // PUT model is one durable step: after a refused file the instance exports byte for byte as
 // before, and a kill -9 right after the 204 restarts into the imported instance (its learned
 // state and config: it ranks as its source does), never the old one and never none.
+// Rounds that wait on nothing (--durability=none, no cluster) are served on the I/O thread that
+// read them; with --http_rounds_on_io_threads=false, on a handler thread. The same requests
+// (client-chosen event ids, a seeded instance) must get the same answers, byte for byte, both
+// ways, refusals included, and pipelined requests their answers in the order sent.
+TEST(PersonalizerHttpRounds, OnTheIoThreadsAnswerAsOnTheHandlerThreads) {
+  ServerProcess io_threads(
+      std::vector<std::string>{"--http_listen=127.0.0.1:0", "--durability=none"});
+  ServerProcess handlers(std::vector<std::string>{
+      "--http_listen=127.0.0.1:0", "--durability=none", "--http_rounds_on_io_threads=false"});
+  ASSERT_TRUE(io_threads.running()) << io_threads.Log();
+  ASSERT_TRUE(handlers.running()) << handlers.Log();
+  const int ports[2] = {HttpPort(io_threads), HttpPort(handlers)};
+  for (ServerProcess* server : {&io_threads, &handlers}) {
+    BanditClient grpc(server->target());
+    ASSERT_TRUE(grpc.CreateInstance(Create("shop")).ok());
+  }
+  const std::string base = "/instances/shop/personalizer/v1.0/";
+  // Sends the same request to both servers; they must answer alike. Returns the answer.
+  auto both = [&](const std::string& method, const std::string& path, const std::string& body) {
+    Answer a = Send(ports[0], method, path, body);
+    Answer b = Send(ports[1], method, path, body);
+    EXPECT_EQ(a.status, b.status) << method << " " << path << ": " << a.body << " / " << b.body;
+    EXPECT_EQ(a.body, b.body) << method << " " << path;
+    return a;
+  };
+  int rewarded = 0;
+  for (int t = 0; t < 40; ++t) {
+    std::string context;
+    std::vector<std::string> excluded;
+    std::string body = RankBody(t, &context, &excluded);
+    body.insert(1, absl::StrCat("\"eventId\":\"round-", t, "\","));
+    Answer ranked = both("POST", base + "rank", body);
+    ASSERT_EQ(ranked.status, 201) << ranked.body;
+    rapidjson::Document doc;
+    ASSERT_FALSE(doc.Parse(ranked.body.c_str()).HasParseError());
+    ASSERT_EQ(std::string(doc["eventId"].GetString()), absl::StrCat("round-", t));
+    const std::string event = absl::StrCat(base, "events/round-", t);
+    if (t % 4 == 3) {
+      EXPECT_EQ(both("POST", event + "/activate", "").status, 204);
+      continue;
+    }
+    const bool liked = std::string(doc["rewardActionId"].GetString()) == (t % 3 ? "b" : "a");
+    EXPECT_EQ(both("POST", event + "/reward", absl::StrCat("{\"value\":", liked, "}")).status,
+              204);
+    ++rewarded;
+  }
+  // Refusals on the same path: a body that is not JSON, a reward that is not a number, a reward
+  // for an event never ranked (accepted, not learned), and an event id used twice.
+  EXPECT_EQ(both("POST", base + "rank", "{").status, 400);
+  EXPECT_EQ(both("POST", base + "events/round-0/reward", "{\"value\":\"high\"}").status, 400);
+  EXPECT_EQ(both("POST", base + "events/never/reward", "{\"value\":1}").status, 204);
+  {
+    std::string context;
+    std::vector<std::string> excluded;
+    std::string body = RankBody(0, &context, &excluded);
+    body.insert(1, "\"eventId\":\"round-1\",");
+    EXPECT_EQ(both("POST", base + "rank", body).status, 400);
+  }
+  for (ServerProcess* server : {&io_threads, &handlers}) {
+    BanditClient grpc(server->target());
+    auto got = grpc.GetInstance("shop");
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->stats().updates(), rewarded);
+  }
+
+  // Three ranks written at once on one connection: three answers, in the order sent.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(ports[0]));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  std::string wire;
+  for (int k = 0; k < 3; ++k) {
+    std::string context;
+    std::vector<std::string> excluded;
+    std::string body = RankBody(k, &context, &excluded);
+    body.insert(1, absl::StrCat("\"eventId\":\"piped-", k, "\","));
+    absl::StrAppend(&wire, "POST ", base, "rank HTTP/1.1\r\nHost: localhost\r\n",
+                    "Content-Type: application/json\r\nContent-Length: ", body.size(), "\r\n\r\n",
+                    body);
+  }
+  ASSERT_EQ(send(fd, wire.data(), wire.size(), 0), static_cast<ssize_t>(wire.size()));
+  std::string got;
+  std::vector<std::string> bodies;
+  while (bodies.size() < 3) {
+    const size_t head_end = got.find("\r\n\r\n");
+    if (head_end != std::string::npos) {
+      const std::string head = absl::AsciiStrToLower(got.substr(0, head_end));
+      const size_t cl = head.find("content-length: ");
+      ASSERT_NE(cl, std::string::npos) << head;
+      const size_t length = std::stoul(head.substr(cl + 16));
+      if (got.size() >= head_end + 4 + length) {
+        EXPECT_EQ(got.compare(0, 12, "HTTP/1.1 201"), 0) << got.substr(0, head_end);
+        bodies.push_back(got.substr(head_end + 4, length));
+        got.erase(0, head_end + 4 + length);
+        continue;
+      }
+    }
+    char buf[65536];
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0) << "the connection closed after " << bodies.size() << " answers";
+    got.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  for (int k = 0; k < 3; ++k) {
+    rapidjson::Document doc;
+    ASSERT_FALSE(doc.Parse(bodies[k].c_str()).HasParseError()) << bodies[k];
+    EXPECT_EQ(std::string(doc["eventId"].GetString()), absl::StrCat("piped-", k));
+  }
+}
+
 TEST(PersonalizerHttpCrash, PutModelSurvivesKillNineAsTheImportedInstance) {
   const bandit::testing::TempDir temp("personalizer-put-crash");
   const std::vector<std::string> args = {"--http_listen=127.0.0.1:0", "--durability=always"};

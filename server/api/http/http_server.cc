@@ -294,7 +294,8 @@ namespace {
 // One connection. Every member function but Handle runs on the connection's strand (the
 // executor of its socket): reads, writes and their deadlines never run at once. Handle runs on
 // a handler thread while the strand does nothing with the connection (state kHandling), and
-// hands the answer back by posting to the strand.
+// hands the answer back by posting to the strand; a round that waits on nothing is handled on
+// the strand itself (HttpServerOptions::rounds_on_io_threads).
 template <class Stream>
 class Connection : public ConnectionBase {
  public:
@@ -489,11 +490,15 @@ class Connection : public ConnectionBase {
     if (has_key_) key_ = std::string(key->value());
     body_ = std::move(req.body());
     parser_.reset();
-    door_->Submit([self = Self()] { self->Handle(); });
+    if (options().rounds_on_io_threads && door_->api()->ServesWithoutWaiting(method_, path_)) {
+      Handle(/*on_strand=*/true);
+      return;
+    }
+    door_->Submit([self = Self()] { self->Handle(/*on_strand=*/false); });
   }
 
-  // On a handler thread.
-  void Handle() {
+  // On a handler thread, or on the strand for a request that waits on nothing (Dispatch).
+  void Handle(bool on_strand) {
     const auto start = SteadyClock::now();
     ApiRequest request;
     request.method = method_;
@@ -527,6 +532,10 @@ class Connection : public ConnectionBase {
     if (HttpMetrics* metrics = door_->metrics())
       metrics->Observe(answer.route, answer.status,
                        std::chrono::duration<double>(SteadyClock::now() - start).count());
+    if (on_strand) {
+      Write(keep_alive_ && !door_->draining());
+      return;
+    }
     net::post(stream_.get_executor(), [self = Self()] {
       self->Write(self->keep_alive_ && !self->door_->draining());
     });

@@ -75,6 +75,12 @@ struct HttpServerOptions {
   int64_t max_body_bytes = 16 << 20;
   int threads = 64;    // handler threads: requests run at once (a write may wait for an fsync)
   int io_threads = 2;  // threads reading and writing every connection
+  // Rounds (rank, reward, activate) that wait on nothing (PersonalizerApi::ServesWithoutWaiting)
+  // are served on the I/O thread that read them: two thread hand-offs fewer per request. Off:
+  // every request goes to a handler thread, so an administrative call holding an instance's
+  // lock for long (a model import, a policy trained on the log) delays only that instance's
+  // requests, never the I/O of other connections.
+  bool rounds_on_io_threads = true;
   // The whole request header (and, on a new connection, the TLS handshake) must arrive within
   // header_timeout of its first byte (of the accept, on a new connection).
   absl::Duration header_timeout = absl::Seconds(10);

@@ -158,6 +158,14 @@ Rpc RpcFor(Route route, absl::string_view method) {
 
 Route PersonalizerApi::RouteOf(absl::string_view path) { return MatchPath(path).route; }
 
+bool PersonalizerApi::ServesWithoutWaiting(absl::string_view method,
+                                           absl::string_view path) const {
+  if (method != "POST" || router_ != nullptr || service_->WaitsForDurability()) return false;
+  const Match m = MatchPath(path);
+  const Route round = m.route == Route::kMultiSlot ? m.multislot : m.route;
+  return round == Route::kRank || round == Route::kReward || round == Route::kActivate;
+}
+
 ApiResponse PersonalizerApi::Handle(const ApiRequest& request) {
   Match m = MatchPath(request.path);
   if (m.route == Route::kUnmatched)

@@ -66,6 +66,12 @@ class PersonalizerApi {
   // answered itself (too large, malformed).
   static Route RouteOf(absl::string_view path);
 
+  // True when the request is a round's (rank, reward or activate, single- or multi-slot) and
+  // this node answers it without waiting on anything but the instance's lock: no fsync before
+  // the answer (--durability other than always) and no forwarding (not in a cluster). The
+  // listener may then serve it on the thread that read it.
+  bool ServesWithoutWaiting(absl::string_view method, absl::string_view path) const;
+
   // Shutdown, once the grace period is over: every request still waiting for its records to
   // become durable is answered 503 now, and every later one at once.
   void CutWaits() { cut_.store(true); }

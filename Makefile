@@ -51,7 +51,7 @@ sanitize: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined"
-	cmake --build build-asan -j $(JOBS) --target banditd banditctl $$(cd build-asan && ctest -N -R '$(SAN_TESTS)' | sed -n 's/^ *Test *#[0-9]*: //p')
+	cmake --build build-asan -j $(JOBS) --target banditd banditctl bandit-ope $$(cd build-asan && ctest -N -R '$(SAN_TESTS)' | sed -n 's/^ *Test *#[0-9]*: //p')
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -R '$(SAN_TESTS)'
 	@mkdir -p build-tsan
@@ -61,7 +61,7 @@ sanitize: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=thread -U__SANITIZE_THREAD__ -fno-omit-frame-pointer" \
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread $(CURDIR)/build-tsan/tsan_absl_shim.o -ldl"
-	cmake --build build-tsan -j $(JOBS) --target banditd banditctl $$(cd build-tsan && ctest -N -R '$(SAN_TESTS)' | sed -n 's/^ *Test *#[0-9]*: //p')
+	cmake --build build-tsan -j $(JOBS) --target banditd banditctl bandit-ope $$(cd build-tsan && ctest -N -R '$(SAN_TESTS)' | sed -n 's/^ *Test *#[0-9]*: //p')
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/security/tsan.supp" \
 	  ctest --output-on-failure -j $(JOBS) -R '$(SAN_TESTS)'
 

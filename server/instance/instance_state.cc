@@ -216,26 +216,10 @@ absl::StatusOr<std::unique_ptr<InstanceState>> InstanceState::Restore(
   if (auto s = in.shadows_.Restore(snap); !s.ok())
     return absl::InvalidArgumentError(
         absl::StrCat("snapshot of instance '", snap.name(), "': ", s.message()));
-  if (snap.has_apprentice()) {
-    const auto& a = snap.apprentice();
-    if (auto s = in.apprentice_.Restore(a); !s.ok())
+  if (snap.has_apprentice())
+    if (auto s = in.apprentice_.Restore(snap.apprentice()); !s.ok())
       return absl::InvalidArgumentError(
-          absl::StrCat("snapshot of instance '", snap.name(), "' apprentice: ", s.message()));
-    if (a.slots_size() > kLastSlotPosition + 1)
-      return absl::InvalidArgumentError(
-          absl::StrCat("snapshot of instance '", snap.name(), "' apprentice has ", a.slots_size(),
-                       " slot positions, expected at most ", kLastSlotPosition + 1));
-    in.apprentice_slots_.resize(a.slots_size());
-    for (int k = 0; k < a.slots_size(); ++k) {
-      if (a.slots(k).position() != k)
-        return absl::InvalidArgumentError(
-            absl::StrCat("snapshot of instance '", snap.name(), "' apprentice.slots[", k,
-                         "] is position ", a.slots(k).position(), ", expected ", k));
-      if (auto s = in.apprentice_slots_[k].Restore(a.slots(k)); !s.ok())
-        return absl::InvalidArgumentError(absl::StrCat(
-            "snapshot of instance '", snap.name(), "' apprentice.slots[", k, "]: ", s.message()));
-    }
-  }
+          absl::StrCat("snapshot of instance '", snap.name(), "' apprentice", s.message()));
   for (const auto& e : snap.evaluations())
     if (auto s = in.CreateEvaluation(e); !s.ok())
       return absl::InvalidArgumentError(
@@ -272,15 +256,7 @@ void InstanceState::Save(bandit::v1::InstanceSnapshot* snap,
     log_.Save(snap->mutable_decision_log());
   shadows_.Save(snap);
   for (const auto& e : evaluations_) *snap->add_evaluations() = e;
-  if (apprentice_.estimators.events() > 0) {
-    auto* a = snap->mutable_apprentice();
-    apprentice_.Save(a);
-    for (size_t k = 0; k < apprentice_slots_.size(); ++k) {
-      auto* slot = a->add_slots();
-      slot->set_position(static_cast<int32_t>(k));
-      apprentice_slots_[k].Save(slot);
-    }
-  }
+  if (!apprentice_.empty()) apprentice_.Save(snap->mutable_apprentice());
 }
 
 InstanceState::InstanceState(std::string name, InstanceConfig config,
@@ -487,7 +463,7 @@ absl::Status InstanceState::Select(const SelectContext& ctx, const SelectCall& c
     if (!d.ok()) return d.status();
   }
   if (mode != bandit::v1::ONLINE)
-    d = BaselineDecision(ctx, in, mode == bandit::v1::APPRENTICE ? &*d : nullptr, &p);
+    d = BaselineDecision(*policy_, ctx, in, mode == bandit::v1::APPRENTICE ? &*d : nullptr, &p);
 
   p.seq = next_seq_++;
   p.event_id = call.event_id.empty() ? FormatEventId(uid_, p.seq) : std::string(call.event_id);

@@ -24,6 +24,7 @@
 #include "core/policy.h"
 #include "server/instance/calls.h"
 #include "server/instance/instance_limits.h"
+#include "server/instance/learning_modes.h"
 #include "server/instance/decision_log/decision_log.h"
 #include "server/instance/pending_table.h"
 #include "server/instance/shadows.h"
@@ -270,21 +271,9 @@ class InstanceState {
   // Learns `reward` for `target` (a pending decision or one of its slots) as the served policy
   // and the shadows do for a joined reward, and counts it; on error nothing changed.
   absl::Status LearnPending(const PendingDecision& target, double reward);
-  // The served decision of a Select in APPRENTICE or LOGGING_ONLY mode: the baseline (the first
-  // action offered), propensity 1. In APPRENTICE, `policy` is the policy's own decision over the
-  // same actions: `p` gets its probability of the baseline and whether it chose it.
-  Decision BaselineDecision(const SelectContext& ctx, const SelectInputs& in,
-                            const Decision* policy, PendingDecision* p) const;
-  // The served decision of a slot in APPRENTICE or LOGGING_ONLY mode: the slot's baseline (the
-  // action at `baseline`, one of `offered`), propensity 1, as a position among `offered`. In
-  // APPRENTICE, `policy` is the policy's own decision among `offered`, as in BaselineDecision.
-  static Decision SlotBaselineDecision(const std::vector<int>& offered, int baseline,
-                                       const Decision* policy, PendingDecision* p);
   // Whether a decision's rewards are added up until its wait ends (the aggregation it was made
   // under).
   bool SumsRewards(const PendingDecision& event) const;
-  // A reward (or expiry default) of `target` was learned: the apprentice estimates take it.
-  void CountApprentice(const PendingDecision& target, double reward);
   // What every Select leaves behind: the pending decision and the round counters.
   void RecordDecision(PendingDecision p, double estimated_gap);
   // Logs a decision just made; returns how many old ones retention dropped.
@@ -337,23 +326,7 @@ class InstanceState {
   PendingTable pending_;
   DecisionLog log_;
   ShadowSet shadows_;
-  // APPRENTICE mode: the policy's value against the baseline's (Instance.apprentice). The
-  // baseline was served with propensity 1, so each event's importance weight is the policy's
-  // probability of the baseline (IPS, Horvitz & Thompson 1952, and SNIPS, core/ope/estimators.h,
-  // with mu(a_t|x_t) = 1).
-  // The apprentice figures pooled (apprentice_) and, for multi-slot decisions, per slot
-  // position (apprentice_slots_[position], positions from 15 on in 15, as slot_positions).
-  struct ApprenticeFigures {
-    ope::Estimators estimators;
-    int64_t chose_baseline = 0;
-    double imitated_reward = 0;
-    void Count(const PendingDecision& target, double reward);
-    void Save(bandit::v1::ApprenticeSnapshot* out) const;
-    absl::Status Restore(const bandit::v1::ApprenticeSnapshot& in);
-    void Describe(bandit::v1::ApprenticeStatus* out) const;
-  };
-  ApprenticeFigures apprentice_;
-  std::vector<ApprenticeFigures> apprentice_slots_;
+  ApprenticeEstimates apprentice_;  // APPRENTICE mode's (learning_modes.h)
   uint64_t next_seq_ = 1;  // of event ids
   bandit::v1::InstanceStats stats_;
   Memory memory_;  // the last MemoryBytes()

@@ -29,8 +29,7 @@ absl::Status InstanceState::Reset() {
   if (auto s = shadows_.Reset(); !s.ok()) return s;
   policy_ = *std::move(fresh);
   pending_.Clear();
-  apprentice_ = ApprenticeFigures();
-  apprentice_slots_.clear();
+  apprentice_.Clear();
   // The log is a record of what happened, not learned state: it stays, and the decisions whose
   // rewards can no longer be joined say so.
   log_.DiscardPending(0);
@@ -286,15 +285,8 @@ void InstanceState::Describe(bandit::v1::Instance* out) const {
   const Vector w = policy_->Weights();
   out->mutable_weights()->Assign(w.data(), w.data() + w.size());
   shadows_.Describe(out);
-  if (apprentice_.estimators.events() > 0 || ModeOf(config_) == bandit::v1::APPRENTICE) {
-    auto* a = out->mutable_apprentice();
-    apprentice_.Describe(a);
-    for (size_t k = 0; k < apprentice_slots_.size(); ++k) {
-      auto* slot = a->add_slots();
-      slot->set_position(static_cast<int32_t>(k));
-      apprentice_slots_[k].Describe(slot);
-    }
-  }
+  if (!apprentice_.empty() || ModeOf(config_) == bandit::v1::APPRENTICE)
+    apprentice_.Describe(out->mutable_apprentice());
 }
 
 absl::Status InstanceState::AddShadow(const std::string& name, bandit::v1::ShadowConfig* config,

@@ -1,5 +1,5 @@
-// Helpers shared by the files that implement InstanceState (instance_state*.cc,
-// learning_modes.cc) and the translation of its calls (calls.cc); not part of the server's
+// Helpers shared by the files that implement InstanceState (instance_state*.cc) and the
+// translation of its calls (calls.cc); not part of the server's
 // interface.
 #pragma once
 
@@ -53,9 +53,6 @@ absl::StatusOr<Vector> ToVector(absl::string_view field, const Repeated& values,
 void LogDistribution(const Decision& d, int num_actions, DecisionLog::Context* e);
 // a + b, stopping at the top instead of overflowing (instance_state.cc).
 int64_t SaturatingAdd(int64_t a, int64_t b);
-// Whether `policy` can run in learning mode `mode` (learning_modes.cc).
-absl::Status CheckLearningMode(int mode, const Policy& policy, absl::string_view field);
-bandit::v1::LearningMode ModeOf(const bandit::v1::InstanceConfig& c);
 
 }  // namespace instance_state_internal
 

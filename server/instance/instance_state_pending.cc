@@ -270,7 +270,7 @@ absl::Status InstanceState::Update(UpdateCall& call, int64_t now,
   if (target != nullptr && !shadows_.empty())
     shadows_.Learn(*target, FeatureDimension(), call.reward, obs->sample);
   if (target != nullptr) {
-    CountApprentice(*target, call.reward);
+    apprentice_.Count(*target, call.reward);
     CountSlot(target->slot_index, 0, 1, call.reward);
     FinishTarget(event, target, bandit::v1::OUTCOME_REWARDED, call.reward, now);
   }
@@ -304,7 +304,7 @@ absl::Status InstanceState::LearnPending(const PendingDecision& target, double r
   // defaults of a log).
   if (!shadows_.empty())
     shadows_.Learn(target, FeatureDimension(), reward, std::nullopt);
-  CountApprentice(target, reward);
+  apprentice_.Count(target, reward);
   CountSlot(target.slot_index, 0, 1, reward);
   stats_.set_updates(SaturatingAdd(stats_.updates(), 1));
   stats_.set_reward_sum(stats_.reward_sum() + reward);

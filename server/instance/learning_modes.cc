@@ -1,13 +1,11 @@
-// The learning modes of an instance (InstanceConfig.learning_mode): ONLINE serves the policy's
-// decisions; APPRENTICE and LOGGING_ONLY serve a baseline action (the first offered, or each
-// slot's baseline_action) with propensity 1, APPRENTICE asking the policy for its own decision
-// to estimate its value against the baseline's. InstanceState's members for them, in one file.
+// The learning modes of an instance (learning_modes.h).
+#include "server/instance/learning_modes.h"
+
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "absl/strings/str_cat.h"
-#include "server/instance/instance_state.h"
-#include "server/instance/instance_state_internal.h"
 
 namespace bandit::server {
 namespace {
@@ -20,9 +18,8 @@ void SetEstimate(const ope::Interval& i, bandit::v1::Estimate* out) {
 }
 }  // namespace
 
-namespace instance_state_internal {
-// Whether `policy` can run in `mode`: the baseline modes serve the first action offered, which
-// policies over an arm set or candidates have; a point-input policy's actions are its own.
+// The baseline modes serve the first action offered, which policies over an arm set or
+// candidates have; a point-input policy's actions are its own.
 absl::Status CheckLearningMode(int mode, const Policy& policy, absl::string_view field) {
   if (!bandit::v1::LearningMode_IsValid(mode))
     return absl::InvalidArgumentError(
@@ -42,10 +39,8 @@ bandit::v1::LearningMode ModeOf(const bandit::v1::InstanceConfig& c) {
                                                                      : c.learning_mode();
 }
 
-}  // namespace instance_state_internal
-
-Decision InstanceState::BaselineDecision(const SelectContext& ctx, const SelectInputs& in,
-                                         const Decision* policy, PendingDecision* p) const {
+Decision BaselineDecision(const Policy& served, const SelectContext& ctx, const SelectInputs& in,
+                          const Decision* policy, PendingDecision* p) {
   Decision b;
   b.propensity = 1.0;
   b.score_kind = bandit::v1::PROBABILITY;
@@ -53,9 +48,9 @@ Decision InstanceState::BaselineDecision(const SelectContext& ctx, const SelectI
   // them: the first (the excluded actions are not offered).
   int n = 0;
   int baseline = 0;
-  switch (policy_->context_kind()) {
+  switch (served.context_kind()) {
     case ContextKind::kNone: {
-      const std::vector<std::string> ids = policy_->ArmIds();
+      const std::vector<std::string> ids = served.ArmIds();
       n = static_cast<int>(ids.size());
       baseline = in.offered_arms.empty() ? 0 : in.offered_arms.front();
       b.arm_id = ids[static_cast<size_t>(baseline)];
@@ -85,8 +80,8 @@ Decision InstanceState::BaselineDecision(const SelectContext& ctx, const SelectI
   return b;
 }
 
-Decision InstanceState::SlotBaselineDecision(const std::vector<int>& offered, int baseline,
-                                             const Decision* policy, PendingDecision* p) {
+Decision SlotBaselineDecision(const std::vector<int>& offered, int baseline,
+                              const Decision* policy, PendingDecision* p) {
   const int n = static_cast<int>(offered.size());
   const int at = static_cast<int>(std::find(offered.begin(), offered.end(), baseline) -
                                   offered.begin());  // < n: see SelectSlots
@@ -109,7 +104,7 @@ Decision InstanceState::SlotBaselineDecision(const std::vector<int>& offered, in
   return b;
 }
 
-void InstanceState::ApprenticeFigures::Count(const PendingDecision& target, double reward) {
+void ApprenticeEstimates::Figures::Count(const PendingDecision& target, double reward) {
   estimators.AddTerms(target.apprentice_target, 1.0, reward, 0.0, 0.0);
   if (target.apprentice_chose_baseline) {
     ++chose_baseline;
@@ -117,13 +112,13 @@ void InstanceState::ApprenticeFigures::Count(const PendingDecision& target, doub
   }
 }
 
-void InstanceState::ApprenticeFigures::Save(bandit::v1::ApprenticeSnapshot* out) const {
+void ApprenticeEstimates::Figures::Save(bandit::v1::ApprenticeSnapshot* out) const {
   estimators.Save(out->mutable_estimators());
   out->set_policy_chose_baseline(chose_baseline);
   out->set_imitated_reward_sum(imitated_reward);
 }
 
-absl::Status InstanceState::ApprenticeFigures::Restore(const bandit::v1::ApprenticeSnapshot& in) {
+absl::Status ApprenticeEstimates::Figures::Restore(const bandit::v1::ApprenticeSnapshot& in) {
   if (auto s = estimators.Restore(in.estimators()); !s.ok()) return s;
   if (in.policy_chose_baseline() < 0 || in.policy_chose_baseline() > in.estimators().events() ||
       !std::isfinite(in.imitated_reward_sum()))
@@ -136,16 +131,52 @@ absl::Status InstanceState::ApprenticeFigures::Restore(const bandit::v1::Apprent
   return absl::OkStatus();
 }
 
-void InstanceState::CountApprentice(const PendingDecision& target, double reward) {
+void ApprenticeEstimates::Count(const PendingDecision& target, double reward) {
   if (target.learning_mode != bandit::v1::APPRENTICE) return;
-  apprentice_.Count(target, reward);
+  pooled_.Count(target, reward);
   if (target.slot_index < 0) return;  // a single decision
   const size_t position = static_cast<size_t>(std::min(target.slot_index, kLastSlotPosition));
-  if (apprentice_slots_.size() <= position) apprentice_slots_.resize(position + 1);
-  apprentice_slots_[position].Count(target, reward);
+  if (slots_.size() <= position) slots_.resize(position + 1);
+  slots_[position].Count(target, reward);
 }
 
-void InstanceState::ApprenticeFigures::Describe(bandit::v1::ApprenticeStatus* a) const {
+void ApprenticeEstimates::Save(bandit::v1::ApprenticeSnapshot* out) const {
+  pooled_.Save(out);
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    auto* slot = out->add_slots();
+    slot->set_position(static_cast<int32_t>(k));
+    slots_[k].Save(slot);
+  }
+}
+
+absl::Status ApprenticeEstimates::Restore(const bandit::v1::ApprenticeSnapshot& in) {
+  if (auto s = pooled_.Restore(in); !s.ok())
+    return absl::InvalidArgumentError(absl::StrCat(": ", s.message()));
+  if (in.slots_size() > kLastSlotPosition + 1)
+    return absl::InvalidArgumentError(absl::StrCat(" has ", in.slots_size(),
+                                                   " slot positions, expected at most ",
+                                                   kLastSlotPosition + 1));
+  slots_.resize(in.slots_size());
+  for (int k = 0; k < in.slots_size(); ++k) {
+    if (in.slots(k).position() != k)
+      return absl::InvalidArgumentError(absl::StrCat(".slots[", k, "] is position ",
+                                                     in.slots(k).position(), ", expected ", k));
+    if (auto s = slots_[k].Restore(in.slots(k)); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat(".slots[", k, "]: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+void ApprenticeEstimates::Describe(bandit::v1::ApprenticeStatus* out) const {
+  pooled_.Describe(out);
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    auto* slot = out->add_slots();
+    slot->set_position(static_cast<int32_t>(k));
+    slots_[k].Describe(slot);
+  }
+}
+
+void ApprenticeEstimates::Figures::Describe(bandit::v1::ApprenticeStatus* a) const {
   a->set_events(estimators.events());
   bandit::v1::OpeEstimatorState sums;  // the reward sum as added up, not mean x count
   estimators.Save(&sums);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/rng.h"
 #include "server/service/decision_service.h"
@@ -709,6 +710,67 @@ TEST(LearningModeReplay, MultiSlotApprenticeReplaysExactlyAfterACrash) {
   ASSERT_TRUE(Configure(b.svc, "x", "learning_mode: ONLINE").ok());
   ASSERT_TRUE(Configure(twin, "x", "learning_mode: ONLINE").ok());
   EXPECT_EQ(play(b.svc, env_a, 30, &open_a), play(twin, env_t, 30, &open_t));
+}
+
+
+// The apprentice estimates on their own: only APPRENTICE decisions count, slots from
+// kLastSlotPosition on share the last position, a snapshot restores to the same figures, and
+// a snapshot no run could make is refused with what was expected.
+TEST(ApprenticeEstimatesTest, CountSaveRestoreAndRefusals) {
+  ApprenticeEstimates e;
+  EXPECT_TRUE(e.empty());
+  PendingDecision online;
+  online.learning_mode = v1::ONLINE;
+  e.Count(online, 1.0);
+  EXPECT_TRUE(e.empty());  // an ONLINE decision is not the apprentice's
+  PendingDecision single;
+  single.learning_mode = v1::APPRENTICE;
+  single.apprentice_target = 0.5;
+  single.apprentice_chose_baseline = true;
+  e.Count(single, 1.0);
+  PendingDecision late_slot = single;
+  late_slot.slot_index = kLastSlotPosition + 4;  // counted at the last position
+  late_slot.apprentice_chose_baseline = false;
+  e.Count(late_slot, 0.25);
+  EXPECT_FALSE(e.empty());
+
+  v1::ApprenticeSnapshot saved;
+  e.Save(&saved);
+  EXPECT_EQ(saved.estimators().events(), 2);
+  EXPECT_EQ(saved.policy_chose_baseline(), 1);
+  EXPECT_DOUBLE_EQ(saved.imitated_reward_sum(), 1.0);
+  ASSERT_EQ(saved.slots_size(), kLastSlotPosition + 1);
+  EXPECT_EQ(saved.slots(kLastSlotPosition).estimators().events(), 1);
+  EXPECT_EQ(saved.slots(0).estimators().events(), 0);
+  v1::ApprenticeStatus described;
+  e.Describe(&described);
+  EXPECT_EQ(described.events(), 2);
+  EXPECT_DOUBLE_EQ(described.reward_sum(), 1.25);
+  EXPECT_EQ(described.slots_size(), kLastSlotPosition + 1);
+
+  ApprenticeEstimates restored;
+  ASSERT_TRUE(restored.Restore(saved).ok());
+  v1::ApprenticeSnapshot again;
+  restored.Save(&again);
+  EXPECT_TRUE(MessageDifferencer::Equals(saved, again));
+
+  v1::ApprenticeSnapshot bad = saved;
+  bad.mutable_slots(3)->set_position(4);
+  absl::Status s = ApprenticeEstimates().Restore(bad);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), ".slots[3] is position 4, expected 3");
+  bad = saved;
+  bad.add_slots()->set_position(kLastSlotPosition + 1);
+  s = ApprenticeEstimates().Restore(bad);
+  EXPECT_EQ(s.message(), absl::StrCat(" has ", kLastSlotPosition + 2,
+                                      " slot positions, expected at most ", kLastSlotPosition + 1));
+  bad = saved;
+  bad.set_policy_chose_baseline(3);  // more than the 2 events
+  s = ApprenticeEstimates().Restore(bad);
+  EXPECT_TRUE(absl::StartsWith(s.message(), ": policy_chose_baseline 3")) << s.message();
+
+  e.Clear();
+  EXPECT_TRUE(e.empty());
 }
 
 }  // namespace

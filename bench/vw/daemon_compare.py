@@ -216,42 +216,39 @@ def main():
                  "or pass --client python")
     tmp = tempfile.mkdtemp()
     grpc_port, vw_port = 50900 + os.getpid() % 50, 26900 + os.getpid() % 50
-    # The HTTP door (Personalizer's API) only when it is measured; its port read from --port_file.
-    http_flags = (["--http_listen=127.0.0.1:0", f"--port_file={tmp}/ports"]
-                  if "http" in doors else [])
-    banditd = subprocess.Popen([os.path.join(a.build, "bin/banditd"), f"--listen=127.0.0.1:{grpc_port}",
-                                f"--data_dir={tmp}/data", "--metrics_listen=", "--durability=none",
-                                *http_flags],
-                               stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/banditd.log", "w"))
+    def start_banditd(name, port, http, *flags):
+        """banditd on gRPC `port` (and, with `http`, the HTTP door on a port its port file
+        names), data and log under tmp/`name`."""
+        if http:
+            flags = ("--http_listen=127.0.0.1:0", f"--port_file={tmp}/{name}.ports", *flags)
+        return subprocess.Popen([os.path.join(a.build, "bin/banditd"),
+                                 f"--listen=127.0.0.1:{port}", f"--data_dir={tmp}/{name}",
+                                 "--metrics_listen=", "--durability=none", *flags],
+                                stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/{name}.log", "w"))
+
+    def http_port(name):
+        """The HTTP port banditd `name` wrote to its port file ("GRPC METRICS HTTP")."""
+        path = f"{tmp}/{name}.ports"
+        for _ in range(200):
+            if os.path.exists(path) and os.path.getsize(path) > 0:
+                break
+            time.sleep(0.05)
+        return open(path).read().split()[2]
+
+    # The HTTP door (Personalizer's API) only when it is measured.
+    banditd = start_banditd("banditd", grpc_port, "http" in doors)
     # The HTTP door with every request on a handler thread, beside the default, in the same run.
-    handlers = None
-    if "http-handlers" in doors:
-        handlers = subprocess.Popen(
-            [os.path.join(a.build, "bin/banditd"), f"--listen=127.0.0.1:{grpc_port + 50}",
-             f"--data_dir={tmp}/data-handlers", "--metrics_listen=", "--durability=none",
-             "--http_listen=127.0.0.1:0", f"--port_file={tmp}/ports-handlers",
-             "--http_rounds_on_io_threads=false"],
-            stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/banditd-handlers.log", "w"))
+    handlers = (start_banditd("handlers", grpc_port + 50, True, "--http_rounds_on_io_threads=false")
+                if "http-handlers" in doors else None)
     vw = subprocess.Popen([a.vw, *ARGS.split(), "--json", "--daemon", "--foreground", "--port", str(vw_port),
                            "--num_children", str(os.cpu_count()), "--quiet"],
                           stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/vw.log", "w"))
     try:
         time.sleep(2)
-        if http_flags:
-            for _ in range(200):
-                if os.path.exists(f"{tmp}/ports") and os.path.getsize(f"{tmp}/ports") > 0:
-                    break
-                time.sleep(0.05)
-            # "GRPC METRICS HTTP"
-            door_args["http"].append(f"--http_port={open(f'{tmp}/ports').read().split()[2]}")
+        if "http" in doors:
+            door_args["http"].append(f"--http_port={http_port('banditd')}")
         if handlers is not None:
-            for _ in range(200):
-                if (os.path.exists(f"{tmp}/ports-handlers")
-                        and os.path.getsize(f"{tmp}/ports-handlers") > 0):
-                    break
-                time.sleep(0.05)
-            door_args["http-handlers"].append(
-                f"--http_port={open(f'{tmp}/ports-handlers').read().split()[2]}")
+            door_args["http-handlers"].append(f"--http_port={http_port('handlers')}")
         sys.path.append(os.path.join(a.build, "python_gen"))
         import grpc
         from bandit_pb.bandit.v1 import service_pb2 as pb, service_pb2_grpc as rpc
@@ -261,8 +258,9 @@ def main():
         cfg.pending.reward_wait_ms = 600000
         stub.CreateInstance(pb.CreateInstanceRequest(name="vw", config=cfg))
         if handlers is not None:
-            rpc.BanditServiceStub(grpc.insecure_channel(f"127.0.0.1:{grpc_port + 50}")).CreateInstance(
-                pb.CreateInstanceRequest(name="vw", config=cfg))
+            handlers_stub = rpc.BanditServiceStub(
+                grpc.insecure_channel(f"127.0.0.1:{grpc_port + 50}"))
+            handlers_stub.CreateInstance(pb.CreateInstanceRequest(name="vw", config=cfg))
         if "http" in doors:
             # The same instance: Personalizer's routes address it by name (/instances/vw/...).
             check_http_features(stub, pb, loader, cfg)

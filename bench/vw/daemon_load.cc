@@ -411,6 +411,14 @@ std::string RankBodyStart(absl::string_view event_id, int64_t i) {
 }
 std::string RankBodyEnd() { return absl::StrCat(", \"actions\": ", PersonalizerActions(), "}"); }
 
+// The header of a POST of a JSON body of `length` bytes to `target`.
+std::string PostHead(absl::string_view target, size_t length) {
+  return absl::StrCat("POST ", target,
+                      " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      "Content-Length: ",
+                      length, "\r\n\r\n");
+}
+
 // This run's event ids start with it: the process id and the start time, so that no two runs
 // (each phase of daemon_compare.py is one) send the same id (banditd refuses an id it
 // remembers as finished).
@@ -426,10 +434,6 @@ void HttpFailure(const std::string& what) {
 int64_t HttpRounds(int seed, Clock::time_point end) {
   const std::string path =
       absl::StrCat("/instances/", absl::GetFlag(FLAGS_instance), "/personalizer/v1.0/");
-  const std::string rank_head =
-      absl::StrCat("POST ", path,
-                   "rank HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                   "Content-Length: ");
   const std::string body_end = RankBodyEnd();
   const std::string event_prefix = absl::StrCat(run_id, ".", seed, ".");
   HttpConnection conn(absl::GetFlag(FLAGS_http_port));
@@ -451,7 +455,7 @@ int64_t HttpRounds(int seed, Clock::time_point end) {
     }
     const std::string event_id = absl::StrCat(event_prefix, i);
     body_start = RankBodyStart(event_id, i);
-    head = absl::StrCat(rank_head, body_start.size() + body_end.size(), "\r\n\r\n");
+    head = PostHead(absl::StrCat(path, "rank"), body_start.size() + body_end.size());
     r = HttpConnection::Response();
     if (!conn.Send({head, body_start, body_end})) {
       fail("rank: the request could not be sent", true);
@@ -475,10 +479,8 @@ int64_t HttpRounds(int seed, Clock::time_point end) {
       break;
     }
     const std::string value = absl::StrCat("{\"value\": ", RewardOf(chosen), "}");
-    reward = absl::StrCat("POST ", path, "events/", event_id,
-                          "/reward HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
-                          "application/json\r\nContent-Length: ",
-                          value.size(), "\r\n\r\n", value);
+    reward = absl::StrCat(
+        PostHead(absl::StrCat(path, "events/", event_id, "/reward"), value.size()), value);
     r = HttpConnection::Response();
     if (!conn.Send({reward})) {
       fail("reward: the request could not be sent", true);

@@ -140,13 +140,18 @@ void ApprenticeEstimates::Count(const PendingDecision& target, double reward) {
   slots_[position].Count(target, reward);
 }
 
-void ApprenticeEstimates::Save(bandit::v1::ApprenticeSnapshot* out) const {
-  pooled_.Save(out);
+template <typename Message, typename Write>
+void ApprenticeEstimates::WriteAll(Message* out, Write write) const {
+  write(pooled_, out);
   for (size_t k = 0; k < slots_.size(); ++k) {
     auto* slot = out->add_slots();
     slot->set_position(static_cast<int32_t>(k));
-    slots_[k].Save(slot);
+    write(slots_[k], slot);
   }
+}
+
+void ApprenticeEstimates::Save(bandit::v1::ApprenticeSnapshot* out) const {
+  WriteAll(out, [](const Figures& f, bandit::v1::ApprenticeSnapshot* m) { f.Save(m); });
 }
 
 absl::Status ApprenticeEstimates::Restore(const bandit::v1::ApprenticeSnapshot& in) {
@@ -168,12 +173,7 @@ absl::Status ApprenticeEstimates::Restore(const bandit::v1::ApprenticeSnapshot& 
 }
 
 void ApprenticeEstimates::Describe(bandit::v1::ApprenticeStatus* out) const {
-  pooled_.Describe(out);
-  for (size_t k = 0; k < slots_.size(); ++k) {
-    auto* slot = out->add_slots();
-    slot->set_position(static_cast<int32_t>(k));
-    slots_[k].Describe(slot);
-  }
+  WriteAll(out, [](const Figures& f, bandit::v1::ApprenticeStatus* m) { f.Describe(m); });
 }
 
 void ApprenticeEstimates::Figures::Describe(bandit::v1::ApprenticeStatus* a) const {

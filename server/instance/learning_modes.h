@@ -65,6 +65,11 @@ class ApprenticeEstimates {
     absl::Status Restore(const bandit::v1::ApprenticeSnapshot& in);
     void Describe(bandit::v1::ApprenticeStatus* out) const;
   };
+  // `write(figures, message)` for the pooled figures into `out`, then for each slot position's
+  // into an entry of out->slots with its position: the shape Save and Describe share.
+  template <typename Message, typename Write>
+  void WriteAll(Message* out, Write write) const;
+
   Figures pooled_;
   std::vector<Figures> slots_;  // index = slot position
 };

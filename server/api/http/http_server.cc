@@ -532,13 +532,11 @@ class Connection : public ConnectionBase {
     if (HttpMetrics* metrics = door_->metrics())
       metrics->Observe(answer.route, answer.status,
                        std::chrono::duration<double>(SteadyClock::now() - start).count());
-    if (on_strand) {
-      Write(keep_alive_ && !door_->draining());
-      return;
-    }
-    net::post(stream_.get_executor(), [self = Self()] {
-      self->Write(self->keep_alive_ && !self->door_->draining());
-    });
+    auto write = [self = Self()] { self->Write(self->keep_alive_ && !self->door_->draining()); };
+    if (on_strand)
+      write();
+    else
+      net::post(stream_.get_executor(), std::move(write));
   }
 
   // An answer the listener makes itself; the connection closes after it (what follows the

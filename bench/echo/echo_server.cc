@@ -26,7 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "echo.grpc.pb.h"
-#include "server/api/arena_allocator.h"
+#include "server/api/message_pool.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "gRPC listen address (host:port; port 0 = any)");
 ABSL_FLAG(std::string, port_file, "",

@@ -26,7 +26,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "bandit/v1/service.grpc.pb.h"
-#include "server/api/arena_allocator.h"
+#include "server/api/message_pool.h"
 #include "server/api/auth.h"
 #include "server/metrics/metrics.h"
 #include "server/service/decision_service.h"

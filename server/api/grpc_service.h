@@ -175,10 +175,9 @@ class GrpcBanditService final : public bandit::v1::BanditService::CallbackServic
   std::atomic<int64_t> active_calls_{0};
   const std::shared_ptr<PendingCalls> pending_ = std::make_shared<PendingCalls>();
   RoundMessageAllocators allocators_;
-  // Each Rounds request and its answer (their arenas outlive every stream: the service outlives
-  // the server).
-  ArenaMessageAllocator<bandit::v1::RoundRequest, bandit::v1::RoundResponse> round_messages_{
-      32 << 10, 512};
+  // Each Rounds request and its answer, reused (the pool outlives every stream: the service
+  // outlives the server).
+  RoundMessages::Pool round_messages_;
   DecisionService* service_;
   Metrics* metrics_;
   const Authorizer* auth_;

@@ -25,7 +25,9 @@
 #include <vector>
 
 #include <google/protobuf/arena.h>
+#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/message_allocator.h>
+#include <grpcpp/support/status.h>
 
 #include "bandit/v1/service.pb.h"
 
@@ -114,89 +116,53 @@ class ReusedMessageAllocator final : public grpc::MessageAllocator<Request, Resp
   std::vector<Holder*> pool_;
 };
 
-// Messages on a pooled arena, reset for each call: for messages whose submessages sit in a
-// oneof (a stream's RoundRequest is a Select one time and an Update the next), which Clear
-// would delete and the next parse allocate again; an arena at least frees them all at once.
-template <typename Request, typename Response>
-class ArenaMessageAllocator final : public grpc::MessageAllocator<Request, Response> {
+// The Rounds stream's request and answer, reused like ReusedMessageAllocator's. Their
+// submessages sit in a oneof (a RoundRequest is a Select one time and an Update the next),
+// which Clear would delete and the next parse allocate again; so each holder keeps one of each
+// kind aside and lends the request the one its payload names (Parse: its first field) and the
+// answer the result of the request's kind (LendResult), taking them back when released.
+class RoundMessages final
+    : public grpc::MessageHolder<bandit::v1::RoundRequest, bandit::v1::RoundResponse> {
  public:
-  // `block_bytes`: each arena's first block, kept across reuse (larger messages spill into
-  // further blocks that the next reset frees). `max_pooled`: idle arenas kept for reuse.
-  explicit ArenaMessageAllocator(size_t block_bytes = 32 << 10, size_t max_pooled = 512)
-      : block_bytes_(block_bytes), max_pooled_(max_pooled) {}
-  ~ArenaMessageAllocator() override {
-    for (Holder* h : pool_) delete h;
-  }
-  ArenaMessageAllocator(const ArenaMessageAllocator&) = delete;
-  ArenaMessageAllocator& operator=(const ArenaMessageAllocator&) = delete;
-
-  grpc::MessageHolder<Request, Response>* AllocateMessages() override {
-    Holder* h = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!pool_.empty()) {
-        h = pool_.back();
-        pool_.pop_back();
-      }
-    }
-    if (h == nullptr) h = new Holder(this, block_bytes_);
-    h->Start();
-    return h;
-  }
-
-  // Idle arenas in the pool (for tests).
-  size_t pooled() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return pool_.size();
-  }
+  class Pool;
+  // Parses `in` into the request, its Select or Update parsed into the kept one.
+  grpc::Status Parse(grpc::ByteBuffer* in);
+  // Sets the answer's result to the kept one of the parsed request's kind (empty), to fill.
+  void LendResult();
+  void Release() override;
 
  private:
-  class Holder final : public grpc::MessageHolder<Request, Response> {
-   public:
-    Holder(ArenaMessageAllocator* owner, size_t block_bytes)
-        : owner_(owner),
-          block_(new char[block_bytes]),
-          arena_(Options(block_.get(), block_bytes)) {}
-    // Fresh messages on a reset arena: Reset() frees blocks a large message spilled into and
-    // keeps our own first block.
-    void Start() {
-      if (used_) arena_.Reset();
-      used_ = true;
-      this->set_request(google::protobuf::Arena::CreateMessage<Request>(&arena_));
-      this->set_response(google::protobuf::Arena::CreateMessage<Response>(&arena_));
-    }
-    void Release() override { owner_->Recycle(this); }
-
-   private:
-    static google::protobuf::ArenaOptions Options(char* block, size_t bytes) {
-      google::protobuf::ArenaOptions options;
-      options.initial_block = block;
-      options.initial_block_size = bytes;
-      return options;
-    }
-    ArenaMessageAllocator* const owner_;
-    const std::unique_ptr<char[]> block_;  // declared before arena_: outlives it
-    google::protobuf::Arena arena_;
-    bool used_ = false;
-  };
-
-  void Recycle(Holder* h) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (pool_.size() < max_pooled_) {
-        pool_.push_back(h);
-        return;
-      }
-    }
-    delete h;
-  }
-
-  const size_t block_bytes_;
-  const size_t max_pooled_;
-  mutable std::mutex mu_;
-  std::vector<Holder*> pool_;
+  explicit RoundMessages(Pool* owner);
+  // Takes the submessages back, cleared (or forgotten when the call's messages ran over the
+  // pool's bound), and clears the messages.
+  void Reset(size_t max_kept_bytes);
+  Pool* const owner_;
+  bandit::v1::RoundRequest request_;
+  bandit::v1::RoundResponse response_;
+  std::unique_ptr<bandit::v1::SelectRequest> select_;
+  std::unique_ptr<bandit::v1::UpdateRequest> update_;
+  std::unique_ptr<bandit::v1::Decision> decision_;
+  std::unique_ptr<bandit::v1::UpdateResponse> update_result_;
 };
 
+class RoundMessages::Pool {
+ public:
+  explicit Pool(size_t max_kept_bytes = 256 << 10, size_t max_pooled = 512)
+      : max_kept_bytes_(max_kept_bytes), max_pooled_(max_pooled) {}
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  RoundMessages* Allocate();
+  size_t pooled() const;  // idle holders (for tests)
+
+ private:
+  friend class RoundMessages;
+  void Recycle(RoundMessages* m);
+  const size_t max_kept_bytes_;
+  const size_t max_pooled_;
+  mutable std::mutex mu_;
+  std::vector<RoundMessages*> pool_;
+};
 
 // A request/response pair on an arena of its own, deleted when released: for RPCs too rare to
 // be worth a pool.

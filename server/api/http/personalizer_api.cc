@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -286,13 +287,16 @@ absl::Status PersonalizerApi::FindOrCreate(const Target& target) {
 
 ApiResponse PersonalizerApi::Rank(const Target& target, absl::string_view body) {
   const Route kRoute = target.multislot ? Route::kMultiSlot : Route::kRank;
-  bandit::v1::SelectRequest req;
+  grpc::MessageHolder<bandit::v1::SelectRequest, bandit::v1::Decision>* messages =
+      rank_messages_.AllocateMessages();
+  absl::Cleanup release = [messages] { messages->Release(); };
+  bandit::v1::SelectRequest& req = *messages->request();
+  bandit::v1::Decision& decision = *messages->response();
   req.set_instance(target.instance);
   req.set_return_scores(true);
   if (auto bad = ReadRankRequest(kRoute, body, options_.max_json_depth, target.multislot, &req))
     return *bad;
   if (absl::Status s = FindOrCreate(target); !s.ok()) return Error(s, kRoute);
-  bandit::v1::Decision decision;
   uint64_t written_seq = 0;
   absl::Status s = target.calls->Select(req, &decision, &written_seq);
   if (s.ok()) s = AwaitDurable(written_seq);

@@ -77,6 +77,7 @@ ApiResponse NoContentBecause(Route route, absl::string_view header, const absl::
 ApiResponse RankResponse(Route route, const bandit::v1::Decision& decision, bool multislot);
 
 std::string ToJson(const Json& value);
+void ToJson(const Json& value, std::string* out);  // into `out`, reusing its buffer
 
 void WriteString(Writer& w, absl::string_view s);
 

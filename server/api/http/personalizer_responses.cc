@@ -86,11 +86,24 @@ ApiResponse RankResponse(Route route, const bandit::v1::Decision& decision, bool
   return r;
 }
 
-std::string ToJson(const Json& value) {
-  rapidjson::StringBuffer buffer;
+void ToJson(const Json& value, std::string* out) {
+  // One buffer per thread, kept between calls (a rank writes one document per action); one
+  // that grew past 1 MB gives its memory back.
+  thread_local rapidjson::StringBuffer buffer;
+  buffer.Clear();
   Writer w(buffer);
   value.Accept(w);
-  return std::string(buffer.GetString(), buffer.GetSize());
+  out->assign(buffer.GetString(), buffer.GetSize());
+  if (buffer.GetSize() > (1 << 20)) {
+    buffer.Clear();
+    buffer.ShrinkToFit();
+  }
+}
+
+std::string ToJson(const Json& value) {
+  std::string out;
+  ToJson(value, &out);
+  return out;
 }
 
 void WriteString(Writer& w, absl::string_view s) {

@@ -3,6 +3,7 @@
 
     bench/vw/daemon_compare.py BUILD_DIR [--vw PATH] [--seconds 10] [--inflight 8] [--rounds 2]
         [--client cpp|python] [--doors unary,stream,stream-unpipelined,batch,http] [--batch 8]
+        [--arguments 'VW ARGUMENTS']
         [--policy 'linucb { covariance: COVARIANCE_SKETCHED sketch_size: 16 }' ...]
 
 The workload: a context of 20 features in 2 namespaces, 50 actions of 10 features each, VW's
@@ -30,7 +31,10 @@ its own phase. `--inflight` clients (one connection each: threads of bandit-vw-d
 C++ client, by default; `--client python`: Python processes) run for `--seconds` per phase, phases
 alternating banditd / VW `--rounds` times. Reported per phase: rounds/s, the server's CPU per
 round (user + system time of banditd, or of VW's daemon and its children, from /proc) and the
-cores it used (CPU seconds per second). Needs VW's runtime libraries (libfmt9, zlib).
+cores it used (CPU seconds per second). `--arguments` serves other VW arguments on both sides
+(default: Personalizer's above); without `-q ::` (31 terms per action instead of 465) the
+learner's share of a round is small, so that what remains is what each server's way in costs.
+Needs VW's runtime libraries (libfmt9, zlib).
 """
 import argparse, json, multiprocessing as mp, os, random, signal, socket, subprocess, sys, tempfile, time
 
@@ -194,6 +198,8 @@ def main():
                          "batch, http, http-handlers (--client cpp); http-handlers is the HTTP "
                          "door of a second banditd with --http_rounds_on_io_threads=false")
     ap.add_argument("--batch", type=int, default=8, help="rounds per batch (door batch)")
+    ap.add_argument("--arguments", default=ARGS,
+                    help="VW's arguments, for VW's daemon and banditd's vw instance alike")
     ap.add_argument("--client", choices=["cpp", "python"], default="cpp",
                     help="cpp: bandit-vw-daemon-load's threads (the clients' CPU small beside the "
                          "servers'); python: one Python process per connection")
@@ -240,7 +246,7 @@ def main():
     # The HTTP door with every request on a handler thread, beside the default, in the same run.
     handlers = (start_banditd("handlers", grpc_port + 50, True, "--http_rounds_on_io_threads=false")
                 if "http-handlers" in doors else None)
-    vw = subprocess.Popen([a.vw, *ARGS.split(), "--json", "--daemon", "--foreground", "--port", str(vw_port),
+    vw = subprocess.Popen([a.vw, *a.arguments.split(), "--json", "--daemon", "--foreground", "--port", str(vw_port),
                            "--num_children", str(os.cpu_count()), "--quiet"],
                           stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/vw.log", "w"))
     try:
@@ -254,7 +260,7 @@ def main():
         from bandit_pb.bandit.v1 import service_pb2 as pb, service_pb2_grpc as rpc
         stub = rpc.BanditServiceStub(grpc.insecure_channel(f"127.0.0.1:{grpc_port}"))
         cfg = pb.InstanceConfig()
-        cfg.policy.vw.arguments = ARGS
+        cfg.policy.vw.arguments = a.arguments
         cfg.pending.reward_wait_ms = 600000
         stub.CreateInstance(pb.CreateInstanceRequest(name="vw", config=cfg))
         if handlers is not None:
@@ -277,7 +283,7 @@ def main():
             for door in doors:
                 names[f"policy {k}" if door == "unary" else f"p{k} {door}"] = (f"p{k}", door)
             print(f"policy {k}: {text}")
-        print(f"workload: 20 context features, 50 actions x 10, {ARGS}; {a.inflight} in flight, "
+        print(f"workload: 20 context features, 50 actions x 10, {a.arguments}; {a.inflight} in flight, "
               f"{a.seconds:g} s phases, {os.cpu_count()} cores, {a.client} clients; "
               f"banditd doors: {', '.join(doors)}")
         gen = os.path.join(a.build, "python_gen")

@@ -86,44 +86,6 @@ void RoundMessages::Reset(size_t max_kept_bytes) {
   response_.Clear();
 }
 
-void RoundMessages::Release() { owner_->Recycle(this); }
-
-RoundMessages::Pool::~Pool() {
-  for (RoundMessages* m : pool_) delete m;
-}
-
-RoundMessages* RoundMessages::Pool::Allocate() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!pool_.empty()) {
-      RoundMessages* m = pool_.back();
-      pool_.pop_back();
-      return m;
-    }
-  }
-  return new RoundMessages(this);
-}
-
-size_t RoundMessages::Pool::pooled() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return pool_.size();
-}
-
-void RoundMessages::Pool::Recycle(RoundMessages* m) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (pool_.size() >= max_pooled_) {
-      delete m;
-      return;
-    }
-  }
-  m->Reset(max_kept_bytes_);  // outside the lock: clearing a large message takes a while
-  std::lock_guard<std::mutex> lock(mu_);
-  if (pool_.size() < max_pooled_) {
-    pool_.push_back(m);
-    return;
-  }
-  delete m;
-}
+void RoundMessages::Release() { owner_->pool_.Recycle(this); }
 
 }  // namespace bandit::server

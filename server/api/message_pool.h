@@ -33,35 +33,67 @@
 
 namespace bandit::server {
 
-template <typename Request, typename Response>
-class ReusedMessageAllocator final : public grpc::MessageAllocator<Request, Response> {
+// Idle holders of messages kept for reuse: at most `max_pooled`, each reset as it comes back
+// (H::Reset(max_kept_bytes): emptied, its buffers kept unless they grew past the bound).
+template <typename H>
+class HolderPool {
  public:
-  explicit ReusedMessageAllocator(size_t max_kept_bytes = 256 << 10, size_t max_pooled = 512)
+  HolderPool(size_t max_kept_bytes, size_t max_pooled)
       : max_kept_bytes_(max_kept_bytes), max_pooled_(max_pooled) {}
-  ~ReusedMessageAllocator() override {
-    for (Holder* h : pool_) delete h;
+  ~HolderPool() {
+    for (H* h : pool_) delete h;
   }
-  ReusedMessageAllocator(const ReusedMessageAllocator&) = delete;
-  ReusedMessageAllocator& operator=(const ReusedMessageAllocator&) = delete;
+  HolderPool(const HolderPool&) = delete;
+  HolderPool& operator=(const HolderPool&) = delete;
 
-  grpc::MessageHolder<Request, Response>* AllocateMessages() override {
-    Holder* h = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!pool_.empty()) {
-        h = pool_.back();
-        pool_.pop_back();
-      }
-    }
-    if (h == nullptr) h = new Holder(this);
+  // An idle holder, or null when there is none.
+  H* Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pool_.empty()) return nullptr;
+    H* h = pool_.back();
+    pool_.pop_back();
     return h;
   }
-
-  // Idle holders in the pool (for tests).
+  void Recycle(H* h) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (pool_.size() >= max_pooled_) {
+        delete h;
+        return;
+      }
+    }
+    h->Reset(max_kept_bytes_);  // outside the lock: clearing a large message takes a while
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pool_.size() < max_pooled_) {
+      pool_.push_back(h);
+      return;
+    }
+    delete h;
+  }
   size_t pooled() const {
     std::lock_guard<std::mutex> lock(mu_);
     return pool_.size();
   }
+
+ private:
+  const size_t max_kept_bytes_;
+  const size_t max_pooled_;
+  mutable std::mutex mu_;
+  std::vector<H*> pool_;
+};
+
+template <typename Request, typename Response>
+class ReusedMessageAllocator final : public grpc::MessageAllocator<Request, Response> {
+ public:
+  explicit ReusedMessageAllocator(size_t max_kept_bytes = 256 << 10, size_t max_pooled = 512)
+      : pool_(max_kept_bytes, max_pooled) {}
+
+  grpc::MessageHolder<Request, Response>* AllocateMessages() override {
+    Holder* h = pool_.Take();
+    return h != nullptr ? h : new Holder(this);
+  }
+
+  size_t pooled() const { return pool_.pooled(); }  // idle holders (for tests)
 
  private:
   class Holder final : public grpc::MessageHolder<Request, Response> {
@@ -72,10 +104,10 @@ class ReusedMessageAllocator final : public grpc::MessageAllocator<Request, Resp
       this->set_response(response_.get());
     }
     // Empty messages for the next call: cleared (their buffers kept), or fresh after a call
-    // whose messages ran over the allocator's bound.
-    void Reset() {
-      if (static_cast<size_t>(request_->ByteSizeLong()) > owner_->max_kept_bytes_ ||
-          static_cast<size_t>(response_->ByteSizeLong()) > owner_->max_kept_bytes_) {
+    // whose messages ran over the bound.
+    void Reset(size_t max_kept_bytes) {
+      if (static_cast<size_t>(request_->ByteSizeLong()) > max_kept_bytes ||
+          static_cast<size_t>(response_->ByteSizeLong()) > max_kept_bytes) {
         request_ = std::make_unique<Request>();
         response_ = std::make_unique<Response>();
         this->set_request(request_.get());
@@ -85,7 +117,7 @@ class ReusedMessageAllocator final : public grpc::MessageAllocator<Request, Resp
       request_->Clear();
       response_->Clear();
     }
-    void Release() override { owner_->Recycle(this); }
+    void Release() override { owner_->pool_.Recycle(this); }
 
    private:
     ReusedMessageAllocator* const owner_;
@@ -93,27 +125,7 @@ class ReusedMessageAllocator final : public grpc::MessageAllocator<Request, Resp
     std::unique_ptr<Response> response_;
   };
 
-  void Recycle(Holder* h) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (pool_.size() >= max_pooled_) {
-        delete h;
-        return;
-      }
-    }
-    h->Reset();  // outside the lock: clearing a large message takes a while
-    std::lock_guard<std::mutex> lock(mu_);
-    if (pool_.size() < max_pooled_) {
-      pool_.push_back(h);
-      return;
-    }
-    delete h;
-  }
-
-  const size_t max_kept_bytes_;
-  const size_t max_pooled_;
-  mutable std::mutex mu_;
-  std::vector<Holder*> pool_;
+  HolderPool<Holder> pool_;
 };
 
 // The Rounds stream's request and answer, reused like ReusedMessageAllocator's. Their
@@ -132,6 +144,7 @@ class RoundMessages final
   void Release() override;
 
  private:
+  friend class HolderPool<RoundMessages>;
   explicit RoundMessages(Pool* owner);
   // Takes the submessages back, cleared (or forgotten when the call's messages ran over the
   // pool's bound), and clears the messages.
@@ -148,20 +161,16 @@ class RoundMessages final
 class RoundMessages::Pool {
  public:
   explicit Pool(size_t max_kept_bytes = 256 << 10, size_t max_pooled = 512)
-      : max_kept_bytes_(max_kept_bytes), max_pooled_(max_pooled) {}
-  ~Pool();
-  Pool(const Pool&) = delete;
-  Pool& operator=(const Pool&) = delete;
-  RoundMessages* Allocate();
-  size_t pooled() const;  // idle holders (for tests)
+      : pool_(max_kept_bytes, max_pooled) {}
+  RoundMessages* Allocate() {
+    RoundMessages* m = pool_.Take();
+    return m != nullptr ? m : new RoundMessages(this);
+  }
+  size_t pooled() const { return pool_.pooled(); }  // idle holders (for tests)
 
  private:
   friend class RoundMessages;
-  void Recycle(RoundMessages* m);
-  const size_t max_kept_bytes_;
-  const size_t max_pooled_;
-  mutable std::mutex mu_;
-  std::vector<RoundMessages*> pool_;
+  HolderPool<RoundMessages> pool_;
 };
 
 // A request/response pair on an arena of its own, deleted when released: for RPCs too rare to

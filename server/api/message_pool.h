@@ -85,7 +85,7 @@ class HolderPool {
 template <typename Request, typename Response>
 class ReusedMessageAllocator final : public grpc::MessageAllocator<Request, Response> {
  public:
-  explicit ReusedMessageAllocator(size_t max_kept_bytes = 256 << 10, size_t max_pooled = 512)
+  explicit ReusedMessageAllocator(size_t max_kept_bytes = 64 << 10, size_t max_pooled = 512)
       : pool_(max_kept_bytes, max_pooled) {}
 
   grpc::MessageHolder<Request, Response>* AllocateMessages() override {
@@ -160,7 +160,7 @@ class RoundMessages final
 
 class RoundMessages::Pool {
  public:
-  explicit Pool(size_t max_kept_bytes = 256 << 10, size_t max_pooled = 512)
+  explicit Pool(size_t max_kept_bytes = 64 << 10, size_t max_pooled = 512)
       : pool_(max_kept_bytes, max_pooled) {}
   RoundMessages* Allocate() {
     RoundMessages* m = pool_.Take();
@@ -194,9 +194,9 @@ struct RoundMessageAllocators {
   ReusedMessageAllocator<bandit::v1::SelectRequest, bandit::v1::Decision> select;
   ReusedMessageAllocator<bandit::v1::UpdateRequest, bandit::v1::UpdateResponse> update;
   ReusedMessageAllocator<bandit::v1::SelectBatchRequest, bandit::v1::SelectBatchResponse>
-      select_batch{1 << 20, 64};
+      select_batch{512 << 10, 64};
   ReusedMessageAllocator<bandit::v1::UpdateBatchRequest, bandit::v1::UpdateBatchResponse>
-      update_batch{1 << 20, 64};
+      update_batch{512 << 10, 64};
 
   template <typename CallbackService>
   void Install(CallbackService& service) {

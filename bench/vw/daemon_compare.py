@@ -3,7 +3,7 @@
 
     bench/vw/daemon_compare.py BUILD_DIR [--vw PATH] [--seconds 10] [--inflight 8] [--rounds 2]
         [--client cpp|python] [--doors unary,stream,stream-unpipelined,batch,http] [--batch 8]
-        [--arguments 'VW ARGUMENTS']
+        [--arguments 'VW ARGUMENTS'] [--against OTHER_BUILD_DIR]
         [--policy 'linucb { covariance: COVARIANCE_SKETCHED sketch_size: 16 }' ...]
 
 The workload: a context of 20 features in 2 namespaces, 50 actions of 10 features each, VW's
@@ -34,6 +34,10 @@ round (user + system time of banditd, or of VW's daemon and its children, from /
 cores it used (CPU seconds per second). `--arguments` serves other VW arguments on both sides
 (default: Personalizer's above); without `-q ::` (31 terms per action instead of 465) the
 learner's share of a round is small, so that what remains is what each server's way in costs.
+`--against OTHER_BUILD_DIR` runs a second banditd, that build's, beside this one (its own `vw`
+instance, the same doors, this build's clients), its phases right after this build's, and adds
+per door the median ratio of this build's CPU per round and rounds/s to the other's: the way to
+measure a change on this noisy machine (two builds side by side, not two runs).
 Needs VW's runtime libraries (libfmt9, zlib).
 """
 import argparse, json, multiprocessing as mp, os, random, signal, socket, subprocess, sys, tempfile, time
@@ -200,6 +204,8 @@ def main():
     ap.add_argument("--batch", type=int, default=8, help="rounds per batch (door batch)")
     ap.add_argument("--arguments", default=ARGS,
                     help="VW's arguments, for VW's daemon and banditd's vw instance alike")
+    ap.add_argument("--against", help="another build directory: its banditd serves the same "
+                    "doors beside this build's, in alternate phases")
     ap.add_argument("--client", choices=["cpp", "python"], default="cpp",
                     help="cpp: bandit-vw-daemon-load's threads (the clients' CPU small beside the "
                          "servers'); python: one Python process per connection")
@@ -213,6 +219,8 @@ def main():
     for door in doors:
         if door not in door_args:
             sys.exit(f"--doors: unknown door {door!r}, expected some of {', '.join(door_args)}")
+    if a.against and a.client != "cpp":
+        sys.exit("--against: with --client cpp only")
     if a.client == "python" and doors != ["unary"]:
         doors = ["unary"]
         print("--client python: the unary door only")
@@ -222,12 +230,12 @@ def main():
                  "or pass --client python")
     tmp = tempfile.mkdtemp()
     grpc_port, vw_port = 50900 + os.getpid() % 50, 26900 + os.getpid() % 50
-    def start_banditd(name, port, http, *flags):
-        """banditd on gRPC `port` (and, with `http`, the HTTP door on a port its port file
-        names), data and log under tmp/`name`."""
+    def start_banditd(name, port, http, *flags, build=a.build):
+        """`build`'s banditd on gRPC `port` (and, with `http`, the HTTP door on a port its port
+        file names), data and log under tmp/`name`."""
         if http:
             flags = ("--http_listen=127.0.0.1:0", f"--port_file={tmp}/{name}.ports", *flags)
-        return subprocess.Popen([os.path.join(a.build, "bin/banditd"),
+        return subprocess.Popen([os.path.join(build, "bin/banditd"),
                                  f"--listen=127.0.0.1:{port}", f"--data_dir={tmp}/{name}",
                                  "--metrics_listen=", "--durability=none", *flags],
                                 stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/{name}.log", "w"))
@@ -246,6 +254,10 @@ def main():
     # The HTTP door with every request on a handler thread, beside the default, in the same run.
     handlers = (start_banditd("handlers", grpc_port + 50, True, "--http_rounds_on_io_threads=false")
                 if "http-handlers" in doors else None)
+    # The other build's banditd: the doors of this one but http-handlers, on ports of its own.
+    against_port = grpc_port + 25
+    against = (start_banditd("against", against_port, "http" in doors, build=a.against)
+               if a.against else None)
     vw = subprocess.Popen([a.vw, *a.arguments.split(), "--json", "--daemon", "--foreground", "--port", str(vw_port),
                            "--num_children", str(os.cpu_count()), "--quiet"],
                           stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/vw.log", "w"))
@@ -255,6 +267,8 @@ def main():
             door_args["http"].append(f"--http_port={http_port('banditd')}")
         if handlers is not None:
             door_args["http-handlers"].append(f"--http_port={http_port('handlers')}")
+        against_http = ([f"--http_port={http_port('against')}"]
+                        if against is not None and "http" in doors else [])
         sys.path.append(os.path.join(a.build, "python_gen"))
         import grpc
         from bandit_pb.bandit.v1 import service_pb2 as pb, service_pb2_grpc as rpc
@@ -267,6 +281,9 @@ def main():
             handlers_stub = rpc.BanditServiceStub(
                 grpc.insecure_channel(f"127.0.0.1:{grpc_port + 50}"))
             handlers_stub.CreateInstance(pb.CreateInstanceRequest(name="vw", config=cfg))
+        if against is not None:
+            rpc.BanditServiceStub(grpc.insecure_channel(f"127.0.0.1:{against_port}")).CreateInstance(
+                pb.CreateInstanceRequest(name="vw", config=cfg))
         if "http" in doors:
             # The same instance: Personalizer's routes address it by name (/instances/vw/...).
             check_http_features(stub, pb, loader, cfg)
@@ -288,6 +305,7 @@ def main():
               f"banditd doors: {', '.join(doors)}")
         gen = os.path.join(a.build, "python_gen")
         results = {"vw": [], **{label: [] for label in names}}
+        against_results = {}  # label -> the other build's phases
         for _ in range(a.rounds):
             for label, (instance, door) in names.items():
                 server = handlers if door == "http-handlers" else banditd
@@ -301,6 +319,13 @@ def main():
                     results[label].append(phase(label, lambda: [banditd.pid], bandit_client,
                                                 (gen, f"127.0.0.1:{grpc_port}", instance),
                                                 a.inflight, a.seconds))
+                if against is not None and instance == "vw" and door != "http-handlers":
+                    args = [x for x in door_args[door] if not x.startswith("--http_port=")]
+                    against_results.setdefault(label, []).append(cpp_phase(
+                        f"against {label}", lambda: [against.pid], loader,
+                        [*args, *(against_http if door == "http" else []),
+                         f"--target=127.0.0.1:{against_port}", "--instance=vw"],
+                        a.inflight, a.seconds))
             if a.client == "cpp":
                 results["vw"].append(cpp_phase("vw", lambda: [vw.pid, *children(vw.pid)], loader,
                                                ["--mode=vw", f"--vw_port={vw_port}"], a.inflight,
@@ -315,12 +340,19 @@ def main():
             print(f"median: {label} {b_rps:.0f} rounds/s, {1000 * b_cpu:.3f} ms CPU/round; "
                   f"VW {v_rps:.0f} rounds/s, {1000 * v_cpu:.3f} ms CPU/round; "
                   f"ratio {b_rps / v_rps:.2f}x rounds/s, {b_cpu / v_cpu:.2f}x CPU/round")
+        for label, phases in against_results.items():
+            # Per round of phases, this build's figure over the other's (their phases adjacent).
+            rps = med([r / o for (r, _), (o, _) in zip(results[label], phases)])
+            cpu = med([c / o for (_, c), (_, o) in zip(results[label], phases)])
+            print(f"against {a.against}: {label} {rps:.2f}x its rounds/s, {cpu:.2f}x its CPU/round "
+                  f"(medians of {len(phases)} paired phases)")
     finally:
         banditd.send_signal(signal.SIGTERM)
         vw.send_signal(signal.SIGTERM)
-        if handlers is not None:
-            handlers.send_signal(signal.SIGTERM)
-            handlers.wait(timeout=30)
+        for other in (handlers, against):
+            if other is not None:
+                other.send_signal(signal.SIGTERM)
+                other.wait(timeout=30)
         banditd.wait(timeout=30)
         vw.wait(timeout=30)
 

@@ -32,10 +32,11 @@ C++ client, by default; `--client python`: Python processes) run for `--seconds`
 alternating banditd / VW `--rounds` times. Reported per phase: rounds/s, the server's CPU per
 round (user + system time of banditd, or of VW's daemon and its children, from /proc) and the
 cores it used (CPU seconds per second). `--arguments` serves other VW arguments on both sides
-(default: Personalizer's above); without `-q ::` (31 terms per action instead of 465) the
+(default: Personalizer's above); without `-q ::` (about 30 terms per action instead of 465) the
 learner's share of a round is small, so that what remains is what each server's way in costs.
 `--against OTHER_BUILD_DIR` runs a second banditd, that build's, beside this one (its own `vw`
-instance, the same doors, this build's clients), its phases right after this build's, and adds
+instance, the same doors, this build's clients), each of its phases next to this build's (first
+and second in turn), and adds
 per door the median ratio of this build's CPU per round and rounds/s to the other's: the way to
 measure a change on this noisy machine (two builds side by side, not two runs).
 Needs VW's runtime libraries (libfmt9, zlib).
@@ -306,9 +307,22 @@ def main():
         gen = os.path.join(a.build, "python_gen")
         results = {"vw": [], **{label: [] for label in names}}
         against_results = {}  # label -> the other build's phases
-        for _ in range(a.rounds):
+        for round_number in range(a.rounds):
             for label, (instance, door) in names.items():
                 server = handlers if door == "http-handlers" else banditd
+                paired = against is not None and instance == "vw" and door != "http-handlers"
+                # The pair's order alternates between rounds: a phase right after another
+                # server's runs on cooler caches.
+                other_first = paired and round_number % 2 == 1
+                def other_phase():
+                    args = [x for x in door_args[door] if not x.startswith("--http_port=")]
+                    against_results.setdefault(label, []).append(cpp_phase(
+                        f"against {label}", lambda: [against.pid], loader,
+                        [*args, *(against_http if door == "http" else []),
+                         f"--target=127.0.0.1:{against_port}", "--instance=vw"],
+                        a.inflight, a.seconds))
+                if other_first:
+                    other_phase()
                 if a.client == "cpp":
                     results[label].append(cpp_phase(
                         label, lambda: [server.pid], loader,
@@ -319,13 +333,8 @@ def main():
                     results[label].append(phase(label, lambda: [banditd.pid], bandit_client,
                                                 (gen, f"127.0.0.1:{grpc_port}", instance),
                                                 a.inflight, a.seconds))
-                if against is not None and instance == "vw" and door != "http-handlers":
-                    args = [x for x in door_args[door] if not x.startswith("--http_port=")]
-                    against_results.setdefault(label, []).append(cpp_phase(
-                        f"against {label}", lambda: [against.pid], loader,
-                        [*args, *(against_http if door == "http" else []),
-                         f"--target=127.0.0.1:{against_port}", "--instance=vw"],
-                        a.inflight, a.seconds))
+                if paired and not other_first:
+                    other_phase()
             if a.client == "cpp":
                 results["vw"].append(cpp_phase("vw", lambda: [vw.pid, *children(vw.pid)], loader,
                                                ["--mode=vw", f"--vw_port={vw_port}"], a.inflight,

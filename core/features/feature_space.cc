@@ -61,6 +61,14 @@ void FoldTerms(const uint32_t* idx, const float* val, size_t n, uint32_t half, f
   }
 }
 
+// CheckTerms' refusal (and FeaturizeChecked's): `terms` counted in doubles.
+absl::Status TooManyTerms(std::string_view path, int64_t max_terms, double terms) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(path), ": expected at most ", max_terms,
+                   " terms per action (features plus their interactions), got ",
+                   static_cast<int64_t>(std::min(terms, 9e18))));
+}
+
 bool Interactable(unsigned char letter) {
   // VW interacts the printable letters and the CCB slot namespace, never the constant's.
   return (letter >= ' ' && letter <= '~') || letter == kCcbSlotNamespace;
@@ -348,11 +356,7 @@ absl::Status FeatureSpace::CheckTerms(const ParsedFeatures& action, const Parsed
                                 inter.size() == 3 && inter[1] == inter[2]);
     }
   }
-  if (terms > static_cast<double>(max_terms))
-    return absl::InvalidArgumentError(
-        absl::StrCat(std::string(path), ": expected at most ", max_terms,
-                     " terms per action (features plus their interactions), got ",
-                     static_cast<int64_t>(std::min(terms, 9e18))));
+  if (terms > static_cast<double>(max_terms)) return TooManyTerms(path, max_terms, terms);
   return absl::OkStatus();
 }
 
@@ -375,9 +379,11 @@ const std::vector<std::string>& FeatureSpace::InteractionsFor(const std::string&
 }
 
 template <bool kAudit>
-void FeatureSpace::FeaturizeInto(const ParsedFeatures& action, const ParsedFeatures* shared,
-                                 std::vector<uint32_t>* index_out, std::vector<double>* value_out,
-                                 std::vector<std::string>* names) const {
+absl::Status FeatureSpace::FeaturizeInto(const ParsedFeatures& action, const ParsedFeatures* shared,
+                                         const int64_t* max_terms, std::string_view path,
+                                         std::vector<uint32_t>* index_out,
+                                         std::vector<double>* value_out,
+                                         std::vector<std::string>* names) const {
   // A namespace of the merged example (VW's shared_feature_merger appends the shared namespaces
   // to each action's): per letter the action's features then the shared ones, contiguous.
   struct MergedGroup {
@@ -424,8 +430,10 @@ void FeatureSpace::FeaturizeInto(const ParsedFeatures& action, const ParsedFeatu
   };
   thread_local std::vector<Resolved> resolved;
   resolved.clear();
-  size_t total = options_.constant ? 1 : 0;
-  for (const auto& g : merged) total += g.size;
+  // Counted in doubles, as CheckTerms counts them: an oversized request is refused before
+  // anything is written, without overflowing on the way.
+  double terms = options_.constant ? 1 : 0;
+  for (const auto& g : merged) terms += static_cast<double>(g.size);
   if (!options_.interactions.empty()) {
     char letters_buffer[256];
     size_t count = 0;
@@ -443,14 +451,17 @@ void FeatureSpace::FeaturizeInto(const ParsedFeatures& action, const ParsedFeatu
                  static_cast<int>(inter.size())};
       if (!r.g[0] || !r.g[1] || (r.arity == 3 && !r.g[2])) continue;
       const bool triple = r.arity == 3;
-      total += static_cast<size_t>(
+      terms +=
           InteractionTerms(static_cast<double>(r.g[0]->size), static_cast<double>(r.g[1]->size),
                            triple ? static_cast<double>(r.g[2]->size) : 0.0, triple,
-                           r.g[0] == r.g[1], triple && r.g[1] == r.g[2]));
+                           r.g[0] == r.g[1], triple && r.g[1] == r.g[2]);
       resolved.push_back(r);
     }
   }
 
+  if (max_terms != nullptr && terms > static_cast<double>(*max_terms))
+    return TooManyTerms(path, *max_terms, terms);
+  const auto total = static_cast<size_t>(terms);
   index_out->resize(total);
   value_out->resize(total);
   uint32_t* index = index_out->data();
@@ -556,22 +567,30 @@ void FeatureSpace::FeaturizeInto(const ParsedFeatures& action, const ParsedFeatu
             names->push_back(absl::StrCat(a.name(i), "*", b.name(j), "*", c.name(q)));
     }
   }
+  return absl::OkStatus();
 }
 
 void FeatureSpace::Featurize(const ParsedFeatures& action, const ParsedFeatures* shared, bool audit,
                              SparseFeatures* out) const {
   if (audit) {
-    FeaturizeInto<true>(action, shared, &out->index, &out->value, &out->names);
+    FeaturizeInto<true>(action, shared, nullptr, {}, &out->index, &out->value, &out->names)
+        .IgnoreError();  // no limit: never refused
   } else {
     out->names.clear();
-    FeaturizeInto<false>(action, shared, &out->index, &out->value, nullptr);
+    FeaturizeInto<false>(action, shared, nullptr, {}, &out->index, &out->value, nullptr).IgnoreError();
   }
 }
 
 void FeatureSpace::Featurize(const ParsedFeatures& action, const ParsedFeatures* shared,
                              std::vector<uint32_t>* index, std::vector<double>* value) const {
-  FeaturizeInto<false>(action, shared, index, value, nullptr);
+  FeaturizeInto<false>(action, shared, nullptr, {}, index, value, nullptr).IgnoreError();
 }
 
+absl::Status FeatureSpace::FeaturizeChecked(const ParsedFeatures& action,
+                                            const ParsedFeatures* shared, int64_t max_terms,
+                                            std::string_view path, std::vector<uint32_t>* index,
+                                            std::vector<double>* value) const {
+  return FeaturizeInto<false>(action, shared, &max_terms, path, index, value, nullptr);
+}
 
 }  // namespace bandit::features

@@ -135,6 +135,11 @@ class FeatureSpace {
   // `path` when more than `max_terms` (check it before Featurize on untrusted input).
   absl::Status CheckTerms(const ParsedFeatures& action, const ParsedFeatures* shared,
                           int64_t max_terms, std::string_view path) const;
+  // CheckTerms then Featurize, counting once: INVALID_ARGUMENT as CheckTerms refuses (nothing
+  // written then), else the vector into `index` and `value`.
+  absl::Status FeaturizeChecked(const ParsedFeatures& action, const ParsedFeatures* shared,
+                                int64_t max_terms, std::string_view path,
+                                std::vector<uint32_t>* index, std::vector<double>* value) const;
 
   const FeatureSpaceOptions& options() const { return options_; }
   // Equal for spaces that parse and featurize alike (a space and its copies); never reused.
@@ -171,10 +176,12 @@ class FeatureSpace {
   explicit FeatureSpace(FeatureSpaceOptions options);
   // CompileInteractions(letters), compiled once (no wildcard) or cached per thread.
   const std::vector<std::string>& InteractionsFor(const std::string& letters) const;
+  // The vector, or (with `max_terms`) CheckTerms' refusal when it would have more terms.
   template <bool kAudit>
-  void FeaturizeInto(const ParsedFeatures& action, const ParsedFeatures* shared,
-                     std::vector<uint32_t>* index, std::vector<double>* value,
-                     std::vector<std::string>* names) const;
+  absl::Status FeaturizeInto(const ParsedFeatures& action, const ParsedFeatures* shared,
+                             const int64_t* max_terms, std::string_view path,
+                             std::vector<uint32_t>* index, std::vector<double>* value,
+                             std::vector<std::string>* names) const;
   FeatureSpaceOptions options_;
   uint64_t id_ = 0;  // for the per-thread cache of compiled interactions
   bool ignored_[256] = {};

@@ -212,13 +212,19 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
     if (excluded[i]) continue;
     path.clear();
     absl::StrAppend(&path, "actions[", i, "]");
-    if (auto s = space.CheckTerms(action, &shared, limits.max_terms, path); !s.ok()) return s;
     if (sparse_out) {
       if (sparse_out->size() <= featurized) sparse_out->emplace_back();
       SparseVector& x = (*sparse_out)[featurized++];
-      space.Featurize(action, &shared, &x.index, &x.value);
+      if (auto s = space.FeaturizeChecked(action, &shared, limits.max_terms, path, &x.index,
+                                          &x.value);
+          !s.ok())
+        return s;
     } else {
-      space.Featurize(action, &shared, false, &sparse);
+      sparse.names.clear();
+      if (auto s = space.FeaturizeChecked(action, &shared, limits.max_terms, path, &sparse.index,
+                                          &sparse.value);
+          !s.ok())
+        return s;
       candidates->push_back(features::ToDense(sparse, space.dimension()));
     }
     action_of->push_back(i);

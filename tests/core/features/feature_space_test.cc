@@ -315,7 +315,8 @@ TEST(ParsedDocuments, YieldWhatParseMakesInEachSpace) {
 }
 
 // CheckTerms counts exactly what Featurize makes, and refuses past the limit (a cubic
-// interaction of n features makes about n^3 / 6 terms).
+// interaction of n features makes about n^3 / 6 terms); FeaturizeChecked refuses as it does
+// and otherwise makes what Featurize makes.
 TEST(FeatureSpace, CheckTermsCountsWhatFeaturizeMakes) {
   const std::string doc = R"({"ab":{"f1":1,"f2":1,"f3":1},"ac":{"g1":1,"g2":1},"b":{"h":1}})";
   for (const auto& interactions : std::vector<std::vector<std::string>>{
@@ -333,7 +334,33 @@ TEST(FeatureSpace, CheckTermsCountsWhatFeaturizeMakes) {
                 HasSubstr(absl::StrCat("actions[3]: expected at most ", n - 1,
                                        " terms per action (features plus their interactions), got ",
                                        n)));
+    // FeaturizeChecked: CheckTerms' verdict and Featurize's vector in one pass.
+    std::vector<uint32_t> index = {7};
+    std::vector<double> value = {7};
+    const absl::Status refused = space.FeaturizeChecked(p, nullptr, n - 1, "actions[3]", &index,
+                                                        &value);
+    EXPECT_EQ(refused, over);
+    EXPECT_EQ(index, std::vector<uint32_t>{7});  // nothing written
+    ASSERT_TRUE(space.FeaturizeChecked(p, nullptr, n, "x", &index, &value).ok());
+    EXPECT_EQ(index, out.index);
+    EXPECT_EQ(value, out.value);
   }
+  // A cubic interaction far past any limit is refused with its count, not built.
+  FeatureSpace cubic = Space(18, {"aaa"});
+  std::string many = R"({"a":{)";
+  for (int i = 0; i < 2000; ++i) absl::StrAppend(&many, i ? "," : "", "\"f", i, "\":1");
+  many += "}}";
+  ParsedFeatures p;
+  ASSERT_TRUE(cubic.Parse(many, "x", InputLimits(), false, &p).ok());
+  std::vector<uint32_t> index;
+  std::vector<double> value;
+  const absl::Status refused = cubic.FeaturizeChecked(p, nullptr, 100'000, "actions[0]", &index,
+                                                      &value);
+  EXPECT_EQ(refused, cubic.CheckTerms(p, nullptr, 100'000, "actions[0]"));
+  // The constant, 2000 features, and n(n+1)(n+2)/6 triples of them.
+  const int64_t want = 1 + 2000 + int64_t{2000} * 2001 * 2002 / 6;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr(absl::StrCat("got ", want)));
+  EXPECT_TRUE(index.empty());
 }
 
 // The terms of every interaction against VW's fold written out term by term (InteractionIndex,

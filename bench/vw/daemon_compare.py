@@ -311,8 +311,8 @@ def main():
             for label, (instance, door) in names.items():
                 server = handlers if door == "http-handlers" else banditd
                 paired = against is not None and instance == "vw" and door != "http-handlers"
-                # The pair's order alternates between rounds: a phase right after another
-                # server's runs on cooler caches.
+                # The pair's order alternates between rounds, so that neither build always
+                # runs right after the other's phase.
                 other_first = paired and round_number % 2 == 1
                 def other_phase():
                     args = [x for x in door_args[door] if not x.startswith("--http_port=")]

@@ -212,21 +212,18 @@ absl::Status FeaturizeSelect(const features::FeatureSpace& space,
     if (excluded[i]) continue;
     path.clear();
     absl::StrAppend(&path, "actions[", i, "]");
+    // Into the caller's next sparse vector, or into the scratch for a dense candidate.
+    SparseVector* x = nullptr;
     if (sparse_out) {
       if (sparse_out->size() <= featurized) sparse_out->emplace_back();
-      SparseVector& x = (*sparse_out)[featurized++];
-      if (auto s = space.FeaturizeChecked(action, &shared, limits.max_terms, path, &x.index,
-                                          &x.value);
-          !s.ok())
-        return s;
-    } else {
-      sparse.names.clear();
-      if (auto s = space.FeaturizeChecked(action, &shared, limits.max_terms, path, &sparse.index,
-                                          &sparse.value);
-          !s.ok())
-        return s;
-      candidates->push_back(features::ToDense(sparse, space.dimension()));
+      x = &(*sparse_out)[featurized++];
     }
+    if (auto s = space.FeaturizeChecked(action, &shared, limits.max_terms, path,
+                                        x ? &x->index : &sparse.index,
+                                        x ? &x->value : &sparse.value);
+        !s.ok())
+      return s;
+    if (!sparse_out) candidates->push_back(features::ToDense(sparse, space.dimension()));
     action_of->push_back(i);
   }
   if (sparse_out) sparse_out->resize(featurized);
@@ -292,11 +289,11 @@ absl::Status FeaturizeSlots(const features::FeatureSpace& space,
     }
     for (int i = 0; i < req.actions_size(); ++i) {
       if (!out.allowed[i]) continue;
-      if (auto s = used.CheckTerms(actions[i], &context, limits.max_terms,
-                                   absl::StrCat("slots[", k, "] with actions[", i, "]"));
+      if (auto s = used.FeaturizeChecked(actions[i], &context, limits.max_terms,
+                                         absl::StrCat("slots[", k, "] with actions[", i, "]"),
+                                         &terms.index, &terms.value);
           !s.ok())
         return s;
-      used.Featurize(actions[i], &context, false, &terms);
       if (sparse_out) {
         out.sparse_candidates[i].index = terms.index;
         out.sparse_candidates[i].value = terms.value;
@@ -341,13 +338,11 @@ absl::StatusOr<SparseVector> FeaturizeDirectSparse(const features::FeatureSpace&
                              &action);
         !s.ok())
       return s;
-  if (auto s = space.CheckTerms(action, &shared, limits.max_terms, "direct.action"); !s.ok())
-    return s;
-  features::SparseFeatures f;
-  space.Featurize(action, &shared, false, &f);
   SparseVector out;
-  out.index = std::move(f.index);
-  out.value = std::move(f.value);
+  if (auto s = space.FeaturizeChecked(action, &shared, limits.max_terms, "direct.action",
+                                      &out.index, &out.value);
+      !s.ok())
+    return s;
   return out;
 }
 

@@ -22,8 +22,8 @@ int FirstField(grpc::ByteBuffer* in) {
 template <typename M>
 void TakeBack(std::unique_ptr<M>* kept, M* released, size_t max_kept_bytes) {
   if (released == nullptr) return;
-  if (static_cast<size_t>(released->ByteSizeLong()) > max_kept_bytes) {
-    delete released;  // its buffers are larger than the pool keeps
+  if (!Keepable(*released, max_kept_bytes)) {
+    delete released;
     return;
   }
   released->Clear();

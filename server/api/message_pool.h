@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <google/protobuf/arena.h>
+#include <google/protobuf/message_lite.h>
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/message_allocator.h>
 #include <grpcpp/support/status.h>
@@ -32,6 +33,12 @@
 #include "bandit/v1/service.pb.h"
 
 namespace bandit::server {
+
+// Whether a message's buffers are kept for the next call: its serialized size is at most
+// `max_kept_bytes` (a larger call's messages are freed instead).
+inline bool Keepable(const google::protobuf::MessageLite& m, size_t max_kept_bytes) {
+  return static_cast<size_t>(m.ByteSizeLong()) <= max_kept_bytes;
+}
 
 // Idle holders of messages kept for reuse: at most `max_pooled`, each reset as it comes back
 // (H::Reset(max_kept_bytes): emptied, its buffers kept unless they grew past the bound).
@@ -106,8 +113,7 @@ class ReusedMessageAllocator final : public grpc::MessageAllocator<Request, Resp
     // Empty messages for the next call: cleared (their buffers kept), or fresh after a call
     // whose messages ran over the bound.
     void Reset(size_t max_kept_bytes) {
-      if (static_cast<size_t>(request_->ByteSizeLong()) > max_kept_bytes ||
-          static_cast<size_t>(response_->ByteSizeLong()) > max_kept_bytes) {
+      if (!Keepable(*request_, max_kept_bytes) || !Keepable(*response_, max_kept_bytes)) {
         request_ = std::make_unique<Request>();
         response_ = std::make_unique<Response>();
         this->set_request(request_.get());

@@ -1,6 +1,6 @@
 // What the files implementing PersonalizerApi (personalizer_api.h) share, and nothing else
-// includes: the request's target, the reading of JSON request bodies into the service's request
-// messages (personalizer_requests.cc) and the rendering of answers and errors
+// includes but their tests: the request's target, the reading of JSON request bodies into the
+// service's request messages (personalizer_requests.cc) and the rendering of answers and errors
 // (personalizer_responses.cc). The routes live in personalizer_api.cc (the route table, the
 // adapter and the event routes), personalizer_configuration.cc and personalizer_model.cc.
 #pragma once

@@ -9,6 +9,7 @@
 #include <rapidjson/reader.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "server/api/http/personalizer_internal.h"
 
 namespace bandit::server::http {
@@ -26,8 +27,14 @@ class DepthLimitedHandler {
   bool Int64(int64_t i) { return doc_->Int64(i); }
   bool Uint64(uint64_t u) { return doc_->Uint64(u); }
   bool Double(double d) { return doc_->Double(d); }
-  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) {
-    return doc_->RawNumber(s, n, copy);
+  // The body is read with its numbers as text (kParseNumbersAsStringsFlag: the syntax and range
+  // checks are the same) so that a number whose digits are all zero is made ±0.0 here: RapidJSON
+  // 1.1.0's full-precision conversion normalizes a zero significand (clz(0), undefined) and reads
+  // 0.000000000000000000000000 as -2^-640. Every other number goes through that conversion.
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool /*copy*/) {
+    if (IsZeroWithFraction(absl::string_view(s, n))) return doc_->Double(s[0] == '-' ? -0.0 : 0.0);
+    rapidjson::MemoryStream number(s, n);
+    return !numbers_.Parse<rapidjson::kParseFullPrecisionFlag>(number, *this).IsError();
   }
   bool String(const char* s, rapidjson::SizeType n, bool copy) { return doc_->String(s, n, copy); }
   bool Key(const char* s, rapidjson::SizeType n, bool copy) { return doc_->Key(s, n, copy); }
@@ -48,7 +55,18 @@ class DepthLimitedHandler {
     if (++depth_ > max_depth_) too_deep_ = true;
     return !too_deep_;
   }
+  // A JSON number (already checked) written with a fraction or an exponent whose digits before
+  // the exponent are all zero.
+  static bool IsZeroWithFraction(absl::string_view number) {
+    const size_t exponent = number.find_first_of("eE");
+    const absl::string_view digits = number.substr(0, exponent);
+    if (exponent == absl::string_view::npos && digits.find('.') == absl::string_view::npos)
+      return false;  // an integer: converted exactly, never by the full-precision path
+    return digits.find_first_not_of("-0.") == absl::string_view::npos;
+  }
+
   rapidjson::Document* doc_;
+  rapidjson::Reader numbers_;  // converts each number's text, its stack kept between numbers
   const int max_depth_;
   int depth_ = 0;
   bool too_deep_ = false;
@@ -122,7 +140,7 @@ absl::Status ParseBody(absl::string_view body, int max_depth, rapidjson::Documen
       // The body as it is (no NUL in it: the end reads as one, as a C string's would).
       rapidjson::MemoryStream stream(text.data(), text.size());
       rapidjson::Reader reader;
-      *result = reader.Parse<rapidjson::kParseFullPrecisionFlag>(stream, handler);
+      *result = reader.Parse<rapidjson::kParseNumbersAsStringsFlag>(stream, handler);
       *too_deep = handler.too_deep();
       return !result->IsError();
     }

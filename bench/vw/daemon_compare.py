@@ -30,8 +30,9 @@ beside the `vw` instance, each on a feature space of 2^18 with `-q ::` (the same
 its own phase. `--inflight` clients (one connection each: threads of bandit-vw-daemon-load, the
 C++ client, by default; `--client python`: Python processes) run for `--seconds` per phase, phases
 alternating banditd / VW `--rounds` times. Reported per phase: rounds/s, the server's CPU per
-round (user + system time of banditd, or of VW's daemon and its children, from /proc) and the
-cores it used (CPU seconds per second). `--arguments` serves other VW arguments on both sides
+round (user + system time of banditd, or of VW's daemon and its children, from /proc), the
+cores it used (CPU seconds per second) and, with the C++ clients, the clients' CPU per round
+(they run on the same cores, so that server and clients together bound the rounds/s). `--arguments` serves other VW arguments on both sides
 (default: Personalizer's above); without `-q ::` (about 30 terms per action instead of 465) the
 learner's share of a round is small, so that what remains is what each server's way in costs.
 `--against OTHER_BUILD_DIR` runs a second banditd, that build's, beside this one (its own `vw`
@@ -41,7 +42,7 @@ per door the median ratio of this build's CPU per round and rounds/s to the othe
 measure a change on this noisy machine (two builds side by side, not two runs).
 Needs VW's runtime libraries (libfmt9, zlib).
 """
-import argparse, json, multiprocessing as mp, os, random, signal, socket, subprocess, sys, tempfile, time
+import argparse, json, multiprocessing as mp, os, random, resource, signal, socket, subprocess, sys, tempfile, time
 
 ARGS = "--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q :: -b 18"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -126,15 +127,20 @@ def bandit_client(gen, target, instance, seconds, seed, counter):
 def cpp_phase(name, pids_of, loader, mode_args, inflight, seconds):
     """One phase driven by bandit-vw-daemon-load (C++ threads, one connection each)."""
     cpu0, t0 = cpu_seconds(pids_of()), time.time()
+    client0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     run = subprocess.run([loader, *mode_args, f"--inflight={inflight}", f"--seconds={seconds}"],
                          stdout=subprocess.PIPE, text=True)
+    client1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if run.returncode != 0:  # the loader said why on stderr (HTTP: the failed requests)
         sys.exit(f"{name}: bandit-vw-daemon-load {' '.join(mode_args)} failed (exit status "
                  f"{run.returncode}): {run.stdout.strip()}")
     rounds = json.loads(run.stdout.strip().splitlines()[-1])["rounds"]
     wall, cpu = time.time() - t0, cpu_seconds(pids_of()) - cpu0
+    client = (client1.ru_utime + client1.ru_stime) - (client0.ru_utime + client0.ru_stime)
+    # The clients share the two cores with the server: their CPU bounds the rounds/s as well.
     print(f"{name:22s} {rounds / wall:9.0f} rounds/s  {1000 * cpu / max(rounds, 1):6.3f} ms CPU/round"
-          f"  {cpu / wall:4.2f} cores", flush=True)
+          f"  {cpu / wall:4.2f} cores  (clients {1000 * client / max(rounds, 1):5.3f} ms CPU/round)",
+          flush=True)
     return rounds / wall, cpu / max(rounds, 1)
 
 

@@ -18,6 +18,8 @@ namespace bandit {
 class IdIndex {
  public:
   IdIndex() = default;
+  // An empty index with room for `expected` ids (a request's ids are appended without rehashing).
+  explicit IdIndex(int expected) { position_.reserve(static_cast<size_t>(expected)); }
 
   // Indexes `ids`, which the caller knows to be distinct (e.g. an arm set read back from a
   // state it saved); a repeat keeps its first position.

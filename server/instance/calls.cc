@@ -224,7 +224,7 @@ absl::Status CheckSlots(std::span<const SlotRequest> requested,
         "slots x actions is ", static_cast<int>(requested.size()), " x ", n, ", expected at most ", max_candidates,
         " (--max_candidates: each slot sees every action)"));
   const IdIndex position = IdIndex::OfDistinct(ids);
-  IdIndex slot_of;
+  IdIndex slot_of(static_cast<int>(requested.size()));
   std::vector<int> baseline_of(n, -1);
   slots->resize(static_cast<int>(requested.size()));
   for (int k = 0; k < static_cast<int>(requested.size()); ++k) {

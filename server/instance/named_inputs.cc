@@ -142,7 +142,7 @@ absl::Status CheckNamedActions(const bandit::v1::SelectRequest& req, int64_t max
     return absl::InvalidArgumentError(absl::StrCat("actions has ", req.actions_size(),
                                                    " entries, expected at most ", max_actions,
                                                    " (--max_candidates)"));
-  IdIndex position;
+  IdIndex position(req.actions_size());
   auto action_field = [](int i) { return absl::StrCat("actions[", i, "].id"); };
   for (int i = 0; i < req.actions_size(); ++i) {
     const std::string& id = req.actions(i).id();

@@ -1,3 +1,6 @@
+// CbLearner (cb_learner.h: the round as VW computes it): its construction, the prediction and
+// the explorers, --cover's round; its learns are in cb_learner_learn.cc, its state in
+// cb_learner_state.cc.
 #include "core/vw/cb_learner.h"
 
 #include <algorithm>
@@ -15,11 +18,66 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/sparse.h"
+#include "core/vw/cb_learner_internal.h"
 #include "core/state_io.h"
 #include "core/validate.h"
 
+
 namespace bandit::vw {
+
+namespace cb_internal {
+
+absl::Status CheckActionVector(absl::string_view field, const SparseVector& x, int64_t dim) {
+  if (auto s = CheckSparse(field, x, dim); !s.ok()) return s;
+  for (size_t k = 0; k < x.size(); ++k)
+    if (std::fabs(x.value[k]) > kMaxFloatValue)
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".value[", k, "] is ", x.value[k],
+                       ", expected a finite float (VW keeps feature values as floats)"));
+  return absl::OkStatus();
+}
+
+bool ActionVectorValid(const SparseVector& x, int64_t dim) {
+  if (x.index.size() != x.value.size()) return false;
+  // Two reductions: the largest index (the compiler vectorizes it at -O3), and whether every
+  // value is a finite float (NaN fails the comparison), two doubles at a time with SSE2, which
+  // GCC does not vectorize on its own.
+  const size_t n = x.index.size();
+  const uint32_t* index = x.index.data();
+  const double* value = x.value.data();
+  uint32_t largest = 0;
+  for (size_t k = 0; k < n; ++k) largest = std::max(largest, index[k]);
+  bool finite = true;
+  size_t k = 0;
+#if defined(__SSE2__)
+  const __m128d sign = _mm_set1_pd(-0.0), limit = _mm_set1_pd(kMaxFloatValue);
+  __m128d all = _mm_cmpeq_pd(limit, limit);
+  for (; k + 2 <= n; k += 2)
+    all = _mm_and_pd(all, _mm_cmple_pd(_mm_andnot_pd(sign, _mm_loadu_pd(value + k)), limit));
+  finite = _mm_movemask_pd(all) == 3;
+#endif
+  for (; k < n; ++k) finite = finite && std::fabs(value[k]) <= kMaxFloatValue;
+  return (n == 0 || static_cast<int64_t>(largest) < dim) && finite;
+}
+
+void DenseToTerms(const Vector& v, SparseVector* out) {
+  out->index.clear();
+  out->value.clear();
+  for (int i = 0; i < v.size(); ++i)
+    if (v[i] != 0) {
+      out->index.push_back(static_cast<uint32_t>(i));
+      out->value.push_back(v[i]);
+    }
+}
+
+}  // namespace cb_internal
+
 namespace {
+
+using cb_internal::ActionVectorValid;
+using cb_internal::CheckActionVector;
+using cb_internal::DenseToTerms;
+using cb_internal::kMaxFloatValue;
 
 // VW::math::are_same_rel at VW's default tolerance: how fill_tied finds the actions tied with
 // the best.
@@ -59,80 +117,6 @@ void EnforceMinimumProbability(float epsilon, std::vector<std::pair<float, uint3
   const float tau = ((support - rho_idx - 1.f) * minimum + rho_sum - 1.f) / (rho_idx + 1.f);
   for (auto& p : pmf)
     if (consider_zero || p.first > 0) p.first = std::max(p.first - tau, minimum);
-}
-
-// The counters beside the regressor (Counters): two MTR counts per regressor, and three more.
-int64_t CounterBytes(const VwOptions& o) {
-  return static_cast<int64_t>(sizeof(uint64_t)) * (4 + 2 * static_cast<int64_t>(o.bag_size));
-}
-
-// bs.h weight_gen: a Poisson(1) draw from VW's merand48 (common/random_details.h), by its
-// cumulative probabilities.
-uint32_t PoissonWeight(uint64_t& state) {
-  state = 0xeece66d5deece66dULL * state + 2147483647;
-  uint32_t bits = static_cast<uint32_t>((state >> 25) & 0x7FFFFF) | (127u << 23);
-  float u;
-  std::memcpy(&u, &bits, sizeof(u));
-  u -= 1;
-  static constexpr double kCumulative[] = {
-      0.3678794411714423215955,  0.735758882342884643191,   0.919698602928605803989,
-      0.9810118431238461909214,  0.9963401531726562876545,  0.9994058151824183070012,
-      0.9999167588507119768923,  0.9999897508033253583053,  0.9999988747974020309819,
-      0.9999998885745216612793,  0.9999999899522336243091,  0.9999999991683892573118,
-      0.9999999999364022267287,  0.999999999995480147453,   0.9999999999996999989333,
-      0.9999999999999813223654,  0.9999999999999989050799,  0.9999999999999999393572,
-      0.999999999999999996817,   0.9999999999999999998412};
-  for (uint32_t k = 0; k < std::size(kCumulative); ++k)
-    if (u <= kCumulative[k]) return k;
-  return 20;
-}
-
-// The largest feature value VW holds (a float).
-constexpr double kMaxFloatValue = FLT_MAX;
-
-absl::Status CheckActionVector(absl::string_view field, const SparseVector& x, int64_t dim) {
-  if (auto s = CheckSparse(field, x, dim); !s.ok()) return s;
-  for (size_t k = 0; k < x.size(); ++k)
-    if (std::fabs(x.value[k]) > kMaxFloatValue)
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".value[", k, "] is ", x.value[k],
-                       ", expected a finite float (VW keeps feature values as floats)"));
-  return absl::OkStatus();
-}
-
-// Whether CheckActionVector passes, in one branch-free pass (what a Select pays per term); the
-// message is built only when it fails.
-bool ActionVectorValid(const SparseVector& x, int64_t dim) {
-  if (x.index.size() != x.value.size()) return false;
-  // Two reductions: the largest index (the compiler vectorizes it at -O3), and whether every
-  // value is a finite float (NaN fails the comparison), two doubles at a time with SSE2, which
-  // GCC does not vectorize on its own.
-  const size_t n = x.index.size();
-  const uint32_t* index = x.index.data();
-  const double* value = x.value.data();
-  uint32_t largest = 0;
-  for (size_t k = 0; k < n; ++k) largest = std::max(largest, index[k]);
-  bool finite = true;
-  size_t k = 0;
-#if defined(__SSE2__)
-  const __m128d sign = _mm_set1_pd(-0.0), limit = _mm_set1_pd(kMaxFloatValue);
-  __m128d all = _mm_cmpeq_pd(limit, limit);
-  for (; k + 2 <= n; k += 2)
-    all = _mm_and_pd(all, _mm_cmple_pd(_mm_andnot_pd(sign, _mm_loadu_pd(value + k)), limit));
-  finite = _mm_movemask_pd(all) == 3;
-#endif
-  for (; k < n; ++k) finite = finite && std::fabs(value[k]) <= kMaxFloatValue;
-  return (n == 0 || static_cast<int64_t>(largest) < dim) && finite;
-}
-
-void DenseToTerms(const Vector& v, SparseVector* out) {
-  out->index.clear();
-  out->value.clear();
-  for (int i = 0; i < v.size(); ++i)
-    if (v[i] != 0) {
-      out->index.push_back(static_cast<uint32_t>(i));
-      out->value.push_back(v[i]);
-    }
 }
 
 }  // namespace
@@ -308,7 +292,8 @@ void CbLearner::Explore(std::vector<std::pair<float, uint32_t>>& a_s, Prediction
       EnforceMinimumProbability(o_.epsilon, a_s);
       break;
     }
-    case Explorer::kBag:  // PredictBag
+    case Explorer::kBag:    // PredictBag
+    case Explorer::kCover:  // CoverRound
       break;
   }
   out->pmf.assign(k, 0.f);
@@ -461,82 +446,6 @@ absl::StatusOr<Decision> CbLearner::Select(const SelectContext& ctx) {
   return out;
 }
 
-uint32_t CbLearner::LearnCount(uint32_t m, uint64_t& random_state) const {
-  // cb_explore_adf_bag.cc get_bag_learner_update_count: --greedify's first once, each other
-  // regressor a Poisson(1) draw; without --bag the one regressor once.
-  if (o_.explorer != Explorer::kBag || (o_.greedify && m == 0)) return 1;
-  return PoissonWeight(random_state);
-}
-
-bool CbLearner::Learn(const SparseVector& chosen, int chosen_index, int num_actions, float cost,
-                      float probability) {
-  float p = probability;
-  // cb_explore_adf_squarecb.cc learn: probability 1 (no importance weighting) on every action
-  // but the last offered.
-  if (o_.explorer == Explorer::kSquareCb && chosen_index != num_actions - 1) p = 1.f;
-  const float clipped = std::max(p, o_.clip_p);
-  // Each regressor's learns (--bag: as many as its bootstrap draw, cb_explore_adf_bag.cc learn),
-  // each counted first in its MTR counts (gen_cs_example_mtr), then weighted by them
-  // (learn_mtr). Inline storage: without --bag a learn allocates nothing.
-  absl::InlinedVector<uint64_t, 1> event_sums(event_sums_.begin(), event_sums_.end());
-  absl::InlinedVector<uint64_t, 1> action_sums(action_sums_.begin(), action_sums_.end());
-  uint64_t random_state = bag_random_state_;
-  std::vector<SparseVector> terms(bag_shift_ > 0 ? o_.bag_size : 0);
-  absl::InlinedVector<Regressor::Step, 1> steps;
-  for (uint32_t m = 0; m < o_.bag_size; ++m) {
-    const uint32_t count = LearnCount(m, random_state);
-    if (count == 0) continue;
-    const SparseVector* x = &chosen;
-    if (bag_shift_ > 0) {
-      ModelTerms(chosen, Model(m), &terms[m]);
-      x = &terms[m];
-    }
-    for (uint32_t j = 0; j < count; ++j) {
-      event_sums[m] += 1;
-      action_sums[m] += static_cast<uint64_t>(num_actions);
-      const float weight = 1.f * (1.f / clipped * (static_cast<float>(event_sums[m]) /
-                                                   static_cast<float>(action_sums[m])));
-      steps.push_back({x, weight, Model(m)});
-    }
-  }
-  if (!regressor_.LearnRound(std::span<const Regressor::Step>(steps.data(), steps.size()), cost))
-    return false;
-  ++model_version_;
-  event_sums_.assign(event_sums.begin(), event_sums.end());
-  action_sums_.assign(action_sums.begin(), action_sums.end());
-  bag_random_state_ = random_state;
-  if (o_.explorer == Explorer::kSquareCb) ++squarecb_rounds_;
-  if (o_.explorer == Explorer::kFirst && first_remaining_ > 0) --first_remaining_;
-  return true;
-}
-
-bool CbLearner::DrEstimates(std::span<const SparseVector> scorer_terms, size_t chosen, float cost,
-                            float probability, float clip_p, bool learn_scorer, uint32_t scorer,
-                            float* labels) {
-  // gen_cs_example_dr: the scorer's prediction of each action (cb_algs.h get_cost_pred), the
-  // chosen one's corrected by (cost - prediction) / p.
-  for (size_t a = 0; a < scorer_terms.size(); ++a) {
-    float estimate = 0.f;
-    if (a == chosen && learn_scorer) {
-      if (!regressor_.LearnStep({&scorer_terms[a], 1.f / probability, scorer}, cost, &estimate))
-        return false;
-    } else {
-      estimate = regressor_.PredictClamped(scorer_terms[a]);
-    }
-    if (a == chosen) estimate += (cost - estimate) / std::max(probability, clip_p);
-    labels[a] = estimate;
-  }
-  return true;
-}
-
-bool CbLearner::RegressEach(std::span<const SparseVector> terms, const float* labels,
-                            uint32_t model) {
-  // csoaa_ldf do_actual_learning_oaa: each action regresses its label, in order, weight 1.
-  for (size_t a = 0; a < terms.size(); ++a)
-    if (!regressor_.LearnStep({&terms[a], 1.f, model}, labels[a])) return false;
-  return true;
-}
-
 bool CbLearner::CoverRound(std::span<const SparseVector> actions, const CoverLabel* label,
                            Prediction* out) {
   // cb_explore_adf_cover.cc predict_or_learn_impl. Regressors (interleaved): 0 the first
@@ -652,372 +561,6 @@ bool CbLearner::CoverRound(std::span<const SparseVector> actions, const CoverLab
   ++cover_rounds_;
   ++model_version_;
   return true;
-}
-
-bool CbLearner::LearnOffered(std::span<const SparseVector> offered, int chosen_index, float cost,
-                             float probability) {
-  if (o_.explorer == Explorer::kCover) {
-    const CoverLabel label{static_cast<size_t>(chosen_index), cost, probability};
-    Prediction ignored;
-    return CoverRound(offered, &label, &ignored);
-  }
-  if (o_.cb_type != CbType::kMtr)
-    return LearnEstimates(offered, chosen_index, cost, probability);
-  return Learn(offered[chosen_index], chosen_index, static_cast<int>(offered.size()), cost,
-               probability);
-}
-
-bool CbLearner::LearnEstimates(std::span<const SparseVector> offered, int chosen_index,
-                               float cost, float probability) {
-  const size_t k = offered.size();
-  const size_t chosen = static_cast<size_t>(chosen_index);
-  const float clipped = std::max(probability, o_.clip_p);
-  std::vector<SparseVector> learner_terms(bag_shift_ > 0 ? k : 0), scorer_terms;
-  if (o_.cb_type == CbType::kDr) scorer_terms.resize(k);
-  std::vector<float> labels(k, 0.f);
-  uint64_t random_state = bag_random_state_;
-  bool finite = true;
-  regressor_.BeginRound();
-  // cb_explore_adf_bag.cc learn: each regressor learns the whole round as often as its
-  // bootstrap drew it.
-  for (uint32_t m = 0; m < o_.bag_size && finite; ++m) {
-    const uint32_t count = LearnCount(m, random_state);
-    if (count == 0) continue;
-    for (size_t a = 0; bag_shift_ > 0 && a < k; ++a) {
-      ModelTerms(offered[a], Model(m), &learner_terms[a]);
-      if (o_.cb_type == CbType::kDr) ModelTerms(offered[a], Model(m, 1), &scorer_terms[a]);
-    }
-    for (uint32_t j = 0; j < count && finite; ++j) {
-      if (o_.cb_type == CbType::kDr) {
-        finite = DrEstimates(scorer_terms, chosen, cost, probability, o_.clip_p,
-                             /*learn_scorer=*/true, Model(m, 1), labels.data());
-      } else {
-        // gen_cs_example_ips, gen_cs_example_dm (multiline)
-        std::fill(labels.begin(), labels.end(), 0.f);
-        labels[chosen] = o_.cb_type == CbType::kIps ? cost / clipped : cost;
-      }
-      if (finite)
-        finite = RegressEach(bag_shift_ > 0 ? std::span<const SparseVector>(learner_terms) : offered,
-                             labels.data(), Model(m));
-    }
-  }
-  regressor_.EndRound(finite);
-  if (!finite) return false;
-  ++model_version_;
-  bag_random_state_ = random_state;
-  if (o_.explorer == Explorer::kFirst && first_remaining_ > 0) --first_remaining_;
-  return true;
-}
-
-namespace {
-
-// The offered actions a Select's memo carries after its first three numbers: each one's term
-// count, indices and values. INVALID_ARGUMENT for a memo not of that shape, an index at or past
-// `dimension` or a value that is not a finite float.
-absl::Status OfferedFromMemo(const Vector& memo, int num_actions, int dimension,
-                             std::vector<SparseVector>* out) {
-  const auto bad = [](absl::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "memo is not a vw decision's: ", what,
-        " (expected each offered action's term count, indices and values after the first three)"));
-  };
-  out->assign(static_cast<size_t>(num_actions), SparseVector());
-  int64_t at = 3;
-  for (SparseVector& a : *out) {
-    if (at >= memo.size()) return bad("it ends before its last action");
-    const double count = memo[at++];
-    if (!(count >= 0 && count == std::floor(count) &&
-          count <= static_cast<double>(memo.size() - at) / 2))
-      return bad(absl::StrCat("a term count is ", count));
-    const int64_t n = static_cast<int64_t>(count);
-    a.index.resize(static_cast<size_t>(n));
-    a.value.resize(static_cast<size_t>(n));
-    for (int64_t t = 0; t < n; ++t) {
-      const double i = memo[at + t];
-      if (!(i >= 0 && i < dimension && i == std::floor(i)))
-        return bad(absl::StrCat("an index is ", i, ", expected below ", dimension));
-      a.index[static_cast<size_t>(t)] = static_cast<uint32_t>(i);
-      const double v = memo[at + n + t];
-      if (!(std::fabs(v) <= kMaxFloatValue))
-        return bad(absl::StrCat("a value is ", v, ", expected a finite float"));
-      a.value[static_cast<size_t>(t)] = v;
-    }
-    at += 2 * n;
-  }
-  if (at != memo.size()) return bad("numbers follow its last action");
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::Status CbLearner::Update(const Observation& obs) {
-  const int d = dimension();
-  SparseVector dense;
-  const SparseVector* x = nullptr;
-  if (obs.sparse_features) {
-    if (!ActionVectorValid(*obs.sparse_features, d))
-      return CheckActionVector("features", *obs.sparse_features, d);
-    x = &*obs.sparse_features;
-  } else {
-    if (auto s = CheckVector("features", obs.features, d); !s.ok()) return s;
-    DenseToTerms(obs.features, &dense);
-    if (auto s = CheckActionVector("features", dense, d); !s.ok()) return s;
-    x = &dense;
-  }
-  if (auto s = CheckFinite("reward", obs.reward); !s.ok()) return s;
-  if (std::fabs(obs.reward) > kMaxFloatValue)
-    return absl::InvalidArgumentError(
-        absl::StrCat("reward is ", obs.reward, ", expected a finite float (VW's cost is a float)"));
-  if (o_.ccb && obs.memo.size() == 0)
-    return absl::InvalidArgumentError(
-        "a --ccb_explore_adf learner learns a slot of its own multi-slot decision, expected an "
-        "update of a decision it made (logged data without its slots is not taken)");
-  // A logged observation (no Select of this policy) is learned as chosen for sure among one, or
-  // among the actions it was offered with where the service recorded them.
-  float probability = 1.f;
-  int num_actions = 1, chosen_index = 0;
-  if (obs.memo.size() != 0) {
-    if ((obs.memo.size() != 3) != MemoHoldsCandidates() || !(obs.memo[0] > 0 && obs.memo[0] <= 1) || !(obs.memo[1] >= 1) ||
-        !(obs.memo[2] >= 0 && obs.memo[2] < obs.memo[1]) || obs.memo[1] > 1e9)
-      return absl::InvalidArgumentError(
-          "memo is not a vw decision's (expected propensity in (0, 1], the number of actions "
-          "and the chosen position)");
-    probability = static_cast<float>(obs.memo[0]);
-    num_actions = static_cast<int>(obs.memo[1]);
-    chosen_index = static_cast<int>(obs.memo[2]);
-  } else if (obs.offered > 0) {
-    // Logged data of a decision among `offered` actions (an apprentice's baseline, a decision
-    // of the policy served before): VW's example has them all, and MTR counts them.
-    num_actions = obs.offered;
-  }
-  if (obs.memo.size() == 0 && obs.logged_propensity > 0 && obs.logged_propensity <= 1)
-    probability = static_cast<float>(obs.logged_propensity);
-  // --squarecb learns at the propensity only when the chosen action was the last offered.
-  if (obs.memo.size() == 0 && obs.logged_position >= 0 && obs.logged_position < num_actions)
-    chosen_index = obs.logged_position;
-  bool learned = false;
-  if (!MemoHoldsCandidates()) {
-    learned = Learn(*x, chosen_index, num_actions, -static_cast<float>(obs.reward), probability);
-  } else {
-    // Every action offered, from the memo (logged data: the chosen one alone, a round of one).
-    std::vector<SparseVector> offered;
-    if (obs.memo.size() == 0) {
-      offered.push_back(*x);
-      chosen_index = 0;
-    } else if (auto s = OfferedFromMemo(obs.memo, num_actions, d, &offered); !s.ok()) {
-      return s;
-    }
-    learned = LearnOffered(offered, chosen_index, -static_cast<float>(obs.reward), probability);
-  }
-  if (!learned)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the update with reward ", obs.reward,
-        " and these feature values would overflow VW's "
-        "float weights (nothing was learned); expected smaller feature values or rewards"));
-  return absl::OkStatus();
-}
-
-void CbLearner::Save(bandit::v1::PolicyState* out) const {
-  StateWriter w(out, name(), 1);
-  // The floats of the weight array that learning moved (a float is exact in a double), by
-  // position.
-  const auto& weights = regressor_.weights();
-  int64_t moved = 0;
-  for (size_t i = 0; i < weights.size(); ++i) moved += weights[i] != regressor_.InitialValue(i);
-  Vector at(moved), value(moved);
-  int64_t j = 0;
-  for (size_t i = 0; i < weights.size(); ++i)
-    if (weights[i] != regressor_.InitialValue(i)) {
-      at[j] = static_cast<double>(i);
-      value[j++] = weights[i];
-    }
-  w.Put("weight_position", at);
-  w.Put("weight_value", value);
-  const auto& s = regressor_.scalars();
-  w.PutScalar("normalized_sum_norm_x", s.normalized_sum_norm_x);
-  w.PutScalar("total_weight", s.total_weight);
-  w.PutScalar("t", s.t);
-  w.PutScalar("min_label", s.min_label);
-  w.PutScalar("max_label", s.max_label);
-  w.PutScalar("gravity", s.gravity);
-  w.PutScalar("contraction", s.contraction);
-  w.PutInt("event_sum", static_cast<int64_t>(event_sums_[0]));
-  w.PutInt("action_sum", static_cast<int64_t>(action_sums_[0]));
-  w.PutInt("squarecb_rounds", static_cast<int64_t>(squarecb_rounds_));
-  w.PutInt("first_remaining", static_cast<int64_t>(first_remaining_));
-  if (o_.explorer == Explorer::kCover) w.PutInt("cover_rounds", static_cast<int64_t>(cover_rounds_));
-  if (o_.explorer == Explorer::kBag) {
-    // The other regressors' counts (exact in a double below 2^53) and the bootstrap's state.
-    const auto rest = [](const std::vector<uint64_t>& v) {
-      Vector out(static_cast<int64_t>(v.size()) - 1);
-      for (size_t i = 1; i < v.size(); ++i)
-        out[static_cast<int64_t>(i) - 1] = static_cast<double>(v[i]);
-      return out;
-    };
-    w.Put("bag_event_sums", rest(event_sums_));
-    w.Put("bag_action_sums", rest(action_sums_));
-    w.PutInt("bag_random_state", static_cast<int64_t>(bag_random_state_));
-  }
-  if (o_.models > 1) {
-    // The other regressors' normalizer sums (--bag's, --cb_type dr's scorers).
-    const auto& sums = regressor_.other_sums();
-    Vector norm(static_cast<int64_t>(sums.size())), total(static_cast<int64_t>(sums.size()));
-    for (size_t i = 0; i < sums.size(); ++i) {
-      norm[static_cast<int64_t>(i)] = sums[i].normalized_sum_norm_x;
-      total[static_cast<int64_t>(i)] = sums[i].total_weight;
-    }
-    w.Put("bag_normalized_sum_norm_x", norm);
-    w.Put("bag_total_weight", total);
-  }
-  if (o_.ccb) w.PutInt("slot_index_seen", slot_index_seen_ ? 1 : 0);
-  w.PutRng(rng_);
-}
-
-absl::Status CbLearner::Restore(const bandit::v1::PolicyState& state) {
-  StateReader r(state);
-  if (auto s = r.Expect(name(), 1); !s.ok()) return s;
-  Vector at, value;
-  if (auto s = r.Get("weight_position", &at); !s.ok()) return s;
-  if (auto s = r.Get("weight_value", &value, at.size()); !s.ok()) return s;
-  std::vector<float> weights(regressor_.weights().size());
-  for (size_t i = 0; i < weights.size(); ++i) weights[i] = regressor_.InitialValue(i);
-  for (int64_t j = 0; j < at.size(); ++j) {
-    const double i = at[j];
-    if (!(i >= 0 && i < static_cast<double>(weights.size()) && i == std::floor(i)) ||
-        !(std::fabs(value[j]) <= kMaxFloatValue))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "vw state weight_position[", j, "] = ", i, " with value ", value[j],
-          ", expected an integer position below ", weights.size(), " and a finite float"));
-    weights[static_cast<size_t>(i)] = static_cast<float>(value[j]);
-  }
-  Regressor::Scalars s;
-  double min_label = 0, max_label = 0;
-  int64_t event_sum = 0, action_sum = 0, squarecb_rounds = 0, first_remaining = 0;
-  for (auto [field, out] : {std::pair{"normalized_sum_norm_x", &s.normalized_sum_norm_x},
-                            {"total_weight", &s.total_weight},
-                            {"t", &s.t},
-                            {"min_label", &min_label},
-                            {"max_label", &max_label},
-                            {"gravity", &s.gravity},
-                            {"contraction", &s.contraction}})
-    if (auto st = r.GetScalar(field, out); !st.ok()) return st;
-  for (auto [field, out] : {std::pair{"event_sum", &event_sum},
-                            {"action_sum", &action_sum},
-                            {"squarecb_rounds", &squarecb_rounds},
-                            {"first_remaining", &first_remaining}})
-    if (auto st = r.GetInt(field, out); !st.ok()) return st;
-  if (event_sum < 0 || action_sum < 0 || squarecb_rounds < 0 || first_remaining < 0)
-    return absl::InvalidArgumentError("vw state counts are negative, expected counts >= 0");
-  std::vector<Regressor::Sums> other_sums;
-  Counters counters;
-  counters.event_sum = static_cast<uint64_t>(event_sum);
-  counters.action_sum = static_cast<uint64_t>(action_sum);
-  counters.squarecb_rounds = static_cast<uint64_t>(squarecb_rounds);
-  counters.first_remaining = static_cast<uint64_t>(first_remaining);
-  if (o_.explorer == Explorer::kBag) {
-    const int64_t others = static_cast<int64_t>(o_.bag_size) - 1;
-    Vector events, actions;
-    if (auto st = r.Get("bag_event_sums", &events, others); !st.ok()) return st;
-    if (auto st = r.Get("bag_action_sums", &actions, others); !st.ok()) return st;
-    for (int64_t i = 0; i < others; ++i) {
-      if (!(events[i] >= 0 && events[i] <= 0x1p53 && events[i] == std::floor(events[i]) &&
-            actions[i] >= 0 && actions[i] <= 0x1p53 && actions[i] == std::floor(actions[i])))
-        return absl::InvalidArgumentError(absl::StrCat(
-            "vw state bag counts [", i, "] are ", events[i], " and ", actions[i],
-            ", expected whole counts in [0, 2^53]"));
-      counters.bag_event_sums.push_back(static_cast<uint64_t>(events[i]));
-      counters.bag_action_sums.push_back(static_cast<uint64_t>(actions[i]));
-    }
-    int64_t state = 0;
-    if (auto st = r.GetInt("bag_random_state", &state); !st.ok()) return st;
-    counters.random_state = static_cast<uint64_t>(state);
-  }
-  if (o_.models > 1) {
-    const int64_t others = static_cast<int64_t>(o_.models) - 1;
-    Vector norm, total;
-    if (auto st = r.Get("bag_normalized_sum_norm_x", &norm, others); !st.ok()) return st;
-    if (auto st = r.Get("bag_total_weight", &total, others); !st.ok()) return st;
-    for (int64_t i = 0; i < others; ++i) other_sums.push_back({norm[i], total[i]});
-  }
-  if (o_.explorer == Explorer::kCover) {
-    int64_t rounds = 0;
-    if (auto st = r.GetInt("cover_rounds", &rounds); !st.ok()) return st;
-    if (rounds < 0)
-      return absl::InvalidArgumentError("vw state cover_rounds is negative, expected >= 0");
-    counters.cover_rounds = static_cast<uint64_t>(rounds);
-  }
-  if (o_.ccb) {
-    int64_t seen = 0;
-    if (auto st = r.GetInt("slot_index_seen", &seen); !st.ok()) return st;
-    if (seen != 0 && seen != 1)
-      return absl::InvalidArgumentError(
-          absl::StrCat("vw state slot_index_seen is ", seen, ", expected 0 or 1"));
-    counters.slot_index_seen = seen == 1;
-  }
-  Rng rng;
-  if (auto st = r.GetRng(&rng); !st.ok()) return st;
-  s.min_label = static_cast<float>(min_label);
-  s.max_label = static_cast<float>(max_label);
-  if (auto st = Load(std::move(weights), s, counters, std::move(other_sums)); !st.ok()) return st;
-  rng_ = rng;
-  return absl::OkStatus();
-}
-
-absl::Status CbLearner::Load(std::vector<float> weights, const Regressor::Scalars& scalars,
-                             const Counters& counters, std::vector<Regressor::Sums> other_sums) {
-  // The regressors' MTR counts: the first's, then the others' (none given: 0, as VW's model
-  // file leaves them).
-  std::vector<uint64_t> events(o_.bag_size, 0), actions(o_.bag_size, 0);
-  events[0] = counters.event_sum;
-  actions[0] = counters.action_sum;
-  if (!counters.bag_event_sums.empty() || !counters.bag_action_sums.empty()) {
-    if (counters.bag_event_sums.size() != o_.bag_size - 1 ||
-        counters.bag_action_sums.size() != o_.bag_size - 1)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "vw counts are for ", counters.bag_event_sums.size() + 1, " and ",
-          counters.bag_action_sums.size() + 1, " regressors, expected --bag ", o_.bag_size));
-    std::copy(counters.bag_event_sums.begin(), counters.bag_event_sums.end(), events.begin() + 1);
-    std::copy(counters.bag_action_sums.begin(), counters.bag_action_sums.end(),
-              actions.begin() + 1);
-  }
-  for (size_t m = 0; m < events.size(); ++m)
-    if (actions[m] < events[m])
-      return absl::InvalidArgumentError(
-          absl::StrCat("vw counts are inconsistent: regressor ", m, " has event_sum ", events[m],
-                       " > action_sum ", actions[m], ", expected event_sum <= action_sum"));
-  if (counters.first_remaining > o_.first_rounds)
-    return absl::InvalidArgumentError(
-        "vw counts are inconsistent, expected first_remaining <= --first");
-  if (auto s = regressor_.Restore(std::move(weights), scalars, std::move(other_sums)); !s.ok())
-    return s;
-  event_sums_ = std::move(events);
-  action_sums_ = std::move(actions);
-  bag_random_state_ = counters.random_state;
-  slot_index_seen_ = o_.ccb && counters.slot_index_seen;
-  squarecb_rounds_ = counters.squarecb_rounds;
-  first_remaining_ = counters.first_remaining;
-  cover_rounds_ = o_.explorer == Explorer::kCover ? counters.cover_rounds : 0;
-  ++model_version_;
-  return absl::OkStatus();
-}
-
-int64_t CbLearner::StateBytes() const { return regressor_.StateBytes() + CounterBytes(o_); }
-
-std::vector<std::pair<std::string, double>> CbLearner::Summary() const {
-  // The rounds learned: t less where it started (--bag's first regressor may skip rounds).
-  const double rounds = regressor_.scalars().t - Regressor::InitialT(o_.regressor);
-  return {{"rounds_learned", rounds},
-          {"actions_per_round", event_sums_[0] == 0 ? 0.0
-                                                    : static_cast<double>(action_sums_[0]) /
-                                                          static_cast<double>(event_sums_[0])},
-          {"total_weight", regressor_.scalars().total_weight}};
-}
-
-int64_t Footprint(const bandit::v1::PolicyConfig& config) {
-  auto o = ParseVwArguments(config.vw().arguments());
-  if (!o.ok()) return 0;
-  return Regressor::Bytes(o->regressor, o->weight_bits, static_cast<int>(o->models)) +
-         CounterBytes(*o);
 }
 
 }  // namespace bandit::vw

@@ -61,7 +61,7 @@ class DepthLimitedHandler {
     const size_t exponent = number.find_first_of("eE");
     const absl::string_view digits = number.substr(0, exponent);
     if (exponent == absl::string_view::npos && digits.find('.') == absl::string_view::npos)
-      return false;  // an integer: converted exactly, never by the full-precision path
+      return false;  // an integer: "0" and "-0" stay the integer 0, as RapidJSON reads them
     return digits.find_first_not_of("-0.") == absl::string_view::npos;
   }
 

@@ -577,7 +577,8 @@ void FeatureSpace::Featurize(const ParsedFeatures& action, const ParsedFeatures*
         .IgnoreError();  // no limit: never refused
   } else {
     out->names.clear();
-    FeaturizeInto<false>(action, shared, nullptr, {}, &out->index, &out->value, nullptr).IgnoreError();
+    FeaturizeInto<false>(action, shared, nullptr, {}, &out->index, &out->value, nullptr)
+        .IgnoreError();
   }
 }
 

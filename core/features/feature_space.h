@@ -131,8 +131,10 @@ class FeatureSpace {
   // The same vector into a caller's index and value arrays (no audit names).
   void Featurize(const ParsedFeatures& action, const ParsedFeatures* shared,
                  std::vector<uint32_t>* index, std::vector<double>* value) const;
-  // How many terms Featurize would produce, without producing them; INVALID_ARGUMENT naming
-  // `path` when more than `max_terms` (check it before Featurize on untrusted input).
+  // How many terms Featurize would produce, counted from the group sizes without producing
+  // them; INVALID_ARGUMENT naming `path` when more than `max_terms`. Untrusted input goes
+  // through FeaturizeChecked, which counts as it builds; this independent count is what the
+  // tests and the features fuzzer hold FeaturizeChecked and Featurize to.
   absl::Status CheckTerms(const ParsedFeatures& action, const ParsedFeatures* shared,
                           int64_t max_terms, std::string_view path) const;
   // CheckTerms then Featurize, counting once: INVALID_ARGUMENT as CheckTerms refuses (nothing
